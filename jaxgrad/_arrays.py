@@ -1,0 +1,68 @@
+"""Reading arrays and dtypes from any framework without importing it.
+
+jaxgrad never imports torch. Where it must read a torch tensor or a torch dtype
+(``load_state_dict``, ``from_torch``, ``parity.compare``) it duck-types: a tensor is
+anything with ``detach()`` and ``numpy()``; a torch dtype prints as ``torch.float32``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """Return ``value`` as a numpy array: torch tensors, jax arrays, numpy, scalars.
+
+    A torch tensor is detached and moved to the CPU first (duck-typed, no torch
+    import). bfloat16 torch tensors have no numpy twin, so they come through
+    float32 and are cast to ``ml_dtypes.bfloat16`` (exact: bf16 ⊂ f32).
+    """
+    if hasattr(value, "detach") and hasattr(value, "cpu") and hasattr(value, "numpy"):
+        tensor = value.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            return tensor.float().numpy().astype(jnp.bfloat16)
+        return tensor.numpy()
+    return np.asarray(value)
+
+
+def canonical_dtype(dtype: Any) -> np.dtype:
+    """A numpy dtype from a numpy/jax dtype, a string, or a torch dtype (duck-typed).
+
+    >>> canonical_dtype("float64"), canonical_dtype(jnp.float32)
+    (dtype('float64'), dtype('float32'))
+    """
+    if dtype is None:
+        return np.dtype("float32")
+    text = str(dtype)
+    if text.startswith("torch."):
+        text = text[len("torch."):]
+        if text == "double":
+            text = "float64"
+        elif text == "float":
+            text = "float32"
+        elif text == "half":
+            text = "float16"
+        return np.dtype(jnp.dtype(text))
+    return np.dtype(jnp.dtype(dtype))
+
+
+def check_dtype_available(dtype: Any, *, what: str = "dtype") -> np.dtype:
+    """Return the canonical dtype, raising if JAX would silently downcast it.
+
+    Without ``jax_enable_x64`` JAX turns float64 into float32 without a word; a
+    parity check built on that would compare the wrong precision.
+    """
+    dtype = canonical_dtype(dtype)
+    if dtype.itemsize == 8 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"`{what}` (={dtype}) needs 64-bit JAX, but jax_enable_x64 is off, so JAX "
+            "would silently compute in 32 bits. Enable it first: "
+            "`jax.config.update('jax_enable_x64', True)` or `with jax.enable_x64(True):`."
+        )
+    return dtype

@@ -1,0 +1,119 @@
+"""``Sequential`` and the ``mlp`` builder.
+
+``Sequential(*layers)`` or ``Sequential(OrderedDict(name=layer, ...))``, as torch.
+Its params are the children's params prefixed by the child's name, so keys come out
+``"0.weight"``, ``"2.bias"``, ``"1.0.weight"`` for nested containers — exactly torch's
+``state_dict()`` keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from typing import Mapping
+
+import jax
+
+from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
+from jaxgrad.nn.linear import Identity, Linear
+from jaxgrad.nn.module import Module
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Sequential(Module):
+    """``torch.nn.Sequential``: applies its layers in order.
+
+    Attributes:
+      layers: the child layers, in order.
+      names: the child names (``"0"``, ``"1"``, … unless built from a mapping).
+    """
+
+    layers: tuple
+    names: tuple
+
+    def __init__(self, *layers):
+        if len(layers) == 1 and isinstance(layers[0], Mapping):
+            named = list(layers[0].items())
+        else:
+            named = [(str(i), layer) for i, layer in enumerate(layers)]
+        for name, layer in named:
+            if not isinstance(layer, Module):
+                raise TypeError(
+                    f"Sequential: child {name!r} is a {type(layer).__name__}, expected a "
+                    "jaxgrad.nn layer (use jaxgrad.nn.from_torch to convert a torch module)."
+                )
+            if "." in name or not name:
+                raise ValueError(f"Sequential: child name {name!r} must be non-empty, without '.'.")
+        object.__setattr__(self, "names", tuple(n for n, _ in named))
+        object.__setattr__(self, "layers", tuple(layer for _, layer in named))
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(zip(self.names[index], self.layers[index])))
+        return self.layers[index]
+
+    def init(self, key):
+        params = {}
+        keys = jax.random.split(key, max(len(self.layers), 1))
+        for name, layer, layer_key in zip(self.names, self.layers, keys):
+            for pname, value in layer.init(layer_key).items():
+                params[f"{name}.{pname}"] = value
+        return params
+
+    def layer_params(self, params, index: int) -> dict:
+        """The params of child ``index`` with its prefix removed."""
+        prefix = self.names[index] + "."
+        return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+
+    def apply(self, params, x):
+        for index, layer in enumerate(self.layers):
+            x = layer.apply(self.layer_params(params, index), x)
+        return x
+
+    def intermediates(self, params, x) -> list:
+        """Every child's output, in order: ``[layer0(x), layer1(layer0(x)), ...]``."""
+        outputs = []
+        for index, layer in enumerate(self.layers):
+            x = layer.apply(self.layer_params(params, index), x)
+            outputs.append(x)
+        return outputs
+
+
+ACTIVATIONS = {
+    "relu": ReLU,
+    "sigmoid": Sigmoid,
+    "tanh": Tanh,
+    "gelu": GELU,
+    "gelu_tanh": lambda: GELU(approximate="tanh"),
+    "leaky_relu": LeakyReLU,
+    "identity": Identity,
+}
+
+
+def mlp(sizes, activation: str = "relu", *, bias: bool = True, dtype=None) -> Sequential:
+    """``Linear(sizes[0], sizes[1]) → act → … → Linear(sizes[-2], sizes[-1])``.
+
+    No activation after the last layer; the twin of ``torchref.models.mlp``, with the
+    same keys (``"0.weight"``, ``"2.weight"``, …).
+
+    Args:
+      sizes: layer widths, at least two: input, hidden…, output.
+      activation: one of ``ACTIVATIONS`` (``"relu"``, ``"sigmoid"``, ``"tanh"``,
+        ``"gelu"``, ``"gelu_tanh"``, ``"leaky_relu"``, ``"identity"``).
+    """
+    sizes = list(sizes)
+    if len(sizes) < 2:
+        raise ValueError(f"`sizes` (={sizes}) needs at least an input and an output width.")
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"`activation` (={activation!r}) must be one of {', '.join(ACTIVATIONS)}."
+        )
+    layers = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(Linear(fan_in, fan_out, bias=bias, dtype=dtype))
+        if i < len(sizes) - 2:
+            layers.append(ACTIVATIONS[activation]())
+    return Sequential(*layers)

@@ -1,0 +1,71 @@
+"""``from_torch``: the jaxgrad twin of a torch module, read by duck typing.
+
+No torch import: a module is recognised by its class name and read through the
+attributes torch documents (``in_features``, ``negative_slope``, ``_modules``…).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from jaxgrad._arrays import canonical_dtype
+from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
+from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.linear import Flatten, Identity, Linear
+
+
+def _linear(module):
+    return Linear(
+        module.in_features,
+        module.out_features,
+        bias=module.bias is not None,
+        dtype=canonical_dtype(module.weight.dtype),
+    )
+
+
+_CONVERTERS = {
+    "Linear": _linear,
+    "ReLU": lambda m: ReLU(),
+    "Sigmoid": lambda m: Sigmoid(),
+    "Tanh": lambda m: Tanh(),
+    "GELU": lambda m: GELU(approximate=m.approximate),
+    "LeakyReLU": lambda m: LeakyReLU(negative_slope=m.negative_slope),
+    "Identity": lambda m: Identity(),
+    "Flatten": lambda m: Flatten(start_dim=m.start_dim, end_dim=m.end_dim),
+}
+SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
+
+
+def _convert(module, path: str):
+    name = type(module).__name__
+    if name == "Sequential":
+        children = OrderedDict()
+        for child_name, child in module._modules.items():
+            child_path = f"{path}.{child_name}" if path else child_name
+            children[child_name] = _convert(child, child_path)
+        return Sequential(children)
+    if name not in _CONVERTERS:
+        where = f"at {path!r}" if path else "at the top level"
+        raise ValueError(
+            f"from_torch: unsupported module {name} {where}; supported modules are "
+            f"{', '.join(SUPPORTED)}."
+        )
+    return _CONVERTERS[name](module)
+
+
+def from_torch(module):
+    """Build the jaxgrad twin of ``module`` and copy its weights.
+
+    Args:
+      module: a torch ``nn.Module`` made of supported layers (``SUPPORTED``),
+        nested ``Sequential`` included.
+
+    Returns:
+      ``(model, params)``: the jaxgrad model and its params, keyed like
+      ``module.state_dict()``, with the module's dtype.
+
+    Raises:
+      ValueError: naming the first unsupported module's class and path.
+    """
+    model = _convert(module, "")
+    return model, model.load_state_dict(module.state_dict())

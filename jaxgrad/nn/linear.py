@@ -1,0 +1,108 @@
+"""``Linear``, ``Identity`` and ``Flatten``, mirroring ``torch.nn``.
+
+``Linear.weight`` has torch's layout ``(out_features, in_features)`` and
+``y = x @ weight.T + bias`` — flax's ``Dense`` stores the transpose, ``(in, out)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxgrad._arrays import check_dtype_available
+from jaxgrad.nn import init as initializers
+from jaxgrad.nn.module import Module, require_params
+
+
+@dataclasses.dataclass(frozen=True)
+class Linear(Module):
+    """``torch.nn.Linear(in_features, out_features, bias=True, device=None, dtype=None)``.
+
+    Params: ``weight`` `(out_features, in_features)`, ``bias`` `(out_features,)`.
+    Input `(*, in_features)`, output `(*, out_features)`.
+    """
+
+    in_features: int
+    out_features: int
+    bias: bool = True
+    device: Any = None  # accepted for signature parity with torch; placement is jax's
+    dtype: Any = None  # None means torch's default, float32
+
+    def __post_init__(self):
+        for name in ("in_features", "out_features"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"`{name}` (={value!r}) must be a non-negative int.")
+
+    def init(self, key):
+        dtype = check_dtype_available(self.dtype, what="dtype")
+        w_key, b_key = jax.random.split(key)
+        fan_in = self.in_features
+        params = {
+            "weight": initializers.torch_default_weight(
+                w_key, (self.out_features, self.in_features), dtype, fan_in=fan_in
+            )
+        }
+        if self.bias:
+            params["bias"] = initializers.fan_in_uniform(
+                b_key, (self.out_features,), dtype, fan_in=fan_in
+            )
+        return params
+
+    def apply(self, params, x):
+        require_params("Linear", params, ("weight", "bias") if self.bias else ("weight",))
+        if x.shape[-1:] != (self.in_features,):
+            raise ValueError(
+                f"Linear: `in_features` (={self.in_features}) must match the input's "
+                f"last dimension (input shape {tuple(x.shape)})."
+            )
+        y = jnp.matmul(x, params["weight"].T)
+        if self.bias:
+            y = y + params["bias"]
+        return y
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Identity(Module):
+    """``torch.nn.Identity(*args, **kwargs)``: arguments are accepted and ignored."""
+
+    def __init__(self, *args, **kwargs):
+        del args, kwargs
+
+    def init(self, key):
+        return {}
+
+    def apply(self, params, x):
+        return x
+
+
+@dataclasses.dataclass(frozen=True)
+class Flatten(Module):
+    """``torch.nn.Flatten(start_dim=1, end_dim=-1)``: merges dims in C-order (row-major).
+
+    On NCHW activations this gives torch's C,H,W feature order; flax's NHWC
+    flatten gives H,W,C — a porting pitfall.
+    """
+
+    start_dim: int = 1
+    end_dim: int = -1
+
+    def init(self, key):
+        return {}
+
+    def apply(self, params, x):
+        ndim = x.ndim
+        start = self.start_dim % ndim if ndim else 0
+        end = self.end_dim % ndim if ndim else 0
+        if start > end:
+            raise ValueError(
+                f"Flatten: `start_dim` (={self.start_dim}) comes after `end_dim` "
+                f"(={self.end_dim}) for an input of {ndim} dims."
+            )
+        merged = 1
+        for size in x.shape[start : end + 1]:
+            merged *= size
+        return x.reshape(x.shape[:start] + (merged,) + x.shape[end + 1 :])

@@ -1,0 +1,40 @@
+"""Test set-up shared by every parity test (DESIGN.md, parity policy).
+
+- torch runs on one thread so a busy 2-core machine cannot slow it 10×;
+- JAX matmuls run at ``highest`` precision (no bf16/TF32 passes on accelerators);
+- ``x64`` enables float64 for one test only; tests still assert output dtypes;
+- ``seed`` is derived from the test's id, so every test is reproducible alone.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+torch.set_num_threads(1)
+jax.config.update("jax_default_matmul_precision", "highest")
+
+
+@pytest.fixture
+def x64():
+    """Enable ``jax_enable_x64`` for the duration of the test."""
+    with jax.enable_x64(True):
+        yield
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A seed derived from the test's node id; also seeds numpy's and torch's globals."""
+    value = zlib.crc32(request.node.nodeid.encode()) & 0x7FFFFFFF
+    np.random.seed(value)
+    torch.manual_seed(value)
+    return value
+
+
+@pytest.fixture
+def rng(seed) -> np.random.Generator:
+    return np.random.default_rng(seed)
