@@ -222,8 +222,8 @@ def _compare_leaf(path, reference, candidate, rtol, atol) -> LeafResult:
     result.rtol, result.atol = rtol, atol
     if ref.dtype.kind == "b":
         ref, cand = ref.astype(np.int8), cand.astype(np.int8)
-    ref64 = ref.astype(np.float64)
-    cand64 = cand.astype(np.float64)
+    ref64 = ref.astype(np.float64).ravel()
+    cand64 = cand.astype(np.float64).ravel()
     if ref.dtype.kind in "fc":
         ref_nan, cand_nan = np.isnan(ref64), np.isnan(cand64)
         if not np.array_equal(ref_nan, cand_nan):

@@ -33,8 +33,9 @@ def _fmt(value: float) -> str:
     return "-" if value != value else f"{value:.2e}"
 
 
-def run(checks, *, verbose: bool = False, out=sys.stdout) -> list[dict]:
+def run(checks, *, verbose: bool = False, out=None) -> list[dict]:
     """Run ``checks``, print one row each as it finishes, return the rows as dicts."""
+    out = sys.stdout if out is None else out
     header = f"{'check':<44} {'dtype':<8} {'max abs err':>11} {'max rel err':>11}  result"
     print(header, file=out)
     print("-" * len(header), file=out)

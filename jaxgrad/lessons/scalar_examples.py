@@ -32,6 +32,7 @@ class ScalarExample:
     """One worked example.
 
     Attributes:
+      number: the example's number in the issue and the script (``"1"``, ``"1b"``).
       key: short identifier (``"tiny_relu"``).
       title: what the lesson computes.
       source: the lesson (file and section) the numbers come from.
@@ -43,6 +44,7 @@ class ScalarExample:
       lr: learning rate of the one SGD step the lesson takes, if any.
     """
 
+    number: str
     key: str
     title: str
     source: str
@@ -103,6 +105,7 @@ def _tiny_relu_by_hand(p, d) -> Working:
 
 
 TINY_RELU = ScalarExample(
+    number="1",
     key="tiny_relu",
     title="x → ReLU neuron → output, L = (z2 − y)²",
     source=LESSON_000,
@@ -116,6 +119,7 @@ TINY_RELU = ScalarExample(
 
 DEAD_RELU = dataclasses.replace(
     TINY_RELU,
+    number="1b",
     key="dead_relu",
     title="the same network with w1 = −0.5: the ReLU is dead",
     source=LESSON_000 + ", self-check question 1",
@@ -148,6 +152,7 @@ def _two_weight_by_hand(p, d) -> Working:
 
 
 TWO_WEIGHT = ScalarExample(
+    number="2",
     key="two_weight",
     title="a = w1·x, h = relu(a), y = w2·h, L = (y − t)²",
     source=LESSON_002,
@@ -176,6 +181,7 @@ def _square_plus_by_hand(p, d) -> Working:
 
 
 SQUARE_PLUS = ScalarExample(
+    number="3",
     key="square_plus",
     title="y = w² + 2w at w = 3",
     source=LESSON_004 + " (the syntax you will use)",
@@ -205,6 +211,7 @@ def _affine_square_by_hand(p, d) -> Working:
 
 
 AFFINE_SQUARE = ScalarExample(
+    number="4",
     key="affine_square",
     title="u = w·x + b, y = u² (example 1)",
     source=LESSON_004 + " example 1",
@@ -239,6 +246,7 @@ def _two_layer_scalar_by_hand(p, d) -> Working:
 
 
 TWO_LAYER_SCALAR = ScalarExample(
+    number="5",
     key="two_layer_scalar",
     title="L = (W2·relu(W1·x) − 1)² (example 2)",
     source=LESSON_004 + " example 2",
@@ -271,6 +279,7 @@ def _sigmoid_neuron_by_hand(p, d) -> Working:
 
 
 SIGMOID_NEURON = ScalarExample(
+    number="6",
     key="sigmoid_neuron",
     title="z = w·x + b, a = σ(z), L = (a − y)², one SGD step with lr 0.1",
     source=LESSON_001,

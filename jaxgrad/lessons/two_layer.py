@@ -145,7 +145,7 @@ def jax_train(data: dict, steps: int = STEPS, lr: float = LR) -> list:
     @jax.jit
     def evaluate(params):
         a2 = model.apply(params, X)
-        return jax_loss(params, X, y), jnp.mean((a2 > 0.5) == y)
+        return jax_loss(params, X, y), jnp.mean(((a2 > 0.5) == y).astype(a2.dtype))
 
     history = []
     for step in range(steps + 1):

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxgrad._arrays import check_dtype_available
+from jaxgrad._arrays import canonical_dtype, check_dtype_available
 from jaxgrad.nn import init as initializers
 from jaxgrad.nn.module import Module, require_params
 
@@ -32,6 +32,8 @@ class Linear(Module):
     dtype: Any = None  # None means torch's default, float32
 
     def __post_init__(self):
+        # numpy/jax/torch/str spellings of one dtype compare equal after this
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
         for name in ("in_features", "out_features"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

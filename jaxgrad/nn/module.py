@@ -38,8 +38,17 @@ class Module:
         return self.apply(params, x)
 
     def param_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
-        """The shape and dtype of every parameter, without allocating any."""
-        return jax.eval_shape(self.init, jax.random.key(0))
+        """The shape and dtype of every parameter, in ``init``'s (torch's) key order,
+        without allocating any. (``jax.eval_shape`` alone would sort the keys.)"""
+        names = []
+
+        def specs_in_order(key):
+            params = self.init(key)
+            names.extend(params)
+            return tuple(params.values())
+
+        specs = jax.eval_shape(specs_in_order, jax.random.key(0))
+        return dict(zip(names, specs))
 
     def num_parameters(self) -> int:
         """Total number of scalar parameters (``sum(p.numel() for p in m.parameters())``)."""

@@ -1,0 +1,159 @@
+"""jaxgrad.nn against torch.nn: signatures, keys, layouts, initialisation, forward and gradients."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from collections import OrderedDict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from torch import nn as tnn
+
+import jaxgrad
+import torchref
+from jaxgrad import nn
+from parity_checks.harness import model_parity, random_batch
+
+ACTIVATIONS = list(torchref.models.ACTIVATIONS)
+
+
+@pytest.mark.parametrize("name", ["Linear", "ReLU", "LeakyReLU", "GELU", "Flatten", "Sigmoid", "Tanh"])
+def test_constructor_arguments_and_defaults_match_torch(name):
+    torch_params = inspect.signature(getattr(tnn, name)).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(getattr(nn, name))}
+    expected = {k: p.default for k, p in torch_params.items()
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    assert list(fields) == list(expected)
+    for key, default in expected.items():
+        if default is not inspect.Parameter.empty:
+            assert fields[key] == default, key
+
+
+@pytest.mark.parametrize("sizes", [[3, 5], [784, 256, 10], [4, 8, 8, 2]])
+def test_state_dict_keys_and_shapes_match_torch(sizes):
+    reference = torchref.mlp(sizes).state_dict()
+    shapes = nn.mlp(sizes).param_shapes()
+    assert list(shapes) == list(reference)
+    assert {k: tuple(v.shape) for k, v in shapes.items()} == {
+        k: tuple(v.shape) for k, v in reference.items()}
+    assert nn.mlp(sizes).num_parameters() == sum(v.numel() for v in reference.values())
+
+
+def test_lessons_network_has_203530_parameters():
+    # lesson 000 §1: "the 203,530 parameters of the network in lesson 03" (784-256-10)
+    assert nn.mlp([784, 256, 10]).num_parameters() == 203_530
+
+
+def test_nested_and_named_sequential_keys_match_torch():
+    torch_model = tnn.Sequential(
+        OrderedDict(encoder=tnn.Sequential(tnn.Linear(4, 3), tnn.ReLU()), head=tnn.Linear(3, 2)))
+    model = nn.Sequential(
+        OrderedDict(encoder=nn.Sequential(nn.Linear(4, 3), nn.ReLU()), head=nn.Linear(3, 2)))
+    assert list(model.param_shapes()) == list(torch_model.state_dict())
+    converted, params = nn.from_torch(torch_model)
+    assert converted == model
+    assert list(params) == ["encoder.0.weight", "encoder.0.bias", "head.weight", "head.bias"]
+
+
+def test_default_init_is_torch_kaiming_uniform_and_fan_in_bias():
+    # kaiming_uniform(a=√5): bound = √(2/(1+5)) · √(3/fan_in) = 1/√fan_in (derivation in
+    # jaxgrad.nn.init); a uniform U(-b, b) has standard deviation b/√3.
+    fan_in, fan_out = 784, 256
+    params = nn.Linear(fan_in, fan_out).init(jax.random.key(0))
+    bound = 1 / math.sqrt(fan_in)
+    weight = np.asarray(params["weight"])
+    assert weight.dtype == np.float32 and weight.shape == (fan_out, fan_in)
+    assert np.abs(weight).max() <= bound
+    assert np.abs(weight).max() > 0.999 * bound
+    assert weight.std() == pytest.approx(bound / math.sqrt(3), rel=0.01)
+    assert abs(weight.mean()) < 0.01 * bound
+    bias = np.asarray(params["bias"])
+    assert np.abs(bias).max() <= bound and bias.std() == pytest.approx(bound / math.sqrt(3), rel=0.15)
+    # torch's own draw obeys the same bound: the same distribution, not the same numbers
+    torch_weight = tnn.Linear(fan_in, fan_out).weight.detach().numpy()
+    assert np.abs(torch_weight).max() <= bound
+    assert torch_weight.std() == pytest.approx(weight.std(), rel=0.02)
+
+
+def test_float64_without_x64_is_a_clear_error():
+    with pytest.raises(ValueError, match="jax_enable_x64 is off"):
+        nn.Linear(2, 3, dtype=jnp.float64).init(jax.random.key(0))
+
+
+def test_dtype_argument_accepts_torch_dtypes(x64):
+    params = nn.Linear(2, 3, dtype=torch.float64).init(jax.random.key(0))
+    assert params["weight"].dtype == jnp.float64
+    _, converted = nn.from_torch(tnn.Linear(2, 3).double())
+    assert converted["weight"].dtype == jnp.float64
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_mlp_forward_and_gradients_match_torch(request, activation, depth, dtype, seed, rng):
+    """Built twice: converted with ``from_torch``, and natively with ``jaxgrad.nn.mlp`` and
+    ``load_state_dict``; jitted for one route and not the other, alternating by depth."""
+    if dtype == "float64":
+        request.getfixturevalue("x64")
+    sizes = [6] + [7] * depth + [3]
+    torch_model = torchref.mlp(sizes, activation, dtype=getattr(torch, dtype))
+    x, y = random_batch(rng, 5, sizes[0], sizes[-1], dtype)
+    report = model_parity(torch_model, x, y, jit=depth % 2 == 0)
+    assert report.passed, report.table()
+    assert {leaf.dtype for leaf in report.leaves} == {dtype}
+
+    model = nn.mlp(sizes, activation, dtype=dtype)
+    params = model.load_state_dict(torch_model.state_dict())
+    apply = model.apply if depth % 2 == 0 else jax.jit(model.apply)
+    out = apply(params, jnp.asarray(x))
+    assert out.dtype == dtype
+    jaxgrad.assert_parity(torch_model(torch.from_numpy(x)), out)
+
+
+def test_flatten_and_identity_match_torch(x64, rng):
+    x = rng.standard_normal((2, 3, 4, 5))
+    for kwargs in ({}, {"start_dim": 0}, {"start_dim": 1, "end_dim": 2}, {"start_dim": -2}):
+        reference = tnn.Flatten(**kwargs)(torch.from_numpy(x))
+        jaxgrad.assert_parity(reference, nn.Flatten(**kwargs).apply({}, jnp.asarray(x)))
+    jaxgrad.assert_parity(x, nn.Identity(54, unused=True).apply({}, jnp.asarray(x)))
+
+
+def test_relu_gradient_at_zero_is_zero_like_torch(x64):
+    x = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64, requires_grad=True)
+    torch.relu(x).sum().backward()
+    grad = jax.grad(lambda v: nn.ReLU().apply({}, v).sum())(jnp.array([-1.0, 0.0, 1.0]))
+    jaxgrad.assert_parity(x.grad, grad, **jaxgrad.parity.BIT_IDENTICAL)
+
+
+def test_gelu_default_is_exact_erf_not_jax_tanh_default(x64):
+    x = jnp.linspace(-3, 3, 13)
+    exact = torch.nn.functional.gelu(torch.from_numpy(np.array(x)))
+    jaxgrad.assert_parity(exact, nn.GELU().apply({}, x))
+    # jax.nn.gelu's own default is the tanh approximation: a porting pitfall
+    assert not jaxgrad.compare(exact, jax.nn.gelu(x)).passed
+
+
+def test_state_dict_round_trips_into_torch(x64, rng):
+    model = nn.mlp([4, 5, 2], "tanh", dtype="float64")
+    params = model.init(jax.random.key(1))
+    torch_model = torchref.mlp([4, 5, 2], "tanh", dtype=torch.float64)
+    torchref.load_numpy(torch_model, model.state_dict(params))
+    x = rng.standard_normal((3, 4))
+    jaxgrad.assert_parity(torch_model(torch.from_numpy(x)), model(params, jnp.asarray(x)))
+
+
+def test_sequential_slicing_and_intermediates(x64, rng):
+    model = nn.mlp([4, 5, 5, 2], "relu", dtype="float64")
+    params = model.init(jax.random.key(0))
+    x = jnp.asarray(rng.standard_normal((3, 4)))
+    outputs = model.intermediates(params, x)
+    assert len(outputs) == len(model) == 5
+    jaxgrad.assert_parity(outputs[-1], model(params, x), **jaxgrad.parity.BIT_IDENTICAL)
+    head = model[:2]
+    assert head.names == ("0", "1")
+    jaxgrad.assert_parity(outputs[1], head(params, x), **jaxgrad.parity.BIT_IDENTICAL)
