@@ -118,7 +118,7 @@ class Module:
         missing = [k for k in expected if k not in params]
         if missing:
             raise ValueError(f"`params` is missing keys: {', '.join(missing)}.")
-        return {name: np.asarray(params[name]) for name in expected}
+        return {name: np.array(params[name], copy=True) for name in expected}
 
 
 def require_params(layer: str, params: Mapping, names) -> None:
