@@ -21,7 +21,9 @@ def format_value(value) -> str:
     if array.dtype.kind not in "biuf":
         return str(array.dtype)
     if array.size == 1:
-        return f"{array.item():.6g}" if array.dtype.kind == "f" else str(array.item())
+        if array.dtype.kind != "f":
+            return str(array.item())
+        return f"{array.item() + 0.0:.6g}"  # + 0.0 prints −0 as 0
     if array.size <= _SHOWN:
         return "[" + ", ".join(format_value(v) for v in array.ravel()) + "]"
     finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array

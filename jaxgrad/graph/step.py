@@ -137,6 +137,8 @@ def step_through(fn: Callable, *args, output_label: str = "L", out=sys.stdout) -
         gradient = np.asarray(grads.get(node_id, np.zeros_like(node.value)), node.dtype)
         input_grads[node.label] = gradient
         note = "" if node_id in grads else "   (no path to the output)"
+        if paths.get(node_id, 0) > 1:
+            note = f"   (sum over its {paths[node_id]} paths)"
         lines.append(f"  d{name}/d{node.label} = {format_value(gradient)}{note}")
     result = StepThrough(graph=graph, forward=forward, backward=steps, grads=input_grads,
                          lines=lines)
