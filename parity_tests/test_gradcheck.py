@@ -13,28 +13,9 @@ import jaxgrad.nn as jnn
 from jaxgrad.gradcheck import gradcheck
 from jaxgrad.manual import scaled_backward
 from jaxgrad.parity import compare
+from parity_checks.gradcheck import layer_cases, layer_gradcheck, loss_cases, loss_gradcheck
 from torchref.gradcheck import strict_gradcheck
 from torchref.manual import scaled_backward as torch_scaled_backward
-
-
-def _away_from_zero(x):
-    return np.where(np.abs(x) < 0.1, x + 0.2 * np.sign(x), x)
-
-
-def layer_cases():
-    f64 = "float64"
-    return {
-        "Linear": (jnn.Linear(3, 2, dtype=f64), (4, 3)),
-        "ReLU": (jnn.ReLU(), (3, 4)),
-        "LeakyReLU": (jnn.LeakyReLU(0.1), (3, 4)),
-        "Sigmoid": (jnn.Sigmoid(), (3, 4)),
-        "Tanh": (jnn.Tanh(), (3, 4)),
-        "GELU": (jnn.GELU(), (3, 4)),
-        "GELU(tanh)": (jnn.GELU(approximate="tanh"), (3, 4)),
-        "Identity": (jnn.Identity(), (3, 4)),
-        "Flatten": (jnn.Flatten(), (2, 3, 2)),
-        "Sequential": (jnn.mlp([3, 4, 2], "tanh", dtype=f64), (5, 3)),
-    }
 
 
 def test_every_layer_has_a_case():
@@ -44,55 +25,25 @@ def test_every_layer_has_a_case():
 
 @pytest.mark.parametrize("name", list(layer_cases()))
 def test_gradcheck_passes_on_layer(name, x64, rng):
-    layer, shape = layer_cases()[name]
-    params = layer.init(jax.random.key(0))
-    x = jnp.asarray(_away_from_zero(rng.standard_normal(shape)))
-    cotangent = jnp.asarray(rng.standard_normal(layer.apply(params, x).shape))
-
-    def fn(params, x):
-        return jnp.sum(cotangent * layer.apply(params, x))
-
-    assert fn(params, x).dtype == jnp.float64
-    report = gradcheck(fn, params, x)
+    report = layer_gradcheck(name, rng)
     assert report.passed, report.table()
-    assert report.n_checked == report.n_parameters == x.size + sum(
-        p.size for p in params.values())
-
-
-def loss_cases(rng):
-    logits = rng.standard_normal((4, 3))
-    probs = rng.uniform(0.05, 0.95, (4, 3))
-    targets = rng.uniform(size=(4, 3))
-    classes = rng.integers(0, 3, (4,))
-    soft = rng.dirichlet(np.ones(3), size=4)
-    return {
-        "mse_loss": (L.mse_loss, (logits, targets), {}),
-        "mse_loss sum": (L.mse_loss, (logits, targets), dict(reduction="sum")),
-        "cross_entropy": (L.cross_entropy, (logits, classes), {}),
-        "cross_entropy probabilities": (L.cross_entropy, (logits, soft), {}),
-        "cross_entropy label_smoothing": (L.cross_entropy, (logits, classes),
-                                          dict(label_smoothing=0.1)),
-        "binary_cross_entropy": (L.binary_cross_entropy, (probs, targets), {}),
-        "binary_cross_entropy_with_logits": (L.binary_cross_entropy_with_logits,
-                                             (logits, targets), {}),
-        "binary_cross_entropy_with_logits pos_weight": (
-            L.binary_cross_entropy_with_logits, (logits, targets),
-            dict(pos_weight=np.array([0.5, 2.0, 3.0]), reduction="sum")),
-    }
+    layer, shape = layer_cases()[name]
+    assert report.n_checked == report.n_parameters == int(np.prod(shape)) + (
+        layer.num_parameters())
 
 
 def test_every_loss_has_a_case():
     functions = {n for n in L.__all__ if callable(getattr(L, n))}
-    covered = {case.split()[0] for case in loss_cases(np.random.default_rng(0))}
+    covered = {loss.__name__ for loss, _, _ in loss_cases(np.random.default_rng(0)).values()}
     assert functions <= covered, functions - covered
 
 
 @pytest.mark.parametrize("name", list(loss_cases(np.random.default_rng(0))))
 def test_gradcheck_passes_on_loss(name, rng):
-    loss, inputs, kwargs = loss_cases(rng)[name]
-    report = gradcheck(lambda *a: loss(*a, **kwargs), *inputs)
+    report = loss_gradcheck(name, rng)
     assert report.passed, report.table()
     # integer class targets are held fixed, float targets are differentiated too
+    _, inputs, _ = loss_cases(np.random.default_rng(0))[name]
     assert report.n_parameters == sum(x.size for x in inputs if x.dtype.kind == "f")
 
 

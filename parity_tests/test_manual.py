@@ -18,7 +18,8 @@ import jaxgrad.nn as jnn
 from jaxgrad import manual
 from jaxgrad.gradcheck import gradcheck
 from jaxgrad.parity import assert_parity
-from torchref.manual import REFERENCES, forward_backward
+from parity_checks.manual import manual_vs_torch
+from torchref.manual import REFERENCES
 
 NAMES = list(manual.FUNCTIONS)
 
@@ -63,15 +64,11 @@ def test_passes_gradcheck(name, rng):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_matches_torch_autograd(name, x64, rng):
-    inputs = manual.example_inputs(name, rng)
-    reference = forward_backward(name, *inputs)
-    cotangent = jnp.ones(reference["output"].shape, jnp.float64)
-    out, grads = jax.jit(_vjp, static_argnums=0)(
-        manual.FUNCTIONS[name], [jnp.asarray(x) for x in inputs], cotangent)
-    assert_parity({"out": reference["output"], "grads": [g for g in reference["grads"]
-                                                         if g is not None]},
-                  {"out": out, "grads": grads})
+def test_matches_torch_autograd(name, rng):
+    """The parity-report row, jitted: output and every input gradient at the float64 tier."""
+    report = manual_vs_torch(name, rng)
+    assert report.passed, report.table()
+    assert report.dtypes == "float64"
 
 
 def test_matches_library_twins(x64, rng):
