@@ -298,6 +298,33 @@ FUNCTIONS = {
     "sigmoid_binary_cross_entropy": sigmoid_binary_cross_entropy,
 }
 
+def value_and_vjp(fn, inputs, cotangent=None, *, jit: bool = False):
+    """``(fn(*inputs), [VJP for each floating input])``: what ``backward()`` fills in.
+
+    Args:
+      fn: one of ``FUNCTIONS`` (or any function of arrays).
+      inputs: the arguments; integer ones (class targets) get no gradient.
+      cotangent: the upstream gradient, shaped like the output; default ones, the
+        gradient torch's ``out.sum().backward()`` computes.
+      jit: run under ``jax.jit``.
+    """
+    inputs = [jnp.asarray(x) for x in inputs]
+    positions = [i for i, x in enumerate(inputs) if jnp.issubdtype(x.dtype, jnp.floating)]
+
+    def run(inputs, cotangent):
+        def of_floats(*floats):
+            full = list(inputs)
+            for i, value in zip(positions, floats):
+                full[i] = value
+            return fn(*full)
+
+        out, vjp_fn = jax.vjp(of_floats, *[inputs[i] for i in positions])
+        upstream = jnp.ones_like(out) if cotangent is None else jnp.asarray(cotangent, out.dtype)
+        return out, list(vjp_fn(upstream))
+
+    return (jax.jit(run) if jit else run)(inputs, cotangent)
+
+
 # The same forward rules without the custom backward: what ``jax.grad`` differentiates
 # by itself, the first of the three references each hand-written backward must match.
 PLAIN = {
@@ -336,4 +363,5 @@ def example_inputs(name: str, rng: np.random.Generator, dtype: str = "float64") 
     raise ValueError(f"`name` (={name!r}) must be one of {', '.join(FUNCTIONS)}.")
 
 
-__all__ = [*FUNCTIONS, "FUNCTIONS", "PLAIN", "example_inputs", "scaled_backward"]
+__all__ = [*FUNCTIONS, "FUNCTIONS", "PLAIN", "example_inputs", "scaled_backward",
+           "value_and_vjp"]

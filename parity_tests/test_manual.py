@@ -25,17 +25,7 @@ NAMES = list(manual.FUNCTIONS)
 
 
 def _vjp(fn, inputs, cotangent):
-    """Output and the VJP of ``cotangent`` with respect to every floating input."""
-    float_positions = [i for i, x in enumerate(inputs) if x.dtype.kind == "f"]
-
-    def of_floats(*floats):
-        full = list(inputs)
-        for i, value in zip(float_positions, floats):
-            full[i] = value
-        return fn(*full)
-
-    out, vjp_fn = jax.vjp(of_floats, *[inputs[i] for i in float_positions])
-    return out, list(vjp_fn(cotangent))
+    return manual.value_and_vjp(fn, inputs, cotangent)
 
 
 def test_every_function_has_references():

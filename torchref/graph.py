@@ -151,6 +151,15 @@ def lesson_expression(w1=0.5, b1=0.1, w2=-1.5, b2=0.3, x=2.0, y=1.0,
     return {"L": loss, "leaves": leaves}
 
 
+def seed_neuron(w1=0.5, w2=-0.8, b=0.0, x1=2.0, x2=0.0, y=1.0, dtype=torch.float64) -> dict:
+    """Lesson 001's two-input neuron ``L = (σ(w1·x1 + w2·x2 + b) − y)²`` with its leaves."""
+    leaves = {k: torch.tensor(v, dtype=dtype, requires_grad=True)
+              for k, v in dict(w1=w1, w2=w2, b=b).items()}
+    x1, x2, y = (torch.tensor(v, dtype=dtype) for v in (x1, x2, y))
+    a = torch.sigmoid(leaves["w1"] * x1 + leaves["w2"] * x2 + leaves["b"])
+    return {"L": (a - y) ** 2, "leaves": leaves}
+
+
 def lesson_002_example(dtype=torch.float32) -> dict:
     """Lesson 002's ``x = tensor([2.0], requires_grad=True); h = (x*3).relu();
     loss = (h**2).sum()``, plus ``broken``, rebuilt from ``.item()`` (the graph is cut)."""

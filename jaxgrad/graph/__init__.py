@@ -9,6 +9,7 @@
 
 from jaxgrad.graph.render import FORMATS
 from jaxgrad.graph.render import render
+from jaxgrad.graph.render import side_by_side
 from jaxgrad.graph.render import to_dot
 from jaxgrad.graph.render import to_mermaid
 from jaxgrad.graph.render import to_text

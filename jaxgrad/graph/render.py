@@ -162,6 +162,21 @@ def to_dot(graph) -> str:
     return "\n".join(lines)
 
 
+def side_by_side(*blocks: str, titles=None, gap: int = 4) -> str:
+    """Text blocks as columns, each as wide as its longest line."""
+    columns = [block.splitlines() for block in blocks]
+    if titles is not None:
+        columns = [[title, "-" * len(title)] + lines for title, lines in zip(titles, columns)]
+    widths = [max(map(len, lines), default=0) for lines in columns]
+    height = max(map(len, columns), default=0)
+    rows = []
+    for i in range(height):
+        cells = [(lines[i] if i < len(lines) else "").ljust(width)
+                 for lines, width in zip(columns, widths)]
+        rows.append((" " * gap).join(cells).rstrip())
+    return "\n".join(rows)
+
+
 def render(graph, format: str = "text") -> str:
     """``to_text`` / ``to_mermaid`` / ``to_dot`` by name."""
     if format not in FORMATS:
@@ -169,5 +184,5 @@ def render(graph, format: str = "text") -> str:
     return {"text": to_text, "mermaid": to_mermaid, "dot": to_dot}[format](graph)
 
 
-__all__ = ["FORMATS", "format_value", "render", "to_dot", "to_mermaid", "to_text",
-           "type_string"]
+__all__ = ["FORMATS", "format_value", "render", "side_by_side", "to_dot", "to_mermaid",
+           "to_text", "type_string"]
