@@ -61,7 +61,7 @@ def test_backward_graph_lesson_expression(x64):
 
 def test_step_through_lesson_expression(x64):
     buffer = io.StringIO()
-    result = step_through(lesson_expression, *_args(LESSON_EXPRESSION_ARGS), out=buffer)
+    result = step_through(lesson_expression, *_args(LESSON_EXPRESSION_ARGS), file=buffer)
     printed = buffer.getvalue()
     assert printed.strip() == str(result)
     for name, expected in LESSON_000_GRADS.items():
@@ -73,7 +73,7 @@ def test_step_through_lesson_expression(x64):
 
 
 def test_step_through_seed_neuron_matches_lesson_001(x64):
-    result = step_through(seed_neuron, *_args(SEED_NEURON_ARGS), out=None)
+    result = step_through(seed_neuron, *_args(SEED_NEURON_ARGS), verbose=False)
     values = dict(result.forward)
     (sigmoid,) = [n for n in result.graph.nodes if n.op == "logistic"]
     assert agrees_to_printed_digits(float(sigmoid.value), 0.731, 3)
@@ -89,7 +89,7 @@ def test_step_through_seed_neuron_matches_lesson_001(x64):
 
 
 def test_step_through_sums_paths(x64):
-    result = step_through(lambda w: w * w + 2 * w, jnp.asarray(3.0), out=None)
+    result = step_through(lambda w: w * w + 2 * w, jnp.asarray(3.0), verbose=False)
     assert result.grads["w"] == 8.0  # lesson 004: 2w + 2 at w = 3
     # w reaches the output three times: twice through w·w, once through 2·w
     assert "  dL/dw = 8   (sum over its 3 paths)" in result.lines
@@ -105,7 +105,7 @@ def test_step_through_arrays_equals_jax_grad(x64, rng):
         return jnp.mean((model.apply(params, x) - y) ** 2)
 
     reference = jax.jit(jax.grad(loss))(params, x, y)
-    result = step_through(loss, params, x, y, out=None)
+    result = step_through(loss, params, x, y, verbose=False)
     assert_parity({f"params['{k}']": v for k, v in reference.items()},
                   {k: v for k, v in result.grads.items() if k.startswith("params")})
     assert any(line.count("vjp(") for line in result.lines)
@@ -113,7 +113,7 @@ def test_step_through_arrays_equals_jax_grad(x64, rng):
 
 def test_step_through_needs_a_scalar(x64):
     with pytest.raises(ValueError, match="one floating scalar"):
-        step_through(jnp.tanh, jnp.ones(3), out=None)
+        step_through(jnp.tanh, jnp.ones(3), verbose=False)
 
 
 def test_renderers(x64):
@@ -171,3 +171,16 @@ def test_torch_graph_and_jax_backward_agree_on_lesson_expression(x64):
     jax_grads = {jax_graph.node(o).label: jax_graph.node(o).value for o in jax_graph.outputs}
     assert_parity({f"d{k}": t.grad for k, t in built["leaves"].items()},
                   {f"d{k}": jax_grads[f"d{k}"] for k in built["leaves"]})
+
+
+def test_graph_script_writes_three_mermaid_graphs(tmp_path, capsys):
+    import graph as graph_script  # scripts/graph.py
+
+    out = tmp_path / "graphs.md"
+    assert graph_script.main(["--format", "mermaid", "--out", str(out)]) == 0
+    written = out.read_text()
+    assert written.count("```mermaid\nflowchart LR") == 3
+    printed = capsys.readouterr().out
+    assert "ReluBackward0" in printed and "AccumulateGrad" in printed
+    assert "upstream 7.05 × local 2 = 14.1" in printed
+    assert "(.item() left the graph)" in printed and "True, None" in printed

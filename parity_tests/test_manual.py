@@ -24,8 +24,8 @@ from torchref.manual import REFERENCES
 NAMES = list(manual.FUNCTIONS)
 
 
-def _vjp(fn, inputs, cotangent):
-    return manual.value_and_vjp(fn, inputs, cotangent)
+def _vjp(fn, inputs, cotangent, jit=True):
+    return manual.value_and_vjp(fn, inputs, cotangent, jit=jit)
 
 
 def test_every_function_has_references():
@@ -34,7 +34,7 @@ def test_every_function_has_references():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_matches_jax_grad_of_plain_function(name, x64, rng):
-    """Not jitted here; the torch comparison below runs the same VJP under jit."""
+    """Jitted (one compilation instead of one per primitive); see also the eager twin test."""
     inputs = [jnp.asarray(x) for x in manual.example_inputs(name, rng)]
     hand, plain = manual.FUNCTIONS[name], manual.PLAIN[name]
     cotangent = jnp.asarray(rng.standard_normal(jnp.shape(plain(*inputs))))
@@ -83,6 +83,13 @@ def test_matches_library_twins(x64, rng):
     both = (0, 1)
     assert_parity(jax.value_and_grad(L.binary_cross_entropy_with_logits, both)(logits, target),
                   jax.value_and_grad(manual.sigmoid_binary_cross_entropy, both)(logits, target))
+
+
+def test_eager_matches_jit(x64, rng):
+    inputs = manual.example_inputs("layer_norm", rng)
+    cotangent = rng.standard_normal(inputs[0].shape)
+    assert_parity(_vjp(manual.layer_norm, inputs, cotangent, jit=True),
+                  _vjp(manual.layer_norm, inputs, cotangent, jit=False))
 
 
 def test_relu_gradient_at_zero_is_zero_like_torch(x64):

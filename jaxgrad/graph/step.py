@@ -17,7 +17,6 @@ is printed as ``vjp(upstream) = gradient``.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Callable
 
 import jax
@@ -60,14 +59,16 @@ def _is_float(node) -> bool:
     return node.dtype is not None and np.dtype(node.dtype).kind == "f"
 
 
-def step_through(fn: Callable, *args, output_label: str = "L", out=sys.stdout) -> StepThrough:
+def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = True,
+                 file=None) -> StepThrough:
     """Print the forward pass, then the backward pass as ``upstream × local = gradient``.
 
     Args:
       fn: a JAX function returning one scalar (a loss), as ``backward()`` requires.
       *args: the point to evaluate at (see ``trace`` for the labels).
       output_label: the name the output goes by (``dL/d…`` is printed with it).
-      out: a text stream to print to; None prints nothing.
+      verbose: print the walk (False: only return it).
+      file: the text stream to print to; None is the current ``sys.stdout``.
 
     Returns:
       A ``StepThrough``: the graph, the forward values, every backward step and the
@@ -142,8 +143,8 @@ def step_through(fn: Callable, *args, output_label: str = "L", out=sys.stdout) -
         lines.append(f"  d{name}/d{node.label} = {format_value(gradient)}{note}")
     result = StepThrough(graph=graph, forward=forward, backward=steps, grads=input_grads,
                          lines=lines)
-    if out is not None:
-        print(result, file=out)
+    if verbose:
+        print(result, file=file)
     return result
 
 
