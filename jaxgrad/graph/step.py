@@ -92,7 +92,8 @@ def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = T
         ref = reference(node)
         args_text = ", ".join(reference(by_id[i]) for i in node.inputs)
         if node.kind == "operation":
-            params = "".join(f" {k}={v}" for k, v in node.params.items() if k in ("y", "axes"))
+            params = ", ".join(f"{k}={v}" for k, v in node.params.items() if k in ("y", "axes"))
+            params = f"[{params}]" if params else ""
             where = f"   (inside {node.scope[-1]})" if node.scope else ""
             lines.append(f"  {ref} = {node.op}{params}({args_text}) = "
                          f"{format_value(node.value)}{where}")
