@@ -26,14 +26,14 @@ rtol 1e-3) pass a backward that is 0.1 % wrong. The verdict comes from
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgrad._labels import leaf_labels
 from jaxgrad.parity import ParityReport, compare
 
 MODES = ("full", "directions")
@@ -105,21 +105,6 @@ class GradcheckReport:
         return self.table()
 
 
-def _arg_names(fn: Callable, n_args: int) -> list[str]:
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i in range(n_args):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                  params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        else:
-            names.append(f"args[{i}]")
-    return names
-
-
 def _is_float(leaf) -> bool:
     if isinstance(leaf, float):
         return True
@@ -129,13 +114,12 @@ def _is_float(leaf) -> bool:
 
 def _flatten_args(fn, args, argnums, allow_float32):
     """Split ``args`` into one float64 vector θ (the differentiated leaves) and the rest."""
-    names = _arg_names(fn, len(args))
+    labels = leaf_labels(fn, args)
     leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(tuple(args))
     leaves, paths, diff_index, notes = [], [], [], []
     upcast = []
-    for position, (path, leaf) in enumerate(leaves_with_path):
+    for position, ((path, leaf), where) in enumerate(zip(leaves_with_path, labels)):
         arg = path[0].idx
-        where = names[arg] + jax.tree_util.keystr(path[1:])
         if arg in argnums and _is_float(leaf):
             dtype = np.dtype(getattr(leaf, "dtype", np.float64))
             if dtype != np.float64 and not isinstance(leaf, float):
@@ -143,8 +127,7 @@ def _flatten_args(fn, args, argnums, allow_float32):
                     raise ValueError(
                         f"gradcheck: `{where}` is {dtype.name}. Central differences "
                         "subtract two nearly equal values of fn (cancellation): in float32 "
-                        "the rounding "
-                        "error of (f(x+h) − f(x−h))/2h is about 1e-7·|f|/h, ~0.1·|f| for "
+                        "the rounding error of (f(x+h) − f(x−h))/2h is about 1e-7·|f|/h, ~0.1·|f| for "
                         "h=1e-6, far above the errors a gradient check must catch. Pass "
                         "float64 inputs, or allow_float32=True to check float64 copies."
                     )

@@ -184,3 +184,11 @@ def test_graph_script_writes_three_mermaid_graphs(tmp_path, capsys):
     assert "ReluBackward0" in printed and "AccumulateGrad" in printed
     assert "upstream 7.05 × local 2 = 14.1" in printed
     assert "(.item() left the graph)" in printed and "True, None" in printed
+
+
+def test_torchref_graph_imports_no_jax():
+    import subprocess
+    import sys
+
+    code = "import sys, torchref.graph; assert 'jax' not in sys.modules, 'jax imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,7 +14,6 @@ values the forward pass saved as ``residual`` nodes, and one output per gradient
 
 from __future__ import annotations
 
-import inspect
 import itertools
 from typing import Callable, Sequence
 
@@ -23,6 +22,7 @@ import jax.extend.core as jcore
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgrad._labels import leaf_labels
 from jaxgrad.graph.types import Graph, Node, edges_from_inputs
 
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
@@ -132,22 +132,6 @@ def _format_scalar(value: np.ndarray) -> str:
     return f"{value.item():.6g}" if value.size == 1 else f"const {value.shape}"
 
 
-def arg_labels(fn: Callable, args: Sequence) -> list[str]:
-    """A label per leaf of ``args``: the parameter name of ``fn`` plus the pytree path."""
-    try:
-        parameters = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        parameters = []
-    names = [p.name for p in parameters
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    labels = []
-    for path, _ in jax.tree_util.tree_flatten_with_path(tuple(args))[0]:
-        position = path[0].idx
-        base = names[position] if position < len(names) else f"args[{position}]"
-        labels.append(base + jax.tree_util.keystr(path[1:]))
-    return labels
-
-
 def _build(closed, in_values, in_labels, in_kind, out_labels, name, direction):
     builder = _Builder()
     env = {}
@@ -189,7 +173,7 @@ def trace_with_evaluators(fn: Callable, *args, output_labels=None):
     """``trace`` plus, per operation node, a function of its inputs' values (for
     ``step_through``)."""
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
-    labels = arg_labels(fn, args)
+    labels = leaf_labels(fn, args)
     leaves = jax.tree_util.tree_leaves(tuple(args))
     return _build(closed, [jnp.asarray(x) for x in leaves], labels, "input",
                   _output_labels(out_shape, output_labels, "out"), _fn_name(fn), "forward")
@@ -227,10 +211,10 @@ def backward_graph(fn: Callable, *args, output_labels: Sequence[str] | str | Non
     seed_labels = ["seed" if len(seed_leaves) == 1 else f"seed[{i}]"
                    for i in range(len(seed_leaves))]
     if output_labels is None:
-        output_labels = [f"d{label}" for label in arg_labels(fn, args)]
+        output_labels = [f"d{label}" for label in leaf_labels(fn, args)]
     return _build(closed, seed_leaves, seed_labels, "input",
                   _output_labels(args, output_labels, "d"), f"{_fn_name(fn)} (vjp)",
                   "backward")[0]
 
 
-__all__ = ["arg_labels", "backward_graph", "trace", "trace_with_evaluators"]
+__all__ = ["backward_graph", "trace", "trace_with_evaluators"]
