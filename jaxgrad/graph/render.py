@@ -18,6 +18,8 @@ def format_value(value) -> str:
     if value is None:
         return ""
     array = np.asarray(value)
+    if array.dtype.kind == "V":  # JAX's float0: the cotangent of an integer input
+        return "no gradient"
     if array.dtype.kind not in "biuf":
         return str(array.dtype)
     if array.size == 1:

@@ -56,7 +56,8 @@ class StepThrough:
 
 
 def _is_float(node) -> bool:
-    return node.dtype is not None and np.dtype(node.dtype).kind == "f"
+    # "float0" (JAX's no-gradient type) is not a numpy dtype name
+    return node.dtype not in (None, "float0") and np.dtype(node.dtype).kind == "f"
 
 
 def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = True,

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad._labels import leaf_labels
+from jaxgrad.graph.render import format_value
 from jaxgrad.graph.types import Graph, Node, edges_from_inputs
 
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
@@ -32,7 +33,8 @@ _SHORT = 40  # params longer than this when printed are left out of Node.params
 
 
 def dtype_name(dtype) -> str:
-    return np.dtype(dtype).name
+    """numpy's name, except JAX's ``float0`` (the "no gradient" type of integer inputs)."""
+    return "float0" if np.dtype(dtype) == jax.dtypes.float0 else np.dtype(dtype).name
 
 
 class _Builder:
@@ -51,7 +53,7 @@ class _Builder:
     def value_node(self, value, kind: str, label: str, scope=()) -> str:
         array = np.asarray(value)
         return self.add(op=kind, kind=kind, label=label, shape=tuple(array.shape),
-                        dtype=array.dtype.name, value=array, scope=scope)
+                        dtype=dtype_name(array.dtype), value=array, scope=scope)
 
     def read(self, env, atom, scope):
         """``(node id, value)`` of a jaxpr variable or literal."""
@@ -101,7 +103,7 @@ class _Builder:
             value = np.asarray(value)
             node = self.add(op=primitive.name, kind="operation", label=primitive.name,
                             inputs=input_ids, shape=tuple(value.shape),
-                            dtype=value.dtype.name, value=value, scope=scope,
+                            dtype=dtype_name(value.dtype), value=value, scope=scope,
                             params=node_params)
             if primitive.multiple_results:
                 self.evaluators[node] = (lambda *v, i=index: evaluate(*v)[i], input_ids)
@@ -129,7 +131,9 @@ def _inner_jaxpr(eqn):
 
 
 def _format_scalar(value: np.ndarray) -> str:
-    return f"{value.item():.6g}" if value.size == 1 else f"const {value.shape}"
+    if value.size != 1:
+        return f"const {value.shape}"
+    return format_value(value) if value.dtype.kind in "biuf" else dtype_name(value.dtype)
 
 
 def _build(closed, in_values, in_labels, in_kind, out_labels, name, direction):
@@ -148,7 +152,8 @@ def _build(closed, in_values, in_labels, in_kind, out_labels, name, direction):
         source, value = builder.read(env, atom, ())
         outputs.append(builder.add(op="output", kind="output", label=label, inputs=(source,),
                                    shape=tuple(np.shape(value)),
-                                   dtype=np.asarray(value).dtype.name, value=np.asarray(value)))
+                                   dtype=dtype_name(np.asarray(value).dtype),
+                                   value=np.asarray(value)))
     nodes = tuple(builder.nodes)
     graph = Graph(name=name, direction=direction, nodes=nodes,
                   edges=edges_from_inputs(nodes), inputs=inputs, outputs=tuple(outputs))
