@@ -1,0 +1,299 @@
+"""Gradient checking: the analytic gradient against central differences, in float64.
+
+``gradcheck(fn, *args)`` checks the gradient JAX computes for a scalar function of
+any pytrees against the central difference ``(f(θ + h·d) − f(θ − h·d)) / 2h``:
+
+- ``mode="full"`` perturbs every element (``d`` runs over the unit vectors), so it
+  costs two evaluations of ``fn`` per scalar parameter;
+- ``mode="directions"`` compares directional derivatives ``∇f·d`` along
+  ``n_directions`` random unit vectors, for models too large for ``"full"``. A
+  wrong gradient is caught unless the error happens to be orthogonal to every
+  direction drawn.
+
+The check always runs in float64, turning ``jax_enable_x64`` on for its duration
+(the report's ``notes`` say so), because the difference quotient subtracts two
+nearly equal numbers: in float32 its rounding error is ~1e-7·|f| / h ≈ 0.1·|f|
+for h = 1e-6, which would hide any bug worth finding. float32 inputs are refused
+unless ``allow_float32=True``, which checks float64 copies of them.
+
+An element passes when ``|analytic − numeric| ≤ atol + rtol·|numeric|`` with the
+finite-difference tier of DESIGN.md (eps 1e-6, atol 1e-8, rtol 1e-6), the same
+criterion as ``torch.autograd.gradcheck`` — but strict: torch's defaults (atol 1e-5,
+rtol 1e-3) pass a backward that is 0.1 % wrong. The verdict comes from
+``jaxgrad.parity.compare`` with numeric as the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgrad._labels import leaf_labels
+from jaxgrad.parity import ParityReport, compare
+
+MODES = ("full", "directions")
+# Rows of the (directions × parameters) perturbation matrix evaluated in one vmap
+# call: bounds the memory of "full" mode to _CHUNK × n_parameters floats.
+_CHUNK = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class GradcheckRow:
+    """One checked element (``"full"``) or direction (``"directions"``)."""
+
+    where: str  # leaf path and element index, or "direction k"
+    analytic: float
+    numeric: float
+    abs_diff: float
+    allowed: float  # atol + rtol·|numeric|; the element fails when abs_diff > allowed
+
+    @property
+    def passed(self) -> bool:
+        return self.abs_diff <= self.allowed
+
+
+@dataclasses.dataclass
+class GradcheckReport:
+    """What ``gradcheck`` found. ``passed`` is the verdict of ``parity``."""
+
+    mode: str
+    eps: float
+    rtol: float
+    atol: float
+    n_parameters: int  # scalar parameters differentiated
+    n_checked: int  # elements ("full") or directions ("directions") compared
+    parity: ParityReport  # numeric (reference) vs analytic (candidate), per leaf
+    worst: list  # GradcheckRow, the worst first (largest abs_diff / allowed)
+    notes: list  # what the check did on the caller's behalf (x64, upcasts)
+    numeric: dict  # {leaf path: central differences}, or {"directional derivatives": (k,)}
+    analytic: dict  # the same structure from jax.grad
+
+    @property
+    def passed(self) -> bool:
+        return self.parity.passed
+
+    @property
+    def max_abs_err(self) -> float:
+        return self.parity.max_abs_err
+
+    def table(self) -> str:
+        lines = [
+            f"gradcheck ({self.mode}): {self.n_checked} "
+            f"{'elements' if self.mode == 'full' else 'directions'} of "
+            f"{self.n_parameters} parameters, eps={self.eps:g}, atol={self.atol:g}, "
+            f"rtol={self.rtol:g}"
+        ]
+        lines.extend(f"note: {note}" for note in self.notes)
+        rows = [("where", "analytic", "numeric", "|diff|", "allowed", "")]
+        for row in self.worst:
+            rows.append((row.where, f"{row.analytic:.12g}", f"{row.numeric:.12g}",
+                         f"{row.abs_diff:.2e}", f"{row.allowed:.2e}",
+                         "ok" if row.passed else "FAIL"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines.append("worst:")
+        lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in rows)
+        lines.append("PASS" if self.passed else "FAIL")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _is_float(leaf) -> bool:
+    if isinstance(leaf, float):
+        return True
+    dtype = getattr(leaf, "dtype", None)
+    return dtype is not None and jnp.issubdtype(dtype, jnp.floating)
+
+
+def _flatten_args(fn, args, argnums, allow_float32):
+    """Split ``args`` into one float64 vector θ (the differentiated leaves) and the rest."""
+    labels = leaf_labels(fn, args)
+    leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(tuple(args))
+    leaves, paths, diff_index, notes = [], [], [], []
+    upcast = []
+    for position, ((path, leaf), where) in enumerate(zip(leaves_with_path, labels)):
+        arg = path[0].idx
+        if arg in argnums and _is_float(leaf):
+            dtype = np.dtype(getattr(leaf, "dtype", np.float64))
+            if dtype != np.float64 and not isinstance(leaf, float):
+                if not allow_float32:
+                    raise ValueError(
+                        f"gradcheck: `{where}` is {dtype.name}. Central differences "
+                        "subtract two nearly equal values of fn (cancellation): in float32 "
+                        "the rounding error of (f(x+h) − f(x−h))/2h is about 1e-7·|f|/h, ~0.1·|f| for "
+                        "h=1e-6, far above the errors a gradient check must catch. Pass "
+                        "float64 inputs, or allow_float32=True to check float64 copies."
+                    )
+                upcast.append(where)
+            leaf = jnp.asarray(leaf, jnp.float64)
+            diff_index.append(position)
+        elif not hasattr(leaf, "dtype") and not isinstance(leaf, (int, bool)):
+            leaf = jnp.asarray(leaf)
+        leaves.append(leaf)
+        paths.append(where)
+    if upcast:
+        notes.append(f"float32 inputs checked as float64 copies: {', '.join(upcast)}")
+    return leaves, paths, treedef, diff_index, notes
+
+
+def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
+              rtol: float = 1e-6, mode: str = "full", n_directions: int = 16,
+              seed: int = 0, argnums: Sequence[int] | int | None = None,
+              allow_float32: bool = False, jit: bool = True, num_worst: int = 5,
+              name: str = "") -> GradcheckReport:
+    """Check ``jax.grad(fn)`` against central differences, in float64.
+
+    Args:
+      fn: ``fn(*args) -> scalar``; any pytrees as arguments.
+      *args: the point to check at. Floating leaves of the ``argnums`` arguments are
+        differentiated; integer leaves (class targets) are held fixed.
+      eps: the step ``h`` of the central difference.
+      atol, rtol: an element passes when ``|analytic − numeric| ≤ atol + rtol·|numeric|``.
+      mode: ``"full"`` (every element) or ``"directions"`` (random unit directions).
+      n_directions: how many directions ``"directions"`` draws.
+      seed: seeds the directions.
+      argnums: which positional arguments to differentiate; default all.
+      allow_float32: check float32 (or float16) inputs on float64 copies instead of
+        refusing them.
+      jit: evaluate ``fn`` and its gradient under ``jax.jit``.
+      num_worst: how many of the worst elements or directions the report lists.
+      name: a label carried into the parity report.
+
+    Returns:
+      A ``GradcheckReport``; nothing is raised for a wrong gradient.
+
+    Raises:
+      ValueError: bad ``mode``/``eps``/``n_directions``, float32 inputs (see above),
+        no floating input, or ``fn`` returning a non-scalar, non-float64 or
+        non-finite value.
+    """
+    if mode not in MODES:
+        raise ValueError(f"`mode` (={mode!r}) must be one of {', '.join(map(repr, MODES))}.")
+    if not eps > 0:
+        raise ValueError(f"`eps` (={eps}) must be positive.")
+    if mode == "directions" and (not isinstance(n_directions, int) or n_directions < 1):
+        raise ValueError(f"`n_directions` (={n_directions!r}) must be a positive int.")
+    if argnums is None:
+        argnums = tuple(range(len(args)))
+    elif isinstance(argnums, int):
+        argnums = (argnums,)
+    bad = [a for a in argnums if not 0 <= a < len(args)]
+    if bad:
+        raise ValueError(f"`argnums` (={tuple(argnums)}) must index the {len(args)} arguments.")
+
+    notes = []
+    if not jax.config.jax_enable_x64:
+        notes.append("jax_enable_x64 was off: gradcheck turned it on for the check")
+    with jax.enable_x64(True):
+        leaves, paths, treedef, diff_index, upcast_notes = _flatten_args(
+            fn, args, set(argnums), allow_float32)
+        notes.extend(upcast_notes)
+        if not diff_index:
+            raise ValueError("gradcheck: no floating-point input to differentiate in `args`.")
+        shapes = [jnp.shape(leaves[i]) for i in diff_index]
+        sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+        theta = jnp.concatenate([jnp.ravel(leaves[i]) for i in diff_index])
+
+        def objective(vector):
+            rebuilt = list(leaves)
+            offset = 0
+            for i, shape, size in zip(diff_index, shapes, sizes):
+                rebuilt[i] = vector[offset:offset + size].reshape(shape)
+                offset += size
+            out = fn(*jax.tree_util.tree_unflatten(treedef, rebuilt))
+            return jnp.reshape(out, ())
+
+        _check_output(fn, objective, theta)
+        grad_fn = jax.grad(objective)
+        batched = jax.vmap(objective)
+        if jit:
+            grad_fn, batched = jax.jit(grad_fn), jax.jit(batched)
+        analytic = np.asarray(grad_fn(theta))
+        n = theta.size
+        if mode == "full":
+            numeric = _central_differences(batched, theta, eps, lambda start, stop: jnp.eye(
+                stop - start, n, k=start, dtype=jnp.float64), n)
+            analytic_checked = analytic
+            reference = _split(numeric, paths, diff_index, shapes, sizes)
+            candidate = _split(analytic, paths, diff_index, shapes, sizes)
+            where = [f"{paths[i]}{_index(shape, k)}" for i, shape, size in
+                     zip(diff_index, shapes, sizes) for k in range(size)]
+        else:
+            draws = np.asarray(jax.random.normal(jax.random.key(seed), (n_directions, n),
+                                                 jnp.float64))
+            directions = draws / np.linalg.norm(draws, axis=1, keepdims=True)
+            numeric = _central_differences(batched, theta, eps, lambda start, stop: jnp.asarray(
+                directions[start:stop]), n_directions)
+            analytic_checked = directions @ analytic
+            reference = {"directional derivatives": numeric}
+            candidate = {"directional derivatives": analytic_checked}
+            where = [f"direction {k}" for k in range(n_directions)]
+    parity = compare(reference, candidate, rtol=rtol, atol=atol, name=name or "gradcheck")
+    return GradcheckReport(
+        mode=mode, eps=eps, rtol=rtol, atol=atol, n_parameters=int(n),
+        n_checked=int(numeric.size), parity=parity,
+        worst=_worst(where, analytic_checked, numeric, atol, rtol, num_worst), notes=notes,
+        numeric=reference, analytic=candidate,
+    )
+
+
+def _check_output(fn, objective, theta) -> None:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    try:
+        out = objective(theta)
+    except TypeError as exc:
+        raise ValueError(f"gradcheck: `fn` ({name}) must return a scalar: {exc}") from exc
+    if out.dtype != jnp.float64:
+        raise ValueError(
+            f"gradcheck: `fn` ({name}) returned {out.dtype} for float64 inputs; it casts "
+            "to a lower precision inside, so its finite differences would be dominated by "
+            "rounding. Make it keep its inputs' dtype."
+        )
+    if not math.isfinite(float(out)):
+        raise ValueError(f"gradcheck: `fn` ({name}) is not finite at `args` (={float(out)}).")
+
+
+def _central_differences(batched, theta, eps, rows, total: int) -> np.ndarray:
+    """``(f(θ + eps·d) − f(θ − eps·d)) / 2eps`` for each of the ``total`` directions ``d``.
+
+    ``rows(start, stop)`` returns directions ``start..stop`` as a `(stop − start, n)`
+    array; they are evaluated ``_CHUNK`` at a time under one ``vmap``.
+    """
+    results = []
+    for start in range(0, total, _CHUNK):
+        block = rows(start, min(start + _CHUNK, total))
+        plus = batched(theta[None, :] + eps * block)
+        minus = batched(theta[None, :] - eps * block)
+        results.append(np.asarray((plus - minus) / (2.0 * eps)))
+    return np.concatenate(results)
+
+
+def _split(vector, paths, diff_index, shapes, sizes) -> dict:
+    tree, offset = {}, 0
+    for i, shape, size in zip(diff_index, shapes, sizes):
+        tree[paths[i]] = np.asarray(vector[offset:offset + size]).reshape(shape)
+        offset += size
+    return tree
+
+
+def _index(shape, flat: int) -> str:
+    return "" if not shape else str([int(i) for i in np.unravel_index(flat, shape)])
+
+
+def _worst(where, analytic, numeric, atol, rtol, count) -> list:
+    analytic, numeric = np.asarray(analytic), np.asarray(numeric)
+    diff = np.abs(analytic - numeric)
+    allowed = atol + rtol * np.abs(numeric)
+    order = np.argsort(-(diff / allowed), kind="stable")[:count]
+    return [GradcheckRow(where=where[k], analytic=float(analytic[k]), numeric=float(numeric[k]),
+                         abs_diff=float(diff[k]), allowed=float(allowed[k])) for k in order]
+
+
+__all__ = ["MODES", "GradcheckReport", "GradcheckRow", "gradcheck"]

@@ -1,0 +1,149 @@
+"""jaxgrad.gradcheck: passes on every layer and loss, catches a 0.1 % error, agrees with torch."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import jaxgrad.losses as L
+import jaxgrad.nn as jnn
+from jaxgrad.gradcheck import gradcheck
+from jaxgrad.manual import scaled_backward
+from jaxgrad.parity import compare
+from parity_checks.gradcheck import layer_cases, layer_gradcheck, loss_cases, loss_gradcheck
+from torchref.gradcheck import strict_gradcheck
+from torchref.manual import scaled_backward as torch_scaled_backward
+
+
+def test_every_layer_has_a_case():
+    covered = {name.split("(")[0] for name in layer_cases()}
+    assert set(jnn.SUPPORTED) <= covered, set(jnn.SUPPORTED) - covered
+
+
+@pytest.mark.parametrize("name", list(layer_cases()))
+def test_gradcheck_passes_on_layer(name, x64, rng):
+    report = layer_gradcheck(name, rng)
+    assert report.passed, report.table()
+    layer, shape = layer_cases()[name]
+    assert report.n_checked == report.n_parameters == int(np.prod(shape)) + (
+        layer.num_parameters())
+
+
+def test_every_loss_has_a_case():
+    functions = {n for n in L.__all__ if callable(getattr(L, n))}
+    covered = {loss.__name__ for loss, _, _ in loss_cases(np.random.default_rng(0)).values()}
+    assert functions <= covered, functions - covered
+
+
+@pytest.mark.parametrize("name", list(loss_cases(np.random.default_rng(0))))
+def test_gradcheck_passes_on_loss(name, rng):
+    report = loss_gradcheck(name, rng)
+    assert report.passed, report.table()
+    # integer class targets are held fixed, float targets are differentiated too
+    _, inputs, _ = loss_cases(np.random.default_rng(0))[name]
+    assert report.n_parameters == sum(x.size for x in inputs if x.dtype.kind == "f")
+
+
+def _small_model(w, x):
+    return jnp.sum(jnp.tanh(x @ w.T) ** 2)
+
+
+@pytest.mark.parametrize("mode", ["full", "directions"])
+def test_correct_backward_should_pass(mode, rng):
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    report = gradcheck(scaled_backward(_small_model, 1.0), w, x, mode=mode, n_directions=4)
+    assert report.passed, report.table()
+
+
+@pytest.mark.parametrize("mode, scale", [("full", 1.001), ("directions", 1.001),
+                                         ("full", 1 - 1e-5)])
+def test_scaled_backward_should_fail(mode, scale, rng):
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    report = gradcheck(scaled_backward(_small_model, scale), w, x, mode=mode, n_directions=4)
+    assert not report.passed
+    worst = report.worst[0]
+    assert not worst.passed and worst.abs_diff > worst.allowed
+    assert "FAIL" in report.table()
+
+
+def test_report_lists_worst_first_and_names_elements(rng):
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    report = gradcheck(scaled_backward(_small_model, 1.001), w, x, num_worst=3)
+    ratios = [row.abs_diff / row.allowed for row in report.worst]
+    assert len(ratios) == 3 and ratios == sorted(ratios, reverse=True)
+    assert report.worst[0].where.startswith(("w[", "x["))
+    row = report.worst[0]
+    np.testing.assert_allclose(row.analytic, 1.001 * row.numeric, rtol=1e-6)
+
+
+def test_refuses_float32_unless_asked(rng):
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    x = rng.standard_normal((5, 4))
+    with pytest.raises(ValueError, match=r"`w` is float32.*cancellation"):
+        gradcheck(_small_model, w, x)
+    report = gradcheck(_small_model, w, x, allow_float32=True)
+    assert report.passed
+    assert any("float64 copies" in note and "w" in note for note in report.notes)
+
+
+def test_turns_x64_on_and_says_so(rng):
+    assert not jax.config.jax_enable_x64
+    report = gradcheck(_small_model, rng.standard_normal((3, 4)), rng.standard_normal((5, 4)))
+    assert any("jax_enable_x64" in note for note in report.notes)
+    assert not jax.config.jax_enable_x64  # restored afterwards
+
+
+def test_no_x64_note_when_already_on(x64, rng):
+    report = gradcheck(_small_model, rng.standard_normal((3, 4)), rng.standard_normal((5, 4)))
+    assert report.notes == []
+
+
+def test_jit_and_eager_agree(rng):
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    jitted = gradcheck(_small_model, w, x, jit=True)
+    eager = gradcheck(_small_model, w, x, jit=False)
+    assert jitted.passed and eager.passed
+    assert compare(jitted.numeric, eager.numeric, rtol=1e-6, atol=1e-8).passed
+    assert compare(jitted.analytic, eager.analytic).passed
+
+
+def test_bad_arguments(rng):
+    w = rng.standard_normal((3, 4))
+    with pytest.raises(ValueError, match="`mode`"):
+        gradcheck(jnp.sum, w, mode="random")
+    with pytest.raises(ValueError, match="`eps`"):
+        gradcheck(jnp.sum, w, eps=0.0)
+    with pytest.raises(ValueError, match="scalar"):
+        gradcheck(jnp.tanh, w)
+    with pytest.raises(ValueError, match="float32"):
+        gradcheck(lambda w: jnp.sum(w.astype(jnp.float32)), w)
+    with pytest.raises(ValueError, match="no floating-point input"):
+        gradcheck(lambda n: jnp.sum(n * 1.0), np.arange(3))
+
+
+# --- agreement with torch.autograd.gradcheck at the same strict tolerances -------------
+
+def _torch_model(w, x):
+    return torch.sum(torch.tanh(x @ w.T) ** 2)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.001])
+def test_agrees_with_torch_gradcheck(scale, rng):
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    ours = gradcheck(scaled_backward(_small_model, scale), w, x).passed
+    inputs = (torch.tensor(w, requires_grad=True), torch.tensor(x, requires_grad=True))
+    theirs = strict_gradcheck(torch_scaled_backward(_torch_model, scale), inputs)
+    assert ours == theirs == (scale == 1.0)
+
+
+def test_torch_default_tolerances_miss_a_0_1_percent_error(rng):
+    """Why the strict tier: torch's defaults (atol 1e-5, rtol 1e-3) pass the planted bug."""
+    w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    inputs = (torch.tensor(w, requires_grad=True), torch.tensor(x, requires_grad=True))
+    wrong = torch_scaled_backward(_torch_model, 1.001)
+    assert strict_gradcheck(wrong, inputs, atol=1e-5, rtol=1e-3)
+    assert not strict_gradcheck(wrong, inputs)
+    assert not gradcheck(scaled_backward(_small_model, 1.001), w, x).passed
