@@ -5,9 +5,13 @@ returned by functions, never state; every workflow is checked against a PyTorch
 reference with ``jaxgrad.parity``.
 """
 
+from jaxgrad import gradcheck
+from jaxgrad import graph
 from jaxgrad import losses
+from jaxgrad import manual
 from jaxgrad import nn
 from jaxgrad import parity
+from jaxgrad.gradcheck import GradcheckReport
 from jaxgrad.parity import assert_parity
 from jaxgrad.parity import compare
 

@@ -4,8 +4,13 @@ Plain ``torch.nn`` modules and imperative loops (``zero_grad`` / ``backward`` /
 ``step``), written the way a PyTorch user writes them. Never imports jax.
 """
 
+from torchref import gradcheck
+from torchref import graph
 from torchref import lessons
+from torchref import manual
 from torchref import models
+from torchref.gradcheck import strict_gradcheck
+from torchref.graph import autograd_graph
 from torchref.models import load_numpy
 from torchref.models import mlp
 from torchref.models import state_dict_numpy
