@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import vanishing
 from jaxgrad.parity import assert_parity
@@ -36,3 +37,16 @@ def test_scalar_chains_match_lessons():
         assert chains["times3_20"][side + "_float32"] != 3 ** 20  # float32 cannot hold it
         assert chains["sigmoid_bound"]["6"][side] == 2.0 ** -12
         assert chains["sigmoid_bound"]["10"][side] == 2.0 ** -20
+
+
+def test_fashion_mnist_path_and_missing_directory(tmp_path, rng):
+    from jaxgrad import data
+    from parity_tests.test_data import write_fashion
+
+    write_fashion(tmp_path, rng, n_train=8, n_test=2)
+    rows = vanishing.lesson_table(data.load_dataset("fashion-mnist", data_dir=tmp_path), "sigmoid",
+                                  width=8, depth=6, batch_size=4, seed=0)
+    assert len(rows["torch"]) == 7 and rows["layers"][-1] == "12"
+    assert_parity(np.array(rows["torch"], np.float32), np.array(rows["jax"], np.float32))
+    with pytest.raises(SystemExit, match="cannot load fashion-mnist.*not a directory"):
+        vanishing.main(["--dataset", "fashion-mnist", "--data-dir", str(tmp_path / "missing")])

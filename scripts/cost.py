@@ -75,6 +75,8 @@ def time_passes(sizes, batch, repeats) -> dict:
     }
     for side in ("torch", "jax"):
         row[f"{side}_ratio"] = row[f"{side}_forward_backward"] / row[f"{side}_forward"]
+        # the backward alone, in forwards: (forward+backward − forward) / forward
+        row[f"{side}_backward_ratio"] = row[f"{side}_ratio"] - 1.0
     return row
 
 
@@ -121,12 +123,14 @@ def human(seconds: float) -> str:
 def report(results: dict) -> None:
     batch = results["batch"]
     print(f"\nforward vs forward+backward, batch {batch}, float32, median of {results['repeats']}")
-    print(f"  {'network':<16}{'params':>12}{'torch fwd':>11}{'fwd+bwd':>10}{'ratio':>7}"
-          f"{'JAX fwd':>10}{'fwd+bwd':>10}{'ratio':>7}")
+    print("  (ratio = forward+backward / forward; bwd = the backward alone, in forwards)")
+    print(f"  {'network':<16}{'params':>12}{'torch fwd':>11}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}"
+          f"{'JAX fwd':>10}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}")
     for name, r in {**results["networks"], **results["finite_difference"]}.items():
         print(f"  {name:<16}{r['params']:>12,}{human(r['torch_forward']):>11}"
-              f"{human(r['torch_forward_backward']):>10}{r['torch_ratio']:>7.2f}"
-              f"{human(r['jax_forward']):>10}{human(r['jax_forward_backward']):>10}{r['jax_ratio']:>7.2f}")
+              f"{human(r['torch_forward_backward']):>10}{r['torch_ratio']:>7.2f}{r['torch_backward_ratio']:>6.2f}"
+              f"{human(r['jax_forward']):>10}{human(r['jax_forward_backward']):>10}{r['jax_ratio']:>7.2f}"
+              f"{r['jax_backward_ratio']:>6.2f}")
     print(f"\nfinite differences of every parameter, measured (batch {results['fd_batch']})")
     for name, r in results["finite_difference"].items():
         print(f"  {name:<16}{r['params']:>6,} params: torch {human(r['torch_naive'])} "
