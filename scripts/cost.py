@@ -126,14 +126,16 @@ def report(results: dict) -> None:
     print("  (ratio = forward+backward / forward; bwd = the backward alone, in forwards)")
     print(f"  {'network':<16}{'params':>12}{'torch fwd':>11}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}"
           f"{'JAX fwd':>10}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}")
-    for name, r in {**results["networks"], **results["finite_difference"]}.items():
+    for name, r in results["networks"].items():
         print(f"  {name:<16}{r['params']:>12,}{human(r['torch_forward']):>11}"
               f"{human(r['torch_forward_backward']):>10}{r['torch_ratio']:>7.2f}{r['torch_backward_ratio']:>6.2f}"
               f"{human(r['jax_forward']):>10}{human(r['jax_forward_backward']):>10}{r['jax_ratio']:>7.2f}"
               f"{r['jax_backward_ratio']:>6.2f}")
     print(f"\nfinite differences of every parameter, measured (batch {results['fd_batch']})")
     for name, r in results["finite_difference"].items():
-        print(f"  {name:<16}{r['params']:>6,} params: torch {human(r['torch_naive'])} "
+        print(f"  {name:<16}{r['params']:>6,} params, forward torch {human(r['torch_forward'])} / JAX "
+              f"{human(r['jax_forward'])}")
+        print(f"  {'':<16}all-parameter finite differences: torch {human(r['torch_naive'])} "
               f"({r['torch_forwards_per_param']:.2f} forwards/param, overhead "
               f"{human(r['torch_overhead_per_param'])}/param), JAX {human(r['jax_naive'])} "
               f"({r['jax_forwards_per_param']:.2f} forwards/param, overhead "
