@@ -12,7 +12,9 @@ backward. This module measures them three ways:
 - ``compiled_memory(fn, *args)``: XLA's ``memory_analysis()`` of the compiled
   program (argument, output and temporary bytes).
 
-Residuals are split into ``arguments`` (the caller's arrays, already in memory),
+Differentiate with respect to what needs a gradient only (``lambda p: loss(p, x)``):
+like torch, JAX then keeps nothing for the input's gradient. Residuals are split
+into ``arguments`` (the caller's arrays and captured constants, already in memory),
 ``activations`` (floats whose leading dimension is the batch: what grows with batch
 size), ``masks`` (boolean residuals such as ReLU's ``x > 0``) and ``other`` (float
 copies of weights, such as transposes).
@@ -87,12 +89,13 @@ def vjp_residuals(fn: Callable, *args) -> list[Residual]:
 
 
 def classify(residuals, batch_size: int) -> dict[str, int]:
-    """Bytes by kind: ``arguments``; ``masks`` (non-float, e.g. ReLU's bool mask);
+    """Bytes by kind: ``arguments`` (the caller's arrays: arguments and captured
+    constants, already in memory); ``masks`` (non-float, e.g. ReLU's bool mask);
     ``activations`` (float, leading dim = batch); ``other`` (float, e.g. transposed
     weights)."""
     totals = {"arguments": 0, "activations": 0, "masks": 0, "other": 0}
     for residual in residuals:
-        if residual.source.startswith("from the argument"):
+        if residual.source.startswith(("from the argument", "from a constant")):
             totals["arguments"] += residual.nbytes
         elif not np.issubdtype(residual.dtype, np.floating) and residual.dtype.name != "bfloat16":
             totals["masks"] += residual.nbytes

@@ -98,7 +98,7 @@ def forward_modes(setup: Setup, repeats: int) -> dict:
 
     loss = setup.jax_loss()
     forward = lambda p, x: setup.model.apply(p, x)  # noqa: E731
-    vjp_forward = lambda p, x: jax.vjp(lambda q: forward(q, x), p)  # noqa: E731
+    vjp_forward = lambda p, x: jax.vjp(lambda q: forward(q, x), p)  # noqa: E731  (no grad for x)
     compiled = {
         "forward": jmemory.compiled_memory(forward, setup.params, setup.x),
         "forward_with_residuals": jmemory.compiled_memory(vjp_forward, setup.params, setup.x),
@@ -113,10 +113,10 @@ def forward_modes(setup: Setup, repeats: int) -> dict:
         "torch": {"no_grad_saved": no_grad, "graph_saved": graph, "gradient_bytes": grad_bytes,
                   "no_grad_seconds": no_grad_time, "graph_seconds": graph_time},
         "jax": {
-            "eager_residuals": jmemory.classify(jmemory.saved_residuals(forward, setup.params, setup.x),
-                                                setup.batch),
-            "vjp_residuals": jmemory.classify(jmemory.vjp_residuals(forward, setup.params, setup.x),
-                                              setup.batch),
+            "eager_residuals": jmemory.classify(
+                jmemory.saved_residuals(lambda p: forward(p, setup.x), setup.params), setup.batch),
+            "vjp_residuals": jmemory.classify(
+                jmemory.vjp_residuals(lambda p: forward(p, setup.x), setup.params), setup.batch),
             "compiled": compiled,
             "forward_seconds": median_seconds(
                 lambda: fast_forward(setup.params, setup.x).block_until_ready(), repeats),
@@ -139,8 +139,8 @@ def checkpointing(setup: Setup, repeats: int) -> dict:
         row = {"every": every,
                "jax_policy": "nothing_saveable" if every and policy is None else
                ("dots_saveable" if policy else None),
-               "jax_residuals": jmemory.classify(jmemory.saved_residuals(loss, setup.params, setup.x),
-                                                 setup.batch),
+               "jax_residuals": jmemory.classify(
+                   jmemory.saved_residuals(lambda p: loss(p, setup.x), setup.params), setup.batch),
                "jax_compiled": jmemory.compiled_memory(jax.grad(loss), setup.params, setup.x),
                "jax_seconds": median_seconds(
                    lambda: block_until_ready(grad_fn(setup.params, setup.x)), repeats),
@@ -163,8 +163,8 @@ def bfloat16(sizes, batch) -> dict:
         result[dtype] = {
             "torch_saved": tmemory.saved_bytes(lambda s=setup: s.module(s.x_t), setup.module.parameters(),
                                                [setup.x_t])[1],
-            "jax_residuals": jmemory.classify(jmemory.saved_residuals(forward, setup.params, setup.x),
-                                              setup.batch),
+            "jax_residuals": jmemory.classify(
+                jmemory.saved_residuals(lambda p, s=setup: forward(p, s.x), setup.params), setup.batch),
         }
     return result
 
@@ -187,7 +187,7 @@ def report(results: dict) -> None:
     print(f"  JAX    forward (jit): XLA temporaries {c['forward']['temporaries'] / MB:.1f} MB "
           f"(median {j['forward_seconds'] * 1e3:.1f} ms)")
     print(f"  JAX    residuals, jax.ad_checkpoint view: activations {er['activations'] / MB:.1f} MB, "
-          f"bool masks {er['masks'] / MB:.1f} MB, weight-shaped {er['other'] / MB:.1f} MB, from the arguments {er['arguments'] / MB:.1f} MB")
+          f"bool masks {er['masks'] / MB:.1f} MB, weight-shaped {er['other'] / MB:.1f} MB, parameters and input (already in memory) {er['arguments'] / MB:.1f} MB")
     print(f"  JAX    residuals in the jitted vjp closure: batch-shaped {vr['activations'] / MB:.1f} MB "
           f"(input included), masks {vr['masks'] / MB:.1f} MB, weight-shaped {vr['other'] / MB:.1f} MB; compiled outputs beyond the "
           f"logits {c['forward_with_residuals']['residual_outputs'] / MB:.1f} MB "
