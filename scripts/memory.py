@@ -42,10 +42,6 @@ LESSON_000 = {"params": 14.2e6, "batch": 1024, "no_grad_forward_mb": 58, "graph_
 MB = 1e6
 
 
-def block_until_ready(tree):
-    return jax.tree_util.tree_map(lambda leaf: leaf.block_until_ready(), tree)
-
-
 class Setup:
     """The torch module, its JAX twin (same weights), one batch, in one dtype."""
 
@@ -143,7 +139,7 @@ def checkpointing(setup: Setup, repeats: int) -> dict:
                    jmemory.saved_residuals(lambda p: loss(p, setup.x), setup.params), setup.batch),
                "jax_compiled": jmemory.compiled_memory(jax.grad(loss), setup.params, setup.x),
                "jax_seconds": median_seconds(
-                   lambda: block_until_ready(grad_fn(setup.params, setup.x)), repeats),
+                   lambda: jax.block_until_ready(grad_fn(setup.params, setup.x)), repeats),
                "jax_bit_identical": compare(plain_jax, grad_fn(setup.params, setup.x),
                                             **BIT_IDENTICAL).passed}
         if policy is None:  # torch.utils.checkpoint has no policies: nothing inside is kept
