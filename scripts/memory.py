@@ -15,7 +15,7 @@ our reading of lesson 000's "14.2-million-parameter network", at batch 1024):
 3. bfloat16 parameters and inputs: saved activation bytes halved in both.
 
 Examples:
-  python scripts/memory.py                 # 14.2M params, batch 1024 (~1 min on 2 cores)
+  python scripts/memory.py                 # 14.2M params, batch 1024 (~2 min on 2 busy cores)
   python scripts/memory.py --quick --json memory.json
 """
 
