@@ -4,10 +4,15 @@ Plain ``torch.nn`` modules and imperative loops (``zero_grad`` / ``backward`` /
 ``step``), written the way a PyTorch user writes them. Never imports jax.
 """
 
+from torchref import cost
+from torchref import data
+from torchref import depth
+from torchref import diagnostics
 from torchref import gradcheck
 from torchref import graph
 from torchref import lessons
 from torchref import manual
+from torchref import memory
 from torchref import models
 from torchref.gradcheck import strict_gradcheck
 from torchref.graph import autograd_graph

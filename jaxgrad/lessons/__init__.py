@@ -1,5 +1,7 @@
 """The backprop lessons' worked examples: by hand, and with ``jax.grad``."""
 
+from jaxgrad.lessons import cost
+from jaxgrad.lessons import depth
 from jaxgrad.lessons import scalar_examples
 from jaxgrad.lessons import two_layer
 from jaxgrad.lessons.hand import Working
