@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim.optimizers import torch_style_state
@@ -23,6 +24,7 @@ def optimizer_trajectory(optimizer: optax.GradientTransformation,
       ``{"loss": (steps,), "params": pytree of (steps, *shape),
       "state": {name: {field: (steps, *shape)}}}``; ``loss`` is the loss before each
       step, ``state`` comes from ``torch_style_state`` without the step counter.
+      ``jit=True`` runs one compiled ``lax.scan``; ``jit=False`` runs step by step, eagerly.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"`steps` (={steps!r}) must be an int >= 1.")
@@ -39,7 +41,15 @@ def optimizer_trajectory(optimizer: optax.GradientTransformation,
         _, history = jax.lax.scan(step, (params, optimizer.init(params)), None, length=steps)
         return history
 
-    losses, param_history, state_history = (jax.jit(run) if jit else run)(params)
+    def run_eagerly(params):
+        # op by op, no compilation: faster than tracing a scan for a few steps
+        carry, history = (params, optimizer.init(params)), []
+        for _ in range(steps):
+            carry, record = step(carry, None)
+            history.append(record)
+        return jax.tree.map(lambda *xs: jnp.stack(xs), *history)
+
+    losses, param_history, state_history = (jax.jit(run) if jit else run_eagerly)(params)
     state = {name: {k: v for k, v in fields.items() if k != "step"}
              for name, fields in torch_style_state(state_history).items()}
     return {"loss": losses, "params": param_history, "state": state}

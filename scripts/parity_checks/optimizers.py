@@ -101,3 +101,38 @@ CHECKS = [
     for dtype in ("float64", "float32")
     for name, hyper in CONFIGS
 ]
+
+
+def fixed_grads_trajectories(name: str, hyper: dict, steps: int = 4, *, jit: bool = False,
+                             jax_optimizer=None, seed: int = 0) -> tuple[dict, dict]:
+    """``(torch, jax)`` param/state histories for given float64 gradients, no model.
+
+    Torch gets ``p.grad = grads[k]; step()``; JAX gets ``optimizer.update(grads[k], …)``,
+    eagerly by default (a handful of small ops: no compilation to wait for).
+    """
+    rng = np.random.default_rng(seed)
+    start = rng.standard_normal((3, 4))
+    grads = rng.standard_normal((steps, 3, 4))
+    weight = torch.tensor(start, requires_grad=True)
+    torch_optimizer = toptim.make_optimizer(name, [weight], **hyper)
+    reference = {"params": [], "state": []}
+    for grad in grads:
+        weight.grad = torch.tensor(grad)
+        torch_optimizer.step()
+        reference["params"].append({"w": weight.detach().numpy().copy()})
+        state = torch_optimizer.state[weight]
+        reference["state"].append({"w": {k: state[k].numpy().copy() for k in toptim.STATE_FIELDS
+                                         if isinstance(state.get(k), torch.Tensor)}})
+    with jax_precision("float64"):
+        optimizer = jax_optimizer or JAX_OPTIMIZERS[name](**hyper)
+        update = jax.jit(optimizer.update) if jit else optimizer.update
+        params = {"w": jnp.asarray(start)}
+        opt_state = optimizer.init(params)
+        candidate = {"params": [], "state": []}
+        for grad in grads:
+            updates, opt_state = update({"w": jnp.asarray(grad)}, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            candidate["params"].append(np_tree(params))
+            candidate["state"].append({n: {k: np.asarray(v) for k, v in f.items() if k != "step"}
+                                       for n, f in joptim.torch_style_state(opt_state).items()})
+    return reference, candidate
