@@ -5,6 +5,8 @@ returned by functions, never state; every workflow is checked against a PyTorch
 reference with ``jaxgrad.parity``.
 """
 
+from jaxgrad import accumulate
+from jaxgrad import autodiff
 from jaxgrad import data
 from jaxgrad import diagnostics
 from jaxgrad import gradcheck
@@ -13,7 +15,9 @@ from jaxgrad import losses
 from jaxgrad import manual
 from jaxgrad import memory
 from jaxgrad import nn
+from jaxgrad import optim
 from jaxgrad import parity
+from jaxgrad.accumulate import accumulate_grads
 from jaxgrad.data import Dataset
 from jaxgrad.data import load_digits
 from jaxgrad.data import load_fashion_mnist

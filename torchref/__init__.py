@@ -4,6 +4,9 @@ Plain ``torch.nn`` modules and imperative loops (``zero_grad`` / ``backward`` /
 ``step``), written the way a PyTorch user writes them. Never imports jax.
 """
 
+from torchref import accumulate
+from torchref import autodiff
+from torchref import clipping
 from torchref import cost
 from torchref import data
 from torchref import depth
@@ -14,6 +17,7 @@ from torchref import lessons
 from torchref import manual
 from torchref import memory
 from torchref import models
+from torchref import optim
 from torchref.gradcheck import strict_gradcheck
 from torchref.graph import autograd_graph
 from torchref.models import load_numpy
