@@ -1,0 +1,74 @@
+"""torch.optim run the ordinary way, recording parameters and optimizer state per step.
+
+``optimizer_trajectory`` is the reference the jaxgrad optimizers are checked against:
+``zero_grad(); loss.backward(); [clip_grad_norm_]; step()`` for ``steps`` steps on one
+fixed batch, recording after every step each parameter and each tensor of
+``optimizer.state[p]`` (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``,
+``square_avg``, ``grad_avg``) under the parameter's ``named_parameters()`` name.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+OPTIMIZERS = {
+    "sgd": torch.optim.SGD,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "rmsprop": torch.optim.RMSprop,
+}
+STATE_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "square_avg", "grad_avg")
+
+
+def make_optimizer(name: str, parameters, **hyper) -> torch.optim.Optimizer:
+    """``torch.optim.<name>(parameters, **hyper)`` for a name in ``OPTIMIZERS``."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"`name` (={name!r}) must be one of {', '.join(OPTIMIZERS)}.")
+    return OPTIMIZERS[name](parameters, **hyper)
+
+
+def named_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """``{param name: {field: numpy copy}}`` of ``optimizer.state``; ``None`` buffers left out."""
+    result = {}
+    for name, param in module.named_parameters():
+        state = optimizer.state.get(param, {})
+        fields = {k: state[k].detach().numpy().copy() for k in STATE_FIELDS
+                  if isinstance(state.get(k), torch.Tensor)}
+        if fields:
+            result[name] = fields
+    return result
+
+
+def optimizer_trajectory(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                         x: torch.Tensor, y: torch.Tensor, loss_fn: Callable, steps: int,
+                         *, max_norm: float | None = None) -> dict:
+    """Train ``steps`` steps on ``(x, y)``; record params and state after each step.
+
+    Returns:
+      ``{"loss": (steps,), "params": {name: (steps, *shape)},
+      "state": {name: {field: (steps, *shape)}}}`` as numpy arrays; ``loss`` is the
+      loss *before* each step.
+    """
+    if steps < 1:
+        raise ValueError(f"`steps` (={steps}) must be >= 1.")
+    losses, params, states = [], [], []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(module(x), y)
+        loss.backward()
+        if max_norm is not None:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), max_norm)
+        optimizer.step()
+        losses.append(loss.item())
+        params.append({n: p.detach().numpy().copy() for n, p in module.named_parameters()})
+        states.append(named_state(module, optimizer))
+    dtype = next(module.parameters()).dtype
+    return {
+        "loss": np.asarray(losses, dtype=str(dtype).replace("torch.", "")),
+        "params": {n: np.stack([p[n] for p in params]) for n in params[0]},
+        "state": {n: {f: np.stack([s[n][f] for s in states]) for f in states[-1][n]}
+                  for n in states[-1]},
+    }
