@@ -58,14 +58,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     data.add_argument("--model", default="medium",
                       help=f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
                            "or a comma list such as 256,128 (default: medium)")
-    data.add_argument("--standardize", action="store_true",
-                      help="scale each input feature to zero mean, unit variance (train statistics)")
+    data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
+                      help="scale each input feature to zero mean, unit variance with the "
+                           "training set's statistics (default: on)")
     data.add_argument("--activation", default="relu",
                       choices=["relu", "tanh", "sigmoid", "gelu", "leaky_relu"])
     opt = parser.add_argument_group("optimisation")
-    opt.add_argument("--optimizer", default="adam", choices=sorted(OPTIMIZER_DEFAULT_LR))
+    opt.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_DEFAULT_LR))
     opt.add_argument("--lr", type=float, help="learning rate (default: 0.05 sgd, 1e-3 others)")
-    opt.add_argument("--momentum", type=float, default=0.0, help="sgd / rmsprop momentum")
+    opt.add_argument("--momentum", type=float, default=0.9,
+                     help="sgd / rmsprop momentum (default: 0.9)")
     opt.add_argument("--weight-decay", type=float, default=None,
                      help="torch semantics: L2 for sgd/adam/rmsprop, decoupled for adamw")
     opt.add_argument("--epochs", type=int, default=20)
@@ -203,13 +205,14 @@ class TorchRun:
         import torch
         import torchref
         from torchref import train as ttrain
+        from torchref.optim import make_optimizer
 
         torch.manual_seed(args.seed)
         self.module = torchref.mlp(sizes, args.activation)
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
-        optimizer = ttrain.make_optimizer(args.optimizer, self.module.parameters(),
+        optimizer = make_optimizer(args.optimizer, self.module.parameters(),
                                           **optimizer_kwargs(args))
         self.trainer = ttrain.TorchTrainer(
             self.module, optimizer, batch_size=args.batch_size, seed=args.seed,

@@ -34,12 +34,6 @@ import torch.nn.functional as F
 from torchref.data import batch_order
 from torchref.models import load_numpy, mlp, state_dict_numpy
 
-OPTIMIZERS = {
-    "sgd": torch.optim.SGD,
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "rmsprop": torch.optim.RMSprop,
-}
 DEVICES = {"cpu": "cpu", "gpu": "cuda"}
 
 
@@ -59,13 +53,6 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued kernels (CUDA is asynchronous; a timer must not stop early)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def make_optimizer(name: str, parameters, **hyperparameters) -> torch.optim.Optimizer:
-    """``torch.optim.<name>(parameters, **hyperparameters)`` for a name in ``OPTIMIZERS``."""
-    if name not in OPTIMIZERS:
-        raise ValueError(f"`optimizer` (={name!r}) must be one of {', '.join(OPTIMIZERS)}.")
-    return OPTIMIZERS[name](parameters, **hyperparameters)
 
 
 def freeze(module: torch.nn.Module, frozen) -> list[torch.nn.Parameter]:

@@ -87,8 +87,12 @@ def batch_sharding(mesh: Mesh, *, stacked: bool = False) -> NamedSharding:
 
 
 def replicate(tree, mesh: Mesh):
-    """Place every leaf of ``tree`` (params, optimizer state) on every device of ``mesh``."""
-    return jax.device_put(tree, replicated(mesh))
+    """Copy every leaf of ``tree`` (params, optimizer state) onto every device of ``mesh``.
+
+    Always a copy (``may_alias=False``): the train step donates what it is given,
+    and the caller's arrays must survive that.
+    """
+    return jax.device_put(tree, replicated(mesh), may_alias=False)
 
 
 def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):
