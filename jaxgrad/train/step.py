@@ -6,7 +6,7 @@ the functional twin of torch's ``zero_grad(); loss.backward(); optimizer.step()`
 nothing accumulates between calls, so nothing needs zeroing.
 
 - ``batch`` is ``(x, y)``: inputs `(batch, *features)` and targets `(batch, *)`.
-- ``metrics`` is ``{"loss": f32 scalar, "grad_norm": f32 scalar, "grads_finite":
+- ``metrics`` is ``{"loss": scalar, "grad_norm": scalar, "grads_finite":
   {param name: bool scalar}}``; the loop uses ``grads_finite`` to name the first
   parameter whose gradient went non-finite.
 - ``params`` and ``opt_state`` are donated: the arrays passed in are consumed and
@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.accumulate import accumulate_grads
-from jaxgrad.optim import clip_grad_norm_transform, freeze
+from jaxgrad.optim import clip_grad_norm_transform, freeze, global_norm
 
 COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
 
@@ -120,8 +120,8 @@ def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         metrics = {
-            "loss": loss.astype(jnp.float32),
-            "grad_norm": optax.global_norm(grads).astype(jnp.float32),
+            "loss": loss,
+            "grad_norm": global_norm(grads),
             "grads_finite": {k: jnp.all(jnp.isfinite(g)) for k, g in grads.items()},
         }
         return params, opt_state, metrics

@@ -54,11 +54,12 @@ def make_data(dtype: str, examples: int = EXAMPLES, seed: int = 0):
 
 def trajectories(optimizer: str, dtype: str, *, steps: int = 10, batch_size: int = 16,
                  accumulate: int = 1, clip: float | None = None, jit: bool = True,
-                 seed: int = 0) -> tuple[dict, dict]:
+                 seed: int = 0, jax_lr_scale: float = 1.0) -> tuple[dict, dict]:
     """Run ``steps`` training steps in both frameworks; return ``(torch, jax)`` records.
 
     Each record is ``{"loss": (steps,), "params": {name: (steps, *shape)}}``: every
-    step's loss and the parameters after every step.
+    step's loss and the parameters after every step. ``jax_lr_scale`` ≠ 1 gives the
+    JAX side a wrong learning rate, for the tests that show a mismatch is caught.
     """
     torch.manual_seed(seed)
     module = torchref.mlp(SIZES, "tanh", dtype=TORCH_DTYPES[dtype])
@@ -76,7 +77,8 @@ def trajectories(optimizer: str, dtype: str, *, steps: int = 10, batch_size: int
     reference = {"loss": [], "params": []}
     with jax_precision(dtype):
         model, params = jaxgrad.nn.from_torch(module)
-        jax_opt = build_optimizer(getattr(joptim, optimizer)(**hyper), clip=clip)
+        jax_hyper = dict(hyper, lr=hyper["lr"] * jax_lr_scale)
+        jax_opt = build_optimizer(getattr(joptim, optimizer)(**jax_hyper), clip=clip)
         step = make_train_step(model, jlosses.cross_entropy, jax_opt, accumulate=accumulate,
                                jit=jit)
         opt_state = jax_opt.init(params)
