@@ -72,3 +72,52 @@ def optimizer_trajectory(module: torch.nn.Module, optimizer: torch.optim.Optimiz
         "state": {n: {f: np.stack([s[n][f] for s in states]) for f in states[-1][n]}
                   for n in states[-1]},
     }
+
+
+def freeze(module: torch.nn.Module, prefixes) -> list[str]:
+    """``requires_grad = False`` on every parameter whose name is or starts with ``prefix.``;
+    returns the frozen names."""
+    prefixes = (prefixes,) if isinstance(prefixes, str) else tuple(prefixes)
+    frozen = []
+    for name, param in module.named_parameters():
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            param.requires_grad_(False)
+            frozen.append(name)
+    if not frozen:
+        raise ValueError(f"`prefixes` (={prefixes}) match no parameter of the module.")
+    return frozen
+
+
+def count_trainable(module: torch.nn.Module) -> int:
+    """``sum(p.numel() for p in module.parameters() if p.requires_grad)``."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def late_freeze_drift(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                      loss_fn: Callable, prefixes, *, warmup_steps: int, frozen_steps: int,
+                      set_to_none: bool, lr: float = 1e-2, weight_decay: float = 0.1) -> dict:
+    """The freezing trap: AdamW built over all parameters, the layer frozen afterwards.
+
+    ``warmup_steps`` ordinary steps, then ``freeze(module, prefixes)`` and
+    ``frozen_steps`` more. With ``zero_grad(set_to_none=False)`` the frozen parameters
+    keep a zero ``.grad``, so AdamW still decays them and their ``exp_avg`` still moves
+    them; with ``set_to_none=True`` their ``.grad`` is None and ``step()`` skips them.
+
+    Returns:
+      ``{name: max |change|}`` of each frozen parameter over the frozen steps.
+    """
+    optimizer = torch.optim.AdamW(module.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def step():
+        optimizer.zero_grad(set_to_none=set_to_none)
+        loss_fn(module(x), y).backward()
+        optimizer.step()
+
+    for _ in range(warmup_steps):
+        step()
+    names = freeze(module, prefixes)
+    before = {n: p.detach().clone() for n, p in module.named_parameters() if n in names}
+    for _ in range(frozen_steps):
+        step()
+    return {n: (p.detach() - before[n]).abs().max().item()
+            for n, p in module.named_parameters() if n in names}
