@@ -97,7 +97,7 @@ def test_accumulate_equals_one_big_batch():
 def test_accumulate_rejects_uneven_batch():
     _, model, params, opt, x, y = _setup()
     step = make_train_step(model, jlosses.cross_entropy, opt, accumulate=3, donate=False)
-    with pytest.raises(ValueError, match="accumulate"):
+    with pytest.raises(ValueError, match="micro-batches"):
         step(params, opt.init(params), (x[:8], y[:8]))
     with pytest.raises(ValueError, match="accumulate"):
         make_train_step(model, jlosses.cross_entropy, opt, accumulate=0)

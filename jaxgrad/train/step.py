@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.accumulate import accumulate_grads
+from jaxgrad.accumulate import accumulate_grads, split_batch
 from jaxgrad.optim import clip_grad_norm_transform, freeze, global_norm
 
 COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
@@ -91,19 +91,6 @@ def _check_options(accumulate: int, compute_dtype) -> None:
         )
 
 
-def _split_micro_batches(batch, accumulate: int):
-    """`(K·m, ...)` leaves → `(K, m, ...)`; the batch must divide evenly."""
-    size = jax.tree_util.tree_leaves(batch)[0].shape[0]
-    if size % accumulate:
-        raise ValueError(
-            f"batch of {size} examples does not split into `accumulate` (={accumulate}) "
-            "equal micro-batches; use a batch size that is a multiple of it."
-        )
-    return jax.tree_util.tree_map(
-        lambda a: a.reshape((accumulate, size // accumulate) + a.shape[1:]), batch
-    )
-
-
 def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
             accumulate: int = 1, compute_dtype=None) -> Callable:
     """The un-jitted step body shared by ``make_train_step`` and ``make_train_epoch``."""
@@ -115,7 +102,7 @@ def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *
             loss, grads = jax.value_and_grad(objective)(params, batch)
         else:
             loss, grads = accumulate_grads(
-                objective, params, _split_micro_batches(batch, accumulate), reduction="mean"
+                objective, params, split_batch(batch, accumulate), reduction="mean"
             )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
