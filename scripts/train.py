@@ -344,6 +344,8 @@ def main(argv=None) -> int:
             abs_err, rel_err = drift(runs[1].params_numpy(), runs[0].params_numpy())
             drifts.append({"epoch": epoch + 1, "max_abs": abs_err, "max_rel": rel_err})
     total = time.perf_counter() - began
+    if args.checkpoint_dir:
+        print(f"final checkpoint: {runs[0].trainer.save()}")
     print_table(rows)
     if drifts:
         print("\ndrift of jax from torch (same initial weights, same batches):")

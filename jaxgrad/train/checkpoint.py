@@ -75,7 +75,8 @@ def _keyed_leaves(tree):
 def _numpy_tree(tree) -> dict[str, np.ndarray]:
     """``{key: numpy array}`` for every leaf, keys as ``_keyed_leaves``."""
     keyed, _ = _keyed_leaves(tree)
-    return {k: np.ascontiguousarray(np.asarray(v)) for k, v in keyed.items()}
+    # np.array, not np.ascontiguousarray: the latter turns 0-d leaves (step counts) into (1,)
+    return {k: np.array(v, order="C") for k, v in keyed.items()}
 
 
 def save_params(path: str, params, *, metadata: dict[str, str] | None = None) -> str:
