@@ -158,7 +158,20 @@ class Progress:
             self.bar.close()
 
 
-class JaxRun:
+class _Run:
+    """One framework's side of the run: ``trainer``, ``evaluate``, ``params_numpy``."""
+
+    trainer = None
+
+    @property
+    def epoch(self) -> int:
+        return self.trainer.epoch
+
+    def train_epoch(self, x, y, on_steps):
+        return self.trainer.train_epoch(x, y, on_steps=on_steps)
+
+
+class JaxRun(_Run):
     framework = "jax"
 
     def __init__(self, args, dataset, sizes, params=None):
@@ -183,13 +196,6 @@ class JaxRun:
         self.devices = jtrain.sharding.describe_devices(devices)
         self._evaluate = jtrain.evaluate
 
-    @property
-    def epoch(self) -> int:
-        return self.trainer.epoch
-
-    def train_epoch(self, x, y, on_steps):
-        return self.trainer.train_epoch(x, y, on_steps=on_steps)
-
     def evaluate(self, x, y) -> dict:
         return self._evaluate(self.model, self.trainer.params, x, y, loss_fn=self.loss_fn,
                               compute_dtype=self.compute_dtype)
@@ -198,7 +204,7 @@ class JaxRun:
         return self.model.state_dict(self.trainer.params)
 
 
-class TorchRun:
+class TorchRun(_Run):
     framework = "torch"
 
     def __init__(self, args, dataset, sizes, params=None):
@@ -213,20 +219,13 @@ class TorchRun:
             torchref.load_numpy(self.module, params)
         self.device = args.device
         optimizer = make_optimizer(args.optimizer, self.module.parameters(),
-                                          **optimizer_kwargs(args))
+                                   **optimizer_kwargs(args))
         self.trainer = ttrain.TorchTrainer(
             self.module, optimizer, batch_size=args.batch_size, seed=args.seed,
             accumulate=args.accumulate, clip=args.clip, compile=args.compile, device=args.device,
             autocast_dtype=torch.bfloat16 if args.precision == "bfloat16" else None)
         self.devices = f"torch {self.trainer.device} ({torch.get_num_threads()} threads)"
         self._evaluate = ttrain.evaluate
-
-    @property
-    def epoch(self) -> int:
-        return self.trainer.epoch
-
-    def train_epoch(self, x, y, on_steps):
-        return self.trainer.train_epoch(x, y, on_steps=on_steps)
 
     def evaluate(self, x, y) -> dict:
         return self._evaluate(self.module, x, y, device=self.device)
@@ -255,6 +254,7 @@ def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401  (MaxNLocator)
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
     for framework, losses in history.items():
@@ -270,6 +270,7 @@ def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
     ax_loss.set(xlabel="step", ylabel="training loss (cross-entropy)", yscale="log",
                 title="training loss per step")
     ax_acc.set(xlabel="epoch", ylabel="test accuracy (%)", title="test accuracy per epoch")
+    ax_acc.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)
         ax.legend()
@@ -365,7 +366,7 @@ def main(argv=None) -> int:
             print(f"saved {run.framework} parameters to {path}")
     if args.plot:
         plot(args.plot, history, rows, f"mlp {sizes} {args.activation} on {dataset.name}, "
-             f"{args.optimizer} lr={args.lr}, batch {step_examples}")
+             f"{args.optimizer} {optimizer_kwargs(args)}, batch {step_examples}")
         print(f"loss curve: {args.plot}")
     if args.json:
         with open(args.json, "w") as handle:
