@@ -241,13 +241,13 @@ def drift(reference: dict, candidate: dict) -> tuple[float, float]:
     return abs_err, abs_err / scale
 
 
-def print_table(rows: list[dict]) -> None:
-    header = f"{'epoch':>5}  {'framework':<9} {'train loss':>10} {'test loss':>9} {'test acc':>8} {'seconds':>7} {'ex/s':>9}"
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(f"{r['epoch']:>5}  {r['framework']:<9} {r['train_loss']:>10.4f} {r['test_loss']:>9.4f} "
-              f"{100 * r['test_accuracy']:>7.2f}% {r['seconds']:>7.2f} {r['examples_per_s']:>9,.0f}")
+TABLE_HEADER = (f"{'epoch':>5}  {'framework':<9} {'train loss':>10} {'test loss':>9} "
+                f"{'test acc':>8} {'seconds':>7} {'ex/s':>9}")
+
+
+def table_row(r: dict) -> str:
+    return (f"{r['epoch']:>5}  {r['framework']:<9} {r['train_loss']:>10.4f} {r['test_loss']:>9.4f} "
+            f"{100 * r['test_accuracy']:>7.2f}% {r['seconds']:>7.2f} {r['examples_per_s']:>9,.0f}")
 
 
 def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
@@ -317,6 +317,8 @@ def main(argv=None) -> int:
     steps_per_epoch = len(dataset.x_train) // step_examples
     history = {run.framework: [] for run in runs}
     rows, drifts = [], []
+    print(TABLE_HEADER)
+    print("-" * len(TABLE_HEADER))
     began = time.perf_counter()
     for epoch in range(runs[0].epoch, args.epochs):
         for run in runs:
@@ -341,13 +343,13 @@ def main(argv=None) -> int:
                          "train_loss": result.mean_loss, "test_loss": test["loss"],
                          "test_accuracy": test["accuracy"], "seconds": result.seconds,
                          "examples_per_s": result.examples / max(result.seconds, 1e-9)})
+            print(table_row(rows[-1]), flush=True)
         if len(runs) == 2:
             abs_err, rel_err = drift(runs[1].params_numpy(), runs[0].params_numpy())
             drifts.append({"epoch": epoch + 1, "max_abs": abs_err, "max_rel": rel_err})
     total = time.perf_counter() - began
     if args.checkpoint_dir:
         print(f"final checkpoint: {runs[0].trainer.save()}")
-    print_table(rows)
     if drifts:
         print("\ndrift of jax from torch (same initial weights, same batches):")
         for d in drifts:
