@@ -84,3 +84,15 @@ def test_bench_quick_json(tmp_path, capsys):
     assert row["torch eager"]["vs_torch_eager"] == 1.0
     assert data["matmul_peak"]["peak_gflops"] > 0
     assert "goals (jax epoch vs torch eager" in capsys.readouterr().out
+
+
+def test_train_reads_fashion_mnist_from_data_dir(tmp_path, capsys):
+    from parity_tests.test_data import write_fashion
+
+    write_fashion(tmp_path, np.random.default_rng(0), n_train=64, n_test=8)
+    assert train.main(["--data-dir", str(tmp_path), "--model", "lesson", "--epochs", "1",
+                       "--batch-size", "32", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "data: fashion-mnist, 64 train / 8 test, model: mlp [784, 256, 10]" in out
+    assert re.search(r"^jax test accuracy: \d+\.\d%$", out, re.M)
+    assert train.main(["--data-dir", str(tmp_path / "missing"), "--no-progress"]) == 2

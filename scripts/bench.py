@@ -236,14 +236,15 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
 
 
 def print_results(results, peak) -> None:
-    header = (f"{'configuration':<17} {'contender':<13} {'steps/s':>9} {'min-max':>17} "
+    header = (f"{'configuration':<17} {'contender':<13} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
               f"{'vs eager':>8} {'GFLOP/s':>8} {'of peak':>7} {'1st call s':>10}")
     print(header)
     print("-" * len(header))
     for result in results:
         for contender, row in result["contenders"].items():
             spread = f"{row['steps_per_s_min']:.1f}-{row['steps_per_s_max']:.1f}"
-            print(f"{result['name']:<17} {contender:<13} {row['steps_per_s_median']:>9.1f} "
+            print(f"{result['name']:<17} {contender:<13} {1e3 / row['steps_per_s_median']:>8.2f} "
+                  f"{row['steps_per_s_median']:>9.1f} "
                   f"{spread:>17} {row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "
                   f"{100 * row['fraction_of_peak']:>6.1f}% {row['first_call_seconds']:>10.2f}")
     print(f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
