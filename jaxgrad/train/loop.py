@@ -23,6 +23,7 @@ draws no random numbers (the supported layers have none).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Callable
 
@@ -140,6 +141,9 @@ class Trainer:
         """Checkpoint the current state into ``checkpoint_dir`` now; returns its path."""
         if self.checkpoint_dir is None:
             raise ValueError("Trainer.save: no `checkpoint_dir` was given.")
+        if self.last_checkpoint == os.path.join(self.checkpoint_dir,
+                                                ckpt.checkpoint_name(self.global_step)):
+            return self.last_checkpoint  # this very state is already on disk
         self.last_checkpoint = ckpt.save_checkpoint(
             self.checkpoint_dir, params=self.params, opt_state=self.opt_state,
             meta=self._meta(), keep=self.keep)
