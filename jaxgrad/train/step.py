@@ -41,8 +41,11 @@ COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
 
 
 def build_optimizer(optimizer: optax.GradientTransformation, *, clip: float | None = None,
-                    frozen: Iterable[str] | None = None) -> optax.GradientTransformation:
+                    frozen: Iterable[str] | Callable | None = None) -> optax.GradientTransformation:
     """``optimizer`` with torch's norm clipping in front and frozen parameters masked.
+
+    ``frozen`` is what ``jaxgrad.optim.freeze`` takes: name prefixes (``["0"]``
+    freezes ``0.weight`` and ``0.bias``) or a predicate on the dotted name.
 
     Clipping sees only trainable parameters, as torch's ``clip_grad_norm_`` over
     ``model.parameters()`` skips frozen ones (their ``.grad`` is None).
@@ -51,8 +54,7 @@ def build_optimizer(optimizer: optax.GradientTransformation, *, clip: float | No
         if not clip > 0:
             raise ValueError(f"`clip` (={clip}) must be a positive max norm, or None.")
         optimizer = optax.chain(clip_grad_norm_transform(clip), optimizer)
-    frozen = tuple(frozen or ())
-    if frozen:
+    if callable(frozen) or frozen:  # a predicate on names, or name prefixes
         optimizer = freeze(optimizer, frozen)
     return optimizer
 
