@@ -58,3 +58,20 @@ def test_ddp_allreduced_gradient_equals_big_batch_and_jaxgrad():
         ttrain.train_step(module, optimizer, torch.nn.functional.cross_entropy,
                           torch.from_numpy(x), torch.from_numpy(y))
     assert_parity(torchref.state_dict_numpy(module), result["params"])
+
+
+def test_initialize_distributed_reads_the_environment(monkeypatch):
+    from jaxgrad.train import sharding
+
+    calls = []
+    monkeypatch.setattr(sharding.jax.distributed, "initialize", lambda **kw: calls.append(kw))
+    for name in ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES",
+                 "JAX_PROCESS_ID"):
+        monkeypatch.delenv(name, raising=False)
+    assert sharding.initialize_distributed() is False and calls == []  # single host
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "10.0.0.1:1234")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+    monkeypatch.setenv("JAX_PROCESS_ID", "1")
+    assert sharding.initialize_distributed() is True
+    assert calls == [{"coordinator_address": "10.0.0.1:1234", "num_processes": 2,
+                      "process_id": 1}]

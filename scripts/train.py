@@ -137,14 +137,15 @@ def run_config(args, dataset) -> dict:
 class Progress:
     """A tqdm bar per epoch showing loss and examples/s (silent with --no-progress)."""
 
-    def __init__(self, enabled: bool, framework: str, epoch: int, total: int, step_examples: int):
+    def __init__(self, enabled: bool, framework: str, epoch: int, total: int, step_examples: int,
+                 initial: int = 0):
         self.bar = None
         self.began = time.perf_counter()
         self.step_examples, self.done = step_examples, 0
         if enabled:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=f"{framework:>5} epoch {epoch + 1}", unit="step",
-                            leave=False, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=total, initial=initial, desc=f"{framework:>5} epoch {epoch + 1}",
+                            unit="step", leave=False, file=sys.stderr, dynamic_ncols=True)
 
     def update(self, losses: np.ndarray) -> None:
         self.done += len(losses)
@@ -322,8 +323,9 @@ def main(argv=None) -> int:
     began = time.perf_counter()
     for epoch in range(runs[0].epoch, args.epochs):
         for run in runs:
+            resumed_at = getattr(run.trainer, "step_in_epoch", 0)
             progress = Progress(not args.no_progress, run.framework, epoch, steps_per_epoch,
-                                step_examples)
+                                step_examples, initial=resumed_at)
 
             def on_steps(global_step, losses, progress=progress):
                 progress.update(losses)
