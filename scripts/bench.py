@@ -66,6 +66,9 @@ def parse_args(argv=None):
     parser.add_argument("--peak-size", type=int, help="n of the n×n matmul that measures the "
                         "peak (default 2048, --quick 1024)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    parser.add_argument("--tf32", action="store_true",
+                        help="let both frameworks use TF32 for float32 matmuls on GPUs (default: "
+                             "full float32, torch's own default; jax's GPU default is TF32)")
     parser.add_argument("--torch-threads", type=int,
                         help="torch.set_num_threads (default: torch's own choice)")
     parser.add_argument("--json", metavar="PATH", help="write every measurement as JSON")
@@ -268,6 +271,9 @@ def main(argv=None) -> int:
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
+    # The same float32 matmul arithmetic on both sides (no effect on CPUs).
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if args.tf32 else "float32")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     try:
         peak = matmul_peak(args.device, n=args.peak_size or (1024 if args.quick else 2048))
     except ValueError as exc:
@@ -277,7 +283,8 @@ def main(argv=None) -> int:
     devices = jtrain.select_devices(args.device)
     print(f"jax {jax.__version__} on {jtrain.sharding.describe_devices(devices[:1])}; "
           f"torch {torch.__version__} on {args.device} with {torch.get_num_threads()} threads; "
-          f"{platform.processor() or platform.machine()}, rounds={args.rounds}")
+          f"{platform.processor() or platform.machine()}, rounds={args.rounds}, "
+          f"float32 matmuls: {'TF32 allowed' if args.tf32 else 'full float32'}")
     results = []
     for name, sizes, batch, steps, quick_steps in CONFIGS:
         if args.only and name not in args.only:

@@ -180,6 +180,8 @@ class JaxRun(_Run):
         import jaxgrad.train as jtrain
         from jaxgrad import losses, nn, optim
 
+        if args.framework == "both":  # torch's float32 matmuls are exact; so must jax's be
+            jax.config.update("jax_default_matmul_precision", "float32")
         jtrain.initialize_distributed()
         devices = jtrain.select_devices(args.device)
         self.model = nn.mlp(sizes, args.activation)
