@@ -180,7 +180,8 @@ class JaxRun(_Run):
         import jaxgrad.train as jtrain
         from jaxgrad import losses, nn, optim
 
-        if args.framework == "both":  # torch's float32 matmuls are exact; so must jax's be
+        if args.framework == "both" and args.device != "cpu":
+            # torch's float32 matmuls are full float32; jax's GPU default is TF32
             jax.config.update("jax_default_matmul_precision", "float32")
         jtrain.initialize_distributed()
         devices = jtrain.select_devices(args.device)

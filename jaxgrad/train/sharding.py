@@ -98,7 +98,9 @@ def replicate(tree, mesh: Mesh):
 def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):
     """Split every leaf of ``batch`` over the mesh along its example axis.
 
-    ``batch`` holds this process's examples (the whole global batch on one host).
+    ``batch`` is the global batch, as every process of a run computes it from
+    ``(seed, epoch)``; with several processes each keeps its own contiguous slice
+    (``jax.make_array_from_process_local_data``) and never sends the rest anywhere.
 
     Raises:
       ValueError: when the example count does not divide by the number of devices.
@@ -106,25 +108,25 @@ def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):
     sharding = batch_sharding(mesh, stacked=stacked)
     axis = 1 if stacked else 0
     devices = mesh.devices.size
-    local_devices = devices // jax.process_count()
 
     def place(array):
         array = np.asarray(array)
-        if array.shape[axis] % local_devices:
+        if array.shape[axis] % devices:
             raise ValueError(
                 f"batch of {array.shape[axis]} examples does not divide over "
-                f"{local_devices} devices; use a batch size that is a multiple of the "
+                f"{devices} devices; use a batch size that is a multiple of the "
                 "device count."
             )
         if jax.process_count() > 1:
-            return jax.make_array_from_process_local_data(sharding, array)
+            local = np.array_split(array, jax.process_count(), axis=axis)[jax.process_index()]
+            return jax.make_array_from_process_local_data(sharding, local, array.shape)
         return jax.device_put(array, sharding)
 
     return jax.tree_util.tree_map(place, batch)
 
 
 def describe_devices(devices) -> str:
-    """``"4 × cpu (TFRT_CPU_0, ...)"``-style one-liner for logs."""
+    """``"4 × cpu (cpu)"``: count, platform and device kinds, for logs."""
     devices = list(devices)
     kinds = sorted({getattr(d, "device_kind", d.platform) for d in devices})
     return f"{len(devices)} × {devices[0].platform} ({', '.join(kinds)})"
