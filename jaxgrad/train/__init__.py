@@ -1,0 +1,27 @@
+"""Jit-compiled training: steps, scan-fused epochs, data parallelism, checkpoints.
+
+- ``step``: ``make_train_step`` / ``make_train_epoch`` / ``evaluate`` (pure, jitted);
+- ``sharding``: a ``Mesh`` over the batch axis, for 1..N devices and several hosts;
+- ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
+- ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
+  non-finite-loss stop.
+"""
+
+from jaxgrad.train.checkpoint import CheckpointError
+from jaxgrad.train.checkpoint import latest_checkpoint
+from jaxgrad.train.checkpoint import load_checkpoint
+from jaxgrad.train.checkpoint import load_params
+from jaxgrad.train.checkpoint import save_checkpoint
+from jaxgrad.train.checkpoint import save_params
+from jaxgrad.train.loop import EpochResult
+from jaxgrad.train.loop import NonFiniteLossError
+from jaxgrad.train.loop import Trainer
+from jaxgrad.train.sharding import data_parallel_mesh
+from jaxgrad.train.sharding import initialize_distributed
+from jaxgrad.train.sharding import replicate
+from jaxgrad.train.sharding import select_devices
+from jaxgrad.train.sharding import shard_batch
+from jaxgrad.train.step import build_optimizer
+from jaxgrad.train.step import evaluate
+from jaxgrad.train.step import make_train_epoch
+from jaxgrad.train.step import make_train_step

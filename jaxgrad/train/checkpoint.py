@@ -1,0 +1,272 @@
+"""Checkpoints: atomic on disk, verified on load, never silently skipped.
+
+A checkpoint is a directory ``DIR/ckpt-<global step, 8 digits>/`` holding
+
+- ``params.safetensors``: the parameters keyed like torch's ``state_dict()``;
+  ``safetensors.torch.load_file`` gives a dict torch's ``load_state_dict`` accepts;
+- ``opt_state.safetensors``: every optimizer-state leaf, keyed by its pytree path;
+- ``meta.json``: global step, data position (epoch, batch within the epoch), seed
+  and RNG, the run's configuration, and a sha256 of each file.
+
+Atomicity: everything is written into a hidden ``DIR/.tmp-…`` directory, flushed,
+then renamed into place with ``os.replace``; only then is ``DIR/LATEST`` (one line,
+the checkpoint's name) replaced, again by rename. A process killed at any moment
+leaves ``LATEST`` naming a complete checkpoint (or absent); half-written temporary
+directories are never read and are removed by the next save.
+
+Loading checks the hashes, the parameter names/shapes/dtypes against the model,
+the optimizer-state structure against a fresh ``optimizer.init``, and the stored
+configuration against the current one; each failure is a ``CheckpointError``
+(a ``ValueError``) saying what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+
+import jax
+import numpy as np
+import safetensors.numpy
+
+FORMAT = "jaxgrad-checkpoint"
+VERSION = 1
+LATEST = "LATEST"
+PARAMS_FILE = "params.safetensors"
+OPT_STATE_FILE = "opt_state.safetensors"
+META_FILE = "meta.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, corrupt, or does not fit the current run."""
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _keyed_leaves(tree):
+    """``({key: leaf}, treedef)``: a flat params dict keeps its own (torch) keys,
+    any other pytree is keyed by ``jax.tree_util.keystr`` of each leaf's path."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    flat_dict = isinstance(tree, dict) and all(len(path) == 1 for path, _ in leaves)
+    keyed = {
+        (path[0].key if flat_dict else jax.tree_util.keystr(path)): leaf
+        for path, leaf in leaves
+    }
+    return keyed, treedef
+
+
+def _numpy_tree(tree) -> dict[str, np.ndarray]:
+    """``{key: numpy array}`` for every leaf, keys as ``_keyed_leaves``."""
+    keyed, _ = _keyed_leaves(tree)
+    # np.array, not np.ascontiguousarray: the latter turns 0-d leaves (step counts) into (1,)
+    return {k: np.array(v, order="C") for k, v in keyed.items()}
+
+
+def save_params(path: str, params, *, metadata: dict[str, str] | None = None) -> str:
+    """Write ``params`` (flat, torch keys) to a safetensors file atomically; return path."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}-{os.path.basename(path)}")
+    try:
+        safetensors.numpy.save_file(_numpy_tree(params), tmp, metadata=metadata)
+        _fsync(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def load_params(path: str, model=None):
+    """Parameters from a safetensors file written by either framework.
+
+    With ``model`` the arrays are validated (names, shapes, dtypes) by
+    ``model.load_state_dict`` and returned as jax arrays; otherwise as numpy.
+    """
+    arrays = _read_safetensors(path)
+    return arrays if model is None else model.load_state_dict(arrays)
+
+
+def _read_safetensors(path: str) -> dict[str, np.ndarray]:
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no such file: {path}")
+    try:
+        return dict(safetensors.numpy.load_file(path))
+    except Exception as exc:  # safetensors raises its own error types
+        raise CheckpointError(f"{path} is not a readable safetensors file ({exc}).") from exc
+
+
+def checkpoint_name(global_step: int) -> str:
+    return f"ckpt-{global_step:08d}"
+
+
+def latest_checkpoint(directory: str) -> str | None:
+    """The path ``DIR/LATEST`` names, or None when no checkpoint was ever completed.
+
+    Raises:
+      CheckpointError: when ``LATEST`` names a checkpoint that is not there.
+    """
+    pointer = os.path.join(directory, LATEST)
+    if not os.path.isfile(pointer):
+        return None
+    with open(pointer) as handle:
+        name = handle.read().strip()
+    path = os.path.join(directory, name)
+    if not name or not os.path.isdir(path):
+        raise CheckpointError(
+            f"{pointer} names checkpoint {name!r}, which does not exist in {directory}."
+        )
+    return path
+
+
+def save_checkpoint(directory: str, *, params, opt_state, meta: dict, keep: int = 2) -> str:
+    """Write a checkpoint atomically, point ``LATEST`` at it, keep the newest ``keep``.
+
+    Args:
+      params: flat dict of arrays, torch ``state_dict`` keys.
+      opt_state: the optimizer state pytree.
+      meta: JSON-serialisable; must hold ``"global_step"``.
+
+    Returns:
+      The checkpoint's directory.
+    """
+    if keep < 1:
+        raise ValueError(f"`keep` (={keep}) must be >= 1.")
+    os.makedirs(directory, exist_ok=True)
+    name = checkpoint_name(int(meta["global_step"]))
+    final = os.path.join(directory, name)
+    tmp = os.path.join(directory, f".tmp-{name}-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    try:
+        safetensors.numpy.save_file(_numpy_tree(params), os.path.join(tmp, PARAMS_FILE))
+        safetensors.numpy.save_file(_numpy_tree(opt_state), os.path.join(tmp, OPT_STATE_FILE))
+        files = {f: _sha256(os.path.join(tmp, f)) for f in (PARAMS_FILE, OPT_STATE_FILE)}
+        record = {"format": FORMAT, "version": VERSION, **meta, "files": files}
+        with open(os.path.join(tmp, META_FILE), "w") as handle:
+            json.dump(record, handle, indent=1, sort_keys=True)
+        for f in (PARAMS_FILE, OPT_STATE_FILE, META_FILE):
+            _fsync(os.path.join(tmp, f))
+        if os.path.exists(final):  # a rerun of the same step replaces the old copy
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _write_pointer(directory, name)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+    _prune(directory, keep=keep, current=name)
+    return final
+
+
+def _write_pointer(directory: str, name: str) -> None:
+    tmp = os.path.join(directory, f".tmp-{LATEST}-{uuid.uuid4().hex}")
+    with open(tmp, "w") as handle:
+        handle.write(name + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, os.path.join(directory, LATEST))
+    _fsync(directory)
+
+
+def _prune(directory: str, *, keep: int, current: str) -> None:
+    names = sorted(n for n in os.listdir(directory) if n.startswith("ckpt-"))
+    stale = [n for n in names[:-keep] if n != current]
+    stale += [n for n in os.listdir(directory) if n.startswith(".tmp-")]
+    for name in stale:
+        path = os.path.join(directory, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def load_checkpoint(path: str, *, model, opt_state_template, config: dict | None = None):
+    """Read a checkpoint and check it against the current run.
+
+    Args:
+      path: a checkpoint directory (see ``latest_checkpoint``).
+      model: validates parameter names, shapes and dtypes.
+      opt_state_template: ``optimizer.init(params)`` of the current run; gives the
+        structure, shapes and dtypes the stored state must have.
+      config: when given, must equal the stored ``meta["config"]``.
+
+    Returns:
+      ``(params, opt_state, meta)`` with jax arrays.
+
+    Raises:
+      CheckpointError: naming the file, and the keys or settings that differ.
+    """
+    meta_path = os.path.join(path, META_FILE)
+    try:
+        with open(meta_path) as handle:
+            meta = json.load(handle)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: cannot read {META_FILE} ({exc}).") from exc
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise CheckpointError(
+            f"checkpoint {path}: format {meta.get('format')!r} v{meta.get('version')} is "
+            f"not {FORMAT!r} v{VERSION}."
+        )
+    for name, digest in meta.get("files", {}).items():
+        file_path = os.path.join(path, name)
+        if not os.path.isfile(file_path) or _sha256(file_path) != digest:
+            raise CheckpointError(
+                f"checkpoint {path}: {name} is missing or corrupt (sha256 does not match "
+                "the one recorded when it was written)."
+            )
+    if config is not None and meta.get("config") != config:
+        stored = meta.get("config") or {}
+        diffs = [
+            f"{k}: checkpoint {stored.get(k)!r}, now {config.get(k)!r}"
+            for k in sorted(set(stored) | set(config))
+            if stored.get(k) != config.get(k)
+        ]
+        raise CheckpointError(
+            f"checkpoint {path} was written by a different run configuration ("
+            + "; ".join(diffs) + "). Resume with the same settings or another directory."
+        )
+    try:
+        params = model.load_state_dict(_read_safetensors(os.path.join(path, PARAMS_FILE)))
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path}: parameters do not fit the model: {exc}") from exc
+    opt_state = _restore_tree(
+        _read_safetensors(os.path.join(path, OPT_STATE_FILE)), opt_state_template, path
+    )
+    return params, opt_state, meta
+
+
+def _restore_tree(arrays: dict, template, path: str):
+    expected, treedef = _keyed_leaves(template)
+    problems = []
+    missing = [k for k in expected if k not in arrays]
+    extra = [k for k in arrays if k not in expected]
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if extra:
+        problems.append(f"unexpected {', '.join(extra)}")
+    for key, leaf in expected.items():
+        if key in arrays:
+            got, want = arrays[key], np.asarray(leaf)
+            if got.shape != want.shape or got.dtype != want.dtype:
+                problems.append(
+                    f"{key}: {got.dtype}{list(got.shape)} != expected {want.dtype}{list(want.shape)}"
+                )
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {path}: optimizer state does not fit the current optimizer ("
+            + "; ".join(problems) + ")."
+        )
+    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(arrays[k]) for k in expected])

@@ -1,0 +1,257 @@
+"""The training loop around the jitted step: epochs, checkpoints, resume, faults.
+
+``Trainer`` owns the run's state (params, optimizer state, global step, data
+position) and advances it one epoch at a time with ``train_epoch``. Batches come
+from ``jaxgrad.data.batch_indices(n, batch_size·accumulate, seed=seed, epoch=e,
+drop_last=True)``, a pure function of ``(seed, epoch)``, so the data position is
+just ``(epoch, batch within the epoch)`` and a resumed run regenerates the order.
+That pair, the seed and the step are the run's whole RNG state: the step itself
+draws no random numbers (the supported layers have none).
+
+- ``fused=False`` runs one jitted step per batch; ``fused=True`` runs each stretch
+  between checkpoints as one ``lax.scan`` call (``make_train_epoch``). Stretch
+  boundaries depend only on the global step, so an interrupted and resumed run
+  compiles and executes the very same stretches as an uninterrupted one: resume
+  is bit-exact either way.
+- Every ``checkpoint_every`` steps a checkpoint is written atomically
+  (``jaxgrad.train.checkpoint``).
+- A non-finite loss raises ``NonFiniteLossError`` naming the step and the first
+  parameter (in ``state_dict`` order) whose gradient is not finite, before any
+  checkpoint of the bad state is written: the last good checkpoint stays ``LATEST``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+
+from jaxgrad.data import batch_indices
+from jaxgrad.train import checkpoint as ckpt
+from jaxgrad.train.sharding import data_parallel_mesh, replicate, shard_batch
+from jaxgrad.train.step import make_train_epoch, make_train_step
+
+
+def state_dict_order(model) -> list[str]:
+    """Parameter names in torch's ``state_dict()`` order (``0.weight`` before ``0.bias``).
+
+    Pytrees sort dict keys, so every dict that went through ``jax.jit`` or
+    ``eval_shape`` comes back alphabetical; the order ``init`` builds its dict in is
+    torch's. Recorded while tracing ``init`` abstractly: nothing is allocated.
+    """
+    order = []
+
+    def record(key):
+        params = model.init(key)
+        order.extend(params)
+        return params
+
+    jax.eval_shape(record, jax.random.key(0))
+    return order
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when a step's loss is NaN or infinite; carries the step and parameter."""
+
+    def __init__(self, message: str, *, global_step: int, parameter: str | None,
+                 last_checkpoint: str | None):
+        super().__init__(message)
+        self.global_step = global_step
+        self.parameter = parameter
+        self.last_checkpoint = last_checkpoint
+
+
+@dataclasses.dataclass
+class EpochResult:
+    """What one call of ``Trainer.train_epoch`` did."""
+
+    epoch: int
+    steps: int  # steps run in this call (fewer than an epoch after a resume)
+    losses: np.ndarray  # `(steps,)` float32, one loss per step
+    seconds: float
+    examples: int
+
+    @property
+    def mean_loss(self) -> float:
+        return float(np.mean(self.losses)) if self.losses.size else float("nan")
+
+
+class Trainer:
+    """A resumable, checkpointing training run of a ``jaxgrad.nn`` model.
+
+    Args:
+      model, loss_fn: as ``make_train_step``.
+      optimizer: an optax transformation, already composed with clipping/freezing.
+      params: initial parameters (flat dict, torch keys).
+      batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
+      seed: the data-order seed.
+      accumulate, compute_dtype: passed to the step.
+      fused: run stretches of steps as one ``lax.scan`` call.
+      devices: data-parallel over these devices (default: one, the default device).
+      checkpoint_dir, checkpoint_every, keep: periodic checkpoints (steps).
+      config: JSON-able description of the run, stored in checkpoints and required
+        to match on resume.
+    """
+
+    def __init__(self, model, loss_fn: Callable, optimizer, params, *, batch_size: int,
+                 seed: int = 0, accumulate: int = 1, compute_dtype=None, fused: bool = False,
+                 devices=None, checkpoint_dir: str | None = None,
+                 checkpoint_every: int | None = None, keep: int = 2,
+                 config: dict | None = None):
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise ValueError(f"`checkpoint_every` (={checkpoint_every}) must be >= 1 or None.")
+        if checkpoint_every is not None and checkpoint_dir is None:
+            raise ValueError("`checkpoint_every` needs a `checkpoint_dir`.")
+        self.model, self.optimizer = model, optimizer
+        self.batch_size, self.accumulate, self.seed = batch_size, accumulate, seed
+        self.fused = fused
+        self.checkpoint_dir, self.checkpoint_every, self.keep = (
+            checkpoint_dir, checkpoint_every, keep)
+        self.config = dict(config or {})
+        self.mesh = data_parallel_mesh(devices or jax.devices()[:1])
+        self.params = replicate(params, self.mesh)
+        self.opt_state = replicate(optimizer.init(self.params), self.mesh)
+        self.global_step = 0
+        self.epoch, self.step_in_epoch = 0, 0
+        self.last_checkpoint: str | None = None
+        options = dict(accumulate=accumulate, compute_dtype=compute_dtype)
+        self._step = make_train_step(model, loss_fn, optimizer, **options)
+        self._epoch = make_train_epoch(model, loss_fn, optimizer, **options)
+
+    @property
+    def devices(self) -> list:
+        return list(self.mesh.devices.flat)
+
+    # ----------------------------------------------------------------- checkpoints
+    def _meta(self) -> dict:
+        return {
+            "global_step": self.global_step,
+            "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "seed": self.seed,
+            "rng": {"data_order": f"numpy default_rng([{self.seed}, epoch])"},
+            "config": self.config,
+        }
+
+    def save(self) -> str:
+        """Checkpoint the current state into ``checkpoint_dir`` now; returns its path."""
+        if self.checkpoint_dir is None:
+            raise ValueError("Trainer.save: no `checkpoint_dir` was given.")
+        if self.last_checkpoint == os.path.join(self.checkpoint_dir,
+                                                ckpt.checkpoint_name(self.global_step)):
+            return self.last_checkpoint  # this very state is already on disk
+        self.last_checkpoint = ckpt.save_checkpoint(
+            self.checkpoint_dir, params=self.params, opt_state=self.opt_state,
+            meta=self._meta(), keep=self.keep)
+        return self.last_checkpoint
+
+    def resume(self, path: str | None = None) -> dict:
+        """Restore the latest checkpoint of ``checkpoint_dir`` (or ``path``).
+
+        Raises:
+          CheckpointError: no checkpoint, a corrupt one, or one from another config.
+            A resume never silently starts afresh.
+        """
+        if path is None:
+            if self.checkpoint_dir is None:
+                raise ValueError("Trainer.resume: no `checkpoint_dir` was given.")
+            path = ckpt.latest_checkpoint(self.checkpoint_dir)
+            if path is None:
+                raise ckpt.CheckpointError(
+                    f"--resume: no checkpoint in {self.checkpoint_dir} (no {ckpt.LATEST} "
+                    "file); nothing to resume from."
+                )
+        params, opt_state, meta = ckpt.load_checkpoint(
+            path, model=self.model, opt_state_template=self.opt_state, config=self.config)
+        self.params = replicate(params, self.mesh)
+        self.opt_state = replicate(opt_state, self.mesh)
+        self.global_step = int(meta["global_step"])
+        self.epoch, self.step_in_epoch = int(meta["epoch"]), int(meta["step_in_epoch"])
+        self.last_checkpoint = path
+        return meta
+
+    # ---------------------------------------------------------------------- epochs
+    def batches(self, num_examples: int, epoch: int) -> list[np.ndarray]:
+        """This run's index batches for ``epoch`` (full batches only)."""
+        batches = batch_indices(num_examples, self.batch_size * self.accumulate,
+                                seed=self.seed, epoch=epoch, drop_last=True)
+        if not batches:
+            raise ValueError(
+                f"{num_examples} training examples make no full batch of "
+                f"{self.batch_size * self.accumulate} (batch_size × accumulate)."
+            )
+        return batches
+
+    def _stretches(self, start: int, total: int) -> list[tuple[int, int]]:
+        """``[(first, stop), ...]`` batch ranges ending at checkpoint steps or epoch end."""
+        if not self.fused:
+            return [(i, i + 1) for i in range(start, total)]
+        bounds, i, step = [], start, self.global_step
+        while i < total:
+            length = total - i
+            if self.checkpoint_every:
+                length = min(length, self.checkpoint_every - step % self.checkpoint_every)
+            bounds.append((i, i + length))
+            i, step = i + length, step + length
+        return bounds
+
+    def train_epoch(self, x: np.ndarray, y: np.ndarray, *,
+                    on_steps: Callable[[int, np.ndarray], None] | None = None) -> EpochResult:
+        """Run the rest of the current epoch (all of it unless resumed mid-epoch).
+
+        Args:
+          x: `(n, *features)` training inputs; y: `(n,)` labels (numpy).
+          on_steps: called after every call into compiled code with
+            ``(global_step, losses of those steps)``: progress bars, fault injection.
+        """
+        epoch, start = self.epoch, self.step_in_epoch
+        batches = self.batches(len(x), epoch)
+        losses, began = [], time.perf_counter()
+        for first, stop in self._stretches(start, len(batches)):
+            if self.fused:
+                idx = np.stack(batches[first:stop])
+                batch = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
+                params, opt_state, metrics = self._epoch(self.params, self.opt_state, batch)
+            else:
+                idx = batches[first]
+                batch = shard_batch((x[idx], y[idx]), self.mesh)
+                params, opt_state, metrics = self._step(self.params, self.opt_state, batch)
+            step_losses = np.atleast_1d(np.asarray(metrics["loss"]))
+            bad = np.flatnonzero(~np.isfinite(step_losses))
+            if bad.size:
+                self._raise_non_finite(int(bad[0]), metrics, epoch, first)
+            self.params, self.opt_state = params, opt_state
+            self.global_step += stop - first
+            self.step_in_epoch = stop
+            losses.append(step_losses)
+            if self.checkpoint_every and self.global_step % self.checkpoint_every == 0:
+                if stop == len(batches):
+                    self.epoch, self.step_in_epoch = epoch + 1, 0
+                self.save()
+            if on_steps is not None:
+                on_steps(self.global_step, step_losses)
+        self.epoch, self.step_in_epoch = epoch + 1, 0
+        jax.block_until_ready(self.params)
+        seconds = time.perf_counter() - began
+        losses = np.concatenate(losses) if losses else np.zeros((0,), np.float32)
+        examples = losses.size * self.batch_size * self.accumulate
+        return EpochResult(epoch, losses.size, losses, seconds, examples)
+
+    def _raise_non_finite(self, offset: int, metrics, epoch: int, first: int):
+        finite = {k: np.atleast_1d(np.asarray(v))[offset] for k, v in
+                  metrics["grads_finite"].items()}
+        parameter = next((k for k in state_dict_order(self.model) if not finite[k]), None)
+        step = self.global_step + offset + 1  # steps are counted from 1
+        loss = np.atleast_1d(np.asarray(metrics["loss"]))[offset]
+        where = (f"first non-finite parameter gradient: {parameter!r}" if parameter
+                 else "every parameter gradient is finite")
+        kept = (f"last good checkpoint: {self.last_checkpoint}" if self.last_checkpoint
+                else "no checkpoint was written yet")
+        raise NonFiniteLossError(
+            f"non-finite loss ({loss}) at step {step} (epoch {epoch}, batch "
+            f"{first + offset}); {where}; stopping, {kept}.",
+            global_step=step, parameter=parameter, last_checkpoint=self.last_checkpoint)

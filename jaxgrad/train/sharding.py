@@ -1,0 +1,132 @@
+"""Data parallelism with ``jax.sharding``: one code path for 1 CPU, N CPUs, GPUs, TPUs.
+
+A ``Mesh`` with one axis, ``"batch"``, spans the chosen devices. Parameters and
+optimizer state are replicated (``NamedSharding(mesh, P())``); every batch is split
+along its example axis (``P("batch")``, or ``P(None, "batch")`` for an epoch's
+stacked `(steps, batch, ...)` arrays). The step itself is unchanged: ``jax.jit``
+sees the shardings of its inputs and inserts the gradient all-reduce (the mean over
+the global batch is an ordinary ``jnp.mean``), which is what torch's
+``DistributedDataParallel`` does by hand with its bucketed all-reduce.
+
+Several simulated CPU devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=4``
+before JAX starts. Several hosts: ``initialize_distributed()`` calls
+``jax.distributed.initialize`` when its environment is present; each process then
+feeds its own slice of the global batch (``jax.make_array_from_process_local_data``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+BATCH_AXIS = "batch"
+PLATFORMS = ("cpu", "gpu", "tpu")
+# Variables under which jax.distributed.initialize() finds its coordinator itself.
+_DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS")
+
+
+def initialize_distributed() -> bool:
+    """Join a multi-host run if the environment describes one; True if it did.
+
+    Reads ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``
+    (or the cluster's own variables, which ``jax.distributed.initialize`` detects on
+    Slurm and Cloud TPU). Without them this is a no-op: a single-host run.
+    """
+    address = next((os.environ[v] for v in _DISTRIBUTED_ENV if os.environ.get(v)), None)
+    if address is None:
+        return False
+    kwargs = {"coordinator_address": address}
+    if os.environ.get("JAX_NUM_PROCESSES"):
+        kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
+    if os.environ.get("JAX_PROCESS_ID"):
+        kwargs["process_id"] = int(os.environ["JAX_PROCESS_ID"])
+    jax.distributed.initialize(**kwargs)
+    return True
+
+
+def select_devices(platform: str | None = None) -> list:
+    """Every visible device of ``platform`` (``"cpu"``, ``"gpu"``, ``"tpu"``; None: default).
+
+    Raises:
+      ValueError: naming the platform asked for and the ones that are available.
+    """
+    if platform is None:
+        return jax.devices()
+    if platform not in PLATFORMS:
+        raise ValueError(f"`device` (={platform!r}) must be one of {', '.join(PLATFORMS)}.")
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        devices = []
+    if not devices:
+        available = sorted({d.platform for d in jax.devices()})
+        raise ValueError(
+            f"`device` (={platform!r}): JAX sees no {platform} device; available: "
+            f"{', '.join(available)}."
+        )
+    return devices
+
+
+def data_parallel_mesh(devices=None) -> Mesh:
+    """A one-axis mesh (``"batch"``) over ``devices`` (default: all visible devices)."""
+    devices = list(jax.devices() if devices is None else devices)
+    return Mesh(np.array(devices), (BATCH_AXIS,))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def batch_sharding(mesh: Mesh, *, stacked: bool = False) -> NamedSharding:
+    """Split the example axis: axis 0 of a batch, axis 1 of stacked `(steps, batch, ...)`."""
+    spec = PartitionSpec(None, BATCH_AXIS) if stacked else PartitionSpec(BATCH_AXIS)
+    return NamedSharding(mesh, spec)
+
+
+def replicate(tree, mesh: Mesh):
+    """Copy every leaf of ``tree`` (params, optimizer state) onto every device of ``mesh``.
+
+    Always a copy (``may_alias=False``): the train step donates what it is given,
+    and the caller's arrays must survive that.
+    """
+    return jax.device_put(tree, replicated(mesh), may_alias=False)
+
+
+def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):
+    """Split every leaf of ``batch`` over the mesh along its example axis.
+
+    ``batch`` is the global batch, as every process of a run computes it from
+    ``(seed, epoch)``; with several processes each keeps its own contiguous slice
+    (``jax.make_array_from_process_local_data``) and never sends the rest anywhere.
+
+    Raises:
+      ValueError: when the example count does not divide by the number of devices.
+    """
+    sharding = batch_sharding(mesh, stacked=stacked)
+    axis = 1 if stacked else 0
+    devices = mesh.devices.size
+
+    def place(array):
+        array = np.asarray(array)
+        if array.shape[axis] % devices:
+            raise ValueError(
+                f"batch of {array.shape[axis]} examples does not divide over "
+                f"{devices} devices; use a batch size that is a multiple of the "
+                "device count."
+            )
+        if jax.process_count() > 1:
+            local = np.array_split(array, jax.process_count(), axis=axis)[jax.process_index()]
+            return jax.make_array_from_process_local_data(sharding, local, array.shape)
+        return jax.device_put(array, sharding)
+
+    return jax.tree_util.tree_map(place, batch)
+
+
+def describe_devices(devices) -> str:
+    """``"4 × cpu (cpu)"``: count, platform and device kinds, for logs."""
+    devices = list(devices)
+    kinds = sorted({getattr(d, "device_kind", d.platform) for d in devices})
+    return f"{len(devices)} × {devices[0].platform} ({', '.join(kinds)})"

@@ -1,0 +1,193 @@
+"""Jit-compiled training steps and epochs, and their evaluation twin.
+
+A train step is one pure function ``(params, opt_state, batch) -> (params,
+opt_state, metrics)``: forward, ``jax.value_and_grad``, optimizer update. It is
+the functional twin of torch's ``zero_grad(); loss.backward(); optimizer.step()``:
+nothing accumulates between calls, so nothing needs zeroing.
+
+- ``batch`` is ``(x, y)``: inputs `(batch, *features)` and targets `(batch, *)`.
+- ``metrics`` is ``{"loss": scalar, "grad_norm": scalar, "grads_finite":
+  {param name: bool scalar}}``; the loop uses ``grads_finite`` to name the first
+  parameter whose gradient went non-finite.
+- ``params`` and ``opt_state`` are donated: the arrays passed in are consumed and
+  must not be used again (the returned ones replace them), so XLA updates in place.
+
+Options compose the autograd-semantics pieces: ``accumulate=K`` splits each batch
+into K equal micro-batches and averages their gradients with
+``jaxgrad.accumulate.accumulate_grads`` (torch: K ``backward()`` calls on ``loss/K``
+before one ``step()``); ``clip`` is torch's ``clip_grad_norm_`` before the
+optimizer; ``frozen`` keeps the named parameters fixed (torch:
+``requires_grad_(False)``). ``compute_dtype="bfloat16"`` is mixed precision: the
+forward and backward run in bfloat16, the master parameters, the loss and the
+optimizer stay float32.
+
+``make_train_epoch`` fuses a whole run of pre-batched data into one call with
+``jax.lax.scan``: one dispatch per epoch instead of one per step.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Iterable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxgrad.accumulate import accumulate_grads, split_batch
+from jaxgrad.optim import clip_grad_norm_transform, freeze, global_norm
+
+COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
+
+
+def build_optimizer(optimizer: optax.GradientTransformation, *, clip: float | None = None,
+                    frozen: Iterable[str] | Callable | None = None) -> optax.GradientTransformation:
+    """``optimizer`` with torch's norm clipping in front and frozen parameters masked.
+
+    ``frozen`` is what ``jaxgrad.optim.freeze`` takes: name prefixes (``["0"]``
+    freezes ``0.weight`` and ``0.bias``) or a predicate on the dotted name.
+
+    Clipping sees only trainable parameters, as torch's ``clip_grad_norm_`` over
+    ``model.parameters()`` skips frozen ones (their ``.grad`` is None).
+    """
+    if clip is not None:
+        if not clip > 0:
+            raise ValueError(f"`clip` (={clip}) must be a positive max norm, or None.")
+        optimizer = optax.chain(clip_grad_norm_transform(clip), optimizer)
+    if callable(frozen) or frozen:  # a predicate on names, or name prefixes
+        optimizer = freeze(optimizer, frozen)
+    return optimizer
+
+
+def forward(model, compute_dtype, params, x):
+    """``model.apply`` in ``compute_dtype``; bfloat16 outputs come back as float32.
+
+    Casting the float32 master params inside the differentiated function makes
+    their gradients float32 again (the cast's transpose), as torch autocast does.
+    """
+    if compute_dtype is not None:
+        params = jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), params)
+        x = x.astype(compute_dtype)
+    outputs = model.apply(params, x)
+    if compute_dtype == "bfloat16":
+        outputs = outputs.astype(jnp.float32)
+    return outputs
+
+
+def _objective(model, loss_fn: Callable, compute_dtype):
+    """``(params, (x, y)) -> loss``, float32 loss whatever the compute dtype."""
+
+    def objective(params, batch):
+        x, y = batch
+        return loss_fn(forward(model, compute_dtype, params, x), y)
+
+    return objective
+
+
+def _check_options(accumulate: int, compute_dtype) -> None:
+    if not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1:
+        raise ValueError(f"`accumulate` (={accumulate!r}) must be an int >= 1.")
+    if compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(
+            f"`compute_dtype` (={compute_dtype!r}) must be one of {COMPUTE_DTYPES}."
+        )
+
+
+def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
+            accumulate: int = 1, compute_dtype=None) -> Callable:
+    """The un-jitted step body shared by ``make_train_step`` and ``make_train_epoch``."""
+    _check_options(accumulate, compute_dtype)
+    objective = _objective(model, loss_fn, compute_dtype)
+
+    def step(params, opt_state, batch):
+        if accumulate == 1:
+            loss, grads = jax.value_and_grad(objective)(params, batch)
+        else:
+            loss, grads = accumulate_grads(
+                objective, params, split_batch(batch, accumulate), reduction="mean"
+            )
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        metrics = {
+            "loss": loss,
+            "grad_norm": global_norm(grads),
+            "grads_finite": {k: jnp.all(jnp.isfinite(g)) for k, g in grads.items()},
+        }
+        return params, opt_state, metrics
+
+    return step
+
+
+def make_train_step(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
+                    accumulate: int = 1, compute_dtype=None, donate: bool = True,
+                    jit: bool = True) -> Callable:
+    """A jitted ``(params, opt_state, (x, y)) -> (params, opt_state, metrics)``.
+
+    Args:
+      model: a ``jaxgrad.nn`` layer (``apply(params, x)``).
+      loss_fn: ``loss_fn(outputs, targets) -> scalar``, e.g. ``jaxgrad.losses.cross_entropy``.
+      optimizer: an optax transformation (``build_optimizer`` adds clipping/freezing).
+      accumulate: micro-batches per step (the batch's leading dim must divide by it).
+      compute_dtype: None (the params' dtype) or ``"bfloat16"`` for mixed precision.
+      donate: donate ``params`` and ``opt_state`` to the call (in-place update).
+      jit: False returns the plain Python function, for debugging and parity tests.
+    """
+    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
+                   compute_dtype=compute_dtype)
+    if not jit:
+        return step
+    return jax.jit(step, donate_argnums=(0, 1) if donate else ())
+
+
+def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
+                     accumulate: int = 1, compute_dtype=None, donate: bool = True) -> Callable:
+    """A jitted ``(params, opt_state, (xs, ys)) -> (params, opt_state, metrics)``.
+
+    ``xs`` `(steps, batch, *features)` and ``ys`` `(steps, batch, *)` hold the
+    epoch's batches stacked; ``jax.lax.scan`` runs the steps in order inside one
+    compiled call, and every metric comes back with a leading `(steps,)` axis.
+    Each distinct ``steps`` compiles once.
+    """
+    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
+                   compute_dtype=compute_dtype)
+
+    def epoch(params, opt_state, batches):
+        def body(carry, batch):
+            params, opt_state, metrics = step(*carry, batch)
+            return (params, opt_state), metrics
+
+        (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), batches)
+        return params, opt_state, metrics
+
+    return jax.jit(epoch, donate_argnums=(0, 1) if donate else ())
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _eval_batch(model, loss_fn, compute_dtype, params, x, y):
+    outputs = forward(model, compute_dtype, params, x)
+    correct = jnp.sum(jnp.argmax(outputs, axis=-1) == y)
+    return loss_fn(outputs, y) * x.shape[0], correct
+
+
+def evaluate(model, params, x, y, *, loss_fn: Callable, batch_size: int = 1024,
+             compute_dtype=None) -> dict:
+    """Mean loss and accuracy of ``model`` on ``(x, y)``, batched, no gradients.
+
+    Args:
+      x: inputs `(n, *features)`; y: integer class labels `(n,)`.
+      loss_fn: a mean-reduced ``loss_fn(outputs, targets)``.
+
+    Returns:
+      ``{"loss": float, "accuracy": float in [0, 1], "examples": n}``.
+    """
+    n = len(x)
+    if n == 0:
+        raise ValueError("evaluate: `x` is empty.")
+    total_loss, total_correct = 0.0, 0
+    for start in range(0, n, batch_size):
+        loss_sum, correct = _eval_batch(model, loss_fn, compute_dtype, params,
+                                        jnp.asarray(x[start:start + batch_size]),
+                                        jnp.asarray(y[start:start + batch_size]))
+        total_loss += float(loss_sum)
+        total_correct += int(correct)
+    return {"loss": total_loss / n, "accuracy": total_correct / n, "examples": n}

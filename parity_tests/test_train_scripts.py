@@ -1,0 +1,98 @@
+"""scripts/train.py and scripts/bench.py, run in-process on tiny settings."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import safetensors.torch
+
+import bench
+import torchref
+import train
+from jaxgrad.parity import BIT_IDENTICAL, assert_parity
+from jaxgrad.train import load_params
+
+
+def test_train_both_frameworks_end_to_end(tmp_path, capsys):
+    save, plot, report = (tmp_path / "p.safetensors", tmp_path / "loss.png", tmp_path / "h.json")
+    code = train.main(["--framework", "both", "--epochs", "1", "--model", "16", "--batch-size",
+                       "64", "--no-progress", "--save", str(save), "--plot", str(plot),
+                       "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert re.search(r"^jax test accuracy: \d+\.\d%$", out, re.M)
+    assert re.search(r"^torch test accuracy: \d+\.\d%$", out, re.M)
+    assert "jax devices: 1 × cpu" in out and "drift of jax from torch" in out
+    assert open(plot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    history = json.load(open(report))
+    assert [r["framework"] for r in history["epochs"]] == ["jax", "torch"]
+    assert len(history["losses"]["jax"]) == len(history["losses"]["torch"]) == 1438 // 64
+    # same weights, same batches: the first step's loss agrees to float32 rounding
+    np.testing.assert_allclose(history["losses"]["jax"][0], history["losses"]["torch"][0],
+                               rtol=1e-5)
+    # the saved file is a torch state_dict, and jaxgrad reads it back unchanged
+    module = torchref.mlp([64, 16, 10])
+    module.load_state_dict(safetensors.torch.load_file(str(save)), strict=True)
+    assert_parity(torchref.state_dict_numpy(module), load_params(str(save)), **BIT_IDENTICAL)
+    torch_file = tmp_path / "p.torch.safetensors"
+    module.load_state_dict(safetensors.torch.load_file(str(torch_file)), strict=True)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--resume"], "--resume needs --checkpoint-dir"),
+    (["--model", "wide"], "--model 'wide'"),
+    (["--framework", "torch", "--checkpoint-dir", "x"], "implemented for --framework jax"),
+    (["--epochs", "0"], "--epochs must be >= 1"),
+])
+def test_train_rejects_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        train.main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_train_resume_without_checkpoint_and_divergence_are_clear(tmp_path, capsys):
+    code = train.main(["--checkpoint-dir", str(tmp_path), "--resume", "--no-progress"])
+    assert code == 2
+    assert "no checkpoint in" in capsys.readouterr().err
+    code = train.main(["--lr", "1e30", "--model", "16", "--epochs", "1", "--no-progress",
+                       "--checkpoint-dir", str(tmp_path), "--checkpoint-every", "1"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert re.search(r"non-finite loss \((nan|inf)\) at step \d+ \(epoch 0, batch \d+\)", err)
+    assert "last good checkpoint" in err
+
+
+def test_train_flops_by_hand():
+    # 784-256-10 at batch 2: forward 2·2·(784·256 + 256·10); backward adds dW for both
+    # layers and dX for the second only.
+    forward = 2 * 2 * (784 * 256 + 256 * 10)
+    backward = forward + 2 * 2 * 256 * 10
+    assert bench.train_flops([784, 256, 10], 2) == forward + backward
+
+
+def test_bench_quick_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--only", "784-256-10 b128", "--rounds", "1", "--steps", "2",
+                       "--peak-size", "128", "--json", str(out)]) == 0
+    data = json.load(open(out))
+    row = data["results"][0]["contenders"]
+    assert set(row) == {"jax step", "jax epoch", "torch eager"}
+    assert row["torch eager"]["vs_torch_eager"] == 1.0
+    assert data["matmul_peak"]["peak_gflops"] > 0
+    assert "goals (jax epoch vs torch eager" in capsys.readouterr().out
+
+
+def test_train_reads_fashion_mnist_from_data_dir(tmp_path, capsys):
+    from parity_tests.test_data import write_fashion
+
+    write_fashion(tmp_path, np.random.default_rng(0), n_train=64, n_test=8)
+    assert train.main(["--data-dir", str(tmp_path), "--model", "lesson", "--epochs", "1",
+                       "--batch-size", "32", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "data: fashion-mnist, 64 train / 8 test, model: mlp [784, 256, 10]" in out
+    assert re.search(r"^jax test accuracy: \d+\.\d%$", out, re.M)
+    assert train.main(["--data-dir", str(tmp_path / "missing"), "--no-progress"]) == 2

@@ -1,0 +1,234 @@
+"""The PyTorch twin of ``jaxgrad.train``: the imperative loop, compiled or not, and DDP.
+
+One step is the idiom every torch user writes::
+
+    optimizer.zero_grad(set_to_none=True)
+    for micro_x, micro_y in micro_batches:        # accumulate=K: K backward() calls
+        (loss_fn(module(micro_x), micro_y) / K).backward()   # .grad += ...
+    clip_grad_norm_(trainable, clip)                 # optional
+    optimizer.step()
+
+``TorchTrainer`` runs epochs of it over the batches ``jaxgrad.data.batch_indices``
+gives (re-derived by ``torchref.data.batch_order``, same ``(seed, epoch)``), so the
+JAX and the torch loop see the same examples in the same order.
+``compile=True`` wraps the module in ``torch.compile``. ``run_ddp`` trains with
+``DistributedDataParallel`` on the gloo backend, one process per rank on
+127.0.0.1, and returns rank 0's all-reduced gradients and final weights.
+Never imports jax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from torchref.data import batch_order
+from torchref.models import load_numpy, mlp, state_dict_numpy
+
+DEVICES = {"cpu": "cpu", "gpu": "cuda"}
+
+
+def torch_device(name: str) -> torch.device:
+    """``"cpu"`` or ``"gpu"`` (CUDA) as a ``torch.device``; raises when absent."""
+    if name not in DEVICES:
+        raise ValueError(
+            f"`device` (={name!r}) must be one of {', '.join(DEVICES)} for torch "
+            "(torch has no TPU backend without torch_xla)."
+        )
+    if name == "gpu" and not torch.cuda.is_available():
+        raise ValueError("`device` (='gpu'): torch sees no CUDA device.")
+    return torch.device(DEVICES[name])
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued kernels (CUDA is asynchronous; a timer must not stop early)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def freeze(module: torch.nn.Module, frozen) -> list[torch.nn.Parameter]:
+    """``requires_grad_(False)`` on the named parameters; returns the trainable ones.
+
+    Build the optimizer from the returned list (lesson 002: freezing after the
+    optimizer holds the parameters lets momentum and weight decay move them).
+    """
+    named = dict(module.named_parameters())
+    unknown = [n for n in frozen if n not in named]
+    if unknown:
+        raise ValueError(f"`frozen` names unknown parameters: {', '.join(unknown)}.")
+    for name in frozen:
+        named[name].requires_grad_(False)
+    return [p for p in module.parameters() if p.requires_grad]
+
+
+def train_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, *, accumulate: int = 1,
+               clip: float | None = None, autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """One optimizer step on the batch ``(x, y)``, split into ``accumulate`` micro-batches.
+
+    Returns the batch's mean loss as a detached 0-d tensor (no host sync).
+    """
+    if x.shape[0] % accumulate:
+        raise ValueError(
+            f"batch of {x.shape[0]} examples does not split into `accumulate` "
+            f"(={accumulate}) equal micro-batches."
+        )
+    optimizer.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=x.device)
+    for micro_x, micro_y in zip(x.chunk(accumulate), y.chunk(accumulate)):
+        with torch.autocast(x.device.type, dtype=autocast_dtype or torch.bfloat16,
+                            enabled=autocast_dtype is not None):
+            outputs = module(micro_x)
+        loss = loss_fn(outputs.float() if autocast_dtype else outputs, micro_y) / accumulate
+        loss.backward()
+        total = total + loss.detach()
+    if clip is not None:
+        torch.nn.utils.clip_grad_norm_(
+            [p for p in module.parameters() if p.requires_grad], clip)
+    optimizer.step()
+    return total
+
+
+@dataclasses.dataclass
+class TorchEpochResult:
+    epoch: int
+    steps: int
+    losses: np.ndarray  # `(steps,)` float32
+    seconds: float
+    examples: int
+
+    @property
+    def mean_loss(self) -> float:
+        return float(np.mean(self.losses)) if self.losses.size else float("nan")
+
+
+class TorchTrainer:
+    """Epochs of ``train_step`` over ``(seed, epoch)``-ordered full batches.
+
+    Args:
+      module: the model (moved to ``device``); optimizer: over its trainable params.
+      batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
+      compile: wrap the module in ``torch.compile`` (first step pays the compile).
+      autocast_dtype: ``torch.bfloat16`` for mixed precision, None for full.
+    """
+
+    def __init__(self, module, optimizer, loss_fn: Callable = F.cross_entropy, *,
+                 batch_size: int, seed: int = 0, accumulate: int = 1,
+                 clip: float | None = None, compile: bool = False, device: str = "cpu",
+                 autocast_dtype: torch.dtype | None = None):
+        self.device = torch_device(device)
+        self.module = module.to(self.device)
+        self.forward = torch.compile(self.module) if compile else self.module
+        self.optimizer, self.loss_fn = optimizer, loss_fn
+        self.batch_size, self.seed, self.accumulate, self.clip = batch_size, seed, accumulate, clip
+        self.autocast_dtype = autocast_dtype
+        self.epoch = 0
+
+    def train_epoch(self, x: np.ndarray, y: np.ndarray, *,
+                    on_steps: Callable[[int, np.ndarray], None] | None = None) -> TorchEpochResult:
+        step_size = self.batch_size * self.accumulate
+        order = batch_order(len(x), seed=self.seed, epoch=self.epoch)
+        x_all = torch.from_numpy(np.asarray(x)).to(self.device)
+        y_all = torch.from_numpy(np.asarray(y)).to(self.device)
+        self.module.train()
+        losses, began = [], time.perf_counter()
+        for start in range(0, len(order) - len(order) % step_size, step_size):
+            idx = torch.from_numpy(order[start:start + step_size]).to(self.device)
+            loss = train_step(self.forward, self.optimizer, self.loss_fn, x_all[idx], y_all[idx],
+                              accumulate=self.accumulate, clip=self.clip,
+                              autocast_dtype=self.autocast_dtype)
+            losses.append(loss)
+            if on_steps is not None:
+                on_steps(len(losses), np.array([loss.item()], np.float32))
+        synchronize(self.device)
+        seconds = time.perf_counter() - began
+        losses = torch.stack(losses).float().cpu().numpy() if losses else np.zeros(0, np.float32)
+        result = TorchEpochResult(self.epoch, losses.size, losses, seconds,
+                                  losses.size * step_size)
+        self.epoch += 1
+        return result
+
+    def state_dict_numpy(self) -> dict[str, np.ndarray]:
+        return state_dict_numpy(self.module)
+
+
+@torch.no_grad()
+def evaluate(module, x: np.ndarray, y: np.ndarray, *, loss_fn: Callable = F.cross_entropy,
+             batch_size: int = 1024, device: str = "cpu") -> dict:
+    """Mean loss and accuracy of ``module`` on ``(x, y)``; ``module.eval()`` and no graph."""
+    target = torch_device(device)
+    module.eval()
+    total_loss, correct = 0.0, 0
+    for start in range(0, len(x), batch_size):
+        xb = torch.from_numpy(np.asarray(x[start:start + batch_size])).to(target)
+        yb = torch.from_numpy(np.asarray(y[start:start + batch_size])).to(target)
+        outputs = module(xb).float()
+        total_loss += float(loss_fn(outputs, yb, reduction="sum"))
+        correct += int((outputs.argmax(dim=-1) == yb).sum())
+    return {"loss": total_loss / len(x), "accuracy": correct / len(x), "examples": len(x)}
+
+
+# ------------------------------------------------------------------------------ DDP
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _ddp_worker(rank: int, world_size: int, port: int, sizes, activation: str,
+                weights: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int,
+                out_dir: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world_size)
+    try:
+        module = load_numpy(mlp(sizes, activation, dtype=torch.from_numpy(x).dtype), weights)
+        ddp = torch.nn.parallel.DistributedDataParallel(module)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+        shard = slice(rank * len(x) // world_size, (rank + 1) * len(x) // world_size)
+        xb, yb = torch.from_numpy(x[shard]), torch.from_numpy(y[shard])
+        first_grads = None
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(ddp(xb), yb).backward()  # DDP all-reduces (averages) .grad
+            if first_grads is None:
+                first_grads = {n: p.grad.numpy().copy() for n, p in module.named_parameters()}
+            optimizer.step()
+        if rank == 0:
+            np.savez(os.path.join(out_dir, "result.npz"),
+                     **{f"grad/{k}": v for k, v in first_grads.items()},
+                     **{f"param/{k}": v for k, v in state_dict_numpy(module).items()})
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ddp(sizes, activation: str, weights: dict, x: np.ndarray, y: np.ndarray, *,
+            world_size: int = 2, lr: float = 0.1, steps: int = 1) -> dict:
+    """Train an ``mlp(sizes, activation)`` with DDP (gloo, 127.0.0.1) on ``world_size``
+    processes, each taking an equal contiguous shard of ``(x, y)`` every step.
+
+    Returns:
+      ``{"grads": {name: array}, "params": {name: array}}``: rank 0's gradients of the
+      first step after DDP's all-reduce, and its weights after ``steps`` SGD steps.
+    """
+    if len(x) % world_size:
+        raise ValueError(f"{len(x)} examples do not split over `world_size` (={world_size}).")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    with tempfile.TemporaryDirectory() as out_dir:
+        torch.multiprocessing.start_processes(
+            _ddp_worker, nprocs=world_size, start_method="spawn",
+            args=(world_size, _free_port(), list(sizes), activation, dict(weights),
+                  np.asarray(x), np.asarray(y), lr, steps, out_dir))
+        with np.load(os.path.join(out_dir, "result.npz")) as data:
+            grads = {k[5:]: data[k] for k in data.files if k.startswith("grad/")}
+            params = {k[6:]: data[k] for k in data.files if k.startswith("param/")}
+    return {"grads": grads, "params": params}
