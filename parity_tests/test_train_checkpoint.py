@@ -49,18 +49,19 @@ def _stop_at(step):
     return on_steps
 
 
-@pytest.mark.parametrize("fused,position", [(False, (9, 1, 1)), (True, (12, 1, 4))])
-def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, position):
-    """Interrupted in epoch 2 after step 10 (fused: after the stretch ending at 12)."""
+@pytest.mark.parametrize("fused,every,position", [(False, 3, (9, 1, 1)), (True, 4, (12, 1, 4))])
+def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, every, position):
+    """Interrupted in epoch 2 after step 10 (fused: after the stretch ending at 12;
+    checkpoints every 4 steps keep every stretch 4 long: one compilation per run)."""
     x, y = make_data("float32")  # 64 examples: 8 steps per epoch
-    plain = _trainer(tmp_path / "plain", fused=fused)
+    plain = _trainer(tmp_path / "plain", fused=fused, every=every)
     for _ in range(2):
         plain.train_epoch(x, y)
-    stopped = _trainer(tmp_path / "stopped", fused=fused)
+    stopped = _trainer(tmp_path / "stopped", fused=fused, every=every)
     stopped.train_epoch(x, y)
     with pytest.raises(Interrupt):
         stopped.train_epoch(x, y, on_steps=_stop_at(10))
-    resumed = _trainer(tmp_path / "stopped", fused=fused)
+    resumed = _trainer(tmp_path / "stopped", fused=fused, every=every)
     meta = resumed.resume()
     assert (meta["global_step"], meta["epoch"], meta["step_in_epoch"]) == position
     result = resumed.train_epoch(x, y)
@@ -101,7 +102,8 @@ def test_corrupt_or_mismatched_checkpoints_are_errors(tmp_path):
     trainer.train_epoch(x, y)
     path = trainer.save()
 
-    with pytest.raises(CheckpointError, match="different run configuration.*lr: checkpoint 0.1, now 0.2"):
+    with pytest.raises(CheckpointError,
+                       match="different run configuration.*lr: checkpoint 0.1, now 0.2"):
         _trainer(tmp_path, config={**CONFIG, "lr": 0.2}).resume()
     with pytest.raises(CheckpointError, match="parameters do not fit the model"):
         _trainer(tmp_path, sizes=[10, 8, 4]).resume()

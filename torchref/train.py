@@ -72,7 +72,8 @@ def freeze(module: torch.nn.Module, frozen) -> list[torch.nn.Parameter]:
 
 def train_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
                loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, *, accumulate: int = 1,
-               clip: float | None = None, autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+               clip: float | None = None,
+               autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
     """One optimizer step on the batch ``(x, y)``, split into ``accumulate`` micro-batches.
 
     Returns the batch's mean loss as a detached 0-d tensor (no host sync).
