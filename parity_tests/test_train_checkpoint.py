@@ -193,7 +193,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsy
     resumed = _script(*common, "--checkpoint-dir", ckpt, "--resume",
                       "--save", str(tmp_path / "resumed.safetensors"), env=env)
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from step 10 (epoch 1, batch 10)" in resumed.stdout
+    assert "jax resumed from step 10 (epoch 1, batch 10)" in resumed.stdout
     # the uninterrupted run in this process (one subprocess fewer)
     assert train_script.main([*common, "--checkpoint-dir", str(tmp_path / "whole"),
                               "--save", str(tmp_path / "whole.safetensors")]) == 0
@@ -202,3 +202,45 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsy
                   load_params(str(tmp_path / "resumed.safetensors")), **BIT_IDENTICAL)
     meta = json.load(open(os.path.join(latest_checkpoint(ckpt), "meta.json")))
     assert meta["global_step"] == 44
+
+
+def _torch_trainer(directory, *, config=CONFIG):
+    from torchref import train as ttrain
+
+    torch.manual_seed(0)
+    module = torchref.mlp(SIZES, "tanh")
+    optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+    return ttrain.TorchTrainer(module, optimizer, batch_size=8, seed=3,
+                               checkpoint_dir=str(directory), checkpoint_every=3, config=config)
+
+
+def test_torch_twin_resumes_bit_exactly_and_writes_jaxgrad_readable_params(tmp_path):
+    from torchref import checkpoint as tcheckpoint
+    from torchref import train as ttrain
+
+    x, y = make_data("float32")
+    plain = _torch_trainer(tmp_path / "plain")
+    for _ in range(2):
+        plain.train_epoch(x, y)
+    stopped = _torch_trainer(tmp_path / "stopped")
+    stopped.train_epoch(x, y)
+    with pytest.raises(Interrupt):
+        stopped.train_epoch(x, y, on_steps=_stop_at(10))
+    resumed = _torch_trainer(tmp_path / "stopped")
+    meta = resumed.resume()
+    assert (meta["global_step"], meta["epoch"], meta["step_in_epoch"]) == (9, 1, 1)
+    assert resumed.train_epoch(x, y).steps == 7
+    assert_parity(plain.state_dict_numpy(), resumed.state_dict_numpy(), **BIT_IDENTICAL)
+    model, _ = jaxgrad.nn.from_torch(resumed.module)
+    params_file = os.path.join(resumed.save(), tcheckpoint.PARAMS_FILE)
+    assert_parity(resumed.state_dict_numpy(), load_params(params_file, model), **BIT_IDENTICAL)
+    with pytest.raises(tcheckpoint.CheckpointError, match="different run configuration"):
+        _torch_trainer(tmp_path / "stopped", config={"run": "other"}).resume()
+    with pytest.raises(tcheckpoint.CheckpointError, match="no checkpoint"):
+        _torch_trainer(tmp_path / "empty").resume()
+
+    x[37, 2] = np.nan
+    with pytest.raises(ttrain.NonFiniteLossError, match="first non-finite parameter "
+                       "gradient: '0.weight'") as info:
+        _torch_trainer(tmp_path / "nan").train_epoch(x, y)
+    assert info.value.parameter == "0.weight"
