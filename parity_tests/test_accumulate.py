@@ -108,6 +108,35 @@ def test_optax_multisteps_equals_one_accumulated_step(x64, rng):
     assert not compare(torch_params, multi_steps(None)).passed
 
 
+def test_optax_multisteps_float32(rng):
+    module, _, params, loss_fn, x, y = _setup(rng, "float32")
+    micro = split_batch((jnp.asarray(x), jnp.asarray(y)), K)
+    taccumulate.accumulate_grads(module, torch.nn.functional.mse_loss, _torch_micro_batches(x, y))
+    torch.optim.SGD(module.parameters(), lr=0.1).step()
+    multi = optax.MultiSteps(joptim.sgd(0.1), every_k_schedule=K)
+    state, multi_params = multi.init(params), params
+    update, grad_fn = jax.jit(multi.update), jax.jit(jax.grad(loss_fn))
+    for i in range(K):
+        grads = grad_fn(multi_params, jax.tree.map(lambda leaf: leaf[i], micro))
+        updates, state = update(grads, state, multi_params)
+        multi_params = optax.apply_updates(multi_params, updates)
+    assert_parity(torchref.models.state_dict_numpy(module), multi_params)
+
+
+def test_clip_after_accumulation_in_torchs_order(x64, rng):
+    # torch: backward per micro-batch -> clip_grad_norm_ -> step; jaxgrad: accumulate -> clip -> sgd
+    module, _, params, loss_fn, x, y = _setup(rng, "float64")
+    taccumulate.accumulate_grads(module, torch.nn.functional.mse_loss, _torch_micro_batches(x, y))
+    total_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), 0.05)
+    torch.optim.SGD(module.parameters(), lr=0.5).step()
+    _, grads = accumulate_grads(loss_fn, params, split_batch((jnp.asarray(x), jnp.asarray(y)), K))
+    assert float(joptim.global_norm(grads)) > 0.05  # clipping really happens
+    optimizer = optax.chain(joptim.clip_grad_norm_transform(0.05), joptim.sgd(0.5))
+    updates, _ = optimizer.update(grads, optimizer.init(params), params)
+    assert_parity(torchref.models.state_dict_numpy(module), optax.apply_updates(params, updates))
+    assert_parity(total_norm, joptim.global_norm(grads))
+
+
 def test_lesson_two_micro_batches_equal_combined_float32():
     # lesson 004, example 5: Linear(3, 1), two micro-batches of 4 weighted by 1/2
     torch.manual_seed(0)

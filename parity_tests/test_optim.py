@@ -13,8 +13,8 @@ import torch
 
 from jaxgrad import optim as joptim
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity, compare
-from parity_checks.optimizers import (CONFIGS, config_label, fixed_grads_trajectories,
-                                      optimizer_parity)
+from parity_checks.optimizers import (CONFIGS, FLOAT32_CONFIGS, config_label,
+                                      fixed_grads_trajectories, optimizer_parity)
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -27,10 +27,6 @@ def test_trajectory_float64_100_steps(x64, name, hyper):
     # params, loss and at least one state tensor per parameter were compared
     assert any("state" in leaf.path for leaf in report.leaves) or (
         name == "sgd" and "momentum" not in hyper)
-
-
-# float32: the richest configuration of each optimizer (the report runs all of CONFIGS)
-FLOAT32_CONFIGS = [CONFIGS[i] for i in (1, 2, 4, 5, 7)]
 
 
 @pytest.mark.parametrize("name,hyper", FLOAT32_CONFIGS,

@@ -160,15 +160,15 @@ def scale_by_torch_adam(lr: float, b1: float, b2: float, eps: float,
         bias_correction2_sqrt = jnp.sqrt(_one_minus_power(b2, t))
         step_size = lr / bias_correction1
 
-        def leaf_update(m, v, p):
+        def adam_step(m, v):
             denom = jnp.sqrt(v) / _scalar_like(bias_correction2_sqrt, v) + _scalar_like(eps, v)
-            update = _scalar_like(-step_size, m) * m / denom
-            if decoupled_weight_decay:
-                update = update - _scalar_like(lr * decoupled_weight_decay, p) * p
-            return update
+            return _scalar_like(-step_size, m) * m / denom
 
-        params_or_moments = params if decoupled_weight_decay else exp_avg
-        new_updates = jax.tree.map(leaf_update, exp_avg, exp_avg_sq, params_or_moments)
+        new_updates = jax.tree.map(adam_step, exp_avg, exp_avg_sq)
+        if decoupled_weight_decay:
+            new_updates = jax.tree.map(
+                lambda u, p: u - _scalar_like(lr * decoupled_weight_decay, p) * p,
+                new_updates, params)
         return new_updates, AdamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
 
     return optax.GradientTransformation(init_fn, update_fn)
