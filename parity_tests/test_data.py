@@ -156,3 +156,18 @@ def test_jax_and_torch_batches_identical(rng):
         np.testing.assert_array_equal(ya, yb.numpy())
     with pytest.raises(ValueError, match="`y` has 3"):
         next(data.iterate_batches(x, y[:3], 4, seed=0, epoch=0))
+
+
+def test_fashion_mnist_corrupt_gzip_and_bad_labels_named(tmp_path, rng):
+    write_fashion(tmp_path, rng)
+    (tmp_path / "train-images-idx3-ubyte").unlink()
+    (tmp_path / "train-images-idx3-ubyte.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte.gz: not a readable gzip"):
+        data.load_fashion_mnist(tmp_path)
+    write_fashion(tmp_path, rng)
+    (tmp_path / "train-images-idx3-ubyte.gz").unlink()
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.array([1, 2, 12]))
+    with pytest.raises(ValueError, match="t10k-labels-idx1-ubyte: label 12 outside"):
+        data.load_fashion_mnist(tmp_path)
+    with pytest.raises(FileNotFoundError, match="not a directory"):
+        data.load_fashion_mnist(tmp_path / "nowhere")
