@@ -49,18 +49,19 @@ def _stop_at(step):
     return on_steps
 
 
-@pytest.mark.parametrize("fused,position", [(False, (9, 1, 1)), (True, (12, 1, 4))])
-def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, position):
-    """Interrupted in epoch 2 after step 10 (fused: after the stretch ending at 12)."""
+@pytest.mark.parametrize("fused,every,position", [(False, 3, (9, 1, 1)), (True, 4, (12, 1, 4))])
+def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, every, position):
+    """Interrupted in epoch 2 after step 10 (fused: after the stretch ending at 12;
+    checkpoints every 4 steps keep every stretch 4 long: one compilation per run)."""
     x, y = make_data("float32")  # 64 examples: 8 steps per epoch
-    plain = _trainer(tmp_path / "plain", fused=fused)
+    plain = _trainer(tmp_path / "plain", fused=fused, every=every)
     for _ in range(2):
         plain.train_epoch(x, y)
-    stopped = _trainer(tmp_path / "stopped", fused=fused)
+    stopped = _trainer(tmp_path / "stopped", fused=fused, every=every)
     stopped.train_epoch(x, y)
     with pytest.raises(Interrupt):
         stopped.train_epoch(x, y, on_steps=_stop_at(10))
-    resumed = _trainer(tmp_path / "stopped", fused=fused)
+    resumed = _trainer(tmp_path / "stopped", fused=fused, every=every)
     meta = resumed.resume()
     assert (meta["global_step"], meta["epoch"], meta["step_in_epoch"]) == position
     result = resumed.train_epoch(x, y)
@@ -101,7 +102,8 @@ def test_corrupt_or_mismatched_checkpoints_are_errors(tmp_path):
     trainer.train_epoch(x, y)
     path = trainer.save()
 
-    with pytest.raises(CheckpointError, match="different run configuration.*lr: checkpoint 0.1, now 0.2"):
+    with pytest.raises(CheckpointError,
+                       match="different run configuration.*lr: checkpoint 0.1, now 0.2"):
         _trainer(tmp_path, config={**CONFIG, "lr": 0.2}).resume()
     with pytest.raises(CheckpointError, match="parameters do not fit the model"):
         _trainer(tmp_path, sizes=[10, 8, 4]).resume()
@@ -191,7 +193,7 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsy
     resumed = _script(*common, "--checkpoint-dir", ckpt, "--resume",
                       "--save", str(tmp_path / "resumed.safetensors"), env=env)
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from step 10 (epoch 1, batch 10)" in resumed.stdout
+    assert "jax resumed from step 10 (epoch 1, batch 10)" in resumed.stdout
     # the uninterrupted run in this process (one subprocess fewer)
     assert train_script.main([*common, "--checkpoint-dir", str(tmp_path / "whole"),
                               "--save", str(tmp_path / "whole.safetensors")]) == 0
@@ -200,3 +202,45 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsy
                   load_params(str(tmp_path / "resumed.safetensors")), **BIT_IDENTICAL)
     meta = json.load(open(os.path.join(latest_checkpoint(ckpt), "meta.json")))
     assert meta["global_step"] == 44
+
+
+def _torch_trainer(directory, *, config=CONFIG):
+    from torchref import train as ttrain
+
+    torch.manual_seed(0)
+    module = torchref.mlp(SIZES, "tanh")
+    optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+    return ttrain.TorchTrainer(module, optimizer, batch_size=8, seed=3,
+                               checkpoint_dir=str(directory), checkpoint_every=3, config=config)
+
+
+def test_torch_twin_resumes_bit_exactly_and_writes_jaxgrad_readable_params(tmp_path):
+    from torchref import checkpoint as tcheckpoint
+    from torchref import train as ttrain
+
+    x, y = make_data("float32")
+    plain = _torch_trainer(tmp_path / "plain")
+    for _ in range(2):
+        plain.train_epoch(x, y)
+    stopped = _torch_trainer(tmp_path / "stopped")
+    stopped.train_epoch(x, y)
+    with pytest.raises(Interrupt):
+        stopped.train_epoch(x, y, on_steps=_stop_at(10))
+    resumed = _torch_trainer(tmp_path / "stopped")
+    meta = resumed.resume()
+    assert (meta["global_step"], meta["epoch"], meta["step_in_epoch"]) == (9, 1, 1)
+    assert resumed.train_epoch(x, y).steps == 7
+    assert_parity(plain.state_dict_numpy(), resumed.state_dict_numpy(), **BIT_IDENTICAL)
+    model, _ = jaxgrad.nn.from_torch(resumed.module)
+    params_file = os.path.join(resumed.save(), tcheckpoint.PARAMS_FILE)
+    assert_parity(resumed.state_dict_numpy(), load_params(params_file, model), **BIT_IDENTICAL)
+    with pytest.raises(tcheckpoint.CheckpointError, match="different run configuration"):
+        _torch_trainer(tmp_path / "stopped", config={"run": "other"}).resume()
+    with pytest.raises(tcheckpoint.CheckpointError, match="no checkpoint"):
+        _torch_trainer(tmp_path / "empty").resume()
+
+    x[37, 2] = np.nan
+    with pytest.raises(ttrain.NonFiniteLossError, match="first non-finite parameter "
+                       "gradient: '0.weight'") as info:
+        _torch_trainer(tmp_path / "nan").train_epoch(x, y)
+    assert info.value.parameter == "0.weight"

@@ -10,9 +10,10 @@ With --framework both, the two frameworks start from the same weights (jaxgrad's
 initialisation, copied into torch) and see the same batches in the same order; the
 script reports after every epoch how far their parameters and losses have drifted.
 
-Checkpoints (jax framework): --checkpoint-dir DIR --checkpoint-every N writes
-params (safetensors, torch state_dict keys), optimizer state, step, data position
-and seed atomically every N steps; --resume continues bit-exactly from the latest.
+Checkpoints: --checkpoint-dir DIR --checkpoint-every N writes params (safetensors,
+torch state_dict keys), optimizer state, step, data position and seed atomically
+every N steps (both frameworks: DIR/jax and DIR/torch); --resume continues
+bit-exactly from the latest.
 A NaN/inf loss stops the run naming the step and the first parameter whose
 gradient is not finite (exit status 3); the last good checkpoint is kept.
 
@@ -86,7 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                      help="jax: run each stretch of steps as one lax.scan call")
     run.add_argument("--compile", action="store_true", help="torch: torch.compile the model")
     out = parser.add_argument_group("checkpoints and output")
-    out.add_argument("--checkpoint-dir", help="write checkpoints here (jax framework)")
+    out.add_argument("--checkpoint-dir", help="write checkpoints here (with --framework both: "
+                     "DIR/jax and DIR/torch)")
     out.add_argument("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
     out.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     out.add_argument("--save", metavar="PATH", help="final params as safetensors (torch keys)")
@@ -105,8 +107,6 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
     if args.lr is None:
         args.lr = OPTIMIZER_DEFAULT_LR[args.optimizer]
-    if (args.checkpoint_dir or args.resume) and args.framework != "jax":
-        parser.error("checkpoints and --resume are implemented for --framework jax")
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume needs --checkpoint-dir")
     if args.checkpoint_every and not args.checkpoint_dir:
@@ -122,6 +122,13 @@ def optimizer_kwargs(args) -> dict:
     if args.optimizer in ("sgd", "rmsprop") and args.momentum:
         kwargs["momentum"] = args.momentum
     return kwargs
+
+
+def checkpoint_dir(args, framework: str) -> str | None:
+    """``--checkpoint-dir`` itself for one framework, ``DIR/<framework>`` for both."""
+    if not args.checkpoint_dir or args.framework != "both":
+        return args.checkpoint_dir
+    return os.path.join(args.checkpoint_dir, framework)
 
 
 def run_config(args, dataset) -> dict:
@@ -195,7 +202,7 @@ class JaxRun(_Run):
         self.trainer = jtrain.Trainer(
             self.model, self.loss_fn, optimizer, params, batch_size=args.batch_size,
             seed=args.seed, accumulate=args.accumulate, compute_dtype=self.compute_dtype,
-            fused=args.fused, devices=devices, checkpoint_dir=args.checkpoint_dir,
+            fused=args.fused, devices=devices, checkpoint_dir=checkpoint_dir(args, "jax"),
             checkpoint_every=args.checkpoint_every, config=run_config(args, dataset))
         self.devices = jtrain.sharding.describe_devices(devices)
         self._evaluate = jtrain.evaluate
@@ -227,7 +234,9 @@ class TorchRun(_Run):
         self.trainer = ttrain.TorchTrainer(
             self.module, optimizer, batch_size=args.batch_size, seed=args.seed,
             accumulate=args.accumulate, clip=args.clip, compile=args.compile, device=args.device,
-            autocast_dtype=torch.bfloat16 if args.precision == "bfloat16" else None)
+            autocast_dtype=torch.bfloat16 if args.precision == "bfloat16" else None,
+            checkpoint_dir=checkpoint_dir(args, "torch"), checkpoint_every=args.checkpoint_every,
+            config=run_config(args, dataset))
         self.devices = f"torch {self.trainer.device} ({torch.get_num_threads()} threads)"
         self._evaluate = ttrain.evaluate
 
@@ -287,7 +296,7 @@ def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     from jaxgrad import data
-    from jaxgrad.train import CheckpointError, NonFiniteLossError, save_params
+    from jaxgrad.train import save_params
 
     try:
         dataset = (data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits())
@@ -307,11 +316,11 @@ def main(argv=None) -> int:
         if args.framework in ("torch", "both"):
             shared = runs[0].params_numpy() if runs else None  # same initial weights
             runs.append(TorchRun(args, dataset, sizes, shared))
-        if args.resume:
-            meta = runs[0].trainer.resume()
-            print(f"resumed from step {meta['global_step']} (epoch {meta['epoch'] + 1}, "
-                  f"batch {meta['step_in_epoch']})")
-    except (ValueError, CheckpointError) as exc:
+        for run in runs if args.resume else ():
+            meta = run.trainer.resume()
+            print(f"{run.framework} resumed from step {meta['global_step']} "
+                  f"(epoch {meta['epoch'] + 1}, batch {meta['step_in_epoch']})")
+    except ValueError as exc:  # CheckpointError is a ValueError, in both frameworks
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for run in runs:
@@ -324,8 +333,10 @@ def main(argv=None) -> int:
     print(TABLE_HEADER)
     print("-" * len(TABLE_HEADER))
     began = time.perf_counter()
-    for epoch in range(runs[0].epoch, args.epochs):
+    for epoch in range(min(run.epoch for run in runs), args.epochs):
         for run in runs:
+            if run.epoch != epoch:  # resumed past this epoch already
+                continue
             resumed_at = getattr(run.trainer, "step_in_epoch", 0)
             progress = Progress(not args.no_progress, run.framework, epoch, steps_per_epoch,
                                 step_examples, initial=resumed_at)
@@ -337,7 +348,7 @@ def main(argv=None) -> int:
 
             try:
                 result = run.train_epoch(dataset.x_train, dataset.y_train, on_steps)
-            except NonFiniteLossError as exc:
+            except FloatingPointError as exc:  # NonFiniteLossError, either framework
                 progress.close()
                 print(f"error: {exc}", file=sys.stderr)
                 return 3
@@ -349,21 +360,23 @@ def main(argv=None) -> int:
                          "test_accuracy": test["accuracy"], "seconds": result.seconds,
                          "examples_per_s": result.examples / max(result.seconds, 1e-9)})
             print(table_row(rows[-1]), flush=True)
-        if len(runs) == 2:
+        if len(runs) == 2 and len({run.trainer.global_step for run in runs}) == 1:
             abs_err, rel_err = drift(runs[1].params_numpy(), runs[0].params_numpy())
             drifts.append({"epoch": epoch + 1, "max_abs": abs_err, "max_rel": rel_err})
     total = time.perf_counter() - began
-    if args.checkpoint_dir:
-        print(f"final checkpoint: {runs[0].trainer.save()}")
+    for run in runs if args.checkpoint_dir else ():
+        print(f"{run.framework} final checkpoint: {run.trainer.save()}")
     if drifts:
         print("\ndrift of jax from torch (same initial weights, same batches):")
         for d in drifts:
             print(f"  after epoch {d['epoch']:>3}: max |Δparam| = {d['max_abs']:.3e} "
                   f"({d['max_rel']:.2e} of max |param|)")
         losses_j, losses_t = np.array(history["jax"]), np.array(history["torch"])
-        print(f"  max |Δ train loss| over {len(losses_j)} steps: "
-              f"{np.max(np.abs(losses_j - losses_t)):.3e}")
-    print(f"\ntraining time: {total:.1f} s for {len(rows) // len(runs)} epochs "
+        common = min(len(losses_j), len(losses_t))  # after a resume: the steps both ran
+        if common:
+            print(f"  max |Δ train loss| over the last {common} steps: "
+                  f"{np.max(np.abs(losses_j[-common:] - losses_t[-common:])):.3e}")
+    print(f"\ntraining time: {total:.1f} s for {len({r['epoch'] for r in rows})} epochs "
           f"(including compilation and evaluation)")
     if args.save:
         for run in runs:

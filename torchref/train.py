@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from torchref import checkpoint
 from torchref.data import batch_order
 from torchref.models import load_numpy, mlp, state_dict_numpy
 
@@ -72,7 +73,8 @@ def freeze(module: torch.nn.Module, frozen) -> list[torch.nn.Parameter]:
 
 def train_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
                loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, *, accumulate: int = 1,
-               clip: float | None = None, autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+               clip: float | None = None,
+               autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
     """One optimizer step on the batch ``(x, y)``, split into ``accumulate`` micro-batches.
 
     Returns the batch's mean loss as a detached 0-d tensor (no host sync).
@@ -111,6 +113,15 @@ class TorchEpochResult:
         return float(np.mean(self.losses)) if self.losses.size else float("nan")
 
 
+class NonFiniteLossError(FloatingPointError):
+    """A NaN/inf loss; ``parameter`` is the first (``named_parameters`` order) whose
+    ``.grad`` is not finite, ``global_step`` counts from 1."""
+
+    def __init__(self, message: str, *, global_step: int, parameter: str | None):
+        super().__init__(message)
+        self.global_step, self.parameter = global_step, parameter
+
+
 class TorchTrainer:
     """Epochs of ``train_step`` over ``(seed, epoch)``-ordered full batches.
 
@@ -119,43 +130,95 @@ class TorchTrainer:
       batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
       compile: wrap the module in ``torch.compile`` (first step pays the compile).
       autocast_dtype: ``torch.bfloat16`` for mixed precision, None for full.
+      checkpoint_dir, checkpoint_every, config: periodic atomic checkpoints
+        (``torchref.checkpoint``); ``resume()`` continues from the latest.
     """
 
     def __init__(self, module, optimizer, loss_fn: Callable = F.cross_entropy, *,
                  batch_size: int, seed: int = 0, accumulate: int = 1,
                  clip: float | None = None, compile: bool = False, device: str = "cpu",
-                 autocast_dtype: torch.dtype | None = None):
+                 autocast_dtype: torch.dtype | None = None, checkpoint_dir: str | None = None,
+                 checkpoint_every: int | None = None, config: dict | None = None):
         self.device = torch_device(device)
         self.module = module.to(self.device)
         self.forward = torch.compile(self.module) if compile else self.module
         self.optimizer, self.loss_fn = optimizer, loss_fn
         self.batch_size, self.seed, self.accumulate, self.clip = batch_size, seed, accumulate, clip
         self.autocast_dtype = autocast_dtype
-        self.epoch = 0
+        self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
+        self.config = dict(config or {})
+        self.epoch, self.step_in_epoch, self.global_step = 0, 0, 0
+        self.last_checkpoint: str | None = None
+
+    def save(self) -> str:
+        """Checkpoint the current state now (a no-op if this step is already saved)."""
+        name = os.path.join(self.checkpoint_dir, f"ckpt-{self.global_step:08d}")
+        if self.last_checkpoint != name:
+            self.last_checkpoint = checkpoint.save_checkpoint(
+                self.checkpoint_dir, module=self.module, optimizer=self.optimizer,
+                meta={"global_step": self.global_step, "epoch": self.epoch,
+                      "step_in_epoch": self.step_in_epoch, "seed": self.seed,
+                      "config": self.config})
+        return self.last_checkpoint
+
+    def resume(self) -> dict:
+        """Load the latest checkpoint of ``checkpoint_dir``; an error if there is none."""
+        path = checkpoint.latest_checkpoint(self.checkpoint_dir)
+        if path is None:
+            raise checkpoint.CheckpointError(
+                f"--resume: no checkpoint in {self.checkpoint_dir} (no {checkpoint.LATEST} "
+                "file); nothing to resume from.")
+        meta = checkpoint.load_checkpoint(path, module=self.module, optimizer=self.optimizer,
+                                          config=self.config)
+        self.global_step, self.epoch = int(meta["global_step"]), int(meta["epoch"])
+        self.step_in_epoch, self.last_checkpoint = int(meta["step_in_epoch"]), path
+        return meta
 
     def train_epoch(self, x: np.ndarray, y: np.ndarray, *,
                     on_steps: Callable[[int, np.ndarray], None] | None = None) -> TorchEpochResult:
+        """Run the rest of the current epoch (all of it unless resumed mid-epoch)."""
         step_size = self.batch_size * self.accumulate
-        order = batch_order(len(x), seed=self.seed, epoch=self.epoch)
+        epoch = self.epoch
+        order = batch_order(len(x), seed=self.seed, epoch=epoch)
+        total = len(order) // step_size
         x_all = torch.from_numpy(np.asarray(x)).to(self.device)
         y_all = torch.from_numpy(np.asarray(y)).to(self.device)
         self.module.train()
         losses, began = [], time.perf_counter()
-        for start in range(0, len(order) - len(order) % step_size, step_size):
-            idx = torch.from_numpy(order[start:start + step_size]).to(self.device)
+        for index in range(self.step_in_epoch, total):
+            idx = torch.from_numpy(order[index * step_size:(index + 1) * step_size]).to(self.device)
             loss = train_step(self.forward, self.optimizer, self.loss_fn, x_all[idx], y_all[idx],
                               accumulate=self.accumulate, clip=self.clip,
                               autocast_dtype=self.autocast_dtype)
-            losses.append(loss)
+            value = loss.item()  # one sync per step: the finiteness check needs it
+            if not np.isfinite(value):
+                self._raise_non_finite(value, index)
+            losses.append(value)
+            self.global_step += 1
+            # the position of the next batch: what a checkpoint written now resumes at
+            self.epoch, self.step_in_epoch = (epoch + 1, 0) if index + 1 == total else (
+                epoch, index + 1)
+            if self.checkpoint_every and self.global_step % self.checkpoint_every == 0:
+                self.save()
             if on_steps is not None:
-                on_steps(len(losses), np.array([loss.item()], np.float32))
+                on_steps(self.global_step, np.array([value], np.float32))
         synchronize(self.device)
         seconds = time.perf_counter() - began
-        losses = torch.stack(losses).float().cpu().numpy() if losses else np.zeros(0, np.float32)
-        result = TorchEpochResult(self.epoch, losses.size, losses, seconds,
-                                  losses.size * step_size)
-        self.epoch += 1
-        return result
+        losses = np.asarray(losses, np.float32)
+        self.epoch, self.step_in_epoch = epoch + 1, 0
+        return TorchEpochResult(epoch, losses.size, losses, seconds, losses.size * step_size)
+
+    def _raise_non_finite(self, value: float, index: int):
+        parameter = next((n for n, p in self.module.named_parameters()
+                          if p.grad is not None and not torch.isfinite(p.grad).all()), None)
+        where = (f"first non-finite parameter gradient: {parameter!r}" if parameter
+                 else "every parameter gradient is finite")
+        kept = (f"last good checkpoint: {self.last_checkpoint}" if self.last_checkpoint
+                else "no checkpoint was written yet")
+        raise NonFiniteLossError(
+            f"non-finite loss ({value}) at step {self.global_step + 1} (epoch {self.epoch}, "
+            f"batch {index}); {where}; stopping, {kept}.",
+            global_step=self.global_step + 1, parameter=parameter)
 
     def state_dict_numpy(self) -> dict[str, np.ndarray]:
         return state_dict_numpy(self.module)
@@ -207,8 +270,14 @@ def _ddp_worker(rank: int, world_size: int, port: int, sizes, activation: str,
             np.savez(os.path.join(out_dir, "result.npz"),
                      **{f"grad/{k}": v for k, v in first_grads.items()},
                      **{f"param/{k}": v for k, v in state_dict_numpy(module).items()})
+        dist.barrier()  # no rank tears gloo down while another still talks to it
     finally:
         dist.destroy_process_group()
+    # Skip interpreter teardown: about one exit in six, a gloo/c10d background thread
+    # outlives the C++ static destructors and the process aborts ("terminate called
+    # without an active exception") after all work is done and written. An exception
+    # above still propagates to the parent as usual.
+    os._exit(0)
 
 
 def run_ddp(sizes, activation: str, weights: dict, x: np.ndarray, y: np.ndarray, *,

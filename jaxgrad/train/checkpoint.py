@@ -262,7 +262,8 @@ def _restore_tree(arrays: dict, template, path: str):
             got, want = arrays[key], np.asarray(leaf)
             if got.shape != want.shape or got.dtype != want.dtype:
                 problems.append(
-                    f"{key}: {got.dtype}{list(got.shape)} != expected {want.dtype}{list(want.shape)}"
+                    f"{key}: {got.dtype}{list(got.shape)} != expected "
+                    f"{want.dtype}{list(want.shape)}"
                 )
     if problems:
         raise CheckpointError(
