@@ -17,6 +17,7 @@ from jaxgrad import memory
 from jaxgrad import nn
 from jaxgrad import optim
 from jaxgrad import parity
+from jaxgrad import train
 from jaxgrad.accumulate import accumulate_grads
 from jaxgrad.data import Dataset
 from jaxgrad.data import load_digits

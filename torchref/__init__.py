@@ -6,6 +6,7 @@ Plain ``torch.nn`` modules and imperative loops (``zero_grad`` / ``backward`` /
 
 from torchref import accumulate
 from torchref import autodiff
+from torchref import checkpoint
 from torchref import clipping
 from torchref import cost
 from torchref import data
@@ -18,6 +19,7 @@ from torchref import manual
 from torchref import memory
 from torchref import models
 from torchref import optim
+from torchref import train
 from torchref.gradcheck import strict_gradcheck
 from torchref.graph import autograd_graph
 from torchref.models import load_numpy

@@ -36,24 +36,6 @@ from jaxgrad.train.sharding import data_parallel_mesh, replicate, shard_batch
 from jaxgrad.train.step import make_train_epoch, make_train_step
 
 
-def state_dict_order(model) -> list[str]:
-    """Parameter names in torch's ``state_dict()`` order (``0.weight`` before ``0.bias``).
-
-    Pytrees sort dict keys, so every dict that went through ``jax.jit`` or
-    ``eval_shape`` comes back alphabetical; the order ``init`` builds its dict in is
-    torch's. Recorded while tracing ``init`` abstractly: nothing is allocated.
-    """
-    order = []
-
-    def record(key):
-        params = model.init(key)
-        order.extend(params)
-        return params
-
-    jax.eval_shape(record, jax.random.key(0))
-    return order
-
-
 class NonFiniteLossError(FloatingPointError):
     """Raised when a step's loss is NaN or infinite; carries the step and parameter."""
 
@@ -244,7 +226,7 @@ class Trainer:
     def _raise_non_finite(self, offset: int, metrics, epoch: int, first: int):
         finite = {k: np.atleast_1d(np.asarray(v))[offset] for k, v in
                   metrics["grads_finite"].items()}
-        parameter = next((k for k in state_dict_order(self.model) if not finite[k]), None)
+        parameter = next((k for k in self.model.param_shapes() if not finite[k]), None)
         step = self.global_step + offset + 1  # steps are counted from 1
         loss = np.atleast_1d(np.asarray(metrics["loss"]))[offset]
         where = (f"first non-finite parameter gradient: {parameter!r}" if parameter
