@@ -39,7 +39,7 @@ class ReLU(_Activation):
 
     inplace: bool = False
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         # jax.nn.relu's custom JVP gives 0 at x == 0, like torch's threshold_backward;
         # a bare jnp.maximum(x, 0) would split it 0.5 / 0.5.
         return jax.nn.relu(x)
@@ -52,7 +52,7 @@ class LeakyReLU(_Activation):
     negative_slope: float = 1e-2
     inplace: bool = False
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         return jnp.where(x > 0, x, x * jnp.asarray(self.negative_slope, x.dtype))
 
 
@@ -60,7 +60,7 @@ class LeakyReLU(_Activation):
 class Sigmoid(_Activation):
     """``torch.nn.Sigmoid()``."""
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         return jax.nn.sigmoid(x)
 
 
@@ -68,7 +68,7 @@ class Sigmoid(_Activation):
 class Tanh(_Activation):
     """``torch.nn.Tanh()``."""
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         return jnp.tanh(x)
 
 
@@ -84,5 +84,5 @@ class GELU(_Activation):
                 f"`approximate` (={self.approximate!r}) must be 'none' or 'tanh'."
             )
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         return jax.nn.gelu(x, approximate=self.approximate == "tanh")

@@ -16,7 +16,7 @@ import jax
 
 from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
 from jaxgrad.nn.linear import Identity, Linear
-from jaxgrad.nn.module import Module
+from jaxgrad.nn.module import Module, child_path, sub_dict
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -63,21 +63,43 @@ class Sequential(Module):
                 params[f"{name}.{pname}"] = value
         return params
 
+    def init_buffers(self):
+        return {
+            f"{name}.{bname}": value
+            for name, layer in zip(self.names, self.layers)
+            for bname, value in layer.init_buffers().items()
+        }
+
+    def state_dict_keys(self):
+        return [
+            f"{name}.{key}"
+            for name, layer in zip(self.names, self.layers)
+            for key in layer.state_dict_keys()
+        ]
+
     def layer_params(self, params, index: int) -> dict:
         """The params of child ``index`` with its prefix removed."""
-        prefix = self.names[index] + "."
-        return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+        return sub_dict(params, self.names[index])
 
-    def apply(self, params, x):
-        for index, layer in enumerate(self.layers):
-            x = layer.apply(self.layer_params(params, index), x)
-        return x
+    def forward_with_state(self, params, x, *, buffers, train, key, path):
+        new_buffers = {}
+        for name, layer in zip(self.names, self.layers):
+            x, child_buffers = layer.forward_with_state(
+                sub_dict(params, name), x, buffers=sub_dict(buffers, name), train=train,
+                key=key, path=child_path(path, name),
+            )
+            new_buffers.update({f"{name}.{k}": v for k, v in child_buffers.items()})
+        return x, new_buffers
 
-    def intermediates(self, params, x) -> list:
+    def intermediates(self, params, x, *, buffers=None, train=False, key=None) -> list:
         """Every child's output, in order: ``[layer0(x), layer1(layer0(x)), ...]``."""
         outputs = []
-        for index, layer in enumerate(self.layers):
-            x = layer.apply(self.layer_params(params, index), x)
+        for index, (name, layer) in enumerate(zip(self.names, self.layers)):
+            x, _ = layer.forward_with_state(
+                self.layer_params(params, index), x,
+                buffers=sub_dict(buffers or {}, name), train=train, key=key,
+                path=name,
+            )
             outputs.append(x)
         return outputs
 

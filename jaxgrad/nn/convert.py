@@ -53,19 +53,26 @@ def _convert(module, path: str):
     return _CONVERTERS[name](module)
 
 
-def from_torch(module):
+def from_torch(module, *, with_buffers: bool = False):
     """Build the jaxgrad twin of ``module`` and copy its weights.
 
     Args:
       module: a torch ``nn.Module`` made of supported layers (``SUPPORTED``),
         nested ``Sequential`` included.
+      with_buffers: also return the module's buffers (BatchNorm running statistics),
+        validated by ``model.load_buffers``.
 
     Returns:
-      ``(model, params)``: the jaxgrad model and its params, keyed like
+      ``(model, params)``, or ``(model, params, buffers)`` with ``with_buffers=True``:
+      the jaxgrad model and its params (and buffers), keyed like
       ``module.state_dict()``, with the module's dtype.
 
     Raises:
       ValueError: naming the first unsupported module's class and path.
     """
     model = _convert(module, "")
-    return model, model.load_state_dict(module.state_dict())
+    state = module.state_dict()
+    params = model.load_state_dict(state)
+    if with_buffers:
+        return model, params, model.load_buffers(state)
+    return model, params

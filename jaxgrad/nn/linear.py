@@ -54,7 +54,7 @@ class Linear(Module):
             )
         return params
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         require_params("Linear", params, ("weight", "bias") if self.bias else ("weight",))
         if x.shape[-1:] != (self.in_features,):
             raise ValueError(
@@ -77,7 +77,7 @@ class Identity(Module):
     def init(self, key):
         return {}
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         return x
 
 
@@ -95,7 +95,7 @@ class Flatten(Module):
     def init(self, key):
         return {}
 
-    def apply(self, params, x):
+    def forward(self, params, x):
         ndim = x.ndim
         start = self.start_dim % ndim if ndim else 0
         end = self.end_dim % ndim if ndim else 0
