@@ -261,7 +261,9 @@ def _load(module, mapping, expected, other, method: str) -> dict:
                 "the array explicitly)"
             )
         else:
-            arrays[name] = jnp.asarray(array, dtype=spec.dtype)
+            # a copy: torch tensors come in as numpy views of torch's memory, and a
+            # zero-copy jax array donated to a jitted step would overwrite them
+            arrays[name] = jnp.array(array, dtype=spec.dtype, copy=True)
     if problems:
         raise ValueError(f"{method} for {type(module).__name__}: " + "; ".join(problems) + ".")
     return arrays
