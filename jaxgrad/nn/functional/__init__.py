@@ -1,0 +1,8 @@
+"""``jaxgrad.nn.functional``: ``torch.nn.functional`` as pure JAX functions.
+
+Same names, signatures and defaults as torch; layers in ``jaxgrad.nn`` are thin over
+these, and ``from_torch``'s ``torch.fx`` table maps ``torch.nn.functional.X`` to
+``jaxgrad.nn.functional.X``. One private module per family (``_conv``, ``_pool``,
+``_norm``, ``_dropout``, ``_activation``, ``_attention``, ``_embedding``…),
+re-exported here one name per line.
+"""
