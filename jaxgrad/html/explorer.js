@@ -1,0 +1,375 @@
+// The backprop explorer: interprets the exported graph (GRAPH) in float64, draws the
+// forward graph and its mirror, the backward graph, and walks the backward pass.
+// Every rule below is written in the order JAX's own rule evaluates it (lax's
+// `_integer_pow`, `logistic_impl`, the jvp rules of tanh, logistic, div, max), so the
+// page computes what jax.grad computes; a browser test holds it to that.
+"use strict";
+
+const GRAPH = JSON.parse(document.getElementById("graph-data").textContent);
+const isVec = Array.isArray;
+const map1 = (a, f) => (isVec(a) ? a.map(f) : f(a));
+function mapN(f, ...xs) { // elementwise over scalars and equal-length vectors
+  const vec = xs.find(isVec);
+  if (!vec) return f(...xs);
+  return vec.map((_, i) => f(...xs.map((x) => (isVec(x) ? x[i] : x))));
+}
+const map2 = (a, b, f) => mapN(f, a, b);
+function sum(a) { let s = 0; for (const v of a) s += v; return s; }
+// A contribution to a scalar from a broadcast (a literal scalar times a vector) sums.
+const fit = (value, like) => (isVec(value) && !isVec(like) ? sum(value) : value);
+
+function intPow(x, y) { // lax._integer_pow: binary powering, reciprocal for y < 0
+  if (y === 0) return 1;
+  const reciprocal = y < 0;
+  if (reciprocal) y = -y;
+  let acc = null;
+  while (y > 0) {
+    if (y & 1) acc = acc === null ? x : acc * x;
+    y >>= 1;
+    if (y > 0) x = x * x;
+  }
+  return reciprocal ? 1 / acc : acc;
+}
+const logistic = (x) => 1 / (1 + Math.exp(-x));
+const balancedEq = (x, z, y) => (x === z ? 1 : 0) / (y === z ? 2 : 1);
+
+// forward rule and vector-Jacobian product of every primitive, side by side
+const RULES = {
+  add: { f: (a, b) => map2(a, b, (x, y) => x + y), vjp: (g) => [g, g] },
+  sub: { f: (a, b) => map2(a, b, (x, y) => x - y), vjp: (g) => [g, map1(g, (v) => -v)] },
+  mul: { f: (a, b) => map2(a, b, (x, y) => x * y),
+         vjp: (g, [a, b]) => [map2(g, b, (u, y) => u * y), map2(g, a, (u, x) => u * x)] },
+  div: { f: (a, b) => map2(a, b, (x, y) => x / y),
+         vjp: (g, [a, b]) => [map2(g, b, (u, y) => u / y),
+                              map2(map2(g, a, (u, x) => -u * x), b, (v, y) => v * intPow(y, -2))] },
+  neg: { f: (a) => map1(a, (x) => -x), vjp: (g) => [map1(g, (v) => -v)] },
+  integer_pow: { f: (a, p) => map1(a, (x) => intPow(x, p.y)),
+                 vjp: (g, [a], ans, p) => [map2(g, a, (u, x) => (p.y === 0 ? 0 : p.y === 1 ? u
+                   : p.y === 2 ? u * (2 * x) : u * (p.y * intPow(x, p.y - 1))))] },
+  square: { f: (a) => map1(a, (x) => x * x), vjp: (g, [a]) => [map2(g, a, (u, x) => u * (2 * x))] },
+  sqrt: { f: (a) => map1(a, Math.sqrt), vjp: (g, args, ans) => [map2(g, ans, (u, r) => u * (0.5 / r))] },
+  max: { f: (a, b) => map2(a, b, Math.max),
+         vjp: (g, [a, b], ans) => [mapN((u, x, z, y) => u * balancedEq(x, z, y), g, a, ans, b),
+                                   mapN((u, y, z, x) => u * balancedEq(y, z, x), g, b, ans, a)] },
+  min: { f: (a, b) => map2(a, b, Math.min),
+         vjp: (g, [a, b], ans) => RULES.max.vjp(g, [a, b], ans) },
+  exp: { f: (a) => map1(a, Math.exp), vjp: (g, args, ans) => [map2(g, ans, (u, e) => u * e)] },
+  log: { f: (a) => map1(a, Math.log), vjp: (g, [a]) => [map2(g, a, (u, x) => u / x)] },
+  tanh: { f: (a) => map1(a, Math.tanh),
+          vjp: (g, args, ans) => [map2(g, ans, (u, t) => (u + u * t) * (1 - t))] },
+  logistic: { f: (a) => map1(a, logistic),
+              vjp: (g, args, ans) => [map2(g, ans, (u, s) => u * (s * (1 - s)))] },
+  dot_general: { f: (a, b) => sum(a.map((x, i) => x * b[i])),
+                 vjp: (g, [a, b]) => [b.map((y) => g * y), a.map((x) => g * x)] },
+  reduce_sum: { f: (a) => sum(a), vjp: (g, [a]) => [a.map(() => g)] },
+  broadcast_in_dim: { f: (a, p) => new Array(p.size).fill(a), vjp: (g) => [sum(g)] },
+  convert_element_type: { f: (a) => a, vjp: (g) => [g] },
+  copy: { f: (a) => a, vjp: (g) => [g] },
+};
+
+const NODES = GRAPH.nodes;
+const OPS = NODES.filter((n) => n.op !== "constant");
+const CONST = new Set(NODES.filter((n) => n.op === "constant").map((n) => n.id));
+const LABEL = Object.fromEntries(GRAPH.inputs.map((i) => [i.id, i.label]));
+// jax.nn.relu's custom rule on its max(x, 0): gradient where x > 0 only (0 at exactly 0,
+// where a bare max splits it half and half)
+const reluVjp = (node) => (g, args) =>
+  node.inputs.map((i, k) => (CONST.has(i) ? null : map2(g, args[k], (u, x) => (x > 0 ? u : 0))));
+
+function evaluate(point) { // point: input label -> value; returns node id -> value
+  const values = {};
+  for (const input of GRAPH.inputs) values[input.id] = point[input.label];
+  for (const node of NODES) {
+    if (node.op === "constant") { values[node.id] = node.value; continue; }
+    values[node.id] = RULES[node.op].f(...node.inputs.map((i) => values[i]), node.params);
+  }
+  return values;
+}
+
+function backward(values) { // the chain rule, node by node, from the output back
+  const grads = { [GRAPH.output.id]: 1 };
+  const steps = [];
+  for (const node of [...OPS].reverse()) {
+    if (!(node.id in grads)) continue;
+    const upstream = grads[node.id];
+    const args = node.inputs.map((i) => values[i]);
+    const vjp = node.rule === "relu" ? reluVjp(node) : RULES[node.op].vjp;
+    const parts = vjp(upstream, args, values[node.id], node.params);
+    const unit = isVec(upstream) ? null : vjp(1, args, values[node.id], node.params);
+    const rows = [];
+    node.inputs.forEach((input, k) => {
+      if (CONST.has(input) || parts[k] === null) return;
+      const gradient = fit(parts[k], values[input]);
+      const local = unit && !isVec(values[input]) ? unit[k] : null;
+      rows.push({ input, upstream, local, gradient });
+      grads[input] = input in grads ? map2(grads[input], gradient, (x, y) => x + y) : gradient;
+    });
+    steps.push({ node, rows });
+  }
+  const inputGrads = {};
+  for (const input of GRAPH.inputs) {
+    inputGrads[input.label] = input.id in grads ? grads[input.id] : map1(input.value, () => 0);
+  }
+  return { grads, steps, inputGrads };
+}
+
+// ---- formatting ---------------------------------------------------------------------
+function fmt(v) {
+  if (v === null || v === undefined) return "—";
+  if (isVec(v)) return "[" + v.map(fmt).join(", ") + "]";
+  if (Object.is(v, -0)) v = 0;
+  return Number.isInteger(v) && Math.abs(v) < 1e15 ? String(v) : Number(v.toPrecision(6)).toString();
+}
+const exact = (v) => (v === null || v === undefined ? "" : JSON.stringify(v));
+function el(tag, attrs = {}, text = "") {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== "") node.textContent = text;
+  return node;
+}
+function nodeName(id) { return id in LABEL ? LABEL[id] : id; }
+function opText(node) {
+  const args = node.inputs.map((i) => (CONST.has(i) ? fmt(NODES.find((n) => n.id === i).value) : "·"));
+  if (node.rule === "relu") return "relu(·)";
+  if (node.op === "integer_pow") return `(·)^${node.params.y}`;
+  return `${node.op}(${args.join(", ")})`;
+}
+
+// ---- drawing ------------------------------------------------------------------------
+const SVGNS = "http://www.w3.org/2000/svg";
+const BOX = { w: 132, h: 46, dx: 168, dy: 64, pad: 16 };
+function layout() {
+  const rows = {}, pos = {};
+  const drawn = [...GRAPH.inputs.map((i) => i.id), ...OPS.map((n) => n.id)];
+  for (const id of drawn) {
+    const col = GRAPH.columns[id];
+    rows[col] = (rows[col] || 0) + 1;
+    pos[id] = { col, row: rows[col] - 1 };
+  }
+  const cols = Math.max(...Object.keys(rows).map(Number)) + 1;
+  const height = Math.max(...Object.values(rows));
+  return { pos, cols, height, drawn };
+}
+const LAYOUT = layout();
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+function drawGraph(svg, mirrored) {
+  const { pos, cols, height, drawn } = LAYOUT;
+  const width = BOX.pad * 2 + (cols - 1) * BOX.dx + BOX.w;
+  const tall = BOX.pad * 2 + (height - 1) * BOX.dy + BOX.h;
+  svg.setAttribute("width", width); svg.setAttribute("height", tall);
+  svg.setAttribute("viewBox", `0 0 ${width} ${tall}`);
+  const at = (id) => ({ x: BOX.pad + (mirrored ? cols - 1 - pos[id].col : pos[id].col) * BOX.dx,
+                        y: BOX.pad + pos[id].row * BOX.dy });
+  const defs = svgEl("defs", {});
+  const marker = svgEl("marker", { id: `arrow-${svg.id}`, markerWidth: 8, markerHeight: 8, refX: 7, refY: 4, orient: "auto" });
+  marker.appendChild(svgEl("path", { d: "M0,0 L8,4 L0,8 z", class: "arrowhead" }));
+  defs.appendChild(marker); svg.appendChild(defs);
+  for (const node of OPS) {
+    for (const input of node.inputs) {
+      if (CONST.has(input)) continue;
+      const [from, to] = mirrored ? [at(node.id), at(input)] : [at(input), at(node.id)];
+      const x1 = from.x + BOX.w, y1 = from.y + BOX.h / 2, x2 = to.x, y2 = to.y + BOX.h / 2;
+      svg.appendChild(svgEl("path", { d: `M${x1},${y1} C${x1 + 24},${y1} ${x2 - 24},${y2} ${x2 - 2},${y2}`,
+                                      class: "edge", "data-from": input, "data-to": node.id,
+                                      "marker-end": `url(#arrow-${svg.id})` }));
+    }
+  }
+  for (const id of drawn) {
+    const p = at(id);
+    const node = OPS.find((n) => n.id === id);
+    const kind = node ? (id === GRAPH.output.id ? "output" : "operation") : "input";
+    const g = svgEl("g", { class: `node ${kind}`, "data-id": id, transform: `translate(${p.x},${p.y})` });
+    g.appendChild(svgEl("rect", { width: BOX.w, height: BOX.h, rx: kind === "input" ? 22 : 6 }));
+    const title = mirrored ? `∂${GRAPH.output.label}/∂${nodeName(id)}`
+      : node ? `${id} = ${opText(node)}` : nodeName(id);
+    const t1 = svgEl("text", { x: BOX.w / 2, y: 18, class: "title" }); t1.textContent = title;
+    const t2 = svgEl("text", { x: BOX.w / 2, y: 36, class: "value" });
+    g.appendChild(t1); g.appendChild(t2); svg.appendChild(g);
+  }
+}
+
+// ---- state and rendering ------------------------------------------------------------
+const START = Object.fromEntries(GRAPH.inputs.map((i) => [i.label, i.value]));
+const state = { point: { ...START }, position: 0 };
+let result = null; // {values, back}
+const FORWARD_STEPS = OPS.length;
+
+function recompute() {
+  const values = evaluate(state.point);
+  result = { values, back: backward(values) };
+}
+function total() { return FORWARD_STEPS + result.back.steps.length; }
+function atStart() { return GRAPH.inputs.every((i) => exact(state.point[i.label]) === exact(i.value)); }
+
+function jaxStep(nodeId, inputId) {
+  return GRAPH.jax.steps.find((s) => s.node === nodeId && s.input === inputId);
+}
+function torchPassed(nodeId, inputId) {
+  if (!GRAPH.torch) return undefined;
+  return GRAPH.torch.passed.find((s) => s.node === nodeId && s.input === inputId);
+}
+
+function render() {
+  const { values, back } = result;
+  const forwardShown = Math.min(state.position, FORWARD_STEPS);
+  const backwardShown = Math.max(0, state.position - FORWARD_STEPS);
+  const known = new Set(GRAPH.inputs.map((i) => i.id).concat(OPS.slice(0, forwardShown).map((n) => n.id)));
+  document.querySelectorAll("#forward g.node").forEach((g) => {
+    const id = g.dataset.id;
+    g.querySelector(".value").textContent = known.has(id) ? "= " + fmt(values[id]) : "";
+    g.dataset.value = known.has(id) ? exact(values[id]) : "";
+    g.classList.toggle("current", state.position <= FORWARD_STEPS && forwardShown > 0 && OPS[forwardShown - 1].id === id);
+  });
+  // gradients are final once every consumer has been stepped through
+  const done = new Set(), current = backwardShown > 0 ? back.steps[backwardShown - 1] : null;
+  const partial = {};
+  if (backwardShown > 0) done.add(GRAPH.output.id);
+  back.steps.slice(0, backwardShown).forEach((s) => {
+    done.add(s.node.id);
+    for (const r of s.rows) partial[r.input] = r.input in partial ? map2(partial[r.input], r.gradient, (x, y) => x + y) : r.gradient;
+  });
+  const finished = backwardShown === back.steps.length && backwardShown > 0;
+  document.querySelectorAll("#backward g.node").forEach((g) => {
+    const id = g.dataset.id;
+    const isInput = id in LABEL;
+    let shown = null;
+    if (done.has(id)) shown = back.grads[id];
+    else if (isInput && id in partial) shown = partial[id];
+    if (isInput && finished && shown === null) shown = 0;
+    g.querySelector(".value").textContent = shown === null ? "" : "= " + fmt(shown);
+    g.dataset.grad = shown === null ? "" : exact(shown);
+    g.classList.toggle("current", current !== null && current.node.id === id);
+  });
+  document.querySelectorAll("path.edge").forEach((p) => p.classList.remove("active"));
+  if (current) {
+    document.querySelectorAll(`#backward path.edge[data-to="${current.node.id}"]`).forEach((p) => p.classList.add("active"));
+  }
+  renderStep(current, forwardShown);
+  renderGrads();
+  renderCheck();
+  document.getElementById("position").textContent = `step ${state.position} of ${total()}`;
+  document.getElementById("position").dataset.position = state.position;
+  document.getElementById("position").dataset.total = total();
+  document.getElementById("step").disabled = state.position >= total();
+  document.getElementById("stale").hidden = atStart();
+}
+
+function renderStep(current, forwardShown) {
+  const box = document.getElementById("step-text");
+  const body = document.querySelector("#step-table tbody");
+  body.replaceChildren();
+  const { values } = result;
+  if (state.position === 0) {
+    box.textContent = "Nothing computed yet. Step runs the forward pass, one operation at a time, then the backward pass.";
+    return;
+  }
+  if (!current) {
+    const node = OPS[forwardShown - 1];
+    const args = node.inputs.map((i) => (CONST.has(i) ? fmt(values[i]) : `${nodeName(i)}=${fmt(values[i])}`));
+    box.textContent = `forward: ${node.id} = ${node.rule === "relu" ? "relu" : node.op}(${args.join(", ")}) = ${fmt(values[node.id])}` +
+      (state.position === FORWARD_STEPS ? `  —  the forward pass is done: ${GRAPH.output.label} = ${fmt(values[GRAPH.output.id])}. Step to start the backward pass.` : "");
+    return;
+  }
+  const L = GRAPH.output.label, node = current.node;
+  box.textContent = `backward through ${node.id} = ${opText(node)}: the gradient arriving at it, ∂${L}/∂${node.id} = ${fmt(result.back.grads[node.id])}, times each local derivative`;
+  const fresh = atStart();
+  for (const row of current.rows) {
+    const j = jaxStep(node.id, row.input), t = torchPassed(node.id, row.input);
+    const tr = el("tr", { "data-node": node.id, "data-input": nodeName(row.input) });
+    const cells = [
+      ["input", nodeName(row.input), ""],
+      ["local", row.local === null ? "(vector: vjp)" : fmt(row.local), exact(row.local)],
+      ["upstream", fmt(row.upstream), exact(row.upstream)],
+      ["product", fmt(row.gradient), exact(row.gradient)],
+      ["jax", fresh && j ? fmt(j.gradient) : "—", fresh && j ? exact(j.gradient) : ""],
+      ["torch", fresh && t ? fmt(t.value) : "—", fresh && t ? exact(t.value) : ""],
+      ["grad-fn", GRAPH.torch ? GRAPH.torch.grad_fn[node.id] || "" : "", ""],
+    ];
+    for (const [cls, text, value] of cells) tr.appendChild(el("td", { class: cls, "data-value": value }, text));
+    body.appendChild(tr);
+  }
+}
+
+function renderGrads() {
+  const body = document.querySelector("#grads tbody");
+  body.replaceChildren();
+  const fresh = atStart();
+  for (const input of GRAPH.inputs) {
+    const g = result.back.inputGrads[input.label];
+    const jaxValue = GRAPH.jax.grads[input.label];
+    const torchValue = GRAPH.torch ? GRAPH.torch.grads[input.label] : undefined;
+    const tr = el("tr", { "data-input": input.label });
+    tr.appendChild(el("td", { class: "input" }, input.label));
+    tr.appendChild(el("td", { class: "value", "data-value": exact(state.point[input.label]) }, fmt(state.point[input.label])));
+    tr.appendChild(el("td", { class: "grad", "data-value": exact(g) }, fmt(g)));
+    tr.appendChild(el("td", { class: "jax", "data-value": fresh ? exact(jaxValue) : "" }, fresh ? fmt(jaxValue) : "—"));
+    tr.appendChild(el("td", { class: "torch", "data-value": fresh && torchValue !== undefined ? exact(torchValue) : "" },
+                      fresh && torchValue !== undefined ? fmt(torchValue) : "—"));
+    body.appendChild(tr);
+  }
+  const out = document.getElementById("loss");
+  out.textContent = `${GRAPH.output.label} = ${fmt(result.values[GRAPH.output.id])}`;
+  out.dataset.value = exact(result.values[GRAPH.output.id]);
+}
+
+// ---- gradient check: central differences, float64, eps 1e-6 -------------------------
+const CHECK = { eps: 1e-6, atol: 1e-8, rtol: 1e-6 };
+function renderCheck() {
+  const label = document.getElementById("check-input").value;
+  document.getElementById("check").hidden = !label;
+  if (!label) return; // no scalar input to nudge
+  const lossAt = (v) => evaluate({ ...state.point, [label]: v })[GRAPH.output.id];
+  const v = state.point[label], h = CHECK.eps;
+  const numeric = (lossAt(v + h) - lossAt(v - h)) / (2 * h);
+  const analytic = result.back.inputGrads[label];
+  const diff = Math.abs(analytic - numeric);
+  const passed = diff <= CHECK.atol + CHECK.rtol * Math.abs(numeric);
+  const put = (id, value, text) => { const e = document.getElementById(id); e.textContent = text; e.dataset.value = exact(value); };
+  put("check-analytic", analytic, fmt(analytic));
+  put("check-numeric", numeric, Number(numeric.toPrecision(10)).toString());
+  put("check-diff", diff, diff.toExponential(2));
+  const verdict = document.getElementById("check-verdict");
+  verdict.textContent = passed ? "agree" : "DISAGREE";
+  verdict.dataset.value = passed ? "pass" : "fail";
+  verdict.className = passed ? "pass" : "fail";
+}
+
+// ---- controls -----------------------------------------------------------------------
+function buildControls() {
+  const sliders = document.getElementById("sliders");
+  const select = document.getElementById("check-input");
+  for (const input of GRAPH.inputs) {
+    if (!input.slider) {
+      sliders.appendChild(el("div", { class: "fixed" }, `${input.label} = ${fmt(input.value)} (vector, fixed)`));
+      continue;
+    }
+    const row = el("label", { class: "slider" });
+    row.appendChild(el("span", { class: "name" }, input.label));
+    const range = el("input", { type: "range", min: input.slider.min, max: input.slider.max,
+                                step: input.slider.step, value: input.value, "data-input": input.label });
+    const shown = el("span", { class: "shown" }, fmt(input.value));
+    range.addEventListener("input", () => {
+      state.point[input.label] = parseFloat(range.value);
+      shown.textContent = fmt(state.point[input.label]);
+      recompute(); render();
+    });
+    row.appendChild(range); row.appendChild(shown); sliders.appendChild(row);
+    select.appendChild(el("option", { value: input.label }, input.label));
+  }
+  select.addEventListener("change", render);
+  document.getElementById("step").addEventListener("click", () => { state.position = Math.min(state.position + 1, total()); render(); });
+  document.getElementById("reset").addEventListener("click", () => { state.position = 0; render(); });
+}
+
+drawGraph(document.getElementById("forward"), false);
+drawGraph(document.getElementById("backward"), true);
+buildControls();
+recompute();
+state.position = FORWARD_STEPS; // the page opens with the forward pass done
+render();
+window.explorerReady = true;
