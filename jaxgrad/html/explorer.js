@@ -129,15 +129,16 @@ function el(tag, attrs = {}, text = "") {
 }
 function nodeName(id) { return id in LABEL ? LABEL[id] : id; }
 function opText(node) {
-  const args = node.inputs.map((i) => (CONST.has(i) ? fmt(NODES.find((n) => n.id === i).value) : "·"));
-  if (node.rule === "relu") return "relu(·)";
-  if (node.op === "integer_pow") return `(·)^${node.params.y}`;
-  return `${node.op}(${args.join(", ")})`;
+  const args = node.inputs.map((i) => (CONST.has(i) ? fmt(NODES.find((n) => n.id === i).value) : nodeName(i)));
+  if (node.rule === "relu") return `relu(${args[node.inputs.findIndex((i) => !CONST.has(i))]})`;
+  if (node.op === "integer_pow") return `${args[0]}^${node.params.y}`;
+  const short = { dot_general: "dot", broadcast_in_dim: "broadcast", convert_element_type: "convert" };
+  return `${short[node.op] || node.op}(${args.join(", ")})`;
 }
 
 // ---- drawing ------------------------------------------------------------------------
 const SVGNS = "http://www.w3.org/2000/svg";
-const BOX = { w: 132, h: 46, dx: 168, dy: 64, pad: 16 };
+const BOX = { w: 138, h: 54, dx: 164, dy: 66, pad: 16 };
 function layout() {
   const rows = {}, pos = {};
   const drawn = [...GRAPH.inputs.map((i) => i.id), ...OPS.map((n) => n.id)];
@@ -187,9 +188,12 @@ function drawGraph(svg, mirrored) {
     g.appendChild(svgEl("rect", { width: BOX.w, height: BOX.h, rx: kind === "input" ? 22 : 6 }));
     const title = mirrored ? `∂${GRAPH.output.label}/∂${nodeName(id)}`
       : node ? `${id} = ${opText(node)}` : nodeName(id);
-    const t1 = svgEl("text", { x: BOX.w / 2, y: 18, class: "title" }); t1.textContent = title;
-    const t2 = svgEl("text", { x: BOX.w / 2, y: 36, class: "value" });
-    g.appendChild(t1); g.appendChild(t2); svg.appendChild(g);
+    const t1 = svgEl("text", { x: BOX.w / 2, y: 17, class: "title" }); t1.textContent = title;
+    const t2 = svgEl("text", { x: BOX.w / 2, y: 33, class: "value" });
+    const t3 = svgEl("text", { x: BOX.w / 2, y: 48, class: "kind" });
+    t3.textContent = !node ? (mirrored ? ".grad" : "input")
+      : mirrored ? (GRAPH.torch ? GRAPH.torch.grad_fn[id] : "") : (id === GRAPH.output.id ? GRAPH.output.label : "");
+    g.appendChild(t1); g.appendChild(t2); g.appendChild(t3); svg.appendChild(g);
   }
 }
 

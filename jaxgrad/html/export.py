@@ -91,12 +91,21 @@ def _check_node(node) -> dict:
     return params
 
 
-def _columns(nodes: list, by_id: dict) -> dict:
-    """Column of each drawn node: 0 for inputs, 1 + the deepest drawn input otherwise."""
+def _columns(nodes: list) -> dict:
+    """Column of each drawn node: an operation one right of its deepest drawn input, an
+    input one left of its first consumer (so a bias sits beside the add that takes it)."""
     column = {}
     for node in nodes:
-        drawn = [column[i] for i in node.inputs if i in column]
-        column[node.id] = 1 + max(drawn) if drawn else 0
+        if node.kind == "operation":
+            drawn = [column[i] for i in node.inputs if i in column]
+            column[node.id] = 1 + max(drawn) if drawn else 1
+        else:
+            column[node.id] = 0
+    # ops counted every input as column 0; now shift each input right to its consumer
+    for node in nodes:
+        if node.kind != "operation":
+            consumers = [column[n.id] for n in nodes if node.id in n.inputs]
+            column[node.id] = max(0, min(consumers) - 1) if consumers else 0
     return column
 
 
@@ -163,7 +172,7 @@ def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") 
                           "value": _value(node.value)})
     drawn = [by_id[n["id"]] for n in inputs] + [by_id[n["id"]] for n in nodes
                                                 if n["op"] != "constant"]
-    columns = _columns(drawn, by_id)
+    columns = _columns(drawn)
     steps = [{"node": s.node, "input": s.input, "upstream": _value(s.upstream),
               "local": None if s.local is None else _value(s.local),
               "gradient": _value(s.gradient)} for s in walk.backward]

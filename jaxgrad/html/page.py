@@ -58,7 +58,7 @@ _EXPLORER = """<!DOCTYPE html>
 <style>@CSS@</style></head>
 <body>
 <h1>@TITLE@</h1>
-<p class="sub">The forward graph JAX traced (left) and its mirror, the backward pass (right).
+<p class="sub">The forward graph JAX traced, and its mirror image, the backward pass.
 <b>Step</b> walks the backward pass one node at a time: each input of the node receives the
 upstream gradient times the node's local derivative. <b>Reset</b> starts from nothing.
 Sliders recompute everything in the page (float64); the JAX and torch columns hold the
