@@ -210,13 +210,11 @@ function recompute() {
 function total() { return FORWARD_STEPS + result.back.steps.length; }
 function atStart() { return GRAPH.inputs.every((i) => exact(state.point[i.label]) === exact(i.value)); }
 
-function jaxStep(nodeId, inputId) {
-  return GRAPH.jax.steps.find((s) => s.node === nodeId && s.input === inputId);
-}
-function torchPassed(nodeId, inputId) {
-  if (!GRAPH.torch) return undefined;
-  return GRAPH.torch.passed.find((s) => s.node === nodeId && s.input === inputId);
-}
+// the k-th record for (node, input): w * w sends two gradients to w
+const nth = (records, nodeId, inputId, k) =>
+  records.filter((s) => s.node === nodeId && s.input === inputId)[k];
+const jaxStep = (nodeId, inputId, k) => nth(GRAPH.jax.steps, nodeId, inputId, k);
+const torchPassed = (nodeId, inputId, k) => (GRAPH.torch ? nth(GRAPH.torch.passed, nodeId, inputId, k) : undefined);
 
 function render() {
   const { values, back } = result;
@@ -282,8 +280,10 @@ function renderStep(current, forwardShown) {
   const L = GRAPH.output.label, node = current.node;
   box.textContent = `backward through ${node.id} = ${opText(node)}: the gradient arriving at it, ∂${L}/∂${node.id} = ${fmt(result.back.grads[node.id])}, times each local derivative`;
   const fresh = atStart();
+  const seen = {};
   for (const row of current.rows) {
-    const j = jaxStep(node.id, row.input), t = torchPassed(node.id, row.input);
+    const k = seen[row.input] = (seen[row.input] ?? -1) + 1;
+    const j = jaxStep(node.id, row.input, k), t = torchPassed(node.id, row.input, k);
     const tr = el("tr", { "data-node": node.id, "data-input": nodeName(row.input) });
     const cells = [
       ["input", nodeName(row.input), ""],

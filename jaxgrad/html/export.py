@@ -37,6 +37,7 @@ SUPPORTED = ("add", "sub", "mul", "div", "neg", "integer_pow", "square", "sqrt",
              "exp", "log", "tanh", "logistic", "dot_general", "reduce_sum", "broadcast_in_dim",
              "convert_element_type", "copy")
 MAX_VECTOR = 16  # the page draws every element of a vector value
+_VECTOR_DOT = ("(((0,), (0,)), ((), ()))", "(([0], [0]), ([], []))")  # contract axis 0 of both
 _KNOWN_RULES = {"custom_jvp_call relu": "relu"}
 
 
@@ -78,7 +79,7 @@ def _check_node(node) -> dict:
     if node.op == "integer_pow":
         params["y"] = int(node.params["y"])
     elif node.op == "dot_general":
-        if node.params.get("dimension_numbers") != "(([0], [0]), ([], []))":
+        if node.params.get("dimension_numbers") not in _VECTOR_DOT:
             raise ValueError(
                 f"node {node.id}: the page computes dot_general of two vectors only "
                 f"(dimension_numbers (([0], [0]), ([], []))), got "
@@ -134,6 +135,8 @@ def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") 
         cannot interpret, a vector longer than ``MAX_VECTOR``, or a custom rule it does
         not know.
     """
+    # a list of numbers is one vector input, not a pytree of scalars
+    args = tuple(np.asarray(a) if isinstance(a, (list, tuple)) else a for a in args)
     with jax.enable_x64(True):
         leaves, treedef = jax.tree_util.tree_flatten(args)
         for index, leaf in enumerate(leaves):

@@ -1,0 +1,175 @@
+"""The explorer's data and the pages' files, without a browser: export, torch replay,
+bad input, atomic writes, and the two scripts' flags (the browser tests are in
+``test_html_browser.py``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import explore
+import parity as parity_script
+from jaxgrad.html import export_graph, write_page
+from jaxgrad.html.examples import EXAMPLES, bind, load_function, parse_arguments
+from jaxgrad.parity import assert_parity
+from torchref.replay import replay
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# functions for `explore.py package.module:function`
+def vector_loss(w, x, b, t):
+    """A small-vector function using every transcendental the page interprets."""
+    z = jnp.tanh(jnp.dot(w, x) + b)
+    return (z - t) ** 2 + jnp.log(jnp.exp(b) + 1.0) / 2.0 - jax.nn.sigmoid(t)
+
+
+def vector_valued(w):
+    return w * 2.0
+
+
+def uses_sin(w):
+    return jnp.sin(w)
+
+
+def test_export_matches_jax_and_torch_per_node():
+    example = EXAMPLES["tiny_relu"]
+    graph = export_graph(example.fn, *example.point.values())
+    assert graph["output"]["value"] == pytest.approx(5.5225, abs=5e-5)  # lesson 000 §2: 5.5225
+    with jax.enable_x64(True):
+        expected = jax.grad(example.fn, argnums=tuple(range(6)))(
+            *[jnp.float64(v) for v in example.point.values()])
+    assert_parity(dict(zip(example.point, np.asarray(expected))),
+                  {k: np.float64(v) for k, v in graph["jax"]["grads"].items()})
+    torch_side = replay(graph)
+    assert torch_side["grad_fn"][graph["output"]["id"]] == "PowBackward0"
+    assert "ReluBackward0" in torch_side["grad_fn"].values()  # jax.nn.relu's max(x, 0)
+    relu = [n for n in graph["nodes"] if n.get("rule") == "relu"]
+    assert [n["op"] for n in relu] == ["max"]
+    assert_parity({k: np.float64(v) for k, v in torch_side["grads"].items()},
+                  {k: np.float64(v) for k, v in graph["jax"]["grads"].items()})
+    assert len(torch_side["passed"]) == len(graph["jax"]["steps"])
+
+
+def test_export_of_vectors_and_transcendentals_matches_torch():
+    point = dict(w=[0.3, -0.2, 0.5], x=[1.0, 2.0, -1.5], b=0.25, t=0.1)
+    graph = export_graph(vector_loss, *bind(vector_loss, point))
+    ops = {n["op"] for n in graph["nodes"]}
+    assert {"dot_general", "tanh", "exp", "log", "logistic", "div"} <= ops
+    torch_side = replay(graph)
+    assert_parity({k: np.asarray(v) for k, v in torch_side["grads"].items()},
+                  {k: np.asarray(v) for k, v in graph["jax"]["grads"].items()})
+
+
+def test_export_refuses_what_the_page_cannot_compute():
+    with pytest.raises(ValueError, match="one floating scalar.*float64\\[3\\]"):
+        export_graph(vector_valued, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="primitive 'sin'.*supported: add"):
+        export_graph(uses_sin, 1.0)
+    with pytest.raises(ValueError, match="custom derivative rule"):
+        export_graph(lambda w: jax.nn.softplus(w) + jax.nn.gelu(w), 1.0)
+    with pytest.raises(ValueError, match="shape \\(2, 2\\)"):
+        export_graph(lambda m: jnp.sum(m), np.ones((2, 2)))
+    with pytest.raises(TypeError, match="is not a number"):
+        export_graph(lambda w: w, "a")
+
+
+def test_arguments_parse_or_name_the_problem():
+    assert parse_arguments(["w=0.5", "x=[1, 2]"]) == {"w": 0.5, "x": [1.0, 2.0]}
+    for bad in ("w", "w=abc", "w=nan", "w=[]", "w=[1, \"a\"]", "1w=2", "w=true"):
+        with pytest.raises(ValueError, match="argument"):
+            parse_arguments([bad])
+    with pytest.raises(ValueError, match="twice"):
+        parse_arguments(["w=1", "w=2"])
+    with pytest.raises(ValueError, match="missing t; unknown q"):
+        bind(vector_loss, dict(w=1.0, x=1.0, b=1.0, q=1.0))
+    with pytest.raises(ValueError, match="package.module:function"):
+        load_function("no_colon")
+    with pytest.raises(ValueError, match="cannot import"):
+        load_function("no_such_module_here:f")
+    with pytest.raises(ValueError, match="has no 'nope'"):
+        load_function("parity_tests.test_html_export:nope")
+    with pytest.raises(ValueError, match="not a function"):
+        load_function("parity_tests.test_html_export:ROOT")
+
+
+def test_write_page_leaves_nothing_behind_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "page.html"
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_page(str(target), "<html></html>")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    write_page(str(target), "<html></html>")
+    assert target.read_text() == "<html></html>"
+    with pytest.raises(ValueError, match="does not exist"):
+        write_page(str(tmp_path / "missing" / "page.html"), "x")
+    with pytest.raises(ValueError, match="is a directory"):
+        write_page(str(tmp_path), "x")
+
+
+def test_explore_lists_the_hand_gradients_keys(capsys):
+    assert explore.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for key in ("tiny_relu", "dead_relu", "two_weight", "square_plus", "affine_square",
+                "two_layer_scalar", "sigmoid_neuron", "neuron", "two_layer"):
+        assert key in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["tiny_rleu"], "unknown example 'tiny_rleu'; the examples are tiny_relu, dead_relu"),
+    (["two_layer"], "two_layer: the two-layer network is 6×3 matrices"),
+    (["tiny_relu", "--set", "w1=abc"], "argument 'w1=abc'"),
+    (["tiny_relu", "--set", "q=1"], "--set q: tiny_relu has w1, b1"),
+    (["tiny_relu", "w1=1"], "takes no NAME=VALUE arguments"),
+    (["parity_tests.test_html_export:vector_valued", "w=[1,2]"], "one floating scalar"),
+    (["parity_tests.test_html_export:uses_sin", "w=1"], "primitive 'sin'"),
+    (["parity_tests.test_html_export:vector_loss", "w=1"], "missing x, b, t"),
+    (["nowhere.module:f"], "cannot import"),
+])
+def test_explore_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "page.html"
+    with pytest.raises(SystemExit) as exit_info:
+        explore.main(argv + ["--out", str(out)])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_explore_unwritable_path_exits_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        explore.main(["tiny_relu", "--out", str(tmp_path / "no" / "page.html")])
+    assert exit_info.value.code == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        explore.main(["tiny_relu"])  # no --out
+    assert exit_info.value.code == 2
+
+
+def test_explore_help_does_not_import_jax():
+    code = ("import runpy, sys; sys.argv = ['explore.py', '--help']\n"
+            "try:\n    runpy.run_path('scripts/explore.py', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('JAX' if 'jax' in sys.modules else 'NO JAX')")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert "package.module:function" in result.stdout
+    assert result.stdout.strip().endswith("NO JAX")
+
+
+def test_parity_html_refuses_an_unwritable_path_before_running(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parity_script.main(["--html", str(tmp_path / "no" / "r.html"), "--filter", "x"])
+    assert exit_info.value.code == 2
+    assert "--html" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
