@@ -167,7 +167,8 @@ function drawGraph(svg, mirrored) {
   const at = (id) => ({ x: BOX.pad + (mirrored ? cols - 1 - pos[id].col : pos[id].col) * BOX.dx,
                         y: BOX.pad + pos[id].row * BOX.dy });
   const defs = svgEl("defs", {});
-  const marker = svgEl("marker", { id: `arrow-${svg.id}`, markerWidth: 8, markerHeight: 8, refX: 7, refY: 4, orient: "auto" });
+  const marker = svgEl("marker", { id: `arrow-${svg.id}`, markerWidth: 8, markerHeight: 8, refX: 7, refY: 4,
+                                     orient: "auto", markerUnits: "userSpaceOnUse" });
   marker.appendChild(svgEl("path", { d: "M0,0 L8,4 L0,8 z", class: "arrowhead" }));
   defs.appendChild(marker); svg.appendChild(defs);
   for (const node of OPS) {
