@@ -117,7 +117,8 @@ def _write(fn, values, title, args) -> int:
         notes["what PyTorch records (grad_fn / next_functions)"] = to_text(
             torch_values.pop("autograd_graph"))
     write_page(args.out, explorer_page(graph, torch=torch_values, notes=notes))
-    print(f"wrote {args.out}: {title}, {len(graph['nodes'])} nodes, "
+    operations = sum(node["op"] != "constant" for node in graph["nodes"])
+    print(f"wrote {args.out}: {title}, {operations} operations, "
           f"{graph['output']['label']} = {graph['output']['value']:.6g}")
     return 0
 

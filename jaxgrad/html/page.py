@@ -45,6 +45,9 @@ def write_page(path: str, text: str) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide the page from others
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
