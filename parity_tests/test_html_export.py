@@ -173,3 +173,39 @@ def test_parity_html_refuses_an_unwritable_path_before_running(tmp_path, capsys)
     assert exit_info.value.code == 2
     assert "--html" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_browser_that_cannot_start_is_a_clear_error(tmp_path, monkeypatch):
+    from jaxgrad.html.browser import Browser, BrowserError, find_chromium
+
+    with pytest.raises(BrowserError, match="closed its pipe"):
+        Browser(str(tmp_path / "no-such-chromium"), timeout=20)
+    monkeypatch.setenv("JAXGRAD_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    assert find_chromium() is None
+    with pytest.raises(BrowserError, match="no Chromium found"):
+        Browser()
+
+
+def test_parity_page_links_the_plots_that_exist_and_puts_failures_first(tmp_path):
+    from jaxgrad.html.report import write_parity_report
+    from jaxgrad.parity import compare
+
+    def row(name, area, report):
+        return {"check": name, "area": area, "dtype": "float64", "passed": report.passed,
+                "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
+                "seconds": 0.1, "error": None, "leaves": report.to_dict()["leaves"]}
+
+    same = compare({"w": np.ones(3)}, {"w": np.ones(3)})
+    off = compare({"w": np.ones(3)}, {"w": np.ones(3) * 1.001})
+    rows = [row("fine", "train", same), row("broken <b>", "diagnostics", off)]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "curve.png").write_bytes(b"png")
+    (tmp_path / "out").mkdir()
+    path = tmp_path / "out" / "report.html"
+    write_parity_report(str(path), rows, versions={"torch": "x"}, plots={
+        "train": (str(tmp_path / "docs" / "curve.png"), "python scripts/train.py --plot c"),
+        "diagnostics": (str(tmp_path / "docs" / "missing.png"), "python scripts/vanishing.py")})
+    text = path.read_text()
+    assert 'href="../docs/curve.png"' in text and "missing.png" not in text
+    assert text.index("broken &lt;b&gt;") < text.index(">fine<")  # escaped, and first
+    assert "1 passed, 1 failed" in text
