@@ -38,6 +38,7 @@ from jaxgrad.html import explorer_page, export_graph, write_page
 from jaxgrad.html.browser import Browser, BrowserError, find_chromium
 from jaxgrad.html.examples import EXAMPLES, bind
 from jaxgrad.html.report import write_parity_report
+from jaxgrad.lessons import two_layer
 from jaxgrad.parity import assert_parity, compare
 from parity_checks import all_checks
 from parity_checks.harness import Check
@@ -78,6 +79,9 @@ def pages(tmp_path_factory):
         example = EXAMPLES[key]
         built[key] = _explorer(folder, key, example.fn, list(example.point.values()),
                                example.title)
+    example = EXAMPLES["two_layer"]
+    built["two_layer"] = _explorer(folder, "two_layer", example.fn,
+                                   bind(example.fn, example.point), example.title)
     built["vector"] = _explorer(folder, "vector", vector_loss, bind(vector_loss, VECTOR_POINT),
                                 "vector_loss")
     return built
@@ -112,10 +116,11 @@ def _value(text):
 def _step_rows(browser):
     rows = browser.evaluate("""[...document.querySelectorAll('#step-table tbody tr')].map(tr =>
         Object.fromEntries([['node', tr.dataset.node], ['input', tr.dataset.input],
-          ...[...tr.children].map(td => [td.className, td.dataset.value || td.textContent])]))""")
+          ...[...tr.children].map(td => [td.className, [td.dataset.value, td.textContent]])]))""")
     for row in rows:
         for key in ("local", "upstream", "product", "jax", "torch"):
-            row[key] = _value(row[key]) if row[key] != "—" else None
+            row[key] = _value(row[key][0])  # "" where the page shows — (or a vjp)
+        row["grad-fn"] = row["grad-fn"][1]
     return rows
 
 
@@ -200,7 +205,7 @@ def test_step_walks_the_backward_pass_node_by_node_then_reset(browser, pages, sh
     labels = list(EXAMPLES["tiny_relu"].point)
     _, grads = _jax(page["fn"], EXAMPLES["tiny_relu"].point.values())
     shown = browser.evaluate("""Object.fromEntries([...document.querySelectorAll(
-        '#backward g.node.input')].map(g => [g.querySelector('.title').textContent, g.dataset.grad]))""")
+        '#backward g.node.input')].map(g => [g.querySelector('title').textContent, g.dataset.grad]))""")
     assert_parity({label: np.float64(g) for label, g in zip(labels, grads)},
                   {label: np.float64(_value(shown[f"∂L/∂{label}"])) for label in labels})
 
@@ -272,6 +277,42 @@ def test_vector_function_with_transcendentals_matches_jax(browser, pages):
     _assert_shown_matches_jax(shown, page["fn"], labels)
 
 
+def test_two_layer_matrices_match_the_hand_written_backward(browser, pages):
+    page = pages["two_layer"]
+    _open(browser, page)
+    data = two_layer.lesson_data()
+    hand = two_layer.numpy_backward(data["X"], data["y"], data["W1"], data["b1"], data["W2"],
+                                    data["b2"])
+    loss = two_layer.numpy_forward(data["X"], data["y"], data["W1"], data["b1"], data["W2"],
+                                   data["b2"])[4]
+    # torch's layout on the page: Linear.weight is the lesson's W transposed
+    expected = {"loss": np.float64(loss), "params['0.weight']": hand["W1"].T,
+                "params['0.bias']": hand["b1"].reshape(-1), "params['2.weight']": hand["W2"].T,
+                "params['2.bias']": hand["b2"].reshape(-1)}
+    shown = _shown(browser)
+    assert_parity(expected, {"loss": np.float64(shown["loss"]), **{
+        k: np.asarray(shown["grads"][k]).reshape(v.shape) for k, v in expected.items()
+        if k != "loss"}})
+    # no scalar input, so no slider; the gradient check nudges one matrix element
+    assert browser.evaluate("document.querySelectorAll('#sliders input').length") == 0
+    browser.evaluate("""(() => { const s = document.getElementById('check-input');
+        s.value = "params['0.weight']\\u00005"; s.dispatchEvent(new Event('change')); })()""")
+    shown = _shown(browser)
+    report = compare({"w[1, 2]": np.float64(hand["W1"].T[1, 2])},
+                     {"w[1, 2]": np.float64(shown["check"]["numeric"])}, **FD_TIER)
+    assert report.passed, report.table()
+    assert shown["check"]["verdict"] == "pass"
+    steps = 0
+    while browser.evaluate("!document.getElementById('step').disabled"):
+        _click(browser, "step")
+        steps += 1
+    operations = [n for n in page["graph"]["nodes"] if n["op"] != "constant"]
+    assert steps == len(operations)
+    for rows in [_step_rows(browser)]:  # the last step: the first transpose's vjp
+        for row in rows:
+            assert_parity({"torch": np.asarray(row["torch"])}, {"torch": np.asarray(row["product"])})
+
+
 # --- rendering and screenshots --------------------------------------------------------
 def _screenshot(browser, shots, name):
     folder, keep = shots
@@ -288,7 +329,7 @@ def _screenshot(browser, shots, name):
     return path
 
 
-@pytest.mark.parametrize("key", ["tiny_relu", "neuron", "vector"])
+@pytest.mark.parametrize("key", ["tiny_relu", "neuron", "vector", "two_layer"])
 def test_explorer_graphs_render_at_their_layout_size(browser, pages, key):
     page = pages[key]
     _open(browser, page)
@@ -297,8 +338,8 @@ def test_explorer_graphs_render_at_their_layout_size(browser, pages, key):
     per_column = {}
     for column in columns.values():
         per_column[column] = per_column.get(column, 0) + 1
-    # the layout: 16 px padding, boxes 138 × 54 every 164 px across and 66 px down
-    width = 2 * 16 + (max(columns.values())) * 164 + 138
+    # the layout: 16 px padding, boxes 150 × 54 every 176 px across and 66 px down
+    width = 2 * 16 + (max(columns.values())) * 176 + 150
     height = 2 * 16 + (max(per_column.values()) - 1) * 66 + 54
     for svg in ("forward", "backward"):
         box = browser.evaluate(f"""(() => {{ const r = document.getElementById('{svg}')

@@ -59,14 +59,10 @@ def main(argv=None) -> int:
     if args.list:
         for key, example in examples.EXAMPLES.items():
             print(f"{key:<18} {example.title}")
-        for key, why in examples.NOT_EXPLORABLE.items():
-            print(f"{key:<18} (not explorable: {why})")
         return 0
     try:
         from jaxgrad.html import check_writable
         check_writable(args.out)
-        if args.example in examples.NOT_EXPLORABLE:
-            raise ValueError(f"{args.example}: {examples.NOT_EXPLORABLE[args.example]}")
         if ":" in args.example:
             if args.set:
                 raise ValueError("--set changes an example's start; give a function's "
@@ -95,15 +91,15 @@ def main(argv=None) -> int:
 
 def _write(fn, values, title, args) -> int:
     import jax
-    import jax.numpy as jnp
 
     from jaxgrad.graph import backward_graph, to_text
     from jaxgrad.html import explorer_page, export_graph, write_page
+    from jaxgrad.html.export import as_float64
 
     graph = export_graph(fn, *values, title=title)
     notes = {}
     with jax.enable_x64(True):
-        arrays = [jnp.asarray(v, jnp.float64) for v in values]
+        arrays = as_float64(values)
         notes["what JAX records for the backward pass (the jaxpr of jax.vjp)"] = to_text(
             backward_graph(fn, *arrays))
     torch_values = None

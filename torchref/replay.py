@@ -4,7 +4,7 @@
 dict: no jax needed to read it), rebuilds its forward pass with the torch operation a
 PyTorch user writes for each primitive (``logistic`` → ``torch.sigmoid``, the ``max(x,
 0)`` of ``jax.nn.relu`` → ``torch.relu``, ``integer_pow`` → ``**``, ``dot_general`` →
-``torch.dot``), every input a float64 leaf with ``requires_grad=True``, and calls
+``@``, ``transpose`` → ``permute``, ``reduce_sum`` → ``sum``), every input a float64 leaf with ``requires_grad=True``, and calls
 ``backward()``. Hooks record, per node, the class of its ``grad_fn``, the gradient
 arriving at its output (``Tensor.register_hook``) and what its ``grad_fn`` passed to
 each input (``Node.register_hook``'s ``grad_inputs``), and the ``.grad`` of every leaf.
@@ -24,7 +24,6 @@ _BINARY = {
     "div": torch.div,
     "max": torch.maximum,
     "min": torch.minimum,
-    "dot_general": torch.dot,
 }
 _UNARY = {
     "neg": torch.neg,
@@ -32,9 +31,9 @@ _UNARY = {
     "sqrt": torch.sqrt,
     "exp": torch.exp,
     "log": torch.log,
+    "log1p": torch.log1p,
     "tanh": torch.tanh,
     "logistic": torch.sigmoid,
-    "reduce_sum": torch.sum,
     "convert_element_type": lambda t: t.to(torch.float64),
     "copy": torch.clone,
 }
@@ -42,7 +41,7 @@ _UNARY = {
 
 def _as_list(tensor: torch.Tensor):
     value = tensor.detach().cpu().double()
-    return value.item() if value.dim() == 0 else value.tolist()
+    return value.item() if value.dim() == 0 else value.reshape(-1).tolist()  # row-major, flat
 
 
 def _forward(node: dict, values: dict, constants: set):
@@ -54,14 +53,42 @@ def _forward(node: dict, values: dict, constants: set):
         return torch.relu(args[live[0]]), {live[0]: 0}
     if op == "integer_pow":
         return args[0] ** node["params"]["y"], {0: 0}
+    shape = tuple(node["shape"])
+    if op == "transpose":
+        return args[0].permute(*node["params"]["permutation"]), {0: 0}
+    if op in ("reshape", "squeeze", "expand_dims"):
+        return args[0].reshape(shape), {0: 0}
     if op == "broadcast_in_dim":
-        return args[0].expand(node["params"]["size"]), {0: 0}
+        source = args[0]
+        if source.numel() == _size(shape):  # only size-1 dimensions added
+            return source.reshape(shape), {0: 0}
+        if source.dim() == 0:
+            return source.expand(shape), {0: 0}
+        axes = node["params"]["broadcast_dimensions"]
+        kept = [shape[i] if i in axes else 1 for i in range(len(shape))]
+        return source.reshape(kept).expand(shape), {0: 0}
+    if op == "reduce_sum":
+        return args[0].sum(dim=tuple(node["params"]["axes"])), {0: 0}
+    if op == "dot_general":
+        a, b = args
+        lhs_axis, rhs_axis = node["params"]["contract"]
+        if lhs_axis == a.dim() - 1 and rhs_axis == 0:
+            return a @ b, {0: 0, 1: 1}  # dot, mv or mm: one grad_fn
+        # other contractions go through permutes: no single grad_fn to read per input
+        return torch.tensordot(a, b, dims=([lhs_axis], [rhs_axis])), {}
     if op in _UNARY:
         return _UNARY[op](args[0]), {0: 0}
     if op in _BINARY:
         a, b = args
         return _BINARY[op](a, b), {0: 0, 1: 1}
     raise ValueError(f"replay: no torch operation for the primitive {op!r} (node {node['id']}).")
+
+
+def _size(shape) -> int:
+    size = 1
+    for dim in shape:
+        size *= dim
+    return size
 
 
 def replay(graph: dict) -> dict:
@@ -76,12 +103,14 @@ def replay(graph: dict) -> dict:
     """
     values, leaves, constants = {}, {}, set()
     for entry in graph["inputs"]:
-        leaf = torch.tensor(entry["value"], dtype=torch.float64, requires_grad=True)
+        leaf = torch.tensor(entry["value"], dtype=torch.float64).reshape(entry["shape"])
+        leaf.requires_grad_(True)
         values[entry["id"]] = leaves[entry["label"]] = leaf
     upstream, passed, grad_fn, slots = {}, [], {}, {}
     for node in graph["nodes"]:
         if node["op"] == "constant":
-            values[node["id"]] = torch.tensor(node["value"], dtype=torch.float64)
+            values[node["id"]] = torch.tensor(node["value"], dtype=torch.float64).reshape(
+                node["shape"])
             constants.add(node["id"])
             continue
         tensor, slot = _forward(node, values, constants)

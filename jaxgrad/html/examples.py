@@ -1,8 +1,9 @@
 """What the explorer can open: the lessons' worked examples, or a function the user names.
 
 ``EXAMPLES`` maps the keys of ``scripts/hand_gradients.py`` (``tiny_relu``,
-``sigmoid_neuron``…) and ``neuron`` (lesson 001's two-input neuron, the graph its
-interactive explorer draws) to a function of named scalars and its starting point.
+``sigmoid_neuron``…, ``two_layer``: the 6×3 batch network, its parameters keyed like
+torch's ``state_dict``) and ``neuron`` (lesson 001's two-input neuron, the graph its
+interactive explorer draws) to a function and its starting point.
 ``load_function("package.module:function")`` imports a user's function and
 ``parse_arguments(["w=0.5", "x=[1, 2]"])`` reads its example arguments.
 """
@@ -16,8 +17,11 @@ import json
 import math
 from typing import Callable
 
+import numpy as np
+
 from jaxgrad.graph import examples as graph_examples
 from jaxgrad.lessons import EXAMPLES as LESSON_EXAMPLES
+from jaxgrad.lessons import two_layer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +55,17 @@ EXAMPLES = {
 EXAMPLES["neuron"] = Explorable(
     "neuron", "lesson 001's neuron: L = (σ(w1·x1 + w2·x2 + b) − y)²",
     graph_examples.seed_neuron, dict(graph_examples.SEED_NEURON_ARGS))
-# hand_gradients.py's matrix example: too big to draw node by node
-NOT_EXPLORABLE = {
-    "two_layer": "the two-layer network is 6×3 matrices (dot_general of matrices, "
-                 "broadcasts, reductions over a batch); the explorer draws scalar and "
-                 "small-vector graphs. See `scripts/hand_gradients.py --only two_layer`.",
-}
+
+
+def _two_layer() -> Explorable:
+    data = two_layer.lesson_data()
+    params = {k: np.asarray(v) for k, v in two_layer.torch_state_dict(data).items()}
+    return Explorable(
+        "two_layer", "7. two-layer network X(6×3) → tanh(4) → sigmoid(1), binary cross-entropy",
+        two_layer.jax_loss, {"params": params, "X": data["X"], "y": data["y"]})
+
+
+EXAMPLES["two_layer"] = _two_layer()
 
 
 def load_function(spec: str) -> Callable:
@@ -124,5 +133,5 @@ def bind(fn: Callable, point: dict) -> list:
     return [point[n] for n in names if n in point]
 
 
-__all__ = ["EXAMPLES", "Explorable", "NOT_EXPLORABLE", "bind", "load_function",
+__all__ = ["EXAMPLES", "Explorable", "bind", "load_function",
            "parse_arguments"]

@@ -6,17 +6,23 @@
 "use strict";
 
 const GRAPH = JSON.parse(document.getElementById("graph-data").textContent);
+// A value is a number (a scalar) or a flat row-major Array; node.shape says which.
 const isVec = Array.isArray;
-const map1 = (a, f) => (isVec(a) ? a.map(f) : f(a));
-function mapN(f, ...xs) { // elementwise over scalars and equal-length vectors
+function mapN(f, ...xs) { // elementwise over scalars and equal-length arrays
   const vec = xs.find(isVec);
   if (!vec) return f(...xs);
   return vec.map((_, i) => f(...xs.map((x) => (isVec(x) ? x[i] : x))));
 }
+const map1 = (a, f) => mapN(f, a);
 const map2 = (a, b, f) => mapN(f, a, b);
 function sum(a) { let s = 0; for (const v of a) s += v; return s; }
-// A contribution to a scalar from a broadcast (a literal scalar times a vector) sums.
-const fit = (value, like) => (isVec(value) && !isVec(like) ? sum(value) : value);
+const gather = (a, map) => map.map((j) => a[j]);
+function scatter(g, map, size) { // the transpose of a gather: add each back where it came from
+  const out = new Array(size).fill(0);
+  map.forEach((j, i) => { out[j] += isVec(g) ? g[i] : g; });
+  return out;
+}
+const sizeOf = (shape) => shape.reduce((n, d) => n * d, 1);
 
 function intPow(x, y) { // lax._integer_pow: binary powering, reciprocal for y < 0
   if (y === 0) return 1;
@@ -30,18 +36,19 @@ function intPow(x, y) { // lax._integer_pow: binary powering, reciprocal for y <
   }
   return reciprocal ? 1 / acc : acc;
 }
-const logistic = (x) => 1 / (1 + Math.exp(-x));
+const logistic = (x) => 1 / (1 + Math.exp(-x)); // lax's logistic_impl
 const balancedEq = (x, z, y) => (x === z ? 1 : 0) / (y === z ? 2 : 1);
 
-// forward rule and vector-Jacobian product of every primitive, side by side
-const RULES = {
+// Elementwise primitives: forward rule and vector-Jacobian product side by side, on
+// operands already broadcast to the output's shape.
+const ELEMENTWISE = {
   add: { f: (a, b) => map2(a, b, (x, y) => x + y), vjp: (g) => [g, g] },
   sub: { f: (a, b) => map2(a, b, (x, y) => x - y), vjp: (g) => [g, map1(g, (v) => -v)] },
   mul: { f: (a, b) => map2(a, b, (x, y) => x * y),
          vjp: (g, [a, b]) => [map2(g, b, (u, y) => u * y), map2(g, a, (u, x) => u * x)] },
   div: { f: (a, b) => map2(a, b, (x, y) => x / y),
          vjp: (g, [a, b]) => [map2(g, b, (u, y) => u / y),
-                              map2(map2(g, a, (u, x) => -u * x), b, (v, y) => v * intPow(y, -2))] },
+                              mapN((u, x, y) => -u * x * intPow(y, -2), g, a, b)] },
   neg: { f: (a) => map1(a, (x) => -x), vjp: (g) => [map1(g, (v) => -v)] },
   integer_pow: { f: (a, p) => map1(a, (x) => intPow(x, p.y)),
                  vjp: (g, [a], ans, p) => [map2(g, a, (u, x) => (p.y === 0 ? 0 : p.y === 1 ? u
@@ -52,38 +59,85 @@ const RULES = {
          vjp: (g, [a, b], ans) => [mapN((u, x, z, y) => u * balancedEq(x, z, y), g, a, ans, b),
                                    mapN((u, y, z, x) => u * balancedEq(y, z, x), g, b, ans, a)] },
   min: { f: (a, b) => map2(a, b, Math.min),
-         vjp: (g, [a, b], ans) => RULES.max.vjp(g, [a, b], ans) },
+         vjp: (g, [a, b], ans) => ELEMENTWISE.max.vjp(g, [a, b], ans) },
   exp: { f: (a) => map1(a, Math.exp), vjp: (g, args, ans) => [map2(g, ans, (u, e) => u * e)] },
   log: { f: (a) => map1(a, Math.log), vjp: (g, [a]) => [map2(g, a, (u, x) => u / x)] },
+  log1p: { f: (a) => map1(a, Math.log1p), vjp: (g, [a]) => [map2(g, a, (u, x) => u / (1 + x))] },
   tanh: { f: (a) => map1(a, Math.tanh),
           vjp: (g, args, ans) => [map2(g, ans, (u, t) => (u + u * t) * (1 - t))] },
   logistic: { f: (a) => map1(a, logistic),
               vjp: (g, args, ans) => [map2(g, ans, (u, s) => u * (s * (1 - s)))] },
-  dot_general: { f: (a, b) => sum(a.map((x, i) => x * b[i])),
-                 vjp: (g, [a, b]) => [b.map((y) => g * y), a.map((x) => g * x)] },
-  reduce_sum: { f: (a) => sum(a), vjp: (g, [a]) => [a.map(() => g)] },
-  broadcast_in_dim: { f: (a, p) => new Array(p.size).fill(a), vjp: (g) => [sum(g)] },
   convert_element_type: { f: (a) => a, vjp: (g) => [g] },
   copy: { f: (a) => a, vjp: (g) => [g] },
 };
+// Structural primitives: the exporter computed their index maps.
+const GATHER = { f: (a, p) => gather(a, p.gather), vjp: (g, [a], ans, p, shapes) => [scatter(g, p.gather, sizeOf(shapes[0]))] };
+const STRUCTURAL = {
+  transpose: GATHER, broadcast_in_dim: GATHER, reshape: GATHER, squeeze: GATHER, expand_dims: GATHER,
+  reduce_sum: { f: (a, p) => unwrap(scatter(a, p.scatter, p.size), p.size),
+                vjp: (g, [a], ans, p) => [p.scatter.map((j) => (isVec(g) ? g[j] : g))] },
+  dot_general: {
+    f: (a, b, p) => {
+      const out = new Array(p.size).fill(0);
+      for (const [o, i, j] of p.triples) out[o] += (isVec(a) ? a[i] : a) * (isVec(b) ? b[j] : b);
+      return unwrap(out, p.size);
+    },
+    vjp: (g, [a, b], ans, p) => {
+      const da = isVec(a) ? new Array(a.length).fill(0) : 0, db = isVec(b) ? new Array(b.length).fill(0) : 0;
+      const at = (v, k) => (isVec(v) ? v[k] : v);
+      const out = [da, db];
+      for (const [o, i, j] of p.triples) {
+        if (isVec(da)) da[i] += at(g, o) * at(b, j); else out[0] += at(g, o) * at(b, j);
+        if (isVec(db)) db[j] += at(g, o) * at(a, i); else out[1] += at(g, o) * at(a, i);
+      }
+      return out;
+    },
+  },
+};
+const unwrap = (out, size) => (size === 1 && out.length === 1 ? out[0] : out); // scalar results
+const RULES = { ...ELEMENTWISE, ...STRUCTURAL };
 
 const NODES = GRAPH.nodes;
 const OPS = NODES.filter((n) => n.op !== "constant");
 const CONST = new Set(NODES.filter((n) => n.op === "constant").map((n) => n.id));
 const LABEL = Object.fromEntries(GRAPH.inputs.map((i) => [i.id, i.label]));
+const SHAPE = Object.fromEntries([...GRAPH.inputs, ...NODES].map((n) => [n.id, n.shape]));
 // jax.nn.relu's custom rule on its max(x, 0): gradient where x > 0 only (0 at exactly 0,
 // where a bare max splits it half and half)
 const reluVjp = (node) => (g, args) =>
   node.inputs.map((i, k) => (CONST.has(i) ? null : map2(g, args[k], (u, x) => (x > 0 ? u : 0))));
+// lax broadcasts size-1 dimensions: operands are gathered up to the output's shape, and
+// their gradients summed back down
+const widen = (node, args) => args.map((a, k) => (node.params.broadcast && node.params.broadcast[k] ? gather(a, node.params.broadcast[k]) : a));
+function narrow(node, k, part) {
+  if (part === null) return null;
+  const map = node.params.broadcast && node.params.broadcast[k];
+  if (map) return scatter(part, map, sizeOf(SHAPE[node.inputs[k]]));
+  if (isVec(part) && SHAPE[node.inputs[k]].length === 0) return sum(part); // a scalar operand
+  return part;
+}
+
+function apply(node, values) {
+  const args = node.inputs.map((i) => values[i]);
+  if (node.op in ELEMENTWISE) return ELEMENTWISE[node.op].f(...widen(node, args), node.params);
+  return STRUCTURAL[node.op].f(...args, node.params);
+}
 
 function evaluate(point) { // point: input label -> value; returns node id -> value
   const values = {};
   for (const input of GRAPH.inputs) values[input.id] = point[input.label];
-  for (const node of NODES) {
-    if (node.op === "constant") { values[node.id] = node.value; continue; }
-    values[node.id] = RULES[node.op].f(...node.inputs.map((i) => values[i]), node.params);
-  }
+  for (const node of NODES) values[node.id] = node.op === "constant" ? node.value : apply(node, values);
   return values;
+}
+
+function localVjp(node, upstream, values) { // each input's share of the upstream gradient
+  const args = node.inputs.map((i) => values[i]);
+  const shapes = node.inputs.map((i) => SHAPE[i]);
+  if (node.op in ELEMENTWISE) {
+    const vjp = node.rule === "relu" ? reluVjp(node) : ELEMENTWISE[node.op].vjp;
+    return vjp(upstream, widen(node, args), values[node.id], node.params).map((part, k) => narrow(node, k, part));
+  }
+  return STRUCTURAL[node.op].vjp(upstream, args, values[node.id], node.params, shapes);
 }
 
 function backward(values) { // the chain rule, node by node, from the output back
@@ -92,14 +146,13 @@ function backward(values) { // the chain rule, node by node, from the output bac
   for (const node of [...OPS].reverse()) {
     if (!(node.id in grads)) continue;
     const upstream = grads[node.id];
-    const args = node.inputs.map((i) => values[i]);
-    const vjp = node.rule === "relu" ? reluVjp(node) : RULES[node.op].vjp;
-    const parts = vjp(upstream, args, values[node.id], node.params);
-    const unit = isVec(upstream) ? null : vjp(1, args, values[node.id], node.params);
+    const parts = localVjp(node, upstream, values);
+    const scalarNode = !isVec(values[node.id]);
+    const unit = scalarNode ? localVjp(node, 1, values) : null;
     const rows = [];
     node.inputs.forEach((input, k) => {
       if (CONST.has(input) || parts[k] === null) return;
-      const gradient = fit(parts[k], values[input]);
+      const gradient = parts[k];
       const local = unit && !isVec(values[input]) ? unit[k] : null;
       rows.push({ input, upstream, local, gradient });
       grads[input] = input in grads ? map2(grads[input], gradient, (x, y) => x + y) : gradient;
@@ -116,9 +169,15 @@ function backward(values) { // the chain rule, node by node, from the output bac
 // ---- formatting ---------------------------------------------------------------------
 function fmt(v) {
   if (v === null || v === undefined) return "—";
+  if (isVec(v) && v.length > 4) return `${v.length} values, |max| ${fmt(Math.max(...v.map(Math.abs)))}`;
   if (isVec(v)) return "[" + v.map(fmt).join(", ") + "]";
   if (Object.is(v, -0)) v = 0;
   return Number.isInteger(v) && Math.abs(v) < 1e15 ? String(v) : Number(v.toPrecision(6)).toString();
+}
+// in a graph box: small arrays in full, others as shape and largest magnitude
+function fmtBox(v, shape) {
+  if (!isVec(v) || v.length <= 3) return fmt(v);
+  return `[${shape.join("×")}] |max| ${Number(Math.max(...v.map(Math.abs)).toPrecision(3))}`;
 }
 const exact = (v) => (v === null || v === undefined ? "" : JSON.stringify(v));
 function el(tag, attrs = {}, text = "") {
@@ -138,7 +197,8 @@ function opText(node) {
 
 // ---- drawing ------------------------------------------------------------------------
 const SVGNS = "http://www.w3.org/2000/svg";
-const BOX = { w: 138, h: 54, dx: 164, dy: 66, pad: 16 };
+const BOX = { w: 150, h: 54, dx: 176, dy: 66, pad: 16 };
+const FITS = 22; // characters of a title that fit a box; the full text is its tooltip
 function layout() {
   const rows = {}, pos = {};
   const drawn = [...GRAPH.inputs.map((i) => i.id), ...OPS.map((n) => n.id)];
@@ -189,7 +249,9 @@ function drawGraph(svg, mirrored) {
     g.appendChild(svgEl("rect", { width: BOX.w, height: BOX.h, rx: kind === "input" ? 22 : 6 }));
     const title = mirrored ? `∂${GRAPH.output.label}/∂${nodeName(id)}`
       : node ? `${id} = ${opText(node)}` : nodeName(id);
-    const t1 = svgEl("text", { x: BOX.w / 2, y: 17, class: "title" }); t1.textContent = title;
+    const tip = svgEl("title", {}); tip.textContent = title; g.appendChild(tip);
+    const t1 = svgEl("text", { x: BOX.w / 2, y: 17, class: "title" });
+    t1.textContent = title.length > FITS ? title.slice(0, FITS - 1) + "…" : title;
     const t2 = svgEl("text", { x: BOX.w / 2, y: 33, class: "value" });
     const t3 = svgEl("text", { x: BOX.w / 2, y: 48, class: "kind" });
     t3.textContent = !node ? (mirrored ? ".grad" : "input")
@@ -224,7 +286,7 @@ function render() {
   const known = new Set(GRAPH.inputs.map((i) => i.id).concat(OPS.slice(0, forwardShown).map((n) => n.id)));
   document.querySelectorAll("#forward g.node").forEach((g) => {
     const id = g.dataset.id;
-    g.querySelector(".value").textContent = known.has(id) ? "= " + fmt(values[id]) : "";
+    g.querySelector(".value").textContent = known.has(id) ? "= " + fmtBox(values[id], SHAPE[id]) : "";
     g.dataset.value = known.has(id) ? exact(values[id]) : "";
     g.classList.toggle("current", state.position <= FORWARD_STEPS && forwardShown > 0 && OPS[forwardShown - 1].id === id);
   });
@@ -244,7 +306,7 @@ function render() {
     if (done.has(id)) shown = back.grads[id];
     else if (isInput && id in partial) shown = partial[id];
     if (isInput && finished && shown === null) shown = 0;
-    g.querySelector(".value").textContent = shown === null ? "" : "= " + fmt(shown);
+    g.querySelector(".value").textContent = shown === null ? "" : "= " + fmtBox(shown, SHAPE[id]);
     g.dataset.grad = shown === null ? "" : exact(shown);
     g.classList.toggle("current", current !== null && current.node.id === id);
   });
@@ -325,13 +387,18 @@ function renderGrads() {
 // ---- gradient check: central differences, float64, eps 1e-6 -------------------------
 const CHECK = { eps: 1e-6, atol: 1e-8, rtol: 1e-6 };
 function renderCheck() {
-  const label = document.getElementById("check-input").value;
-  document.getElementById("check").hidden = !label;
-  if (!label) return; // no scalar input to nudge
-  const lossAt = (v) => evaluate({ ...state.point, [label]: v })[GRAPH.output.id];
-  const v = state.point[label], h = CHECK.eps;
-  const numeric = (lossAt(v + h) - lossAt(v - h)) / (2 * h);
-  const analytic = result.back.inputGrads[label];
+  // the option's value is "label" for a scalar, "label\u0000k" for element k of an array
+  const [label, element] = document.getElementById("check-input").value.split("\u0000");
+  const k = element === undefined ? null : Number(element);
+  const h = CHECK.eps;
+  const lossAt = (delta) => {
+    const value = state.point[label];
+    const moved = k === null ? value + delta : value.map((x, i) => (i === k ? x + delta : x));
+    return evaluate({ ...state.point, [label]: moved })[GRAPH.output.id];
+  };
+  const numeric = (lossAt(h) - lossAt(-h)) / (2 * h);
+  const grad = result.back.inputGrads[label];
+  const analytic = k === null ? grad : grad[k];
   const diff = Math.abs(analytic - numeric);
   const passed = diff <= CHECK.atol + CHECK.rtol * Math.abs(numeric);
   const put = (id, value, text) => { const e = document.getElementById(id); e.textContent = text; e.dataset.value = exact(value); };
@@ -348,9 +415,12 @@ function renderCheck() {
 function buildControls() {
   const sliders = document.getElementById("sliders");
   const select = document.getElementById("check-input");
+  const elements = []; // array elements to nudge, listed after the scalars
   for (const input of GRAPH.inputs) {
     if (!input.slider) {
-      sliders.appendChild(el("div", { class: "fixed" }, `${input.label} = ${fmt(input.value)} (vector, fixed)`));
+      sliders.appendChild(el("div", { class: "fixed" }, `${input.label}: ${input.shape.join("×")} array, fixed`));
+      input.value.forEach((_, k) => elements.push(el("option", { value: `${input.label}\u0000${k}` },
+        `${input.label}[${input.shape.length === 2 ? [Math.floor(k / input.shape[1]), k % input.shape[1]] : k}]`)));
       continue;
     }
     const row = el("label", { class: "slider" });
@@ -366,6 +436,7 @@ function buildControls() {
     row.appendChild(range); row.appendChild(shown); sliders.appendChild(row);
     select.appendChild(el("option", { value: input.label }, input.label));
   }
+  elements.forEach((option) => select.appendChild(option));
   select.addEventListener("change", render);
   document.getElementById("step").addEventListener("click", () => { state.position = Math.min(state.position + 1, total()); render(); });
   document.getElementById("reset").addEventListener("click", () => { state.position = 0; render(); });
