@@ -95,7 +95,6 @@ const STRUCTURAL = {
   },
 };
 const unwrap = (out, size) => (size === 1 && out.length === 1 ? out[0] : out); // scalar results
-const RULES = { ...ELEMENTWISE, ...STRUCTURAL };
 
 const NODES = GRAPH.nodes;
 const OPS = NODES.filter((n) => n.op !== "constant");

@@ -219,13 +219,14 @@ def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") 
     """
     with jax.enable_x64(True):
         args64 = as_float64(args)
+        for index, leaf in enumerate(jax.tree_util.tree_leaves(args64)):
+            _check_shape(f"argument leaf {index}", leaf.shape)
         graph, evaluators = trace_with_evaluators(fn, *args64, output_labels=output_label)
         by_id = {n.id: n for n in graph.nodes}
         out = by_id[graph.outputs[0]]
         if len(graph.outputs) != 1 or out.shape != () or np.asarray(out.value).dtype.kind != "f":
             got = ", ".join(f"{by_id[o].dtype}{list(by_id[o].shape)}" for o in graph.outputs)
             raise ValueError(f"`fn` must return one floating scalar (a loss); it returns {got}.")
-        walk = step_through(fn, *args64, output_label=output_label, verbose=False)
 
     inputs, nodes = [], []
     for node in graph.nodes:
@@ -254,6 +255,8 @@ def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") 
     drawn = [by_id[n["id"]] for n in inputs] + [by_id[n["id"]] for n in nodes
                                                 if n["op"] != "constant"]
     columns = _columns(drawn)
+    with jax.enable_x64(True):  # JAX's own numbers, node by node, once the graph is accepted
+        walk = step_through(fn, *args64, output_label=output_label, verbose=False)
     steps = [{"node": s.node, "input": s.input, "upstream": _value(s.upstream),
               "local": None if s.local is None else _value(s.local),
               "gradient": _value(s.gradient)} for s in walk.backward]
