@@ -210,3 +210,12 @@ def test_parity_page_links_the_plots_that_exist_and_puts_failures_first(tmp_path
     assert 'href="../docs/curve.png"' in text and "missing.png" not in text
     assert text.index("broken &lt;b&gt;") < text.index(">fine<")  # escaped, and first
     assert "1 passed, 1 failed" in text
+
+
+def test_parity_html_writes_the_page(tmp_path, capsys):
+    path = tmp_path / "report.html"
+    assert parity_script.main(["--filter", "lesson example 1:", "--html", str(path)]) == 0
+    assert f"wrote {path}" in capsys.readouterr().out
+    text = path.read_text()
+    assert "1 passed, 0 failed" in text and "lesson example 1: tiny_relu" in text
+    assert "<script" not in text and "http://" not in text and "https://" not in text
