@@ -42,7 +42,7 @@ from jaxgrad.lessons import two_layer
 from jaxgrad.parity import assert_parity, compare
 from parity_checks import all_checks
 from parity_checks.harness import Check
-from parity_tests.test_html_export import vector_loss
+from parity_tests.test_html_export import scalar_zoo, vector_loss
 from torchref.replay import replay
 
 FD_TIER = dict(atol=1e-8, rtol=1e-6)
@@ -82,6 +82,7 @@ def pages(tmp_path_factory):
     example = EXAMPLES["two_layer"]
     built["two_layer"] = _explorer(folder, "two_layer", example.fn,
                                    bind(example.fn, example.point), example.title)
+    built["zoo"] = _explorer(folder, "zoo", scalar_zoo, [0.7, 1.3], "scalar_zoo")
     built["vector"] = _explorer(folder, "vector", vector_loss, bind(vector_loss, VECTOR_POINT),
                                 "vector_loss")
     return built
@@ -275,6 +276,21 @@ def test_vector_function_with_transcendentals_matches_jax(browser, pages):
     shown = _shown(browser)
     assert shown["check"]["input"] == "t"
     _assert_shown_matches_jax(shown, page["fn"], labels)
+
+
+def test_every_other_primitive_matches_jax_including_ties(browser, pages):
+    page = pages["zoo"]
+    _open(browser, page)
+    _assert_shown_matches_jax(_shown(browser), page["fn"], ["a", "b"])
+    _set_sliders(browser, {"a": -1.37, "b": 2.91})
+    _assert_shown_matches_jax(_shown(browser), page["fn"], ["a", "b"])
+    # a == b: min and max split their gradient half and half, in JAX and in the page
+    _set_sliders(browser, {"a": 1.5, "b": 1.5})
+    shown = _shown(browser)
+    loss, grads = _jax(page["fn"], [1.5, 1.5])
+    assert_parity({"loss": np.float64(loss), "a": grads[0], "b": grads[1]},
+                  {"loss": np.float64(shown["loss"]), "a": np.float64(shown["grads"]["a"]),
+                   "b": np.float64(shown["grads"]["b"])})
 
 
 def test_two_layer_matrices_match_the_hand_written_backward(browser, pages):

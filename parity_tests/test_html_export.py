@@ -30,6 +30,13 @@ def vector_loss(w, x, b, t):
     return (z - t) ** 2 + jnp.log(jnp.exp(b) + 1.0) / 2.0 - jax.nn.sigmoid(t)
 
 
+def scalar_zoo(a, b):
+    """The remaining primitives: sqrt, min, max (and a tie), integer_pow ±, log1p, neg,
+    square, div."""
+    return (jnp.sqrt(a * a + 1.0) + jnp.minimum(a, b) ** 3 + jnp.log1p(b * b) - (-a) ** -1
+            + jnp.square(b) + jnp.maximum(a, b) / b)
+
+
 def vector_valued(w):
     return w * 2.0
 
@@ -137,6 +144,8 @@ def test_explore_lists_the_hand_gradients_keys(capsys):
     (["parity_tests.test_html_export:uses_sin", "w=1"], "primitive 'sin'"),
     (["parity_tests.test_html_export:vector_loss", "w=1"], "missing x, b, t"),
     (["nowhere.module:f"], "cannot import"),
+    (["parity_tests.test_html_export:scalar_zoo", "a=1", "b=2", "--set", "a=2"],
+     "--set changes an example's start"),
 ])
 def test_explore_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "page.html"
