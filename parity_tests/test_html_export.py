@@ -228,3 +228,17 @@ def test_parity_html_writes_the_page(tmp_path, capsys):
     text = path.read_text()
     assert "1 passed, 0 failed" in text and "lesson example 1: tiny_relu" in text
     assert "<script" not in text and "http://" not in text and "https://" not in text
+
+
+def test_explore_writes_a_page_with_set_values_and_without_torch(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "neuron.html"
+    assert explore.main(["neuron", "--set", "x1=1.5", "--no-torch", "--out", str(path)]) == 0
+    assert f"wrote {path}" in capsys.readouterr().out
+    text = path.read_text()
+    data = json.loads(text.split('<script id="graph-data" type="application/json">')[1]
+                      .split("</script>")[0])
+    assert data["torch"] is None
+    assert {i["label"]: i["value"] for i in data["inputs"]}["x1"] == 1.5
+    assert "no torch numbers in this page" in text
