@@ -11,6 +11,7 @@ from jaxgrad import data
 from jaxgrad import diagnostics
 from jaxgrad import gradcheck
 from jaxgrad import graph
+from jaxgrad import html
 from jaxgrad import losses
 from jaxgrad import manual
 from jaxgrad import memory

@@ -13,6 +13,7 @@ Examples:
   python scripts/parity.py
   python scripts/parity.py --filter sigmoid --verbose
   python scripts/parity.py --json parity.json
+  python scripts/parity.py --html parity.html
 """
 
 from __future__ import annotations
@@ -83,12 +84,20 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--json", metavar="PATH", help="also write every row (with per-leaf "
                         "errors) as JSON to PATH")
+    parser.add_argument("--html", metavar="PATH", help="also write the report as one "
+                        "self-contained HTML page to PATH (failures first, per-leaf bars)")
     parser.add_argument("--filter", metavar="TEXT", action="append", default=[],
                         help="run only checks whose name contains TEXT (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--verbose", action="store_true",
                         help="print the per-leaf table of every check, not only failures")
     args = parser.parse_args(argv)
+    if args.html:
+        from jaxgrad.html import check_writable
+        try:
+            check_writable(args.html)
+        except ValueError as exc:
+            parser.error(f"--html: {exc}")
 
     checks = all_checks()
     if args.filter:
@@ -110,6 +119,11 @@ def main(argv=None) -> int:
         with open(args.json, "w") as handle:
             json.dump({"passed": not failed, "checks": rows}, handle, indent=2)
         print(f"wrote {args.json}")
+    if args.html:
+        from jaxgrad.html.report import write_parity_report
+        write_parity_report(args.html, rows, versions={"torch": torch.__version__},
+                            seconds=elapsed)
+        print(f"wrote {args.html}")
     return 1 if failed else 0
 
 

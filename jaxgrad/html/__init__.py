@@ -1,0 +1,13 @@
+"""Pages a browser opens from a file: the backprop explorer and the parity report.
+
+- ``export_graph(fn, *args)``: a scalar function's graph as JSON data the explorer
+  page interprets (``jaxgrad.html.export``);
+- ``explorer_page(graph, torch=…)``: the self-contained explorer page;
+- ``write_page(path, text)``: atomic write, nothing half-written on failure.
+"""
+
+from jaxgrad.html.export import SUPPORTED
+from jaxgrad.html.export import export_graph
+from jaxgrad.html.page import check_writable
+from jaxgrad.html.page import explorer_page
+from jaxgrad.html.page import write_page
