@@ -44,7 +44,9 @@ policy tier: pass ``rtol`` and ``atol`` explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 from typing import Any, NamedTuple
@@ -357,6 +359,10 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> Leaf
     return result
 
 
+def _copy(leaf):
+    return None if leaf is None else np.array(to_numpy(leaf), copy=True)
+
+
 def _declarations(computed_in, paths) -> dict:
     """``{leaf path: declared dtype name}`` from ``compare``'s ``computed_in``."""
     if computed_in is None:
@@ -386,6 +392,63 @@ def _tier_name(dtype, what: str) -> str:
     return name
 
 
+def ambiguous_argmax(logits, dtype=None) -> np.ndarray:
+    """Rows of `(n, classes)` reference logits whose argmax the tier cannot decide.
+
+    Two results that agree at the tier of ``dtype`` (default: the logits' own) may
+    still pick different classes where the top two logits are closer than the
+    tolerance lets each move: ``top − second ≤ 2·(atol + rtol·|top|)``. An accuracy
+    computed from another framework's (or another CPU's) logits may differ from the
+    reference's by at most these rows, so compare accuracies as counts that differ by
+    no more than ``ambiguous_argmax(logits).sum()``, never by ``==`` luck.
+
+    Returns:
+      A boolean mask `(n,)`.
+    """
+    logits = to_numpy(logits)
+    if logits.ndim != 2 or logits.shape[1] < 1:
+        raise ValueError(f"`logits` must have shape (n, classes); got {tuple(logits.shape)}.")
+    rtol, atol = tolerance_for(logits.dtype if dtype is None else dtype, logits)
+    if logits.shape[1] == 1:
+        return np.zeros(len(logits), bool)
+    top_two = -np.sort(-logits.astype(np.float64), axis=1)[:, :2]
+    gap = top_two[:, 0] - top_two[:, 1]
+    return gap <= 2 * (atol + rtol * np.abs(top_two[:, 0]))
+
+
+_RECORDINGS: list = []  # the lists of open ``recording()`` blocks
+
+
+@contextlib.contextmanager
+def recording():
+    """Record the leaves of every ``compare`` call made inside the block.
+
+    Yields a list that fills with one ``{"name", "reference", "candidate"}`` dict per
+    call, each side ``{leaf path: numpy array}``. Used to check that each framework
+    reproduces its own bits run after run (``leaf_digests``), which a comparison's
+    verdict alone cannot show.
+    """
+    calls: list = []
+    _RECORDINGS.append(calls)
+    try:
+        yield calls
+    finally:
+        _RECORDINGS.remove(calls)
+
+
+def leaf_digests(leaves: dict) -> dict:
+    """``{path: sha256 of the leaf's dtype, shape and bytes}``; None leaves stay None."""
+    digests = {}
+    for path, leaf in leaves.items():
+        if leaf is None:
+            digests[path] = None
+            continue
+        array = np.ascontiguousarray(to_numpy(leaf))
+        header = f"{array.dtype.str}{array.shape}".encode()
+        digests[path] = hashlib.sha256(header + array.tobytes()).hexdigest()
+    return digests
+
+
 def compare(reference, candidate, *, rtol: float | None = None, atol: float | None = None,
             computed_in=None, name: str = "") -> ParityReport:
     """Compare ``candidate`` against ``reference``, structure first, then each leaf.
@@ -410,6 +473,9 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
     """
     ref_leaves = flatten(reference)
     cand_leaves = flatten(candidate)
+    for calls in _RECORDINGS:
+        calls.append({"name": name, "reference": {p: _copy(v) for p, v in ref_leaves.items()},
+                      "candidate": {p: _copy(v) for p, v in cand_leaves.items()}})
     declared = _declarations(computed_in, list(ref_leaves))
     structure = []
     missing = [p for p in ref_leaves if p not in cand_leaves]
@@ -441,6 +507,7 @@ def assert_parity(reference, candidate, *, rtol: float | None = None,
 
 
 __all__ = [
+    "ambiguous_argmax",
     "BIT_IDENTICAL",
     "LeafResult",
     "ParityReport",
@@ -450,8 +517,10 @@ __all__ = [
     "assert_parity",
     "compare",
     "flatten",
+    "leaf_digests",
     "leaf_tier",
     "looks_float32",
+    "recording",
     "significant_bits",
     "tolerance_for",
 ]

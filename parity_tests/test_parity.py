@@ -229,3 +229,15 @@ def test_computed_in_errors():
         parity.compare(np.ones(2, np.float32), np.ones(2, np.float32), computed_in="float64")
     with pytest.raises(ValueError, match="`computed_in`"):
         parity.assert_parity({"a": 1.0}, {"a": 1.0}, computed_in={"b": "float32"})
+
+
+def test_ambiguous_argmax_marks_near_ties_only():
+    logits = np.array([[1.0, 1.0000001, -2.0],  # a float32 near-tie
+                       [0.5, -0.5, 0.2],
+                       [3.0, 2.9999, 0.0]], np.float32)
+    assert parity.ambiguous_argmax(logits).tolist() == [True, False, False]
+    # at the float64 tier only (almost) exact ties are ambiguous
+    assert parity.ambiguous_argmax(logits.astype(np.float64)).tolist() == [False] * 3
+    assert parity.ambiguous_argmax(np.ones((2, 1), np.float32)).tolist() == [False, False]
+    with pytest.raises(ValueError, match=r"shape \(n, classes\)"):
+        parity.ambiguous_argmax(np.ones(3, np.float32))
