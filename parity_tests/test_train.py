@@ -86,8 +86,8 @@ def test_frozen_parameters_stay_bit_identical_and_buffers_are_donated():
 def test_accumulate_equals_one_big_batch():
     """Mean of K equal micro-batch means == the big batch's mean: same gradient."""
     _, model, params, opt, x, y = _setup()
-    big = make_train_step(model, jlosses.cross_entropy, opt, jit=False)
-    acc = make_train_step(model, jlosses.cross_entropy, opt, accumulate=4, jit=False)
+    big = make_train_step(model, jlosses.cross_entropy, opt, donate=False)
+    acc = make_train_step(model, jlosses.cross_entropy, opt, accumulate=4, donate=False)
     out_big = big(params, opt.init(params), (x[:32], y[:32]))
     out_acc = acc(params, opt.init(params), (x[:32], y[:32]))
     assert_parity({"params": out_big[0], "loss": out_big[2]["loss"]},
