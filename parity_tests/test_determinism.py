@@ -19,8 +19,8 @@ from parity_checks import all_checks
 from parity_checks._determinism import fingerprints, select
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROWS = ["detach: target network", "intermediate grads (retain_grad)", "clip_grad_value_",
-        "mlp gelu (mse)", "mlp relu (cross_entropy)"]
+# torch and JAX float32 arithmetic of three areas: autograd, clipping, a whole MLP
+ROWS = ["detach: target network", "clip_grad_value_", "mlp relu (cross_entropy)"]
 
 
 def _differences(first: dict, second: dict) -> list:
