@@ -66,3 +66,34 @@ def check_dtype_available(dtype: Any, *, what: str = "dtype") -> np.dtype:
             "`jax.config.update('jax_enable_x64', True)` or `with jax.enable_x64(True):`."
         )
     return dtype
+
+
+def check_input_dtype(layer_name: str, x: Any, expected_dtype: Any, *,
+                      argument: str = "input") -> None:
+    """Raise where torch would: a layer's input must have its parameters' dtype.
+
+    torch refuses ``Linear(float32)(float64 input)`` ("mat1 and mat2 must have the same
+    dtype"); JAX would silently promote to the wider dtype and compute a float32 model
+    in float64 (or the reverse), so a parity check would compare the wrong precision.
+    Dtypes are compared after JAX's canonicalisation: with ``jax_enable_x64`` off a
+    float64 numpy input *is* float32 to JAX and passes.
+
+    Args:
+      layer_name: how the error names the layer (``"Linear"``, or its path).
+      x: the input array `(*, ...)`.
+      expected_dtype: the dtype of the layer's parameters.
+      argument: the input's name in the error.
+
+    Raises:
+      TypeError: when the dtypes differ, naming both and the two ways to fix it.
+    """
+    got = jax.dtypes.canonicalize_dtype(jnp.result_type(x))
+    expected = jax.dtypes.canonicalize_dtype(expected_dtype)
+    if got != expected:
+        got, expected = np.dtype(got).name, np.dtype(expected).name
+        rebuild = f" or build the layer in {got}" if jnp.issubdtype(got, jnp.floating) else ""
+        raise TypeError(
+            f"{layer_name}: `{argument}` dtype {got} does not match the layer's {expected} "
+            f"parameters (torch raises \"mat1 and mat2 must have the same dtype\"). Cast "
+            f"the input (`x.astype({expected!r})`){rebuild}."
+        )

@@ -22,33 +22,61 @@ import jax.numpy as jnp
 REDUCTIONS = ("mean", "sum")
 
 
-def leading_axis(micro_batches) -> int:
-    """The common leading dimension k of every leaf of ``micro_batches``.
-
-    Raises:
-      ValueError: for no leaves, a scalar leaf, or leaves whose leading axes differ
-        (each leaf's path and leading size are listed).
-    """
-    leaves, _ = jax.tree_util.tree_flatten_with_path(micro_batches)
+def _sizes(tree, what: str, axis_name: str, symbol: str) -> dict:
+    """``{leaf path: leading size}``; raises for no leaves, a scalar leaf, or leaves
+    whose leading sizes differ."""
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
     if not leaves:
-        raise ValueError("`micro_batches` has no array leaves; expected leaves of shape (k, ...).")
+        raise ValueError(f"`{what}` has no array leaves; expected leaves of shape "
+                         f"({symbol}, ...).")
     sizes = {}
     for path, leaf in leaves:
         shape = jnp.shape(leaf)
         name = jax.tree_util.keystr(path) or "<root>"
         if len(shape) == 0:
             raise ValueError(
-                f"`micro_batches` leaf {name} is a scalar; every leaf needs a leading "
-                f"micro-batch axis k, shape (k, ...)."
+                f"`{what}` leaf {name} is a scalar; every leaf needs a leading "
+                f"{axis_name} axis {symbol}, shape ({symbol}, ...)."
             )
         sizes[name] = shape[0]
     if len(set(sizes.values())) != 1:
         listing = ", ".join(f"{name}: {size}" for name, size in sizes.items())
         raise ValueError(
-            f"`micro_batches` leaves disagree on the leading (micro-batch) axis: {listing}; "
-            f"all must have the same k."
+            f"`{what}` leaves disagree on the leading ({axis_name}) axis: {listing}; "
+            f"all must have the same length."
         )
-    return next(iter(sizes.values()))
+    return sizes
+
+
+def _reject_list_of_micro_batches(micro_batches) -> None:
+    # torch's loop takes `for x, y in micro_batches`: a list of k (x, y) pairs. As a
+    # pytree that list would be read as k·2 leaves sharing the *batch* axis, and scan
+    # would iterate over examples: refuse it with the conversion.
+    if isinstance(micro_batches, list) and micro_batches and all(
+            isinstance(item, (tuple, list, dict)) for item in micro_batches):
+        raise TypeError(
+            f"`micro_batches` is a list of {len(micro_batches)} micro-batches (torch's "
+            "`for x, y in micro_batches` form); accumulate_grads wants one pytree whose "
+            "leaves have a leading micro-batch axis k, e.g. (x, y) with x `(k, batch, ...)`. "
+            "Stack the list: `jax.tree.map(lambda *xs: jnp.stack(xs), *micro_batches)`, or "
+            "split one batch: `split_batch((x, y), k)`."
+        )
+
+
+def leading_axis(micro_batches) -> int:
+    """The common leading dimension k of every leaf of ``micro_batches``.
+
+    Raises:
+      TypeError: for a Python list of micro-batches (torch's form), with the fix.
+      ValueError: for no leaves, a scalar leaf, leaves whose leading axes differ (each
+        leaf's path and leading size are listed), or k = 0.
+    """
+    _reject_list_of_micro_batches(micro_batches)
+    k = next(iter(_sizes(micro_batches, "micro_batches", "micro-batch", "k").values()))
+    if k == 0:
+        raise ValueError("`micro_batches` holds zero micro-batches (leading axis k = 0); "
+                         "accumulating over none would give a 0/0 loss. Pass k >= 1.")
+    return k
 
 
 def accumulate_grads(loss_fn: Callable, params, micro_batches, *, reduction: str = "mean"):
@@ -93,17 +121,25 @@ def accumulate_grads(loss_fn: Callable, params, micro_batches, *, reduction: str
 def split_batch(batch, k: int):
     """Reshape every leaf `(n, ...)` of ``batch`` into `(k, n // k, ...)` micro-batches.
 
+    Args:
+      batch: a pytree (e.g. ``(x, y)``) whose leaves share the leading batch size n.
+      k: the number of micro-batches, a positive int dividing n.
+
     Raises:
-      ValueError: when a leaf's leading size is not divisible by ``k``.
+      TypeError: ``k`` is not an int (``split_batch(x, y)`` instead of
+        ``split_batch((x, y), k)``).
+      ValueError: ``k`` < 1, leaves of different batch sizes (listed by path), a
+        scalar leaf, or n not divisible by k (or n < k: empty micro-batches).
     """
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"`k` (={k!r}) must be a positive int.")
-
-    def split(leaf):
-        n = leaf.shape[0]
-        if n % k:
-            raise ValueError(f"a batch leaf of leading size {n} cannot be split into k={k} "
-                             f"equal micro-batches.")
-        return leaf.reshape((k, n // k) + leaf.shape[1:])
-
-    return jax.tree.map(split, batch)
+    if not isinstance(k, int) or isinstance(k, bool):
+        hint = (" Pass the batch as one pytree: `split_batch((x, y), k)`."
+                if hasattr(k, "shape") else "")
+        raise TypeError(f"`k` must be an int, got {type(k).__name__}.{hint}")
+    if k < 1:
+        raise ValueError(f"`k` (={k}) must be >= 1: the number of micro-batches.")
+    n = next(iter(_sizes(batch, "batch", "batch", "n").values()))
+    if n % k or n < k:
+        raise ValueError(f"`batch` of leading size {n} cannot be split into k={k} equal, "
+                         f"non-empty micro-batches; k must divide {n}.")
+    return jax.tree.map(lambda leaf: jnp.reshape(leaf, (k, n // k) + jnp.shape(leaf)[1:]),
+                        batch)

@@ -1,28 +1,52 @@
-"""Comparing two pytrees leaf by leaf: the parity policy of DESIGN.md in code.
+"""Comparing two pytrees leaf by leaf: the parity policy in code.
 
 ``compare(reference, candidate)`` checks, in this order, the tree structure (the
-set of leaf paths), then per leaf the shape, the dtype, the NaN mask, and only then
-the values, and returns a ``ParityReport``. Leaves may be jax arrays, numpy arrays,
-torch tensors (read by duck typing) or Python scalars.
+set of leaf paths; a comparison of no leaves at all fails), then per leaf the shape,
+the dtype, the NaN mask, and only then the values, and returns a ``ParityReport``.
+Leaves may be jax arrays, numpy arrays, torch tensors (read by duck typing) or
+Python scalars.
 
-Tolerances default from the reference leaf's dtype (``TOLERANCES``): a candidate
-element passes when ``|c − r| ≤ atol + rtol·|r|`` with
+A candidate element passes when ``|c − r| ≤ atol + rtol·|r|``, with the tolerance of
+the tier of the *arithmetic that produced the leaf* (``TOLERANCES``):
 
 ========  ===========  ===============================
-dtype     rtol         atol
+tier      rtol         atol
 ========  ===========  ===============================
 float64   1e-10        1e-12
 float32   1e-5         1e-6 × max|reference leaf|
 integer   0            0 (exact)
 ========  ===========  ===============================
 
-``rtol=0, atol=0`` asks for bit-identical leaves (the "within one framework" tier).
-float16/bfloat16 have no policy tier: pass ``rtol`` and ``atol`` explicitly.
+The tier is the leaf's dtype, except where the leaf's values were computed in
+float32 and merely *held* in float64 (``loss.item()``, ``float(loss)``,
+``np.float64(x32)``, a float64 running total of float32 losses). float32 bits may
+differ between frameworks and between CPUs (AVX2 vs AVX-512 kernels), so such a
+leaf compared at the float64 tier passes or fails by luck. Two rules pick the
+float32 tier for it (``LeafResult.tier`` and ``tier_reason`` record which applied):
+
+- **declared**: ``compare(..., computed_in="float32")`` for every floating leaf, or
+  ``computed_in={"running": "float32"}`` per leaf path (as the report prints it, or
+  the bare key of a top-level dict). A key that names no leaf is an error.
+  ``computed_in="float64"`` pins the float64 tier and turns detection off.
+- **detected**: a float64 leaf whose finite values are, on *both* sides, exactly
+  representable in float32, with at least one element on each side carrying more
+  than ``ROUND_BITS`` (12) significant bits. A float64 computation almost never
+  lands on a float32 value (odds 2⁻²⁹ per element) unless its result is a round
+  number (6.0, 0.75, 3 ** 5: few significant bits), so genuine float64 results —
+  including the lessons' exact values — keep the float64 tier; and because *both*
+  sides must look float32, a candidate that silently computed in float32 against a
+  float64 reference is still judged (and failed) at the float64 tier, with a hint.
+
+``rtol=0, atol=0`` asks for bit-identical leaves: the "within one framework" tier,
+never valid between two frameworks for float32 results. float16/bfloat16 have no
+policy tier: pass ``rtol`` and ``atol`` explicitly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 from typing import Any, NamedTuple
@@ -44,6 +68,10 @@ TOLERANCES = {
     "float32": Tolerance(rtol=1e-5, atol=1e-6, atol_scaled=True),
 }
 BIT_IDENTICAL = dict(rtol=0.0, atol=0.0)
+# A float64 leaf is "round" (a value any precision can produce exactly, such as 6.0
+# or 0.375) when no element has more than this many significant bits; see the module
+# docstring. A float32 result has up to 24; a float64 one, 53.
+ROUND_BITS = 12
 
 
 def tolerance_for(dtype, reference: np.ndarray | None = None) -> tuple[float, float]:
@@ -83,6 +111,8 @@ class LeafResult:
     rtol: float = math.nan
     atol: float = math.nan
     problem: str | None = None
+    tier: str = ""  # the tolerance tier applied: a dtype name, or "explicit"
+    tier_reason: str = ""  # "dtype", "declared" or "float32-exact values"; "" if none
 
     @property
     def passed(self) -> bool:
@@ -123,7 +153,7 @@ class ParityReport:
             rows.append((
                 leaf.path,
                 "x".join(map(str, leaf.shape)) or "scalar",
-                leaf.dtype,
+                _dtype_label(leaf),
                 _fmt(leaf.max_abs_err),
                 _fmt(leaf.max_rel_err),
                 "PASS" if leaf.passed else f"FAIL: {leaf.problem}",
@@ -154,6 +184,8 @@ class ParityReport:
                     "max_rel_err": _json_float(leaf.max_rel_err),
                     "rtol": _json_float(leaf.rtol),
                     "atol": _json_float(leaf.atol),
+                    "tier": leaf.tier,
+                    "tier_reason": leaf.tier_reason,
                     "passed": leaf.passed,
                     "problem": leaf.problem,
                 }
@@ -166,6 +198,12 @@ class ParityReport:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _dtype_label(leaf) -> str:
+    if leaf.tier and leaf.tier not in (leaf.dtype, "explicit") and leaf.dtype != "None":
+        return f"{leaf.dtype} ({leaf.tier} tier)"
+    return leaf.dtype
 
 
 def _fmt(value: float) -> str:
@@ -197,7 +235,58 @@ def flatten(tree) -> dict[str, Any]:
     return {jax.tree_util.keystr(path) or "<root>": leaf for path, leaf in leaves}
 
 
-def _compare_leaf(path, reference, candidate, rtol, atol) -> LeafResult:
+def significant_bits(values: np.ndarray) -> np.ndarray:
+    """Significant bits of each finite float64 element (0 for zero): 6.0 → 2, 0.1 → 53."""
+    values = np.asarray(values, dtype=np.float64)
+    mantissa, _ = np.frexp(np.abs(values))  # in [0.5, 1): 53 bits scaled below 1
+    integer = (mantissa * 2.0**53).astype(np.int64)
+    lowest = integer & -integer  # the lowest set bit
+    with np.errstate(divide="ignore"):
+        bits = 53 - np.log2(np.where(lowest > 0, lowest, 1)).astype(np.int64)
+    return np.where(integer > 0, bits, 0)
+
+
+def looks_float32(values: np.ndarray) -> bool:
+    """True when every finite element is a float32 value and one has > ``ROUND_BITS`` bits.
+
+    That is what a float32 result up-cast to float64 looks like, and almost never
+    what a float64 computation produces (see the module docstring).
+    """
+    values = np.asarray(values)
+    if values.dtype != np.float64:
+        return False
+    finite = values[np.isfinite(values)].ravel()
+    if not finite.size:
+        return False
+    with np.errstate(over="ignore"):
+        exact = np.array_equal(finite.astype(np.float32).astype(np.float64), finite)
+    return exact and bool(np.max(significant_bits(finite)) > ROUND_BITS)
+
+
+def leaf_tier(reference: np.ndarray, candidate: np.ndarray,
+              declared: str | None = None) -> tuple[str, str]:
+    """``(tier, reason)``: the policy tier of one leaf pair (module docstring).
+
+    Args:
+      reference, candidate: the two leaves, same dtype.
+      declared: ``"float32"``/``"float64"`` from ``computed_in``, or None.
+    """
+    dtype = np.dtype(reference.dtype)
+    if dtype.kind not in "fc" or declared is None and dtype.name != "float64":
+        return dtype.name, "dtype"
+    if declared is not None:
+        if np.dtype(declared).itemsize > dtype.itemsize:
+            raise ValueError(
+                f"`computed_in` declares a {declared} computation for a leaf held in "
+                f"{dtype.name}, which cannot hold its bits; declare {dtype.name} or less."
+            )
+        return np.dtype(declared).name, "declared"
+    if looks_float32(reference) and looks_float32(candidate):
+        return "float32", "float32-exact values"
+    return "float64", "dtype"
+
+
+def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> LeafResult:
     if reference is None or candidate is None:
         result = LeafResult(path=path, shape=(), dtype="None")
         if reference is None and candidate is None:
@@ -216,9 +305,12 @@ def _compare_leaf(path, reference, candidate, rtol, atol) -> LeafResult:
         result.problem = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
         return result
     if rtol is None or atol is None:
-        policy_rtol, policy_atol = tolerance_for(ref.dtype, ref)
+        result.tier, result.tier_reason = leaf_tier(ref, cand, declared)
+        policy_rtol, policy_atol = tolerance_for(result.tier, ref)
         rtol = policy_rtol if rtol is None else rtol
         atol = policy_atol if atol is None else atol
+    else:
+        result.tier = "explicit"
     result.rtol, result.atol = rtol, atol
     if ref.dtype.kind == "b":
         ref, cand = ref.astype(np.int8), cand.astype(np.int8)
@@ -256,25 +348,135 @@ def _compare_leaf(path, reference, candidate, rtol, atol) -> LeafResult:
             f"{int(bad.sum())}/{bad.size} elements outside rtol={rtol:g}, atol={atol:.3g} "
             f"(worst: reference {ref64[worst]:.17g}, candidate {cand64[worst]:.17g})"
         )
+        if result.tier == "float64" and declared is None:
+            sides = [side for side, values in (("reference", ref), ("candidate", cand))
+                     if looks_float32(values)]
+            if len(sides) == 1:
+                result.problem += (
+                    f"; the {sides[0]}'s values are all float32 values: computed in float32 "
+                    "while the other side computed in float64?"
+                )
     return result
 
 
+def _copy(leaf):
+    return None if leaf is None else np.array(to_numpy(leaf), copy=True)
+
+
+def _declarations(computed_in, paths) -> dict:
+    """``{leaf path: declared dtype name}`` from ``compare``'s ``computed_in``."""
+    if computed_in is None:
+        return {}
+    if not isinstance(computed_in, dict):
+        return {path: _tier_name(computed_in, "computed_in") for path in paths}
+    declared = {}
+    for key, dtype in computed_in.items():
+        matches = [p for p in paths if p == key or p == f"[{key!r}]"]
+        if not matches:
+            raise ValueError(
+                f"`computed_in` names {key!r}, which is not a leaf path of the reference "
+                f"(leaf paths: {', '.join(paths) or 'none'})."
+            )
+        for path in matches:
+            declared[path] = _tier_name(dtype, f"computed_in[{key!r}]")
+    return declared
+
+
+def _tier_name(dtype, what: str) -> str:
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = str(dtype)
+    if name not in TOLERANCES:
+        raise ValueError(f"`{what}` (={dtype!r}) must be one of {', '.join(TOLERANCES)}.")
+    return name
+
+
+def ambiguous_argmax(logits, dtype=None) -> np.ndarray:
+    """Rows of `(n, classes)` reference logits whose argmax the tier cannot decide.
+
+    Two results that agree at the tier of ``dtype`` (default: the logits' own) may
+    still pick different classes where the top two logits are closer than the
+    tolerance lets each move: ``top − second ≤ 2·(atol + rtol·|top|)``. An accuracy
+    computed from another framework's (or another CPU's) logits may differ from the
+    reference's by at most these rows, so compare accuracies as counts that differ by
+    no more than ``ambiguous_argmax(logits).sum()``, never by ``==`` luck.
+
+    Returns:
+      A boolean mask `(n,)`.
+    """
+    logits = to_numpy(logits)
+    if logits.ndim != 2 or logits.shape[1] < 1:
+        raise ValueError(f"`logits` must have shape (n, classes); got {tuple(logits.shape)}.")
+    rtol, atol = tolerance_for(logits.dtype if dtype is None else dtype, logits)
+    if logits.shape[1] == 1:
+        return np.zeros(len(logits), bool)
+    top_two = -np.sort(-logits.astype(np.float64), axis=1)[:, :2]
+    gap = top_two[:, 0] - top_two[:, 1]
+    return gap <= 2 * (atol + rtol * np.abs(top_two[:, 0]))
+
+
+_RECORDINGS: list = []  # the lists of open ``recording()`` blocks
+
+
+@contextlib.contextmanager
+def recording():
+    """Record the leaves of every ``compare`` call made inside the block.
+
+    Yields a list that fills with one ``{"name", "reference", "candidate"}`` dict per
+    call, each side ``{leaf path: numpy array}``. Used to check that each framework
+    reproduces its own bits run after run (``leaf_digests``), which a comparison's
+    verdict alone cannot show.
+    """
+    calls: list = []
+    _RECORDINGS.append(calls)
+    try:
+        yield calls
+    finally:
+        _RECORDINGS.remove(calls)
+
+
+def leaf_digests(leaves: dict) -> dict:
+    """``{path: sha256 of the leaf's dtype, shape and bytes}``; None leaves stay None."""
+    digests = {}
+    for path, leaf in leaves.items():
+        if leaf is None:
+            digests[path] = None
+            continue
+        array = np.ascontiguousarray(to_numpy(leaf))
+        header = f"{array.dtype.str}{array.shape}".encode()
+        digests[path] = hashlib.sha256(header + array.tobytes()).hexdigest()
+    return digests
+
+
 def compare(reference, candidate, *, rtol: float | None = None, atol: float | None = None,
-            name: str = "") -> ParityReport:
+            computed_in=None, name: str = "") -> ParityReport:
     """Compare ``candidate`` against ``reference``, structure first, then each leaf.
 
     Args:
       reference: the trusted pytree (usually torch's values).
       candidate: the pytree under test (usually jaxgrad's).
       rtol, atol: override the policy tolerances for every leaf (both 0 asks for
-        bit-identical values). None takes each leaf's tier from its dtype.
+        bit-identical values). None takes each leaf's tier from the policy.
+      computed_in: the precision the leaves were *computed* in, where it differs from
+        the dtype holding them: ``"float32"`` for every floating leaf, or
+        ``{leaf path: "float32"}``; ``"float64"`` pins the float64 tier (no
+        detection). See the module docstring.
       name: a label carried into the report.
 
     Returns:
       A ``ParityReport``. Nothing is raised for a mismatch; see ``assert_parity``.
+
+    Raises:
+      ValueError: a ``computed_in`` that names no leaf or no tier, or declares float64
+        for a float32 leaf.
     """
     ref_leaves = flatten(reference)
     cand_leaves = flatten(candidate)
+    for calls in _RECORDINGS:
+        calls.append({"name": name, "reference": {p: _copy(v) for p, v in ref_leaves.items()},
+                      "candidate": {p: _copy(v) for p, v in cand_leaves.items()}})
+    declared = _declarations(computed_in, list(ref_leaves))
     structure = []
     missing = [p for p in ref_leaves if p not in cand_leaves]
     extra = [p for p in cand_leaves if p not in ref_leaves]
@@ -282,8 +484,12 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
         structure.append(f"missing from candidate: {', '.join(missing)}")
     if extra:
         structure.append(f"not in reference: {', '.join(extra)}")
+    if not ref_leaves and not cand_leaves:
+        # an empty comparison proves nothing; it is usually a check that lost its data
+        structure.append("nothing to compare: reference and candidate have no leaves")
     leaves = [
-        _compare_leaf(path, ref_leaves[path], cand_leaves[path], rtol, atol)
+        _compare_leaf(path, ref_leaves[path], cand_leaves[path], rtol, atol,
+                      declared.get(path))
         for path in ref_leaves
         if path in cand_leaves
     ]
@@ -291,22 +497,30 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
 
 
 def assert_parity(reference, candidate, *, rtol: float | None = None,
-                  atol: float | None = None, name: str = "") -> ParityReport:
+                  atol: float | None = None, computed_in=None, name: str = "") -> ParityReport:
     """``compare`` and raise ``AssertionError`` with the per-leaf table on any failure."""
-    report = compare(reference, candidate, rtol=rtol, atol=atol, name=name)
+    report = compare(reference, candidate, rtol=rtol, atol=atol, computed_in=computed_in,
+                     name=name)
     if not report.passed:
         raise AssertionError("parity check failed\n" + report.table())
     return report
 
 
 __all__ = [
+    "ambiguous_argmax",
     "BIT_IDENTICAL",
     "LeafResult",
     "ParityReport",
+    "ROUND_BITS",
     "TOLERANCES",
     "Tolerance",
     "assert_parity",
     "compare",
     "flatten",
+    "leaf_digests",
+    "leaf_tier",
+    "looks_float32",
+    "recording",
+    "significant_bits",
     "tolerance_for",
 ]

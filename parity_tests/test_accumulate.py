@@ -195,6 +195,10 @@ def test_forgetting_to_divide_doubles_learning_rate(x64, rng):
     ((jnp.ones((3, 2)), jnp.ones((4, 2))), ValueError, "disagree on the leading (micro-batch) axis: [0]: 3, [1]: 4"),
     ((jnp.ones(()), jnp.ones((4, 2))), ValueError, "leaf [0] is a scalar"),
     ((), ValueError, "has no array leaves"),
+    ((jnp.ones((0, 2)), jnp.ones((0, 1))), ValueError, "zero micro-batches"),
+    ([(jnp.ones((3, 2)), jnp.ones((3, 1)))] * 2, TypeError,
+     "is a list of 2 micro-batches (torch's `for x, y in micro_batches` form)"),
+    ([{"x": jnp.ones((3, 2))}], TypeError, "jax.tree.map(lambda *xs: jnp.stack(xs), *micro_batches)"),
 ])
 def test_micro_batch_errors(micro_batches, error, fragment):
     with pytest.raises(error) as info:
@@ -211,3 +215,31 @@ def test_non_scalar_loss_and_bad_reduction_raise():
     with pytest.raises(ValueError, match="cannot be split into k=4"):
         split_batch(jnp.ones((6, 2)), 4)
     assert leading_axis({"x": jnp.ones((5, 1)), "y": jnp.ones(5)}) == 5
+
+
+def test_a_stacked_list_of_micro_batches_should_pass():
+    # the fix the list error suggests gives the same result as split_batch
+    x, y = jnp.arange(12.0).reshape(6, 2), jnp.arange(6.0)
+    pairs = [(x[:3], y[:3]), (x[3:], y[3:])]
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *pairs)
+    assert leading_axis(stacked) == 2 and leading_axis([x, y]) == 6  # a list of leaves is fine
+    loss_fn = lambda p, b: jnp.sum(p * b[0]) + jnp.sum(b[1])  # noqa: E731
+    assert_parity(accumulate_grads(loss_fn, jnp.ones(2), stacked),
+                  accumulate_grads(loss_fn, jnp.ones(2), split_batch((x, y), 2)), **BIT_IDENTICAL)
+
+
+@pytest.mark.parametrize("batch,k,error,fragment", [
+    ((jnp.ones((6, 2)), jnp.ones(5)), 2, ValueError,
+     "`batch` leaves disagree on the leading (batch) axis: [0]: 6, [1]: 5"),
+    ({"x": jnp.ones((6, 2)), "n": jnp.ones(())}, 2, ValueError, "leaf ['n'] is a scalar"),
+    ((jnp.ones((2, 2)),), 3, ValueError, "cannot be split into k=3 equal, non-empty"),
+    ((jnp.ones((0, 2)),), 1, ValueError, "leading size 0 cannot be split"),
+    ((jnp.ones((6, 2)),), 0, ValueError, "`k` (=0) must be >= 1"),
+    ((jnp.ones((6, 2)),), 2.0, TypeError, "`k` must be an int, got float"),
+    (jnp.ones((6, 2)), jnp.ones(6), TypeError, "split_batch((x, y), k)"),
+    ((), 2, ValueError, "`batch` has no array leaves"),
+])
+def test_split_batch_errors(batch, k, error, fragment):
+    with pytest.raises(error) as info:
+        split_batch(batch, k)
+    assert fragment in str(info.value)

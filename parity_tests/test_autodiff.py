@@ -55,6 +55,16 @@ def test_target_network_gradient_is_zero_in_jax_and_absent_in_torch(x64):
     assert detach_parity("float64").passed and detach_parity("float32").passed
 
 
+def test_detach_row_judges_the_running_loss_at_the_tier_it_was_computed_in():
+    # the float32 row's running total is float32 losses summed in a Python float:
+    # float32 bits differ between CPUs, so the float64 tier would be luck
+    for dtype in ("float32", "float64"):
+        report = detach_parity(dtype)
+        running = next(leaf for leaf in report.leaves if "running" in leaf.path)
+        assert report.passed and running.dtype == "float64"
+        assert (running.tier, running.tier_reason) == (dtype, "declared")
+
+
 def test_stop_gradient_passes_the_value_bit_identical(x64):
     value = jnp.asarray(np.random.default_rng(1).standard_normal(4))
     assert_parity(value, jautodiff.detach(value), **BIT_IDENTICAL)

@@ -47,6 +47,45 @@ def test_gradcheck_passes_on_loss(name, rng):
     assert report.n_parameters == sum(x.size for x in inputs if x.dtype.kind == "f")
 
 
+@pytest.mark.parametrize("kind", ["layer", "loss"])
+def test_backward_scaled_by_1_001_caught_on_every_row(kind):
+    """Every layer and loss with a gradcheck row: a 0.1 % wrong backward fails it."""
+    check, names = ((layer_gradcheck, layer_cases()) if kind == "layer"
+                    else (loss_gradcheck, loss_cases(np.random.default_rng(0))))
+    missed = [name for name in names
+              if check(name, np.random.default_rng(0), backward_scale=1.001).passed]
+    assert not missed
+
+
+def _large_sum_of_squares(seed):
+    """``mse_loss(reduction="sum")`` ≈ 1e3 with small gradient elements."""
+    x = np.random.default_rng(seed).standard_normal((4, 3)) * 1e-2
+    x[0, 0] = 31.6
+    return (lambda x, t: L.mse_loss(x, t, reduction="sum")), x, np.zeros((4, 3))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rounding_of_a_large_value_is_no_false_alarm_should_pass(seed):
+    fn, x, target = _large_sum_of_squares(seed)
+    report = gradcheck(fn, x, target)
+    assert report.passed, report.table()
+    value = float(np.sum(x ** 2))
+    assert report.value == pytest.approx(value)
+    assert report.rounding == pytest.approx(4 * 2.0 ** -52 * value / 1e-6)
+    assert f"rounding allowance {report.rounding:.2g} (|f| = {value:.6g})" in report.table()
+    assert 8e-7 < report.rounding < 9e-7
+    # the false alarm the allowance removes: the quotient's rounding error, ~1e-7,
+    # is above the fixed atol of 1e-8
+    assert not gradcheck(fn, x, target, rounding_ulps=0).passed
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rounding_of_a_large_value_with_wrong_backward_should_fail(seed):
+    fn, x, target = _large_sum_of_squares(seed)
+    report = gradcheck(scaled_backward(fn, 1.001), x, target)
+    assert not report.passed and report.worst[0].where.startswith("x[")
+
+
 def _small_model(w, x):
     return jnp.sum(jnp.tanh(x @ w.T) ** 2)
 
@@ -116,6 +155,8 @@ def test_bad_arguments(rng):
         gradcheck(jnp.sum, w, mode="random")
     with pytest.raises(ValueError, match="`eps`"):
         gradcheck(jnp.sum, w, eps=0.0)
+    with pytest.raises(ValueError, match=r"`rounding_ulps` \(=-1\)"):
+        gradcheck(jnp.sum, w, rounding_ulps=-1)
     with pytest.raises(ValueError, match="scalar"):
         gradcheck(jnp.tanh, w)
     with pytest.raises(ValueError, match="float32"):

@@ -15,6 +15,7 @@ import torch
 from torch import nn as tnn
 
 import jaxgrad
+from jaxgrad._arrays import check_input_dtype
 import torchref
 from jaxgrad import nn
 from parity_checks.harness import model_parity, random_batch
@@ -157,3 +158,34 @@ def test_sequential_slicing_and_intermediates(x64, rng):
     head = model[:2]
     assert head.names == ("0", "1")
     jaxgrad.assert_parity(outputs[1], head(params, x), **jaxgrad.parity.BIT_IDENTICAL)
+
+
+@pytest.mark.parametrize("layer_dtype,input_dtype", [("float32", "float64"),
+                                                     ("float64", "float32")])
+def test_linear_refuses_an_input_of_another_dtype_like_torch(x64, layer_dtype, input_dtype):
+    torch_layer = tnn.Linear(3, 2, dtype=getattr(torch, layer_dtype))
+    x = np.ones((4, 3), input_dtype)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+        torch_layer(torch.from_numpy(x))
+    model, params = nn.from_torch(torch_layer)
+    message = (rf"Linear: `input` dtype {input_dtype} does not match the layer's "
+               rf"{layer_dtype} parameters.*mat1 and mat2.*x\.astype\('{layer_dtype}'\)")
+    with pytest.raises(TypeError, match=message):
+        model.apply(params, jnp.asarray(x))
+    with pytest.raises(TypeError, match=message):
+        jax.jit(model.apply)(params, jnp.asarray(x))
+    with pytest.raises(TypeError, match=r"`input` dtype int32 .*\)\.$"):  # no "build in int32"
+        model.apply(params, jnp.ones((4, 3), jnp.int32))
+    # the same dtype passes, and agrees with torch
+    same = x.astype(layer_dtype)
+    jaxgrad.assert_parity(torch_layer(torch.from_numpy(same)), model.apply(params, jnp.asarray(same)))
+
+
+def test_float64_numpy_input_without_x64_is_float32_to_jax():
+    # with jax_enable_x64 off JAX cannot hold float64: the input is float32 to it
+    model = nn.Linear(3, 2)
+    out = model.apply(model.init(jax.random.key(0)), np.ones((1, 3)))
+    assert out.dtype == jnp.float32
+    check_input_dtype("Layer", np.ones(2), "float32")
+    with pytest.raises(TypeError, match="Layer: `weights` dtype int32"):
+        check_input_dtype("Layer", np.ones(2, np.int64), "float32", argument="weights")

@@ -123,3 +123,121 @@ def test_report_renders_as_table_and_json():
     assert data["passed"] is False
     assert {leaf["path"] for leaf in data["leaves"]} == {"0.weight", "0.bias"}
     assert data["leaves"][0]["max_rel_err"] == pytest.approx(1e-5, rel=1e-6)
+
+
+# --- comparing nothing ---------------------------------------------------------------
+
+def test_comparison_of_nothing_should_fail():
+    for empty in ({}, [], {"params": {}}):
+        report = parity.compare(empty, empty)
+        assert not report.passed
+        assert "nothing to compare" in report.table()
+    with pytest.raises(AssertionError, match="nothing to compare"):
+        parity.assert_parity({}, {})
+
+
+def test_comparison_of_one_leaf_should_pass():
+    assert parity.compare({"w": np.zeros(2)}, {"w": np.zeros(2)}).passed
+
+
+# --- the tier of the arithmetic, whatever container holds it ---------------------------
+
+def _float32_sums():
+    """One float32 sum computed two ways whose bits differ: torch's vectorised reduction
+    and a sequential float32 loop. Both are legitimate float32 results."""
+    values = np.random.default_rng(3).standard_normal(4096).astype(np.float32)
+    vectorised = torch.from_numpy(values).sum().item()  # a Python float, i.e. float64
+    sequential = np.float32(0)
+    for v in values:
+        sequential = np.float32(sequential + v)
+    return vectorised, float(sequential)
+
+
+def test_upcast_float32_leaf_gets_float32_tier_should_pass():
+    reference, candidate = _float32_sums()
+    assert reference != candidate  # the bits differ: a float64-tier check would fail
+    assert not parity.compare(reference, candidate, computed_in="float64").passed
+    report = parity.compare({"loss": reference}, {"loss": candidate})
+    assert report.passed, report.table()
+    leaf = report.leaves[0]
+    assert (leaf.dtype, leaf.tier, leaf.tier_reason) == ("float64", "float32",
+                                                         "float32-exact values")
+    assert "float64 (float32 tier)" in report.table()
+    assert report.to_dict()["leaves"][0]["tier"] == "float32"
+
+
+def test_upcast_float32_leaf_with_a_real_error_should_fail():
+    reference, _ = _float32_sums()
+    wrong = float(np.float32(reference * (1 + 1e-4)))
+    report = parity.compare({"loss": reference}, {"loss": wrong})
+    assert not report.passed and report.leaves[0].tier == "float32"
+
+
+def test_declared_float32_computation_gets_float32_tier():
+    # a float64 running total of float32 losses is not itself a float32 value
+    losses = [np.float32(0.7342811), np.float32(0.51266325)]
+    total = float(losses[0]) + float(losses[1])
+    nudged = total * (1 + 3e-7)  # what another CPU's float32 kernels may give
+    assert not parity.looks_float32(np.float64(total))
+    assert not parity.compare({"running": total}, {"running": nudged}).passed
+    report = parity.compare({"running": total, "w": np.ones(2)},
+                            {"running": nudged, "w": np.ones(2)},
+                            computed_in={"running": "float32"})
+    assert report.passed, report.table()
+    assert [(leaf.tier, leaf.tier_reason) for leaf in report.leaves] == [
+        ("float32", "declared"), ("float64", "dtype")]
+    assert parity.compare([total], [nudged], computed_in="float32").passed
+    assert not parity.compare({"running": total}, {"running": total * (1 + 1e-4)},
+                              computed_in={"running": "float32"}).passed
+
+
+def test_detection_cannot_weaken_genuine_float64_checks():
+    # exact small values (the lessons' 6.0, a step count, 0.375) have few significant
+    # bits: they stay at the float64 tier, so a float32-sized error in them fails
+    for exact in (6.0, 0.375, 3.0 ** 5, 14.1):
+        nearby = float(np.nextafter(np.float32(exact), np.float32(np.inf)))
+        report = parity.compare(np.float64(exact), np.float64(nearby))
+        assert not report.passed and report.leaves[0].tier == "float64", exact
+    # a float64 result against a float32 one: float64 tier, failing, with a hint
+    genuine = np.array([0.1, 1 / 3])
+    silently_float32 = genuine.astype(np.float32).astype(np.float64)
+    report = parity.compare(genuine, silently_float32)
+    assert not report.passed and report.leaves[0].tier == "float64"
+    assert "candidate's values are all float32 values" in report.table()
+    # integers and float32 containers keep their own tiers
+    assert parity.leaf_tier(np.arange(3), np.arange(3)) == ("int64", "dtype")
+    assert parity.leaf_tier(np.ones(2, np.float32), np.ones(2, np.float32),
+                            "float32") == ("float32", "declared")
+
+
+def test_significant_bits_and_looks_float32():
+    bits = parity.significant_bits(np.array([6.0, 0.75, 0.0, 2.0 ** -12, np.float32(0.1), 0.1]))
+    assert bits.tolist() == [2, 2, 0, 1, 24, 52]
+    assert parity.looks_float32(np.array([np.float32(0.1), 6.0]))
+    assert not parity.looks_float32(np.array([6.0, 0.5]))  # round: any precision
+    assert not parity.looks_float32(np.array([np.float32(0.1), 0.1]))
+    assert not parity.looks_float32(np.array([np.nan, np.inf]))
+    assert not parity.looks_float32(np.ones(2, np.float32))  # only float64 holders
+
+
+def test_computed_in_errors():
+    with pytest.raises(ValueError, match=r"`computed_in` names 'runing'.*leaf paths: running"):
+        parity.compare({"running": 1.0}, {"running": 1.0}, computed_in={"runing": "float32"})
+    with pytest.raises(ValueError, match="must be one of float64, float32"):
+        parity.compare({"a": 1.0}, {"a": 1.0}, computed_in="float16")
+    with pytest.raises(ValueError, match="cannot hold its bits"):
+        parity.compare(np.ones(2, np.float32), np.ones(2, np.float32), computed_in="float64")
+    with pytest.raises(ValueError, match="`computed_in`"):
+        parity.assert_parity({"a": 1.0}, {"a": 1.0}, computed_in={"b": "float32"})
+
+
+def test_ambiguous_argmax_marks_near_ties_only():
+    logits = np.array([[1.0, 1.0000001, -2.0],  # a float32 near-tie
+                       [0.5, -0.5, 0.2],
+                       [3.0, 2.9999, 0.0]], np.float32)
+    assert parity.ambiguous_argmax(logits).tolist() == [True, False, False]
+    # at the float64 tier only (almost) exact ties are ambiguous
+    assert parity.ambiguous_argmax(logits.astype(np.float64)).tolist() == [False] * 3
+    assert parity.ambiguous_argmax(np.ones((2, 1), np.float32)).tolist() == [False, False]
+    with pytest.raises(ValueError, match=r"shape \(n, classes\)"):
+        parity.ambiguous_argmax(np.ones(3, np.float32))

@@ -32,6 +32,6 @@ def test_random_mlps_match_torch_in_float64(architecture):
         sizes = architecture["sizes"]
         x, y = random_batch(rng, architecture["batch"], sizes[0], sizes[-1], "float64",
                             architecture["loss"])
-        report = model_parity(module, x, y, loss=architecture["loss"])
+        report = model_parity(module, x, y, loss=architecture["loss"], jit=True)
         assert report.passed, report.table()
         assert {leaf.dtype for leaf in report.leaves} == {"float64"}

@@ -12,7 +12,7 @@ import jaxgrad
 import torchref
 from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
-from jaxgrad.parity import BIT_IDENTICAL, assert_parity, compare
+from jaxgrad.parity import BIT_IDENTICAL, ambiguous_argmax, assert_parity, compare
 from jaxgrad.train import (build_optimizer, evaluate, make_train_epoch, make_train_step,
                            select_devices, shard_batch, data_parallel_mesh)
 from parity_checks.training import SIZES, make_data, trajectories
@@ -86,8 +86,8 @@ def test_frozen_parameters_stay_bit_identical_and_buffers_are_donated():
 def test_accumulate_equals_one_big_batch():
     """Mean of K equal micro-batch means == the big batch's mean: same gradient."""
     _, model, params, opt, x, y = _setup()
-    big = make_train_step(model, jlosses.cross_entropy, opt, jit=False)
-    acc = make_train_step(model, jlosses.cross_entropy, opt, accumulate=4, jit=False)
+    big = make_train_step(model, jlosses.cross_entropy, opt, donate=False)
+    acc = make_train_step(model, jlosses.cross_entropy, opt, accumulate=4, donate=False)
     out_big = big(params, opt.init(params), (x[:32], y[:32]))
     out_acc = acc(params, opt.init(params), (x[:32], y[:32]))
     assert_parity({"params": out_big[0], "loss": out_big[2]["loss"]},
@@ -124,7 +124,11 @@ def test_evaluate_matches_torch():
     module, model, params, _, x, y = _setup()
     expected = ttrain.evaluate(module, x, y, batch_size=24)
     got = evaluate(model, params, x, y, loss_fn=jlosses.cross_entropy, batch_size=24)
-    assert got["accuracy"] == expected["accuracy"]
+    # argmax of float32 logits: rows whose top two logits are within the float32 tier
+    # may go either way on another framework or CPU; only those may differ
+    ambiguous = ambiguous_argmax(module(torch.from_numpy(x)).detach())
+    assert abs(got["accuracy"] - expected["accuracy"]) * len(y) <= ambiguous.sum() + 1e-9
+    assert got["examples"] == expected["examples"] == len(y)
     assert_parity(np.float32(expected["loss"]), np.float32(got["loss"]))
 
 

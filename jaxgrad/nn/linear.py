@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxgrad._arrays import canonical_dtype, check_dtype_available
+from jaxgrad._arrays import canonical_dtype, check_dtype_available, check_input_dtype
 from jaxgrad.nn import init as initializers
 from jaxgrad.nn.module import Module, require_params
 
@@ -61,6 +61,7 @@ class Linear(Module):
                 f"Linear: `in_features` (={self.in_features}) must match the input's "
                 f"last dimension (input shape {tuple(x.shape)})."
             )
+        check_input_dtype("Linear", x, params["weight"].dtype)
         y = jnp.matmul(x, params["weight"].T)
         if self.bias:
             y = y + params["bias"]

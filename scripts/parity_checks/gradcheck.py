@@ -17,6 +17,7 @@ import numpy as np
 import jaxgrad.losses as L
 import jaxgrad.nn as jnn
 from jaxgrad.gradcheck import GradcheckReport, gradcheck
+from jaxgrad.manual import scaled_backward
 from parity_checks.harness import Check
 
 
@@ -60,7 +61,13 @@ def loss_cases(rng: np.random.Generator) -> dict:
     }
 
 
-def layer_gradcheck(name: str, rng: np.random.Generator) -> GradcheckReport:
+def _planted(fn, backward_scale: float):
+    """``fn``, or ``fn`` with its backward scaled (a planted bug the check must catch)."""
+    return fn if backward_scale == 1.0 else scaled_backward(fn, backward_scale)
+
+
+def layer_gradcheck(name: str, rng: np.random.Generator,
+                    backward_scale: float = 1.0) -> GradcheckReport:
     layer, shape = layer_cases()[name]
     with jax.enable_x64(True):
         # random parameters of the right shapes; init's distributions are not under test
@@ -69,13 +76,24 @@ def layer_gradcheck(name: str, rng: np.random.Generator) -> GradcheckReport:
         x = rng.standard_normal(shape)
         x = np.where(np.abs(x) < 0.1, x + 0.2 * np.sign(x), x)  # away from ReLU's kink
         cotangent = jnp.asarray(rng.standard_normal(layer.apply(params, jnp.asarray(x)).shape))
-        return gradcheck(lambda params, x: jnp.sum(cotangent * layer.apply(params, x)),
-                         params, x, name=f"gradcheck {name}")
+        return gradcheck(_planted(lambda params, x: jnp.sum(cotangent * layer.apply(params, x)),
+                                  backward_scale), params, x, name=f"gradcheck {name}")
 
 
-def loss_gradcheck(name: str, rng: np.random.Generator) -> GradcheckReport:
+def loss_gradcheck(name: str, rng: np.random.Generator,
+                   backward_scale: float = 1.0) -> GradcheckReport:
     loss, inputs, kwargs = loss_cases(rng)[name]
-    return gradcheck(lambda *a: loss(*a, **kwargs), *inputs, name=f"gradcheck {name}")
+    if backward_scale == 1.0:
+        return gradcheck(lambda *a: loss(*a, **kwargs), *inputs, name=f"gradcheck {name}")
+    # the planted backward scales floating gradients; integer targets are closed over
+    floating = [x.dtype.kind == "f" for x in inputs]
+
+    def with_fixed_targets(*float_inputs):
+        given = iter(float_inputs)
+        return loss(*(next(given) if f else x for f, x in zip(floating, inputs)), **kwargs)
+
+    return gradcheck(_planted(with_fixed_targets, backward_scale),
+                     *(x for f, x in zip(floating, inputs) if f), name=f"gradcheck {name}")
 
 
 def _row(check, name):

@@ -136,7 +136,10 @@ def data_parallel_runs(num_devices: int = DATA_PARALLEL_DEVICES) -> dict:
     return results
 
 
+@functools.lru_cache(maxsize=None)
 def _run_data_parallel_subprocess(num_devices: int) -> dict:
+    # cached: the report row and the test of the same run share one subprocess
+    # (its inputs are fixed; each call would train the same thing again)
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                         f" --xla_force_host_platform_device_count={num_devices}").strip()
