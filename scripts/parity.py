@@ -3,7 +3,7 @@
 
 Each row builds the same computation in both frameworks on copied weights and
 compares every output, loss, gradient (and, where the check says, optimizer state)
-leaf by leaf at the tolerance tier of DESIGN.md's parity policy: float64 at
+leaf by leaf at the tolerance tier of the parity policy (README, "Tolerances"): float64 at
 rtol 1e-10 / atol 1e-12, float32 at rtol 1e-5 / atol 1e-6·max|reference|.
 
 Exit status: 0 when every check passes, 1 when any fails (its per-leaf table is
@@ -22,11 +22,7 @@ import json
 import sys
 import time
 
-import torch
-
-torch.set_num_threads(1)
-
-from parity_checks import all_checks  # noqa: E402  (after the thread pin)
+import _cli
 
 
 def _fmt(value: float) -> str:
@@ -89,6 +85,11 @@ def main(argv=None) -> int:
     parser.add_argument("--verbose", action="store_true",
                         help="print the per-leaf table of every check, not only failures")
     args = parser.parse_args(argv)
+    _cli.output_file(parser, "--json", args.json)
+    import torch
+
+    torch.set_num_threads(1)  # before any check runs: a loaded machine cannot slow it 10x
+    from parity_checks import all_checks
 
     checks = all_checks()
     if args.filter:
