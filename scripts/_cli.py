@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import tempfile
 
 
@@ -139,3 +140,50 @@ def existing_dir(parser: argparse.ArgumentParser, option: str, path: str | None)
     if path is not None and not os.path.isdir(path):
         what = "is not a directory" if os.path.exists(path) else "does not exist"
         parser.error(f"{option} {path}: {what}")
+
+
+class StopOnSignal:
+    """While active, SIGINT and SIGTERM ask ``targets`` to stop instead of killing.
+
+    The first signal calls ``request_stop()`` on every target (training loops that
+    finish their current step and return) and records it in ``signum``; a second one
+    restores the default handlers and re-delivers itself, for a user who will not
+    wait. The handler only sets flags: printing from it could collide with a
+    progress bar writing to the same stream.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self, targets):
+        self.targets = list(targets)
+        self.signum: int | None = None
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:  # second signal: stop waiting
+            self.__exit__()
+            signal.raise_signal(signum)
+            return
+        self.signum = signum
+        for target in self.targets:
+            target.request_stop()
+
+    @property
+    def name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        """128 + the signal number: 130 for SIGINT, 143 for SIGTERM (shell convention)."""
+        return 128 + self.signum
+
+    def __enter__(self) -> StopOnSignal:
+        for name in self.SIGNALS:
+            number = getattr(signal, name)
+            self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
