@@ -70,9 +70,9 @@ def check(name: str, hand, rng: np.random.Generator) -> dict:
 
 
 def main(argv=None) -> int:
+    args = _parse(argv)
     from jaxgrad import manual
 
-    args = _parse(argv)
     rows = []
     for name, fn in manual.FUNCTIONS.items():
         rows.append(check(name, fn, np.random.default_rng(args.seed)))

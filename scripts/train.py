@@ -401,10 +401,10 @@ def train(args) -> int:
     steps_per_epoch = len(dataset.x_train) // step_examples
     history = {run.framework: [] for run in runs}
     rows, drifts = [], []
-    print(TABLE_HEADER)
-    print("-" * len(TABLE_HEADER), flush=True)
     began = time.perf_counter()
     with _cli.StopOnSignal(run.trainer for run in runs) as stop:
+        print(TABLE_HEADER)  # from here on a signal stops cleanly
+        print("-" * len(TABLE_HEADER), flush=True)
         for epoch in range(min(run.epoch for run in runs), args.epochs):
             for run in runs:
                 if run.epoch != epoch or stop.signum is not None:  # resumed past it / stopping
