@@ -84,7 +84,8 @@ def print_two_layer() -> bool:
     from jaxgrad.lessons import two_layer
 
     print("\n7. Two-layer network X(6×3) → tanh(4) → sigmoid(1), binary cross-entropy")
-    print("   source: lesson 001_2c0985e22fb0b5ed (each gradient, by hand, checked numerically)")
+    print('   source: lesson 001 "Backpropagation and the Computational Graph" (each gradient, '
+          "by hand, checked numerically)")
     data = two_layer.lesson_data()
     by_hand = two_layer.numpy_backward(data["X"], data["y"], data["W1"], data["b1"],
                                        data["W2"], data["b2"])

@@ -1,0 +1,83 @@
+"""Documented outputs cannot drift: scripts/regen_docs.py on a cheap block, and its rules."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import regen_docs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHEAP = "python scripts/hand_gradients.py --only tiny_relu"
+
+
+def test_readme_block_is_current_and_a_tampered_copy_is_caught(tmp_path):
+    """One run of the command checks the README's block and a copy with one value off."""
+    lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().split("\n")
+    block = next(b for b in regen_docs.find_blocks("README.md", lines) if b.command == CHEAP)
+    body = "\n".join(block.body)
+    assert "dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.1" in body
+    tampered = tmp_path / "tampered.md"
+    tampered.write_text("\n".join([
+        f"<!-- jaxgrad:run {CHEAP} | rounding -->", "```", f"$ {CHEAP}",
+        body.replace("7.05 × 2 = 14.1", "7.05 × 2 = 14.2"), "```", ""]), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "scripts/regen_docs.py", "--check", "--only", "hand_gradients",
+         "README.md", str(tampered)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 of 2 documented outputs up to date; 1 drifted" in proc.stdout
+    assert f"{os.path.relpath(tampered, ROOT)}:1: `{CHEAP}` drifted" in proc.stdout
+    assert "-     dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.2" in proc.stdout
+    assert "+     dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.1" in proc.stdout
+
+
+def _block(body, options=()):
+    return regen_docs.Block("x.md", 0, "python scripts/x.py", tuple(options), body)
+
+
+def test_masks_hide_only_what_no_machine_reproduces():
+    mask = regen_docs.mask
+    assert mask("87 passed (87 checks, 25.3 s)", False) == mask("87 passed (87 checks, 31 s)", False)
+    assert mask("    1  jax   1.0544  0.2814   91.36%    1.67       843", False) == \
+        mask("    1  jax   1.0544  0.2814   91.36%   12.03     1,176", False)
+    assert mask("torch cpu (2 threads)", False) == mask("torch cpu (16 threads)", False)
+    # values, losses and accuracies are not masked
+    assert mask("    1  jax   1.0544", False) != mask("    1  jax   1.0545", False)
+    assert mask("91.36%", False) != mask("91.37%", False)
+    # rounding-level magnitudes only where the block asks for it, and only below 1e-4
+    row = "mlp relu (mse)      float32     1.79e-07    3.62e-05  PASS"
+    other = "mlp relu (mse)      float32     5.96e-08    9.80e-05  PASS"
+    assert mask(row, False) != mask(other, False) and mask(row, True) == mask(other, True)
+    assert mask("clip 2.50e-01", True) != mask("clip 2.60e-01", True)
+    assert mask("mlp relu  PASS", True) != mask("mlp relu  FAIL", True)
+
+
+def test_excerpt_refreshes_shown_lines_and_reports_vanished_ones():
+    output = ["header", "a = 1.0 (2.1 s)", "b = 2", "c = 3", "footer"]
+    block = _block(["header", "...", "a = 1.0 (9.9 s)", "c = 3"], ["excerpt"])
+    new, missing = regen_docs.regenerate(block, output)
+    assert new == ["header", "...", "a = 1.0 (2.1 s)", "c = 3"] and missing == []
+    block = _block(["header", "b = 5", "footer"], ["excerpt"])
+    new, missing = regen_docs.regenerate(block, output)
+    assert missing == ["b = 5"] and "no longer printed: b = 5" in regen_docs.drift(block, new,
+                                                                                   missing)
+    # lines must appear in the output's order
+    assert regen_docs.regenerate(_block(["c = 3", "b = 2"], ["excerpt"]), output)[1] == ["b = 2"]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("<!-- jaxgrad:run python scripts/x.py | fast -->\n```\n$ python scripts/x.py\n```",
+     "unknown option 'fast'"),
+    ("<!-- jaxgrad:run python scripts/x.py -->\n```\npython scripts/x.py\n```",
+     "first line is '$ python scripts/x.py'"),
+    ("<!-- jaxgrad:run python scripts/x.py -->\n```\n$ python scripts/x.py\n", "never closed"),
+    ("<!-- jaxgrad:run ls -->", "unreadable marker"),
+])
+def test_malformed_blocks_are_named(text, message):
+    with pytest.raises(regen_docs.Malformed, match=re.escape(message)):
+        regen_docs.find_blocks("x.md", text.split("\n"))
