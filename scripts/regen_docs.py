@@ -192,11 +192,12 @@ def main(argv=None) -> int:
         patterns = [re.compile(p) for p in args.only]
     except re.error as exc:
         parser.error(f"--only: not a regular expression ({exc})")
-    contents, blocks = {}, []
+    contents, originals, blocks = {}, {}, []
     try:
         for path in files:
             with open(path, encoding="utf-8") as handle:
-                contents[path] = handle.read().split("\n")
+                originals[path] = handle.read()
+            contents[path] = originals[path].split("\n")
             blocks += find_blocks(path, contents[path])
     except Malformed as exc:
         parser.error(str(exc))
@@ -241,7 +242,12 @@ def main(argv=None) -> int:
         print(f"{len(blocks) - drifted} of {len(blocks)} documented outputs up to date"
               + (f"; {drifted} drifted" if drifted else ""))
         return 1 if drifted or failed else 0
-    for path in {b.path for b in blocks}:
+    for path in sorted({b.path for b in blocks}):
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() != originals[path]:  # edited while the commands ran
+                print(f"{path} changed while the commands ran; not overwritten, run again")
+                failed = True
+                continue
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("\n".join(contents[path]))
     print(f"regenerated {len(blocks)} documented outputs in "
