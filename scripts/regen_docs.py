@@ -87,7 +87,7 @@ def find_blocks(path: str, lines: list[str]) -> list[Block]:
     """Every marked block of a file (``lines`` without newlines)."""
     blocks = []
     for i, line in enumerate(lines):
-        if "jaxgrad:run" not in line:
+        if not line.startswith("<!-- jaxgrad:run"):  # prose may quote the marker
             continue
         match = MARKER.match(line)
         if not match:
