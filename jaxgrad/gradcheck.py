@@ -17,7 +17,7 @@ for h = 1e-6, which would hide any bug worth finding. float32 inputs are refused
 unless ``allow_float32=True``, which checks float64 copies of them.
 
 An element passes when ``|analytic − numeric| ≤ atol + rtol·|numeric|`` with the
-finite-difference tier of DESIGN.md (eps 1e-6, atol 1e-8, rtol 1e-6), the same
+finite-difference tier of the parity policy (eps 1e-6, atol 1e-8, rtol 1e-6), the same
 criterion as ``torch.autograd.gradcheck`` — but strict: torch's defaults (atol 1e-5,
 rtol 1e-3) pass a backward that is 0.1 % wrong. The verdict comes from
 ``jaxgrad.parity.compare`` with numeric as the reference.

@@ -1,4 +1,4 @@
-"""Comparing two pytrees leaf by leaf: the parity policy of DESIGN.md in code.
+"""Comparing two pytrees leaf by leaf: the parity policy (README, "Tolerances") in code.
 
 ``compare(reference, candidate)`` checks, in this order, the tree structure (the
 set of leaf paths), then per leaf the shape, the dtype, the NaN mask, and only then

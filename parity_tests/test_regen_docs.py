@@ -86,3 +86,34 @@ def test_malformed_blocks_are_named(text, message):
         return
     with pytest.raises(regen_docs.Malformed, match=re.escape(message)):
         regen_docs.find_blocks("x.md", text.split("\n"))
+
+
+def _tracked_text_files():
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    return [f for f in files if f.endswith((".py", ".md", ".txt", ".toml", ".cfg"))]
+
+
+def test_no_reference_to_files_the_repository_does_not_hold():
+    """Internal notes and the lesson files are not shipped; cite lessons by number/title."""
+    this = os.path.relpath(__file__, ROOT)
+    pattern = re.compile(r"DESIGN\.md|CONVENTIONS\.md|shared/lessons|\b\d{3}_[0-9a-f]{16}\b")
+    found = []
+    for name in _tracked_text_files():
+        if name == this:
+            continue
+        for number, line in enumerate(open(os.path.join(ROOT, name), encoding="utf-8"), 1):
+            if pattern.search(line):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_the_torch_pin_is_described_as_it_behaves():
+    """`torch==2.13.0` selects a version, not the CPU build: both files must say how."""
+    for name in ("README.md", "constraints.txt"):
+        text = " ".join(open(os.path.join(ROOT, name), encoding="utf-8").read().split())
+        assert "https://download.pytorch.org/whl/cpu" in text, name
+        assert "CUDA build" in text, name
+        # the old claims: the pin alone selects the CPU build
+        assert "torch is pinned to 2.13.0, the CPU build" not in text, name
+        assert "PyTorch 2.13.0 CPU build" not in text, name

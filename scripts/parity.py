@@ -25,6 +25,18 @@ import time
 import _cli
 
 
+def all_checks() -> list:
+    """Every check in ``scripts/parity_checks``, with torch pinned to one thread first
+    (a loaded machine cannot then slow the report tenfold). Imported only here, after
+    the arguments are parsed: ``--help`` needs neither torch nor jax."""
+    import torch
+
+    torch.set_num_threads(1)
+    from parity_checks import all_checks as collect
+
+    return collect()
+
+
 def _fmt(value: float) -> str:
     return "-" if value != value else f"{value:.2e}"
 
@@ -86,11 +98,6 @@ def main(argv=None) -> int:
                         help="print the per-leaf table of every check, not only failures")
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--json", args.json)
-    import torch
-
-    torch.set_num_threads(1)  # before any check runs: a loaded machine cannot slow it 10x
-    from parity_checks import all_checks
-
     checks = all_checks()
     if args.filter:
         checks = [c for c in checks if any(f in c.name for f in args.filter)]
