@@ -7,7 +7,8 @@ inside ``main()`` afterwards), and reject a bad argument with exit status 2 and 
 minutes of work. Each check here takes the parser so that its failure is exactly
 ``parser.error``'s: usage line, ``PROG: error: MESSAGE``, exit 2.
 
-This module imports only the standard library.
+Also here: ``StopOnSignal``, which turns SIGINT/SIGTERM into a stop request for
+training loops (``scripts/train.py``). This module imports only the standard library.
 """
 
 from __future__ import annotations
