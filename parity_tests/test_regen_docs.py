@@ -61,7 +61,8 @@ def test_masks_hide_only_what_no_machine_reproduces():
 def test_excerpt_refreshes_shown_lines_and_reports_vanished_ones():
     output = ["header", "a = 1.0 (2.1 s)", "b = 2", "c = 3", "footer"]
     block = _block(["header", "...", "a = 1.0 (9.9 s)", "c = 3"], ["excerpt"])
-    new, missing = regen_docs.regenerate(block, output)
+    assert regen_docs.regenerate(block, output) == (block.body, [])  # masked digits kept
+    new, missing = regen_docs.regenerate(block, output, refresh_masked=True)
     assert new == ["header", "...", "a = 1.0 (2.1 s)", "c = 3"] and missing == []
     block = _block(["header", "b = 5", "footer"], ["excerpt"])
     new, missing = regen_docs.regenerate(block, output)
@@ -69,6 +70,15 @@ def test_excerpt_refreshes_shown_lines_and_reports_vanished_ones():
                                                                                    missing)
     # lines must appear in the output's order
     assert regen_docs.regenerate(_block(["c = 3", "b = 2"], ["excerpt"]), output)[1] == ["b = 2"]
+
+
+def test_full_blocks_keep_masked_digits_and_take_real_changes():
+    block = _block(["loss 0.5 (1.0 s)", "err 1.0e-16", "gone"], ["rounding"])
+    output = ["loss 0.5 (7.5 s)", "err 3.0e-16", "new line"]
+    new, _ = regen_docs.regenerate(block, output)
+    assert new == ["loss 0.5 (1.0 s)", "err 1.0e-16", "new line"]
+    assert "-gone" in regen_docs.drift(block, new, [])
+    assert regen_docs.regenerate(block, output, refresh_masked=True)[0] == output
 
 
 @pytest.mark.parametrize("text,message", [

@@ -10,8 +10,11 @@ A documented output is a fenced block preceded by a marker comment:
     ```
 
 The script runs each command from the repository root (``python`` is this
-interpreter) and replaces the block's body with its standard output. Options after
-a ``|`` in the marker, comma-separated:
+interpreter) and replaces the block's body with its standard output, except for
+lines that differ only in masked digits (below): those keep the documented text, so
+timings measured on a quiet machine are not overwritten by a busy one's
+(--refresh-masked rewrites them too). Options after a ``|`` in the marker,
+comma-separated:
 
   excerpt    the block shows some of the output's lines, in order; a line `...`
              marks an omission. Regeneration refreshes each shown line (matched to
@@ -31,6 +34,7 @@ else — names, verdicts, every value above the rounding level — must match.
 Examples:
   python scripts/regen_docs.py                          # rewrite every block
   python scripts/regen_docs.py --check                  # exit 1 on drift
+  python scripts/regen_docs.py --refresh-masked         # also new timings (quiet machine)
   python scripts/regen_docs.py --only hand_gradients    # blocks whose command matches
   python scripts/regen_docs.py --list
 
@@ -130,11 +134,24 @@ def run(command: str) -> tuple[int, list[str], str]:
     return proc.returncode, lines, proc.stderr
 
 
-def regenerate(block: Block, output: list[str]) -> tuple[list[str], list[str]]:
-    """``(new body, shown lines the output no longer has)``."""
+def regenerate(block: Block, output: list[str], *,
+               refresh_masked: bool = False) -> tuple[list[str], list[str]]:
+    """``(new body, shown lines the output no longer has)``.
+
+    A documented line equal to the output's line up to the masks is kept as it is
+    unless ``refresh_masked``.
+    """
     rounding = "rounding" in block.options
     if "excerpt" not in block.options:
-        return output, []
+        if refresh_masked:
+            return output, []
+        old = [mask(line, rounding) for line in block.body]
+        new_masked = [mask(line, rounding) for line in output]
+        matcher = difflib.SequenceMatcher(a=old, b=new_masked, autojunk=False)
+        new = []
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            new += block.body[i1:i2] if tag == "equal" else output[j1:j2]
+        return new, []
     new, missing, at = [], [], 0
     wanted = [mask(line, rounding) for line in output]
     for line in block.body:
@@ -147,7 +164,7 @@ def regenerate(block: Block, output: list[str]) -> tuple[list[str], list[str]]:
             missing.append(line)
             new.append(line)
         else:
-            new.append(output[found])
+            new.append(output[found] if refresh_masked else line)
             at = found + 1
     return new, missing
 
@@ -176,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", metavar="PATTERN", action="append", default=[],
                         help="only blocks whose command matches this regular expression "
                              "(repeatable)")
+    parser.add_argument("--refresh-masked", action="store_true",
+                        help="also rewrite lines that differ only in masked digits (timings, "
+                             "rounding): for a run on a quiet machine")
     parser.add_argument("--list", action="store_true", help="list the blocks and exit")
     return parser
 
@@ -220,7 +240,7 @@ def main(argv=None) -> int:
             print(f"{block.where}: `{block.command}` exited {status}:\n{stderr[-2000:]}")
             failed = True
             continue
-        new, missing = regenerate(block, output)
+        new, missing = regenerate(block, output, refresh_masked=args.refresh_masked)
         difference = drift(block, new, missing)
         if args.check:
             if difference:
