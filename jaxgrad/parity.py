@@ -1,4 +1,4 @@
-"""Comparing two pytrees leaf by leaf: the parity policy in code.
+"""Comparing two pytrees leaf by leaf: the parity policy (README, "Tolerances") in code.
 
 ``compare(reference, candidate)`` checks, in this order, the tree structure (the
 set of leaf paths; a comparison of no leaves at all fails), then per leaf the shape,

@@ -1,4 +1,4 @@
-"""Test set-up shared by every parity test (DESIGN.md, parity policy).
+"""Test set-up shared by every parity test (the parity policy: README, "Tolerances").
 
 - torch runs on one thread so a busy 2-core machine cannot slow it 10×;
 - JAX matmuls run at ``highest`` precision (no bf16/TF32 passes on accelerators);

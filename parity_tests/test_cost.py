@@ -15,7 +15,7 @@ from jaxgrad.lessons.cost import median_seconds, naive_gradient
 from jaxgrad.parity import assert_parity
 from torchref.cost import naive_gradient as torch_naive_gradient
 
-FD_TIER = dict(rtol=1e-6, atol=1e-8)  # DESIGN.md parity policy: finite differences
+FD_TIER = dict(rtol=1e-6, atol=1e-8)  # the parity policy's finite-difference tier
 
 
 def test_naive_gradient_matches_backward_both_frameworks(x64, seed, rng):

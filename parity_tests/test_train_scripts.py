@@ -94,4 +94,7 @@ def test_train_reads_fashion_mnist_from_data_dir(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "data: fashion-mnist, 64 train / 8 test, model: mlp [784, 256, 10]" in out
     assert re.search(r"^jax test accuracy: \d+\.\d%$", out, re.M)
-    assert train.main(["--data-dir", str(tmp_path / "missing"), "--no-progress"]) == 2
+    with pytest.raises(SystemExit) as info:  # found before anything is loaded
+        train.main(["--data-dir", str(tmp_path / "missing"), "--no-progress"])
+    assert info.value.code == 2
+    assert "--data-dir" in capsys.readouterr().err

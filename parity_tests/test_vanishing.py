@@ -39,7 +39,7 @@ def test_scalar_chains_match_lessons():
         assert chains["sigmoid_bound"]["10"][side] == 2.0 ** -20
 
 
-def test_fashion_mnist_path_and_missing_directory(tmp_path, rng):
+def test_fashion_mnist_path_and_missing_directory(tmp_path, rng, capsys):
     from jaxgrad import data
     from parity_tests.test_data import write_fashion
 
@@ -48,5 +48,12 @@ def test_fashion_mnist_path_and_missing_directory(tmp_path, rng):
                                   width=8, depth=6, batch_size=4, seed=0)
     assert len(rows["torch"]) == 7 and rows["layers"][-1] == "12"
     assert_parity(np.array(rows["torch"], np.float32), np.array(rows["jax"], np.float32))
-    with pytest.raises(SystemExit, match="cannot load fashion-mnist.*not a directory"):
+    with pytest.raises(SystemExit) as info:  # found before anything is loaded
         vanishing.main(["--dataset", "fashion-mnist", "--data-dir", str(tmp_path / "missing")])
+    assert info.value.code == 2
+    assert "--data-dir" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as info:  # a directory without the IDX files
+        vanishing.main(["--dataset", "fashion-mnist", "--data-dir", str(tmp_path / "empty")])
+    assert info.value.code == 2
+    assert "error: cannot load fashion-mnist" in capsys.readouterr().err

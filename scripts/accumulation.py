@@ -14,17 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
-import torch
-
-import jaxgrad.nn
-from jaxgrad import losses as jlosses
-from jaxgrad import optim as joptim
-from jaxgrad.accumulate import accumulate_grads
-from torchref import accumulate as taccumulate
 
 
 def global_norm(grads) -> float:
@@ -32,6 +22,14 @@ def global_norm(grads) -> float:
 
 
 def trap(seed: int) -> None:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    import jaxgrad.nn
+    from jaxgrad import losses as jlosses
+    from torchref import accumulate as taccumulate
+
     print("1. The accumulation trap: nn.Linear(4, 1), the same batch, backward() x3")
     torch.manual_seed(seed)
     module = torch.nn.Linear(4, 1)
@@ -55,6 +53,14 @@ def trap(seed: int) -> None:
 
 
 def micro_batches(seed: int) -> None:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    import jaxgrad.nn
+    from jaxgrad.accumulate import accumulate_grads
+    from torchref import accumulate as taccumulate
+
     print("2. Deliberate accumulation: Linear(3, 1), two micro-batches of 4, float32")
     torch.manual_seed(seed)
     model = torch.nn.Linear(3, 1)
@@ -92,6 +98,15 @@ def micro_batches(seed: int) -> None:
 
 
 def forgetting_to_divide(seed: int, steps: int) -> None:
+    import jax.numpy as jnp
+    import optax
+    import torch
+
+    import jaxgrad.nn
+    from jaxgrad import losses as jlosses, optim as joptim
+    from jaxgrad.accumulate import accumulate_grads
+    from torchref import accumulate as taccumulate
+
     print(f"3. Forgetting '/ k' (k = 2): SGD on a Linear(4, 1), {steps} steps, loss before each")
     torch.manual_seed(seed)
     module = torch.nn.Linear(4, 1)
@@ -129,6 +144,8 @@ def forgetting_to_divide(seed: int, steps: int) -> None:
 
 
 def zero_grad_semantics() -> None:
+    import torch
+
     print("4. zero_grad() in torch (jaxgrad has no .grad to clear)")
     module = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
@@ -150,6 +167,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps (={args.steps}) must be >= 1")
+    import jax
+
     jax.config.update("jax_default_matmul_precision", "highest")
     trap(args.seed)
     micro_batches(args.seed)

@@ -42,6 +42,8 @@ import time
 
 import numpy as np
 
+import _cli
+
 CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--quick)
     ("784-256-10 b128", [784, 256, 10], 128, 100, 20),
     ("784-256-10 b1024", [784, 256, 10], 1024, 30, 6),
@@ -75,10 +77,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
-    if args.rounds < 1:
-        parser.error(f"--rounds must be >= 1 (got {args.rounds})")
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps must be >= 1 (got {args.steps})")
+    _cli.at_least(parser, args, 1, "rounds", "steps", "peak_size", "torch_threads")
+    _cli.output_file(parser, "--json", args.json)
     return args
 
 

@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import argparse
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
-import torch
-
-import jaxgrad.nn
-from jaxgrad import losses as jlosses
-from jaxgrad import optim as joptim
-from jaxgrad.accumulate import accumulate_grads
-from torchref import accumulate as taccumulate
-from torchref import clipping as tclip
 
 
 def _grads(example, dtype):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxgrad.nn
+    from jaxgrad import losses as jlosses
+    from torchref import clipping as tclip
+
     model = jaxgrad.nn.mlp(tclip.SIZES, "tanh", dtype=getattr(jnp, dtype))
     params = model.load_state_dict(example["state_dict"])
     x, y = jnp.asarray(example["x"]), jnp.asarray(example["y"])
@@ -40,6 +36,13 @@ def _max_diff(a, b) -> float:
 
 
 def norm_and_value(dtype: str) -> None:
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from jaxgrad import optim as joptim
+    from torchref import clipping as tclip
+
     example = tclip.huge_gradient_example(dtype)
     grads = _grads(example, dtype)
     before = float(joptim.global_norm(grads))
@@ -75,12 +78,20 @@ def norm_and_value(dtype: str) -> None:
 
 
 def _cosine(a, b) -> float:
+    import jax
+
     flat_a = np.concatenate([np.ravel(v) for v in jax.tree.leaves(a)])
     flat_b = np.concatenate([np.ravel(v) for v in jax.tree.leaves(b)])
     return float(flat_a @ flat_b / np.linalg.norm(flat_a) / np.linalg.norm(flat_b))
 
 
 def small_norm() -> None:
+    import jax.numpy as jnp
+    import optax
+    import torch
+
+    from jaxgrad import optim as joptim
+
     print("3. Where torch's 1e-6 matters: a gradient [2e-6, 0] clipped to max_norm=1e-6 (float64)")
     weight = torch.zeros(2, dtype=torch.float64, requires_grad=True)
     weight.grad = torch.tensor([2e-6, 0.0], dtype=torch.float64)
@@ -94,6 +105,15 @@ def small_norm() -> None:
 
 
 def after_accumulation(k: int = 4) -> None:
+    import jax.numpy as jnp
+    import optax
+    import torch
+
+    import jaxgrad.nn
+    from jaxgrad import losses as jlosses, optim as joptim
+    from jaxgrad.accumulate import accumulate_grads
+    from torchref import accumulate as taccumulate
+
     print(f"4. Accumulate over {k} micro-batches, clip to 0.1, one SGD step (float64)")
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(),
@@ -126,6 +146,8 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                         help="precision of demonstrations 1 and 2 (default float64)")
     args = parser.parse_args(argv)
+    import jax
+
     jax.config.update("jax_default_matmul_precision", "highest")
     jax.config.update("jax_enable_x64", True)
     norm_and_value(args.dtype)

@@ -21,16 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import torch
 
-import jaxgrad.nn
-import torchref.models
-from jaxgrad import losses
-from jaxgrad.lessons.cost import median_seconds, naive_gradient_fn
-from torchref.cost import naive_gradient as torch_naive_gradient
+import _cli
+
 
 NETWORKS = {"lesson 203,530": [784, 256, 10], "lesson 14.2M": [784, 2048, 2048, 2048, 2048, 10]}
 FD_NETWORKS = {"fd small": [64, 8, 10], "fd larger": [64, 16, 10]}
@@ -39,6 +33,11 @@ QUICK_FD_NETWORKS = {"fd small": [16, 4, 3], "fd larger": [16, 8, 3]}
 
 
 def setup(sizes, batch, seed=0):
+    import torch
+
+    import jaxgrad.nn
+    import torchref.models
+
     torch.manual_seed(seed)
     module = torchref.models.mlp(sizes, "relu")
     model, params = jaxgrad.nn.from_torch(module)
@@ -50,6 +49,13 @@ def setup(sizes, batch, seed=0):
 
 def time_passes(sizes, batch, repeats) -> dict:
     """Median forward and forward+backward seconds in both frameworks."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    from jaxgrad import losses
+    from jaxgrad.lessons.cost import median_seconds
+
     module, model, params, x, y = setup(sizes, batch)
     x_t, y_t = torch.from_numpy(x), torch.from_numpy(y)
     xj, yj = jnp.asarray(x), jnp.asarray(y)
@@ -82,6 +88,14 @@ def time_passes(sizes, batch, repeats) -> dict:
 
 def time_naive(sizes, batch, repeats) -> dict:
     """The finite-difference gradient of every parameter, timed once per framework."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    from jaxgrad import losses
+    from jaxgrad.lessons.cost import median_seconds, naive_gradient_fn
+    from torchref.cost import naive_gradient as torch_naive_gradient
+
     row = time_passes(sizes, batch, repeats)
     module, model, params, x, y = setup(sizes, batch)
     x_t, y_t = torch.from_numpy(x), torch.from_numpy(y)
@@ -156,13 +170,16 @@ def parse_args(argv):
                         help="torch intra-op threads (default 1: a shared machine makes more noisy)")
     parser.add_argument("--json", metavar="PATH", help="write every number as JSON")
     args = parser.parse_args(argv)
-    if min(args.batch, args.repeats, args.torch_threads) < 1:
-        parser.error("--batch, --repeats and --torch-threads must be positive")
+    _cli.at_least(parser, args, 1, "batch", "repeats", "torch_threads")
+    _cli.output_file(parser, "--json", args.json)
     return args
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    import jax
+    import torch
+
     torch.set_num_threads(args.torch_threads)
     networks, fd_networks = (QUICK_NETWORKS, QUICK_FD_NETWORKS) if args.quick else (NETWORKS, FD_NETWORKS)
     batch = 64 if args.quick else args.batch

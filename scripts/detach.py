@@ -15,14 +15,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import torch
-
-from jaxgrad import autodiff as jautodiff
-from parity_checks.autograd import (TAPS, grad_wrt_parity, intermediate_parity,
-                                    target_network_twins)
 
 
 def _fmt(array) -> str:
@@ -30,6 +23,8 @@ def _fmt(array) -> str:
 
 
 def target_network(dtype: str) -> None:
+    from parity_checks.autograd import target_network_twins
+
     print(f"1. Target network (lesson 002), two batches of 8, {dtype}")
     reference, candidate = target_network_twins(dtype)
     print(f"  {'':<22}{'torch':<44}jaxgrad")
@@ -45,6 +40,8 @@ def target_network(dtype: str) -> None:
 
 
 def intermediates(dtype: str) -> None:
+    from parity_checks.autograd import TAPS, grad_wrt_parity, intermediate_parity
+
     print(f"2. Intermediate gradients and gradients on demand, {dtype}")
     report = intermediate_parity(dtype)
     print(f"  retain_grad() on {', '.join(TAPS)}  vs  intermediate_grads(fn, args, names)")
@@ -60,6 +57,12 @@ def intermediates(dtype: str) -> None:
 
 
 def item_cuts_graph() -> None:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    from jaxgrad import autodiff as jautodiff
+
     print("3. .item() / float() in the middle of a computation")
     x = torch.tensor(2.0, requires_grad=True)
     broken = torch.tensor([float((x * 3).item())], requires_grad=True)
@@ -96,6 +99,8 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                         help="precision of the side-by-side comparisons (default float64)")
     args = parser.parse_args(argv)
+    import jax
+
     jax.config.update("jax_default_matmul_precision", "highest")
     target_network(args.dtype)
     intermediates(args.dtype)

@@ -11,14 +11,6 @@ import argparse
 import warnings
 from typing import Callable
 
-import jax
-import jax.numpy as jnp
-import torch
-
-from jaxgrad import autodiff as jautodiff
-from jaxgrad import optim as joptim
-from jaxgrad.accumulate import accumulate_grads
-
 
 def outcome(fn: Callable[[], str]) -> str:
     """``"raises Type: first line"`` or ``"no error: <what fn returned>"``."""
@@ -34,12 +26,16 @@ def outcome(fn: Callable[[], str]) -> str:
 # ------------------------------------------------------------------------- torch side
 
 def torch_non_scalar() -> str:
+    import torch
+
     x = torch.ones(3, requires_grad=True)
     (x * 2).backward()
     return "?"
 
 
 def torch_backward_twice() -> str:
+    import torch
+
     x = torch.ones(3, requires_grad=True)
     y = (x.exp() * 2).sum()
     y.backward()
@@ -48,11 +44,15 @@ def torch_backward_twice() -> str:
 
 
 def torch_nothing_requires_grad() -> str:
+    import torch
+
     torch.ones(3).sum().backward()
     return "?"
 
 
 def torch_item_mid_graph() -> str:
+    import torch
+
     x = torch.tensor(2.0, requires_grad=True)
     y = x * (x * 3).item()
     y.backward()
@@ -60,6 +60,8 @@ def torch_item_mid_graph() -> str:
 
 
 def torch_inplace_saved() -> str:
+    import torch
+
     x = torch.ones(3, requires_grad=True)
     a = x.sigmoid()
     a.mul_(2)
@@ -68,11 +70,15 @@ def torch_inplace_saved() -> str:
 
 
 def torch_integer_input() -> str:
+    import torch
+
     torch.tensor([1, 2], requires_grad=True)
     return "?"
 
 
 def torch_unused_input() -> str:
+    import torch
+
     x = torch.ones(2, requires_grad=True)
     unused = torch.ones(2, requires_grad=True)
     (x * 2).sum().backward()
@@ -87,11 +93,17 @@ def torch_unused_input() -> str:
 # --------------------------------------------------------------------------- JAX side
 
 def jax_non_scalar() -> str:
+    import jax
+    import jax.numpy as jnp
+
     jax.grad(lambda x: x * 2)(jnp.ones(3))
     return "?"
 
 
 def jax_backward_twice() -> str:
+    import jax
+    import jax.numpy as jnp
+
     f = jax.grad(lambda x: jnp.sum(jnp.exp(x) * 2))
     f(jnp.ones(3))
     _, vjp = jax.vjp(lambda x: jnp.sum(jnp.exp(x) * 2), jnp.ones(3))
@@ -101,27 +113,41 @@ def jax_backward_twice() -> str:
 
 
 def jax_nothing_requires_grad() -> str:
+    import jax
+    import jax.numpy as jnp
+
     grad = jax.grad(lambda x: jnp.sum(jnp.ones(3)))(jnp.ones(3))
     return f"gradients are w.r.t. arguments; a constant gives zeros {grad}"
 
 
 def jax_item_mid_graph() -> str:
+    import jax
+
     jax.grad(lambda x: x * float(x * 3))(2.0)
     return "?"
 
 
 def jax_inplace_saved() -> str:
+    import jax
+    import jax.numpy as jnp
+
     a = jax.nn.sigmoid(jnp.ones(3))
     a[0] = 2.0
     return "?"
 
 
 def jax_integer_input() -> str:
+    import jax
+    import jax.numpy as jnp
+
     jax.grad(lambda x: jnp.sum(x * 2))(jnp.array([1, 2]))
     return "?"
 
 
 def jax_unused_input() -> str:
+    import jax
+    import jax.numpy as jnp
+
     grads = jax.grad(lambda x, unused: jnp.sum(x * 2), argnums=(0, 1))(jnp.ones(2), jnp.ones(2))
     return f"gradient w.r.t. the unused input is zeros {grads[1]}"
 
@@ -136,25 +162,49 @@ CASES = [
     ("an input the output does not use", torch_unused_input, jax_unused_input),
 ]
 
-JAXGRAD_CASES = [
+def _jaxgrad_case(build: Callable) -> Callable[[], object]:
+    """A case that calls ``build(jnp, accumulate_grads, jautodiff, joptim)`` when run."""
+
+    def case():
+        import jax.numpy as jnp
+
+        from jaxgrad import autodiff as jautodiff
+        from jaxgrad import optim as joptim
+        from jaxgrad.accumulate import accumulate_grads
+
+        return build(jnp, accumulate_grads, jautodiff, joptim)
+
+    return case
+
+
+JAXGRAD_CASES = [(title, _jaxgrad_case(build)) for title, build in [
     ("accumulate_grads: non-scalar loss",
-     lambda: accumulate_grads(lambda p, b: p * b, jnp.ones(2), jnp.ones((3, 2)))),
+     lambda jnp, accumulate_grads, jautodiff, joptim:
+     accumulate_grads(lambda p, b: p * b, jnp.ones(2), jnp.ones((3, 2)))),
     ("accumulate_grads: mismatched micro-batch axes",
-     lambda: accumulate_grads(lambda p, b: jnp.sum(p), jnp.ones(2),
-                              {"x": jnp.ones((4, 2)), "y": jnp.ones((3, 1))})),
+     lambda jnp, accumulate_grads, jautodiff, joptim:
+     accumulate_grads(lambda p, b: jnp.sum(p), jnp.ones(2),
+                      {"x": jnp.ones((4, 2)), "y": jnp.ones((3, 1))})),
     ("freeze: a prefix matching no parameter",
-     lambda: joptim.freeze(joptim.adamw(), ["encoder"]).init({"0.weight": jnp.ones(2)})),
-    ("freeze: not a predicate or prefixes", lambda: joptim.freeze(joptim.sgd(0.1), 3)),
+     lambda jnp, accumulate_grads, jautodiff, joptim:
+     joptim.freeze(joptim.adamw(), ["encoder"]).init({"0.weight": jnp.ones(2)})),
+    ("freeze: not a predicate or prefixes",
+     lambda jnp, accumulate_grads, jautodiff, joptim: joptim.freeze(joptim.sgd(0.1), 3)),
     ("intermediate_grads: an untapped name",
-     lambda: jautodiff.intermediate_grads(lambda x, tap: jnp.sum(tap("h", x)),
-                                          (jnp.ones(2),), ["hidden"])),
+     lambda jnp, accumulate_grads, jautodiff, joptim:
+     jautodiff.intermediate_grads(lambda x, tap: jnp.sum(tap("h", x)), (jnp.ones(2),),
+                                  ["hidden"])),
     ("grad_wrt: non-scalar loss",
-     lambda: jautodiff.grad_wrt(lambda p: p["w"], {"w": jnp.ones(2)}, ["w"])),
+     lambda jnp, accumulate_grads, jautodiff, joptim:
+     jautodiff.grad_wrt(lambda p: p["w"], {"w": jnp.ones(2)}, ["w"])),
     ("clip_grad_norm: negative max_norm",
-     lambda: joptim.clip_grad_norm({"w": jnp.ones(2)}, -1.0)),
-    ("sgd: nesterov without momentum", lambda: joptim.sgd(0.1, nesterov=True)),
-    ("adam: betas not a pair", lambda: joptim.adam(betas=0.9)),
-]
+     lambda jnp, accumulate_grads, jautodiff, joptim:
+     joptim.clip_grad_norm({"w": jnp.ones(2)}, -1.0)),
+    ("sgd: nesterov without momentum",
+     lambda jnp, accumulate_grads, jautodiff, joptim: joptim.sgd(0.1, nesterov=True)),
+    ("adam: betas not a pair",
+     lambda jnp, accumulate_grads, jautodiff, joptim: joptim.adam(betas=0.9)),
+]]
 
 
 def main(argv=None) -> None:
@@ -165,6 +215,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.width < 20:
         parser.error(f"--width (={args.width}) must be >= 20")
+    import jax
+    import torch
 
     def cut(text: str) -> str:
         return text if len(text) <= args.width else text[:args.width - 1] + "…"

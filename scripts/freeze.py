@@ -15,16 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import torch
-
-import jaxgrad.nn
-from jaxgrad import losses as jlosses
-from jaxgrad import optim as joptim
-from parity_checks.autograd import frozen_model, frozen_training
-from torchref import optim as toptim
 
 
 def main(argv=None) -> None:
@@ -34,6 +25,15 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps (={args.steps}) must be >= 1")
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    import jaxgrad.nn
+    from jaxgrad import losses as jlosses, optim as joptim
+    from parity_checks.autograd import frozen_model, frozen_training
+    from torchref import optim as toptim
+
     jax.config.update("jax_default_matmul_precision", "highest")
     jax.config.update("jax_enable_x64", True)
 

@@ -27,22 +27,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-import jax
-import jax.numpy as jnp
+import _cli
 
-from jaxgrad.graph import (FORMATS, backward_graph, render, side_by_side, step_through,
-                           trace)
-from jaxgrad.graph import examples
-from jaxgrad.parity import compare
-from torchref import graph as tgraph
-
+# jaxgrad.graph.FORMATS, spelled out so that --help needs no jax import (a test
+# keeps the two equal).
+FORMATS = ("text", "mermaid", "dot")
 EXAMPLES = {
-    "expression": (examples.lesson_expression, examples.LESSON_EXPRESSION_ARGS,
-                   tgraph.lesson_expression,
-                   "lesson 000 §2: L = ((w2 * relu(w1 * x + b1) + b2) - y) ** 2"),
-    "neuron": (examples.seed_neuron, examples.SEED_NEURON_ARGS, tgraph.seed_neuron,
-               "lesson 001: L = (sigmoid(w1*x1 + w2*x2 + b) - y) ** 2"),
+    "expression": "lesson 000 §2: L = ((w2 * relu(w1 * x + b1) + b2) - y) ** 2",
+    "neuron": "lesson 001: L = (sigmoid(w1*x1 + w2*x2 + b) - y) ** 2",
 }
+
+
+def _example(name: str):
+    """``(jax function, its arguments, the torch builder)`` of an ``EXAMPLES`` key."""
+    from jaxgrad.graph import examples
+    from torchref import graph as tgraph
+
+    if name == "expression":
+        return examples.lesson_expression, examples.LESSON_EXPRESSION_ARGS, tgraph.lesson_expression
+    return examples.seed_neuron, examples.SEED_NEURON_ARGS, tgraph.seed_neuron
 
 
 def _parse(argv):
@@ -60,7 +63,9 @@ def _parse(argv):
     parser.add_argument("--example", choices=EXAMPLES, default="expression",
                         help="expression: lesson 000's tiny ReLU network (default); "
                              "neuron: lesson 001's two-input sigmoid neuron")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _cli.output_file(parser, "--out", args.out)
+    return args
 
 
 def _write(path, graphs, fmt):
@@ -77,6 +82,9 @@ def _write(path, graphs, fmt):
 
 
 def _lesson_002_facts():
+    from jaxgrad.graph import render
+    from torchref import graph as tgraph
+
     example = tgraph.lesson_002_example()
     loss, x = example["loss"], example["x"]
     print("x = torch.tensor([2.0], requires_grad=True); h = (x * 3).relu(); "
@@ -97,7 +105,15 @@ def _lesson_002_facts():
 
 def main(argv=None) -> int:
     args = _parse(argv)
-    fn, values, torch_builder, title = EXAMPLES[args.example]
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgrad.graph import backward_graph, render, side_by_side, step_through, trace
+    from jaxgrad.parity import compare
+    from torchref import graph as tgraph
+
+    fn, values, torch_builder = _example(args.example)
+    title = EXAMPLES[args.example]
     print(f"{title}   at " + ", ".join(f"{k}={v}" for k, v in values.items()))
     built = torch_builder(**values)
     with jax.enable_x64(True):

@@ -21,18 +21,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import torch
-
-import torchref
-from jaxgrad import parity
-from jaxgrad.lessons import EXAMPLES, agrees_to_printed_digits, hand_result, jax_result
-from jaxgrad.lessons import two_layer
 
 
 def print_scalar_example(example, dtype: str, show_steps: bool) -> bool:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    import torchref
+    from jaxgrad.lessons import agrees_to_printed_digits, hand_result, jax_result
+
     print(f"\n{example.number}. {example.title}")
     print(f"   source: lesson {example.source}")
     given = {**example.params, **example.data}
@@ -78,8 +77,15 @@ LESSON_SAMPLES = {("W1", (0, 0)), ("W1", (2, 3)), ("b1", (0, 1)), ("W2", (1, 0))
 
 
 def print_two_layer() -> bool:
+    import jax
+
+    import torchref
+    from jaxgrad import parity
+    from jaxgrad.lessons import two_layer
+
     print("\n7. Two-layer network X(6×3) → tanh(4) → sigmoid(1), binary cross-entropy")
-    print("   source: lesson 001_2c0985e22fb0b5ed (each gradient, by hand, checked numerically)")
+    print('   source: lesson 001 "Backpropagation and the Computational Graph" (each gradient, '
+          "by hand, checked numerically)")
     data = two_layer.lesson_data()
     by_hand = two_layer.numpy_backward(data["X"], data["y"], data["W1"], data["b1"],
                                        data["W2"], data["b2"])
@@ -129,15 +135,23 @@ def main(argv=None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    keys = [e.key for e in EXAMPLES] + ["two_layer"]
-    parser.add_argument("--only", choices=keys, action="append",
-                        help="run only this example (repeatable)")
+    parser.add_argument("--only", metavar="KEY", action="append",
+                        help="run only this example (repeatable): tiny_relu, two_layer, ... "
+                             "(an unknown key lists them all)")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="precision of the jax and torch columns of examples 1–6 "
                              "(default float32, as in the lessons); example 7 is float64")
     parser.add_argument("--no-steps", action="store_true",
                         help="print only the tables, not the step-by-step chain rule")
     args = parser.parse_args(argv)
+    import torch
+
+    from jaxgrad.lessons import EXAMPLES
+
+    keys = [e.key for e in EXAMPLES] + ["two_layer"]
+    unknown = [k for k in args.only or () if k not in keys]
+    if unknown:
+        parser.error(f"--only {unknown[0]!r}: not an example; choose from {', '.join(keys)}")
     torch.set_num_threads(1)
 
     ok = True

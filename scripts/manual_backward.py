@@ -23,14 +23,9 @@ import argparse
 import json
 import sys
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad import manual
-from jaxgrad.gradcheck import gradcheck
-from jaxgrad.parity import compare
-from torchref.manual import forward_backward
+import _cli
 
 
 def _parse(argv):
@@ -41,11 +36,21 @@ def _parse(argv):
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (0)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON to PATH")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _cli.output_file(parser, "--json", args.json)
+    return args
 
 
 def check(name: str, hand, rng: np.random.Generator) -> dict:
     """The three differences for one hand-written function ``hand`` (twin of ``name``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgrad import manual
+    from jaxgrad.gradcheck import gradcheck
+    from jaxgrad.parity import compare
+    from torchref.manual import forward_backward
+
     inputs = manual.example_inputs(name, rng)
     weights = rng.standard_normal(np.shape(manual.PLAIN[name](*map(jnp.asarray, inputs))))
     with jax.enable_x64(True):
@@ -66,6 +71,8 @@ def check(name: str, hand, rng: np.random.Generator) -> dict:
 
 def main(argv=None) -> int:
     args = _parse(argv)
+    from jaxgrad import manual
+
     rows = []
     for name, fn in manual.FUNCTIONS.items():
         rows.append(check(name, fn, np.random.default_rng(args.seed)))

@@ -24,17 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import torch
 
-import jaxgrad.nn
-import torchref.models
-from jaxgrad import losses, memory as jmemory
-from jaxgrad.lessons.cost import median_seconds
-from jaxgrad.parity import BIT_IDENTICAL, compare
-from torchref import memory as tmemory
+import _cli
+
 
 FULL = dict(sizes=[784, 2048, 2048, 2048, 2048, 10], batch=1024)
 QUICK = dict(sizes=[64, 128, 128, 128, 128, 10], batch=64)
@@ -46,6 +39,13 @@ class Setup:
     """The torch module, its JAX twin (same weights), one batch, in one dtype."""
 
     def __init__(self, sizes, batch, dtype="float32", seed=0):
+        import jax.numpy as jnp
+        import torch
+
+        import jaxgrad.nn
+        import torchref.models
+        from jaxgrad import memory as jmemory
+
         torch.manual_seed(seed)
         self.module = torchref.models.mlp(sizes, "relu")
         rng = np.random.default_rng(seed)
@@ -63,11 +63,17 @@ class Setup:
         self.batch = batch
 
     def torch_loss(self, every: int = 0):
+        import torch
+
+        from torchref import memory as tmemory
+
         out = (tmemory.checkpointed_forward(self.module, self.x_t, every=every) if every
                else self.module(self.x_t))
         return torch.nn.functional.cross_entropy(out, self.y_t)
 
     def torch_saved(self, every: int = 0) -> dict:
+        from torchref import memory as tmemory
+
         _, counts = tmemory.saved_bytes(lambda: self.torch_loss(every),
                                         self.module.parameters(), [self.x_t])
         return counts
@@ -78,12 +84,21 @@ class Setup:
         return {name: p.grad.clone() for name, p in self.module.named_parameters()}
 
     def jax_loss(self, every: int = 0, policy=None):
+        from jaxgrad import losses, memory as jmemory
+
         apply = (jmemory.checkpointed_apply(self.model, every=every, policy=policy) if every
                  else self.model.apply)
         return lambda params, x: losses.cross_entropy(apply(params, x), self.y)
 
 
 def forward_modes(setup: Setup, repeats: int) -> dict:
+    import jax
+    import torch
+
+    from jaxgrad import memory as jmemory
+    from jaxgrad.lessons.cost import median_seconds
+    from torchref import memory as tmemory
+
     torch_forward = lambda: setup.module(setup.x_t)  # noqa: E731
     with torch.no_grad():
         _, no_grad = tmemory.saved_bytes(torch_forward, setup.module.parameters(), [setup.x_t])
@@ -123,6 +138,12 @@ def forward_modes(setup: Setup, repeats: int) -> dict:
 
 
 def checkpointing(setup: Setup, repeats: int) -> dict:
+    import jax
+
+    from jaxgrad import memory as jmemory
+    from jaxgrad.lessons.cost import median_seconds
+    from jaxgrad.parity import BIT_IDENTICAL, compare
+
     plain_torch = setup.torch_grads()
     plain_jax_fn = jax.jit(jax.grad(setup.jax_loss()))
     plain_jax = plain_jax_fn(setup.params, setup.x)
@@ -152,6 +173,9 @@ def checkpointing(setup: Setup, repeats: int) -> dict:
 
 
 def bfloat16(sizes, batch) -> dict:
+    from jaxgrad import memory as jmemory
+    from torchref import memory as tmemory
+
     result = {}
     for dtype in ("float32", "bfloat16"):
         setup = Setup(sizes, batch, dtype)
@@ -247,13 +271,16 @@ def parse_args(argv):
                         help="torch intra-op threads (default 1: a shared machine makes more noisy)")
     parser.add_argument("--json", metavar="PATH", help="write every number as JSON")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.torch_threads < 1 or (args.batch is not None and args.batch < 1):
-        parser.error("--repeats and --batch must be positive")
+    _cli.at_least(parser, args, 1, "batch", "repeats", "torch_threads")
+    _cli.output_file(parser, "--json", args.json)
     return args
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    import jax
+    import torch
+
     torch.set_num_threads(args.torch_threads)
     cfg = dict(QUICK if args.quick else FULL)
     if args.batch:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 
-import jax
 import numpy as np
 
-from jaxgrad.parity import compare
-from parity_checks.optimizers import CONFIGS, STEPS, config_label, trajectories
+import _cli
 
 
 def _max_abs(reference, candidate, step: int) -> float:
+    import jax
+
     worst = 0.0
     for ref, cand in zip(jax.tree.leaves(reference), jax.tree.leaves(candidate)):
         worst = max(worst, float(np.max(np.abs(np.asarray(ref)[step] - np.asarray(cand)[step]))))
@@ -45,6 +45,13 @@ def main(argv=None) -> None:
     parser.add_argument("--json", metavar="PATH", default=None,
                         help="also write every run's per-step differences as JSON")
     args = parser.parse_args(argv)
+    _cli.at_least(parser, args, 1, "steps")
+    _cli.output_file(parser, "--json", args.json)
+    import jax
+
+    from jaxgrad.parity import compare
+    from parity_checks.optimizers import CONFIGS, STEPS, config_label, trajectories
+
     steps = STEPS[args.dtype] if args.steps is None else args.steps
     if steps < 1:
         parser.error(f"--steps (={steps}) must be >= 1")

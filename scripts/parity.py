@@ -3,7 +3,7 @@
 
 Each row builds the same computation in both frameworks on copied weights and
 compares every output, loss, gradient (and, where the check says, optimizer state)
-leaf by leaf at the tolerance tier of DESIGN.md's parity policy: float64 at
+leaf by leaf at the tolerance tier of the parity policy (README, "Tolerances"): float64 at
 rtol 1e-10 / atol 1e-12, float32 at rtol 1e-5 / atol 1e-6·max|reference|.
 
 Exit status: 0 when every check passes, 1 when any fails (its per-leaf table is
@@ -23,11 +23,19 @@ import json
 import sys
 import time
 
-import torch
+import _cli
 
-torch.set_num_threads(1)
 
-from parity_checks import all_checks  # noqa: E402  (after the thread pin)
+def all_checks() -> list:
+    """Every check in ``scripts/parity_checks``, with torch pinned to one thread first
+    (a loaded machine cannot then slow the report tenfold). Imported only here, after
+    the arguments are parsed: ``--help`` needs neither torch nor jax."""
+    import torch
+
+    torch.set_num_threads(1)
+    from parity_checks import all_checks as collect
+
+    return collect()
 
 
 def _fmt(value: float) -> str:
@@ -92,13 +100,8 @@ def main(argv=None) -> int:
     parser.add_argument("--verbose", action="store_true",
                         help="print the per-leaf table of every check, not only failures")
     args = parser.parse_args(argv)
-    if args.html:
-        from jaxgrad.html import check_writable
-        try:
-            check_writable(args.html)
-        except ValueError as exc:
-            parser.error(f"--html: {exc}")
-
+    _cli.output_file(parser, "--json", args.json)
+    _cli.output_file(parser, "--html", args.html)
     checks = all_checks()
     if args.filter:
         checks = [c for c in checks if any(f in c.name for f in args.filter)]
@@ -120,6 +123,8 @@ def main(argv=None) -> int:
             json.dump({"passed": not failed, "checks": rows}, handle, indent=2)
         print(f"wrote {args.json}")
     if args.html:
+        import torch
+
         from jaxgrad.html.report import write_parity_report
         write_parity_report(args.html, rows, versions={"torch": torch.__version__},
                             seconds=elapsed)

@@ -13,7 +13,10 @@ script reports after every epoch how far their parameters and losses have drifte
 Checkpoints: --checkpoint-dir DIR --checkpoint-every N writes params (safetensors,
 torch state_dict keys), optimizer state, step, data position and seed atomically
 every N steps (both frameworks: DIR/jax and DIR/torch); --resume continues
-bit-exactly from the latest.
+bit-exactly from the latest, --resume-from NAME from an older one.
+Ctrl-C (SIGINT) or SIGTERM finishes the step that is running, writes a final
+checkpoint (with --checkpoint-dir), prints it and the command that resumes, and
+exits 130 / 143; a second signal stops at once.
 A NaN/inf loss stops the run naming the step and the first parameter whose
 gradient is not finite (exit status 3); the last good checkpoint is kept.
 
@@ -25,7 +28,8 @@ Examples:
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50 --resume
   python scripts/train.py --data-dir ~/data/fashion-mnist --epochs 5 --batch-size 128
 
-Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss.
+Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss,
+130 / 143 stopped by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -33,11 +37,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import time
 
 import numpy as np
+
+import _cli
 
 MODELS = {  # hidden widths; the input and output widths come from the data
     "small": (128,),
@@ -48,7 +55,7 @@ MODELS = {  # hidden widths; the input and output widths come from the data
 OPTIMIZER_DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "adamw": 1e-3, "rmsprop": 1e-3}
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
@@ -91,27 +98,67 @@ def parse_args(argv=None) -> argparse.Namespace:
                      "DIR/jax and DIR/torch)")
     out.add_argument("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
     out.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    out.add_argument("--resume-from", metavar="NAME",
+                     help="continue from this checkpoint of the directory (e.g. ckpt-00000050) "
+                          "instead of the one LATEST names; implies --resume")
     out.add_argument("--save", metavar="PATH", help="final params as safetensors (torch keys)")
     out.add_argument("--plot", metavar="PATH", help="loss-curve PNG")
     out.add_argument("--json", metavar="PATH", help="history as JSON")
     out.add_argument("--no-progress", action="store_true", help="no progress bars")
     # Fault injection for the resume test: SIGKILL this process after global step N.
     out.add_argument("--debug-kill-at-step", type=int, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """Parse and validate everything that needs no data and no framework (exit 2)."""
+    parser = parser or build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    try:
-        args.hidden = MODELS.get(args.model) or tuple(int(w) for w in args.model.split(","))
-    except ValueError:
-        parser.error(f"--model {args.model!r}: a preset ({', '.join(MODELS)}) or widths like 256,128")
-    for name in ("epochs", "batch_size", "accumulate"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1 (got {getattr(args, name)})")
+    args.argv = argv  # to print the exact command that resumes this run
+    args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
+    _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
+    _cli.at_least(parser, args, 0, "seed")
+    _cli.positive_float(parser, args, "lr", "clip")
+    _cli.non_negative_float(parser, args, "momentum", "weight_decay")
     if args.lr is None:
         args.lr = OPTIMIZER_DEFAULT_LR[args.optimizer]
-    if args.resume and not args.checkpoint_dir:
-        parser.error("--resume needs --checkpoint-dir")
-    if args.checkpoint_every and not args.checkpoint_dir:
-        parser.error("--checkpoint-every needs --checkpoint-dir")
+    args.resume = args.resume or args.resume_from is not None
+    for option, given in (("--resume", args.resume), ("--checkpoint-every", args.checkpoint_every)):
+        if given and not args.checkpoint_dir:
+            parser.error(f"{option} needs --checkpoint-dir")
+    _cli.writable_dir(parser, "--checkpoint-dir", args.checkpoint_dir)
+    _cli.existing_dir(parser, "--data-dir", args.data_dir)
+    _cli.output_files(parser, args, "save", "plot", "json")
+    if args.resume_from is not None:
+        args.resume_from = os.path.basename(os.path.normpath(args.resume_from))
+        for framework in frameworks(args):
+            path = os.path.join(checkpoint_dir(args, framework), args.resume_from)
+            if not os.path.isdir(path):
+                parser.error(f"--resume-from {args.resume_from}: no checkpoint {path}")
     return args
+
+
+def frameworks(args) -> list[str]:
+    return ["jax", "torch"] if args.framework == "both" else [args.framework]
+
+
+def resume_command(args, resume_from: str | None = None) -> str:
+    """The command line that continues this run: its own arguments plus ``--resume``
+    (or ``--resume-from NAME``), without debugging options."""
+    kept, skip = [], False
+    for arg in args.argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--resume-from", "--debug-kill-at-step"):
+            skip = "=" not in arg
+            continue
+        if name != "--resume":
+            kept.append(arg)
+    kept += ["--resume-from", resume_from] if resume_from else ["--resume"]
+    return shlex.join(["python", os.path.relpath(__file__), *kept])
 
 
 def optimizer_kwargs(args) -> dict:
@@ -294,15 +341,35 @@ def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parse_args(argv, parser)
+    try:
+        return train(args)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training began
+        kept = [d for d in map(lambda f: checkpoint_dir(args, f), frameworks(args))
+                if d and os.path.isfile(os.path.join(d, "LATEST"))]
+        print("interrupted (SIGINT) before a final checkpoint could be written; "
+              + (f"the checkpoints already in {', '.join(kept)} are kept: resume with "
+                 f"{resume_command(args)}" if kept else "nothing can be resumed"),
+              file=sys.stderr)
+        return 130
+
+
+def _error(message) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def train(args) -> int:
+    """The run itself, after the arguments were validated: returns the exit status."""
     from jaxgrad import data
-    from jaxgrad.train import save_params
+    from jaxgrad.train import check_batch, save_params
 
     try:
         dataset = (data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits())
+        check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
     except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _error(exc)
     if args.standardize:
         dataset = standardized(dataset)
     sizes = [dataset.num_features, *args.hidden, dataset.num_classes]
@@ -317,12 +384,16 @@ def main(argv=None) -> int:
             shared = runs[0].params_numpy() if runs else None  # same initial weights
             runs.append(TorchRun(args, dataset, sizes, shared))
         for run in runs if args.resume else ():
-            meta = run.trainer.resume()
+            path = (os.path.join(checkpoint_dir(args, run.framework), args.resume_from)
+                    if args.resume_from else None)
+            meta = run.trainer.resume(path)
             print(f"{run.framework} resumed from step {meta['global_step']} "
                   f"(epoch {meta['epoch'] + 1}, batch {meta['step_in_epoch']})")
     except ValueError as exc:  # CheckpointError is a ValueError, in both frameworks
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        intact = getattr(exc, "intact", None)
+        if intact:
+            exc = f"{exc} To resume from it: {resume_command(args, os.path.basename(intact))}"
+        return _error(exc)
     for run in runs:
         print(f"{run.framework} devices: {run.devices}")
 
@@ -330,39 +401,46 @@ def main(argv=None) -> int:
     steps_per_epoch = len(dataset.x_train) // step_examples
     history = {run.framework: [] for run in runs}
     rows, drifts = [], []
-    print(TABLE_HEADER)
-    print("-" * len(TABLE_HEADER))
     began = time.perf_counter()
-    for epoch in range(min(run.epoch for run in runs), args.epochs):
-        for run in runs:
-            if run.epoch != epoch:  # resumed past this epoch already
-                continue
-            resumed_at = getattr(run.trainer, "step_in_epoch", 0)
-            progress = Progress(not args.no_progress, run.framework, epoch, steps_per_epoch,
-                                step_examples, initial=resumed_at)
+    with _cli.StopOnSignal(run.trainer for run in runs) as stop:
+        print(TABLE_HEADER)  # from here on a signal stops cleanly
+        print("-" * len(TABLE_HEADER), flush=True)
+        for epoch in range(min(run.epoch for run in runs), args.epochs):
+            for run in runs:
+                if run.epoch != epoch or stop.signum is not None:  # resumed past it / stopping
+                    continue
+                resumed_at = getattr(run.trainer, "step_in_epoch", 0)
+                progress = Progress(not args.no_progress, run.framework, epoch, steps_per_epoch,
+                                    step_examples, initial=resumed_at)
 
-            def on_steps(global_step, losses, progress=progress):
-                progress.update(losses)
-                if args.debug_kill_at_step and global_step >= args.debug_kill_at_step:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                def on_steps(global_step, losses, progress=progress):
+                    progress.update(losses)
+                    if args.debug_kill_at_step and global_step >= args.debug_kill_at_step:
+                        os.kill(os.getpid(), signal.SIGKILL)
 
-            try:
-                result = run.train_epoch(dataset.x_train, dataset.y_train, on_steps)
-            except FloatingPointError as exc:  # NonFiniteLossError, either framework
+                try:
+                    result = run.train_epoch(dataset.x_train, dataset.y_train, on_steps)
+                except FloatingPointError as exc:  # NonFiniteLossError, either framework
+                    progress.close()
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 3
                 progress.close()
-                print(f"error: {exc}", file=sys.stderr)
-                return 3
-            progress.close()
-            history[run.framework].extend(result.losses.tolist())
-            test = run.evaluate(dataset.x_test, dataset.y_test)
-            rows.append({"epoch": epoch + 1, "framework": run.framework,
-                         "train_loss": result.mean_loss, "test_loss": test["loss"],
-                         "test_accuracy": test["accuracy"], "seconds": result.seconds,
-                         "examples_per_s": result.examples / max(result.seconds, 1e-9)})
-            print(table_row(rows[-1]), flush=True)
-        if len(runs) == 2 and len({run.trainer.global_step for run in runs}) == 1:
-            abs_err, rel_err = drift(runs[1].params_numpy(), runs[0].params_numpy())
-            drifts.append({"epoch": epoch + 1, "max_abs": abs_err, "max_rel": rel_err})
+                history[run.framework].extend(result.losses.tolist())
+                if result.stopped:
+                    continue
+                test = run.evaluate(dataset.x_test, dataset.y_test)
+                rows.append({"epoch": epoch + 1, "framework": run.framework,
+                             "train_loss": result.mean_loss, "test_loss": test["loss"],
+                             "test_accuracy": test["accuracy"], "seconds": result.seconds,
+                             "examples_per_s": result.examples / max(result.seconds, 1e-9)})
+                print(table_row(rows[-1]), flush=True)
+            if stop.signum is not None:
+                break
+            if len(runs) == 2 and len({run.trainer.global_step for run in runs}) == 1:
+                abs_err, rel_err = drift(runs[1].params_numpy(), runs[0].params_numpy())
+                drifts.append({"epoch": epoch + 1, "max_abs": abs_err, "max_rel": rel_err})
+        if stop.signum is not None:
+            return stopped(args, runs, stop)
     total = time.perf_counter() - began
     for run in runs if args.checkpoint_dir else ():
         print(f"{run.framework} final checkpoint: {run.trainer.save()}")
@@ -390,13 +468,32 @@ def main(argv=None) -> int:
         print(f"loss curve: {args.plot}")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"args": {k: v for k, v in vars(args).items() if k != "hidden"},
+            json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("hidden", "argv")},
                        "epochs": rows, "drift": drifts, "losses": history,
                        "seconds": total}, handle, indent=1, default=list)
     for run in runs:
         accuracy = run.evaluate(dataset.x_test, dataset.y_test)["accuracy"]
         print(f"{run.framework} test accuracy: {100 * accuracy:.1f}%")
     return 0
+
+
+def stopped(args, runs, stop) -> int:
+    """After SIGINT/SIGTERM: the final checkpoints and how to resume; the exit status."""
+    print(f"\n{stop.name} received: stopped after the step that was running", flush=True)
+    for run in runs:
+        trainer = run.trainer
+        where = (f"step {trainer.global_step} (epoch {trainer.epoch + 1}, "
+                 f"batch {trainer.step_in_epoch})")
+        if args.checkpoint_dir:
+            print(f"{run.framework} checkpoint: {trainer.save()} at {where}")
+        else:
+            print(f"{run.framework} stopped at {where}")
+    if args.checkpoint_dir:
+        print(f"resume with: {resume_command(args)}")
+    else:
+        print("no --checkpoint-dir was given: nothing was saved and this run cannot be "
+              "resumed")
+    return stop.exit_status
 
 
 def standardized(dataset):

@@ -23,20 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import torch
-from torch import nn
 
-import jaxgrad.nn
-import torchref.models
-from jaxgrad import data
-from jaxgrad.diagnostics import report_from_norms
-from jaxgrad.lessons import depth as jdepth
-from torchref import depth as tdepth
+import _cli
+
 
 # lesson 000, section 4: FashionMNIST, 6×128, weight-gradient norm of layers 1…7
 LESSON_000 = {
@@ -50,6 +41,15 @@ LESSON_004 = {"sigmoid_net_first": 1.2e-9, "sigmoid_net_last": 1.2e-1, "sigmoid_
 
 def both_frameworks(module: nn.Module, x: np.ndarray, y: np.ndarray, loss: str) -> dict:
     """Per-layer weight-gradient norms of ``module`` and of its JAX twin, same weights."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    import jaxgrad.nn
+    from jaxgrad.diagnostics import report_from_norms
+    from jaxgrad.lessons import depth as jdepth
+    from torchref import depth as tdepth
+
     model, params = jaxgrad.nn.from_torch(module)
     with jax.default_matmul_precision("highest"):
         jax_norms = jdepth.weight_grad_norms(model, params, jnp.asarray(x), jnp.asarray(y), loss=loss)
@@ -70,6 +70,11 @@ def both_frameworks(module: nn.Module, x: np.ndarray, y: np.ndarray, loss: str) 
 
 def lesson_table(dataset: data.Dataset, activation: str, *, width: int, depth: int,
                  batch_size: int, seed: int) -> dict:
+    import torch
+
+    import torchref.models
+    from jaxgrad import data
+
     torch.manual_seed(seed)
     module = torchref.models.mlp([dataset.num_features] + [width] * depth + [dataset.num_classes],
                                  activation)
@@ -79,6 +84,9 @@ def lesson_table(dataset: data.Dataset, activation: str, *, width: int, depth: i
 
 def sigmoid_stack(n_layers: int, *, width: int = 64, batch_size: int = 32, seed: int = 0) -> dict:
     """Lesson 002's net: ``Sequential(Sequential(Linear(w, w), Sigmoid()) × n)``, MSE to 0."""
+    import torch
+    from torch import nn
+
     torch.manual_seed(seed)
     module = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Sigmoid())
                              for _ in range(n_layers)])
@@ -87,6 +95,13 @@ def sigmoid_stack(n_layers: int, *, width: int = 64, batch_size: int = 32, seed:
 
 
 def scalar_chains() -> dict:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    from jaxgrad.lessons import depth as jdepth
+    from torchref import depth as tdepth
+
     with jax.enable_x64(True):
         result = {
             "sigmoid_chain_20": {"input": jdepth.SIGMOID_CHAIN_INPUT,
@@ -142,7 +157,7 @@ def plot(results: dict, path: str) -> None:
     plt.close(fig)
 
 
-def parse_args(argv):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", choices=["digits", "fashion-mnist"], default="digits",
                         help="digits (bundled with scikit-learn, default) or fashion-mnist (local IDX files)")
@@ -152,19 +167,27 @@ def parse_args(argv):
     parser.add_argument("--quick", action="store_true", help="width 32 and batch 16 (for tests)")
     parser.add_argument("--plot", metavar="PATH", help="write a log-scale PNG of norm by layer")
     parser.add_argument("--json", metavar="PATH", help="write every number as JSON")
+    return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be positive, got {args.batch_size}")
+    _cli.at_least(parser, args, 1, "batch_size")
+    _cli.existing_dir(parser, "--data-dir", args.data_dir)
+    _cli.output_files(parser, args, "plot", "json")
     return args
 
 
 def main(argv=None) -> dict:
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parse_args(parser, argv)
+    from jaxgrad import data
+
     width, batch_size = (32, 16) if args.quick else (128, args.batch_size)
     try:
         dataset = data.load_dataset(args.dataset, data_dir=args.data_dir)
     except (OSError, ValueError) as error:
-        sys.exit(f"vanishing.py: cannot load {args.dataset}: {error}")
+        parser.error(f"cannot load {args.dataset}: {error}")
     results = {"dataset": dataset.name, "batch_size": batch_size, "width": width, "table": {}}
     for activation in ("relu", "sigmoid"):
         rows = lesson_table(dataset, activation, width=width, depth=6, batch_size=batch_size, seed=args.seed)

@@ -1,4 +1,4 @@
-"""``torch.autograd.gradcheck`` at the finite-difference tier of DESIGN.md.
+"""``torch.autograd.gradcheck`` at the finite-difference tier of the parity policy.
 
 torch's defaults (atol 1e-5, rtol 1e-3) pass a backward that is 0.1 % wrong;
 ``strict_gradcheck`` runs the same check with eps 1e-6, atol 1e-8, rtol 1e-6 — the

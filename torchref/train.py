@@ -107,6 +107,7 @@ class TorchEpochResult:
     losses: np.ndarray  # `(steps,)` float32
     seconds: float
     examples: int
+    stopped: bool = False  # True when `request_stop` ended the call before the epoch did
 
     @property
     def mean_loss(self) -> float:
@@ -132,6 +133,10 @@ class TorchTrainer:
       autocast_dtype: ``torch.bfloat16`` for mixed precision, None for full.
       checkpoint_dir, checkpoint_every, config: periodic atomic checkpoints
         (``torchref.checkpoint``); ``resume()`` continues from the latest.
+
+    ``request_stop()`` (only sets a flag: safe from a signal handler) makes
+    ``train_epoch`` return after the step that is running, positioned at the next
+    batch, so that ``save()`` then ``resume()`` loses and repeats no step.
     """
 
     def __init__(self, module, optimizer, loss_fn: Callable = F.cross_entropy, *,
@@ -149,6 +154,15 @@ class TorchTrainer:
         self.config = dict(config or {})
         self.epoch, self.step_in_epoch, self.global_step = 0, 0, 0
         self.last_checkpoint: str | None = None
+        self._stop_requested = False
+
+    def request_stop(self) -> None:
+        """Stop ``train_epoch`` after the step now running."""
+        self._stop_requested = True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
 
     def save(self) -> str:
         """Checkpoint the current state now (a no-op if this step is already saved)."""
@@ -161,9 +175,11 @@ class TorchTrainer:
                       "config": self.config})
         return self.last_checkpoint
 
-    def resume(self) -> dict:
-        """Load the latest checkpoint of ``checkpoint_dir``; an error if there is none."""
-        path = checkpoint.latest_checkpoint(self.checkpoint_dir)
+    def resume(self, path: str | None = None) -> dict:
+        """Load ``path``, or the latest checkpoint of ``checkpoint_dir``; an error if there
+        is none, or if it is damaged (``.intact`` then names the newest intact one)."""
+        if path is None:
+            path = checkpoint.latest_verified(self.checkpoint_dir)
         if path is None:
             raise checkpoint.CheckpointError(
                 f"--resume: no checkpoint in {self.checkpoint_dir} (no {checkpoint.LATEST} "
@@ -185,7 +201,11 @@ class TorchTrainer:
         y_all = torch.from_numpy(np.asarray(y)).to(self.device)
         self.module.train()
         losses, began = [], time.perf_counter()
+        stopped = False
         for index in range(self.step_in_epoch, total):
+            if self._stop_requested:
+                stopped = True
+                break
             idx = torch.from_numpy(order[index * step_size:(index + 1) * step_size]).to(self.device)
             loss = train_step(self.forward, self.optimizer, self.loss_fn, x_all[idx], y_all[idx],
                               accumulate=self.accumulate, clip=self.clip,
@@ -205,8 +225,10 @@ class TorchTrainer:
         synchronize(self.device)
         seconds = time.perf_counter() - began
         losses = np.asarray(losses, np.float32)
-        self.epoch, self.step_in_epoch = epoch + 1, 0
-        return TorchEpochResult(epoch, losses.size, losses, seconds, losses.size * step_size)
+        if not stopped:
+            self.epoch, self.step_in_epoch = epoch + 1, 0
+        return TorchEpochResult(epoch, losses.size, losses, seconds, losses.size * step_size,
+                                stopped=stopped)
 
     def _raise_non_finite(self, value: float, index: int):
         parameter = next((n for n, p in self.module.named_parameters()

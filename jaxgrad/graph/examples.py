@@ -2,14 +2,13 @@
 
 - ``lesson_expression``: lesson 000 §2, ``L = ((w2·relu(w1·x + b1) + b2) − y)²`` at
   x = 2, y = 1, w1 = 0.5, b1 = 0.1, w2 = −1.5, b2 = 0.3: L = 5.5225 and gradients
-  14.1, 7.05, −5.17, −4.7 for w1, b1, w2, b2
-  (``shared/lessons/000_573b10b7028b1126.txt``).
+  14.1, 7.05, −5.17, −4.7 for w1, b1, w2, b2 (lesson 000, "Computational Graphs").
 - ``seed_neuron``: lesson 001's two-input neuron ``m1 = w1·x1, m2 = w2·x2, s = m1 + m2,
   z = s + b, a = σ(z), L = (a − y)²``. With x1 = 2, w1 = 0.5, b = 0, y = 1 and a second
   input x2 = 0 it reproduces the lesson's one-input worked numbers — z = 1, a = 0.731,
   L = 0.072, ∂L/∂a = −0.538, a(1 − a) = 0.197, ∂L/∂w1 = −0.212 — and shows its other
-  point: the weight of a zero input gets exactly zero gradient
-  (``shared/lessons/001_2c0985e22fb0b5ed.txt``).
+  point: the weight of a zero input gets exactly zero gradient (lesson 001,
+  "Backpropagation and the Computational Graph").
 """
 
 from __future__ import annotations

@@ -21,10 +21,11 @@ import jax.numpy as jnp
 
 from jaxgrad.lessons.hand import Working
 
-LESSON_000 = "000_573b10b7028b1126 §2 (tiny ReLU network)"
-LESSON_001 = "001_2c0985e22fb0b5ed (one neuron, worked through)"
-LESSON_002 = "002_64b6003903bf6a75 (the chain rule, worked by hand)"
-LESSON_004 = "004_6f725ccaf2d60d20"
+# The lessons by number and title (README, "The lessons"); they are not in the repository.
+LESSON_000 = '000 "Computational Graphs" §2 (tiny ReLU network)'
+LESSON_001 = '001 "Backpropagation and the Computational Graph" (one neuron, worked through)'
+LESSON_002 = '002 "Backpropagation" (the chain rule, worked by hand)'
+LESSON_004 = '004 "Forward Pass and Backpropagation"'
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The lessons' two-layer network, X `(6, 3)` → tanh(4) → sigmoid(1), binary cross-entropy.
 
-Source: lesson 001_2c0985e22fb0b5ed ("each gradient, by hand, checked numerically").
+Source: lesson 001, "Backpropagation and the Computational Graph" (each gradient, by
+hand, checked numerically).
 Data and weights come from ``numpy.random.default_rng(0)`` in the lesson's order;
 weights ~ N(0, 0.5). Three implementations of the same network:
 

@@ -9,11 +9,15 @@
 
 from jaxgrad.train.checkpoint import CheckpointError
 from jaxgrad.train.checkpoint import latest_checkpoint
+from jaxgrad.train.checkpoint import latest_verified
 from jaxgrad.train.checkpoint import load_checkpoint
 from jaxgrad.train.checkpoint import load_params
+from jaxgrad.train.checkpoint import newest_intact
 from jaxgrad.train.checkpoint import save_checkpoint
 from jaxgrad.train.checkpoint import save_params
+from jaxgrad.train.checkpoint import verify_checkpoint
 from jaxgrad.train.loop import EpochResult
+from jaxgrad.train.loop import check_batch
 from jaxgrad.train.loop import NonFiniteLossError
 from jaxgrad.train.loop import Trainer
 from jaxgrad.train.sharding import data_parallel_mesh

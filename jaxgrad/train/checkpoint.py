@@ -6,7 +6,10 @@ A checkpoint is a directory ``DIR/ckpt-<global step, 8 digits>/`` holding
   ``safetensors.torch.load_file`` gives a dict torch's ``load_state_dict`` accepts;
 - ``opt_state.safetensors``: every optimizer-state leaf, keyed by its pytree path;
 - ``meta.json``: global step, data position (epoch, batch within the epoch), seed
-  and RNG, the run's configuration, and a sha256 of each file.
+  and RNG, the run's configuration, a sha256 of each file, and ``meta_sha256``, the
+  sha256 of this record itself (canonical JSON without that field), so an edited
+  ``meta.json`` is refused like a corrupt parameter file. (The hashes detect
+  corruption and hand edits; they are not a signature.)
 
 Atomicity: everything is written into a hidden ``DIR/.tmp-…`` directory, flushed,
 then renamed into place with ``os.replace``; only then is ``DIR/LATEST`` (one line,
@@ -17,7 +20,9 @@ directories are never read and are removed by the next save.
 Loading checks the hashes, the parameter names/shapes/dtypes against the model,
 the optimizer-state structure against a fresh ``optimizer.init``, and the stored
 configuration against the current one; each failure is a ``CheckpointError``
-(a ``ValueError``) saying what differs.
+(a ``ValueError``) saying what differs. When the checkpoint ``LATEST`` names is
+corrupt, ``latest_verified`` says so and names the newest checkpoint of the
+directory that is intact (``CheckpointError.intact``), to resume from explicitly.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import numpy as np
 import safetensors.numpy
 
 FORMAT = "jaxgrad-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: meta.json carries its own sha256
 LATEST = "LATEST"
 PARAMS_FILE = "params.safetensors"
 OPT_STATE_FILE = "opt_state.safetensors"
@@ -41,7 +46,20 @@ META_FILE = "meta.json"
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that is missing, corrupt, or does not fit the current run."""
+    """A checkpoint that is missing, corrupt, or does not fit the current run.
+
+    ``intact``: when the checkpoint is damaged, the newest intact checkpoint of the
+    same directory (or None); set by ``latest_verified``.
+    """
+
+    intact: str | None = None
+
+
+def meta_digest(record: dict) -> str:
+    """sha256 of ``record`` without its ``meta_sha256`` field, as canonical JSON."""
+    body = {k: v for k, v in record.items() if k != "meta_sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _sha256(path: str) -> str:
@@ -126,8 +144,7 @@ def latest_checkpoint(directory: str) -> str | None:
     pointer = os.path.join(directory, LATEST)
     if not os.path.isfile(pointer):
         return None
-    with open(pointer) as handle:
-        name = handle.read().strip()
+    name = _read_pointer(directory)
     path = os.path.join(directory, name)
     if not name or not os.path.isdir(path):
         raise CheckpointError(
@@ -159,6 +176,7 @@ def save_checkpoint(directory: str, *, params, opt_state, meta: dict, keep: int 
         safetensors.numpy.save_file(_numpy_tree(opt_state), os.path.join(tmp, OPT_STATE_FILE))
         files = {f: _sha256(os.path.join(tmp, f)) for f in (PARAMS_FILE, OPT_STATE_FILE)}
         record = {"format": FORMAT, "version": VERSION, **meta, "files": files}
+        record["meta_sha256"] = meta_digest(record)
         with open(os.path.join(tmp, META_FILE), "w") as handle:
             json.dump(record, handle, indent=1, sort_keys=True)
         for f in (PARAMS_FILE, OPT_STATE_FILE, META_FILE):
@@ -193,6 +211,84 @@ def _prune(directory: str, *, keep: int, current: str) -> None:
         shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
 
+def verify_checkpoint(path: str) -> dict:
+    """The checkpoint's meta after checking its integrity (nothing about the run).
+
+    Checks that ``meta.json`` is readable, of this format and version, unmodified
+    (``meta_sha256``), and that every file it lists is present with its sha256.
+
+    Raises:
+      CheckpointError: naming the checkpoint and the file that fails.
+    """
+    meta_path = os.path.join(path, META_FILE)
+    try:
+        with open(meta_path) as handle:
+            meta = json.load(handle)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: cannot read {META_FILE} ({exc}).") from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        found = meta if not isinstance(meta, dict) else (meta.get("format"), meta.get("version"))
+        raise CheckpointError(
+            f"checkpoint {path}: {META_FILE} describes {found!r}, not a {FORMAT!r} "
+            f"v{VERSION} checkpoint."
+        )
+    if meta.get("meta_sha256") != meta_digest(meta):
+        raise CheckpointError(
+            f"checkpoint {path}: {META_FILE} was modified after it was written (its "
+            "sha256 does not match the meta_sha256 recorded in it); refusing to use it."
+        )
+    for name, digest in meta.get("files", {}).items():
+        file_path = os.path.join(path, name)
+        if not os.path.isfile(file_path) or _sha256(file_path) != digest:
+            raise CheckpointError(
+                f"checkpoint {path}: {name} is missing or corrupt (sha256 does not match "
+                "the one recorded when it was written)."
+            )
+    return meta
+
+
+def newest_intact(directory: str, *, exclude: str | None = None) -> str | None:
+    """The newest ``ckpt-*`` of ``directory`` that passes ``verify_checkpoint``."""
+    names = sorted((n for n in os.listdir(directory) if n.startswith("ckpt-")), reverse=True)
+    for name in names:
+        path = os.path.join(directory, name)
+        if exclude is not None and os.path.abspath(path) == os.path.abspath(exclude):
+            continue
+        try:
+            verify_checkpoint(path)
+        except CheckpointError:
+            continue
+        return path
+    return None
+
+
+def latest_verified(directory: str) -> str | None:
+    """``latest_checkpoint`` after ``verify_checkpoint``; None when there is no ``LATEST``.
+
+    Raises:
+      CheckpointError: when ``LATEST`` names a missing or damaged checkpoint; the
+        message and ``.intact`` name the newest intact checkpoint of ``directory``.
+    """
+    try:
+        path = latest_checkpoint(directory)
+        if path is not None:
+            verify_checkpoint(path)
+        return path
+    except CheckpointError as exc:
+        named = os.path.join(directory, _read_pointer(directory))
+        intact = newest_intact(directory, exclude=named)
+        hint = (f" The newest intact checkpoint in {directory} is {intact}." if intact
+                else f" No other checkpoint in {directory} is intact.")
+        error = CheckpointError(f"{LATEST} names a damaged checkpoint: {exc}{hint}")
+        error.intact = intact
+        raise error from exc
+
+
+def _read_pointer(directory: str) -> str:
+    with open(os.path.join(directory, LATEST)) as handle:
+        return handle.read().strip()
+
+
 def load_checkpoint(path: str, *, model, opt_state_template, config: dict | None = None):
     """Read a checkpoint and check it against the current run.
 
@@ -209,24 +305,7 @@ def load_checkpoint(path: str, *, model, opt_state_template, config: dict | None
     Raises:
       CheckpointError: naming the file, and the keys or settings that differ.
     """
-    meta_path = os.path.join(path, META_FILE)
-    try:
-        with open(meta_path) as handle:
-            meta = json.load(handle)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {path}: cannot read {META_FILE} ({exc}).") from exc
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise CheckpointError(
-            f"checkpoint {path}: format {meta.get('format')!r} v{meta.get('version')} is "
-            f"not {FORMAT!r} v{VERSION}."
-        )
-    for name, digest in meta.get("files", {}).items():
-        file_path = os.path.join(path, name)
-        if not os.path.isfile(file_path) or _sha256(file_path) != digest:
-            raise CheckpointError(
-                f"checkpoint {path}: {name} is missing or corrupt (sha256 does not match "
-                "the one recorded when it was written)."
-            )
+    meta = verify_checkpoint(path)
     if config is not None and meta.get("config") != config:
         stored = meta.get("config") or {}
         diffs = [

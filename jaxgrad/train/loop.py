@@ -18,6 +18,10 @@ draws no random numbers (the supported layers have none).
 - A non-finite loss raises ``NonFiniteLossError`` naming the step and the first
   parameter (in ``state_dict`` order) whose gradient is not finite, before any
   checkpoint of the bad state is written: the last good checkpoint stays ``LATEST``.
+- ``request_stop()`` (safe to call from a signal handler: it only sets a flag) makes
+  ``train_epoch`` return after the step, or fused stretch, that is running, with
+  ``stopped=True`` and the data position at the next batch; ``save()`` then writes
+  a checkpoint from which ``resume`` continues with no step lost or repeated.
 """
 
 from __future__ import annotations
@@ -56,10 +60,33 @@ class EpochResult:
     losses: np.ndarray  # `(steps,)` float32, one loss per step
     seconds: float
     examples: int
+    stopped: bool = False  # True when `request_stop` ended the call before the epoch did
 
     @property
     def mean_loss(self) -> float:
         return float(np.mean(self.losses)) if self.losses.size else float("nan")
+
+
+def check_batch(batch_size: int, accumulate: int, num_devices: int,
+                num_examples: int | None = None) -> None:
+    """Raise ``ValueError`` unless a step's examples fit the devices and the data.
+
+    A step takes ``batch_size · accumulate`` examples, split evenly over
+    ``num_devices`` (data parallelism); ``drop_last`` batching needs at least one
+    full step in ``num_examples``.
+    """
+    step = batch_size * accumulate
+    if step % num_devices:
+        raise ValueError(
+            f"a step of {step} examples (batch size {batch_size} × accumulate {accumulate}) "
+            f"does not divide over {num_devices} devices; use a batch size that makes it a "
+            f"multiple of {num_devices}."
+        )
+    if num_examples is not None and step > num_examples:
+        raise ValueError(
+            f"a step of {step} examples (batch size {batch_size} × accumulate {accumulate}) "
+            f"is larger than the {num_examples} training examples; no full batch fits."
+        )
 
 
 class Trainer:
@@ -100,6 +127,8 @@ class Trainer:
         self.global_step = 0
         self.epoch, self.step_in_epoch = 0, 0
         self.last_checkpoint: str | None = None
+        self._stop_requested = False
+        check_batch(batch_size, accumulate, self.mesh.devices.size)
         options = dict(accumulate=accumulate, compute_dtype=compute_dtype)
         self._step = make_train_step(model, loss_fn, optimizer, **options)
         self._epoch = make_train_epoch(model, loss_fn, optimizer, **options)
@@ -135,13 +164,14 @@ class Trainer:
         """Restore the latest checkpoint of ``checkpoint_dir`` (or ``path``).
 
         Raises:
-          CheckpointError: no checkpoint, a corrupt one, or one from another config.
-            A resume never silently starts afresh.
+          CheckpointError: no checkpoint, a corrupt one (then ``.intact`` names the
+            newest intact one), or one from another config. A resume never silently
+            starts afresh, nor silently falls back to an older checkpoint.
         """
         if path is None:
             if self.checkpoint_dir is None:
                 raise ValueError("Trainer.resume: no `checkpoint_dir` was given.")
-            path = ckpt.latest_checkpoint(self.checkpoint_dir)
+            path = ckpt.latest_verified(self.checkpoint_dir)
             if path is None:
                 raise ckpt.CheckpointError(
                     f"--resume: no checkpoint in {self.checkpoint_dir} (no {ckpt.LATEST} "
@@ -155,6 +185,15 @@ class Trainer:
         self.epoch, self.step_in_epoch = int(meta["epoch"]), int(meta["step_in_epoch"])
         self.last_checkpoint = path
         return meta
+
+    # ---------------------------------------------------------------------- stopping
+    def request_stop(self) -> None:
+        """Stop ``train_epoch`` after the step (or fused stretch) now running."""
+        self._stop_requested = True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
 
     # ---------------------------------------------------------------------- epochs
     def batches(self, num_examples: int, epoch: int) -> list[np.ndarray]:
@@ -193,7 +232,11 @@ class Trainer:
         epoch, start = self.epoch, self.step_in_epoch
         batches = self.batches(len(x), epoch)
         losses, began = [], time.perf_counter()
+        stopped = False
         for first, stop in self._stretches(start, len(batches)):
+            if self._stop_requested:
+                stopped = True
+                break
             if self.fused:
                 idx = np.stack(batches[first:stop])
                 batch = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
@@ -216,12 +259,13 @@ class Trainer:
                 self.save()
             if on_steps is not None:
                 on_steps(self.global_step, step_losses)
-        self.epoch, self.step_in_epoch = epoch + 1, 0
+        if not stopped:
+            self.epoch, self.step_in_epoch = epoch + 1, 0
         jax.block_until_ready(self.params)
         seconds = time.perf_counter() - began
         losses = np.concatenate(losses) if losses else np.zeros((0,), np.float32)
         examples = losses.size * self.batch_size * self.accumulate
-        return EpochResult(epoch, losses.size, losses, seconds, examples)
+        return EpochResult(epoch, losses.size, losses, seconds, examples, stopped=stopped)
 
     def _raise_non_finite(self, offset: int, metrics, epoch: int, first: int):
         finite = {k: np.atleast_1d(np.asarray(v))[offset] for k, v in

@@ -1,0 +1,129 @@
+"""Documented outputs cannot drift: scripts/regen_docs.py on a cheap block, and its rules."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import regen_docs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHEAP = "python scripts/hand_gradients.py --only tiny_relu"
+
+
+def test_readme_block_is_current_and_a_tampered_copy_is_caught(tmp_path):
+    """One run of the command checks the README's block and a copy with one value off."""
+    lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().split("\n")
+    block = next(b for b in regen_docs.find_blocks("README.md", lines) if b.command == CHEAP)
+    body = "\n".join(block.body)
+    assert "dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.1" in body
+    tampered = tmp_path / "tampered.md"
+    tampered.write_text("\n".join([
+        f"<!-- jaxgrad:run {CHEAP} | rounding -->", "```", f"$ {CHEAP}",
+        body.replace("7.05 × 2 = 14.1", "7.05 × 2 = 14.2"), "```", ""]), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "scripts/regen_docs.py", "--check", "--only", "tiny_relu$",
+         "README.md", str(tampered)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 of 2 documented outputs up to date; 1 drifted" in proc.stdout
+    assert f"{os.path.relpath(tampered, ROOT)}:1: `{CHEAP}` drifted" in proc.stdout
+    assert "-     dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.2" in proc.stdout
+    assert "+     dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.1" in proc.stdout
+
+
+def _block(body, options=()):
+    return regen_docs.Block("x.md", 0, "python scripts/x.py", tuple(options), body)
+
+
+def test_masks_hide_only_what_no_machine_reproduces():
+    mask = regen_docs.mask
+    line = "87 passed (87 checks, {} s)"
+    assert mask(line.format("25.3"), False) == mask(line.format("31"), False)
+    assert mask("    1  jax   1.0544  0.2814   91.36%    1.67       843", False) == \
+        mask("    1  jax   1.0544  0.2814   91.36%   12.03     1,176", False)
+    assert mask("torch cpu (2 threads)", False) == mask("torch cpu (16 threads)", False)
+    # values, losses and accuracies are not masked
+    assert mask("    1  jax   1.0544", False) != mask("    1  jax   1.0545", False)
+    assert mask("91.36%", False) != mask("91.37%", False)
+    # rounding-level magnitudes only where the block asks for it, and only below 1e-4
+    row = "mlp relu (mse)      float32     1.79e-07    3.62e-05  PASS"
+    other = "mlp relu (mse)      float32     5.96e-08    9.80e-05  PASS"
+    assert mask(row, False) != mask(other, False) and mask(row, True) == mask(other, True)
+    assert mask("clip 2.50e-01", True) != mask("clip 2.60e-01", True)
+    assert mask("mlp relu  PASS", True) != mask("mlp relu  FAIL", True)
+
+
+def test_excerpt_refreshes_shown_lines_and_reports_vanished_ones():
+    output = ["header", "a = 1.0 (2.1 s)", "b = 2", "c = 3", "footer"]
+    block = _block(["header", "...", "a = 1.0 (9.9 s)", "c = 3"], ["excerpt"])
+    assert regen_docs.regenerate(block, output) == (block.body, [])  # masked digits kept
+    new, missing = regen_docs.regenerate(block, output, refresh_masked=True)
+    assert new == ["header", "...", "a = 1.0 (2.1 s)", "c = 3"] and missing == []
+    block = _block(["header", "b = 5", "footer"], ["excerpt"])
+    new, missing = regen_docs.regenerate(block, output)
+    assert missing == ["b = 5"] and "no longer printed: b = 5" in regen_docs.drift(block, new,
+                                                                                   missing)
+    # lines must appear in the output's order
+    assert regen_docs.regenerate(_block(["c = 3", "b = 2"], ["excerpt"]), output)[1] == ["b = 2"]
+
+
+def test_full_blocks_keep_masked_digits_and_take_real_changes():
+    block = _block(["loss 0.5 (1.0 s)", "err 1.0e-16", "gone"], ["rounding"])
+    output = ["loss 0.5 (7.5 s)", "err 3.0e-16", "new line"]
+    new, _ = regen_docs.regenerate(block, output)
+    assert new == ["loss 0.5 (1.0 s)", "err 1.0e-16", "new line"]
+    assert "-gone" in regen_docs.drift(block, new, [])
+    assert regen_docs.regenerate(block, output, refresh_masked=True)[0] == output
+
+
+@pytest.mark.parametrize("text,message", [
+    ("<!-- jaxgrad:run python scripts/x.py | fast -->\n```\n$ python scripts/x.py\n```",
+     "unknown option 'fast'"),
+    ("<!-- jaxgrad:run python scripts/x.py -->\n```\npython scripts/x.py\n```",
+     "first line is '$ python scripts/x.py'"),
+    ("<!-- jaxgrad:run python scripts/x.py -->\n```\n$ python scripts/x.py\n", "never closed"),
+    ("<!-- jaxgrad:run ls -->", "unreadable marker"),
+    ("quoted: `<!-- jaxgrad:run ls -->` is prose", None),
+])
+def test_malformed_blocks_are_named(text, message):
+    if message is None:
+        assert regen_docs.find_blocks("x.md", text.split("\n")) == []
+        return
+    with pytest.raises(regen_docs.Malformed, match=re.escape(message)):
+        regen_docs.find_blocks("x.md", text.split("\n"))
+
+
+def _tracked_text_files():
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    return [f for f in files if f.endswith((".py", ".md", ".txt", ".toml", ".cfg"))]
+
+
+def test_no_reference_to_files_the_repository_does_not_hold():
+    """Internal notes and the lesson files are not shipped; cite lessons by number/title."""
+    this = os.path.relpath(__file__, ROOT)
+    pattern = re.compile(r"DESIGN\.md|CONVENTIONS\.md|shared/lessons|\b\d{3}_[0-9a-f]{16}\b")
+    found = []
+    for name in _tracked_text_files():
+        if name == this:
+            continue
+        for number, line in enumerate(open(os.path.join(ROOT, name), encoding="utf-8"), 1):
+            if pattern.search(line):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_the_torch_pin_is_described_as_it_behaves():
+    """`torch==2.13.0` selects a version, not the CPU build: both files must say how."""
+    for name in ("README.md", "constraints.txt"):
+        text = " ".join(open(os.path.join(ROOT, name), encoding="utf-8").read().split())
+        assert "https://download.pytorch.org/whl/cpu" in text, name
+        assert "CUDA build" in text, name
+        # the old claims: the pin alone selects the CPU build
+        assert "torch is pinned to 2.13.0, the CPU build" not in text, name
+        assert "PyTorch 2.13.0 CPU build" not in text, name

@@ -1,0 +1,141 @@
+"""Every script: ``--help`` and bad arguments answered before jax or torch is imported.
+
+One subprocess runs every script's ``--help`` and every bad command line below with
+``jax``, ``torch`` and the other heavy packages replaced by stubs that raise on
+import: a script that imports one before parsing (or before validating) fails here
+whatever the machine's speed, so no timing is asserted. Bad arguments must exit 2
+with exactly one ``error:`` line and no traceback.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = sorted(p for p in glob.glob(os.path.join(ROOT, "scripts", "*.py"))
+                 if not os.path.basename(p).startswith("_"))
+STUBBED = ("jax", "jaxlib", "torch", "optax", "flax", "sklearn", "matplotlib", "safetensors")
+
+# Run inside the stubbed interpreter: each case as ``__main__``, exit status and stderr.
+DRIVER = r"""
+import contextlib, io, json, runpy, sys
+results = []
+for script, argv in json.loads(sys.argv[1]):
+    sys.argv = [script, *argv]
+    err, out = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException as exc:  # an import of a stub lands here
+            code, err = "raised", io.StringIO(f"{type(exc).__name__}: {exc}")
+    results.append({"code": code, "stderr": err.getvalue(), "stdout": out.getvalue()})
+print(json.dumps(results))
+"""
+
+
+def _bad_cases(tmp):
+    a_file = os.path.join(tmp, "a_file")
+    open(a_file, "w").close()
+    missing = os.path.join(tmp, "missing", "out")
+    return [
+        ("train.py", ["--model", "0"], "--model '0': every width must be >= 1"),
+        ("train.py", ["--model", "256,,128"], "--model '256,,128'"),
+        ("train.py", ["--epochs", "0"], "--epochs must be >= 1"),
+        ("train.py", ["--batch-size", "-3"], "--batch-size must be >= 1"),
+        ("train.py", ["--lr", "0"], "--lr must be a positive finite number"),
+        ("train.py", ["--clip", "nan"], "--clip must be a positive finite number"),
+        ("train.py", ["--checkpoint-dir", os.path.join(a_file, "ckpt")],
+         f"{a_file} is a file, not a directory"),
+        ("train.py", ["--checkpoint-dir", a_file], "exists and is not a directory"),
+        ("train.py", ["--checkpoint-every", "5"], "--checkpoint-every needs --checkpoint-dir"),
+        ("train.py", ["--resume-from", "ckpt-00000010"], "--resume needs --checkpoint-dir"),
+        ("train.py", ["--checkpoint-dir", tmp, "--resume-from", "ckpt-00000010"],
+         "--resume-from ckpt-00000010: no checkpoint"),
+        ("train.py", ["--plot", missing + ".png"], "does not exist"),
+        ("train.py", ["--save", tmp], "is a directory"),
+        ("train.py", ["--json", missing + ".json"], "does not exist"),
+        ("train.py", ["--data-dir", missing], "--data-dir"),
+        ("parity.py", ["--json", missing + ".json"], "does not exist"),
+        ("vanishing.py", ["--plot", missing + ".png"], "does not exist"),
+        ("vanishing.py", ["--batch-size", "0"], "--batch-size must be >= 1"),
+        ("cost.py", ["--repeats", "0"], "--repeats must be >= 1"),
+        ("memory.py", ["--json", missing + ".json"], "does not exist"),
+        ("bench.py", ["--rounds", "0"], "--rounds must be >= 1"),
+        ("bench.py", ["--json", missing + ".json"], "does not exist"),
+        ("manual_backward.py", ["--json", missing + ".json"], "does not exist"),
+        ("optimizers.py", ["--steps", "0"], "--steps must be >= 1"),
+        ("graph.py", ["--out", missing + ".md"], "does not exist"),
+        ("accumulation.py", ["--steps", "0"], "--steps"),
+        ("freeze.py", ["--steps", "0"], "--steps"),
+        ("errors.py", ["--width", "5"], "--width"),
+    ]
+
+
+def _run_stubbed(cases, tmp_path):
+    stubs = tmp_path / "stubs"
+    for name in STUBBED:
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text(
+            f"raise ImportError('{name} imported before the arguments were parsed')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(stubs), ROOT, os.path.join(ROOT, "scripts")]))
+    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(cases)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_help_and_bad_arguments_need_no_jax_or_torch(tmp_path):
+    bad = _bad_cases(str(tmp_path))
+    cases = [(path, ["--help"]) for path in SCRIPTS]
+    cases += [(os.path.join(ROOT, "scripts", name), argv) for name, argv, _ in bad]
+    results = _run_stubbed(cases, tmp_path)
+    for path, result in zip(SCRIPTS, results):
+        assert result["code"] == 0, (os.path.basename(path), result["stderr"])
+        assert "usage:" in result["stdout"]
+    for (name, argv, message), result in zip(bad, results[len(SCRIPTS):]):
+        where = f"{name} {' '.join(argv)}"
+        assert result["code"] == 2, (where, result)
+        errors = [line for line in result["stderr"].splitlines() if "error:" in line]
+        assert len(errors) == 1 and message in errors[0], (where, result["stderr"])
+        assert "Traceback" not in result["stderr"], where
+
+
+def test_graph_formats_match_the_library():
+    import graph as graph_script
+    from jaxgrad.graph import FORMATS
+
+    assert graph_script.FORMATS == FORMATS
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--batch-size", "1000", "--accumulate", "2"],
+     "a step of 2000 examples (batch size 1000 × accumulate 2) is larger than the 1438"),
+])
+def test_train_checks_the_batch_against_the_data_before_building_anything(argv, message,
+                                                                          capsys):
+    import train
+
+    assert train.main([*argv, "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"error: {message} training examples; no full batch fits."
+    assert "devices" not in captured.out  # nothing was built
+
+
+def test_check_batch_devices_and_examples():
+    from jaxgrad.train import check_batch
+
+    check_batch(8, 2, 4, 16)
+    with pytest.raises(ValueError, match="a step of 18 examples .* does not divide over 4 devices"):
+        check_batch(9, 2, 4)
+    with pytest.raises(ValueError, match="larger than the 10 training examples"):
+        check_batch(8, 2, 1, 10)
