@@ -51,7 +51,7 @@ def _scalar_like(value, leaf):
 # --------------------------------------------------------------------------- SGD
 
 
-@register_state
+@register_state(torch_step=False)
 class SgdMomentumState(NamedTuple):
     step: jax.Array  # `()` int32: steps taken; 0 means the buffer is not yet set
     momentum_buffer: Any  # like params: torch's state[p]["momentum_buffer"]

@@ -24,12 +24,20 @@ from jaxgrad.optim.names import dotted_names
 TORCH_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg",
                 "grad_avg", "sum", "exp_inf", "mu_product", "eta", "mu", "ax")
 _STATE_TYPES: list[type] = []
+_WITHOUT_STEP: set[type] = set()
 
 
-def register_state(cls: type) -> type:
-    """Mark a NamedTuple state class (fields ``step`` + torch names) as torch-readable."""
-    _STATE_TYPES.append(cls)
-    return cls
+def register_state(cls: type | None = None, *, torch_step: bool = True):
+    """Mark a NamedTuple state class (fields ``step`` + torch names) as torch-readable.
+
+    ``torch_step=False`` for a state whose torch twin keeps no ``step`` (SGD's).
+    """
+    def register(cls):
+        _STATE_TYPES.append(cls)
+        if not torch_step:
+            _WITHOUT_STEP.add(cls)
+        return cls
+    return register if cls is None else register(cls)
 
 
 def _find_torch_states(opt_state) -> list:
@@ -86,7 +94,8 @@ def torch_style_state(opt_state, order=None) -> dict[str, dict[str, Any]]:
             names = dotted_names(tree)
             for name, leaf in zip(jax.tree.leaves(names), jax.tree.leaves(tree)):
                 entry = result.setdefault(name, {})
-                entry["step"] = state.step
+                if type(state) not in _WITHOUT_STEP:
+                    entry["step"] = state.step
                 entry[field] = leaf
     if order is None:
         return result
