@@ -4,8 +4,7 @@ torch's scheduler mutates the optimizer's ``lr`` when a metric stops improving. 
 the state is explicit and the step is a pure, jit-able function::
 
     plateau = ReduceLROnPlateau(lr=0.1, patience=2)
-    optimizer = optax.inject_hyperparams(jaxgrad.optim.sgd, static_args=("momentum",))(
-        lr=0.1, momentum=0.9)
+    optimizer = injected_lr(jaxgrad.optim.sgd, lr=0.1, momentum=0.9)
     state = plateau.init()
     for epoch in ...:
         ...train with opt_state...
@@ -18,10 +17,12 @@ the state is explicit and the step is a pure, jit-able function::
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+import inspect
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 
 class PlateauState(NamedTuple):
@@ -92,3 +93,14 @@ class ReduceLROnPlateau:
         return PlateauState(lr=lr, best=best, num_bad_epochs=bad.astype(jnp.int32),
                             cooldown_counter=cooldown.astype(jnp.int32),
                             last_epoch=state.last_epoch + 1)
+
+
+def injected_lr(optimizer: Callable[..., optax.GradientTransformation],
+                **kwargs) -> optax.GradientTransformation:
+    """``optimizer(**kwargs)`` whose ``lr`` lives in its state, settable between steps.
+
+    ``optax.inject_hyperparams`` with every argument but ``lr`` static (the jaxgrad
+    factories validate them as Python numbers); set ``opt_state.hyperparams["lr"]``.
+    """
+    names = [n for n in inspect.signature(optimizer).parameters if n != "lr"]
+    return optax.inject_hyperparams(optimizer, static_args=tuple(names))(**kwargs)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import check_hyper
-from jaxgrad.optim.plateau import PlateauState, ReduceLROnPlateau  # noqa: F401 (re-export)
+from jaxgrad.optim.plateau import PlateauState, ReduceLROnPlateau, injected_lr  # noqa: F401
 
 
 def _t(count):
