@@ -184,3 +184,18 @@ def test_scheduler_bad_arguments_are_named():
         schedulers.ReduceLROnPlateau(lr=0.1, mode="lowest")
     past_end = schedulers.OneCycleLR(max_lr=0.1, total_steps=10, cycle_momentum=False)(11)
     assert np.isnan(float(past_end))  # torch raises past total_steps; never a number
+
+
+@pytest.mark.parametrize("name", ["CosineAnnealingLR", "OneCycleLR", "PolynomialLR",
+                                  "StepLR"])
+def test_train_py_builders_agree_in_both_frameworks(x64, name):
+    # scripts/train.py --scheduler: jaxgrad's for_run and torchref's scheduler_kwargs fill
+    # the same arguments (the run's length, OneCycleLR's max_lr)
+    from torchref import schedulers as tschedulers
+    given = {"step_size": 4} if name == "StepLR" else {}
+    kwargs = tschedulers.scheduler_kwargs(name, LR, 20, **given)
+    reference = _torch_lrs(lambda opt: tschedulers.make_scheduler(name, opt, **kwargs), steps=20)
+    sched = schedulers.for_run(name, LR, 20, **given)
+    assert_parity(reference, np.asarray([sched(t) for t in range(20)]))
+    with pytest.raises(ValueError, match="`scheduler`"):
+        schedulers.for_run("LambdaLR", LR, 20)

@@ -241,3 +241,25 @@ def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int], last
 SCHEDULERS = {f.__name__: f for f in (
     StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     LinearLR, ConstantLR, OneCycleLR, PolynomialLR, LambdaLR, SequentialLR)}
+
+_LENGTH_ARGUMENT = {"CosineAnnealingLR": "T_max", "OneCycleLR": "total_steps",
+                    "PolynomialLR": "total_iters"}
+
+
+def for_run(name: str, lr: float, total_steps: int, **kwargs):
+    """The schedule ``name`` for a training run of ``total_steps`` optimizer steps.
+
+    Fills what the run implies, as ``torchref.schedulers.scheduler_kwargs`` does for
+    torch: the schedule length (``T_max``, ``total_steps``, ``total_iters``) and
+    OneCycleLR's ``max_lr`` (= ``lr``, with ``cycle_momentum=False``).
+    """
+    names = [n for n in SCHEDULERS if n not in ("LambdaLR", "SequentialLR")]
+    if name not in names:
+        raise ValueError(f"`scheduler` (={name!r}) must be one of {', '.join(names)}.")
+    if name in _LENGTH_ARGUMENT:
+        kwargs.setdefault(_LENGTH_ARGUMENT[name], total_steps)
+    if name == "OneCycleLR":
+        kwargs.setdefault("max_lr", lr)
+        kwargs.setdefault("cycle_momentum", False)
+        return OneCycleLR(**kwargs)
+    return SCHEDULERS[name](lr=lr, **kwargs)
