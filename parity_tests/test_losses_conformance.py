@@ -204,3 +204,14 @@ def test_bad_loss_arguments_name_the_argument():
         losses.binary_cross_entropy_with_logits(x, x, pos_weight=jnp.ones(2))
     with pytest.raises(ValueError, match="`target` length"):
         losses.cosine_embedding_loss(x, x, jnp.ones(3))
+
+
+def test_bce_gradient_at_saturated_probabilities_is_torchs(x64):
+    # torch differentiates with its own formula, not through the log clamp
+    p = np.array([0.0, 1.0, 0.0, 1.0, 0.3])
+    t = np.array([1.0, 0.0, 0.0, 1.0, 0.6])
+    conformance_report = conformance.compare_call(
+        lambda a, b: F.binary_cross_entropy(a, b, reduction="none"),
+        lambda a, b: losses.binary_cross_entropy(a, b, reduction="none"),
+        (torch.tensor(p), torch.tensor(t)), {})
+    assert conformance_report.passed, conformance_report.table()

@@ -65,22 +65,27 @@ def main(argv=None) -> int:
     print(header)
     print("-" * len(header))
     totals: dict = {}
-    for (source, name), row in rows.items():
+    for (source, name), row in sorted(rows.items(), key=lambda item: (
+            item[0][0].split()[0], " errors" in item[0][0], item[0][1].lower())):
         count = sum(row.values())
         failed = count - sum(row.get(c, 0) for c in COLUMNS)
         print(f"{source:<17} {name:<33} {count:>7} {row.get('pass', 0):>5} "
               f"{row.get('refused', 0):>8} {row.get('rejected', 0):>8} "
               f"{row.get('not applicable', 0):>4} {failed:>5}")
-        total = totals.setdefault(source.split()[0], {"samples": 0, "failed": 0})
+        total = totals.setdefault(source, {"samples": 0, "failed": 0})
         total["samples"] += count
         total["failed"] += failed
         for column in COLUMNS:
             total[column] = total.get(column, 0) + row.get(column, 0)
     print()
     for source, t in totals.items():
-        print(f"{source}: {t['samples']} samples and error inputs, {t['pass']} pass, "
-              f"{t['refused']} refused naming the argument, {t['rejected']} error inputs "
-              f"rejected, {t['not applicable']} not applicable, {t['failed']} failed")
+        if source.endswith("errors"):
+            print(f"{source}: {t['samples']} inputs torch rejects, {t['rejected']} rejected "
+                  f"naming the argument, {t['not applicable']} not applicable, "
+                  f"{t['failed']} failed")
+        else:
+            print(f"{source}: {t['samples']} samples, {t['pass']} pass, {t['refused']} "
+                  f"refused naming the argument, {t['failed']} failed")
     bad = [o for o in outcomes if o.status not in COLUMNS]
     shown = bad + ([o for o in outcomes if o.status in ("refused", "rejected",
                                                          "not applicable")]

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgrad.losses._checks import (check_broadcastable, check_floating, check_reduction,
                                     check_same_shape, reduce, require)
@@ -19,6 +21,36 @@ def _check_weight(loss: str, name: str, weight, input):
     check_broadcastable(loss, name, weight, input.shape)
 
 
+# torch's EPSILON in binary_cross_entropy_backward is a C++ float: 1e-12 rounded to float32
+_BCE_EPSILON = float(np.float32(1e-12))
+
+
+@jax.custom_vjp
+def _bce_terms(input, target):
+    """Per-element ``−(t·log p + (1 − t)·log(1 − p))``, logs clamped at −100."""
+    log_p = jnp.maximum(jnp.log(input), -100.0)
+    log_1mp = jnp.maximum(jnp.log1p(-input), -100.0)
+    return (target - 1) * log_1mp - target * log_p
+
+
+def _bce_forward(input, target):
+    return _bce_terms(input, target), (input, target)
+
+
+def _bce_backward(residuals, cotangent):
+    # torch's own backward formulas, not the derivative of the clamped forward: at
+    # p = 0 or 1 torch's input gradient is (p − t)/1e-12, where autodiff of the clamp
+    # would give 0, and its target gradient is −logit(p) (±inf there)
+    input, target = residuals
+    denom = jnp.maximum((1 - input) * input, _BCE_EPSILON)
+    grad_input = cotangent * (input - target) / denom
+    grad_target = cotangent * (jnp.log1p(-input) - jnp.log(input))
+    return grad_input, grad_target
+
+
+_bce_terms.defvjp(_bce_forward, _bce_backward)
+
+
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     """``F.binary_cross_entropy`` on probabilities.
 
@@ -28,7 +60,8 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
       weight: optional rescaling weights broadcastable to `(*)`.
       reduction: ``"mean" | "sum" | "none"``.
 
-    Each log is clamped at −100, as torch's, so p = 0 or 1 gives a finite loss. A
+    Each log is clamped at −100, as torch's, so p = 0 or 1 gives a finite loss; the
+    gradients are torch's formulas (``(p − t)/max(p(1 − p), 1e-12)`` for ``input``). A
     probability outside [0, 1] raises ``ValueError`` when ``input`` is concrete; under
     ``jit`` the loss is NaN there (``jaxgrad.losses.checked`` raises instead).
     """
@@ -40,9 +73,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     inside = (input >= 0) & (input <= 1)
     require(inside, f"{loss}: every element of `input` must be a probability in [0, 1].")
     # a probability outside [0, 1] gives log of a negative number: NaN, never a number
-    log_p = jnp.maximum(jnp.log(input), -100.0)
-    log_1mp = jnp.maximum(jnp.log1p(-input), -100.0)
-    losses = (target - 1) * log_1mp - target * log_p
+    losses = _bce_terms(input, target)
     if weight is not None:
         losses = losses * weight
     return reduce(losses, reduction)
