@@ -199,3 +199,23 @@ def test_train_py_builders_agree_in_both_frameworks(x64, name):
     assert_parity(reference, np.asarray([sched(t) for t in range(20)]))
     with pytest.raises(ValueError, match="`scheduler`"):
         schedulers.for_run("LambdaLR", LR, 20)
+
+
+def test_train_py_scheduler_option_parsing(capsys):
+    import train  # scripts/train.py (scripts/ is on the test path)
+    args = train.parse_args(["--scheduler", "StepLR:step_size=5,gamma=0.5"])
+    assert args.scheduler == ("StepLR", {"step_size": 5, "gamma": 0.5})
+    for bad in (["--scheduler", "StepLR:step_size"], ["--scheduler", "StepLR:gamma=x y"],
+                ["--scheduler", "StepLR", "--resume", "--checkpoint-dir", "d"]):
+        with pytest.raises(SystemExit) as info:
+            train.parse_args(bad)
+        assert info.value.code == 2
+    assert "--scheduler" in capsys.readouterr().err
+
+
+def test_conformance_script_arguments(capsys):
+    import conformance_losses_optim as script
+    with pytest.raises(SystemExit) as info:
+        script.main(["--only", "everything"])
+    assert info.value.code == 2
+    assert "--only" in capsys.readouterr().err
