@@ -36,7 +36,8 @@ def _check_weight(loss: str, weight, num_classes: int, input):
             f"for each of the C={num_classes} classes."
         )
     if weight.dtype != input.dtype:
-        raise TypeError(f"{loss}: `weight` dtype {weight.dtype} must equal `input` dtype {input.dtype}.")
+        raise TypeError(f"{loss}: `weight` dtype {weight.dtype} must equal `input` dtype "
+                        f"{input.dtype}.")
 
 
 def _check_index_target(loss: str, input, target, class_axis: int):
@@ -60,7 +61,8 @@ def _weight_per_class(weight, input, class_axis: int):
 
 
 def _pick(log_probs, target, weight, ignore_index: int, class_axis: int, loss: str):
-    """Per-element ``-w[y]·log_probs[y]`` (0 where ignored, NaN where out of range), and ``w[y]``."""
+    """Per-element ``-w[y]·log_probs[y]`` and ``w[y]`` (0 where ignored, NaN where out
+    of range)."""
     num_classes = log_probs.shape[class_axis]
     ignored = target == ignore_index
     valid = (target >= 0) & (target < num_classes)
@@ -166,7 +168,9 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     if not label_smoothing:
         return nll
     # torch's cross_entropy_loss_label_smoothing, term by term
-    per_class = log_probs if weight is None else log_probs * _weight_per_class(weight, log_probs, class_axis)
+    per_class = log_probs
+    if weight is not None:
+        per_class = log_probs * _weight_per_class(weight, log_probs, class_axis)
     smooth = -jnp.sum(per_class, axis=class_axis)
     smooth = jnp.where(target == ignore_index, jnp.zeros((), smooth.dtype), smooth)
     if reduction == "mean":

@@ -241,7 +241,8 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
         def step_of(m, v):
             corrected = m / _scalar_like(bias_correction1, m)
             plain = corrected * _scalar_like(lr_t, m)
-            adaptive = _scalar_like(jnp.sqrt(bias_correction2), v) / (jnp.sqrt(v) + _scalar_like(eps, v))
+            adaptive = (_scalar_like(jnp.sqrt(bias_correction2), v)
+                        / (jnp.sqrt(v) + _scalar_like(eps, v)))
             return -jnp.where(rectified, plain * adaptive * _scalar_like(rect, m), plain)
 
         new = jax.tree.map(step_of, exp_avg, exp_avg_sq)

@@ -54,7 +54,8 @@ class ReduceLROnPlateau:
             raise ValueError(f"`threshold_mode` (={self.threshold_mode!r}) must be 'rel' or 'abs'.")
         if not self.factor < 1.0 or self.factor < 0:
             raise ValueError(f"`factor` (={self.factor!r}) must be >= 0 and < 1.0.")
-        if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 0:
+        patience = self.patience
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
             raise ValueError(f"`patience` (={self.patience!r}) must be an int >= 0.")
         if not isinstance(self.lr, (int, float)) or isinstance(self.lr, bool) or self.lr < 0:
             raise ValueError(f"`lr` (={self.lr!r}) must be a number >= 0.")

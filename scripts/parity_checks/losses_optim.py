@@ -53,7 +53,8 @@ def _loss_case(name):
                 dict(weight=_tensor(rng, (4, 1), 0.5, 2.0), pos_weight=_tensor(rng, 3, 0.5, 3.0)))
     if name == "kl_div batchmean log_target":
         return (F.kl_div, jlosses.kl_div,
-                (torch.log_softmax(_tensor(rng, (4, 5)), 1), torch.log_softmax(_tensor(rng, (4, 5)), 1)),
+                (torch.log_softmax(_tensor(rng, (4, 5)), 1),
+                 torch.log_softmax(_tensor(rng, (4, 5)), 1)),
                 dict(reduction="batchmean", log_target=True))
     if name == "huber_loss delta=0.5":
         return (F.huber_loss, jlosses.huber_loss, (_tensor(rng, (5, 3)), _tensor(rng, (5, 3))),
