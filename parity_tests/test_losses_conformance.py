@@ -31,6 +31,7 @@ def _assert_all_accepted(outcomes):
                               for o in bad)
 
 
+@pytest.mark.slow  # every sample of a PyTorch test database
 def test_op_db_loss_samples_and_error_inputs():
     outcomes = conformance.op_outcomes()
     _assert_all_accepted(outcomes)
@@ -41,6 +42,7 @@ def test_op_db_loss_samples_and_error_inputs():
     assert any(o.source == "op_db errors" for o in outcomes)
 
 
+@pytest.mark.slow  # every sample of a PyTorch test database
 def test_module_db_loss_samples_and_error_inputs():
     outcomes = conformance.module_outcomes()
     _assert_all_accepted(outcomes)

@@ -17,6 +17,7 @@ from jaxgrad.parity import assert_parity, compare
 from parity_checks import _conformance_optim as conformance
 
 
+@pytest.mark.slow  # every sample of a PyTorch test database
 def test_optim_db_configurations_30_float64_steps():
     outcomes = conformance.config_outcomes()
     bad = [o for o in outcomes if o.status != "pass"]
