@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sgd / rmsprop momentum (default: 0.9)")
     opt.add_argument("--weight-decay", type=float, default=None,
                      help="torch semantics: L2 for sgd/adam/rmsprop, decoupled for adamw")
+    # --scheduler (issue 12): the same torch scheduler in both frameworks
+    opt.add_argument("--scheduler", metavar="NAME[:K=V,...]",
+                     help="learning-rate scheduler per optimizer step, torch's class name and "
+                          "arguments, e.g. CosineAnnealingLR or StepLR:step_size=200,gamma=0.5 "
+                          "(T_max / total_steps / total_iters default to the run's steps)")
     opt.add_argument("--epochs", type=int, default=20)
     opt.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch")
     opt.add_argument("--accumulate", type=int, default=1, metavar="K",
@@ -123,6 +128,14 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     _cli.non_negative_float(parser, args, "momentum", "weight_decay")
     if args.lr is None:
         args.lr = OPTIMIZER_DEFAULT_LR[args.optimizer]
+    if args.scheduler:
+        try:
+            args.scheduler = parse_scheduler(args.scheduler)
+        except ValueError as exc:
+            parser.error(f"--scheduler: {exc}")
+        if args.resume or args.resume_from is not None:
+            parser.error("--scheduler cannot be combined with --resume (torch's scheduler "
+                         "state is not checkpointed)")
     args.resume = args.resume or args.resume_from is not None
     for option, given in (("--resume", args.resume), ("--checkpoint-every", args.checkpoint_every)):
         if given and not args.checkpoint_dir:
@@ -159,6 +172,26 @@ def resume_command(args, resume_from: str | None = None) -> str:
             kept.append(arg)
     kept += ["--resume-from", resume_from] if resume_from else ["--resume"]
     return shlex.join(["python", os.path.relpath(__file__), *kept])
+
+
+def parse_scheduler(spec: str) -> tuple[str, dict]:
+    """``"StepLR:step_size=5,gamma=0.5"`` -> ``("StepLR", {"step_size": 5, "gamma": 0.5})``."""
+    import ast
+    name, _, rest = spec.partition(":")
+    kwargs = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        try:
+            kwargs[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{item!r}: {value!r} is not a Python literal") from None
+    return name, kwargs
+
+
+def total_steps(args, dataset) -> int:
+    return len(dataset.x_train) // (args.batch_size * args.accumulate) * args.epochs
 
 
 def optimizer_kwargs(args) -> dict:
@@ -242,8 +275,13 @@ class JaxRun(_Run):
         self.model = nn.mlp(sizes, args.activation)
         if params is None:
             params = self.model.init(jax.random.key(args.seed))
-        optimizer = jtrain.build_optimizer(
-            getattr(optim, args.optimizer)(**optimizer_kwargs(args)), clip=args.clip)
+        kwargs = optimizer_kwargs(args)
+        if args.scheduler:
+            name, given = args.scheduler
+            kwargs["lr"] = optim.schedulers.for_run(name, args.lr, total_steps(args, dataset),
+                                                    **given)
+        optimizer = jtrain.build_optimizer(getattr(optim, args.optimizer)(**kwargs),
+                                           clip=args.clip)
         self.compute_dtype = "bfloat16" if args.precision == "bfloat16" else None
         self.loss_fn = losses.cross_entropy
         self.trainer = jtrain.Trainer(
@@ -278,6 +316,12 @@ class TorchRun(_Run):
         self.device = args.device
         optimizer = make_optimizer(args.optimizer, self.module.parameters(),
                                    **optimizer_kwargs(args))
+        if args.scheduler:
+            from torchref import schedulers
+            name, given = args.scheduler
+            kwargs = schedulers.scheduler_kwargs(name, args.lr, total_steps(args, dataset), **given)
+            optimizer = schedulers.SteppedOptimizer(
+                optimizer, schedulers.make_scheduler(name, optimizer, **kwargs))
         self.trainer = ttrain.TorchTrainer(
             self.module, optimizer, batch_size=args.batch_size, seed=args.seed,
             accumulate=args.accumulate, clip=args.clip, compile=args.compile, device=args.device,
