@@ -6,3 +6,12 @@ these, and ``from_torch``'s ``torch.fx`` table maps ``torch.nn.functional.X`` to
 ``_norm``, ``_dropout``, ``_activation``, ``_attention``, ``_embedding``…),
 re-exported here one name per line.
 """
+
+from jaxgrad.nn.functional._dropout import dropout
+from jaxgrad.nn.functional._dropout import dropout1d
+from jaxgrad.nn.functional._dropout import dropout2d
+from jaxgrad.nn.functional._norm import batch_norm
+from jaxgrad.nn.functional._norm import batch_norm_with_stats
+from jaxgrad.nn.functional._norm import group_norm
+from jaxgrad.nn.functional._norm import instance_norm
+from jaxgrad.nn.functional._norm import instance_norm_with_stats
