@@ -84,6 +84,15 @@ REGISTRY: dict[str, Entry] = {
     "ReLU": Entry(),
     "Sigmoid": Entry(),
     "Tanh": Entry(),
+    # CNN activations
+    "ELU": Entry(),
+    "Hardswish": Entry(),
+    "LogSoftmax": Entry(),
+    "Mish": Entry(),
+    "ReLU6": Entry(),
+    "SiLU": Entry(),
+    "Softmax": Entry(),
+    "Softplus": Entry(),
 }
 
 
