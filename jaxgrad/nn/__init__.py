@@ -17,6 +17,10 @@ from jaxgrad.nn.activations import Tanh
 from jaxgrad.nn.container import ACTIVATIONS
 from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.container import mlp
+from jaxgrad.nn.conv import Conv1d
+from jaxgrad.nn.conv import Conv2d
+from jaxgrad.nn.conv import ConvTranspose1d
+from jaxgrad.nn.conv import ConvTranspose2d
 from jaxgrad.nn.convert import SUPPORTED
 from jaxgrad.nn.convert import from_torch
 from jaxgrad.nn.linear import Flatten

@@ -13,6 +13,7 @@ from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
 from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
                                     SiLU, Softmax, Softplus)
 from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
 
 
@@ -23,6 +24,27 @@ def _linear(module):
         bias=module.bias is not None,
         dtype=canonical_dtype(module.weight.dtype),
     )
+
+
+def _conv(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding, dilation=module.dilation,
+                   groups=module.groups, bias=module.bias is not None,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
+
+
+def _conv_transpose(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding,
+                   output_padding=module.output_padding, groups=module.groups,
+                   bias=module.bias is not None, dilation=module.dilation,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
 
 
 _CONVERTERS = {
@@ -44,6 +66,11 @@ _CONVERTERS = {
     "SiLU": lambda m: SiLU(),
     "Softmax": lambda m: Softmax(dim=m.dim),
     "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
+    # convolutions
+    "Conv1d": _conv(Conv1d),
+    "Conv2d": _conv(Conv2d),
+    "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
+    "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

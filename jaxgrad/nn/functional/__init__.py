@@ -21,3 +21,9 @@ from jaxgrad.nn.functional._activation import silu
 from jaxgrad.nn.functional._activation import softmax
 from jaxgrad.nn.functional._activation import softplus
 from jaxgrad.nn.functional._activation import tanh
+from jaxgrad.nn.functional._conv import conv1d
+from jaxgrad.nn.functional._conv import conv2d
+from jaxgrad.nn.functional._conv import conv_transpose1d
+from jaxgrad.nn.functional._conv import conv_transpose2d
+from jaxgrad.nn.functional._conv import transposed_output_size
+from jaxgrad.nn.functional._padding import pad
