@@ -16,7 +16,10 @@ from collections import OrderedDict
 
 from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
+from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
+                                    SiLU, Softmax, Softplus)
 from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
 from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
@@ -43,13 +46,39 @@ def _norm(cls):
     def convert(module):
         return cls(module.num_features, eps=module.eps, momentum=module.momentum,
                    affine=module.affine, track_running_stats=module.track_running_stats,
-                   dtype=_state_dtype(module))
+                   dtype=_state_dtype(module), bias=_has_bias(module))
     return convert
 
 
 def _group_norm(module):
     return GroupNorm(module.num_groups, module.num_channels, eps=module.eps,
-                     affine=module.affine, dtype=_state_dtype(module))
+                     affine=module.affine, dtype=_state_dtype(module), bias=_has_bias(module))
+
+
+def _has_bias(module) -> bool:
+    """torch ≥ 2.1's ``bias=`` of affine norms (without affine there is no bias anyway)."""
+    return getattr(module, "bias", None) is not None or not module.affine
+
+
+def _conv(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding, dilation=module.dilation,
+                   groups=module.groups, bias=module.bias is not None,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
+
+
+def _conv_transpose(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding,
+                   output_padding=module.output_padding, groups=module.groups,
+                   bias=module.bias is not None, dilation=module.dilation,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
 
 
 _CONVERTERS = {
@@ -69,6 +98,21 @@ _CONVERTERS = {
     "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
     "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
     "Dropout2d": lambda m: Dropout2d(p=m.p, inplace=m.inplace),
+    # CNN activations
+    "ELU": lambda m: ELU(alpha=m.alpha),
+    "Hardsigmoid": lambda m: Hardsigmoid(),
+    "Hardswish": lambda m: Hardswish(),
+    "LogSoftmax": lambda m: LogSoftmax(dim=m.dim),
+    "Mish": lambda m: Mish(),
+    "ReLU6": lambda m: ReLU6(),
+    "SiLU": lambda m: SiLU(),
+    "Softmax": lambda m: Softmax(dim=m.dim),
+    "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
+    # convolutions
+    "Conv1d": _conv(Conv1d),
+    "Conv2d": _conv(Conv2d),
+    "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
+    "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 
