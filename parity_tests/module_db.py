@@ -96,6 +96,15 @@ REGISTRY: dict[str, Entry] = {
     "Conv2d": Entry(),
     "ConvTranspose1d": Entry(),
     "ConvTranspose2d": Entry(),
+    # pooling
+    "AdaptiveAvgPool1d": Entry(),
+    "AdaptiveAvgPool2d": Entry(),
+    "AdaptiveMaxPool1d": Entry(),
+    "AdaptiveMaxPool2d": Entry(),
+    "AvgPool1d": Entry(),
+    "AvgPool2d": Entry(),
+    "MaxPool1d": Entry(),
+    "MaxPool2d": Entry(),
 }
 
 

@@ -27,4 +27,12 @@ from jaxgrad.nn.linear import Flatten
 from jaxgrad.nn.linear import Identity
 from jaxgrad.nn.linear import Linear
 from jaxgrad.nn.module import Module
+from jaxgrad.nn.pool import AdaptiveAvgPool1d
+from jaxgrad.nn.pool import AdaptiveAvgPool2d
+from jaxgrad.nn.pool import AdaptiveMaxPool1d
+from jaxgrad.nn.pool import AdaptiveMaxPool2d
+from jaxgrad.nn.pool import AvgPool1d
+from jaxgrad.nn.pool import AvgPool2d
+from jaxgrad.nn.pool import MaxPool1d
+from jaxgrad.nn.pool import MaxPool2d
 from jaxgrad.nn import init

@@ -15,6 +15,8 @@ from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mis
 from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
+from jaxgrad.nn.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                             AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
 
 
 def _linear(module):
@@ -71,6 +73,19 @@ _CONVERTERS = {
     "Conv2d": _conv(Conv2d),
     "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
     "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
+    # pooling
+    "AdaptiveAvgPool1d": lambda m: AdaptiveAvgPool1d(m.output_size),
+    "AdaptiveAvgPool2d": lambda m: AdaptiveAvgPool2d(m.output_size),
+    "AdaptiveMaxPool1d": lambda m: AdaptiveMaxPool1d(m.output_size, m.return_indices),
+    "AdaptiveMaxPool2d": lambda m: AdaptiveMaxPool2d(m.output_size, m.return_indices),
+    "AvgPool1d": lambda m: AvgPool1d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad),
+    "AvgPool2d": lambda m: AvgPool2d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad, m.divisor_override),
+    "MaxPool1d": lambda m: MaxPool1d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    "MaxPool2d": lambda m: MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

@@ -27,3 +27,11 @@ from jaxgrad.nn.functional._conv import conv_transpose1d
 from jaxgrad.nn.functional._conv import conv_transpose2d
 from jaxgrad.nn.functional._conv import transposed_output_size
 from jaxgrad.nn.functional._padding import pad
+from jaxgrad.nn.functional._pool import adaptive_avg_pool1d
+from jaxgrad.nn.functional._pool import adaptive_avg_pool2d
+from jaxgrad.nn.functional._pool import adaptive_max_pool1d
+from jaxgrad.nn.functional._pool import adaptive_max_pool2d
+from jaxgrad.nn.functional._pool import avg_pool1d
+from jaxgrad.nn.functional._pool import avg_pool2d
+from jaxgrad.nn.functional._pool import max_pool1d
+from jaxgrad.nn.functional._pool import max_pool2d
