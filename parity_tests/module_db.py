@@ -105,6 +105,17 @@ REGISTRY: dict[str, Entry] = {
     "AvgPool2d": Entry(),
     "MaxPool1d": Entry(),
     "MaxPool2d": Entry(),
+    # padding
+    "CircularPad1d": Entry(),
+    "CircularPad2d": Entry(),
+    "ConstantPad1d": Entry(),
+    "ConstantPad2d": Entry(),
+    "ReflectionPad1d": Entry(),
+    "ReflectionPad2d": Entry(),
+    "ReplicationPad1d": Entry(),
+    "ReplicationPad2d": Entry(),
+    "ZeroPad1d": Entry(),
+    "ZeroPad2d": Entry(),
 }
 
 

@@ -27,6 +27,16 @@ from jaxgrad.nn.linear import Flatten
 from jaxgrad.nn.linear import Identity
 from jaxgrad.nn.linear import Linear
 from jaxgrad.nn.module import Module
+from jaxgrad.nn.padding import CircularPad1d
+from jaxgrad.nn.padding import CircularPad2d
+from jaxgrad.nn.padding import ConstantPad1d
+from jaxgrad.nn.padding import ConstantPad2d
+from jaxgrad.nn.padding import ReflectionPad1d
+from jaxgrad.nn.padding import ReflectionPad2d
+from jaxgrad.nn.padding import ReplicationPad1d
+from jaxgrad.nn.padding import ReplicationPad2d
+from jaxgrad.nn.padding import ZeroPad1d
+from jaxgrad.nn.padding import ZeroPad2d
 from jaxgrad.nn.pool import AdaptiveAvgPool1d
 from jaxgrad.nn.pool import AdaptiveAvgPool2d
 from jaxgrad.nn.pool import AdaptiveMaxPool1d
@@ -35,4 +45,5 @@ from jaxgrad.nn.pool import AvgPool1d
 from jaxgrad.nn.pool import AvgPool2d
 from jaxgrad.nn.pool import MaxPool1d
 from jaxgrad.nn.pool import MaxPool2d
+from jaxgrad.nn.upsample import Upsample
 from jaxgrad.nn import init

@@ -35,3 +35,4 @@ from jaxgrad.nn.functional._pool import avg_pool1d
 from jaxgrad.nn.functional._pool import avg_pool2d
 from jaxgrad.nn.functional._pool import max_pool1d
 from jaxgrad.nn.functional._pool import max_pool2d
+from jaxgrad.nn.functional._upsample import interpolate
