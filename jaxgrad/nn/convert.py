@@ -23,6 +23,12 @@ from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
 from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
+from jaxgrad.nn.padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
+                                ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+                                ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from jaxgrad.nn.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                             AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
+from jaxgrad.nn.upsample import Upsample
 
 
 def _linear(module):
@@ -113,6 +119,32 @@ _CONVERTERS = {
     "Conv2d": _conv(Conv2d),
     "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
     "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
+    # pooling
+    "AdaptiveAvgPool1d": lambda m: AdaptiveAvgPool1d(m.output_size),
+    "AdaptiveAvgPool2d": lambda m: AdaptiveAvgPool2d(m.output_size),
+    "AdaptiveMaxPool1d": lambda m: AdaptiveMaxPool1d(m.output_size, m.return_indices),
+    "AdaptiveMaxPool2d": lambda m: AdaptiveMaxPool2d(m.output_size, m.return_indices),
+    "AvgPool1d": lambda m: AvgPool1d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad),
+    "AvgPool2d": lambda m: AvgPool2d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad, m.divisor_override),
+    "MaxPool1d": lambda m: MaxPool1d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    "MaxPool2d": lambda m: MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    # padding and resampling
+    "CircularPad1d": lambda m: CircularPad1d(m.padding),
+    "CircularPad2d": lambda m: CircularPad2d(m.padding),
+    "ConstantPad1d": lambda m: ConstantPad1d(m.padding, m.value),
+    "ConstantPad2d": lambda m: ConstantPad2d(m.padding, m.value),
+    "ReflectionPad1d": lambda m: ReflectionPad1d(m.padding),
+    "ReflectionPad2d": lambda m: ReflectionPad2d(m.padding),
+    "ReplicationPad1d": lambda m: ReplicationPad1d(m.padding),
+    "ReplicationPad2d": lambda m: ReplicationPad2d(m.padding),
+    "ZeroPad1d": lambda m: ZeroPad1d(m.padding),
+    "ZeroPad2d": lambda m: ZeroPad2d(m.padding),
+    "Upsample": lambda m: Upsample(m.size, m.scale_factor, m.mode, m.align_corners,
+                                   m.recompute_scale_factor),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

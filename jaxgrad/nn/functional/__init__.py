@@ -35,3 +35,12 @@ from jaxgrad.nn.functional._norm import group_norm
 from jaxgrad.nn.functional._norm import instance_norm
 from jaxgrad.nn.functional._norm import instance_norm_with_stats
 from jaxgrad.nn.functional._padding import pad
+from jaxgrad.nn.functional._pool import adaptive_avg_pool1d
+from jaxgrad.nn.functional._pool import adaptive_avg_pool2d
+from jaxgrad.nn.functional._pool import adaptive_max_pool1d
+from jaxgrad.nn.functional._pool import adaptive_max_pool2d
+from jaxgrad.nn.functional._pool import avg_pool1d
+from jaxgrad.nn.functional._pool import avg_pool2d
+from jaxgrad.nn.functional._pool import max_pool1d
+from jaxgrad.nn.functional._pool import max_pool2d
+from jaxgrad.nn.functional._upsample import interpolate
