@@ -27,6 +27,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxgrad.nn import functional
 from jaxgrad.nn.functional import _dropout
 
 
@@ -120,27 +121,12 @@ def _linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
-def _relu(input, inplace=False):
-    del inplace
-    return jax.nn.relu(input)
-
-
 def _cat(tensors, dim=0):
     return jnp.concatenate(list(tensors), axis=dim)
 
 
 def _stack(tensors, dim=0):
     return jnp.stack(list(tensors), axis=dim)
-
-
-def _softmax(input, dim=None, _stacklevel=3, dtype=None):
-    x = input if dtype is None else input.astype(dtype)
-    return jax.nn.softmax(x, axis=dim)
-
-
-def _log_softmax(input, dim=None, _stacklevel=3, dtype=None):
-    x = input if dtype is None else input.astype(dtype)
-    return jax.nn.log_softmax(x, axis=dim)
 
 
 def _dropout_op(function):
@@ -168,7 +154,7 @@ def _stateful_norm(name):
 
 
 _ELEMENTWISE = {
-    "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "exp": jnp.exp,
+    "relu": functional.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "exp": jnp.exp,
     "log": jnp.log, "sqrt": jnp.sqrt, "abs": jnp.abs, "neg": jnp.negative,
     "rsqrt": jax.lax.rsqrt,
 }
@@ -191,10 +177,8 @@ _FUNCTIONS = {
     "torch.transpose": _transpose, "torch.squeeze": _squeeze,
     "torch.unsqueeze": lambda input, dim: jnp.expand_dims(input, dim),
     "torch.mean": _reduce(jnp.mean), "torch.sum": _reduce(jnp.sum),
-    "torch.nn.functional.relu": _relu,
     "torch.nn.functional.linear": _linear,
-    "torch.nn.functional.softmax": _softmax,
-    "torch.nn.functional.log_softmax": _log_softmax,
+    "torch.softmax": functional.softmax, "torch.log_softmax": functional.log_softmax,
     "torch.nn.functional.batch_norm": _stateful_norm("batch_norm"),
     "torch.nn.functional.instance_norm": _stateful_norm("instance_norm"),
 }
@@ -215,8 +199,9 @@ _METHODS = {
     "matmul": jnp.matmul,
     "squeeze": _squeeze,
     "unsqueeze": lambda input, dim: jnp.expand_dims(input, dim),
-    "softmax": lambda input, dim, dtype=None: _softmax(input, dim, dtype=dtype),
-    "log_softmax": lambda input, dim, dtype=None: _log_softmax(input, dim, dtype=dtype),
+    "softmax": lambda input, dim, dtype=None: functional.softmax(input, dim, dtype=dtype),
+    "log_softmax": lambda input, dim, dtype=None: functional.log_softmax(input, dim,
+                                                                         dtype=dtype),
     **_ELEMENTWISE,
 }
 
@@ -235,8 +220,6 @@ def lookup(name: str) -> Op | None:
         return OPS[name]
     prefix = "torch.nn.functional."
     if name.startswith(prefix):
-        from jaxgrad.nn import functional
-
         fn = getattr(functional, name[len(prefix):], None)
         if callable(fn):
             return Op(fn)

@@ -15,17 +15,23 @@ Gradients are taken with respect to ``params`` only, as torch's buffers get none
 - ``make_stateful_train_epoch`` scans a stack of batches in one compiled call, the
   step's key being ``fold_in(key, step index)``.
 - ``evaluate_stateful``: evaluation mode (running statistics, no dropout).
+- ``StatefulTrainer``: epochs of the fused step on numpy data, the same batches as
+  ``torchref.train.TorchTrainer`` (what ``scripts/train.py --model cnn|resnet`` runs).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from jaxgrad.data import batch_indices
 from jaxgrad.optim import global_norm
+from jaxgrad.train.loop import EpochResult
 
 
 def stateful_step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation):
@@ -107,3 +113,60 @@ def evaluate_stateful(model, params, buffers, x, y, *, loss_fn: Callable,
         total_loss += float(loss_sum)
         total_correct += int(correct)
     return {"loss": total_loss / n, "accuracy": total_correct / n, "examples": n}
+
+
+class StatefulTrainer:
+    """Epochs of a model with buffers, one fused ``lax.scan`` call per epoch.
+
+    The buffer-threading counterpart of ``jaxgrad.train.Trainer`` (without its
+    checkpoints, accumulation, clipping or sharding): the same batches
+    (``jaxgrad.data.batch_indices`` with ``seed`` and the epoch, full batches only)
+    as ``torchref.train.TorchTrainer``, so both frameworks see the same data.
+
+    Attributes:
+      params, buffers, opt_state: the current state (replaced after every epoch).
+      epoch, global_step: epochs and steps done.
+    """
+
+    def __init__(self, model, loss_fn: Callable, optimizer: optax.GradientTransformation,
+                 params, buffers, *, batch_size: int, seed: int = 0):
+        self.model, self.loss_fn, self.batch_size, self.seed = model, loss_fn, batch_size, seed
+        self.params, self.buffers = dict(params), dict(buffers)
+        self.opt_state = optimizer.init(self.params)
+        self.epoch = self.global_step = 0
+        self._epoch = make_stateful_train_epoch(model, loss_fn, optimizer)
+
+    def train_epoch(self, x, y, *, on_steps: Callable | None = None):
+        """One epoch over ``(x, y)`` (numpy); returns a ``jaxgrad.train.EpochResult``."""
+        batches = batch_indices(len(x), self.batch_size, seed=self.seed, epoch=self.epoch,
+                                drop_last=True)
+        if not batches:
+            raise ValueError(f"{len(x)} training examples make no full batch of "
+                             f"{self.batch_size}.")
+        idx = np.stack(batches)
+        began = time.perf_counter()
+        key = jax.random.fold_in(jax.random.key(self.seed), self.epoch)
+        self.params, self.buffers, self.opt_state, metrics = self._epoch(
+            self.params, self.buffers, self.opt_state, (jnp.asarray(x[idx]), jnp.asarray(y[idx])),
+            key)
+        losses = np.asarray(metrics["loss"], np.float32)
+        seconds = time.perf_counter() - began
+        if not np.all(np.isfinite(losses)):
+            step = self.global_step + int(np.argmin(np.isfinite(losses))) + 1
+            raise FloatingPointError(f"non-finite loss at step {step} (epoch {self.epoch + 1}).")
+        self.global_step += len(batches)
+        if on_steps is not None:
+            on_steps(self.global_step, losses)
+        result = EpochResult(self.epoch, len(batches), losses, seconds,
+                             len(batches) * self.batch_size)
+        self.epoch += 1
+        return result
+
+    def evaluate(self, x, y) -> dict:
+        return evaluate_stateful(self.model, self.params, self.buffers, x, y, loss_fn=self.loss_fn)
+
+    def state_dict_numpy(self) -> dict:
+        """Params and buffers in torch's order; integer counters as torch's int64."""
+        state = self.model.state_dict(self.params, self.buffers)
+        return {k: v.astype(np.int64) if np.issubdtype(v.dtype, np.integer) else v
+                for k, v in state.items()}
