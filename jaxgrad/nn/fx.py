@@ -321,9 +321,11 @@ def trace(module, path: str = "") -> GraphModule:
     nodes, layers, owned = [], {}, set()
     for fx_node in fx_nodes:
         where = _module_path(fx_node, path)
+        target = (_function_name(fx_node.target, names) if fx_node.op == "call_function"
+                  else str(fx_node.target))
 
-        def describe(fx_node=fx_node, where=where):
-            return (f"node {fx_node.name!r} ({fx_node.op} {fx_node.target!s}) in "
+        def describe(fx_node=fx_node, where=where, target=target):
+            return (f"node {fx_node.name!r} ({fx_node.op} {target}) in "
                     f"{type(module).__name__} {_where(where)}")
 
         args = _constant(tuple(fx_node.args), describe)
