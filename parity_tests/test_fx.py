@@ -151,6 +151,13 @@ def test_user_classes_named_like_torchs_go_through_tracing(x64, rng):
         assert_parity(expected, model.apply(params, jnp.asarray(x)))
     model, _ = nn.from_torch(PlainSubclass())
     assert type(model) is nn.Linear
+    # a custom block inside torch's Sequential: traced there, keys prefixed as torch's
+    outer = tnn.Sequential(Block(3), tnn.Linear(3, 2)).double().eval()
+    model, params, buffers = nn.from_torch(outer, with_buffers=True)
+    assert isinstance(model[0], nn.fx.GraphModule)
+    assert model.state_dict_keys() == list(outer.state_dict())
+    assert_parity(outer(torch.from_numpy(x)).detach().numpy(),
+                  model.apply(params, jnp.asarray(x), buffers=buffers)[0])
 
 
 class Untraceable(tnn.Module):
