@@ -192,6 +192,16 @@ class Wrapper(tnn.Module):
         return self.inner(x)
 
 
+class Tied(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = tnn.Linear(2, 2)
+        self.b = self.a
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
 def test_untraceable_unmapped_and_unsupported_are_named():
     with pytest.raises(ValueError, match=r"cannot trace Untraceable at the top level with "
                                          r"torch.fx.symbolic_trace"):
@@ -204,6 +214,8 @@ def test_untraceable_unmapped_and_unsupported_are_named():
     with pytest.raises(ValueError, match=r"node 'add_' .* overwrites 'mul' in place and it "
                                          r"is read later by add"):
         nn.from_torch(Aliasing())
+    with pytest.raises(ValueError, match=r"shares parameters between names \(a.weight = b.weight"):
+        nn.from_torch(Tied())
 
 
 def test_import_jaxgrad_works_without_torch():

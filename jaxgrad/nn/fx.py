@@ -278,6 +278,21 @@ def _check_in_place(node, order, describe, modules, op_name=None) -> None:
         )
 
 
+def _refuse_tied_parameters(module, path: str) -> None:
+    """One tensor under two names (tied weights): torch sums both uses' gradients into
+    it; a flat dict would hold two independent copies and train them apart."""
+    names: dict[int, list[str]] = {}
+    for name, param in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    tied = [group for group in names.values() if len(group) > 1]
+    if tied:
+        raise ValueError(
+            f"from_torch: {type(module).__name__} {_where(path)} shares parameters between "
+            f"names ({'; '.join(' = '.join(group) for group in tied)}); jaxgrad's params hold "
+            "one array per state_dict key, so tied weights are not supported."
+        )
+
+
 def trace(module, path: str = "") -> GraphModule:
     """Trace ``module``'s forward with ``torch.fx`` and convert it.
 
@@ -312,9 +327,10 @@ def trace(module, path: str = "") -> GraphModule:
             "traceable (no Python control flow on tensor values) or use supported layers."
         ) from error
 
-    modules = dict(module.named_modules())
+    modules = dict(module.named_modules(remove_duplicate=False))
     state = module.state_dict()
-    parameters = {name for name, _ in module.named_parameters()}
+    parameters = {name for name, _ in module.named_parameters(remove_duplicate=False)}
+    _refuse_tied_parameters(module, path)
     names = _names_of_callables(torch)
     fx_nodes = list(graph.nodes)
     order = {n: i for i, n in enumerate(fx_nodes)}
