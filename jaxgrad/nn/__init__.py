@@ -55,3 +55,4 @@ from jaxgrad.nn.norm import BatchNorm2d
 from jaxgrad.nn.norm import GroupNorm
 from jaxgrad.nn.norm import InstanceNorm1d
 from jaxgrad.nn.norm import InstanceNorm2d
+from jaxgrad.nn import fx
