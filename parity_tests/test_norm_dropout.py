@@ -191,3 +191,18 @@ def test_constructor_and_training_errors():
                                          r"input shape \(1, 3\)"):
         layer.apply(layer.init(None), jnp.ones((1, 3)), buffers=layer.init_buffers(),
                     train=True)
+
+
+def test_parity_rows_catch_flaxs_momentum_convention(monkeypatch):
+    """The state-layer parity fails when the twin uses flax's momentum meaning (weight
+    of the old average): only the running statistics differ, and they are caught."""
+    from jaxgrad.nn import convert
+    from parity_checks.state_layers import state_layer_parity
+
+    assert state_layer_parity("BatchNorm1d (N,C)", "float64").passed
+    monkeypatch.setitem(convert._CONVERTERS, "BatchNorm1d", lambda m: nn.BatchNorm1d(
+        m.num_features, momentum=1 - m.momentum, dtype="float64"))
+    report = state_layer_parity("BatchNorm1d (N,C)", "float64")
+    failing = {leaf.path for leaf in report.leaves if not leaf.passed}
+    assert "['buffers'][0]['running_mean']" in failing
+    assert not any("outputs'][0]" in path or "outputs'][1]" in path for path in failing)

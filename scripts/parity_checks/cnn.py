@@ -57,43 +57,63 @@ def forward_parity(name: str, dtype: str):
         return layer_parity(module, inputs, training=name == "resnet", name=f"{name} forward")
 
 
-def resnet_trajectories(steps: int = TRAJECTORY_STEPS, *, dtype: str = "float64",
-                        seed: int = 0) -> tuple[dict, dict]:
-    """``(torch, jax)`` records: ``{"loss": (steps,), "params", "optimizer_state",
-    "buffers"}``, each ``{name: (steps, *shape)}`` after every step."""
-    torch.manual_seed(seed)
-    module = torchref.models.resnet(dtype=TORCH_DTYPES[dtype]).train()
-    x, y = digit_images(dtype)
-    batches = batch_indices(len(x), BATCH_SIZE, seed=seed, epoch=0, drop_last=True)[:steps]
-    torch_opt = toptim.make_optimizer("sgd", module.parameters(), **SGD)
+def train_mode_trajectories(module: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
+                            steps: int, batch_size: int = BATCH_SIZE, seed: int = 0,
+                            hyper: dict = SGD) -> tuple[dict, dict]:
+    """Train any torch classifier and its ``from_torch`` twin side by side in training mode.
+
+    SGD with ``hyper``, cross-entropy, the same batches (``batch_indices`` of ``seed``,
+    epoch 0); the twin starts from ``module``'s current weights and buffers. Use it on
+    your own model: ``jaxgrad.parity.compare(*train_mode_trajectories(model, x, y,
+    steps=20))`` inside ``jax.enable_x64`` for a float64 module.
+
+    Returns:
+      ``(torch, jax)`` records ``{"loss": (steps,), "params", "optimizer_state",
+      "buffers"}``, each ``{name: (steps, *shape)}`` after every step.
+    """
+    module.train()
+    batches = batch_indices(len(x), batch_size, seed=seed, epoch=0, drop_last=True)[:steps]
+    if len(batches) < steps:
+        raise ValueError(f"{len(x)} examples give {len(batches)} batches of {batch_size}, "
+                         f"fewer than `steps` (={steps}).")
+    torch_opt = toptim.make_optimizer("sgd", module.parameters(), **hyper)
     reference = {"loss": [], "params": [], "optimizer_state": [], "buffers": []}
     candidate = {"loss": [], "params": [], "optimizer_state": [], "buffers": []}
-    with jax_precision(dtype):
-        model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
-        optimizer = joptim.sgd(**SGD)
-        step = make_stateful_train_step(model, jlosses.cross_entropy, optimizer)
-        opt_state = optimizer.init(params)
-        for index in batches:
-            torch_opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(module(torch.from_numpy(x[index])),
-                                                     torch.from_numpy(y[index]))
-            loss.backward()
-            torch_opt.step()
-            reference["loss"].append(loss.detach().numpy())
-            reference["params"].append({n: p.detach().numpy().copy()
-                                        for n, p in module.named_parameters()})
-            reference["optimizer_state"].append(toptim.named_state(module, torch_opt))
-            reference["buffers"].append({n: b.numpy().copy() for n, b in module.named_buffers()})
+    model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+    optimizer = joptim.sgd(**hyper)
+    step = make_stateful_train_step(model, jlosses.cross_entropy, optimizer)
+    opt_state = optimizer.init(params)
+    for index in batches:
+        torch_opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(module(torch.from_numpy(x[index])),
+                                                 torch.from_numpy(y[index]))
+        loss.backward()
+        torch_opt.step()
+        reference["loss"].append(loss.detach().numpy())
+        reference["params"].append({n: p.detach().numpy().copy()
+                                    for n, p in module.named_parameters()})
+        reference["optimizer_state"].append(toptim.named_state(module, torch_opt))
+        reference["buffers"].append({n: b.numpy().copy() for n, b in module.named_buffers()})
 
-            params, buffers, opt_state, metrics = step(
-                params, buffers, opt_state, (jnp.asarray(x[index]), jnp.asarray(y[index])), None)
-            candidate["loss"].append(np.asarray(metrics["loss"]))
-            candidate["params"].append({k: np.asarray(v) for k, v in params.items()})
-            candidate["optimizer_state"].append(
-                {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
-                 for n, fields in joptim.torch_style_state(opt_state).items()})
-            candidate["buffers"].append({k: np.asarray(v) for k, v in buffers.items()})
+        params, buffers, opt_state, metrics = step(
+            params, buffers, opt_state, (jnp.asarray(x[index]), jnp.asarray(y[index])), None)
+        candidate["loss"].append(np.asarray(metrics["loss"]))
+        candidate["params"].append({k: np.asarray(v) for k, v in params.items()})
+        candidate["optimizer_state"].append(
+            {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
+             for n, fields in joptim.torch_style_state(opt_state).items()})
+        candidate["buffers"].append({k: np.asarray(v) for k, v in buffers.items()})
     return _stacked(reference), _stacked(candidate)
+
+
+def resnet_trajectories(steps: int = TRAJECTORY_STEPS, *, dtype: str = "float64",
+                        seed: int = 0) -> tuple[dict, dict]:
+    """``train_mode_trajectories`` of ``torchref.models.resnet`` on the digits."""
+    torch.manual_seed(seed)
+    module = torchref.models.resnet(dtype=TORCH_DTYPES[dtype])
+    x, y = digit_images(dtype)
+    with jax_precision(dtype):
+        return train_mode_trajectories(module, x, y, steps=steps, seed=seed)
 
 
 def _stacked(record: dict) -> dict:
