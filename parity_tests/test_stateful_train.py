@@ -31,12 +31,11 @@ def test_trainer_epoch_matches_torch_loop_params_and_buffers(x64, rng):
     model, params, buffers = nn.from_torch(module, with_buffers=True)
     trainer = StatefulTrainer(model, losses.cross_entropy, optim.sgd(lr=0.1, momentum=0.9),
                               params, buffers, batch_size=8, seed=3)
-    for _ in range(2):
-        result = trainer.train_epoch(x, y)
-    assert result.steps == 5 and trainer.global_step == 10
+    result = trainer.train_epoch(x, y)
+    assert result.steps == 5 and trainer.global_step == 5
     torch_opt = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
     module.train()
-    for epoch in range(2):
+    for epoch in range(1):
         for idx in batch_indices(40, 8, seed=3, epoch=epoch, drop_last=True):
             torch_opt.zero_grad()
             torch.nn.functional.cross_entropy(module(torch.from_numpy(x[idx])),
