@@ -34,14 +34,12 @@ CONV_CASES = {
     "2d replicate stride 2": (torch.nn.Conv2d(2, 3, 3, stride=2, padding=1, padding_mode="replicate"), (2, 2, 6, 5)),
     "2d circular": (torch.nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"), (1, 2, 4, 5)),
     "2d same reflect": (torch.nn.Conv2d(2, 2, 4, padding="same", padding_mode="reflect"), (1, 2, 6, 6)),
-    "2d unbatched": (torch.nn.Conv2d(2, 3, 3, padding=1), (2, 4, 4)),
     "t1d stride 2 out_pad 1": (torch.nn.ConvTranspose1d(2, 3, 3, stride=2, padding=1, output_padding=1), (2, 2, 4)),
     "t1d groups 2 dilation 2": (torch.nn.ConvTranspose1d(4, 6, 3, groups=2, dilation=2), (1, 4, 5)),
     "t1d padding beyond kernel": (torch.nn.ConvTranspose1d(2, 2, 2, stride=3, padding=2), (1, 2, 5)),
     "t2d stride (2,3) out_pad (1,2)": (torch.nn.ConvTranspose2d(2, 3, 3, stride=(2, 3), output_padding=(1, 2)), (1, 2, 3, 3)),
     "t2d groups 2 no bias": (torch.nn.ConvTranspose2d(4, 2, (2, 3), groups=2, bias=False, padding=1), (2, 4, 3, 4)),
     "t2d dilation 2 out_pad 1": (torch.nn.ConvTranspose2d(2, 2, 3, stride=1, dilation=2, output_padding=1), (1, 2, 3, 3)),
-    "t2d unbatched": (torch.nn.ConvTranspose2d(2, 3, 3, stride=2), (2, 3, 3)),
 }
 
 

@@ -51,6 +51,8 @@ def _input(shape, ties=False, seed=0):
 def test_pool_options_match_torch(ties):
     failures = []
     for name, (module, shape) in POOL_CASES.items():
+        if ties and "max" not in name:
+            continue  # ties matter to max pooling only
         report = layer_parity(module, _input(shape, ties), name=f"{name} ties={ties}")
         assert len(report.leaves) >= 2, name
         if not report.passed:
