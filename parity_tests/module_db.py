@@ -4,7 +4,9 @@ PyTorch's test suite describes each ``torch.nn`` class by a ``ModuleInfo`` in
 ``torch.testing._internal.common_modules.module_db``; its ``module_inputs_func``
 yields samples — constructor arguments and forward inputs — chosen by torch's
 maintainers to cover the class's options. For every class in ``REGISTRY`` this
-harness runs every sample in float64, in training and in evaluation mode:
+harness runs every sample in float64, in training mode and — for the classes
+``module_db`` marks ``train_and_eval_differ`` (normalisation, dropout), as torch's own
+suite does — in evaluation mode too (``modes``):
 
 1. build the torch module from the sample's constructor arguments (``.double()``,
    ``.train(training)``) and convert it with ``jaxgrad.nn.from_torch(module,
@@ -157,13 +159,21 @@ def samples(info, training: bool) -> list:
                                         requires_grad=True, training=training))
 
 
-def run_class(name: str) -> list[SampleResult]:
-    """Every sample of ``name`` in training then evaluation mode."""
+def modes(info, all_modes: bool = False) -> tuple[bool, ...]:
+    """The ``training`` flags to run: torch's own rule (``common_modules.modules``) is
+    both modes when ``train_and_eval_differ``, training only otherwise — for the other
+    classes the eval samples repeat the training ones, and neither torch's layer nor
+    jaxgrad's stateless twin reads the mode. ``all_modes`` runs both anyway."""
+    return (True, False) if all_modes or info.train_and_eval_differ else (True,)
+
+
+def run_class(name: str, all_modes: bool = False) -> list[SampleResult]:
+    """Every sample of ``name``, in training then (see ``modes``) evaluation mode."""
     info = module_infos()[name]
     entry = REGISTRY[name]
     runner = entry.run or run_sample
     return [runner(info, sample, training)
-            for training in (True, False) for sample in samples(info, training)]
+            for training in modes(info, all_modes) for sample in samples(info, training)]
 
 
 def run_sample(info, sample, training: bool) -> SampleResult:
@@ -188,7 +198,7 @@ def run_sample(info, sample, training: bool) -> SampleResult:
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
         try:
             candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
-                                        cotangents)
+                                       cotangents, fast_compile=True)
         except (ValueError, TypeError) as exc:
             return _refusal(result, argument, exc)
         if argument:

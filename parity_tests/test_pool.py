@@ -51,7 +51,10 @@ def _input(shape, ties=False, seed=0):
 def test_pool_options_match_torch(ties):
     failures = []
     for name, (module, shape) in POOL_CASES.items():
-        report = layer_parity(module, _input(shape, ties), name=f"{name} ties={ties}")
+        if ties and "max" not in name:
+            continue  # ties matter to max pooling only
+        report = layer_parity(module, _input(shape, ties), name=f"{name} ties={ties}",
+                              fast_compile=True)
         assert len(report.leaves) >= 2, name
         if not report.passed:
             failures.append(report.table())
@@ -63,7 +66,7 @@ def test_max_pool_with_nan_and_minus_inf_matches_torch():
                      dtype=D, requires_grad=True)
     for module in (P.MaxPool1d(2, 2, return_indices=True), P.MaxPool1d(3, 1, 1, return_indices=True),
                    P.AdaptiveMaxPool1d(2, return_indices=True)):
-        assert layer_parity(module, x).passed
+        assert layer_parity(module, x, fast_compile=True).passed
 
 
 def test_max_pool_gradient_goes_to_one_tied_element():

@@ -2,7 +2,9 @@
 """Conformance with PyTorch's own module tests: module_db samples, per class.
 
 For every class jaxgrad supports that PyTorch's ``module_db`` describes, runs each of
-its samples (float64, training and evaluation mode) in both frameworks and compares
+its samples (float64; training mode, and evaluation mode too where module_db marks
+the class ``train_and_eval_differ``, as torch's own suite runs them; ``--all-modes``
+runs both everywhere) in both frameworks and compares
 outputs, input and parameter gradients and new buffers at the float64 tier (rtol
 1e-10, atol 1e-12). Prints per class the samples, how many pass, how many jaxgrad
 refuses (naming the argument) or skips (with the reason), then the totals, and the
@@ -31,6 +33,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--class", dest="classes", metavar="NAME", action="append", default=[],
                         help="run only this class (repeatable)")
+    parser.add_argument("--all-modes", action="store_true",
+                        help="run evaluation mode for every class, not only where module_db "
+                        "says training and evaluation differ")
     parser.add_argument("--verbose", action="store_true",
                         help="print every sample's outcome, not only failures")
     args = parser.parse_args(argv)
@@ -58,7 +63,7 @@ def main(argv=None) -> int:
     print("-" * len(header))
     totals = dict.fromkeys(harness.STATUSES, 0)
     for name in names:
-        results = harness.run_class(name)
+        results = harness.run_class(name, args.all_modes)
         counts = harness.summary(results)
         for status, count in counts.items():
             totals[status] += count
