@@ -211,7 +211,8 @@ def cnn_train_flops(name: str, batch: int) -> int:
     module = torchref.models.CNN_MODELS[name]()
     x = torch.zeros(batch, 1, 8, 8)
     with FlopCounterMode(display=False) as counter:
-        torch.nn.functional.cross_entropy(module(x), torch.zeros(batch, dtype=torch.long)).backward()
+        labels = torch.zeros(batch, dtype=torch.long)
+        torch.nn.functional.cross_entropy(module(x), labels).backward()
     return counter.get_total_flops()
 
 

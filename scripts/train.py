@@ -60,7 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     data = parser.add_argument_group("data and model")
     data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
     data.add_argument("--model", default="medium",
-                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), or MLP hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
+                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), or MLP "
+                           f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
                            "or a comma list such as 256,128 (default: medium)")
     data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
                       help="scale each input feature to zero mean, unit variance with the "
@@ -107,7 +108,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         refused = [flag for flag, used in (
             ("--data-dir (the CNNs take 1×8×8 digits)", args.data_dir),
             ("--activation", args.activation != "relu"), ("--accumulate", args.accumulate != 1),
-            ("--clip", args.clip is not None), ("--precision bfloat16", args.precision != "float32"),
+            ("--clip", args.clip is not None),
+            ("--precision bfloat16", args.precision != "float32"),
             ("--checkpoint-dir/--resume", args.checkpoint_dir or args.resume)) if used]
         if refused:
             parser.error(f"--model {args.model} does not support {', '.join(refused)}")
