@@ -25,7 +25,10 @@ step, or for the fused epoch one whole round). On a GPU every timer waits for th
 The CNN rows (``torchref.models.cnn`` and the BatchNorm ``resnet`` on 1×8×8
 images, jaxgrad's twin from ``from_torch``, buffers threaded by
 ``jaxgrad.train.stateful``) count FLOPs with torch's ``FlopCounterMode`` (convolutions
-and matmuls, forward and backward).
+and matmuls, forward and backward), and add a contender:
+
+  jax unrolled  the fused epoch with the scan fully unrolled (XLA's CPU backend runs
+                convolutions inside a rolled loop several times slower)
 
 Goals it reports (never asserts): at batch 128 the jax epoch >= 1.8x torch
 eager; at batch 1024 >= 1.0x; on the 14.2M model >= 0.95x; on both CNNs at batch
@@ -178,8 +181,13 @@ class CnnJaxSide(JaxSide):
         self.key = jax.random.key(0)
         self.step = make_stateful_train_step(self.model, losses.cross_entropy, self.optimizer)
         self.epoch = make_stateful_train_epoch(self.model, losses.cross_entropy, self.optimizer)
+        # XLA:CPU runs convolutions inside a rolled scan loop several times slower: the
+        # unrolled epoch (one call, no loop) is timed beside the rolled one
+        self.unrolled = make_stateful_train_epoch(self.model, losses.cross_entropy,
+                                                  self.optimizer, unroll=True)
         self.compile_seconds = {"jax step": timed(self._one_step),
-                                "jax epoch": timed(self.run_epoch)}
+                                "jax epoch": timed(self.run_epoch),
+                                "jax unrolled": timed(self.run_unrolled)}
         self.run_steps()
 
     def _one_step(self):
@@ -194,11 +202,14 @@ class CnnJaxSide(JaxSide):
         self.jax.block_until_ready(state)
         self.params, self.buffers, self.opt_state = state
 
-    def run_epoch(self):
-        *state, _ = self.epoch(self.params, self.buffers, self.opt_state, (self.xs, self.ys),
-                               self.key)
+    def run_epoch(self, epoch=None):
+        *state, _ = (epoch or self.epoch)(self.params, self.buffers, self.opt_state,
+                                          (self.xs, self.ys), self.key)
         self.jax.block_until_ready(state)
         self.params, self.buffers, self.opt_state = state
+
+    def run_unrolled(self):
+        self.run_epoch(self.unrolled)
 
 
 def cnn_train_flops(name: str, batch: int) -> int:
@@ -285,6 +296,8 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     ys = rng.integers(0, classes, size=(steps, batch)).astype(np.int64)
     jax_side = (CnnJaxSide if cnn else JaxSide)(sizes, (xs, ys), args.device)
     contenders = {"jax step": jax_side.run_steps, "jax epoch": jax_side.run_epoch}
+    if cnn:
+        contenders["jax unrolled"] = jax_side.run_unrolled
     compile_seconds = dict(jax_side.compile_seconds)
     torch_side = TorchSide(sizes, (xs, ys), args.device, compiled=False)
     contenders["torch eager"] = torch_side.run_steps
