@@ -24,6 +24,7 @@ Examples:
   python scripts/train.py                                   # digits, jax, ~97-98 %
   python scripts/train.py --framework both --plot loss.png
   python scripts/train.py --model 512,256 --optimizer sgd --lr 0.05 --momentum 0.9
+  python scripts/train.py --model resnet --framework both --epochs 5   # BatchNorm, torch.fx
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50 --resume
   python scripts/train.py --data-dir ~/data/fashion-mnist --epochs 5 --batch-size 128
@@ -35,6 +36,7 @@ Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -52,6 +54,7 @@ MODELS = {  # hidden widths; the input and output widths come from the data
     "large": (512, 256),
     "lesson": (256,),  # the lessons' 784-256-10 network on FashionMNIST
 }
+CNN_MODELS = ("cnn", "resnet")  # torchref.models.CNN_MODELS: 1×8×8 digit images
 OPTIMIZER_DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "adamw": 1e-3, "rmsprop": 1e-3}
 
 
@@ -64,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     data = parser.add_argument_group("data and model")
     data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
     data.add_argument("--model", default="medium",
-                      help=f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
+                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), or MLP "
+                           f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
                            "or a comma list such as 256,128 (default: medium)")
     data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
                       help="scale each input feature to zero mean, unit variance with the "
@@ -121,7 +125,22 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv  # to print the exact command that resumes this run
-    args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
+    # ---- convolutional models (torchref.models.cnn / resnet, converted with from_torch)
+    if args.model in CNN_MODELS:
+        args.hidden = ()
+        refused = [flag for flag, used in (
+            ("--data-dir (the CNNs take 1×8×8 digits)", args.data_dir),
+            ("--activation", args.activation != "relu"), ("--accumulate", args.accumulate != 1),
+            ("--clip", args.clip is not None),
+            ("--precision bfloat16", args.precision != "float32"),
+            ("--scheduler", args.scheduler is not None),
+            ("--checkpoint-dir/--resume", args.checkpoint_dir or args.resume
+             or args.resume_from)) if used]
+        if refused:
+            parser.error(f"--model {args.model} does not support {', '.join(refused)}")
+    # ---- end of convolutional models
+    else:
+        args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
     _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
     _cli.at_least(parser, args, 0, "seed")
     _cli.positive_float(parser, args, "lr", "clip")
@@ -300,6 +319,33 @@ class JaxRun(_Run):
         return self.model.state_dict(self.trainer.params)
 
 
+class JaxCnnRun(_Run):
+    """``--model cnn|resnet``: the torchref CNN converted with ``from_torch`` (params and
+    BatchNorm buffers), trained by ``StatefulTrainer``, one fused scan per epoch."""
+
+    framework = "jax"
+
+    def __init__(self, args, dataset, sizes, params=None):
+        import torch
+        import torchref
+        from jaxgrad import losses, nn, optim
+        from jaxgrad.train.stateful import StatefulTrainer
+
+        torch.manual_seed(args.seed)  # torch's initialisation, copied to both sides
+        module = torchref.models.CNN_MODELS[args.model]()
+        self.model, params, buffers = nn.from_torch(module, with_buffers=True)
+        optimizer = getattr(optim, args.optimizer)(**optimizer_kwargs(args))
+        self.trainer = StatefulTrainer(self.model, losses.cross_entropy, optimizer, params,
+                                       buffers, batch_size=args.batch_size, seed=args.seed)
+        self.devices = "jax " + ", ".join(str(d) for d in __import__("jax").devices()[:1])
+
+    def evaluate(self, x, y) -> dict:
+        return self.trainer.evaluate(x, y)
+
+    def params_numpy(self) -> dict:
+        return self.trainer.state_dict_numpy()
+
+
 class TorchRun(_Run):
     framework = "torch"
 
@@ -310,7 +356,8 @@ class TorchRun(_Run):
         from torchref.optim import make_optimizer
 
         torch.manual_seed(args.seed)
-        self.module = torchref.mlp(sizes, args.activation)
+        self.module = (torchref.models.CNN_MODELS[args.model]() if args.model in CNN_MODELS
+                       else torchref.mlp(sizes, args.activation))
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
@@ -341,7 +388,7 @@ class TorchRun(_Run):
 def drift(reference: dict, candidate: dict) -> tuple[float, float]:
     """Max |Δ| over all parameters, and that relative to max |reference|."""
     abs_err = max(float(np.max(np.abs(reference[k] - candidate[k]))) for k in reference)
-    scale = max(float(np.max(np.abs(v))) for v in reference.values())
+    scale = max(float(np.max(np.abs(v))) for v in reference.values() if v.dtype.kind == "f")
     return abs_err, abs_err / scale
 
 
@@ -417,13 +464,19 @@ def train(args) -> int:
     if args.standardize:
         dataset = standardized(dataset)
     sizes = [dataset.num_features, *args.hidden, dataset.num_classes]
+    described = f"mlp {sizes} {args.activation}"
+    if args.model in CNN_MODELS:  # images `(n, 1, 8, 8)`, C,H,W as torch
+        dataset = dataclasses.replace(
+            dataset, x_train=dataset.x_train.reshape(-1, 1, *dataset.image_shape),
+            x_test=dataset.x_test.reshape(-1, 1, *dataset.image_shape))
+        described = args.model
     print(f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
-          f"model: mlp {sizes} {args.activation}, {args.optimizer} {optimizer_kwargs(args)}, "
+          f"model: {described}, {args.optimizer} {optimizer_kwargs(args)}, "
           f"batch {args.batch_size}×{args.accumulate}, {args.precision}")
     try:
         runs = []
         if args.framework in ("jax", "both"):
-            runs.append(JaxRun(args, dataset, sizes))
+            runs.append((JaxCnnRun if args.model in CNN_MODELS else JaxRun)(args, dataset, sizes))
         if args.framework in ("torch", "both"):
             shared = runs[0].params_numpy() if runs else None  # same initial weights
             runs.append(TorchRun(args, dataset, sizes, shared))
