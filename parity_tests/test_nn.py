@@ -92,6 +92,14 @@ def test_linear_weight_and_bias_are_independent_draws(in_features, out_features)
     assert not np.isin(np.asarray(again["bias"]), bias).any()
 
 
+def test_sequential_layers_draw_independent_weights():
+    """Equal-shaped layers of one model get different weights, as torch's layers drawn
+    one after another from its generator (a key reused for every layer would not)."""
+    params = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4)).init(jax.random.key(0))
+    assert not np.isin(np.asarray(params["2.weight"]), np.asarray(params["0.weight"])).any()
+    assert not np.isin(np.asarray(params["2.bias"]), np.asarray(params["0.bias"])).any()
+
+
 def test_float64_without_x64_is_a_clear_error():
     with pytest.raises(ValueError, match="jax_enable_x64 is off"):
         nn.Linear(2, 3, dtype=jnp.float64).init(jax.random.key(0))

@@ -16,6 +16,7 @@ from jaxgrad.parity import BIT_IDENTICAL, assert_parity, compare
 from jaxgrad.train import (Trainer, build_optimizer, evaluate, make_train_epoch,
                            make_train_step, select_devices, shard_batch, data_parallel_mesh)
 from parity_checks.training import SIZES, make_data, trajectories
+from torchref import optim as toptim
 from torchref import train as ttrain
 
 
@@ -31,6 +32,28 @@ def test_accumulation_and_clipping_match_torch_float64(x64):
     reference, candidate = trajectories("adam", "float64", steps=4, batch_size=4,
                                         accumulate=4, clip=0.5)
     assert_parity(reference, candidate)
+
+
+@pytest.mark.parametrize("name,hyper", [
+    ("adamw", {"lr": 1e-2, "weight_decay": 0.1}),
+    ("sgd", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01}),
+])
+def test_weight_decay_trains_like_torch(x64, name, hyper):
+    """Decay needs the parameters inside the step: AdamW's decoupled and SGD's coupled
+    decay give torch's weights after two steps."""
+    torch.manual_seed(3)
+    module = torchref.mlp(SIZES, "tanh", dtype=torch.float64)
+    model, params = jaxgrad.nn.from_torch(module)
+    x, y = make_data("float64")
+    torch_opt = toptim.make_optimizer(name, module.parameters(), **hyper)
+    opt = getattr(joptim, name)(**hyper)
+    step = make_train_step(model, jlosses.cross_entropy, opt)
+    state = opt.init(params)
+    for batch in (slice(0, 16), slice(16, 32)):
+        ttrain.train_step(module, torch_opt, torch.nn.functional.cross_entropy,
+                          torch.from_numpy(x[batch]), torch.from_numpy(y[batch]))
+        params, state, _ = step(params, state, (x[batch], y[batch]))
+    assert_parity(torchref.state_dict_numpy(module), model.state_dict(params))
 
 
 def test_trajectory_check_catches_a_wrong_learning_rate(x64):
