@@ -108,7 +108,10 @@ def binary_cross_entropy_with_logits(input, target, reduction: str = "mean", pos
     """
     _check_reduction(reduction)
     _check_same_shape("binary_cross_entropy_with_logits", input, target)
-    softplus_neg = jnp.log1p(jnp.exp(-jnp.abs(input))) + jnp.maximum(-input, 0.0)
+    # log(1 + e^−x) = log1p(e^−|x|) + max(−x, 0), written as logaddexp(−x, 0): the same
+    # stable value, and at x = 0 the gradient −σ(0) = −½ torch's backward gives, where
+    # autodiff through |x| and max(−x, 0) would give −1.
+    softplus_neg = jnp.logaddexp(-input, 0.0)
     if pos_weight is None:
         losses = (1.0 - target) * input + softplus_neg
     else:
