@@ -123,6 +123,16 @@ def test_reads_torch_tensors_and_none_leaves():
     assert "reference is None" in report.table()
 
 
+def test_none_leaves_of_nested_trees_are_compared_not_dropped():
+    """torch's frozen ``.grad`` is None inside nested records too ({"grads": {...}})."""
+    reference = {"grads": {"0.weight": None, "2.weight": np.ones(2)}}
+    same = parity.compare(reference, {"grads": {"0.weight": None, "2.weight": np.ones(2)}})
+    assert same.passed and "['grads']['0.weight']" in [leaf.path for leaf in same.leaves]
+    report = parity.compare(reference, {"grads": {"0.weight": np.zeros(2), "2.weight": np.ones(2)}})
+    assert not report.passed
+    assert "reference is None" in report.table()
+
+
 def test_nested_pytrees_use_key_paths():
     reference = {"params": tree(), "step": np.int64(3)}
     candidate = {"params": tree(), "step": np.int64(4)}
