@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     if args.list:
         for mutant in chosen:
             rows = f"  [report: {'; '.join(mutant.parity)}]" if mutant.parity else ""
-            print(f"{mutant.id:<40} {mutant.file}{rows}\n    {mutant.why}")
+            print(f"{mutant.id:<44} {mutant.file}{rows}\n    {mutant.why}")
         return 0
 
     # every entry is checked against the code, sampled or not: none goes stale silently
@@ -103,8 +103,10 @@ def main(argv=None) -> int:
     for result in results:
         if not result.ok:
             detail = result.detail.replace("\n", "\n    ")
-            print(f"\n{result.tests} {result.mutant.id} ({result.mutant.file}): "
-                  f"{result.mutant.why}\n    {detail}")
+            verdict = f"tests {result.tests}, report {result.report}" if args.report \
+                else result.tests
+            print(f"\n{result.mutant.id} ({result.mutant.file}): {verdict}\n"
+                  f"    {result.mutant.why}\n    {detail}")
     print()
     for line in runner.summary(results, report=args.report):
         print(line)

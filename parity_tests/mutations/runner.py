@@ -446,14 +446,14 @@ def stale_entries(mutants: Sequence[Mutant], root: Path | str = REPO_ROOT) -> di
 
 
 def format_row(result: Result, *, report: bool) -> str:
-    line = f"{result.mutant.id:<40} {result.tests:<10}"
+    line = f"{result.mutant.id:<44} {result.tests:<10}"
     if report:
         line += f" {result.report:<10}"
     return line + f" {result.seconds:6.1f} s  {result.mutant.file}"
 
 
 def header(*, report: bool) -> str:
-    line = f"{'mutant':<40} {'tests':<10}"
+    line = f"{'mutant':<44} {'tests':<10}"
     if report:
         line += f" {'report':<10}"
     return line + f" {'time':>8}  file"
