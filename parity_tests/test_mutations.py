@@ -111,3 +111,26 @@ def test_duplicate_ids_are_named(tmp_path):
     (tmp_path / "two.yaml").write_text(entry)
     with pytest.raises(runner.CorpusError, match="id 'a' is also used in one.yaml"):
         runner.load_corpus(tmp_path)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--sample", "0"], "--sample (=0) must be >= 1"),
+    (["--jobs", "0"], "--jobs (=0) must be >= 1"),
+    (["--timeout", "0"], "--timeout (=0.0) must be > 0"),
+    (["--only", "a", "--sample", "2"], "--only and --sample exclude each other"),
+    (["--root", "/no/such/dir"], "--root (='/no/such/dir') is not a directory"),
+    (["--corpus", "/no/such/dir"], "--corpus (='/no/such/dir') is not a directory"),
+])
+def test_script_rejects_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        mutants_script.main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_script_names_unknown_ids_and_bad_corpora(tmp_path, capsys):
+    assert mutants_script.main(["--only", "no-such-mutant", "--list"]) == 2
+    assert "`--only` ids ['no-such-mutant'] are not in the corpus" in capsys.readouterr().err
+    (tmp_path / "bad.yaml").write_text("- {id: a}\n")
+    assert mutants_script.main(["--corpus", str(tmp_path), "--list"]) == 2
+    assert "bad.yaml entry a: missing file, original" in capsys.readouterr().err
