@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 import mutants as mutants_script
+from parity_tests.mutations import corpus as mutation_corpus
 from parity_tests.mutations import runner
 
 SURVIVORS_OF_THE_FIRST_RUN = (  # the 8 edits that once survived every related test
@@ -22,11 +23,11 @@ SURVIVORS_OF_THE_FIRST_RUN = (  # the 8 edits that once survived every related t
 
 
 def test_every_corpus_entry_still_fits_the_code():
-    corpus = runner.load_corpus()
-    assert runner.stale_entries(corpus) == {}
-    ids = {m.id for m in corpus}
+    entries = mutation_corpus.load_corpus()
+    assert mutation_corpus.stale_entries(entries) == {}
+    ids = {m.id for m in entries}
     assert set(SURVIVORS_OF_THE_FIRST_RUN) <= ids
-    assert len(corpus) >= 48
+    assert len(entries) >= 48
 
 
 def _tiny_repo(tmp_path):
@@ -69,7 +70,7 @@ def test_script_applies_in_a_scratch_copy_and_names_survivors_and_stale_entries(
 
 def test_applied_restores_the_file_even_when_the_block_raises(tmp_path):
     repo, corpus = _tiny_repo(tmp_path)
-    mutant = runner.load_corpus(corpus)[0]
+    mutant = mutation_corpus.load_corpus(corpus)[0]
     path = repo / "pkg" / "mod.py"
     before = path.read_bytes()
     with pytest.raises(RuntimeError):
@@ -80,11 +81,11 @@ def test_applied_restores_the_file_even_when_the_block_raises(tmp_path):
 
 
 def test_sample_is_fixed_and_only_rejects_unknown_ids():
-    corpus = runner.load_corpus()
-    first = runner.select(corpus, sample=3)
-    assert len(first) == 3 and runner.select(corpus, sample=3) == first
+    entries = mutation_corpus.load_corpus()
+    first = mutation_corpus.select(entries, sample=3)
+    assert len(first) == 3 and mutation_corpus.select(entries, sample=3) == first
     with pytest.raises(ValueError, match=r"`--only` ids \['no-such-mutant'\]"):
-        runner.select(corpus, only=["no-such-mutant"])
+        mutation_corpus.select(entries, only=["no-such-mutant"])
 
 
 @pytest.mark.parametrize("entry,fragment", [
@@ -100,8 +101,8 @@ def test_sample_is_fixed_and_only_rejects_unknown_ids():
 ])
 def test_bad_corpus_entries_are_named(tmp_path, entry, fragment):
     (tmp_path / "c.yaml").write_text(f"- {entry}\n")
-    with pytest.raises(runner.CorpusError, match="c.yaml entry") as info:
-        runner.load_corpus(tmp_path)
+    with pytest.raises(mutation_corpus.CorpusError, match="c.yaml entry") as info:
+        mutation_corpus.load_corpus(tmp_path)
     assert fragment in str(info.value)
 
 
@@ -109,8 +110,8 @@ def test_duplicate_ids_are_named(tmp_path):
     entry = "- {id: a, file: f.py, original: x, replacement: y, tests: [t.py], why: w}\n"
     (tmp_path / "one.yaml").write_text(entry)
     (tmp_path / "two.yaml").write_text(entry)
-    with pytest.raises(runner.CorpusError, match="id 'a' is also used in one.yaml"):
-        runner.load_corpus(tmp_path)
+    with pytest.raises(mutation_corpus.CorpusError, match="id 'a' is also used in one.yaml"):
+        mutation_corpus.load_corpus(tmp_path)
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -69,12 +69,13 @@ def main(argv=None) -> int:
         parser.error(f"--corpus (={args.corpus!r}) is not a directory")
 
     sys.path.insert(0, str(ROOT))
+    from parity_tests.mutations import corpus as mutation_corpus
     from parity_tests.mutations import runner
 
     try:
-        corpus = runner.load_corpus(args.corpus or runner.CORPUS_DIR)
-        chosen = runner.select(corpus, only=only, sample=args.sample)
-    except (runner.CorpusError, ValueError) as exc:
+        entries = mutation_corpus.load_corpus(args.corpus or mutation_corpus.CORPUS_DIR)
+        chosen = mutation_corpus.select(entries, only=only, sample=args.sample)
+    except ValueError as exc:  # CorpusError is one
         print(f"mutants.py: {exc}", file=sys.stderr)
         return 2
     if args.list:
@@ -84,11 +85,11 @@ def main(argv=None) -> int:
         return 0
 
     # every entry is checked against the code, sampled or not: none goes stale silently
-    stale = runner.stale_entries([m for m in corpus if m not in chosen], root)
+    stale = mutation_corpus.stale_entries([m for m in entries if m not in chosen], root)
     for mutant_id, reason in stale.items():
         print(f"STALE {mutant_id}: {reason}", flush=True)
 
-    print(f"{len(chosen)} of {len(corpus)} mutants, {args.jobs} job(s), "
+    print(f"{len(chosen)} of {len(entries)} mutants, {args.jobs} job(s), "
           f"timeout {args.timeout:g} s{', with the parity report' if args.report else ''}",
           flush=True)
     print(runner.header(report=args.report), flush=True)

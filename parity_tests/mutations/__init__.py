@@ -26,5 +26,6 @@ An entry whose ``original`` no longer occurs exactly once (after a refactor) is
 ``test_mutations.py``; it is never skipped. A file per area keeps additions for
 new code to one line in that area's file (or a new file).
 
-``runner`` applies entries in a scratch copy of the repository and runs their tests.
+``corpus`` reads and checks the entries; ``runner`` applies them in a scratch copy of
+the repository and runs their tests (``scripts/mutants.py`` is the command line).
 """
