@@ -93,8 +93,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     check_same_shape(loss, input, target)
     _check_weight(loss, "weight", weight, input)
     _check_weight(loss, "pos_weight", pos_weight, input)
-    # -log σ(x) = log(1 + e^−|x|) + max(−x, 0)
-    neg_log_sigmoid = jnp.log1p(jnp.exp(-jnp.abs(input))) + jnp.maximum(-input, 0.0)
+    # -log σ(x) = log(1 + e^−x) = log1p(e^−|x|) + max(−x, 0), written as logaddexp(−x, 0):
+    # the same stable value, and at x = 0 the gradient −σ(0) = −½ torch's backward gives,
+    # where autodiff through |x| and max(−x, 0) would give −1.
+    neg_log_sigmoid = jnp.logaddexp(-input, 0.0)
     if pos_weight is not None:
         neg_log_sigmoid = (1 + (pos_weight - 1) * target) * neg_log_sigmoid
     losses = (1 - target) * input + neg_log_sigmoid
