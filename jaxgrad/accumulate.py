@@ -92,6 +92,12 @@ def accumulate_grads(loss_fn: Callable, params, micro_batches, *, reduction: str
     Returns:
       ``(loss, grads)``: the mean (or sum) of the k losses, shape `()`, and its gradient,
       a pytree like ``params``.
+
+    Raises:
+      TypeError: ``micro_batches`` is a Python list of micro-batches (torch's loop
+        form); the message gives the one-line conversion.
+      ValueError: a bad ``reduction``, leaves without a common leading axis, k = 0, or a
+        ``loss_fn`` that does not return a scalar.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"`reduction` (={reduction!r}) must be one of {REDUCTIONS}.")

@@ -49,54 +49,24 @@ import dataclasses
 import hashlib
 import json
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
 
 from jaxgrad._arrays import to_numpy
-
-
-class Tolerance(NamedTuple):
-    rtol: float  # relative to |reference| elementwise
-    atol: float  # absolute; for float32 a multiple of max|reference|
-    atol_scaled: bool  # True when atol is multiplied by max|reference leaf|
-
-
-TOLERANCES = {
-    "float64": Tolerance(rtol=1e-10, atol=1e-12, atol_scaled=False),
-    "float32": Tolerance(rtol=1e-5, atol=1e-6, atol_scaled=True),
-}
-BIT_IDENTICAL = dict(rtol=0.0, atol=0.0)
-# A float64 leaf is "round" (a value any precision can produce exactly, such as 6.0
-# or 0.375) when no element has more than this many significant bits; see the module
-# docstring. A float32 result has up to 24; a float64 one, 53.
-ROUND_BITS = 12
-
-
-def tolerance_for(dtype, reference: np.ndarray | None = None) -> tuple[float, float]:
-    """``(rtol, atol)`` the parity policy gives a leaf of ``dtype``.
-
-    Raises:
-      ValueError: for a floating dtype without a policy tier (float16, bfloat16).
-    """
-    dtype = np.dtype(dtype)
-    if dtype.kind in "biu":
-        return 0.0, 0.0
-    tier = TOLERANCES.get(dtype.name)
-    if tier is None:
-        raise ValueError(
-            f"no parity tier for dtype {dtype.name}; pass `rtol` and `atol` explicitly "
-            f"(tiers exist for {', '.join(TOLERANCES)})."
-        )
-    atol = tier.atol
-    if tier.atol_scaled:
-        scale = 0.0
-        if reference is not None and reference.size:
-            finite = reference[np.isfinite(reference)]
-            scale = float(np.max(np.abs(finite))) if finite.size else 0.0
-        atol = tier.atol * scale
-    return tier.rtol, atol
+from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public names)
+    BIT_IDENTICAL,
+    ROUND_BITS,
+    TOLERANCES,
+    Tolerance,
+    declared_tiers,
+    ambiguous_argmax,
+    leaf_tier,
+    looks_float32,
+    significant_bits,
+    tolerance_for,
+)
 
 
 @dataclasses.dataclass
@@ -235,57 +205,6 @@ def flatten(tree) -> dict[str, Any]:
     return {jax.tree_util.keystr(path) or "<root>": leaf for path, leaf in leaves}
 
 
-def significant_bits(values: np.ndarray) -> np.ndarray:
-    """Significant bits of each finite float64 element (0 for zero): 6.0 → 2, 0.1 → 53."""
-    values = np.asarray(values, dtype=np.float64)
-    mantissa, _ = np.frexp(np.abs(values))  # in [0.5, 1): 53 bits scaled below 1
-    integer = (mantissa * 2.0**53).astype(np.int64)
-    lowest = integer & -integer  # the lowest set bit
-    with np.errstate(divide="ignore"):
-        bits = 53 - np.log2(np.where(lowest > 0, lowest, 1)).astype(np.int64)
-    return np.where(integer > 0, bits, 0)
-
-
-def looks_float32(values: np.ndarray) -> bool:
-    """True when every finite element is a float32 value and one has > ``ROUND_BITS`` bits.
-
-    That is what a float32 result up-cast to float64 looks like, and almost never
-    what a float64 computation produces (see the module docstring).
-    """
-    values = np.asarray(values)
-    if values.dtype != np.float64:
-        return False
-    finite = values[np.isfinite(values)].ravel()
-    if not finite.size:
-        return False
-    with np.errstate(over="ignore"):
-        exact = np.array_equal(finite.astype(np.float32).astype(np.float64), finite)
-    return exact and bool(np.max(significant_bits(finite)) > ROUND_BITS)
-
-
-def leaf_tier(reference: np.ndarray, candidate: np.ndarray,
-              declared: str | None = None) -> tuple[str, str]:
-    """``(tier, reason)``: the policy tier of one leaf pair (module docstring).
-
-    Args:
-      reference, candidate: the two leaves, same dtype.
-      declared: ``"float32"``/``"float64"`` from ``computed_in``, or None.
-    """
-    dtype = np.dtype(reference.dtype)
-    if dtype.kind not in "fc" or declared is None and dtype.name != "float64":
-        return dtype.name, "dtype"
-    if declared is not None:
-        if np.dtype(declared).itemsize > dtype.itemsize:
-            raise ValueError(
-                f"`computed_in` declares a {declared} computation for a leaf held in "
-                f"{dtype.name}, which cannot hold its bits; declare {dtype.name} or less."
-            )
-        return np.dtype(declared).name, "declared"
-    if looks_float32(reference) and looks_float32(candidate):
-        return "float32", "float32-exact values"
-    return "float64", "dtype"
-
-
 def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> LeafResult:
     if reference is None or candidate is None:
         result = LeafResult(path=path, shape=(), dtype="None")
@@ -363,59 +282,6 @@ def _copy(leaf):
     return None if leaf is None else np.array(to_numpy(leaf), copy=True)
 
 
-def _declarations(computed_in, paths) -> dict:
-    """``{leaf path: declared dtype name}`` from ``compare``'s ``computed_in``."""
-    if computed_in is None:
-        return {}
-    if not isinstance(computed_in, dict):
-        return {path: _tier_name(computed_in, "computed_in") for path in paths}
-    declared = {}
-    for key, dtype in computed_in.items():
-        matches = [p for p in paths if p == key or p == f"[{key!r}]"]
-        if not matches:
-            raise ValueError(
-                f"`computed_in` names {key!r}, which is not a leaf path of the reference "
-                f"(leaf paths: {', '.join(paths) or 'none'})."
-            )
-        for path in matches:
-            declared[path] = _tier_name(dtype, f"computed_in[{key!r}]")
-    return declared
-
-
-def _tier_name(dtype, what: str) -> str:
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        name = str(dtype)
-    if name not in TOLERANCES:
-        raise ValueError(f"`{what}` (={dtype!r}) must be one of {', '.join(TOLERANCES)}.")
-    return name
-
-
-def ambiguous_argmax(logits, dtype=None) -> np.ndarray:
-    """Rows of `(n, classes)` reference logits whose argmax the tier cannot decide.
-
-    Two results that agree at the tier of ``dtype`` (default: the logits' own) may
-    still pick different classes where the top two logits are closer than the
-    tolerance lets each move: ``top − second ≤ 2·(atol + rtol·|top|)``. An accuracy
-    computed from another framework's (or another CPU's) logits may differ from the
-    reference's by at most these rows, so compare accuracies as counts that differ by
-    no more than ``ambiguous_argmax(logits).sum()``, never by ``==`` luck.
-
-    Returns:
-      A boolean mask `(n,)`.
-    """
-    logits = to_numpy(logits)
-    if logits.ndim != 2 or logits.shape[1] < 1:
-        raise ValueError(f"`logits` must have shape (n, classes); got {tuple(logits.shape)}.")
-    rtol, atol = tolerance_for(logits.dtype if dtype is None else dtype, logits)
-    if logits.shape[1] == 1:
-        return np.zeros(len(logits), bool)
-    top_two = -np.sort(-logits.astype(np.float64), axis=1)[:, :2]
-    gap = top_two[:, 0] - top_two[:, 1]
-    return gap <= 2 * (atol + rtol * np.abs(top_two[:, 0]))
-
-
 _RECORDINGS: list = []  # the lists of open ``recording()`` blocks
 
 
@@ -476,7 +342,7 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
     for calls in _RECORDINGS:
         calls.append({"name": name, "reference": {p: _copy(v) for p, v in ref_leaves.items()},
                       "candidate": {p: _copy(v) for p, v in cand_leaves.items()}})
-    declared = _declarations(computed_in, list(ref_leaves))
+    declared = declared_tiers(computed_in, list(ref_leaves))
     structure = []
     missing = [p for p in ref_leaves if p not in cand_leaves]
     extra = [p for p in cand_leaves if p not in ref_leaves]

@@ -184,9 +184,11 @@ def frozen_training(dtype: str = "float64", steps: int = 5, lr: float = 1e-2,
 def freezing_parity(dtype: str) -> ParityReport:
     start, torch_params, jax_params = frozen_training(dtype)
     frozen_unchanged = all(np.array_equal(start[k], jax_params[k]) for k in ("0.weight", "0.bias"))
+    # the frozen layer keeps torch's float32 initialisation, up-cast: its values look
+    # float32, but the run is `dtype` arithmetic and is judged at `dtype`'s tier
     return compare({"params": torch_params, "frozen_bit_identical": np.array(True)},
                    {"params": jax_params, "frozen_bit_identical": np.array(frozen_unchanged)},
-                   name=f"AdamW with layer 0 frozen, 5 steps {dtype}")
+                   computed_in=dtype, name=f"AdamW with layer 0 frozen, 5 steps {dtype}")
 
 
 # -------------------------------------------------------------------------- clipping
