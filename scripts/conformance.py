@@ -58,7 +58,8 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     infos = harness.module_infos()
-    header = f"{'class':<20} {'samples':>7} {'passed':>6} {'refused':>7} {'skipped':>7} {'failed':>6}  refused / skipped for"
+    header = (f"{'class':<20} {'modes':<10} {'samples':>7} {'passed':>6} {'refused':>7} "
+              f"{'skipped':>7} {'failed':>6}  refused / skipped for")
     print(header)
     print("-" * len(header))
     totals = dict.fromkeys(harness.STATUSES, 0)
@@ -69,7 +70,9 @@ def main(argv=None) -> int:
             totals[status] += count
         reasons = sorted({f"`{r.detail}`" if r.status == "refused" else r.detail
                           for r in results if r.status in ("refused", "skipped")})
-        print(f"{name:<20} {len(results):>7} {counts['passed']:>6} {counts['refused']:>7} "
+        modes = "+".join("train" if m else "eval"
+                         for m in harness.modes(infos[name], args.all_modes))
+        print(f"{name:<20} {modes:<10} {len(results):>7} {counts['passed']:>6} {counts['refused']:>7} "
               f"{counts['skipped']:>7} {counts['failed']:>6}  {', '.join(reasons)}", flush=True)
         for r in results:
             if r.status == "failed" or args.verbose:
@@ -77,7 +80,7 @@ def main(argv=None) -> int:
                 print(f"    {r.label}: {r.status.upper()}" + (f"\n      {detail}" if detail else ""))
     print("-" * len(header))
     samples = sum(totals.values())
-    print(f"{'total':<20} {samples:>7} {totals['passed']:>6} {totals['refused']:>7} "
+    print(f"{'total':<20} {'':<10} {samples:>7} {totals['passed']:>6} {totals['refused']:>7} "
           f"{totals['skipped']:>7} {totals['failed']:>6}")
     print(f"\n{len(names)} classes of module_db's {len(infos)} run "
           f"({time.perf_counter() - start:.1f} s).")

@@ -29,15 +29,15 @@ P = torch.nn
 
 # name: (torch module factory, input shape)
 LAYERS = {
-    "Conv1d(stride 2, pad 1, groups 2)": (lambda: P.Conv1d(4, 2, 3, 2, 1, groups=2), (2, 4, 7)),
-    "Conv2d(stride 2, pad 1, dilation 2)": (lambda: P.Conv2d(2, 3, 3, 2, 1, dilation=2), (1, 2, 5, 5)),
+    "Conv1d(s2, p1, groups 2)": (lambda: P.Conv1d(4, 2, 3, 2, 1, groups=2), (2, 4, 7)),
+    "Conv2d(s2, p1, dilation 2)": (lambda: P.Conv2d(2, 3, 3, 2, 1, dilation=2), (1, 2, 5, 5)),
     "Conv2d('same', reflect)": (lambda: P.Conv2d(2, 2, 4, padding="same", padding_mode="reflect"), (1, 2, 5, 5)),
-    "ConvTranspose1d(stride 2, output_padding 1)": (lambda: P.ConvTranspose1d(2, 3, 3, 2, 1, 1), (2, 2, 4)),
-    "ConvTranspose2d(stride 2, groups 2)": (lambda: P.ConvTranspose2d(4, 2, 3, 2, 1, groups=2), (1, 4, 3, 3)),
-    "MaxPool1d(3, 2, pad 1, ceil_mode)": (lambda: P.MaxPool1d(3, 2, 1, ceil_mode=True, return_indices=True), (2, 2, 8)),
-    "MaxPool2d(3, 2, pad 1, ceil_mode)": (lambda: P.MaxPool2d(3, 2, 1, ceil_mode=True, return_indices=True), (1, 2, 6, 6)),
-    "AvgPool1d(3, 2, pad 1, exclude pad)": (lambda: P.AvgPool1d(3, 2, 1, count_include_pad=False), (2, 2, 7)),
-    "AvgPool2d(3, 2, pad 1, ceil_mode)": (lambda: P.AvgPool2d(3, 2, 1, ceil_mode=True), (1, 2, 6, 6)),
+    "ConvTranspose1d(s2, out_pad 1)": (lambda: P.ConvTranspose1d(2, 3, 3, 2, 1, 1), (2, 2, 4)),
+    "ConvTranspose2d(s2, groups 2)": (lambda: P.ConvTranspose2d(4, 2, 3, 2, 1, groups=2), (1, 4, 3, 3)),
+    "MaxPool1d(3, 2, 1, ceil_mode)": (lambda: P.MaxPool1d(3, 2, 1, ceil_mode=True, return_indices=True), (2, 2, 8)),
+    "MaxPool2d(3, 2, 1, ceil_mode)": (lambda: P.MaxPool2d(3, 2, 1, ceil_mode=True, return_indices=True), (1, 2, 6, 6)),
+    "AvgPool1d(3, 2, 1, excl. pad)": (lambda: P.AvgPool1d(3, 2, 1, count_include_pad=False), (2, 2, 7)),
+    "AvgPool2d(3, 2, 1, ceil_mode)": (lambda: P.AvgPool2d(3, 2, 1, ceil_mode=True), (1, 2, 6, 6)),
     "AdaptiveAvgPool1d(10 -> 3)": (lambda: P.AdaptiveAvgPool1d(3), (2, 2, 10)),
     "AdaptiveAvgPool2d(7x5 -> 3x2)": (lambda: P.AdaptiveAvgPool2d((3, 2)), (1, 2, 7, 5)),
     "AdaptiveMaxPool1d(10 -> 4)": (lambda: P.AdaptiveMaxPool1d(4), (2, 2, 10)),
@@ -47,7 +47,7 @@ LAYERS = {
     "ReplicationPad2d((3, 0, 1, 2))": (lambda: P.ReplicationPad2d((3, 0, 1, 2)), (1, 2, 3, 3)),
     "Upsample(x2, nearest)": (lambda: P.Upsample(scale_factor=2), (1, 2, 3, 3)),
     "Upsample(x1.5, bilinear)": (lambda: P.Upsample(scale_factor=1.5, mode="bilinear"), (1, 2, 4, 3)),
-    "Upsample(5x4, bilinear, align_corners)": (
+    "Upsample(5x4, bilinear, align)": (
         lambda: P.Upsample(size=(5, 4), mode="bilinear", align_corners=True), (1, 2, 3, 3)),
     "ReLU6": (P.ReLU6, (3, 8)),
     "SiLU": (P.SiLU, (3, 8)),
