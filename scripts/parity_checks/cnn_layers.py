@@ -45,6 +45,13 @@ LAYERS = {
     "ZeroPad2d((1, 2, 0, 3))": (lambda: P.ZeroPad2d((1, 2, 0, 3)), (1, 2, 3, 3)),
     "ReflectionPad2d(2)": (lambda: P.ReflectionPad2d(2), (1, 2, 3, 4)),
     "ReplicationPad2d((3, 0, 1, 2))": (lambda: P.ReplicationPad2d((3, 0, 1, 2)), (1, 2, 3, 3)),
+    "ZeroPad1d((2, -1))": (lambda: P.ZeroPad1d((2, -1)), (2, 3)),
+    "ConstantPad1d(2, 1.5)": (lambda: P.ConstantPad1d(2, 1.5), (1, 2, 3)),
+    "ConstantPad2d((1, 0, 2, 1), -1)": (lambda: P.ConstantPad2d((1, 0, 2, 1), -1.0), (2, 2, 3)),
+    "ReflectionPad1d((2, 1))": (lambda: P.ReflectionPad1d((2, 1)), (1, 2, 4)),
+    "ReplicationPad1d((0, 3))": (lambda: P.ReplicationPad1d((0, 3)), (2, 3)),
+    "CircularPad1d((3, 1))": (lambda: P.CircularPad1d((3, 1)), (1, 2, 3)),
+    "CircularPad2d((1, 2, 2, 0))": (lambda: P.CircularPad2d((1, 2, 2, 0)), (1, 1, 3, 3)),
     "Upsample(x2, nearest)": (lambda: P.Upsample(scale_factor=2), (1, 2, 3, 3)),
     "Upsample(x1.5, bilinear)": (lambda: P.Upsample(scale_factor=1.5, mode="bilinear"), (1, 2, 4, 3)),
     "Upsample(5x4, bilinear, align)": (
