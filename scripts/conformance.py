@@ -82,8 +82,8 @@ def main(argv=None) -> int:
                          for m in harness.modes(infos[name], args.all_modes))
         print(f"{name:<20} {modes:<10} {len(results):>7} {counts['passed']:>6} {counts['refused']:>7} "
               f"{counts['skipped']:>7} {counts['failed'] + len(error_failures):>6} "
-              f"{f'{rejected}/{len(errors)}' if errors else '-':>7}  {', '.join(reasons)}",
-              flush=True)
+              f"{f'{rejected}/{len(errors)}' if errors else '-':>7}  {', '.join(reasons)}"
+              .rstrip(), flush=True)
         for r in [*results, *error_failures]:
             if r.status == "failed" or args.verbose:
                 detail = r.detail.replace("\n", "\n      ")
