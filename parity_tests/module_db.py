@@ -24,7 +24,8 @@ constructor or forward argument jaxgrad refuses (``refused``), and jaxgrad must 
 raise ``ValueError``/``TypeError`` naming it in backticks (the sample counts as
 refused, with that argument), or the entry gives the reason the sample cannot be
 expressed as a pure function at all (``skipped``). An error nobody declared is a
-failure, and so is a declared refusal that jaxgrad does not raise.
+failure, and so is a declared refusal that jaxgrad does not raise. What torch
+rejects (``module_error_inputs_func``), jaxgrad must reject too (``run_error_samples``).
 
 Torch's positional-or-keyword forward arguments passed by name (``Linear``'s sample
 calls ``forward(input=x)``) are passed positionally: jaxgrad's ``apply`` takes its
@@ -49,7 +50,7 @@ import jaxgrad
 from jaxgrad.parity import ParityReport
 from parity_checks._layer_parity import jax_side, torch_side
 
-STATUSES = ("passed", "failed", "refused", "skipped")
+STATUSES = ("passed", "failed", "refused", "skipped", "rejected")
 
 
 def _nothing(sample) -> str | None:
@@ -222,6 +223,39 @@ def _positional(module, args, kwargs) -> tuple[tuple, dict]:
     """Move keyword arguments that torch's ``forward`` also takes positionally."""
     bound = inspect.signature(module.forward).bind(*args, **kwargs)
     return tuple(bound.args), dict(bound.kwargs)
+
+
+def run_error_samples(name: str) -> list[SampleResult]:
+    """``module_error_inputs_func``'s samples (what torch rejects), in training mode:
+    each must be rejected by jaxgrad too, with a ``ValueError``/``TypeError`` at
+    construction, conversion or forward (status ``"rejected"``), else ``"failed"``."""
+    info = module_infos()[name]
+    if info.module_error_inputs_func is None:
+        return []
+    results = []
+    torch.manual_seed(zlib.crc32(f"{name} errors".encode()))
+    for error in info.module_error_inputs_func(info, device="cpu", dtype=torch.float64,
+                                               requires_grad=True, training=True):
+        sample = error.module_error_input
+        result = functools.partial(SampleResult, name, True, f"error: {error.error_regex}")
+        c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
+        try:
+            with jax.enable_x64(True):
+                try:
+                    module = info.module_cls(*c_args, **c_kwargs).to(torch.float64)
+                except Exception:  # torch refuses at construction: build jaxgrad's directly
+                    getattr(jaxgrad.nn, name)(*c_args, **c_kwargs)
+                else:
+                    model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+                    inputs = [jax.numpy.asarray(a.detach().numpy())
+                              for a in sample.forward_input.args]
+                    model.apply(params, *inputs, buffers=buffers, train=True,
+                                key=jax.random.key(0))
+        except (ValueError, TypeError) as exc:
+            results.append(result("rejected", f"{type(exc).__name__}: {exc}"))
+        else:
+            results.append(result("failed", "torch rejects this sample; jaxgrad ran it"))
+    return results
 
 
 def summary(results: list[SampleResult]) -> dict[str, int]:

@@ -23,6 +23,8 @@ def test_module_db_samples(name):
     assert results, f"module_db has no samples for {name}"
     failed = [r for r in results if r.status == "failed"]
     assert not failed, "\n".join(f"{r.label}: {r.detail}" for r in failed)
+    errors = harness.run_error_samples(name)  # what torch rejects, jaxgrad rejects
+    assert all(r.status == "rejected" for r in errors), [r.desc for r in errors if r.status != "rejected"]
     # a refusal is counted only when jaxgrad's error named the argument (run_sample)
     assert all(r.detail for r in results if r.status in ("refused", "skipped"))
 
@@ -67,3 +69,14 @@ def test_harness_counts_a_refusal_only_when_it_names_the_argument(monkeypatch):
     monkeypatch.setitem(harness.REGISTRY, "LeakyReLU", other)
     result = harness.run_sample(info, sample, training=False)
     assert result.status == "failed" and "expected a refusal naming `inplace`" in result.detail
+
+
+def test_conformance_script_prints_counts_and_rejects_unknown_classes(capsys):
+    import conformance
+
+    assert conformance.main(["--class", "ReLU6"]) == 0
+    out = capsys.readouterr().out
+    assert "ReLU6" in out and "train" in out and "1 classes of module_db's" in out
+    with pytest.raises(SystemExit) as info:
+        conformance.main(["--class", "NoSuchLayer"])
+    assert info.value.code == 2

@@ -7,8 +7,9 @@ the class ``train_and_eval_differ``, as torch's own suite runs them; ``--all-mod
 runs both everywhere) in both frameworks and compares
 outputs, input and parameter gradients and new buffers at the float64 tier (rtol
 1e-10, atol 1e-12). Prints per class the samples, how many pass, how many jaxgrad
-refuses (naming the argument) or skips (with the reason), then the totals, and the
-supported classes module_db has no entry for.
+refuses (naming the argument) or skips (with the reason), how many of torch's error
+samples (``module_error_inputs_func``: inputs torch rejects) jaxgrad rejects too, then
+the totals, and the supported classes module_db has no entry for.
 
 Exit status: 0 when no sample fails, 1 otherwise, 2 for bad arguments.
 
@@ -58,27 +59,40 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     infos = harness.module_infos()
-    header = f"{'class':<20} {'samples':>7} {'passed':>6} {'refused':>7} {'skipped':>7} {'failed':>6}  refused / skipped for"
+    header = (f"{'class':<20} {'modes':<10} {'samples':>7} {'passed':>6} {'refused':>7} "
+              f"{'skipped':>7} {'failed':>6} {'errors':>7}  refused / skipped for")
     print(header)
     print("-" * len(header))
-    totals = dict.fromkeys(harness.STATUSES, 0)
+    totals = dict.fromkeys((*harness.STATUSES, "errors", "samples"), 0)
     for name in names:
+        errors = harness.run_error_samples(name)
         results = harness.run_class(name, args.all_modes)
         counts = harness.summary(results)
+        rejected = sum(r.status == "rejected" for r in errors)
+        error_failures = [r for r in errors if r.status != "rejected"]
+        totals["rejected"] += rejected
+        totals["errors"] += len(errors)
+        totals["samples"] += len(results)
+        totals["failed"] += len(error_failures)
         for status, count in counts.items():
             totals[status] += count
         reasons = sorted({f"`{r.detail}`" if r.status == "refused" else r.detail
                           for r in results if r.status in ("refused", "skipped")})
-        print(f"{name:<20} {len(results):>7} {counts['passed']:>6} {counts['refused']:>7} "
-              f"{counts['skipped']:>7} {counts['failed']:>6}  {', '.join(reasons)}", flush=True)
-        for r in results:
+        modes = "+".join("train" if m else "eval"
+                         for m in harness.modes(infos[name], args.all_modes))
+        print(f"{name:<20} {modes:<10} {len(results):>7} {counts['passed']:>6} {counts['refused']:>7} "
+              f"{counts['skipped']:>7} {counts['failed'] + len(error_failures):>6} "
+              f"{f'{rejected}/{len(errors)}' if errors else '-':>7}  {', '.join(reasons)}"
+              .rstrip(), flush=True)
+        for r in [*results, *error_failures]:
             if r.status == "failed" or args.verbose:
                 detail = r.detail.replace("\n", "\n      ")
                 print(f"    {r.label}: {r.status.upper()}" + (f"\n      {detail}" if detail else ""))
     print("-" * len(header))
-    samples = sum(totals.values())
-    print(f"{'total':<20} {samples:>7} {totals['passed']:>6} {totals['refused']:>7} "
-          f"{totals['skipped']:>7} {totals['failed']:>6}")
+    errors_total = f"{totals['rejected']}/{totals['errors']}"
+    print(f"{'total':<20} {'':<10} {totals['samples']:>7} {totals['passed']:>6} "
+          f"{totals['refused']:>7} {totals['skipped']:>7} {totals['failed']:>6} "
+          f"{errors_total:>7}")
     print(f"\n{len(names)} classes of module_db's {len(infos)} run "
           f"({time.perf_counter() - start:.1f} s).")
     if not args.classes:

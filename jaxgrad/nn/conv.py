@@ -38,7 +38,8 @@ def _check_channels(name: str, in_channels, out_channels, groups) -> None:
             raise ValueError(f"{name}: `{arg}` (={value!r}) must be {what} int.")
     for arg, value in (("in_channels", in_channels), ("out_channels", out_channels)):
         if value % groups:
-            raise ValueError(f"{name}: `{arg}` (={value}) must be divisible by `groups` (={groups}).")
+            raise ValueError(
+                f"{name}: `{arg}` (={value}) must be divisible by `groups` (={groups}).")
 
 
 def _init(key, shape, dtype, fan_in: int, bias: bool, out_channels: int) -> dict:
@@ -203,7 +204,8 @@ class _ConvTransposeNd(Layer):
             if not 0 <= extra < s:
                 raise ValueError(
                     f"{name}: `output_size` (={tuple(output_size)}) must lie between "
-                    f"{smallest} and {tuple(low + st - 1 for low, st in zip(smallest, self.stride))}.")
+                    f"{smallest} and "
+                    f"{tuple(low + st - 1 for low, st in zip(smallest, self.stride))}.")
         return padding
 
 

@@ -27,7 +27,8 @@ _DIMENSION_NUMBERS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW")}
 
 def _check_weight(where: str, input, weight, n: int, groups: int, transposed: bool):
     if weight.ndim != n + 2:
-        raise ValueError(f"{where}: `weight` must have {n + 2} dims, got shape {tuple(weight.shape)}.")
+        raise ValueError(
+            f"{where}: `weight` must have {n + 2} dims, got shape {tuple(weight.shape)}.")
     batched = check_input_rank(where, input, n)
     channels = input.shape[1 if batched else 0]
     expected = weight.shape[0] if transposed else weight.shape[1] * groups

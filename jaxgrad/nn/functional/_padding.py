@@ -39,7 +39,8 @@ def pad(input, pad, mode: str = "constant", value: float | None = None):
       value: the fill of ``"constant"`` (default 0).
     """
     if mode not in PAD_MODES:
-        raise ValueError(f"pad: `mode` (={mode!r}) must be one of {', '.join(map(repr, PAD_MODES))}.")
+        raise ValueError(
+            f"pad: `mode` (={mode!r}) must be one of {', '.join(map(repr, PAD_MODES))}.")
     if not isinstance(pad, (tuple, list)) or not all(_is_int(p) for p in pad):
         raise TypeError(f"pad: `pad` (={pad!r}) must be a tuple of ints.")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
