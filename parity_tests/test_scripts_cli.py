@@ -70,6 +70,8 @@ def _bad_cases(tmp):
         ("cost.py", ["--repeats", "0"], "--repeats must be >= 1"),
         ("memory.py", ["--json", missing + ".json"], "does not exist"),
         ("bench.py", ["--rounds", "0"], "--rounds must be >= 1"),
+        ("bench.py", ["--warmup-rounds", "1"], "--warmup-rounds must be >= 2"),
+        ("bench.py", ["--xla-flag=xla_cpu_use_xnnpack"], "--xla-flag must be one XLA flag"),
         ("bench.py", ["--json", missing + ".json"], "does not exist"),
         ("manual_backward.py", ["--json", missing + ".json"], "does not exist"),
         ("optimizers.py", ["--steps", "0"], "--steps must be >= 1"),

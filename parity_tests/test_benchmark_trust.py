@@ -1,0 +1,141 @@
+"""jaxgrad.train.benchmark: a benchmark's verdict on itself, on synthetic timings.
+
+Expected values are worked by hand from the definitions (median, inclusive quartiles,
+load limits); nothing here is timed.
+"""
+
+import itertools
+
+import pytest
+
+from jaxgrad.train import benchmark
+
+
+def test_spread_by_hand():
+    # times 1, 2, 3, 4, 10: median 3; inclusive quartiles 2 and 4 -> IQR/median 2/3
+    s = benchmark.spread([4.0, 1.0, 10.0, 3.0, 2.0])
+    assert s.median == 3.0
+    assert s.relative_iqr == pytest.approx(2 / 3, rel=1e-12)
+    assert s.max_over_min == 10.0
+    assert s.rounds == 5
+
+
+def test_one_outlier_does_not_condemn_a_run():
+    # one slow round in seven: max/min 2 but the IQR is 0 -> trusted
+    s = benchmark.spread([1.0] * 6 + [2.0])
+    assert s.max_over_min == 2.0 and s.relative_iqr == 0.0
+    assert benchmark.judge(spreads={"jax epoch": s}).trusted
+
+
+def test_single_round_has_no_spread():
+    s = benchmark.spread([0.5])
+    assert (s.median, s.relative_iqr, s.max_over_min) == (0.5, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("times, match", [([], "empty"), ([1.0, 0.0], "positive"),
+                                          ([1.0, -2.0], "positive")])
+def test_spread_rejects_bad_times(times, match):
+    with pytest.raises(ValueError, match=match):
+        benchmark.spread(times)
+
+
+def test_wide_spread_is_untrusted_and_named():
+    noisy = benchmark.spread([1.0, 1.5, 2.0, 3.0])  # a starved contender
+    trust = benchmark.judge(spreads={"torch eager": noisy,
+                                     "jax epoch": benchmark.spread([1.0, 1.01, 1.02])})
+    assert not trust.trusted
+    assert len(trust.reasons) == 1 and trust.reasons[0].startswith("torch eager rounds spread")
+    assert benchmark.goal_verdict(63.57, 2.0, trust).startswith("untrusted: torch eager")
+
+
+def test_load_limits_on_two_cores():
+    # before: 0.5 per CPU -> 1.0; after: the benchmark's own 2 plus 1.0 -> 3.0
+    assert benchmark.load_reasons(1.0, 3.0, 2) == []
+    reasons = benchmark.load_reasons(15.9, 16.4, 2)
+    assert reasons[0] == "load 15.9 on 2 cores before the run (limit 1.0)"
+    assert reasons[1].startswith("load 16.4 on 2 cores after the run (limit 3.0")
+    assert benchmark.load_reasons(1.01, 0.0, 2)[0].startswith("load 1.0 on 2 cores before")
+    assert len(benchmark.load_reasons(0.0, 3.01, 2)) == 1
+
+
+@pytest.mark.parametrize("cpus", [0, 1.5, None])
+def test_load_reasons_rejects_bad_cpus(cpus):
+    with pytest.raises(ValueError, match="`cpus`"):
+        benchmark.load_reasons(0.0, 0.0, cpus)
+
+
+def test_goal_verdict_when_trusted():
+    trusted = benchmark.Trust()
+    assert benchmark.goal_verdict(2.0, 2.0, trusted) == "met"
+    assert benchmark.goal_verdict(1.99, 2.0, trusted) == "NOT met"
+    assert trusted.describe() == "trusted"
+
+
+def test_judge_collects_every_reason():
+    trust = benchmark.judge(run_reasons=["load 9.0 on 2 cores before the run (limit 1.0)"],
+                            spreads={"a": benchmark.spread([1, 2, 3])},
+                            warmups={"b": benchmark.WarmUp((1.0, 2.0, 4.0), False),
+                                     "c": benchmark.WarmUp((1.0, 1.0), True)})
+    assert [r.split(" ")[0] for r in trust.reasons] == ["load", "a", "b"]
+    assert trust.describe().startswith("untrusted: load 9.0")
+
+
+def fake_clock(round_seconds):
+    """A clock whose successive (start, stop) readings are `round_seconds` apart."""
+    ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, t) for t in round_seconds))
+    return lambda: next(ticks)
+
+
+def test_warm_up_stops_at_steady_state():
+    calls = []
+    w = benchmark.warm_up(lambda: calls.append(1), tolerance=0.1,
+                          clock=fake_clock([5.0, 2.0, 1.2, 1.1, 1.0]))
+    # 5 -> 2 -> 1.2 -> 1.1: |1.2 - 1.1| = 0.1 <= 0.1 * 1.1, steady after four rounds
+    assert w.steady and len(calls) == 4
+    assert w.times == pytest.approx((5.0, 2.0, 1.2, 1.1))
+
+
+def test_warm_up_gives_up_at_the_cap():
+    w = benchmark.warm_up(lambda: None, tolerance=0.1, max_rounds=3,
+                          clock=fake_clock([1.0, 2.0, 1.0, 2.0]))
+    assert not w.steady and len(w.times) == 3
+    assert benchmark.warmup_reasons({"torch eager": w})[0].startswith(
+        "torch eager never steady in 3 warm-up rounds")
+
+
+@pytest.mark.parametrize("kwargs, match", [({"max_rounds": 1}, "max_rounds"),
+                                           ({"max_rounds": 2.0}, "max_rounds"),
+                                           ({"tolerance": 0.0}, "tolerance")])
+def test_warm_up_rejects_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        benchmark.warm_up(lambda: None, **kwargs)
+
+
+CPUINFO = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile amx_int8 avx512_vnni
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile amx_int8 avx512_vnni
+"""
+
+
+def test_parse_cpuinfo_x86():
+    info = benchmark.parse_cpuinfo(CPUINFO)
+    assert info["model"] == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    assert info["logical_cpus"] == 2
+    assert info["flags"] == ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni",
+                             "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"]
+
+
+def test_parse_cpuinfo_arm_and_empty():
+    arm = benchmark.parse_cpuinfo("processor : 0\nFeatures : fp asimd sve\n")
+    assert arm == {"model": "unknown", "logical_cpus": 1, "flags": ["asimd", "sve"]}
+    assert benchmark.parse_cpuinfo("") == {"model": "unknown", "logical_cpus": 0, "flags": []}
+
+
+def test_thread_environment_keeps_only_thread_variables():
+    env = {"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_use_xnnpack=true", "HOME": "/root"}
+    assert benchmark.thread_environment(env) == {"OMP_NUM_THREADS": "1",
+                                                 "XLA_FLAGS": "--xla_cpu_use_xnnpack=true"}
