@@ -139,3 +139,58 @@ def test_thread_environment_keeps_only_thread_variables():
     env = {"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_use_xnnpack=true", "HOME": "/root"}
     assert benchmark.thread_environment(env) == {"OMP_NUM_THREADS": "1",
                                                  "XLA_FLAGS": "--xla_cpu_use_xnnpack=true"}
+
+
+# Optimised HLO of a two-layer step, cut down by hand to what hlo_summary reads: a
+# library (YNNPACK) fusion holding the forward x @ W.T, a plain weight-gradient dot
+# g.T @ x, a donated weight's copy, a small copy below the size threshold, a loop fusion.
+HLO = """HloModule jit_step
+
+%fused_computation.1 (param_0: f32[8,4], param_1: f32[16,4]) -> f32[8,16] {
+  %param_0 = f32[8,4]{1,0} parameter(0)
+  %param_1 = f32[16,4]{1,0} parameter(1)
+  ROOT %dot_general.0 = f32[8,16]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={1}, metadata={op_name="x @ W.T"}
+}
+
+%fused_computation.2 (param_0.1: f32[8,16], param_1.1: f32[16]) -> f32[8,16] {
+  %param_0.1 = f32[8,16]{1,0} parameter(0)
+  ROOT %maximum.0 = f32[8,16]{1,0} maximum(%param_0.1, %param_0.1)
+}
+
+ENTRY %main.9 (x: f32[8,4], w: f32[16,4], g: f32[8,16]) -> f32[16,4] {
+  %x = f32[8,4]{1,0} parameter(0)
+  %w = f32[1024,4]{1,0} parameter(1)
+  %copy.1 = f32[1024,4]{1,0} copy(%w)
+  %copy.2 = s32[] copy(%x)
+  %ynn_fusion.1 = f32[8,16]{1,0} fusion(%x, %copy.1), kind=kCustom, calls=%fused_computation.1, backend_config={"outer_dimension_partitions":[],"fusion_config":{"kind":"__ynn_fusion"}}
+  %relu = f32[8,16]{1,0} fusion(%ynn_fusion.1, %w), kind=kLoop, calls=%fused_computation.2
+  ROOT %dot_general.1 = f32[16,4]{1,0} dot(%relu, %x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_hlo_summary_by_hand():
+    from jaxgrad.train import xla_cpu
+
+    s = xla_cpu.hlo_summary(HLO)
+    assert s == {"dots": 2, "library_dots": {"__ynn_fusion": {"lhs{1} rhs{1}": 1}},
+                 "plain_dots": {"lhs{0} rhs{0}": 1}, "copies": [("f32[1024,4]", 1)],
+                 "fusions": {"kCustom": 1, "kLoop": 1}}
+    assert xla_cpu.hlo_summary(HLO, min_copy_elements=1)["copies"] == [("f32[1024,4]", 1),
+                                                                       ("s32[]", 1)]
+    assert xla_cpu.hlo_summary("") == {"dots": 0, "library_dots": {}, "plain_dots": {},
+                                       "copies": [], "fusions": {}}
+
+
+def test_hlo_summary_reads_real_compiled_hlo():
+    # whichever kernel this CPU gets, the one dot is found and counted exactly once
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgrad.train import xla_cpu
+
+    fn = jax.jit(lambda x, w: x @ w.T)
+    s = xla_cpu.hlo_summary(xla_cpu.compiled_hlo(fn, jnp.ones((4, 3)), jnp.ones((5, 3))))
+    counted = sum(s["plain_dots"].values()) + sum(
+        sum(dims.values()) for dims in s["library_dots"].values())
+    assert s["dots"] == counted == 1

@@ -73,6 +73,8 @@ def _bad_cases(tmp):
         ("bench.py", ["--warmup-rounds", "1"], "--warmup-rounds must be >= 2"),
         ("bench.py", ["--xla-flag=xla_cpu_use_xnnpack"], "--xla-flag must be one XLA flag"),
         ("bench.py", ["--json", missing + ".json"], "does not exist"),
+        ("bench_dots.py", ["--rounds", "0"], "--rounds must be >= 1"),
+        ("bench_dots.py", ["--xla-flag=--fast"], "--xla-flag must be one XLA flag"),
         ("manual_backward.py", ["--json", missing + ".json"], "does not exist"),
         ("optimizers.py", ["--steps", "0"], "--steps must be >= 1"),
         ("graph.py", ["--out", missing + ".md"], "does not exist"),
