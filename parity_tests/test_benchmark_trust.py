@@ -194,3 +194,40 @@ def test_hlo_summary_reads_real_compiled_hlo():
     counted = sum(s["plain_dots"].values()) + sum(
         sum(dims.values()) for dims in s["library_dots"].values())
     assert s["dots"] == counted == 1
+
+
+def test_compute_dtype_error_against_a_hand_cast():
+    # The bf16 price is the relative change of the loss and of the gradients' 2-norm when
+    # params and inputs are cast to bfloat16 by hand; float32 on float32 params costs nothing.
+    import jax
+    import jax.numpy as jnp
+
+    from jaxgrad import losses, nn
+    from jaxgrad.train import compute_dtype_error
+
+    import numpy as np
+
+    model = nn.mlp([6, 5, 3])
+    rng = np.random.default_rng(1)  # numpy, not model.init: no per-op compiles
+    shapes = {"0.weight": (5, 6), "0.bias": (5,), "2.weight": (3, 5), "2.bias": (3,)}
+    params = {k: jnp.asarray(rng.standard_normal(s), jnp.float32) for k, s in shapes.items()}
+    x = jnp.asarray(rng.standard_normal((4, 6)), jnp.float32)
+    y = jnp.array([0, 1, 2, 1])
+    assert compute_dtype_error(model, losses.cross_entropy, params, (x, y), "float32") == {
+        "loss": 0.0, "grads": 0.0}
+
+    def loss(p, cast):
+        q = {k: v.astype(jnp.bfloat16) for k, v in p.items()} if cast else p
+        out = model.apply(q, x.astype(jnp.bfloat16) if cast else x)
+        return losses.cross_entropy(out.astype(jnp.float32), y)
+
+    (l32, g32), (l16, g16) = (jax.jit(jax.value_and_grad(loss), static_argnums=1)(params, c)
+                              for c in (False, True))
+    num = sum(float(jnp.sum((g16[k] - g32[k]) ** 2)) for k in g32) ** 0.5
+    den = sum(float(jnp.sum(g32[k] ** 2)) for k in g32) ** 0.5
+    error = compute_dtype_error(model, losses.cross_entropy, params, (x, y), "bfloat16")
+    assert error["loss"] == pytest.approx(abs(float(l16 - l32)) / abs(float(l32)), rel=1e-5)
+    assert error["grads"] == pytest.approx(num / den, rel=1e-5)
+    assert error["grads"] > 0
+    with pytest.raises(ValueError, match="compute_dtype"):
+        compute_dtype_error(model, losses.cross_entropy, params, (x, y), "float16")

@@ -39,6 +39,7 @@ Examples:
   python scripts/bench.py --rounds 7 --json bench.json
   python scripts/bench.py --compile --device gpu
   python scripts/bench.py --strict --xla-flag=--xla_cpu_use_xnnpack=true
+  python scripts/bench.py --bf16 --only "14.2M b1024"
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def parse_args(argv=None):
     parser.add_argument("--torch-threads", type=int,
                         help="torch.set_num_threads (default: torch's own choice)")
     parser.add_argument("--json", metavar="PATH", help="write every measurement as JSON")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time the fused epoch with bfloat16 matmuls (compute_dtype="
+                             "'bfloat16'; AMX or avx512_bf16 where the CPU has them): opt-in, "
+                             "labelled 'jax epoch bf16', its loss and gradient error against "
+                             "float32 printed beside it; never a goal contender")
     parser.add_argument("--strict", action="store_true",
                         help=f"exit with status {UNTRUSTED_EXIT} when the run cannot be trusted "
                              "(load, spread of rounds, or no steady state)")
@@ -127,7 +133,7 @@ def timed(fn) -> float:
 
 
 class JaxSide:
-    def __init__(self, sizes, batches, device):
+    def __init__(self, sizes, batches, device, compute_dtype=None):
         import jax
         import jax.numpy as jnp
         from jaxgrad import losses, nn, optim
@@ -143,8 +149,10 @@ class JaxSide:
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
         self.ys = jax.device_put(jnp.asarray(ys), self.device)
-        self.step = make_train_step(self.model, losses.cross_entropy, self.optimizer)
-        self.epoch = make_train_epoch(self.model, losses.cross_entropy, self.optimizer)
+        self.step = make_train_step(self.model, losses.cross_entropy, self.optimizer,
+                                    compute_dtype=compute_dtype)
+        self.epoch = make_train_epoch(self.model, losses.cross_entropy, self.optimizer,
+                                      compute_dtype=compute_dtype)
         # first calls (compile + one execution), outside the timed rounds
         self.compile_seconds = {"jax step": timed(self._one_step),
                                 "jax epoch": timed(self.run_epoch)}
@@ -245,6 +253,18 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         compiled = TorchSide(sizes, (xs, ys), args.device, compiled=True)
         contenders["torch compile"] = compiled.run_steps
         compile_seconds["torch compile"] = compiled.compile_seconds
+    bf16_error = None
+    if args.bf16:  # opt-in, labelled, its precision measured on the first batch beside its speed
+        import jax
+        from jaxgrad import losses
+        from jaxgrad.train import compute_dtype_error
+
+        bf16 = JaxSide(sizes, (xs, ys), args.device, compute_dtype="bfloat16")
+        start = bf16.model.init(jax.random.key(0))
+        bf16_error = compute_dtype_error(bf16.model, losses.cross_entropy, start,
+                                         (bf16.xs[0], bf16.ys[0]), "bfloat16")
+        contenders["jax epoch bf16"] = bf16.run_epoch
+        compile_seconds["jax epoch bf16"] = bf16.compile_seconds["jax epoch"]
     from jaxgrad.train import benchmark
 
     # warm up each contender to steady state, then interleave the timed rounds
@@ -276,6 +296,7 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     params = sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:]))
     return {"name": name, "sizes": sizes, "batch": batch, "parameters": params,
             "steps_per_round": steps, "flops_per_step": flops, "contenders": rows,
+            "bf16_error": bf16_error,
             "spreads": {k: benchmark.spread(t) for k, t in seconds.items()},
             "warmups": warmups}
 
@@ -322,6 +343,12 @@ def print_results(results, peak, check) -> None:
                   f"{100 * row['spread']['relative_iqr']:>4.0f}% "
                   f"{row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "
                   f"{100 * row['fraction_of_peak']:>6.1f}% {row['first_call_seconds']:>10.2f}")
+    for result in results:
+        if result.get("bf16_error"):
+            error = result["bf16_error"]
+            print(f"{result['name']}: jax epoch bf16 computes matmuls in bfloat16, not float32: "
+                  f"on the first batch its loss differs by {error['loss']:.1e} (relative) and "
+                  f"its gradients by {error['grads']:.1e} (relative 2-norm) from float32")
     print(f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
           f"torch {peak['torch_gflops']:.1f} GFLOP/s; peak = {peak['peak_gflops']:.1f}")
     print(f"\nrun check: load average {check['load_before']:.2f} before, "
