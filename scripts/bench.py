@@ -331,14 +331,14 @@ def print_results(results, peak, check) -> None:
         print("\nUNTRUSTED RUN: the numbers below describe this machine's state, not the "
               "frameworks; no ratio here is a result.")
     print()
-    header = (f"{'configuration':<17} {'contender':<13} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
+    header = (f"{'configuration':<17} {'contender':<14} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
               f"{'IQR':>5} {'vs eager':>8} {'GFLOP/s':>8} {'of peak':>7} {'1st call s':>10}")
     print(header)
     print("-" * len(header))
     for result in results:
         for contender, row in result["contenders"].items():
             spread = f"{row['steps_per_s_min']:.1f}-{row['steps_per_s_max']:.1f}"
-            print(f"{result['name']:<17} {contender:<13} {1e3 / row['steps_per_s_median']:>8.2f} "
+            print(f"{result['name']:<17} {contender:<14} {1e3 / row['steps_per_s_median']:>8.2f} "
                   f"{row['steps_per_s_median']:>9.1f} {spread:>17} "
                   f"{100 * row['spread']['relative_iqr']:>4.0f}% "
                   f"{row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "

@@ -147,7 +147,7 @@ def load_reasons(load_before: float, load_after: float, cpus: int, *,
 
 def spread_reasons(spreads: Mapping[str, Spread], *, max_spread: float = MAX_SPREAD) -> list[str]:
     """Why the contenders' round spreads make a measurement untrustworthy."""
-    return [f"{name} rounds spread {100 * s.relative_iqr:.0f}% (IQR/median, limit "
+    return [f"{name} rounds spread {100 * s.relative_iqr:.1f}% (IQR/median, limit "
             f"{100 * max_spread:.0f}%; max/min {s.max_over_min:.2f})"
             for name, s in spreads.items() if s.relative_iqr > max_spread]
 
