@@ -191,6 +191,18 @@ def test_forgetting_to_divide_doubles_learning_rate(x64, rng):
     assert not compare(runs["correct"], runs["bug"]).passed
 
 
+def test_split_batch_is_torch_chunk(rng):
+    """Micro-batch i holds the same examples as torch's ``x.chunk(k)[i]``: contiguous
+    slices, which matters as soon as a layer sees per-micro-batch statistics."""
+    x = rng.standard_normal((12, 2))
+    labels = np.arange(12)
+    micro_x, micro_labels = split_batch((x, labels), 4)
+    for i, (chunk_x, chunk_labels) in enumerate(zip(torch.from_numpy(x).chunk(4),
+                                                    torch.from_numpy(labels).chunk(4))):
+        assert_parity(chunk_x, micro_x[i], **BIT_IDENTICAL)
+        assert_parity(chunk_labels, micro_labels[i], **BIT_IDENTICAL)
+
+
 @pytest.mark.parametrize("micro_batches,error,fragment", [
     ((jnp.ones((3, 2)), jnp.ones((4, 2))), ValueError, "disagree on the leading (micro-batch) axis: [0]: 3, [1]: 4"),
     ((jnp.ones(()), jnp.ones((4, 2))), ValueError, "leaf [0] is a scalar"),

@@ -11,7 +11,8 @@ import torch
 from jaxgrad import autodiff as jautodiff
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity
 from parity_checks.autograd import (TAPS, detach_parity, freezing_parity, grad_wrt_parity,
-                                    intermediate_parity, target_network_twins, two_layer_jax)
+                                    intermediate_parity, target_network_twins, two_layer_arrays,
+                                    two_layer_jax, two_layer_torch)
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -42,6 +43,19 @@ def test_grad_wrt_equals_autograd_grad(x64):
     report = grad_wrt_parity("float64")
     assert report.passed, report.table()
     assert grad_wrt_parity("float32").passed
+
+
+def test_grad_wrt_returns_gradients_in_the_order_asked(x64):
+    """``torch.autograd.grad(loss, [b2, w1, b1])`` answers in that order, not sorted."""
+    arrays = two_layer_arrays("float64")
+    names = ["b2", "w1", "b1"]
+    tensors = {k: torch.from_numpy(a).requires_grad_(k in names) for k, a in arrays.items()}
+    reference = torch.autograd.grad(two_layer_torch(*tensors.values()),
+                                    [tensors[n] for n in names])
+    params = {k: jnp.asarray(a) for k, a in arrays.items()}
+    candidate = jautodiff.grad_wrt(lambda p: two_layer_jax(**p), params, names)
+    assert [g.shape for g in candidate] == [(2,), (4, 3), (4,)]
+    assert_parity(list(reference), list(candidate))
 
 
 def test_target_network_gradient_is_zero_in_jax_and_absent_in_torch(x64):

@@ -144,6 +144,16 @@ def test_batch_indices_partition_and_determinism():
         data.batch_indices(10, 0, seed=0, epoch=0)
 
 
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("num_examples,batch_size", [(12, 4), (10, 4), (3, 4), (5, 1)])
+def test_unshuffled_batches_are_torchs_batch_sampler(num_examples, batch_size, drop_last):
+    """``drop_last`` drops only an incomplete last batch, as torch's ``BatchSampler``."""
+    expected = list(torch.utils.data.BatchSampler(range(num_examples), batch_size, drop_last))
+    got = data.batch_indices(num_examples, batch_size, seed=0, epoch=0, shuffle=False,
+                             drop_last=drop_last)
+    assert [b.tolist() for b in got] == expected
+
+
 def test_jax_and_torch_batches_identical(rng):
     x = rng.normal(size=(11, 3)).astype(np.float32)
     y = np.arange(11, dtype=np.int64)

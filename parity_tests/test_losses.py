@@ -101,13 +101,67 @@ def test_binary_cross_entropy_with_logits(x64, rng, reduction, with_pos_weight):
               logits, target, **kwargs)
 
 
+def test_binary_cross_entropy_with_logits_is_finite_for_huge_float32_logits():
+    """torch's stable form: e^100 overflows float32, the loss of logit −100 with target 1
+    is still 100 and its gradient −1."""
+    logits = np.array([-100.0, -20.0, 0.0, 20.0, 100.0], np.float32)
+    target = np.array([1.0, 0.0, 1.0, 1.0, 0.0], np.float32)
+    reference = torch_value_and_input_grad(F.binary_cross_entropy_with_logits, logits, target,
+                                           reduction="none")
+    candidate = jax_value_and_input_grad(losses.binary_cross_entropy_with_logits, logits,
+                                         target, reduction="none")
+    parity.assert_parity(reference, candidate)
+    assert float(candidate[0][0]) == 100.0
+
+
+@pytest.mark.parametrize("with_pos_weight", [False, True])
+def test_binary_cross_entropy_with_logits_gradient_at_logit_zero(x64, with_pos_weight):
+    """Zero logits (a zero-initialised head) sit on the kinks of |x| and max(−x, 0):
+    torch's backward gives (w·t + 1 − t)·σ(0) − w·t there, e.g. −½ for t = 1, w = 1."""
+    logits, target = np.zeros(3), np.array([1.0, 0.0, 0.25])
+    kwargs = {"reduction": "none"}
+    weight = np.array([2.0, 3.0, 0.5]) if with_pos_weight else np.ones(3)
+    torch_kwargs = dict(kwargs, pos_weight=torch.tensor(weight)) if with_pos_weight else kwargs
+    jax_kwargs = dict(kwargs, pos_weight=jnp.asarray(weight)) if with_pos_weight else kwargs
+    reference = torch_value_and_input_grad(F.binary_cross_entropy_with_logits, logits, target,
+                                           **torch_kwargs)
+    candidate = jax_value_and_input_grad(losses.binary_cross_entropy_with_logits, logits,
+                                         target, **jax_kwargs)
+    parity.assert_parity(reference, candidate)
+    by_hand = (weight * target + 1 - target) * 0.5 - weight * target
+    parity.assert_parity(by_hand, candidate[1])
+
+
+def test_bce_with_logits_pos_weight_weighs_only_the_positive_term_soft_targets(x64, rng):
+    """``pos_weight`` multiplies the ``t·log σ(x)`` term only: with 0/1 targets that is
+    the same as weighing the whole loss by ``1 + (w − 1)·t``, with soft targets it is not."""
+    logits = rng.standard_normal((4, 3)) * 3
+    target = rng.uniform(0.1, 0.9, (4, 3))  # label-smoothed / soft targets
+    weight = np.array([0.5, 2.0, 3.0])
+    for reduction in REDUCTIONS:
+        reference = torch_value_and_input_grad(
+            F.binary_cross_entropy_with_logits, logits, target,
+            pos_weight=torch.tensor(weight), reduction=reduction)
+        candidate = jax_value_and_input_grad(
+            losses.binary_cross_entropy_with_logits, logits, target,
+            pos_weight=jnp.asarray(weight), reduction=reduction)
+        parity.assert_parity(reference, candidate)
+    # by hand, one element: −(w·t·log σ(x) + (1 − t)·log(1 − σ(x)))
+    x, t, w = 0.7, 0.3, 2.0
+    sigma = 1 / (1 + np.exp(-x))
+    expected = -(w * t * np.log(sigma) + (1 - t) * np.log(1 - sigma))
+    got = losses.binary_cross_entropy_with_logits(jnp.array([x]), jnp.array([t]),
+                                                  pos_weight=jnp.array([w]))
+    parity.assert_parity(np.float64(expected), got)
+
+
 def test_bad_reduction_and_shape_mismatch_are_clear_errors():
     x = jnp.zeros((4, 1))
     with pytest.raises(ValueError, match=r"`reduction` \(='avg'\) must be one of"):
         losses.mse_loss(x, x, reduction="avg")
     with pytest.raises(ValueError, match=r"target` shape \(4,\) must equal `input` shape \(4, 1\)"):
         losses.mse_loss(x, jnp.zeros(4))
-    with pytest.raises(ValueError, match="integer `target` shape"):
+    with pytest.raises(ValueError, match=r"`target` shape \(4, 1\) must be `input` shape"):
         losses.cross_entropy(jnp.zeros((4, 3)), jnp.zeros((4, 1), jnp.int32))
     with pytest.raises(ValueError, match="label_smoothing"):
         losses.cross_entropy(jnp.zeros((4, 3)), jnp.zeros(4, jnp.int32), label_smoothing=1.5)

@@ -81,6 +81,26 @@ def test_default_init_is_torch_kaiming_uniform_and_fan_in_bias():
     assert torch_weight.std() == pytest.approx(weight.std(), rel=0.02)
 
 
+@pytest.mark.parametrize("in_features,out_features", [(1, 1), (4, 3), (16, 16)])
+def test_linear_weight_and_bias_are_independent_draws(in_features, out_features):
+    """torch draws weight and bias one after the other from its generator: no bias
+    entry repeats a weight entry (a repeat of a continuous draw means a reused key)."""
+    params = nn.Linear(in_features, out_features).init(jax.random.key(0))
+    weight, bias = np.asarray(params["weight"]), np.asarray(params["bias"])
+    assert not np.isin(bias, weight).any()
+    # and both are drawn afresh for every key, as torch's next reset_parameters()
+    again = nn.Linear(in_features, out_features).init(jax.random.key(1))
+    assert not np.isin(np.asarray(again["bias"]), bias).any()
+
+
+def test_sequential_layers_draw_independent_weights():
+    """Equal-shaped layers of one model get different weights, as torch's layers drawn
+    one after another from its generator (a key reused for every layer would not)."""
+    params = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4)).init(jax.random.key(0))
+    assert not np.isin(np.asarray(params["2.weight"]), np.asarray(params["0.weight"])).any()
+    assert not np.isin(np.asarray(params["2.bias"]), np.asarray(params["0.bias"])).any()
+
+
 def test_float64_without_x64_is_a_clear_error():
     with pytest.raises(ValueError, match="jax_enable_x64 is off"):
         nn.Linear(2, 3, dtype=jnp.float64).init(jax.random.key(0))
@@ -129,6 +149,29 @@ def test_relu_gradient_at_zero_is_zero_like_torch(x64):
     torch.relu(x).sum().backward()
     grad = jax.grad(lambda v: nn.ReLU().apply({}, v).sum())(jnp.array([-1.0, 0.0, 1.0]))
     jaxgrad.assert_parity(x.grad, grad, **jaxgrad.parity.BIT_IDENTICAL)
+
+
+def test_leaky_relu_gradient_at_zero_is_the_slope_like_torch(x64):
+    # torch's leaky_relu_backward: grad if x > 0 else grad·slope — at exactly 0, the slope
+    values = [-1.0, 0.0, 1.0]
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    tnn.LeakyReLU(0.2)(x).sum().backward()
+    grad = jax.grad(lambda v: nn.LeakyReLU(0.2).apply({}, v).sum())(jnp.array(values))
+    jaxgrad.assert_parity(x.grad, grad, **jaxgrad.parity.BIT_IDENTICAL)
+    assert float(grad[1]) == 0.2
+
+
+def test_from_torch_keeps_every_non_default_hyperparameter(x64, rng):
+    """Each converter reads the module's hyperparameters, not the class defaults."""
+    torch_model = tnn.Sequential(
+        tnn.Flatten(1, 2), tnn.Linear(6, 5, bias=False, dtype=torch.float64),
+        tnn.LeakyReLU(0.3), tnn.Linear(5, 4, dtype=torch.float64), tnn.GELU("tanh"))
+    model, params = nn.from_torch(torch_model)
+    assert model == nn.Sequential(
+        nn.Flatten(1, 2), nn.Linear(6, 5, bias=False, dtype="float64"),
+        nn.LeakyReLU(0.3), nn.Linear(5, 4, dtype="float64"), nn.GELU("tanh"))
+    x = rng.standard_normal((3, 2, 3))
+    jaxgrad.assert_parity(torch_model(torch.from_numpy(x)), model.apply(params, jnp.asarray(x)))
 
 
 def test_gelu_default_is_exact_erf_not_jax_tanh_default(x64):

@@ -88,6 +88,44 @@ def test_rmsprop_eps_outside_sqrt_unlike_optax(x64):
                                optax.rmsprop(1e-2, decay=0.99, eps=1e-2))
 
 
+def test_centered_rmsprop_rounds_square_avg_minus_grad_avg_squared_once_like_torch(x64):
+    """``square_avg − grad_avg²`` nearly cancels when the gradient is steady; torch forms
+    it with ``addcmul(grad_avg, grad_avg, value=-1)``, an FMA on CPU (one rounding).
+
+    One step from a state loaded into both optimizers, built so that every other
+    operation of the step is exact (α = ½, a gradient with 11 significant bits, 52-bit
+    averages): the new averages are ``A' = (A + g)/2`` and ``S' = A'²·(1 + ~1e-8)``, and
+    only the rounding of ``S' − A'²`` is left to differ — rounding ``A'²`` first is off
+    by ~1e-8 relative.
+    """
+    rng = np.random.default_rng(0)
+    old_avg = np.round(rng.uniform(1.0, 2.0, (3, 4)) * 2.0**51) / 2.0**51
+    grad = np.round(old_avg * 2.0**10) / 2.0**10  # g² is exact
+    new_avg = (old_avg + grad) / 2  # exact
+    new_square = np.round(new_avg**2 * (1 + 1e-8 * rng.uniform(1, 2, (3, 4))) * 2.0**50) / 2.0**50
+    old_square = 2 * new_square - grad**2  # exact: S' = S/2 + g²/2 with no rounding
+    start = rng.standard_normal((3, 4))
+    hyper = dict(lr=1e-2, alpha=0.5, centered=True)
+    weight = torch.tensor(start, requires_grad=True)
+    torch_optimizer = torch.optim.RMSprop([weight], **hyper)
+    torch_optimizer.state[weight] = {"step": torch.tensor(3.0),
+                                     "square_avg": torch.tensor(old_square),
+                                     "grad_avg": torch.tensor(old_avg)}
+    weight.grad = torch.tensor(grad)
+    torch_optimizer.step()
+    optimizer = joptim.rmsprop(**hyper)
+    params = {"w": jnp.asarray(start)}
+    state = optimizer.init(params)
+    state = (state[0]._replace(square_avg={"w": jnp.asarray(old_square)},
+                               grad_avg={"w": jnp.asarray(old_avg)}),) + tuple(state[1:])
+    updates, state = optimizer.update({"w": jnp.asarray(grad)}, state, params)
+    assert_parity({"square_avg": torch_optimizer.state[weight]["square_avg"],
+                   "grad_avg": torch_optimizer.state[weight]["grad_avg"]},
+                  {"square_avg": state[0].square_avg["w"], "grad_avg": state[0].grad_avg["w"]},
+                  **BIT_IDENTICAL)  # the averages are exact on both sides
+    assert_parity({"w": weight.detach()}, optax.apply_updates(params, updates))
+
+
 def test_adamw_default_decay_is_torchs_not_optaxs(x64):
     assert inspect.signature(joptim.adamw).parameters["weight_decay"].default == 1e-2
     assert _differs_from_torch("adamw", {}, optax.adamw(1e-3))  # optax: 1e-4

@@ -41,6 +41,21 @@ def test_clip_grad_norm_matches_torch_float64(x64, norm_type, jit):
     assert total_norm.dtype == jnp.float64
 
 
+@pytest.mark.parametrize("norm_type", [float("inf"), 1.0, 3.0])
+def test_clip_grad_norm_of_negative_gradients_matches_torch(x64, norm_type):
+    """The largest entries are negative: the inf-norm is max |g| (4 here), not max g."""
+    values = {"a": np.array([-4.0, 1.0]), "b": np.array([[-0.5, 2.0]])}
+    tensors = {k: torch.zeros(v.shape, dtype=torch.float64, requires_grad=True)
+               for k, v in values.items()}
+    for name, tensor in tensors.items():
+        tensor.grad = torch.from_numpy(values[name].copy())
+    total = torch.nn.utils.clip_grad_norm_(list(tensors.values()), 1.0, norm_type)
+    clipped, total_norm = joptim.clip_grad_norm(
+        {k: jnp.asarray(v) for k, v in values.items()}, 1.0, norm_type)
+    assert_parity({"grads": {k: t.grad for k, t in tensors.items()}, "total_norm": total},
+                  {"grads": clipped, "total_norm": total_norm})
+
+
 def test_huge_gradient_has_lesson_norm_and_is_clipped_to_one(x64):
     # lesson 004, example 6: norm before 3.48e+06 -> 1.0 after, total across params
     example = tclip.huge_gradient_example("float64")

@@ -51,6 +51,31 @@ def test_float32_tier_scales_atol_with_reference_magnitude():
     assert not parity.compare(reference, np.array([1000.5, 0.0], np.float32)).passed
 
 
+# The error each tier allows an element, |c − r| ≤ atol + rtol·|r|, written out by hand.
+TIER_BOUNDARIES = {
+    "float64 rtol": ("float64", [1e6], 1e-10 * 1e6 + 1e-12),
+    "float64 atol": ("float64", [0.0], 1e-12),
+    "float32 rtol": ("float32", [1000.0], 1e-5 * 1000 + 1e-6 * 1000),  # at max|reference|
+    "float32 atol": ("float32", [1000.0, 0.0], 1e-6 * 1000),  # scaled by max|reference|
+}
+
+
+@pytest.mark.parametrize("factor,passes", [(0.9, True), (1.1, False)],
+                         ids=["just-inside", "just-outside"])
+@pytest.mark.parametrize("tier", TIER_BOUNDARIES)
+def test_each_tier_boundary(tier, factor, passes):
+    """10 % inside each tier's allowed error passes, 10 % outside fails: a loosened or
+    tightened tolerance (rtol 1e-5 → 1e-4, atol unscaled…) cannot go unnoticed."""
+    dtype, values, allowed = TIER_BOUNDARIES[tier]
+    reference = np.array(values, dtype)
+    candidate = np.array(values, np.float64)
+    candidate[-1] += factor * allowed
+    candidate = candidate.astype(dtype)
+    # the perturbation survives rounding to the tier's dtype to within 1 %
+    assert abs(float(candidate[-1]) - values[-1]) == pytest.approx(factor * allowed, rel=1e-2)
+    assert parity.compare(reference, candidate).passed is passes
+
+
 def test_structure_compared_before_values():
     reference = tree()
     missing = {"0.weight": reference["0.weight"]}
@@ -94,6 +119,16 @@ def test_reads_torch_tensors_and_none_leaves():
     reference = {"weight": weight, "frozen": None}
     assert parity.compare(reference, {"weight": weight.detach().numpy(), "frozen": None}).passed
     report = parity.compare(reference, {"weight": weight.detach().numpy(), "frozen": np.zeros(2)})
+    assert not report.passed
+    assert "reference is None" in report.table()
+
+
+def test_none_leaves_of_nested_trees_are_compared_not_dropped():
+    """torch's frozen ``.grad`` is None inside nested records too ({"grads": {...}})."""
+    reference = {"grads": {"0.weight": None, "2.weight": np.ones(2)}}
+    same = parity.compare(reference, {"grads": {"0.weight": None, "2.weight": np.ones(2)}})
+    assert same.passed and "['grads']['0.weight']" in [leaf.path for leaf in same.leaves]
+    report = parity.compare(reference, {"grads": {"0.weight": np.zeros(2), "2.weight": np.ones(2)}})
     assert not report.passed
     assert "reference is None" in report.table()
 

@@ -13,9 +13,10 @@ import torchref
 from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.parity import BIT_IDENTICAL, ambiguous_argmax, assert_parity, compare
-from jaxgrad.train import (build_optimizer, evaluate, make_train_epoch, make_train_step,
-                           select_devices, shard_batch, data_parallel_mesh)
+from jaxgrad.train import (Trainer, build_optimizer, evaluate, make_train_epoch,
+                           make_train_step, select_devices, shard_batch, data_parallel_mesh)
 from parity_checks.training import SIZES, make_data, trajectories
+from torchref import optim as toptim
 from torchref import train as ttrain
 
 
@@ -31,6 +32,25 @@ def test_accumulation_and_clipping_match_torch_float64(x64):
     reference, candidate = trajectories("adam", "float64", steps=4, batch_size=4,
                                         accumulate=4, clip=0.5)
     assert_parity(reference, candidate)
+
+
+def test_weight_decay_trains_like_torch(x64):
+    """Decay needs the parameters inside the step: AdamW's decoupled decay gives torch's
+    weights after two steps."""
+    name, hyper = "adamw", {"lr": 1e-2, "weight_decay": 0.1}
+    torch.manual_seed(3)
+    module = torchref.mlp(SIZES, "tanh", dtype=torch.float64)
+    model, params = jaxgrad.nn.from_torch(module)
+    x, y = make_data("float64")
+    torch_opt = toptim.make_optimizer(name, module.parameters(), **hyper)
+    opt = getattr(joptim, name)(**hyper)
+    step = make_train_step(model, jlosses.cross_entropy, opt)
+    state = opt.init(params)
+    for batch in (slice(0, 16), slice(16, 32)):
+        ttrain.train_step(module, torch_opt, torch.nn.functional.cross_entropy,
+                          torch.from_numpy(x[batch]), torch.from_numpy(y[batch]))
+        params, state, _ = step(params, state, (x[batch], y[batch]))
+    assert_parity(torchref.state_dict_numpy(module), model.state_dict(params))
 
 
 def test_trajectory_check_catches_a_wrong_learning_rate(x64):
@@ -83,6 +103,29 @@ def test_frozen_parameters_stay_bit_identical_and_buffers_are_donated():
     assert not np.array_equal(np.asarray(params["2.weight"]), np.asarray(new["2.weight"]))
 
 
+def test_clip_norm_counts_only_trainable_parameters_like_torch(x64):
+    """torch clips over the trainable parameters: a frozen one has no ``.grad`` to count.
+
+    The clip threshold sits below the trainable gradients' norm, so the step is
+    clipped; counting the frozen layer's gradients too would shrink it further.
+    """
+    torch.manual_seed(2)
+    module = torchref.mlp(SIZES, "tanh", dtype=torch.float64)
+    model, params = jaxgrad.nn.from_torch(module)
+    x, y = make_data("float64")
+    trainable = ttrain.freeze(module, ["0.weight", "0.bias"])
+    ttrain.train_step(module, torch.optim.SGD(trainable, lr=0.5),
+                      torch.nn.functional.cross_entropy, torch.from_numpy(x[:16]),
+                      torch.from_numpy(y[:16]), clip=0.05)
+    clipped_norm = float(torch.linalg.vector_norm(torch.stack(
+        [torch.linalg.vector_norm(p.grad) for p in trainable])))
+    assert clipped_norm == pytest.approx(0.05, rel=1e-4)  # the clip was active
+    opt = build_optimizer(joptim.sgd(lr=0.5), clip=0.05, frozen=["0"])
+    step = make_train_step(model, jlosses.cross_entropy, opt, jit=False)
+    new, _, _ = step(params, opt.init(params), (x[:16], y[:16]))
+    assert_parity(torchref.state_dict_numpy(module), model.state_dict(new))
+
+
 def test_accumulate_equals_one_big_batch():
     """Mean of K equal micro-batch means == the big batch's mean: same gradient."""
     _, model, params, opt, x, y = _setup()
@@ -92,6 +135,23 @@ def test_accumulate_equals_one_big_batch():
     out_acc = acc(params, opt.init(params), (x[:32], y[:32]))
     assert_parity({"params": out_big[0], "loss": out_big[2]["loss"]},
                   {"params": out_acc[0], "loss": out_acc[2]["loss"]})
+
+
+def test_trainer_step_draws_batch_size_times_accumulate_examples_like_torch():
+    """A step consumes ``batch_size·accumulate`` examples, full steps only, in a fresh
+    order each epoch: 60 examples, 4×4 → 3 steps per epoch, the same steps (and
+    weights, float32 tier) as torch's ``TorchTrainer`` over two epochs."""
+    module, model, params, _, x, y = _setup()
+    x, y = x[:60], y[:60]  # the last 12 examples make no full step
+    opt = joptim.sgd(lr=0.1)
+    trainer = Trainer(model, jlosses.cross_entropy, opt, params, batch_size=4, accumulate=4)
+    twin = ttrain.TorchTrainer(module, torch.optim.SGD(module.parameters(), lr=0.1),
+                               batch_size=4, accumulate=4)
+    for _ in range(2):
+        result, expected = trainer.train_epoch(x, y), twin.train_epoch(x, y)
+        assert result.steps == expected.steps == 3
+        assert result.examples == expected.examples == 48
+    assert_parity(torchref.state_dict_numpy(module), model.state_dict(trainer.params))
 
 
 def test_accumulate_rejects_uneven_batch():

@@ -151,6 +151,37 @@ def test_a_failed_write_never_becomes_latest(tmp_path, monkeypatch):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
 
 
+def _save(directory, step, keep=2):
+    return checkpoint.save_checkpoint(
+        str(directory), params={"w": np.full(2, step, np.float32)},
+        opt_state={"m": np.zeros(2, np.float32)}, meta={"global_step": step}, keep=keep)
+
+
+def test_a_crash_at_the_rename_leaves_latest_on_the_previous_checkpoint(tmp_path, monkeypatch):
+    """``LATEST`` moves only after the new checkpoint is renamed into place."""
+    good = _save(tmp_path, 1)
+    real_replace = os.replace
+
+    def crash_on_checkpoint_rename(src, dst):
+        if os.path.basename(dst).startswith("ckpt-"):
+            raise OSError("killed mid-rename")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(checkpoint.os, "replace", crash_on_checkpoint_rename)
+    with pytest.raises(OSError, match="killed mid-rename"):
+        _save(tmp_path, 2)
+    monkeypatch.undo()
+    assert latest_checkpoint(str(tmp_path)) == good
+
+
+def test_pruning_keeps_the_newest_checkpoints(tmp_path):
+    for step in range(1, 5):
+        last = _save(tmp_path, step, keep=2)
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith("ckpt-")) == [
+        "ckpt-00000003", "ckpt-00000004"]
+    assert latest_checkpoint(str(tmp_path)) == last
+
+
 def test_non_finite_loss_names_step_and_parameter(tmp_path):
     x, y = make_data("float32")
     bad_row = 37

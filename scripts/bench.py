@@ -22,16 +22,24 @@ never enter the rates (a first call is compilation plus one execution: one
 step, or for the fused epoch one whole round). On a GPU every timer waits for the device
 (block_until_ready / torch.cuda.synchronize).
 
+The CNN rows (``torchref.models.cnn`` and the BatchNorm ``resnet`` on 1×8×8
+images, jaxgrad's twin from ``from_torch``, buffers threaded by
+``jaxgrad.train.stateful``) count FLOPs with torch's ``FlopCounterMode`` (convolutions
+and matmuls, forward and backward), and add a contender:
+
+  jax unrolled  the fused epoch with the scan fully unrolled (XLA's CPU backend runs
+                convolutions inside a rolled loop several times slower)
+
 Goals it reports (never asserts): at batch 128 the jax epoch >= 2.0x torch
 eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 85% of the matmul
-peak (compute-bound).
+peak (compute-bound); on both CNNs at batch 128 >= 1.5x.
 
 The run checks itself (jaxgrad.train.benchmark): the header names the CPU, its
 vector extensions (avx2, avx512f, amx...) and the thread settings; every contender
 warms up until two consecutive rounds agree within 10% (capped); the 1-minute load
 average is read before and after, and the spread of each contender's rounds is
 computed. A run whose load, spread or warm-up says it cannot be trusted prints
-"untrusted: REASONS" in place of every goal verdict, and with --strict exits with
+"untrusted, no verdict" in place of every goal verdict, and with --strict exits with
 status 3. Exit status 0 otherwise (a goal not met is reported, not an error).
 
 Examples:
@@ -59,8 +67,12 @@ CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--qu
     ("784-256-10 b128", [784, 256, 10], 128, 100, 20),
     ("784-256-10 b1024", [784, 256, 10], 1024, 30, 6),
     ("14.2M b1024", [784, 2048, 2048, 2048, 2048, 10], 1024, 4, 2),
+    # CNNs on 1×8×8 images (torchref.models.cnn / resnet; "sizes" is the model's name)
+    ("cnn b128", "cnn", 128, 50, 10),
+    ("resnet b128", "resnet", 128, 20, 5),
 ]
-GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0}
+GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0,
+         "cnn b128": 1.5, "resnet b128": 1.5}
 PEAK_GOALS = {"14.2M b1024": 0.85}  # jax epoch's fraction of the matmul peak (compute-bound)
 UNTRUSTED_EXIT = 3  # --strict and the run says it cannot be trusted
 LR, MOMENTUM = 0.01, 0.9
@@ -91,7 +103,7 @@ def parse_args(argv=None):
                         help="also time the fused epoch with bfloat16 matmuls (compute_dtype="
                              "'bfloat16'; AMX or avx512_bf16 where the CPU has them): opt-in, "
                              "labelled 'jax epoch bf16', its loss and gradient error against "
-                             "float32 printed beside it; never a goal contender")
+                             "float32 printed beside it; never a goal contender (MLP rows only)")
     parser.add_argument("--strict", action="store_true",
                         help=f"exit with status {UNTRUSTED_EXIT} when the run cannot be trusted "
                              "(load, spread of rounds, or no steady state)")
@@ -176,6 +188,81 @@ class JaxSide:
         self.params, self.opt_state = params, state
 
 
+class CnnJaxSide(JaxSide):
+    """``JaxSide`` for a CNN with BatchNorm buffers: the twin of the torch model (same
+    initial weights), stateful step and fused epoch."""
+
+    def __init__(self, name, batches, device):
+        import jax
+        import jax.numpy as jnp
+        import torch
+        import torchref
+        from jaxgrad import losses, nn, optim
+        from jaxgrad.train import select_devices
+        from jaxgrad.train.stateful import make_stateful_train_epoch, make_stateful_train_step
+
+        self.jax = jax
+        self.device = select_devices(device)[0]
+        torch.manual_seed(0)
+        self.model, params, buffers = nn.from_torch(torchref.models.CNN_MODELS[name](),
+                                                    with_buffers=True)
+        self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
+        with jax.default_device(self.device):
+            self.params = jax.device_put(params, self.device)
+            self.buffers = jax.device_put(buffers, self.device)
+            self.opt_state = self.optimizer.init(self.params)
+        xs, ys = batches
+        self.xs = jax.device_put(jnp.asarray(xs), self.device)
+        self.ys = jax.device_put(jnp.asarray(ys), self.device)
+        self.key = jax.random.key(0)
+        self.step = make_stateful_train_step(self.model, losses.cross_entropy, self.optimizer)
+        self.epoch = make_stateful_train_epoch(self.model, losses.cross_entropy, self.optimizer)
+        # XLA:CPU runs convolutions inside a rolled scan loop several times slower: the
+        # unrolled epoch (one call, no loop) is timed beside the rolled one
+        self.unrolled = make_stateful_train_epoch(self.model, losses.cross_entropy,
+                                                  self.optimizer, unroll=True)
+        self.compile_seconds = {"jax step": timed(self._one_step),
+                                "jax epoch": timed(self.run_epoch),
+                                "jax unrolled": timed(self.run_unrolled)}
+        self.run_steps()
+
+    def _one_step(self):
+        self.params, self.buffers, self.opt_state, _ = self.step(
+            self.params, self.buffers, self.opt_state, (self.xs[0], self.ys[0]), self.key)
+        self.jax.block_until_ready((self.params, self.opt_state))
+
+    def run_steps(self):
+        state = (self.params, self.buffers, self.opt_state)
+        for i in range(self.xs.shape[0]):
+            *state, _ = self.step(*state, (self.xs[i], self.ys[i]), self.key)
+        self.jax.block_until_ready(state)
+        self.params, self.buffers, self.opt_state = state
+
+    def run_epoch(self, epoch=None):
+        *state, _ = (epoch or self.epoch)(self.params, self.buffers, self.opt_state,
+                                          (self.xs, self.ys), self.key)
+        self.jax.block_until_ready(state)
+        self.params, self.buffers, self.opt_state = state
+
+    def run_unrolled(self):
+        self.run_epoch(self.unrolled)
+
+
+def cnn_train_flops(name: str, batch: int) -> int:
+    """FLOPs of one training step (forward + backward) of a torchref CNN, counted by
+    ``torch.utils.flop_counter.FlopCounterMode``."""
+    import torch
+    import torchref
+    from torch.utils.flop_counter import FlopCounterMode
+
+    module = torchref.models.CNN_MODELS[name]()
+    x = torch.zeros(batch, 1, 8, 8)
+    with FlopCounterMode(display=False) as counter:
+        labels = torch.zeros(batch, dtype=torch.long)
+        torch.nn.functional.cross_entropy(module(x), labels).backward()
+    return counter.get_total_flops()
+
+
 class TorchSide:
     def __init__(self, sizes, batches, device, *, compiled: bool):
         import torch
@@ -185,7 +272,8 @@ class TorchSide:
         self.torch, self.ttrain = torch, ttrain
         self.device = ttrain.torch_device(device)
         torch.manual_seed(0)
-        self.module = torchref.mlp(sizes).to(self.device)
+        self.module = (torchref.models.CNN_MODELS[sizes]() if isinstance(sizes, str)
+                       else torchref.mlp(sizes)).to(self.device)
         self.forward = torch.compile(self.module) if compiled else self.module
         self.optimizer = torch.optim.SGD(self.module.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = torch.nn.functional.cross_entropy
@@ -241,10 +329,14 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
 
 def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     rng = np.random.default_rng(0)
-    xs = rng.standard_normal((steps, batch, sizes[0])).astype(np.float32)
-    ys = rng.integers(0, sizes[-1], size=(steps, batch)).astype(np.int64)
-    jax_side = JaxSide(sizes, (xs, ys), args.device)
+    cnn = isinstance(sizes, str)  # a torchref.models.CNN_MODELS name
+    features, classes = ((1, 8, 8), 10) if cnn else ((sizes[0],), sizes[-1])
+    xs = rng.standard_normal((steps, batch, *features)).astype(np.float32)
+    ys = rng.integers(0, classes, size=(steps, batch)).astype(np.int64)
+    jax_side = (CnnJaxSide if cnn else JaxSide)(sizes, (xs, ys), args.device)
     contenders = {"jax step": jax_side.run_steps, "jax epoch": jax_side.run_epoch}
+    if cnn:
+        contenders["jax unrolled"] = jax_side.run_unrolled
     compile_seconds = dict(jax_side.compile_seconds)
     torch_side = TorchSide(sizes, (xs, ys), args.device, compiled=False)
     contenders["torch eager"] = torch_side.run_steps
@@ -254,7 +346,7 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         contenders["torch compile"] = compiled.run_steps
         compile_seconds["torch compile"] = compiled.compile_seconds
     bf16_error = None
-    if args.bf16:  # opt-in, labelled, its precision measured on the first batch beside its speed
+    if args.bf16 and not cnn:  # opt-in, labelled, its precision measured beside its speed
         import jax
         from jaxgrad import losses
         from jaxgrad.train import compute_dtype_error
@@ -275,7 +367,7 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         for contender, run in contenders.items():
             seconds[contender].append(timed(run))
         print(f"  {name}: round {round_index + 1}/{args.rounds} done", file=sys.stderr)
-    flops = train_flops(sizes, batch)
+    flops = cnn_train_flops(sizes, batch) if cnn else train_flops(sizes, batch)
     rows = {}
     for contender, times in seconds.items():
         rates = [steps / t for t in times]
@@ -293,7 +385,8 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     eager = rows["torch eager"]["steps_per_s_median"]
     for row in rows.values():
         row["vs_torch_eager"] = row["steps_per_s_median"] / eager
-    params = sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:]))
+    params = (jax_side.model.num_parameters() if cnn
+              else sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
     return {"name": name, "sizes": sizes, "batch": batch, "parameters": params,
             "steps_per_round": steps, "flops_per_step": flops, "contenders": rows,
             "bf16_error": bf16_error,

@@ -24,6 +24,7 @@ Examples:
   python scripts/train.py                                   # digits, jax, ~97-98 %
   python scripts/train.py --framework both --plot loss.png
   python scripts/train.py --model 512,256 --optimizer sgd --lr 0.05 --momentum 0.9
+  python scripts/train.py --model resnet --framework both --epochs 5   # BatchNorm, torch.fx
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50 --resume
   python scripts/train.py --data-dir ~/data/fashion-mnist --epochs 5 --batch-size 128
@@ -35,6 +36,7 @@ Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -52,6 +54,7 @@ MODELS = {  # hidden widths; the input and output widths come from the data
     "large": (512, 256),
     "lesson": (256,),  # the lessons' 784-256-10 network on FashionMNIST
 }
+CNN_MODELS = ("cnn", "resnet")  # torchref.models.CNN_MODELS: 1×8×8 digit images
 OPTIMIZER_DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "adamw": 1e-3, "rmsprop": 1e-3}
 
 
@@ -64,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     data = parser.add_argument_group("data and model")
     data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
     data.add_argument("--model", default="medium",
-                      help=f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
+                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), or MLP "
+                           f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
                            "or a comma list such as 256,128 (default: medium)")
     data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
                       help="scale each input feature to zero mean, unit variance with the "
@@ -78,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sgd / rmsprop momentum (default: 0.9)")
     opt.add_argument("--weight-decay", type=float, default=None,
                      help="torch semantics: L2 for sgd/adam/rmsprop, decoupled for adamw")
+    # --scheduler (issue 12): the same torch scheduler in both frameworks
+    opt.add_argument("--scheduler", metavar="NAME[:K=V,...]",
+                     help="learning-rate scheduler per optimizer step, torch's class name and "
+                          "arguments, e.g. CosineAnnealingLR or StepLR:step_size=200,gamma=0.5 "
+                          "(T_max / total_steps / total_iters default to the run's steps)")
     opt.add_argument("--epochs", type=int, default=20)
     opt.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch")
     opt.add_argument("--accumulate", type=int, default=1, metavar="K",
@@ -116,13 +125,36 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv  # to print the exact command that resumes this run
-    args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
+    # ---- convolutional models (torchref.models.cnn / resnet, converted with from_torch)
+    if args.model in CNN_MODELS:
+        args.hidden = ()
+        refused = [flag for flag, used in (
+            ("--data-dir (the CNNs take 1×8×8 digits)", args.data_dir),
+            ("--activation", args.activation != "relu"), ("--accumulate", args.accumulate != 1),
+            ("--clip", args.clip is not None),
+            ("--precision bfloat16", args.precision != "float32"),
+            ("--scheduler", args.scheduler is not None),
+            ("--checkpoint-dir/--resume", args.checkpoint_dir or args.resume
+             or args.resume_from)) if used]
+        if refused:
+            parser.error(f"--model {args.model} does not support {', '.join(refused)}")
+    # ---- end of convolutional models
+    else:
+        args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
     _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
     _cli.at_least(parser, args, 0, "seed")
     _cli.positive_float(parser, args, "lr", "clip")
     _cli.non_negative_float(parser, args, "momentum", "weight_decay")
     if args.lr is None:
         args.lr = OPTIMIZER_DEFAULT_LR[args.optimizer]
+    if args.scheduler:
+        try:
+            args.scheduler = parse_scheduler(args.scheduler)
+        except ValueError as exc:
+            parser.error(f"--scheduler: {exc}")
+        if args.resume or args.resume_from is not None:
+            parser.error("--scheduler cannot be combined with --resume (torch's scheduler "
+                         "state is not checkpointed)")
     args.resume = args.resume or args.resume_from is not None
     for option, given in (("--resume", args.resume), ("--checkpoint-every", args.checkpoint_every)):
         if given and not args.checkpoint_dir:
@@ -159,6 +191,26 @@ def resume_command(args, resume_from: str | None = None) -> str:
             kept.append(arg)
     kept += ["--resume-from", resume_from] if resume_from else ["--resume"]
     return shlex.join(["python", os.path.relpath(__file__), *kept])
+
+
+def parse_scheduler(spec: str) -> tuple[str, dict]:
+    """``"StepLR:step_size=5,gamma=0.5"`` -> ``("StepLR", {"step_size": 5, "gamma": 0.5})``."""
+    import ast
+    name, _, rest = spec.partition(":")
+    kwargs = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        try:
+            kwargs[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{item!r}: {value!r} is not a Python literal") from None
+    return name, kwargs
+
+
+def total_steps(args, dataset) -> int:
+    return len(dataset.x_train) // (args.batch_size * args.accumulate) * args.epochs
 
 
 def optimizer_kwargs(args) -> dict:
@@ -242,8 +294,13 @@ class JaxRun(_Run):
         self.model = nn.mlp(sizes, args.activation)
         if params is None:
             params = self.model.init(jax.random.key(args.seed))
-        optimizer = jtrain.build_optimizer(
-            getattr(optim, args.optimizer)(**optimizer_kwargs(args)), clip=args.clip)
+        kwargs = optimizer_kwargs(args)
+        if args.scheduler:
+            name, given = args.scheduler
+            kwargs["lr"] = optim.schedulers.for_run(name, args.lr, total_steps(args, dataset),
+                                                    **given)
+        optimizer = jtrain.build_optimizer(getattr(optim, args.optimizer)(**kwargs),
+                                           clip=args.clip)
         self.compute_dtype = "bfloat16" if args.precision == "bfloat16" else None
         self.loss_fn = losses.cross_entropy
         self.trainer = jtrain.Trainer(
@@ -262,6 +319,33 @@ class JaxRun(_Run):
         return self.model.state_dict(self.trainer.params)
 
 
+class JaxCnnRun(_Run):
+    """``--model cnn|resnet``: the torchref CNN converted with ``from_torch`` (params and
+    BatchNorm buffers), trained by ``StatefulTrainer``, one fused scan per epoch."""
+
+    framework = "jax"
+
+    def __init__(self, args, dataset, sizes, params=None):
+        import torch
+        import torchref
+        from jaxgrad import losses, nn, optim
+        from jaxgrad.train.stateful import StatefulTrainer
+
+        torch.manual_seed(args.seed)  # torch's initialisation, copied to both sides
+        module = torchref.models.CNN_MODELS[args.model]()
+        self.model, params, buffers = nn.from_torch(module, with_buffers=True)
+        optimizer = getattr(optim, args.optimizer)(**optimizer_kwargs(args))
+        self.trainer = StatefulTrainer(self.model, losses.cross_entropy, optimizer, params,
+                                       buffers, batch_size=args.batch_size, seed=args.seed)
+        self.devices = "jax " + ", ".join(str(d) for d in __import__("jax").devices()[:1])
+
+    def evaluate(self, x, y) -> dict:
+        return self.trainer.evaluate(x, y)
+
+    def params_numpy(self) -> dict:
+        return self.trainer.state_dict_numpy()
+
+
 class TorchRun(_Run):
     framework = "torch"
 
@@ -272,12 +356,19 @@ class TorchRun(_Run):
         from torchref.optim import make_optimizer
 
         torch.manual_seed(args.seed)
-        self.module = torchref.mlp(sizes, args.activation)
+        self.module = (torchref.models.CNN_MODELS[args.model]() if args.model in CNN_MODELS
+                       else torchref.mlp(sizes, args.activation))
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
         optimizer = make_optimizer(args.optimizer, self.module.parameters(),
                                    **optimizer_kwargs(args))
+        if args.scheduler:
+            from torchref import schedulers
+            name, given = args.scheduler
+            kwargs = schedulers.scheduler_kwargs(name, args.lr, total_steps(args, dataset), **given)
+            optimizer = schedulers.SteppedOptimizer(
+                optimizer, schedulers.make_scheduler(name, optimizer, **kwargs))
         self.trainer = ttrain.TorchTrainer(
             self.module, optimizer, batch_size=args.batch_size, seed=args.seed,
             accumulate=args.accumulate, clip=args.clip, compile=args.compile, device=args.device,
@@ -297,7 +388,7 @@ class TorchRun(_Run):
 def drift(reference: dict, candidate: dict) -> tuple[float, float]:
     """Max |Δ| over all parameters, and that relative to max |reference|."""
     abs_err = max(float(np.max(np.abs(reference[k] - candidate[k]))) for k in reference)
-    scale = max(float(np.max(np.abs(v))) for v in reference.values())
+    scale = max(float(np.max(np.abs(v))) for v in reference.values() if v.dtype.kind == "f")
     return abs_err, abs_err / scale
 
 
@@ -373,13 +464,19 @@ def train(args) -> int:
     if args.standardize:
         dataset = standardized(dataset)
     sizes = [dataset.num_features, *args.hidden, dataset.num_classes]
+    described = f"mlp {sizes} {args.activation}"
+    if args.model in CNN_MODELS:  # images `(n, 1, 8, 8)`, C,H,W as torch
+        dataset = dataclasses.replace(
+            dataset, x_train=dataset.x_train.reshape(-1, 1, *dataset.image_shape),
+            x_test=dataset.x_test.reshape(-1, 1, *dataset.image_shape))
+        described = args.model
     print(f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
-          f"model: mlp {sizes} {args.activation}, {args.optimizer} {optimizer_kwargs(args)}, "
+          f"model: {described}, {args.optimizer} {optimizer_kwargs(args)}, "
           f"batch {args.batch_size}×{args.accumulate}, {args.precision}")
     try:
         runs = []
         if args.framework in ("jax", "both"):
-            runs.append(JaxRun(args, dataset, sizes))
+            runs.append((JaxCnnRun if args.model in CNN_MODELS else JaxRun)(args, dataset, sizes))
         if args.framework in ("torch", "both"):
             shared = runs[0].params_numpy() if runs else None  # same initial weights
             runs.append(TorchRun(args, dataset, sizes, shared))

@@ -19,8 +19,14 @@ OPTIMIZERS = {
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
     "rmsprop": torch.optim.RMSprop,
+    "adagrad": torch.optim.Adagrad,
+    "adamax": torch.optim.Adamax,
+    "nadam": torch.optim.NAdam,
+    "radam": torch.optim.RAdam,
+    "asgd": torch.optim.ASGD,
 }
-STATE_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "square_avg", "grad_avg")
+STATE_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg",
+                "grad_avg", "sum", "exp_inf", "mu_product", "eta", "mu", "ax")
 
 
 def make_optimizer(name: str, parameters, **hyper) -> torch.optim.Optimizer:

@@ -1,7 +1,13 @@
 """``from_torch``: the jaxgrad twin of a torch module, read by duck typing.
 
-No torch import: a module is recognised by its class name and read through the
+No torch import here: a module is recognised by its class and read through the
 attributes torch documents (``in_features``, ``negative_slope``, ``_modules``…).
+
+A class is converted by ``_CONVERTERS`` only when it *is* torch's: defined in
+``torch.nn``, or a subclass that keeps torch's ``forward``. A user's ``class
+Linear(nn.Linear)`` with its own ``forward``, or a user module that happens to be
+called ``Sequential``, is not torch's layer: like every module with custom forward
+code it is traced with ``torch.fx`` (``jaxgrad.nn.fx``, which imports torch lazily).
 """
 
 from __future__ import annotations
@@ -10,8 +16,19 @@ from collections import OrderedDict
 
 from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
+from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
+                                    SiLU, Softmax, Softplus)
 from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
+from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
+from jaxgrad.nn.padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
+                                ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+                                ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from jaxgrad.nn.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                             AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
+from jaxgrad.nn.upsample import Upsample
 
 
 def _linear(module):
@@ -23,6 +40,53 @@ def _linear(module):
     )
 
 
+def _state_dtype(module):
+    """The dtype of a layer's params or buffers (float32 when it has neither)."""
+    for tensor in (getattr(module, "weight", None), getattr(module, "running_mean", None)):
+        if tensor is not None:
+            return canonical_dtype(tensor.dtype)
+    return canonical_dtype(None)
+
+
+def _norm(cls):
+    def convert(module):
+        return cls(module.num_features, eps=module.eps, momentum=module.momentum,
+                   affine=module.affine, track_running_stats=module.track_running_stats,
+                   dtype=_state_dtype(module), bias=_has_bias(module))
+    return convert
+
+
+def _group_norm(module):
+    return GroupNorm(module.num_groups, module.num_channels, eps=module.eps,
+                     affine=module.affine, dtype=_state_dtype(module), bias=_has_bias(module))
+
+
+def _has_bias(module) -> bool:
+    """torch ≥ 2.1's ``bias=`` of affine norms (without affine there is no bias anyway)."""
+    return getattr(module, "bias", None) is not None or not module.affine
+
+
+def _conv(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding, dilation=module.dilation,
+                   groups=module.groups, bias=module.bias is not None,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
+
+
+def _conv_transpose(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding,
+                   output_padding=module.output_padding, groups=module.groups,
+                   bias=module.bias is not None, dilation=module.dilation,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
+
+
 _CONVERTERS = {
     "Linear": _linear,
     "ReLU": lambda m: ReLU(),
@@ -32,12 +96,88 @@ _CONVERTERS = {
     "LeakyReLU": lambda m: LeakyReLU(negative_slope=m.negative_slope),
     "Identity": lambda m: Identity(),
     "Flatten": lambda m: Flatten(start_dim=m.start_dim, end_dim=m.end_dim),
+    "BatchNorm1d": _norm(BatchNorm1d),
+    "BatchNorm2d": _norm(BatchNorm2d),
+    "InstanceNorm1d": _norm(InstanceNorm1d),
+    "InstanceNorm2d": _norm(InstanceNorm2d),
+    "GroupNorm": _group_norm,
+    "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
+    "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
+    "Dropout2d": lambda m: Dropout2d(p=m.p, inplace=m.inplace),
+    # CNN activations
+    "ELU": lambda m: ELU(alpha=m.alpha),
+    "Hardsigmoid": lambda m: Hardsigmoid(),
+    "Hardswish": lambda m: Hardswish(),
+    "LogSoftmax": lambda m: LogSoftmax(dim=m.dim),
+    "Mish": lambda m: Mish(),
+    "ReLU6": lambda m: ReLU6(),
+    "SiLU": lambda m: SiLU(),
+    "Softmax": lambda m: Softmax(dim=m.dim),
+    "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
+    # convolutions
+    "Conv1d": _conv(Conv1d),
+    "Conv2d": _conv(Conv2d),
+    "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
+    "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
+    # pooling
+    "AdaptiveAvgPool1d": lambda m: AdaptiveAvgPool1d(m.output_size),
+    "AdaptiveAvgPool2d": lambda m: AdaptiveAvgPool2d(m.output_size),
+    "AdaptiveMaxPool1d": lambda m: AdaptiveMaxPool1d(m.output_size, m.return_indices),
+    "AdaptiveMaxPool2d": lambda m: AdaptiveMaxPool2d(m.output_size, m.return_indices),
+    "AvgPool1d": lambda m: AvgPool1d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad),
+    "AvgPool2d": lambda m: AvgPool2d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad, m.divisor_override),
+    "MaxPool1d": lambda m: MaxPool1d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    "MaxPool2d": lambda m: MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    # padding and resampling
+    "CircularPad1d": lambda m: CircularPad1d(m.padding),
+    "CircularPad2d": lambda m: CircularPad2d(m.padding),
+    "ConstantPad1d": lambda m: ConstantPad1d(m.padding, m.value),
+    "ConstantPad2d": lambda m: ConstantPad2d(m.padding, m.value),
+    "ReflectionPad1d": lambda m: ReflectionPad1d(m.padding),
+    "ReflectionPad2d": lambda m: ReflectionPad2d(m.padding),
+    "ReplicationPad1d": lambda m: ReplicationPad1d(m.padding),
+    "ReplicationPad2d": lambda m: ReplicationPad2d(m.padding),
+    "ZeroPad1d": lambda m: ZeroPad1d(m.padding),
+    "ZeroPad2d": lambda m: ZeroPad2d(m.padding),
+    "Upsample": lambda m: Upsample(m.size, m.scale_factor, m.mode, m.align_corners,
+                                   m.recompute_scale_factor),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 
 
-def _convert(module, path: str):
-    name = type(module).__name__
+def _is_torch_module(cls) -> bool:
+    return cls.__module__.startswith(("torch.nn.", "torch.ao.nn."))
+
+
+def torch_class_name(module) -> str | None:
+    """The name of the ``torch.nn`` class whose behaviour ``module`` has, or None.
+
+    ``module``'s own class when torch defines it; otherwise the nearest torch class
+    among its bases *if* ``forward`` is inherited unchanged from it (a subclass
+    adding only a constructor). A subclass with its own ``forward`` is None: its
+    code, not torch's layer, defines what it computes.
+    """
+    cls = type(module)
+    for base in cls.__mro__:
+        if _is_torch_module(base) and base.__name__ != "Module":
+            if base is cls or getattr(cls, "forward", None) is getattr(base, "forward", None):
+                return base.__name__
+            return None
+    return None
+
+
+def where(path: str) -> str:
+    """``"at 'layer1.0.bn1'"``, or ``"at the top level"``."""
+    return f"at {path!r}" if path else "at the top level"
+
+
+def convert_layer(module, path: str):
+    """The twin of a module whose class torch defines, or a ValueError naming it."""
+    name = torch_class_name(module)
     if name == "Sequential":
         children = OrderedDict()
         for child_name, child in module._modules.items():
@@ -45,12 +185,20 @@ def _convert(module, path: str):
             children[child_name] = _convert(child, child_path)
         return Sequential(children)
     if name not in _CONVERTERS:
-        where = f"at {path!r}" if path else "at the top level"
         raise ValueError(
-            f"from_torch: unsupported module {name} {where}; supported modules are "
-            f"{', '.join(SUPPORTED)}."
+            f"from_torch: unsupported module {type(module).__name__} {where(path)}; "
+            f"supported modules are {', '.join(SUPPORTED)}, and modules whose forward "
+            "torch.fx traces into those."
         )
     return _CONVERTERS[name](module)
+
+
+def _convert(module, path: str):
+    if torch_class_name(module) is not None or _is_torch_module(type(module)):
+        return convert_layer(module, path)
+    from jaxgrad.nn import fx  # custom forward code: trace it (imports torch.fx)
+
+    return fx.trace(module, path)
 
 
 def from_torch(module, *, with_buffers: bool = False):
@@ -58,7 +206,9 @@ def from_torch(module, *, with_buffers: bool = False):
 
     Args:
       module: a torch ``nn.Module`` made of supported layers (``SUPPORTED``),
-        nested ``Sequential`` included.
+        nested ``Sequential`` included, or with a custom ``forward`` that
+        ``torch.fx.symbolic_trace`` can trace (residual blocks, ResNets): its calls
+        become jaxgrad layers and ops (``jaxgrad.nn.fx``).
       with_buffers: also return the module's buffers (BatchNorm running statistics),
         validated by ``model.load_buffers``.
 
@@ -68,7 +218,8 @@ def from_torch(module, *, with_buffers: bool = False):
       ``module.state_dict()``, with the module's dtype.
 
     Raises:
-      ValueError: naming the first unsupported module's class and path.
+      ValueError: naming the first unsupported module's class and path, or the
+        unmapped op, its node and module path of a traced forward.
     """
     model = _convert(module, "")
     state = module.state_dict()

@@ -1,12 +1,28 @@
-"""Optimizers with torch.optim semantics, freezing and clipping, all as optax parts.
+"""Optimizers with torch.optim semantics, parameter groups, schedulers, freezing and
+clipping, all as optax parts.
 
-- ``sgd``, ``adam``, ``adamw``, ``rmsprop``: torch's argument names, defaults and
-  update rules (state readable with ``torch_style_state``);
+- ``sgd``, ``adam``, ``adamw``, ``rmsprop``, ``adagrad``, ``adamax``, ``nadam``,
+  ``radam``, ``asgd``: torch's argument names, defaults and single-tensor update rules,
+  ``maximize``, ``amsgrad``, array or scheduled ``lr`` (state readable with
+  ``torch_style_state`` / ``torch_state_dict``);
+- ``param_groups``: torch's per-group hyperparameters, groups chosen by name patterns;
+- ``schedulers``: torch's learning-rate schedulers as optax schedules;
 - ``freeze(optimizer, frozen)``: ``requires_grad=False`` for the optimizer;
 - ``clip_grad_norm`` / ``clip_grad_value`` (functions) and ``clip_grad_norm_transform`` /
   ``clip_grad_value_transform`` (optax transforms) with torch's formulas.
 """
 
+from jaxgrad.optim import schedulers
+from jaxgrad.optim.adaptive import AdagradState
+from jaxgrad.optim.adaptive import AdamaxState
+from jaxgrad.optim.adaptive import AsgdState
+from jaxgrad.optim.adaptive import NadamState
+from jaxgrad.optim.adaptive import RadamState
+from jaxgrad.optim.adaptive import adagrad
+from jaxgrad.optim.adaptive import adamax
+from jaxgrad.optim.adaptive import asgd
+from jaxgrad.optim.adaptive import nadam
+from jaxgrad.optim.adaptive import radam
 from jaxgrad.optim.clipping import clip_grad_norm
 from jaxgrad.optim.clipping import clip_grad_norm_transform
 from jaxgrad.optim.clipping import clip_grad_value
@@ -15,6 +31,8 @@ from jaxgrad.optim.clipping import global_norm
 from jaxgrad.optim.freezing import count_trainable
 from jaxgrad.optim.freezing import freeze
 from jaxgrad.optim.freezing import frozen_mask
+from jaxgrad.optim.groups import group_order
+from jaxgrad.optim.groups import param_groups
 from jaxgrad.optim.names import dotted_names
 from jaxgrad.optim.optimizers import AdamState
 from jaxgrad.optim.optimizers import RmspropState
@@ -26,15 +44,37 @@ from jaxgrad.optim.optimizers import scale_by_torch_adam
 from jaxgrad.optim.optimizers import scale_by_torch_momentum
 from jaxgrad.optim.optimizers import scale_by_torch_rmsprop
 from jaxgrad.optim.optimizers import sgd
-from jaxgrad.optim.optimizers import torch_style_state
+from jaxgrad.optim.state import torch_state_dict
+from jaxgrad.optim.state import torch_style_state
 from jaxgrad.optim.trajectory import optimizer_trajectory
 
+OPTIMIZERS = {
+    "sgd": sgd,
+    "adam": adam,
+    "adamw": adamw,
+    "rmsprop": rmsprop,
+    "adagrad": adagrad,
+    "adamax": adamax,
+    "nadam": nadam,
+    "radam": radam,
+    "asgd": asgd,
+}
+
 __all__ = [
+    "AdagradState",
     "AdamState",
+    "AdamaxState",
+    "AsgdState",
+    "NadamState",
+    "OPTIMIZERS",
+    "RadamState",
     "RmspropState",
     "SgdMomentumState",
+    "adagrad",
     "adam",
+    "adamax",
     "adamw",
+    "asgd",
     "clip_grad_norm",
     "clip_grad_norm_transform",
     "clip_grad_value",
@@ -44,11 +84,17 @@ __all__ = [
     "freeze",
     "frozen_mask",
     "global_norm",
+    "group_order",
+    "nadam",
+    "optimizer_trajectory",
+    "param_groups",
+    "radam",
     "rmsprop",
     "scale_by_torch_adam",
     "scale_by_torch_momentum",
     "scale_by_torch_rmsprop",
+    "schedulers",
     "sgd",
-    "optimizer_trajectory",
+    "torch_state_dict",
     "torch_style_state",
 ]

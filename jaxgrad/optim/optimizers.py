@@ -14,11 +14,19 @@ state match ``torch.optim`` step by step (float64 at the strict parity tier):
 - RMSprop adds ``eps`` outside the square root (optax's ``rmsprop`` puts it inside),
   its momentum buffer starts at zeros, and ``centered`` subtracts ``grad_avg**2``.
 
+Every factory also takes torch's ``maximize`` (the gradient is negated first), an
+``lr`` that is a float, a one-element array or a schedule (``jaxgrad.optim.schedulers``;
+``schedule(t)`` is the rate of step ``t``, counting from 0), and torch's
+implementation flags ``foreach`` / ``fused`` / ``differentiable`` / ``capturable``
+(see ``jaxgrad.optim._args``: accepted where they cannot change the result, refused
+by name where they would). ``adam`` / ``adamw`` take ``amsgrad`` (state
+``max_exp_avg_sq``) and ``adam`` torch's ``decoupled_weight_decay``.
+
 Every factory is an ``optax.chain`` of optax parts (``add_decayed_weights``,
 ``scale_by_learning_rate``) and one torch-rule transform whose state is a NamedTuple
 with torch's field names (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``,
-``square_avg``, ``grad_avg``). ``torch_style_state`` reads any of them back as
-``{param name: {field: array}}``, the layout of torch's ``optimizer.state[p]``.
+``max_exp_avg_sq``, ``square_avg``, ``grad_avg``); ``jaxgrad.optim.state`` reads
+them back in torch's layout.
 """
 
 from __future__ import annotations
@@ -30,17 +38,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim.names import dotted_names
-
-
-def _check_hyper(name: str, value, *, low: float = 0.0, high: float | None = None,
-                 open_high: bool = False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"`{name}` (={value!r}) must be a number.")
-    if value < low or (high is not None and (value >= high if open_high else value > high)):
-        bound = "" if high is None else (f" and < {high}" if open_high else f" and <= {high}")
-        raise ValueError(f"`{name}` (={value!r}) must be >= {low}{bound}.")
-    return float(value)
+from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr, lr_at,
+                                 maximize_transform, scale_by_lr)
+from jaxgrad.optim.state import register_state
 
 
 def _scalar_like(value, leaf):
@@ -51,6 +51,7 @@ def _scalar_like(value, leaf):
 # --------------------------------------------------------------------------- SGD
 
 
+@register_state(torch_step=False)
 class SgdMomentumState(NamedTuple):
     step: jax.Array  # `()` int32: steps taken; 0 means the buffer is not yet set
     momentum_buffer: Any  # like params: torch's state[p]["momentum_buffer"]
@@ -83,38 +84,44 @@ def scale_by_torch_momentum(momentum: float, dampening: float = 0.0,
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def sgd(lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-        weight_decay: float = 0.0, nesterov: bool = False) -> optax.GradientTransformation:
+def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
+        weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+        foreach=None, differentiable: bool = False,
+        fused=None) -> optax.GradientTransformation:
     """``torch.optim.SGD``: ``p -= lr * d`` with ``d`` the (momentum) direction.
 
-    ``d = grad + weight_decay * p``; with momentum, ``buf`` as in
-    ``scale_by_torch_momentum`` and ``d = buf`` (or ``d + momentum * buf`` for Nesterov).
+    ``d = grad + weight_decay * p`` (``-grad`` first with ``maximize``); with momentum,
+    ``buf`` as in ``scale_by_torch_momentum`` and ``d = buf`` (or ``d + momentum * buf``
+    for Nesterov).
     """
-    lr = _check_hyper("lr", lr)
-    momentum = _check_hyper("momentum", momentum)
-    dampening = _check_hyper("dampening", dampening)
-    weight_decay = _check_hyper("weight_decay", weight_decay)
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
+    momentum = check_hyper("momentum", momentum)
+    dampening = check_hyper("dampening", dampening)
+    weight_decay = check_hyper("weight_decay", weight_decay)
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ValueError(
             f"`nesterov=True` requires `momentum` > 0 (got {momentum}) and `dampening` == 0 "
             f"(got {dampening}), as in torch."
         )
-    parts = []
+    parts = [maximize_transform()] if maximize else []
     if weight_decay:
         parts.append(optax.add_decayed_weights(weight_decay))
     if momentum:
         parts.append(scale_by_torch_momentum(momentum, dampening, nesterov))
-    parts.append(optax.scale_by_learning_rate(lr))
+    parts.append(scale_by_lr(lr))
     return optax.chain(*parts)
 
 
 # -------------------------------------------------------------------- Adam / AdamW
 
 
+@register_state
 class AdamState(NamedTuple):
     step: jax.Array  # `()` int32: torch's state[p]["step"]
     exp_avg: Any  # like params: first moment, torch's state[p]["exp_avg"]
     exp_avg_sq: Any  # like params: second moment, torch's state[p]["exp_avg_sq"]
+    max_exp_avg_sq: Any = None  # like params with amsgrad, else None
 
 
 def _one_minus_power(beta: float, t: jax.Array) -> jax.Array:
@@ -131,23 +138,28 @@ def _one_minus_power(beta: float, t: jax.Array) -> jax.Array:
     return -jnp.expm1(t * math.log(beta))
 
 
-def scale_by_torch_adam(lr: float, b1: float, b2: float, eps: float,
-                        decoupled_weight_decay: float = 0.0) -> optax.GradientTransformation:
+def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
+                        decoupled_weight_decay: float = 0.0,
+                        amsgrad: bool = False) -> optax.GradientTransformation:
     """Adam's full step, lr included, as torch's ``_single_tensor_adam`` computes it.
 
     ``decoupled_weight_decay`` (AdamW) adds ``-lr * weight_decay * p`` to the update,
-    i.e. torch's ``p.mul_(1 - lr * weight_decay)`` before the Adam step.
+    i.e. torch's ``p.mul_(1 - lr * weight_decay)`` before the Adam step. ``amsgrad``
+    normalises by the running maximum of ``exp_avg_sq`` (state ``max_exp_avg_sq``).
+    ``lr`` is a float, a 0-d array or a schedule evaluated at the steps taken so far.
     """
 
     def init_fn(params):
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return AdamState(step=jnp.zeros((), jnp.int32), exp_avg=zeros,
-                         exp_avg_sq=jax.tree.map(jnp.zeros_like, params))
+        def zeros():
+            return jax.tree.map(jnp.zeros_like, params)
+        return AdamState(step=jnp.zeros((), jnp.int32), exp_avg=zeros(), exp_avg_sq=zeros(),
+                         max_exp_avg_sq=zeros() if amsgrad else None)
 
     def update_fn(updates, state, params=None):
         if decoupled_weight_decay and params is None:
             raise ValueError("adamw's update needs `params` (got None): call "
                              "`optimizer.update(grads, state, params)`.")
+        lr_t = lr_at(lr, state.step)
         step = optax.safe_int32_increment(state.step)
         # torch: exp_avg.lerp_(grad, 1 - beta1), i.e. exp_avg + w * (grad - exp_avg)
         exp_avg = jax.tree.map(lambda m, g: m + _scalar_like(1 - b1, m) * (g - m),
@@ -155,58 +167,68 @@ def scale_by_torch_adam(lr: float, b1: float, b2: float, eps: float,
         exp_avg_sq = jax.tree.map(
             lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
             state.exp_avg_sq, updates)
+        normaliser = exp_avg_sq
+        max_exp_avg_sq = None
+        if amsgrad:
+            max_exp_avg_sq = jax.tree.map(jnp.maximum, state.max_exp_avg_sq, exp_avg_sq)
+            normaliser = max_exp_avg_sq
         t = step.astype(jnp.result_type(float))
         bias_correction1 = _one_minus_power(b1, t)
         bias_correction2_sqrt = jnp.sqrt(_one_minus_power(b2, t))
-        step_size = lr / bias_correction1
+        step_size = lr_t / like_lr(lr_t, bias_correction1)
 
         def adam_step(m, v):
             denom = jnp.sqrt(v) / _scalar_like(bias_correction2_sqrt, v) + _scalar_like(eps, v)
             return _scalar_like(-step_size, m) * m / denom
 
-        new_updates = jax.tree.map(adam_step, exp_avg, exp_avg_sq)
+        new_updates = jax.tree.map(adam_step, exp_avg, normaliser)
         if decoupled_weight_decay:
-            new_updates = jax.tree.map(
-                lambda u, p: u - _scalar_like(lr * decoupled_weight_decay, p) * p,
-                new_updates, params)
-        return new_updates, AdamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+            decay = lr_t * like_lr(lr_t, decoupled_weight_decay)
+            if hasattr(decay, "dtype"):
+                decay = 1 - (1 - decay)  # torch's factor 1 - lr*wd, rounded in lr's dtype
+            new_updates = jax.tree.map(lambda u, p: u - _scalar_like(decay, p) * p,
+                                       new_updates, params)
+        return new_updates, AdamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+                                      max_exp_avg_sq=max_exp_avg_sq)
 
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def _check_betas(betas):
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"`betas` (={betas!r}) must be a pair (beta1, beta2).")
-    b1 = _check_hyper("betas[0]", betas[0], high=1.0, open_high=True)
-    b2 = _check_hyper("betas[1]", betas[1], high=1.0, open_high=True)
-    return b1, b2
-
-
-def adam(lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-         weight_decay: float = 0.0) -> optax.GradientTransformation:
-    """``torch.optim.Adam``; ``weight_decay`` is coupled L2 (``grad += wd * p``)."""
-    lr = _check_hyper("lr", lr)
-    b1, b2 = _check_betas(betas)
-    eps = _check_hyper("eps", eps)
-    weight_decay = _check_hyper("weight_decay", weight_decay)
-    parts = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
-    parts.append(scale_by_torch_adam(lr, b1, b2, eps))
+def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+         amsgrad: bool = False, *, foreach=None, maximize: bool = False,
+         capturable: bool = False, differentiable: bool = False, fused=None,
+         decoupled_weight_decay: bool = False) -> optax.GradientTransformation:
+    """``torch.optim.Adam``; ``weight_decay`` is coupled L2 (``grad += wd * p``) unless
+    ``decoupled_weight_decay`` (then it is ``adamw``)."""
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, fused=fused, differentiable=differentiable,
+                capturable=capturable, lr=lr)
+    b1, b2 = check_betas(betas)
+    eps = check_hyper("eps", eps)
+    weight_decay = check_hyper("weight_decay", weight_decay)
+    parts = [maximize_transform()] if maximize else []
+    if weight_decay and not decoupled_weight_decay:
+        parts.append(optax.add_decayed_weights(weight_decay))
+    parts.append(scale_by_torch_adam(lr, b1, b2, eps,
+                                     weight_decay if decoupled_weight_decay else 0.0,
+                                     bool(amsgrad)))
     return optax.chain(*parts)
 
 
-def adamw(lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-          weight_decay: float = 1e-2) -> optax.GradientTransformation:
+def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+          amsgrad: bool = False, *, maximize: bool = False, foreach=None,
+          capturable: bool = False, differentiable: bool = False,
+          fused=None) -> optax.GradientTransformation:
     """``torch.optim.AdamW``: decoupled decay ``p *= 1 - lr * wd``, torch's default wd 1e-2."""
-    lr = _check_hyper("lr", lr)
-    b1, b2 = _check_betas(betas)
-    eps = _check_hyper("eps", eps)
-    weight_decay = _check_hyper("weight_decay", weight_decay)
-    return optax.chain(scale_by_torch_adam(lr, b1, b2, eps, decoupled_weight_decay=weight_decay))
+    return adam(lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                capturable=capturable, differentiable=differentiable, fused=fused,
+                decoupled_weight_decay=True)
 
 
 # ------------------------------------------------------------------------ RMSprop
 
 
+@register_state
 class RmspropState(NamedTuple):
     step: jax.Array  # `()` int32: torch's state[p]["step"]
     square_avg: Any  # like params: torch's state[p]["square_avg"]
@@ -285,65 +307,20 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def rmsprop(lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-            weight_decay: float = 0.0, momentum: float = 0.0,
-            centered: bool = False) -> optax.GradientTransformation:
+def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
+            momentum: float = 0.0, centered: bool = False, capturable: bool = False,
+            foreach=None, maximize: bool = False,
+            differentiable: bool = False) -> optax.GradientTransformation:
     """``torch.optim.RMSprop``: ``p -= lr * grad / (sqrt(square_avg) + eps)``."""
-    lr = _check_hyper("lr", lr)
-    alpha = _check_hyper("alpha", alpha)
-    eps = _check_hyper("eps", eps)
-    weight_decay = _check_hyper("weight_decay", weight_decay)
-    momentum = _check_hyper("momentum", momentum)
-    parts = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    alpha = check_hyper("alpha", alpha)
+    eps = check_hyper("eps", eps)
+    weight_decay = check_hyper("weight_decay", weight_decay)
+    momentum = check_hyper("momentum", momentum)
+    parts = [maximize_transform()] if maximize else []
+    if weight_decay:
+        parts.append(optax.add_decayed_weights(weight_decay))
     parts.append(scale_by_torch_rmsprop(alpha, eps, momentum, bool(centered)))
-    parts.append(optax.scale_by_learning_rate(lr))
+    parts.append(scale_by_lr(lr))
     return optax.chain(*parts)
-
-
-# ------------------------------------------------------------------ reading state
-
-_STATE_TYPES = (SgdMomentumState, AdamState, RmspropState)
-_TORCH_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "square_avg", "grad_avg")
-
-
-def _find_torch_states(opt_state) -> list:
-    found = []
-
-    def visit(node):
-        if isinstance(node, _STATE_TYPES):
-            found.append(node)
-        elif isinstance(node, (tuple, list)):
-            for child in node:
-                visit(child)
-        elif isinstance(node, dict):
-            for child in node.values():
-                visit(child)
-        elif hasattr(node, "_fields"):  # other optax NamedTuples, e.g. multi_transform
-            for child in node:
-                visit(child)
-        elif hasattr(node, "inner_state"):
-            visit(node.inner_state)
-
-    visit(opt_state)
-    return found
-
-
-def torch_style_state(opt_state) -> dict[str, dict[str, Any]]:
-    """``{param name: {"step": …, "exp_avg": …, …}}``, the layout of torch's ``optimizer.state``.
-
-    Parameters that hold no state (frozen ones under ``freeze``; all of them for plain
-    SGD without momentum, like torch's ``momentum_buffer=None``) are left out.
-    """
-    result: dict[str, dict[str, Any]] = {}
-    for state in _find_torch_states(opt_state):
-        for field in _TORCH_FIELDS:
-            tree = getattr(state, field, None)
-            if tree is None:
-                continue
-            names = dotted_names(tree)
-            leaves = jax.tree.leaves(tree)
-            for name, leaf in zip(jax.tree.leaves(names), leaves):
-                entry = result.setdefault(name, {})
-                entry[field] = leaf
-                entry["step"] = state.step
-    return result

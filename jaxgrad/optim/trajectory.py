@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim.optimizers import torch_style_state
+from jaxgrad.optim.state import torch_style_state
 
 
 def optimizer_trajectory(optimizer: optax.GradientTransformation,

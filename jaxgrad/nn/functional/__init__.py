@@ -6,3 +6,41 @@ these, and ``from_torch``'s ``torch.fx`` table maps ``torch.nn.functional.X`` to
 ``_norm``, ``_dropout``, ``_activation``, ``_attention``, ``_embedding``…),
 re-exported here one name per line.
 """
+
+from jaxgrad.nn.functional._activation import elu
+from jaxgrad.nn.functional._activation import gelu
+from jaxgrad.nn.functional._activation import hardsigmoid
+from jaxgrad.nn.functional._activation import hardswish
+from jaxgrad.nn.functional._activation import leaky_relu
+from jaxgrad.nn.functional._activation import log_softmax
+from jaxgrad.nn.functional._activation import mish
+from jaxgrad.nn.functional._activation import relu
+from jaxgrad.nn.functional._activation import relu6
+from jaxgrad.nn.functional._activation import sigmoid
+from jaxgrad.nn.functional._activation import silu
+from jaxgrad.nn.functional._activation import softmax
+from jaxgrad.nn.functional._activation import softplus
+from jaxgrad.nn.functional._activation import tanh
+from jaxgrad.nn.functional._conv import conv1d
+from jaxgrad.nn.functional._conv import conv2d
+from jaxgrad.nn.functional._conv import conv_transpose1d
+from jaxgrad.nn.functional._conv import conv_transpose2d
+from jaxgrad.nn.functional._conv import transposed_output_size
+from jaxgrad.nn.functional._dropout import dropout
+from jaxgrad.nn.functional._dropout import dropout1d
+from jaxgrad.nn.functional._dropout import dropout2d
+from jaxgrad.nn.functional._norm import batch_norm
+from jaxgrad.nn.functional._norm import batch_norm_with_stats
+from jaxgrad.nn.functional._norm import group_norm
+from jaxgrad.nn.functional._norm import instance_norm
+from jaxgrad.nn.functional._norm import instance_norm_with_stats
+from jaxgrad.nn.functional._padding import pad
+from jaxgrad.nn.functional._pool import adaptive_avg_pool1d
+from jaxgrad.nn.functional._pool import adaptive_avg_pool2d
+from jaxgrad.nn.functional._pool import adaptive_max_pool1d
+from jaxgrad.nn.functional._pool import adaptive_max_pool2d
+from jaxgrad.nn.functional._pool import avg_pool1d
+from jaxgrad.nn.functional._pool import avg_pool2d
+from jaxgrad.nn.functional._pool import max_pool1d
+from jaxgrad.nn.functional._pool import max_pool2d
+from jaxgrad.nn.functional._upsample import interpolate

@@ -1,0 +1,81 @@
+"""Losses with ``torch.nn.functional``'s names, arguments and reduction semantics.
+
+Every loss takes ``reduction="mean" | "sum" | "none"`` (``kl_div`` also
+``"batchmean"``): ``"none"`` returns the per-element losses, ``"sum"`` their sum,
+``"mean"`` torch's mean — for ``nll_loss`` / ``cross_entropy`` with class indices the
+*weighted mean over non-ignored targets*, ``sum w[y]·l / sum w[y]``.
+
+Bad input raises ``ValueError`` / ``TypeError`` naming the argument. Shapes must match
+exactly where torch would broadcast with a warning (broadcasting a `(N,)` target
+against `(N, 1)` predictions is a classic silent bug). Values torch rejects — class
+indices outside ``[0, C)``, probabilities outside [0, 1], negative variances — raise
+``ValueError`` when concrete; under ``jit`` the affected elements are NaN, and
+``checked(loss)`` turns them into ``checkify`` errors.
+
+Loss modules mirroring ``torch.nn`` (``CrossEntropyLoss``, ``BCEWithLogitsLoss``…) are
+frozen dataclasses over these functions; ``from_torch`` converts a torch loss module.
+"""
+
+from jaxgrad.losses._binary import binary_cross_entropy
+from jaxgrad.losses._binary import binary_cross_entropy_with_logits
+from jaxgrad.losses._checks import REDUCTIONS
+from jaxgrad.losses._checks import checked
+from jaxgrad.losses._classification import cross_entropy
+from jaxgrad.losses._classification import nll_loss
+from jaxgrad.losses._pairwise import cosine_embedding_loss
+from jaxgrad.losses._pairwise import kl_div
+from jaxgrad.losses._pairwise import margin_ranking_loss
+from jaxgrad.losses._regression import gaussian_nll_loss
+from jaxgrad.losses._regression import huber_loss
+from jaxgrad.losses._regression import l1_loss
+from jaxgrad.losses._regression import mse_loss
+from jaxgrad.losses._regression import poisson_nll_loss
+from jaxgrad.losses._regression import smooth_l1_loss
+from jaxgrad.losses.modules import LOSS_MODULES
+from jaxgrad.losses.modules import BCELoss
+from jaxgrad.losses.modules import BCEWithLogitsLoss
+from jaxgrad.losses.modules import CosineEmbeddingLoss
+from jaxgrad.losses.modules import CrossEntropyLoss
+from jaxgrad.losses.modules import GaussianNLLLoss
+from jaxgrad.losses.modules import HuberLoss
+from jaxgrad.losses.modules import KLDivLoss
+from jaxgrad.losses.modules import L1Loss
+from jaxgrad.losses.modules import MarginRankingLoss
+from jaxgrad.losses.modules import MSELoss
+from jaxgrad.losses.modules import NLLLoss
+from jaxgrad.losses.modules import PoissonNLLLoss
+from jaxgrad.losses.modules import SmoothL1Loss
+from jaxgrad.losses.modules import from_torch
+
+__all__ = [
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "CosineEmbeddingLoss",
+    "CrossEntropyLoss",
+    "GaussianNLLLoss",
+    "HuberLoss",
+    "KLDivLoss",
+    "L1Loss",
+    "LOSS_MODULES",
+    "MSELoss",
+    "MarginRankingLoss",
+    "NLLLoss",
+    "PoissonNLLLoss",
+    "REDUCTIONS",
+    "SmoothL1Loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "checked",
+    "cosine_embedding_loss",
+    "cross_entropy",
+    "from_torch",
+    "gaussian_nll_loss",
+    "huber_loss",
+    "kl_div",
+    "l1_loss",
+    "margin_ranking_loss",
+    "mse_loss",
+    "nll_loss",
+    "poisson_nll_loss",
+    "smooth_l1_loss",
+]

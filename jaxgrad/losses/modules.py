@@ -1,0 +1,257 @@
+"""Loss modules mirroring ``torch.nn``: ``CrossEntropyLoss(weight=…, ignore_index=…)``.
+
+Each is a frozen dataclass holding torch's constructor arguments (same names, order
+and defaults) whose ``__call__`` takes ``forward``'s inputs and calls the functional
+loss. The legacy ``size_average`` / ``reduce`` arguments are accepted only as None
+(torch deprecated them in favour of ``reduction``; a value would silently change the
+reduction). ``from_torch(module)`` builds the twin of a torch loss module, copying its
+``weight`` / ``pos_weight`` buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from jaxgrad.losses import _binary, _classification, _pairwise, _regression
+from jaxgrad.losses._checks import REDUCTIONS, check_number, check_reduction
+
+
+class _Loss:
+    _reductions = REDUCTIONS
+    _numbers: tuple = ()  # (field, positive, nonnegative)
+
+    def __post_init__(self):
+        for legacy in ("size_average", "reduce"):
+            if getattr(self, legacy, None) is not None:
+                raise ValueError(
+                    f"{type(self).__name__}: `{legacy}` (={getattr(self, legacy)!r}) is "
+                    "deprecated in torch; pass `reduction` instead."
+                )
+        check_reduction(self.reduction, self._reductions)
+        for name, positive, nonnegative in self._numbers:
+            check_number(type(self).__name__, name, getattr(self, name), positive=positive,
+                         nonnegative=nonnegative)
+
+
+def _frozen(cls):
+    return dataclasses.dataclass(frozen=True, eq=False)(cls)
+
+
+@_frozen
+class CrossEntropyLoss(_Loss):
+    """``torch.nn.CrossEntropyLoss``; see ``jaxgrad.losses.cross_entropy``."""
+
+    weight: Any = None
+    size_average: Any = None
+    ignore_index: int = -100
+    reduce: Any = None
+    reduction: str = "mean"
+    label_smoothing: float = 0.0
+
+    def __call__(self, input, target):
+        return _classification.cross_entropy(input, target, self.weight, self.ignore_index,
+                                             self.reduction, self.label_smoothing)
+
+
+@_frozen
+class NLLLoss(_Loss):
+    """``torch.nn.NLLLoss``; see ``jaxgrad.losses.nll_loss``."""
+
+    weight: Any = None
+    size_average: Any = None
+    ignore_index: int = -100
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _classification.nll_loss(input, target, self.weight, self.ignore_index,
+                                        self.reduction)
+
+
+@_frozen
+class MSELoss(_Loss):
+    """``torch.nn.MSELoss``."""
+
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _regression.mse_loss(input, target, self.reduction)
+
+
+@_frozen
+class L1Loss(_Loss):
+    """``torch.nn.L1Loss``."""
+
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _regression.l1_loss(input, target, self.reduction)
+
+
+@_frozen
+class BCELoss(_Loss):
+    """``torch.nn.BCELoss``; ``input`` are probabilities."""
+
+    weight: Any = None
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _binary.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+@_frozen
+class BCEWithLogitsLoss(_Loss):
+    """``torch.nn.BCEWithLogitsLoss``."""
+
+    weight: Any = None
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    pos_weight: Any = None
+
+    def __call__(self, input, target):
+        return _binary.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                        self.reduction, self.pos_weight)
+
+
+@_frozen
+class SmoothL1Loss(_Loss):
+    """``torch.nn.SmoothL1Loss``."""
+
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    beta: float = 1.0
+    _numbers = (("beta", False, True),)
+
+    def __call__(self, input, target):
+        return _regression.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+@_frozen
+class HuberLoss(_Loss):
+    """``torch.nn.HuberLoss``."""
+
+    reduction: str = "mean"
+    delta: float = 1.0
+    _numbers = (("delta", True, False),)
+
+    def __call__(self, input, target):
+        return _regression.huber_loss(input, target, self.reduction, self.delta)
+
+
+@_frozen
+class KLDivLoss(_Loss):
+    """``torch.nn.KLDivLoss``; ``reduction="batchmean"`` is the KL divergence."""
+
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    log_target: bool = False
+    _reductions = ("mean", "batchmean", "sum", "none")
+
+    def __call__(self, input, target):
+        return _pairwise.kl_div(input, target, self.reduction, self.log_target)
+
+
+@_frozen
+class CosineEmbeddingLoss(_Loss):
+    """``torch.nn.CosineEmbeddingLoss``."""
+
+    margin: float = 0.0
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    _numbers = (("margin", False, False),)
+
+    def __call__(self, input1, input2, target):
+        return _pairwise.cosine_embedding_loss(input1, input2, target, self.margin,
+                                               self.reduction)
+
+
+@_frozen
+class MarginRankingLoss(_Loss):
+    """``torch.nn.MarginRankingLoss``."""
+
+    margin: float = 0.0
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    _numbers = (("margin", False, False),)
+
+    def __call__(self, input1, input2, target):
+        return _pairwise.margin_ranking_loss(input1, input2, target, self.margin,
+                                             self.reduction)
+
+
+@_frozen
+class PoissonNLLLoss(_Loss):
+    """``torch.nn.PoissonNLLLoss``."""
+
+    log_input: bool = True
+    full: bool = False
+    size_average: Any = None
+    eps: float = 1e-8
+    reduce: Any = None
+    reduction: str = "mean"
+    _numbers = (("eps", False, False),)
+
+    def __call__(self, log_input, target):
+        return _regression.poisson_nll_loss(log_input, target, self.log_input, self.full,
+                                            self.eps, self.reduction)
+
+
+@_frozen
+class GaussianNLLLoss(_Loss):
+    """``torch.nn.GaussianNLLLoss`` (keyword-only arguments, as torch)."""
+
+    full: bool = dataclasses.field(default=False, kw_only=True)
+    eps: float = dataclasses.field(default=1e-6, kw_only=True)
+    reduction: str = dataclasses.field(default="mean", kw_only=True)
+    _numbers = (("eps", False, False),)
+
+    def __call__(self, input, target, var):
+        return _regression.gaussian_nll_loss(input, target, var, self.full, self.eps,
+                                             self.reduction)
+
+
+LOSS_MODULES = {cls.__name__: cls for cls in (
+    CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
+    HuberLoss, KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, PoissonNLLLoss,
+    GaussianNLLLoss)}
+_BUFFERS = ("weight", "pos_weight")
+
+
+def from_torch(module):
+    """The jaxgrad twin of a torch loss module, read by duck typing (no torch import).
+
+    Hyperparameters are read from the attributes torch stores (``reduction``,
+    ``ignore_index``, ``label_smoothing``, ``beta``, ``delta``…); the ``weight`` /
+    ``pos_weight`` buffers are copied as numpy arrays.
+
+    Raises:
+      ValueError: for a class that is not a supported loss, naming the supported set.
+    """
+    name = type(module).__name__
+    if name not in LOSS_MODULES:
+        raise ValueError(f"from_torch: unsupported loss module {name}; supported losses are "
+                         f"{', '.join(sorted(LOSS_MODULES))}.")
+    cls = LOSS_MODULES[name]
+    kwargs = {}
+    for field in dataclasses.fields(cls):
+        if field.name in ("size_average", "reduce"):
+            continue
+        value = getattr(module, field.name, None)
+        if field.name in _BUFFERS:
+            value = None if value is None else np.asarray(value.detach().cpu().numpy())
+        kwargs[field.name] = value
+    return cls(**kwargs)

@@ -1,0 +1,316 @@
+"""torch.optim's Adagrad, Adamax, NAdam, RAdam and ASGD as optax transformations.
+
+Each factory has torch's argument names, order and defaults (``maximize``, the
+implementation flags and an ``lr`` that is a float, a one-element array or a schedule,
+as in ``jaxgrad.optim.optimizers``) and one transform that computes torch's
+single-tensor update, ``lr`` included, operation for operation; its state is a
+NamedTuple with torch's field names:
+
+- Adagrad: ``sum`` (starts at ``initial_accumulator_value``); ``clr = lr / (1 + (t − 1)·lr_decay)``;
+- Adamax: ``exp_avg``, ``exp_inf = max(beta2·exp_inf, |g| + eps)``;
+- NAdam: ``exp_avg``, ``exp_avg_sq``, ``mu_product`` — a float32 scalar per parameter,
+  because torch keeps it in its default scalar dtype and multiplies in float32;
+- RAdam: ``exp_avg``, ``exp_avg_sq``; the rectified step only once ``rho_t > 5``;
+- ASGD: ``eta``, ``mu`` (float32 scalars, torch's default scalar dtype) and ``ax``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr, lr_at,
+                                 maximize_transform)
+from jaxgrad.optim.optimizers import _one_minus_power, _scalar_like
+from jaxgrad.optim.state import register_state
+
+_SCALAR_DTYPE = jnp.float32  # torch's _get_scalar_dtype() under its default float32
+
+
+def _chain(maximize: bool, weight_decay: float, rule) -> optax.GradientTransformation:
+    parts = [maximize_transform()] if maximize else []
+    if weight_decay:
+        parts.append(optax.add_decayed_weights(weight_decay))
+    parts.append(rule)
+    return optax.chain(*parts)
+
+
+def _lerp(m, g, weight):
+    """torch's ``m.lerp_(g, weight)``: ``m + weight * (g − m)``."""
+    return m + _scalar_like(weight, m) * (g - m)
+
+
+def _needs_params(name, params):
+    if params is None:
+        raise ValueError(f"{name}'s update needs `params` (got None): call "
+                         "`optimizer.update(grads, state, params)`.")
+
+
+# ------------------------------------------------------------------------- Adagrad
+
+
+@register_state
+class AdagradState(NamedTuple):
+    step: jax.Array  # `()` int32
+    sum: Any  # like params: torch's state[p]["sum"]
+
+
+def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
+            initial_accumulator_value: float = 0.0, eps: float = 1e-10, foreach=None, *,
+            maximize: bool = False, differentiable: bool = False,
+            fused=None) -> optax.GradientTransformation:
+    """``torch.optim.Adagrad``: ``sum += g²``, ``p -= clr · g / (sqrt(sum) + eps)``."""
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
+    lr_decay = check_hyper("lr_decay", lr_decay)
+    weight_decay = check_hyper("weight_decay", weight_decay)
+    initial = check_hyper("initial_accumulator_value", initial_accumulator_value)
+    eps = check_hyper("eps", eps)
+
+    def init_fn(params):
+        return AdagradState(step=jnp.zeros((), jnp.int32),
+                            sum=jax.tree.map(lambda p: jnp.full_like(p, initial), params))
+
+    def update_fn(updates, state, params=None):
+        lr_t = lr_at(lr, state.step)
+        step = optax.safe_int32_increment(state.step)
+        t = step.astype(jnp.result_type(float))
+        clr = lr_t / like_lr(lr_t, 1 + (t - 1) * lr_decay)
+        sums = jax.tree.map(lambda s, g: s + g * g, state.sum, updates)
+        new = jax.tree.map(
+            lambda g, s: _scalar_like(-clr, g) * (g / (jnp.sqrt(s) + _scalar_like(eps, s))),
+            updates, sums)
+        return new, AdagradState(step=step, sum=sums)
+
+    return _chain(maximize, weight_decay, optax.GradientTransformation(init_fn, update_fn))
+
+
+# -------------------------------------------------------------------------- Adamax
+
+
+@register_state
+class AdamaxState(NamedTuple):
+    step: jax.Array  # `()` int32
+    exp_avg: Any  # like params
+    exp_inf: Any  # like params: the exponentially weighted infinity norm
+
+
+def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+           foreach=None, *, maximize: bool = False, differentiable: bool = False,
+           capturable: bool = False) -> optax.GradientTransformation:
+    """``torch.optim.Adamax``: ``p -= lr / (1 − beta1^t) · exp_avg / exp_inf``."""
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    b1, b2 = check_betas(betas)
+    eps = check_hyper("eps", eps)
+    weight_decay = check_hyper("weight_decay", weight_decay)
+
+    def init_fn(params):
+        return AdamaxState(step=jnp.zeros((), jnp.int32),
+                           exp_avg=jax.tree.map(jnp.zeros_like, params),
+                           exp_inf=jax.tree.map(jnp.zeros_like, params))
+
+    def update_fn(updates, state, params=None):
+        lr_t = lr_at(lr, state.step)
+        step = optax.safe_int32_increment(state.step)
+        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1), state.exp_avg, updates)
+        exp_inf = jax.tree.map(
+            lambda u, g: jnp.maximum(u * _scalar_like(b2, u), jnp.abs(g) + _scalar_like(eps, g)),
+            state.exp_inf, updates)
+        clr = lr_t / like_lr(lr_t, _one_minus_power(b1, step.astype(jnp.result_type(float))))
+        new = jax.tree.map(lambda m, u: _scalar_like(-clr, m) * (m / u), exp_avg, exp_inf)
+        return new, AdamaxState(step=step, exp_avg=exp_avg, exp_inf=exp_inf)
+
+    return _chain(maximize, weight_decay, optax.GradientTransformation(init_fn, update_fn))
+
+
+# --------------------------------------------------------------------------- NAdam
+
+
+@register_state
+class NadamState(NamedTuple):
+    step: jax.Array  # `()` int32
+    exp_avg: Any  # like params
+    exp_avg_sq: Any  # like params
+    mu_product: Any  # like params, each leaf a `()` float32: torch's state[p]["mu_product"]
+
+
+def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+          momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
+          foreach=None, maximize: bool = False, capturable: bool = False,
+          differentiable: bool = False) -> optax.GradientTransformation:
+    """``torch.optim.NAdam`` (Nesterov Adam with torch's ``momentum_decay`` schedule)."""
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    b1, b2 = check_betas(betas)
+    eps = check_hyper("eps", eps)
+    weight_decay = check_hyper("weight_decay", weight_decay)
+    momentum_decay = check_hyper("momentum_decay", momentum_decay)
+    decoupled = bool(decoupled_weight_decay) and weight_decay != 0
+
+    def init_fn(params):
+        return NadamState(step=jnp.zeros((), jnp.int32),
+                          exp_avg=jax.tree.map(jnp.zeros_like, params),
+                          exp_avg_sq=jax.tree.map(jnp.zeros_like, params),
+                          mu_product=jax.tree.map(lambda p: jnp.ones((), _SCALAR_DTYPE), params))
+
+    def update_fn(updates, state, params=None):
+        if decoupled:
+            _needs_params("nadam", params)
+        lr_t = lr_at(lr, state.step)
+        step = optax.safe_int32_increment(state.step)
+        t = step.astype(jnp.result_type(float))
+        bias_correction2 = _one_minus_power(b2, t)
+        mu = b1 * (1.0 - 0.5 * (0.96 ** (t * momentum_decay)))
+        mu_next = b1 * (1.0 - 0.5 * (0.96 ** ((t + 1) * momentum_decay)))
+        # torch: mu_product *= mu on a float32 scalar tensor, so in float32
+        mu_product = jax.tree.map(lambda q: q * mu.astype(q.dtype), state.mu_product)
+        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1), state.exp_avg, updates)
+        exp_avg_sq = jax.tree.map(
+            lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
+            state.exp_avg_sq, updates)
+
+        def step_of(g, m, v, q):
+            denom = jnp.sqrt(v / _scalar_like(bias_correction2, v)) + _scalar_like(eps, v)
+            q = q.astype(jnp.result_type(float))
+            q_next = q * mu_next
+            grad_coef = -lr_t * like_lr(lr_t, 1.0 - mu) / like_lr(lr_t, 1.0 - q)
+            avg_coef = (-lr_t * like_lr(lr_t, mu_next)) / like_lr(lr_t, 1.0 - q_next)
+            return (_scalar_like(grad_coef, g) * (g / denom)
+                    + _scalar_like(avg_coef, m) * (m / denom))
+
+        new = jax.tree.map(step_of, updates, exp_avg, exp_avg_sq, mu_product)
+        if decoupled:
+            decay = lr_t * like_lr(lr_t, weight_decay)
+            new = jax.tree.map(lambda u, p: u - _scalar_like(decay, p) * p, new, params)
+        return new, NadamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
+                               mu_product=mu_product)
+
+    rule = optax.GradientTransformation(init_fn, update_fn)
+    return _chain(maximize, 0.0 if decoupled else weight_decay, rule)
+
+
+# --------------------------------------------------------------------------- RAdam
+
+
+@register_state
+class RadamState(NamedTuple):
+    step: jax.Array  # `()` int32
+    exp_avg: Any  # like params
+    exp_avg_sq: Any  # like params
+
+
+def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+          decoupled_weight_decay: bool = False, *, foreach=None, maximize: bool = False,
+          capturable: bool = False, differentiable: bool = False) -> optax.GradientTransformation:
+    """``torch.optim.RAdam``: Adam with the variance rectification once ``rho_t > 5``."""
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    b1, b2 = check_betas(betas)
+    eps = check_hyper("eps", eps)
+    weight_decay = check_hyper("weight_decay", weight_decay)
+    decoupled = bool(decoupled_weight_decay) and weight_decay != 0
+    rho_inf = 2 / (1 - b2) - 1
+
+    def init_fn(params):
+        return RadamState(step=jnp.zeros((), jnp.int32),
+                          exp_avg=jax.tree.map(jnp.zeros_like, params),
+                          exp_avg_sq=jax.tree.map(jnp.zeros_like, params))
+
+    def update_fn(updates, state, params=None):
+        if decoupled:
+            _needs_params("radam", params)
+        lr_t = lr_at(lr, state.step)
+        step = optax.safe_int32_increment(state.step)
+        t = step.astype(jnp.result_type(float))
+        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1), state.exp_avg, updates)
+        exp_avg_sq = jax.tree.map(
+            lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
+            state.exp_avg_sq, updates)
+        bias_correction1 = _one_minus_power(b1, t)
+        bias_correction2 = _one_minus_power(b2, t)
+        rho_t = rho_inf - 2 * t * (b2 ** t) / bias_correction2
+        rectified = rho_t > 5.0
+        safe_rho = jnp.where(rectified, rho_t, rho_inf)  # no NaN in the unused branch
+        rect = jnp.sqrt((safe_rho - 4) * (safe_rho - 2) * rho_inf
+                        / ((rho_inf - 4) * (rho_inf - 2) * safe_rho))
+
+        def step_of(m, v):
+            corrected = m / _scalar_like(bias_correction1, m)
+            plain = corrected * _scalar_like(lr_t, m)
+            adaptive = (_scalar_like(jnp.sqrt(bias_correction2), v)
+                        / (jnp.sqrt(v) + _scalar_like(eps, v)))
+            return -jnp.where(rectified, plain * adaptive * _scalar_like(rect, m), plain)
+
+        new = jax.tree.map(step_of, exp_avg, exp_avg_sq)
+        if decoupled:
+            decay = lr_t * like_lr(lr_t, weight_decay)
+            new = jax.tree.map(lambda u, p: u - _scalar_like(decay, p) * p, new, params)
+        return new, RadamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+
+    rule = optax.GradientTransformation(init_fn, update_fn)
+    return _chain(maximize, 0.0 if decoupled else weight_decay, rule)
+
+
+# ---------------------------------------------------------------------------- ASGD
+
+
+@register_state
+class AsgdState(NamedTuple):
+    step: jax.Array  # `()` int32
+    eta: Any  # like params, each leaf `()` float32: the current step size
+    mu: Any  # like params, each leaf `()` float32: the averaging weight
+    ax: Any  # like params: the averaged parameters
+
+
+def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
+         weight_decay: float = 0.0, foreach=None, maximize: bool = False,
+         differentiable: bool = False, capturable: bool = False) -> optax.GradientTransformation:
+    """``torch.optim.ASGD``: ``p ← p·(1 − lambd·eta) − eta·g``, ``ax`` the running average.
+
+    ``eta`` and ``mu`` are float32 scalars as torch keeps them (its default scalar
+    dtype), so the step size is the float32 rounding of ``lr / (1 + lambd·lr·t)^alpha``.
+    """
+    lr = check_lr(lr)
+    check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    if hasattr(lr, "shape"):
+        raise TypeError("asgd: `lr` must be a float or a schedule; an array `lr` is not supported.")
+    lambd = check_hyper("lambd", lambd)
+    alpha = check_hyper("alpha", alpha, low=float("-inf"))
+    t0 = check_hyper("t0", t0, low=float("-inf"))
+    weight_decay = check_hyper("weight_decay", weight_decay)
+
+    def init_fn(params):
+        first = jnp.asarray(lr_at(lr, jnp.zeros((), jnp.int32))).astype(_SCALAR_DTYPE)
+        return AsgdState(step=jnp.zeros((), jnp.int32),
+                         eta=jax.tree.map(lambda p: first, params),
+                         mu=jax.tree.map(lambda p: jnp.ones((), _SCALAR_DTYPE), params),
+                         ax=jax.tree.map(jnp.zeros_like, params))
+
+    def update_fn(updates, state, params=None):
+        _needs_params("asgd", params)
+        lr_t = lr_at(lr, state.step)
+        step = optax.safe_int32_increment(state.step)
+        t = step.astype(jnp.result_type(float))
+
+        def new_param(p, g, eta):
+            eta = eta.astype(jnp.result_type(float))
+            decayed = p * _scalar_like(1 - lambd * eta, p)
+            return decayed + _scalar_like(-eta, g) * g
+
+        new_params = jax.tree.map(new_param, params, updates, state.eta)
+        ax = jax.tree.map(
+            lambda a, p, mu: jnp.where(mu != 1, a + (p - a) * mu.astype(p.dtype), p),
+            state.ax, new_params, state.mu)
+        eta = (lr_t / ((1 + lambd * lr_t * t) ** alpha))
+        mu = 1 / jnp.maximum(1.0, t - t0)
+        new_state = AsgdState(
+            step=step, ax=ax,
+            eta=jax.tree.map(lambda p: jnp.asarray(eta).astype(_SCALAR_DTYPE), params),
+            mu=jax.tree.map(lambda p: jnp.asarray(mu).astype(_SCALAR_DTYPE), params))
+        return jax.tree.map(lambda n, p: n - p, new_params, params), new_state
+
+    return _chain(maximize, weight_decay, optax.GradientTransformation(init_fn, update_fn))

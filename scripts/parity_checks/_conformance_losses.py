@@ -1,0 +1,239 @@
+"""PyTorch's own loss samples (``op_db``, ``module_db``) run against ``jaxgrad.losses``.
+
+For every sample of a supported loss, in float64: the torch value and the gradient
+of ``<output, cotangent>`` with respect to every floating positional tensor, against
+the jaxgrad value and ``jax.vjp`` gradient, compared at the float64 tier. A sample
+jaxgrad refuses counts as *refused* only when the error names an argument in
+backticks; any other exception is a failure. Every ``error_inputs`` case torch
+rejects must be rejected too (``ValueError``/``TypeError`` naming an argument).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+
+from jaxgrad import losses as jlosses
+from jaxgrad.parity import compare
+
+# op_db name -> jaxgrad function (the op's torch function is op.op)
+LOSS_OPS = {
+    "nn.functional.binary_cross_entropy": jlosses.binary_cross_entropy,
+    "nn.functional.binary_cross_entropy_with_logits": jlosses.binary_cross_entropy_with_logits,
+    "nn.functional.cosine_embedding_loss": jlosses.cosine_embedding_loss,
+    "nn.functional.cross_entropy": jlosses.cross_entropy,
+    "nn.functional.gaussian_nll_loss": jlosses.gaussian_nll_loss,
+    "nn.functional.huber_loss": jlosses.huber_loss,
+    "nn.functional.kl_div": jlosses.kl_div,
+    "nn.functional.l1_loss": jlosses.l1_loss,
+    "nn.functional.margin_ranking_loss": jlosses.margin_ranking_loss,
+    "nn.functional.mse_loss": jlosses.mse_loss,
+    "nn.functional.nll_loss": jlosses.nll_loss,
+    "nn.functional.poisson_nll_loss": jlosses.poisson_nll_loss,
+    "nn.functional.smooth_l1_loss": jlosses.smooth_l1_loss,
+}
+_NAMED = re.compile(r"`[A-Za-z_][A-Za-z0-9_\[\]]*`")
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One sample: ``status`` is pass | fail | refused (named argument) | rejected | error."""
+
+    source: str  # "op_db" / "module_db" (+ " errors")
+    name: str
+    index: int
+    status: str
+    detail: str = ""
+
+
+def _to_jax(value):
+    if isinstance(value, torch.Tensor):
+        return jnp.asarray(value.detach().cpu().numpy())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_jax(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_jax(v) for k, v in value.items()}
+    return value
+
+
+def _is_float_tensor(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def _cotangent(shape, dtype=np.float64) -> np.ndarray:
+    size = int(np.prod(shape, dtype=np.int64))
+    return (1.0 + 0.125 * (np.arange(size) % 7)).reshape(shape).astype(dtype)
+
+
+def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None):
+    """``ParityReport`` of value and gradients, or raises what jaxgrad raised."""
+    torch_kwargs = kwargs if torch_kwargs is None else torch_kwargs
+    leaves = [a.detach().clone().requires_grad_(True) if _is_float_tensor(a) else a for a in args]
+    diff = [i for i, a in enumerate(leaves) if _is_float_tensor(a)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = torch_fn(*leaves, **torch_kwargs)
+    cot = _cotangent(tuple(out.shape))
+    grads = torch.autograd.grad(out, [leaves[i] for i in diff], torch.from_numpy(cot),
+                                allow_unused=True)
+    reference = {"value": out.detach(),
+                 "grads": [np.zeros(tuple(leaves[i].shape)) if g is None else g
+                           for i, g in zip(diff, grads)]}
+    jax_args = [_to_jax(a) for a in args]
+    jax_kwargs = _to_jax(kwargs)
+
+    def call(*diff_values):
+        full = list(jax_args)
+        for i, v in zip(diff, diff_values):
+            full[i] = v
+        return jax_fn(*full, **jax_kwargs)
+
+    def value_and_grads(diff_values, cotangent):
+        value, vjp = jax.vjp(call, *diff_values)
+        return value, vjp(cotangent.astype(value.dtype))
+
+    # eager on purpose: op-by-op dispatch compiles each primitive once per shape and
+    # reuses it across samples; one jitted program per sample compiles ~2x longer here
+    value, grads = value_and_grads([jax_args[i] for i in diff], jnp.asarray(cot))
+    return compare(reference, {"value": value, "grads": list(grads)})
+
+
+def _classify(source, name, index, run) -> Outcome:
+    try:
+        report = run()
+    except (ValueError, TypeError) as error:
+        message = str(error)
+        status = "refused" if _NAMED.search(message) else "error"
+        return Outcome(source, name, index, status, message)
+    except Exception as error:  # noqa: BLE001 - any other exception is a failure
+        return Outcome(source, name, index, "error", f"{type(error).__name__}: {error}")
+    if report.passed:
+        return Outcome(source, name, index, "pass")
+    return Outcome(source, name, index, "fail", report.table())
+
+
+def _classify_error(source, name, index, run) -> Outcome:
+    try:
+        run()
+    except (ValueError, TypeError) as error:
+        message = str(error)
+        status = "rejected" if _NAMED.search(message) else "error"
+        return Outcome(source, name, index, status, message)
+    except Exception as error:  # noqa: BLE001
+        return Outcome(source, name, index, "error", f"{type(error).__name__}: {error}")
+    return Outcome(source, name, index, "fail", "accepted an input torch rejects")
+
+
+def loss_ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+    return [op for op in op_db if op.name in LOSS_OPS and not op.variant_test_name]
+
+
+def loss_modules():
+    from torch.testing._internal.common_modules import module_db
+    return [m for m in module_db if m.module_cls.__name__ in jlosses.LOSS_MODULES]
+
+
+def op_outcomes() -> list[Outcome]:
+    """Every float64 ``op_db`` sample and ``error_inputs`` case of the supported losses."""
+    outcomes = []
+    with jax.enable_x64(True):
+        for op in loss_ops():
+            jax_fn = LOSS_OPS[op.name]
+            name = op.name.replace("nn.functional.", "")
+            samples = op.sample_inputs("cpu", torch.float64, requires_grad=True)
+            for i, s in enumerate(samples):
+                outcomes.append(_classify("op_db", name, i, lambda s=s: compare_call(
+                    op.op, jax_fn, (s.input, *s.args), s.kwargs)))
+            if op.error_inputs_func is None:
+                continue
+            for i, e in enumerate(op.error_inputs("cpu")):
+                s = e.sample_input
+                args, kwargs = [_to_jax(a) for a in (s.input, *s.args)], _to_jax(s.kwargs)
+                outcomes.append(_classify_error("op_db errors", name, i,
+                                                lambda a=args, k=kwargs: jax_fn(*a, **k)))
+    return outcomes
+
+
+def _module_kwargs(constructor_input):
+    args = [_to_jax(a) for a in constructor_input.args]
+    return args, _to_jax(constructor_input.kwargs)
+
+
+def _same_loss(a, b) -> bool:
+    """The two loss modules have equal hyperparameters and weight buffers."""
+    if type(a) is not type(b):
+        return False
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if (x is None) != (y is None):
+            return False
+        if hasattr(x, "shape") or hasattr(y, "shape"):
+            if not np.array_equal(np.asarray(x), np.asarray(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def module_outcomes() -> list[Outcome]:
+    """Every float64 ``module_db`` sample and error input of the supported loss modules.
+
+    The jaxgrad module is built twice, from torch's constructor arguments and with
+    ``losses.from_torch`` of the torch module; the two must be equal, and the
+    converted one runs the sample.
+    """
+    from torch.testing._internal.common_modules import ModuleErrorEnum
+    outcomes = []
+    with jax.enable_x64(True):
+        for info in loss_modules():
+            cls_name = info.module_cls.__name__
+            jax_cls = jlosses.LOSS_MODULES[cls_name]
+            samples = info.module_inputs_func(info, device="cpu", dtype=torch.float64,
+                                              requires_grad=True, training=True)
+            for i, s in enumerate(samples):
+                def run(s=s):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        module = info.module_cls(*s.constructor_input.args,
+                                                 **s.constructor_input.kwargs)
+                    args, kwargs = _module_kwargs(s.constructor_input)
+                    built = jax_cls(*args, **kwargs)
+                    converted = jlosses.from_torch(module)
+                    if not _same_loss(built, converted):
+                        raise RuntimeError(f"from_torch gave {converted}, the constructor "
+                                           f"arguments give {built}")
+                    return compare_call(module, converted, tuple(s.forward_input.args),
+                                        dict(s.forward_input.kwargs))
+                outcomes.append(_classify("module_db", cls_name, i, run))
+            if info.module_error_inputs_func is None:
+                continue
+            errors = info.module_error_inputs_func(info, device="cpu", dtype=torch.float64,
+                                                   requires_grad=False, training=True)
+            for i, e in enumerate(errors):
+                s = e.module_error_input
+
+                def run_error(s=s, e=e):
+                    args, kwargs = _module_kwargs(s.constructor_input)
+                    built = jax_cls(*args, **kwargs)
+                    if e.error_on == ModuleErrorEnum.CONSTRUCTION_ERROR:
+                        return built
+                    return built(*[_to_jax(a) for a in s.forward_input.args],
+                                 **_to_jax(s.forward_input.kwargs))
+                outcomes.append(_classify_error("module_db errors", cls_name, i, run_error))
+    return outcomes
+
+
+def summary(outcomes: list[Outcome]) -> dict[tuple[str, str], dict[str, int]]:
+    """``{(source, name): {status: count}}``."""
+    table: dict = {}
+    for o in outcomes:
+        row = table.setdefault((o.source, o.name), {})
+        row[o.status] = row.get(o.status, 0) + 1
+    return table
