@@ -346,6 +346,8 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         contenders["torch compile"] = compiled.run_steps
         compile_seconds["torch compile"] = compiled.compile_seconds
     bf16_error = None
+    if args.bf16 and cnn:
+        print(f"  {name}: --bf16 times the MLP rows only; no bf16 contender here", file=sys.stderr)
     if args.bf16 and not cnn:  # opt-in, labelled, its precision measured beside its speed
         import jax
         from jaxgrad import losses
