@@ -75,14 +75,28 @@ def test_train_flops_by_hand():
 
 def test_bench_quick_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert bench.main(["--quick", "--only", "784-256-10 b128", "--rounds", "1", "--steps", "2",
-                       "--peak-size", "128", "--json", str(out)]) == 0
+    code = bench.main(["--quick", "--only", "784-256-10 b128", "--rounds", "1", "--steps", "2",
+                       "--warmup-rounds", "2", "--peak-size", "128", "--json", str(out),
+                       "--strict"])
     data = json.load(open(out))
-    row = data["results"][0]["contenders"]
+    # --strict: exit 3 exactly when the run judged itself untrusted (a busy or quiet
+    # machine may give either; the verdict and the exit status must agree)
+    assert code == (0 if data["trusted"] else bench.UNTRUSTED_EXIT)
+    result = data["results"][0]
+    row = result["contenders"]
     assert set(row) == {"jax step", "jax epoch", "torch eager"}
     assert row["torch eager"]["vs_torch_eager"] == 1.0
     assert data["matmul_peak"]["peak_gflops"] > 0
-    assert "goals (jax epoch vs torch eager" in capsys.readouterr().out
+    assert result["trusted"] == (not result["untrusted_reasons"])
+    assert len(result["warmups"]["jax epoch"]["seconds"]) == 2  # the cap: two to compare
+    assert data["check"]["cpu"]["model"] and data["check"]["load_after"] >= 0
+    printed = capsys.readouterr().out
+    assert "vector extensions:" in printed and "run check: load average" in printed
+    goals = printed[printed.index("goals (jax epoch vs torch eager"):printed.index("\nwrote ")]
+    if data["trusted"]:
+        assert re.search(r"\(goal >= 2\.00x\): (met|NOT met)", goals)
+    else:  # an untrusted run gives no verdict and no ratio in the goals
+        assert "untrusted, no verdict" in goals and "met" not in goals.replace("no verdict", "")
 
 
 def test_train_reads_fashion_mnist_from_data_dir(tmp_path, capsys):

@@ -30,21 +30,31 @@ and matmuls, forward and backward), and add a contender:
   jax unrolled  the fused epoch with the scan fully unrolled (XLA's CPU backend runs
                 convolutions inside a rolled loop several times slower)
 
-Goals it reports (never asserts): at batch 128 the jax epoch >= 1.8x torch
-eager; at batch 1024 >= 1.0x; on the 14.2M model >= 0.95x; on both CNNs at batch
-128 >= 1.5x.
+Goals it reports (never asserts): at batch 128 the jax epoch >= 2.0x torch
+eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 85% of the matmul
+peak (compute-bound); on both CNNs at batch 128 >= 1.5x.
+
+The run checks itself (jaxgrad.train.benchmark): the header names the CPU, its
+vector extensions (avx2, avx512f, amx...) and the thread settings; every contender
+warms up until two consecutive rounds agree within 10% (capped); the 1-minute load
+average is read before and after, and the spread of each contender's rounds is
+computed. A run whose load, spread or warm-up says it cannot be trusted prints
+"untrusted, no verdict" in place of every goal verdict, and with --strict exits with
+status 3. Exit status 0 otherwise (a goal not met is reported, not an error).
 
 Examples:
   python scripts/bench.py --quick
   python scripts/bench.py --rounds 7 --json bench.json
   python scripts/bench.py --compile --device gpu
+  python scripts/bench.py --strict --xla-flag=--xla_cpu_use_xnnpack=true
+  python scripts/bench.py --bf16 --only "14.2M b1024"
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
+import os
 import statistics
 import sys
 import time
@@ -61,8 +71,10 @@ CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--qu
     ("cnn b128", "cnn", 128, 50, 10),
     ("resnet b128", "resnet", 128, 20, 5),
 ]
-GOALS = {"784-256-10 b128": 1.8, "784-256-10 b1024": 1.0, "14.2M b1024": 0.95,
+GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0,
          "cnn b128": 1.5, "resnet b128": 1.5}
+PEAK_GOALS = {"14.2M b1024": 0.85}  # jax epoch's fraction of the matmul peak (compute-bound)
+UNTRUSTED_EXIT = 3  # --strict and the run says it cannot be trusted
 LR, MOMENTUM = 0.01, 0.9
 
 
@@ -87,10 +99,32 @@ def parse_args(argv=None):
     parser.add_argument("--torch-threads", type=int,
                         help="torch.set_num_threads (default: torch's own choice)")
     parser.add_argument("--json", metavar="PATH", help="write every measurement as JSON")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time the fused epoch with bfloat16 matmuls (compute_dtype="
+                             "'bfloat16'; AMX or avx512_bf16 where the CPU has them): opt-in, "
+                             "labelled 'jax epoch bf16', its loss and gradient error against "
+                             "float32 printed beside it; never a goal contender (MLP rows only)")
+    parser.add_argument("--strict", action="store_true",
+                        help=f"exit with status {UNTRUSTED_EXIT} when the run cannot be trusted "
+                             "(load, spread of rounds, or no steady state)")
+    parser.add_argument("--warmup-rounds", type=int,
+                        help="cap on each contender's warm-up rounds (default 8, --quick 4; "
+                             "warm-up stops earlier once two consecutive rounds agree within 10%%)")
+    parser.add_argument("--xla-flag", action="append", default=[], metavar="--xla_...",
+                        help="append one flag to XLA_FLAGS before jax starts (repeatable; "
+                             "write it as --xla-flag=--xla_cpu_use_xnnpack=true); printed in "
+                             "the header")
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
+    if args.warmup_rounds is None:
+        args.warmup_rounds = 4 if args.quick else 8
     _cli.at_least(parser, args, 1, "rounds", "steps", "peak_size", "torch_threads")
+    _cli.at_least(parser, args, 2, "warmup_rounds")
+    for flag in args.xla_flag:
+        if not flag.startswith("--xla_") or any(c.isspace() for c in flag):
+            parser.error(f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true "
+                         f"(got {flag!r})")
     _cli.output_file(parser, "--json", args.json)
     return args
 
@@ -111,7 +145,7 @@ def timed(fn) -> float:
 
 
 class JaxSide:
-    def __init__(self, sizes, batches, device):
+    def __init__(self, sizes, batches, device, compute_dtype=None):
         import jax
         import jax.numpy as jnp
         from jaxgrad import losses, nn, optim
@@ -127,8 +161,10 @@ class JaxSide:
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
         self.ys = jax.device_put(jnp.asarray(ys), self.device)
-        self.step = make_train_step(self.model, losses.cross_entropy, self.optimizer)
-        self.epoch = make_train_epoch(self.model, losses.cross_entropy, self.optimizer)
+        self.step = make_train_step(self.model, losses.cross_entropy, self.optimizer,
+                                    compute_dtype=compute_dtype)
+        self.epoch = make_train_epoch(self.model, losses.cross_entropy, self.optimizer,
+                                      compute_dtype=compute_dtype)
         # first calls (compile + one execution), outside the timed rounds
         self.compile_seconds = {"jax step": timed(self._one_step),
                                 "jax epoch": timed(self.run_epoch)}
@@ -272,7 +308,6 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
     ja, jb = (jax.device_put(jnp.asarray(m), jax_device) for m in (a, b))
     matmul = jax.jit(jnp.matmul)
     matmul(ja, jb).block_until_ready()
-    jax_best = min(timed(lambda: matmul(ja, jb).block_until_ready()) for _ in range(repeats))
     target = torch_device(device)
     ta, tb = (torch.from_numpy(m).to(target) for m in (a, b))
     torch.matmul(ta, tb)
@@ -282,8 +317,12 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
         torch.matmul(ta, tb)
         synchronize(target)
 
-    torch_best = min(timed(torch_mm) for _ in range(repeats))
-    result = {"n": n, "jax_gflops": flops / jax_best / 1e9, "torch_gflops": flops / torch_best / 1e9}
+    times = {"jax": [], "torch": []}
+    for _ in range(repeats):  # interleaved, as the training rounds are
+        times["jax"].append(timed(lambda: matmul(ja, jb).block_until_ready()))
+        times["torch"].append(timed(torch_mm))
+    result = {"n": n, "jax_gflops": flops / min(times["jax"]) / 1e9,
+              "torch_gflops": flops / min(times["torch"]) / 1e9, "seconds": times}
     result["peak_gflops"] = max(result["jax_gflops"], result["torch_gflops"])
     return result
 
@@ -306,6 +345,25 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         compiled = TorchSide(sizes, (xs, ys), args.device, compiled=True)
         contenders["torch compile"] = compiled.run_steps
         compile_seconds["torch compile"] = compiled.compile_seconds
+    bf16_error = None
+    if args.bf16 and cnn:
+        print(f"  {name}: --bf16 times the MLP rows only; no bf16 contender here", file=sys.stderr)
+    if args.bf16 and not cnn:  # opt-in, labelled, its precision measured beside its speed
+        import jax
+        from jaxgrad import losses
+        from jaxgrad.train import compute_dtype_error
+
+        bf16 = JaxSide(sizes, (xs, ys), args.device, compute_dtype="bfloat16")
+        start = bf16.model.init(jax.random.key(0))
+        bf16_error = compute_dtype_error(bf16.model, losses.cross_entropy, start,
+                                         (bf16.xs[0], bf16.ys[0]), "bfloat16")
+        contenders["jax epoch bf16"] = bf16.run_epoch
+        compile_seconds["jax epoch bf16"] = bf16.compile_seconds["jax epoch"]
+    from jaxgrad.train import benchmark
+
+    # warm up each contender to steady state, then interleave the timed rounds
+    warmups = {k: benchmark.warm_up(run, max_rounds=args.warmup_rounds)
+               for k, run in contenders.items()}
     seconds = {k: [] for k in contenders}
     for round_index in range(args.rounds):
         for contender, run in contenders.items():
@@ -322,6 +380,9 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
             "gflops": median * flops / 1e9,
             "fraction_of_peak": median * flops / 1e9 / peak["peak_gflops"],
             "first_call_seconds": compile_seconds[contender],
+            "spread": vars(benchmark.spread(times)),
+            "warmup_seconds": list(warmups[contender].times),
+            "warmup_steady": warmups[contender].steady,
         }
     eager = rows["torch eager"]["steps_per_s_median"]
     for row in rows.values():
@@ -329,37 +390,116 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     params = (jax_side.model.num_parameters() if cnn
               else sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
     return {"name": name, "sizes": sizes, "batch": batch, "parameters": params,
-            "steps_per_round": steps, "flops_per_step": flops, "contenders": rows}
+            "steps_per_round": steps, "flops_per_step": flops, "contenders": rows,
+            "bf16_error": bf16_error,
+            "spreads": {k: benchmark.spread(t) for k, t in seconds.items()},
+            "warmups": warmups}
 
 
-def print_results(results, peak) -> None:
-    header = (f"{'configuration':<17} {'contender':<13} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
-              f"{'vs eager':>8} {'GFLOP/s':>8} {'of peak':>7} {'1st call s':>10}")
+def judge_results(results, peak, run_reasons) -> None:
+    """Attach each configuration's ``Trust`` (run-wide reasons, its spreads, its warm-ups)."""
+    from jaxgrad.train import benchmark
+
+    run_reasons.extend(benchmark.spread_reasons(
+        {f"matmul peak ({side})": benchmark.spread(t) for side, t in peak["seconds"].items()}))
+    for result in results:
+        result["trust"] = benchmark.judge(run_reasons=run_reasons, spreads=result["spreads"],
+                                          warmups=result["warmups"])
+
+
+def print_header(check, torch_threads, args, jax_version, torch_version, devices) -> None:
+    cpu = check["cpu"]
+    environment = ", ".join(f"{k}={v}" for k, v in check["thread_environment"].items())
+    print(f"cpu: {cpu['model']}, {check['usable_cpus']} usable of {cpu['logical_cpus']} "
+          f"logical CPUs; vector extensions: {' '.join(cpu['flags']) or 'none found'}")
+    print(f"threads: torch {torch_threads} intra-op; XLA's pool spans the usable CPUs; "
+          f"environment: {environment or 'no thread or XLA variables set'}")
+    print(f"jax {jax_version} on {devices}; torch {torch_version} on {args.device}; "
+          f"rounds={args.rounds}, warm-up up to {args.warmup_rounds} rounds; float32 matmuls: "
+          f"{'TF32 allowed' if args.tf32 and args.device == 'gpu' else 'full float32'}")
+    print(f"load average before the run: {check['load_before']:.2f}")
+
+
+def print_results(results, peak, check) -> None:
+    untrusted = [r for r in results if not r["trust"].trusted]
+    if untrusted:
+        print("\nUNTRUSTED RUN: the numbers below describe this machine's state, not the "
+              "frameworks; no ratio here is a result.")
+    print()
+    header = (f"{'configuration':<17} {'contender':<14} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
+              f"{'IQR':>5} {'vs eager':>8} {'GFLOP/s':>8} {'of peak':>7} {'1st call s':>10}")
     print(header)
     print("-" * len(header))
     for result in results:
         for contender, row in result["contenders"].items():
             spread = f"{row['steps_per_s_min']:.1f}-{row['steps_per_s_max']:.1f}"
-            print(f"{result['name']:<17} {contender:<13} {1e3 / row['steps_per_s_median']:>8.2f} "
-                  f"{row['steps_per_s_median']:>9.1f} "
-                  f"{spread:>17} {row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "
+            print(f"{result['name']:<17} {contender:<14} {1e3 / row['steps_per_s_median']:>8.2f} "
+                  f"{row['steps_per_s_median']:>9.1f} {spread:>17} "
+                  f"{100 * row['spread']['relative_iqr']:>4.0f}% "
+                  f"{row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "
                   f"{100 * row['fraction_of_peak']:>6.1f}% {row['first_call_seconds']:>10.2f}")
+    for result in results:
+        if result.get("bf16_error"):
+            error = result["bf16_error"]
+            print(f"{result['name']}: jax epoch bf16 computes matmuls in bfloat16, not float32: "
+                  f"on the first batch its loss differs by {error['loss']:.1e} (relative) and "
+                  f"its gradients by {error['grads']:.1e} (relative 2-norm) from float32")
     print(f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
           f"torch {peak['torch_gflops']:.1f} GFLOP/s; peak = {peak['peak_gflops']:.1f}")
+    print(f"\nrun check: load average {check['load_before']:.2f} before, "
+          f"{check['load_after']:.2f} after, on {check['usable_cpus']} usable CPUs")
+    for reason in check["run_reasons"]:
+        print(f"  untrusted: {reason}")
+    for result in results:
+        steady = [f"{k} {len(w.times)}{'' if w.steady else ' (never steady)'}"
+                  for k, w in result["warmups"].items()]
+        print(f"  {result['name']}: warm-up rounds {', '.join(steady)}; "
+              f"{'trusted' if result['trust'].trusted else 'untrusted'}")
+        for reason in result["trust"].reasons:
+            if reason not in check["run_reasons"]:
+                print(f"    {reason}")
     print("\ngoals (jax epoch vs torch eager, steps/s):")
     for result in results:
         goal = GOALS.get(result["name"])
         if goal is None:
             continue
-        ratio = result["contenders"]["jax epoch"]["vs_torch_eager"]
-        verdict = "met" if ratio >= goal else "NOT met"
-        print(f"  {result['name']:<17} {ratio:.2f}x (goal >= {goal:.2f}x): {verdict}; jax epoch "
-              f"reaches {100 * result['contenders']['jax epoch']['fraction_of_peak']:.1f}% of "
-              f"the matmul peak")
+        from jaxgrad.train import benchmark
+
+        epoch = result["contenders"]["jax epoch"]
+        trust = result["trust"]
+        if not trust.trusted:
+            print(f"  {result['name']:<17} goal >= {goal:.2f}x: untrusted, no verdict (see the "
+                  f"run check above)")
+            continue
+        line = (f"  {result['name']:<17} {epoch['vs_torch_eager']:.2f}x (goal >= {goal:.2f}x): "
+                f"{benchmark.goal_verdict(epoch['vs_torch_eager'], goal, trust)}")
+        peak_goal = PEAK_GOALS.get(result["name"])
+        if peak_goal is not None:
+            line += (f"; {100 * epoch['fraction_of_peak']:.1f}% of the matmul peak (goal >= "
+                     f"{100 * peak_goal:.0f}%): "
+                     f"{benchmark.goal_verdict(epoch['fraction_of_peak'], peak_goal, trust)}")
+        print(line)
+
+
+def to_json(results) -> list:
+    """``results`` with the ``Spread``/``WarmUp``/``Trust`` objects as plain dicts."""
+    out = []
+    for result in results:
+        result = dict(result)
+        result["spreads"] = {k: vars(v) for k, v in result["spreads"].items()}
+        result["warmups"] = {k: {"seconds": list(v.times), "steady": v.steady}
+                             for k, v in result["warmups"].items()}
+        trust = result.pop("trust")
+        result["trusted"], result["untrusted_reasons"] = trust.trusted, list(trust.reasons)
+        out.append(result)
+    return out
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    load_before = os.getloadavg()[0]  # before jax and torch start their threads
+    if args.xla_flag:
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *args.xla_flag]).strip()
     import jax
     import torch
 
@@ -378,24 +518,37 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     import jaxgrad.train as jtrain
+    from jaxgrad.train import benchmark
+
     devices = jtrain.select_devices(args.device)
-    print(f"jax {jax.__version__} on {jtrain.sharding.describe_devices(devices[:1])}; "
-          f"torch {torch.__version__} on {args.device} with {torch.get_num_threads()} threads; "
-          f"{platform.processor() or platform.machine()}, rounds={args.rounds}, "
-          f"float32 matmuls: {'TF32 allowed' if args.tf32 and args.device == 'gpu' else 'full float32'}")
+    check = {"load_before": load_before, "cpu": benchmark.cpu_info(),
+             "usable_cpus": benchmark.usable_cpus(),
+             "thread_environment": benchmark.thread_environment()}
+    print_header(check, torch.get_num_threads(), args, jax.__version__, torch.__version__,
+                 jtrain.sharding.describe_devices(devices[:1]))
     results = []
     for name, sizes, batch, steps, quick_steps in CONFIGS:
         if args.only and name not in args.only:
             continue
         steps = args.steps or (quick_steps if args.quick else steps)
         results.append(bench_config(name, sizes, batch, steps, args, peak))
-    print_results(results, peak)
+    check["load_after"] = os.getloadavg()[0]
+    run_reasons = benchmark.load_reasons(check["load_before"], check["load_after"],
+                                         check["usable_cpus"])
+    judge_results(results, peak, run_reasons)
+    check["run_reasons"] = run_reasons
+    print_results(results, peak, check)
+    trusted = all(r["trust"].trusted for r in results)
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"args": vars(args), "jax": jax.__version__, "torch": torch.__version__,
                        "device": args.device, "torch_threads": torch.get_num_threads(),
-                       "matmul_peak": peak, "results": results}, handle, indent=1)
+                       "check": check, "trusted": trusted, "matmul_peak": peak,
+                       "results": to_json(results)}, handle, indent=1)
         print(f"\nwrote {args.json}")
+    if args.strict and not trusted:
+        print(f"error: --strict: this run cannot be trusted (see the run check)", file=sys.stderr)
+        return UNTRUSTED_EXIT
     return 0
 
 

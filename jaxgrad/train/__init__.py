@@ -4,7 +4,9 @@
 - ``sharding``: a ``Mesh`` over the batch axis, for 1..N devices and several hosts;
 - ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
 - ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
-  non-finite-loss stop.
+  non-finite-loss stop;
+- ``benchmark``: a speed measurement's verdict on itself (load, spread, warm-up, CPU);
+- ``xla_cpu``: which kernels XLA:CPU compiled a step into (``hlo_summary``).
 """
 
 from jaxgrad.train.checkpoint import CheckpointError
@@ -26,6 +28,7 @@ from jaxgrad.train.sharding import replicate
 from jaxgrad.train.sharding import select_devices
 from jaxgrad.train.sharding import shard_batch
 from jaxgrad.train.step import build_optimizer
+from jaxgrad.train.step import compute_dtype_error
 from jaxgrad.train.step import evaluate
 from jaxgrad.train.step import make_train_epoch
 from jaxgrad.train.step import make_train_step

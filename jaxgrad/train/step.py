@@ -84,6 +84,28 @@ def _objective(model, loss_fn: Callable, compute_dtype):
     return objective
 
 
+def compute_dtype_error(model, loss_fn: Callable, params, batch, compute_dtype) -> dict:
+    """How far one step's loss and gradients in ``compute_dtype`` are from the params' dtype.
+
+    The price of a faster, lower-precision path (``"bfloat16"``: bf16 matmuls, AMX
+    tiles on CPUs that have them) measured on the batch itself, to print beside its
+    speed. Returns ``{"loss": |l - l_ref| / |l_ref|, "grads": ||g - g_ref|| / ||g_ref||}``
+    (global 2-norms over every parameter), as Python floats.
+    """
+    _check_options(1, compute_dtype)
+
+    @jax.jit
+    def errors(params, batch):
+        loss_ref, grads_ref = jax.value_and_grad(_objective(model, loss_fn, None))(params, batch)
+        loss, grads = jax.value_and_grad(_objective(model, loss_fn, compute_dtype))(params, batch)
+        difference = jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype) - b, grads, grads_ref)
+        return (jnp.abs(loss - loss_ref) / jnp.abs(loss_ref),
+                global_norm(difference) / global_norm(grads_ref))
+
+    loss_error, grads_error = errors(params, batch)
+    return {"loss": float(loss_error), "grads": float(grads_error)}
+
+
 def _check_options(accumulate: int, compute_dtype) -> None:
     if not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1:
         raise ValueError(f"`accumulate` (={accumulate!r}) must be an int >= 1.")

@@ -1,0 +1,94 @@
+"""What XLA:CPU made of a compiled step: which library runs each dot, what gets copied.
+
+Contract: ``hlo_summary(text)`` reads the optimised HLO text of one compiled
+function (``jax.jit(f).lower(*args).compile().as_text()``, or a file written by
+``XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_text``) and counts, without running
+anything:
+
+- ``dots``: every ``dot`` instruction, split into ``library_dots`` (inside a fusion
+  handed to a kernel library: ``{"__ynn_fusion": n, ...}``, the kind XLA writes in
+  the fusion's ``backend_config``) and ``plain_dots`` (left to XLA's own dot
+  emitter), each with its contracting dimensions (``"lhs{0} rhs{0}"`` is a
+  transposed left operand, e.g. a weight gradient ``g.T @ x``);
+- ``copies``: ``copy`` instructions of arrays with at least ``min_copy_elements``
+  elements (a donated parameter that must survive its own update is copied);
+- ``fusions``: fusion instructions by kind (``kLoop``, ``kCustom``, ...).
+
+Why this matters: with jax 0.10.2 on x86 the forward ``x @ W.T`` and the input
+gradient ``g @ W`` of a ``Linear`` become YNNPACK fusions, while the weight
+gradient ``g.T @ x`` (contracting the batch, the left operand's dimension 0) stays
+a plain XLA dot; the two can run at different speeds on different CPUs. Which
+kernels a CPU gets is the first thing to know before comparing its timings.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\S+)\s+"
+                          r"(?P<op>[\w\-]+)\((?P<operands>[^)]*)\)(?P<rest>.*)$")
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%(?P<name>[\w.\-]+)\s*(?:\(.*\))?.*\{\s*$")
+_DIMS = re.compile(r"(lhs|rhs)_contracting_dims=\{([\d,]*)\}")
+_KIND = re.compile(r'"kind"\s*:\s*"(?P<kind>[^"]+)"')
+_CALLS = re.compile(r"calls=%(?P<callee>[\w.\-]+)")
+_FUSION_KIND = re.compile(r"kind=(?P<kind>k\w+)")
+
+
+def _elements(shape: str) -> int:
+    """``f32[2048,784]{1,0}`` -> 1605632; a scalar ``f32[]`` -> 1."""
+    match = re.search(r"\[([\d,]*)\]", shape)
+    if match is None:
+        return 0
+    count = 1
+    for size in filter(None, match.group(1).split(",")):
+        count *= int(size)
+    return count
+
+
+def hlo_summary(text: str, *, min_copy_elements: int = 1024) -> dict:
+    """Dots by library and contracting dims, large copies and fusion kinds of HLO ``text``.
+
+    Returns ``{"dots": int, "library_dots": {kind: {dims: n}}, "plain_dots": {dims: n},
+    "copies": [(shape, count)], "fusions": {kind: n}}``.
+    """
+    computation = None
+    dots_in = collections.defaultdict(collections.Counter)  # computation -> dims -> n
+    callers = {}  # fused computation -> library kind of the fusion calling it (or None)
+    copies, fusions = collections.Counter(), collections.Counter()
+    for line in text.splitlines():
+        match = _COMPUTATION.match(line)
+        if match and "=" not in line.split("{")[0]:
+            computation = match.group("name")
+            continue
+        match = _INSTRUCTION.match(line)
+        if match is None:
+            continue
+        op, rest, shape = match.group("op"), match.group("rest"), match.group("shape")
+        if op == "dot":
+            dims = dict(_DIMS.findall(rest))
+            dots_in[computation][f"lhs{{{dims.get('lhs', '')}}} rhs{{{dims.get('rhs', '')}}}"] += 1
+        elif op == "copy" and _elements(shape) >= min_copy_elements:
+            copies[shape.split("{")[0]] += 1
+        elif op == "fusion":
+            kind = _FUSION_KIND.search(rest)
+            fusions[kind.group("kind") if kind else "unknown"] += 1
+            callee = _CALLS.search(rest)
+            library = _KIND.search(rest)
+            if callee:
+                callers[callee.group("callee")] = library.group("kind") if library else None
+    library_dots = collections.defaultdict(collections.Counter)
+    plain_dots = collections.Counter()
+    for computation, dims in dots_in.items():
+        kind = callers.get(computation)
+        (library_dots[kind] if kind else plain_dots).update(dims)
+    return {"dots": sum(sum(d.values()) for d in dots_in.values()),
+            "library_dots": {k: dict(v) for k, v in library_dots.items()},
+            "plain_dots": dict(plain_dots), "copies": sorted(copies.items()),
+            "fusions": dict(fusions)}
+
+
+def compiled_hlo(fn, *args) -> str:
+    """Optimised HLO text of the jitted ``fn`` compiled for ``args`` (arrays or
+    ``jax.ShapeDtypeStruct``); nothing is executed."""
+    return fn.lower(*args).compile().as_text()
