@@ -15,3 +15,7 @@ from jaxgrad.nn.linear import Identity
 from jaxgrad.nn.linear import Linear
 from jaxgrad.nn.module import Module
 from jaxgrad.nn import init
+from jaxgrad.nn.attention import MultiheadAttention
+from jaxgrad.nn.embedding import Embedding
+from jaxgrad.nn.layernorm import LayerNorm
+from jaxgrad.nn.layernorm import RMSNorm

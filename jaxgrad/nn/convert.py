@@ -23,6 +23,46 @@ def _linear(module):
     )
 
 
+def _dtype_of(module):
+    return canonical_dtype(next(iter(module.parameters())).dtype)
+
+
+def _embedding(module):
+    from jaxgrad.nn.embedding import Embedding
+
+    return Embedding(module.num_embeddings, module.embedding_dim, module.padding_idx,
+                     module.max_norm, module.norm_type, module.scale_grad_by_freq,
+                     module.sparse, dtype=canonical_dtype(module.weight.dtype))
+
+
+def _layer_norm(module):
+    from jaxgrad.nn.layernorm import LayerNorm
+
+    affine = module.elementwise_affine
+    return LayerNorm(tuple(module.normalized_shape), module.eps, affine,
+                     bias=affine and module.bias is not None,
+                     dtype=canonical_dtype(module.weight.dtype) if affine else None)
+
+
+def _rms_norm(module):
+    from jaxgrad.nn.layernorm import RMSNorm
+
+    affine = module.elementwise_affine
+    return RMSNorm(tuple(module.normalized_shape), module.eps, affine,
+                   dtype=canonical_dtype(module.weight.dtype) if affine else None)
+
+
+def _multihead_attention(module):
+    from jaxgrad.nn.attention import MultiheadAttention
+
+    return MultiheadAttention(
+        module.embed_dim, module.num_heads, module.dropout,
+        bias=module.in_proj_bias is not None, add_bias_kv=module.bias_k is not None,
+        add_zero_attn=module.add_zero_attn, kdim=module.kdim, vdim=module.vdim,
+        batch_first=module.batch_first, dtype=canonical_dtype(module.out_proj.weight.dtype),
+    )
+
+
 _CONVERTERS = {
     "Linear": _linear,
     "ReLU": lambda m: ReLU(),
@@ -32,6 +72,11 @@ _CONVERTERS = {
     "LeakyReLU": lambda m: LeakyReLU(negative_slope=m.negative_slope),
     "Identity": lambda m: Identity(),
     "Flatten": lambda m: Flatten(start_dim=m.start_dim, end_dim=m.end_dim),
+    # sequence layers (issue 11)
+    "Embedding": _embedding,
+    "LayerNorm": _layer_norm,
+    "RMSNorm": _rms_norm,
+    "MultiheadAttention": _multihead_attention,
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

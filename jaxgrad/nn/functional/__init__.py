@@ -6,3 +6,10 @@ these, and ``from_torch``'s ``torch.fx`` table maps ``torch.nn.functional.X`` to
 ``_norm``, ``_dropout``, ``_activation``, ``_attention``, ``_embedding``…),
 re-exported here one name per line.
 """
+
+from jaxgrad.nn.functional._attention import scaled_dot_product_attention
+from jaxgrad.nn.functional._embedding import embedding
+from jaxgrad.nn.functional._embedding import embedding_renorm
+from jaxgrad.nn.functional._layernorm import layer_norm
+from jaxgrad.nn.functional._layernorm import rms_norm
+from jaxgrad.nn.functional._multihead import multi_head_attention_forward
