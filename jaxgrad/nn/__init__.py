@@ -19,3 +19,9 @@ from jaxgrad.nn.attention import MultiheadAttention
 from jaxgrad.nn.embedding import Embedding
 from jaxgrad.nn.layernorm import LayerNorm
 from jaxgrad.nn.layernorm import RMSNorm
+from jaxgrad.nn.recurrent import GRU
+from jaxgrad.nn.recurrent import GRUCell
+from jaxgrad.nn.recurrent import LSTM
+from jaxgrad.nn.recurrent import LSTMCell
+from jaxgrad.nn.recurrent import RNN
+from jaxgrad.nn.recurrent import RNNCell

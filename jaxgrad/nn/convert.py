@@ -63,6 +63,31 @@ def _multihead_attention(module):
     )
 
 
+def _recurrent(module):
+    from jaxgrad.nn import recurrent
+
+    common = dict(num_layers=module.num_layers, bias=module.bias,
+                  batch_first=module.batch_first, dropout=float(module.dropout),
+                  bidirectional=module.bidirectional, dtype=_dtype_of(module))
+    name = type(module).__name__
+    if name == "RNN":
+        return recurrent.RNN(module.input_size, module.hidden_size,
+                             nonlinearity=module.nonlinearity, **common)
+    if name == "LSTM":
+        return recurrent.LSTM(module.input_size, module.hidden_size,
+                              proj_size=module.proj_size, **common)
+    return recurrent.GRU(module.input_size, module.hidden_size, **common)
+
+
+def _recurrent_cell(module):
+    from jaxgrad.nn import recurrent
+
+    name = type(module).__name__
+    extra = {"nonlinearity": module.nonlinearity} if name == "RNNCell" else {}
+    return getattr(recurrent, name)(module.input_size, module.hidden_size, bias=module.bias,
+                                    dtype=_dtype_of(module), **extra)
+
+
 _CONVERTERS = {
     "Linear": _linear,
     "ReLU": lambda m: ReLU(),
@@ -77,6 +102,12 @@ _CONVERTERS = {
     "LayerNorm": _layer_norm,
     "RMSNorm": _rms_norm,
     "MultiheadAttention": _multihead_attention,
+    "RNN": _recurrent,
+    "LSTM": _recurrent,
+    "GRU": _recurrent,
+    "RNNCell": _recurrent_cell,
+    "LSTMCell": _recurrent_cell,
+    "GRUCell": _recurrent_cell,
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

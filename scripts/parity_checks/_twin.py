@@ -21,7 +21,15 @@ from parity_checks.harness import jax_precision
 
 
 def _to_torch(value):
+    if isinstance(value, tuple):
+        return tuple(_to_torch(v) for v in value)
     return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+
+def _to_jax(value):
+    if isinstance(value, tuple):
+        return tuple(_to_jax(v) for v in value)
+    return jnp.asarray(value) if isinstance(value, np.ndarray) else value
 
 
 def _tree_of(value):
@@ -51,7 +59,12 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
       convert: ``module -> (model, params)``; default ``jaxgrad.nn.from_torch``.
     """
     kwargs = dict(kwargs or {})
-    dtype = str(next(module.parameters()).dtype).replace("torch.", "")
+    floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    dtype = str(next(module.parameters()).dtype).replace("torch.", "") if any(
+        True for _ in module.parameters()) else floats[0].dtype.name
+    with jax_precision(dtype):
+        # converted before torch's forward: Embedding(max_norm) mutates its weight
+        model, params = (convert or jaxgrad.nn.from_torch)(module)
     module.train(train)
     float_positions = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)
                        and a.dtype.kind == "f"] if grad_inputs else []
@@ -71,10 +84,8 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
         "input_grads": [torch_args[i].grad for i in float_positions],
     }
     with jax_precision(dtype):
-        model, params = (convert or jaxgrad.nn.from_torch)(module)
-        jax_args = [jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
-        jax_kwargs = {k: jnp.asarray(v) if isinstance(v, np.ndarray) else v
-                      for k, v in kwargs.items()}
+        jax_args = [_to_jax(a) for a in args]
+        jax_kwargs = {k: _to_jax(v) for k, v in kwargs.items()}
 
         def objective(params, inputs):
             call_args = list(jax_args)

@@ -13,3 +13,8 @@ from jaxgrad.nn.functional._embedding import embedding_renorm
 from jaxgrad.nn.functional._layernorm import layer_norm
 from jaxgrad.nn.functional._layernorm import rms_norm
 from jaxgrad.nn.functional._multihead import multi_head_attention_forward
+from jaxgrad.nn.functional._recurrent import gru_cell
+from jaxgrad.nn.functional._recurrent import lstm_cell
+from jaxgrad.nn.functional._recurrent import recurrent
+from jaxgrad.nn.functional._recurrent import rnn_relu_cell
+from jaxgrad.nn.functional._recurrent import rnn_tanh_cell
