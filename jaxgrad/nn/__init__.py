@@ -25,3 +25,7 @@ from jaxgrad.nn.recurrent import LSTM
 from jaxgrad.nn.recurrent import LSTMCell
 from jaxgrad.nn.recurrent import RNN
 from jaxgrad.nn.recurrent import RNNCell
+from jaxgrad.nn.transformer import TransformerDecoder
+from jaxgrad.nn.transformer import TransformerDecoderLayer
+from jaxgrad.nn.transformer import TransformerEncoder
+from jaxgrad.nn.transformer import TransformerEncoderLayer

@@ -88,6 +88,50 @@ def _recurrent_cell(module):
                                     dtype=_dtype_of(module), **extra)
 
 
+def _transformer_activation(activation, path):
+    if isinstance(activation, str):
+        return activation
+    name = getattr(activation, "__name__", None)
+    # torch.nn.functional.relu is Python; F.gelu is a builtin of torch._C._nn
+    if name in ("relu", "gelu") and getattr(activation, "__module__", None) in (
+            "torch.nn.functional", "torch._C._nn"):
+        return name
+    if hasattr(activation, "_modules"):
+        return _convert(activation, f"{path}.activation" if path else "activation")
+    raise ValueError(
+        f"from_torch: unsupported transformer activation {activation!r} at {path!r}; "
+        "supported: 'relu', 'gelu', torch.nn.functional.relu / gelu, or a supported "
+        "activation module."
+    )
+
+
+def _transformer_layer(module):
+    from jaxgrad.nn import transformer
+
+    cls = getattr(transformer, type(module).__name__)
+    return cls(
+        module.self_attn.embed_dim, module.self_attn.num_heads,
+        dim_feedforward=module.linear1.out_features, dropout=float(module.dropout.p),
+        activation=_transformer_activation(module.activation, ""),
+        layer_norm_eps=module.norm1.eps, batch_first=module.self_attn.batch_first,
+        norm_first=module.norm_first, bias=module.linear1.bias is not None,
+        dtype=_dtype_of(module),
+    )
+
+
+def _transformer_stack(module):
+    from jaxgrad.nn import transformer
+
+    layer = _convert(module.layers[0], "layers.0")
+    norm = None if module.norm is None else _convert(module.norm, "norm")
+    if type(module).__name__ == "TransformerEncoder":
+        return transformer.TransformerEncoder(
+            layer, module.num_layers, norm,
+            enable_nested_tensor=module.enable_nested_tensor,
+            mask_check=getattr(module, "mask_check", True))
+    return transformer.TransformerDecoder(layer, module.num_layers, norm)
+
+
 _CONVERTERS = {
     "Linear": _linear,
     "ReLU": lambda m: ReLU(),
@@ -108,6 +152,10 @@ _CONVERTERS = {
     "RNNCell": _recurrent_cell,
     "LSTMCell": _recurrent_cell,
     "GRUCell": _recurrent_cell,
+    "TransformerEncoderLayer": _transformer_layer,
+    "TransformerDecoderLayer": _transformer_layer,
+    "TransformerEncoder": _transformer_stack,
+    "TransformerDecoder": _transformer_stack,
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 
