@@ -38,3 +38,11 @@ from jaxgrad.nn.transformer import TransformerDecoder
 from jaxgrad.nn.transformer import TransformerDecoderLayer
 from jaxgrad.nn.transformer import TransformerEncoder
 from jaxgrad.nn.transformer import TransformerEncoderLayer
+from jaxgrad.nn.dropout import Dropout
+from jaxgrad.nn.dropout import Dropout1d
+from jaxgrad.nn.dropout import Dropout2d
+from jaxgrad.nn.norm import BatchNorm1d
+from jaxgrad.nn.norm import BatchNorm2d
+from jaxgrad.nn.norm import GroupNorm
+from jaxgrad.nn.norm import InstanceNorm1d
+from jaxgrad.nn.norm import InstanceNorm2d

@@ -32,3 +32,11 @@ from jaxgrad.nn.functional._recurrent import lstm_cell
 from jaxgrad.nn.functional._recurrent import recurrent
 from jaxgrad.nn.functional._recurrent import rnn_relu_cell
 from jaxgrad.nn.functional._recurrent import rnn_tanh_cell
+from jaxgrad.nn.functional._dropout import dropout
+from jaxgrad.nn.functional._dropout import dropout1d
+from jaxgrad.nn.functional._dropout import dropout2d
+from jaxgrad.nn.functional._norm import batch_norm
+from jaxgrad.nn.functional._norm import batch_norm_with_stats
+from jaxgrad.nn.functional._norm import group_norm
+from jaxgrad.nn.functional._norm import instance_norm
+from jaxgrad.nn.functional._norm import instance_norm_with_stats
