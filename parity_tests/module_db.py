@@ -93,6 +93,20 @@ REGISTRY: dict[str, Entry] = {
     "SiLU": Entry(),
     "Softmax": Entry(),
     "Softplus": Entry(),
+    # sequence layers
+    "Embedding": Entry(),
+    "GRU": Entry(),
+    "GRUCell": Entry(),
+    "LSTM": Entry(),
+    "LSTMCell": Entry(),
+    "LayerNorm": Entry(),
+    "MultiheadAttention": Entry(),
+    "RMSNorm": Entry(),
+    "RNN": Entry(),
+    "RNNCell": Entry(),
+    "TransformerDecoderLayer": Entry(),
+    "TransformerEncoder": Entry(),
+    "TransformerEncoderLayer": Entry(),
 }
 
 

@@ -46,8 +46,8 @@ def _floating_leaves(tree):
 
 
 def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
-                train: bool = False, jit: bool = False, name: str = "",
-                grad_inputs: bool = True, convert=None):
+                train: bool = False, name: str = "",
+                grad_inputs: bool = True, convert=None, jit: bool = True):
     """Compare ``module(*args, **kwargs)`` with its jaxgrad twin; returns a ParityReport.
 
     Args:

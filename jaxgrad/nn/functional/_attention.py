@@ -30,6 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgrad.nn.functional import _dropout
+
 
 def check_prng_key(key, where: str):
     """Raise when ``key=`` received torch's key *tensor* rather than a PRNG key."""
@@ -47,8 +49,8 @@ def check_prng_key(key, where: str):
 
 
 def dropout_keep(x, p: float, key, where: str):
-    """Inverted dropout: zero each element with probability ``p``, scale the rest by
-    ``1/(1-p)`` (torch's ``p`` is the *drop* probability)."""
+    """``F.dropout(x, p)`` in training mode, raising with ``where`` (the layer's path)
+    when the PRNG key is missing."""
     if p == 0.0:
         return x
     if key is None:
@@ -56,10 +58,7 @@ def dropout_keep(x, p: float, key, where: str):
             f"{where}: dropout (p={p}) in training mode needs a PRNG key; pass `key=` "
             "(jax.random.key(seed)) or use train=False."
         )
-    if p == 1.0:
-        return jnp.zeros_like(x)
-    keep = jax.random.bernoulli(key, 1.0 - p, x.shape)
-    return jnp.where(keep, x / (1.0 - p), jnp.zeros((), x.dtype))
+    return _dropout.dropout(x, p, True, key=key)
 
 
 def _check_mask_dtype(mask, name: str, where: str):
