@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from jaxgrad._arrays import canonical_dtype, check_dtype_available
 from jaxgrad.nn import init as initializers
 from jaxgrad.nn.embedding import where_of
+from jaxgrad.nn.functional._attention import check_prng_key
 from jaxgrad.nn.functional._multihead import multi_head_attention_forward
 from jaxgrad.nn.module import Module, layer_key, require_params
 
@@ -99,6 +100,7 @@ class MultiheadAttention(Module):
                            average_attn_weights: bool = True, is_causal: bool = False, *,
                            buffers, train, key, path):
         where = where_of("MultiheadAttention", path)
+        check_prng_key(key, where)
         require_params(where, params, self.init_names())
         query, key_input, value = map(jnp.asarray, (query, key_input, value))
         batched = query.ndim == 3
