@@ -214,7 +214,7 @@ def gradcheck_cases() -> dict:
 
 # every element for the small layers; 16 random directions for the larger ones (the
 # full check of a transformer layer costs ~2.5x more, mostly in compilation)
-FULL_GRADCHECK = ("Embedding", "LayerNorm", "RMSNorm", "RNNCell", "LSTMCell", "GRUCell")
+FULL_GRADCHECK = ("Embedding", "LayerNorm", "RMSNorm")
 
 
 def layer_gradcheck(name: str):
