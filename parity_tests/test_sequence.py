@@ -165,6 +165,27 @@ def test_dropout_needs_a_key_and_is_keyed_by_path(x64):
     # (dropout 0 in train mode against torch's train(): the module_db samples)
 
 
+def test_layer_dropout_parity_with_torch_masks_injected(x64):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, 6, dropout=0.3, dtype=torch.float64)
+    layer.self_attn.dropout = 0.0  # SDPA's internal mask cannot be captured; the rest can
+    stack = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    masks = {}
+
+    def capture(path):
+        def hook(module, inputs, output):
+            masks[path] = (output != 0).numpy()
+        return hook
+
+    for i in range(2):
+        for name in ("dropout", "dropout1", "dropout2"):
+            getattr(stack.layers[i], name).register_forward_hook(capture(f"layers.{i}.{name}"))
+    x = np.random.default_rng(5).standard_normal((5, 2, 4))
+    report = twin_parity(stack, (x,), train=True, jax_only={"dropout_masks": masks})
+    assert len(masks) == 6 and not all(m.all() for m in masks.values())
+    assert report.passed, report.table()
+
+
 # ------------------------------------------------------------- torch's fast path
 def test_torch_fast_path_differs_only_at_padded_positions():
     torch.manual_seed(0)

@@ -126,6 +126,8 @@ def _transformer_layer(module):
         layer_norm_eps=module.norm1.eps, batch_first=module.self_attn.batch_first,
         norm_first=module.norm_first, bias=module.linear1.bias is not None,
         dtype=_dtype_of(module),
+        attention_dropout=(None if module.self_attn.dropout == module.dropout.p
+                           else float(module.self_attn.dropout)),
     )
 
 

@@ -13,7 +13,9 @@ prefix them ``layers.0.``, ``layers.1.``… and ``norm.`` as torch's. Torch's de
 ``TransformerEncoder(encoder_layer, num_layers, norm=None)`` deep-copies the layer as
 torch does, so after ``init`` every layer holds *the same* parameters (torch warns
 about it too). Dropout (``dropout``, ``dropout1``…, and the attention's) is active
-with ``train=True`` and draws from ``key`` per path (``layers.0.dropout1``…).
+with ``train=True`` and draws from ``key`` per path (``layers.0.dropout1``…);
+``dropout_masks={path: keep_mask}`` replaces the draws of those layer dropouts with
+torch's own masks (captured with forward hooks), for parity of training-mode runs.
 
 torch's inference fast path (``eval()`` under ``no_grad`` with ``batch_first`` and a
 ``src_key_padding_mask``: nested tensors) returns 0 at padded positions instead of
@@ -29,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxgrad.nn.attention import MultiheadAttention
+from jaxgrad.nn.functional import _dropout
 from jaxgrad.nn.functional._attention import dropout_keep
 from jaxgrad.nn.layernorm import LayerNorm
 from jaxgrad.nn.linear import Linear
@@ -70,12 +73,18 @@ class _Children(Module):
                                           **options)
         return out
 
-    def _dropout(self, name, x, *, train, key, path):
+    def _dropout(self, name, x, *, train, key, path, masks=None):
         if not train or self.dropout == 0.0:
             return x
         where = child_path(path, name)
+        if masks and where in masks:  # torch's own keep-mask, injected for parity
+            return _dropout.dropout(x, self.dropout, True, mask=masks[where])
         return dropout_keep(x, self.dropout, None if key is None else layer_key(key, where),
                             f"Dropout at {where!r}")
+
+
+def _attention_p(layer) -> float:
+    return layer.dropout if layer.attention_dropout is None else layer.attention_dropout
 
 
 def _layer_fields_check(self, name):
@@ -107,6 +116,9 @@ class TransformerEncoderLayer(_Children):
     bias: bool = True
     device: Any = None
     dtype: Any = None
+    # torch's attention modules keep their own `dropout` attribute, which users may
+    # change after construction; None = `dropout`, as torch's constructor sets it
+    attention_dropout: float | None = None
 
     def __post_init__(self):
         _layer_fields_check(self, "TransformerEncoderLayer")
@@ -114,7 +126,7 @@ class TransformerEncoderLayer(_Children):
     def children(self):
         E, kw = self.d_model, dict(dtype=self.dtype)
         return [
-            ("self_attn", MultiheadAttention(E, self.nhead, self.dropout, bias=self.bias,
+            ("self_attn", MultiheadAttention(E, self.nhead, _attention_p(self), bias=self.bias,
                                              batch_first=self.batch_first, **kw)),
             ("linear1", Linear(E, self.dim_feedforward, bias=self.bias, **kw)),
             ("linear2", Linear(self.dim_feedforward, E, bias=self.bias, **kw)),
@@ -123,22 +135,23 @@ class TransformerEncoderLayer(_Children):
         ]
 
     def forward_with_state(self, params, src, src_mask=None, src_key_padding_mask=None,
-                           is_causal=False, *, buffers, train, key, path):
+                           is_causal=False, *, buffers, train, key, path, dropout_masks=None):
         kids = dict(self.children())
         ctx = dict(train=train, key=key, path=path)
+        drop = dict(ctx, masks=dropout_masks)
 
         def sa_block(x):
             out, _ = self._call("self_attn", kids["self_attn"], params, x, x, x,
                                 attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
                                 need_weights=False, is_causal=bool(is_causal), **ctx)
-            return self._dropout("dropout1", out, **ctx)
+            return self._dropout("dropout1", out, **drop)
 
         def ff_block(x):
             hidden = _activation_fn(self.activation, "TransformerEncoderLayer")(
                 self._call("linear1", kids["linear1"], params, x, **ctx))
-            hidden = self._dropout("dropout", hidden, **ctx)
+            hidden = self._dropout("dropout", hidden, **drop)
             return self._dropout("dropout2", self._call("linear2", kids["linear2"], params,
-                                                        hidden, **ctx), **ctx)
+                                                        hidden, **ctx), **drop)
 
         def norm(name, x):
             return self._call(name, kids[name], params, x, **ctx)
@@ -175,6 +188,7 @@ class TransformerDecoderLayer(_Children):
     bias: bool = True
     device: Any = None
     dtype: Any = None
+    attention_dropout: float | None = None  # as TransformerEncoderLayer's
 
     def __post_init__(self):
         _layer_fields_check(self, "TransformerDecoderLayer")
@@ -183,8 +197,9 @@ class TransformerDecoderLayer(_Children):
         E, kw = self.d_model, dict(dtype=self.dtype)
         attention = dict(bias=self.bias, batch_first=self.batch_first, **kw)
         return [
-            ("self_attn", MultiheadAttention(E, self.nhead, self.dropout, **attention)),
-            ("multihead_attn", MultiheadAttention(E, self.nhead, self.dropout, **attention)),
+            ("self_attn", MultiheadAttention(E, self.nhead, _attention_p(self), **attention)),
+            ("multihead_attn", MultiheadAttention(E, self.nhead, _attention_p(self),
+                                                  **attention)),
             ("linear1", Linear(E, self.dim_feedforward, bias=self.bias, **kw)),
             ("linear2", Linear(self.dim_feedforward, E, bias=self.bias, **kw)),
             ("norm1", LayerNorm(E, eps=self.layer_norm_eps, bias=self.bias, **kw)),
@@ -195,23 +210,24 @@ class TransformerDecoderLayer(_Children):
     def forward_with_state(self, params, tgt, memory, tgt_mask=None, memory_mask=None,
                            tgt_key_padding_mask=None, memory_key_padding_mask=None,
                            tgt_is_causal=False, memory_is_causal=False, *, buffers, train,
-                           key, path):
+                           key, path, dropout_masks=None):
         kids = dict(self.children())
         ctx = dict(train=train, key=key, path=path)
+        drop = dict(ctx, masks=dropout_masks)
         memory = jnp.asarray(memory)
 
-        def attend(name, x, source, mask, padding, causal, drop):
+        def attend(name, x, source, mask, padding, causal, dropout_name):
             out, _ = self._call(name, kids[name], params, x, source, source, attn_mask=mask,
                                 key_padding_mask=padding, need_weights=False,
                                 is_causal=bool(causal), **ctx)
-            return self._dropout(drop, out, **ctx)
+            return self._dropout(dropout_name, out, **drop)
 
         def ff_block(x):
             hidden = _activation_fn(self.activation, "TransformerDecoderLayer")(
                 self._call("linear1", kids["linear1"], params, x, **ctx))
-            hidden = self._dropout("dropout", hidden, **ctx)
+            hidden = self._dropout("dropout", hidden, **drop)
             return self._dropout("dropout3", self._call("linear2", kids["linear2"], params,
-                                                        hidden, **ctx), **ctx)
+                                                        hidden, **ctx), **drop)
 
         def norm(name, x):
             return self._call(name, kids[name], params, x, **ctx)
@@ -256,10 +272,10 @@ class _Stack(_Children):
             params.update({f"norm.{k}": v for k, v in self.norm.init(norm_key).items()})
         return params
 
-    def _run(self, params, x, *extra, buffers, train, key, path, **options):
+    def _run(self, params, x, *extra, buffers, train, key, path, dropout_masks=None):
         for i in range(self.num_layers):
             x = self._call(f"layers.{i}", self.layer, params, x, *extra, train=train,
-                           key=key, path=path, **options)
+                           key=key, path=path, dropout_masks=dropout_masks)
         if self.norm is not None:
             x = self._call("norm", self.norm, params, x, train=train, key=key, path=path)
         return x, dict(buffers)
@@ -293,11 +309,12 @@ class TransformerEncoder(_Stack):
         _check_stack(self, "TransformerEncoder", TransformerEncoderLayer)
 
     def forward_with_state(self, params, src, mask=None, src_key_padding_mask=None,
-                           is_causal=None, *, buffers, train, key, path):
+                           is_causal=None, *, buffers, train, key, path, dropout_masks=None):
         # is_causal=None: torch detects a causal mask and then lets SDPA build it; the
         # result equals applying the mask, which is what happens here
         return self._run(params, src, mask, src_key_padding_mask, bool(is_causal),
-                         buffers=buffers, train=train, key=key, path=path)
+                         buffers=buffers, train=train, key=key, path=path,
+                         dropout_masks=dropout_masks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,8 +336,9 @@ class TransformerDecoder(_Stack):
     def forward_with_state(self, params, tgt, memory, tgt_mask=None, memory_mask=None,
                            tgt_key_padding_mask=None, memory_key_padding_mask=None,
                            tgt_is_causal=None, memory_is_causal=False, *, buffers, train,
-                           key, path):
+                           key, path, dropout_masks=None):
         return self._run(params, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
                          memory_key_padding_mask, bool(tgt_is_causal), memory_is_causal,
-                         buffers=buffers, train=train, key=key, path=path)
+                         buffers=buffers, train=train, key=key, path=path,
+                         dropout_masks=dropout_masks)
 

@@ -47,7 +47,8 @@ def _floating_leaves(tree):
 
 def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
                 train: bool = False, name: str = "",
-                grad_inputs: bool = True, convert=None, jit: bool = True):
+                grad_inputs: bool = True, convert=None, jit: bool = True,
+                jax_only: dict | None = None):
     """Compare ``module(*args, **kwargs)`` with its jaxgrad twin; returns a ParityReport.
 
     Args:
@@ -57,6 +58,8 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
       jit: run the jaxgrad side under ``jax.jit``.
       grad_inputs: also compare gradients with respect to floating positional inputs.
       convert: ``module -> (model, params)``; default ``jaxgrad.nn.from_torch``.
+      jax_only: keyword arguments for the jaxgrad side only, read after torch's
+        forward (e.g. ``dropout_masks`` filled by forward hooks on torch's dropouts).
     """
     kwargs = dict(kwargs or {})
     floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
@@ -86,6 +89,8 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
     with jax_precision(dtype):
         jax_args = [_to_jax(a) for a in args]
         jax_kwargs = {k: _to_jax(v) for k, v in kwargs.items()}
+        jax_kwargs.update({k: {p: jnp.asarray(m) for p, m in v.items()} if isinstance(v, dict)
+                           else _to_jax(v) for k, v in (jax_only or {}).items()})
 
         def objective(params, inputs):
             call_args = list(jax_args)
