@@ -281,8 +281,9 @@ CHECKS = [
     *[Check(name=f"scaled_dot_product_attention {name}", dtype="float64",
             area="attention masks", run=functools.partial(sdpa_parity, name))
       for name in _sdpa_cases()],
-    *[Check(name=f"gradcheck {name}", dtype="float64", area="gradcheck",
-            run=functools.partial(layer_gradcheck, name)) for name in gradcheck_cases()],
+    *[Check(name=f"gradcheck nn.{name}", dtype="float64", area="gradcheck",
+            run=functools.partial(lambda name: layer_gradcheck(name).parity, name))
+      for name in gradcheck_cases()],
     *[Check(name=f"train 20 steps {TRAJECTORY_OPTIMIZERS[name][0]}, {name} classifier",
             dtype="float64", area="train", run=functools.partial(trajectory_parity, name))
       for name in TRAJECTORY_OPTIMIZERS],
