@@ -90,7 +90,8 @@ class MultiheadAttention(Module):
         if self.add_bias_kv:
             params["bias_k"] = initializers.xavier_normal(keys[3], (1, 1, E), dtype)
             params["bias_v"] = initializers.xavier_normal(keys[4], (1, 1, E), dtype)
-        params["out_proj.weight"] = initializers.torch_default_weight(keys[5], (E, E), dtype, fan_in=E)
+        params["out_proj.weight"] = initializers.torch_default_weight(keys[5], (E, E), dtype,
+                                                                      fan_in=E)
         if self.bias:
             params["out_proj.bias"] = jnp.zeros((E,), dtype)
         return params

@@ -122,7 +122,8 @@ class _RNNBase(Module):
         if hx is not None:
             if self.mode == "LSTM":
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
-                    raise TypeError(f"{where}: `hx` must be a pair (h_0, c_0), got {type(hx).__name__}.")
+                    raise TypeError(
+                        f"{where}: `hx` must be a pair (h_0, c_0), got {type(hx).__name__}.")
                 h0, c0 = map(jnp.asarray, hx)
             else:
                 h0 = jnp.asarray(hx)

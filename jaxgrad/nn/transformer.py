@@ -51,7 +51,8 @@ def _activation_fn(activation, where: str) -> Callable:
         return lambda x: activation.apply({}, x)
     if callable(activation):
         return activation
-    raise TypeError(f"{where}: `activation` must be 'relu', 'gelu' or a callable, got {activation!r}.")
+    raise TypeError(
+        f"{where}: `activation` must be 'relu', 'gelu' or a callable, got {activation!r}.")
 
 
 class _Children(Module):

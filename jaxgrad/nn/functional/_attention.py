@@ -111,7 +111,8 @@ def scaled_dot_product_attention(query, key_input, value, /, attn_mask=None,
             )
         key_input = jnp.repeat(key_input, heads_q // heads_kv, axis=-3)
         value = jnp.repeat(value, heads_q // heads_kv, axis=-3)
-    scores = jnp.matmul(query, jnp.swapaxes(key_input, -1, -2)) * jnp.asarray(scale_factor, query.dtype)
+    scores = jnp.matmul(query, jnp.swapaxes(key_input, -1, -2))
+    scores = scores * jnp.asarray(scale_factor, query.dtype)
     if is_causal:
         causal = jnp.tril(jnp.ones((L, S), bool))
         scores = jnp.where(causal, scores, -jnp.inf)

@@ -140,7 +140,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         counts = jnp.bincount(jnp.ravel(input), length=num_embeddings)
         per_occurrence = jnp.take(counts, input, mode="fill", fill_value=1).astype(weight.dtype)
         # value unchanged (adds an exact 0), gradient divided by the frequency
-        rows = jax.lax.stop_gradient(rows) + (rows - jax.lax.stop_gradient(rows)) / per_occurrence[..., None]
+        frozen = jax.lax.stop_gradient(rows)
+        rows = frozen + (rows - frozen) / per_occurrence[..., None]
     if padding is not None:
         rows = jnp.where((input == padding)[..., None], jax.lax.stop_gradient(rows), rows)
     return rows

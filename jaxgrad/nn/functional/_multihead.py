@@ -180,7 +180,8 @@ def multi_head_attention_forward(
     v = static_v if static_v is not None else jnp.swapaxes(
         v.reshape(v.shape[0], bsz * num_heads, head_dim), 0, 1)
     for name, static in (("static_k", static_k), ("static_v", static_v)):
-        if static is not None and (static.shape[0] != bsz * num_heads or static.shape[2] != head_dim):
+        if static is not None and (static.shape[0] != bsz * num_heads
+                                   or static.shape[2] != head_dim):
             raise ValueError(
                 f"{_where}: `{name}` has shape {tuple(static.shape)}, expected "
                 f"({bsz * num_heads}, S, {head_dim})."
