@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Training speed, jaxgrad vs PyTorch, measured side by side in one process.
 
-For each configuration (the lessons' 784-256-10 MLP at batch 128 and 1024, and a
-14.2M-parameter MLP, 784-2048-2048-2048-2048-10, at batch 1024) it times:
+For each configuration (the lessons' 784-256-10 MLP at batch 128 and 1024, a
+14.2M-parameter MLP, 784-2048-2048-2048-2048-10, at batch 1024, and the digits'
+transformer and LSTM classifiers of torchref.sequence_models at batch 128) it times:
 
   jax step    the jitted jaxgrad train step, called once per batch (donated buffers)
   jax epoch   the same steps fused into one call with lax.scan
@@ -32,7 +33,8 @@ and matmuls, forward and backward), and add a contender:
 
 Goals it reports (never asserts): at batch 128 the jax epoch >= 2.0x torch
 eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 85% of the matmul
-peak (compute-bound); on both CNNs at batch 128 >= 1.5x.
+peak (compute-bound); on both CNNs at batch 128 >= 1.5x; on the transformer and LSTM
+at batch 128 >= 1.5x (their GFLOP/s are not counted: shown as nan).
 
 The run checks itself (jaxgrad.train.benchmark): the header names the CPU, its
 vector extensions (avx2, avx512f, amx...) and the thread settings; every contender
@@ -70,11 +72,15 @@ CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--qu
     # CNNs on 1×8×8 images (torchref.models.cnn / resnet; "sizes" is the model's name)
     ("cnn b128", "cnn", 128, 50, 10),
     ("resnet b128", "resnet", 128, 20, 5),
+    # sequence classifiers of the digits (torchref.sequence_models; sizes = model name)
+    ("transformer b128", "transformer", 128, 10, 3),
+    ("lstm b128", "lstm", 128, 30, 6),
 ]
 GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0,
-         "cnn b128": 1.5, "resnet b128": 1.5}
+         "cnn b128": 1.5, "resnet b128": 1.5, "transformer b128": 1.5, "lstm b128": 1.5}
 PEAK_GOALS = {"14.2M b1024": 0.85}  # jax epoch's fraction of the matmul peak (compute-bound)
 UNTRUSTED_EXIT = 3  # --strict and the run says it cannot be trusted
+CNN_NAMES = ("cnn", "resnet")  # torchref.models.CNN_MODELS
 LR, MOMENTUM = 0.01, 0.9
 
 
@@ -129,8 +135,11 @@ def parse_args(argv=None):
     return args
 
 
-def train_flops(sizes, batch: int) -> int:
-    """Exact matmul FLOPs of one training step (forward + backward) of an MLP."""
+def train_flops(sizes, batch: int) -> float:
+    """Exact matmul FLOPs of one training step (forward + backward) of an MLP (NaN,
+    not counted, for the sequence models)."""
+    if isinstance(sizes, str):
+        return float("nan")
     total = 0
     for layer, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         one = 2 * batch * fan_in * fan_out
@@ -153,10 +162,16 @@ class JaxSide:
 
         self.jax = jax
         self.device = select_devices(device)[0]
-        self.model = nn.mlp(sizes)
         self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
+        if isinstance(sizes, str):  # a sequence model: the twin of torch's, via from_torch
+            from torchref.sequence_models import sequence_model
+
+            self.model, params = nn.from_torch(sequence_model(sizes))
+        else:
+            self.model = nn.mlp(sizes)
         with jax.default_device(self.device):
-            self.params = self.model.init(jax.random.key(0))
+            self.params = (jax.device_put(params, self.device) if isinstance(sizes, str)
+                           else self.model.init(jax.random.key(0)))
             self.opt_state = self.optimizer.init(self.params)
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
@@ -272,8 +287,14 @@ class TorchSide:
         self.torch, self.ttrain = torch, ttrain
         self.device = ttrain.torch_device(device)
         torch.manual_seed(0)
-        self.module = (torchref.models.CNN_MODELS[sizes]() if isinstance(sizes, str)
-                       else torchref.mlp(sizes)).to(self.device)
+        if isinstance(sizes, str) and sizes in CNN_NAMES:
+            self.module = torchref.models.CNN_MODELS[sizes]().to(self.device)
+        elif isinstance(sizes, str):
+            from torchref.sequence_models import sequence_model
+
+            self.module = sequence_model(sizes).to(self.device)
+        else:
+            self.module = torchref.mlp(sizes).to(self.device)
         self.forward = torch.compile(self.module) if compiled else self.module
         self.optimizer = torch.optim.SGD(self.module.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = torch.nn.functional.cross_entropy
@@ -329,10 +350,17 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
 
 def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     rng = np.random.default_rng(0)
-    cnn = isinstance(sizes, str)  # a torchref.models.CNN_MODELS name
-    features, classes = ((1, 8, 8), 10) if cnn else ((sizes[0],), sizes[-1])
-    xs = rng.standard_normal((steps, batch, *features)).astype(np.float32)
-    ys = rng.integers(0, classes, size=(steps, batch)).astype(np.int64)
+    cnn = isinstance(sizes, str) and sizes in CNN_NAMES
+    if cnn:
+        xs = rng.standard_normal((steps, batch, 1, 8, 8)).astype(np.float32)
+    elif sizes == "transformer":  # 64 tokens 0…16 per example
+        xs = rng.integers(0, 17, size=(steps, batch, 64)).astype(np.int64)
+    elif isinstance(sizes, str):  # 64 pixels read as 8 rows of 8
+        xs = rng.random((steps, batch, 64)).astype(np.float32)
+    else:
+        xs = rng.standard_normal((steps, batch, sizes[0])).astype(np.float32)
+    ys = rng.integers(0, 10 if isinstance(sizes, str) else sizes[-1],
+                      size=(steps, batch)).astype(np.int64)
     jax_side = (CnnJaxSide if cnn else JaxSide)(sizes, (xs, ys), args.device)
     contenders = {"jax step": jax_side.run_steps, "jax epoch": jax_side.run_epoch}
     if cnn:
@@ -387,8 +415,11 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     eager = rows["torch eager"]["steps_per_s_median"]
     for row in rows.values():
         row["vs_torch_eager"] = row["steps_per_s_median"] / eager
-    params = (jax_side.model.num_parameters() if cnn
-              else sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
+    if cnn:
+        params = jax_side.model.num_parameters()
+    else:
+        params = (None if isinstance(sizes, str) else
+                  sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
     return {"name": name, "sizes": sizes, "batch": batch, "parameters": params,
             "steps_per_round": steps, "flops_per_step": flops, "contenders": rows,
             "bf16_error": bf16_error,

@@ -28,6 +28,7 @@ Examples:
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50 --resume
   python scripts/train.py --data-dir ~/data/fashion-mnist --epochs 5 --batch-size 128
+  python scripts/train.py --model transformer --optimizer adam --framework both
 
 Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss,
 130 / 143 stopped by SIGINT / SIGTERM.
@@ -55,6 +56,9 @@ MODELS = {  # hidden widths; the input and output widths come from the data
     "lesson": (256,),  # the lessons' 784-256-10 network on FashionMNIST
 }
 CNN_MODELS = ("cnn", "resnet")  # torchref.models.CNN_MODELS: 1×8×8 digit images
+# sequence classifiers of the digits (torchref.sequence_models; jaxgrad twins by from_torch):
+# 8 rows of 8 pixels through an LSTM / GRU, or the 64 intensities as Embedding tokens
+SEQUENCE_MODELS = ("transformer", "lstm", "gru")
 OPTIMIZER_DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "adamw": 1e-3, "rmsprop": 1e-3}
 
 
@@ -67,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     data = parser.add_argument_group("data and model")
     data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
     data.add_argument("--model", default="medium",
-                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), or MLP "
+                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), "
+                           f"{', '.join(SEQUENCE_MODELS)} (sequence models of the digits), or MLP "
                            f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
                            "or a comma list such as 256,128 (default: medium)")
     data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
@@ -139,6 +144,11 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
         if refused:
             parser.error(f"--model {args.model} does not support {', '.join(refused)}")
     # ---- end of convolutional models
+    elif args.model in SEQUENCE_MODELS:  # torchref.sequence_models; args.hidden None marks them
+        args.hidden = None
+        if args.data_dir:
+            parser.error(f"--model {args.model} does not support --data-dir (it reads the "
+                         "8×8 digits as 8 rows of 8 pixels or 64 tokens)")
     else:
         args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
     _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
@@ -233,7 +243,8 @@ def checkpoint_dir(args, framework: str) -> str | None:
 def run_config(args, dataset) -> dict:
     """What a checkpoint must agree with to be resumed (not the epoch count)."""
     return {
-        "dataset": dataset.name, "hidden": list(args.hidden), "activation": args.activation,
+        "dataset": dataset.name, "hidden": list(args.hidden or [args.model]),
+        "activation": args.activation,
         "optimizer": args.optimizer, "optimizer_kwargs": optimizer_kwargs(args),
         "batch_size": args.batch_size, "accumulate": args.accumulate, "clip": args.clip,
         "precision": args.precision, "seed": args.seed, "fused": args.fused,
@@ -291,7 +302,13 @@ class JaxRun(_Run):
             jax.config.update("jax_default_matmul_precision", "float32")
         jtrain.initialize_distributed()
         devices = jtrain.select_devices(args.device)
-        self.model = nn.mlp(sizes, args.activation)
+        if args.hidden is None:  # a sequence model: the twin of torch's, same weights
+            from torchref.sequence_models import sequence_model
+
+            self.model, initial = nn.from_torch(sequence_model(args.model, seed=args.seed))
+            params = initial if params is None else params
+        else:
+            self.model = nn.mlp(sizes, args.activation)
         if params is None:
             params = self.model.init(jax.random.key(args.seed))
         kwargs = optimizer_kwargs(args)
@@ -356,8 +373,14 @@ class TorchRun(_Run):
         from torchref.optim import make_optimizer
 
         torch.manual_seed(args.seed)
-        self.module = (torchref.models.CNN_MODELS[args.model]() if args.model in CNN_MODELS
-                       else torchref.mlp(sizes, args.activation))
+        if args.model in CNN_MODELS:
+            self.module = torchref.models.CNN_MODELS[args.model]()
+        elif args.hidden is None:
+            from torchref.sequence_models import sequence_model
+
+            self.module = sequence_model(args.model, seed=args.seed)
+        else:
+            self.module = torchref.mlp(sizes, args.activation)
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
@@ -461,10 +484,12 @@ def train(args) -> int:
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
     except (OSError, ValueError) as exc:
         return _error(exc)
-    if args.standardize:
+    if args.model == "transformer":
+        dataset = data.digit_tokens(dataset)  # intensities 0…16 as Embedding ids
+    elif args.standardize:
         dataset = standardized(dataset)
-    sizes = [dataset.num_features, *args.hidden, dataset.num_classes]
-    described = f"mlp {sizes} {args.activation}"
+    sizes = [dataset.num_features, *(args.hidden or ()), dataset.num_classes]
+    described = args.model if args.hidden is None else f"mlp {sizes} {args.activation}"
     if args.model in CNN_MODELS:  # images `(n, 1, 8, 8)`, C,H,W as torch
         dataset = dataclasses.replace(
             dataset, x_train=dataset.x_train.reshape(-1, 1, *dataset.image_shape),
@@ -560,7 +585,7 @@ def train(args) -> int:
                         metadata={"framework": run.framework, "sizes": json.dumps(sizes)})
             print(f"saved {run.framework} parameters to {path}")
     if args.plot:
-        plot(args.plot, history, rows, f"mlp {sizes} {args.activation} on {dataset.name}, "
+        plot(args.plot, history, rows, f"{described} on {dataset.name}, "
              f"{args.optimizer} {optimizer_kwargs(args)}, batch {step_examples}")
         print(f"loss curve: {args.plot}")
     if args.json:
