@@ -1,0 +1,142 @@
+"""``jaxgrad.flax``: torch modules as ``flax.nnx`` modules and back, against torch.
+
+The same model three times — torch, the nnx twin from ``to_nnx``, and the jaxgrad
+model ``from_nnx`` reads back — compared at the float64 tier: forward, gradients
+mapped back to torch's names and layouts, and a training trajectory driven by
+``nnx.Optimizer`` with jaxgrad's torch-semantics optimizer.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+import jaxgrad
+import torchref
+from jaxgrad import losses as jlosses
+from jaxgrad import optim as joptim
+from jaxgrad.flax import from_nnx, grads_to_torch, nnx_state_dict, to_nnx
+from jaxgrad.parity import assert_parity
+
+
+def _mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(6, 5), torch.nn.GELU(), torch.nn.Linear(5, 4),
+        torch.nn.LeakyReLU(0.2), torch.nn.Linear(4, 3),
+    ).double()
+
+
+def _torch_grads(module, x, y):
+    module.zero_grad(set_to_none=True)
+    out = module(x)
+    torch.nn.functional.cross_entropy(out, y).backward()
+    return out.detach().numpy(), {n: p.grad.numpy() for n, p in module.named_parameters()}
+
+
+def _nnx_grads(nnx_module, x, y):
+    def loss(module):
+        out = module(x)
+        return jlosses.cross_entropy(out, y), out
+
+    (_, out), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    return np.asarray(out), grads_to_torch(nnx_module, grads)
+
+
+def test_mlp_forward_and_grads_match_torch(x64, seed):
+    module = _mlp()
+    x = torch.randn(7, 6, dtype=torch.float64)
+    y = torch.randint(0, 3, (7,))
+    out_ref, grads_ref = _torch_grads(module, x, y)
+    nnx_module = to_nnx(module)
+    assert nnx_module.layers[0].kernel.get_value().shape == (6, 5)  # flax (in, out)
+    out, grads = _nnx_grads(nnx_module, jnp.asarray(x.numpy()), jnp.asarray(y.numpy()))
+    assert out.dtype == np.float64
+    assert_parity({"output": out_ref, "grads": grads_ref}, {"output": out, "grads": grads})
+
+
+def test_round_trips_are_bit_exact(x64, seed):
+    module = _mlp()
+    state = {k: v.numpy() for k, v in module.state_dict().items()}
+    back = nnx_state_dict(to_nnx(module))
+    assert list(back) == list(state)
+    for name in state:
+        np.testing.assert_array_equal(back[name], state[name])
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in back.items()})  # torch accepts it
+    model, params = jaxgrad.nn.from_torch(module)
+    model2, params2 = from_nnx(to_nnx(model, params))
+    assert model2.state_dict_keys() == model.state_dict_keys()
+    for name in params:
+        np.testing.assert_array_equal(params2[name], params[name])
+
+
+def test_exact_gelu_is_mapped_and_flax_default_reads_back_as_tanh():
+    nnx_module = to_nnx(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.GELU()))
+    gelu = nnx_module.layers[1]
+    assert gelu.func is nnx.gelu and gelu.keywords == {"approximate": False}
+    # a hand-written flax model using nnx.gelu as is gets torch's tanh variant back
+    hand = nnx.Sequential(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), nnx.gelu)
+    model, _ = from_nnx(hand)
+    assert model[1] == jaxgrad.nn.GELU(approximate="tanh")
+
+
+def test_training_trajectory_with_nnx_optimizer_matches_torch(x64, seed):
+    module = _mlp()
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((32, 6))
+    y = rng.integers(0, 3, 32)
+    torch_opt = torch.optim.Adam(module.parameters(), lr=1e-2, weight_decay=0.01)
+    nnx_module = to_nnx(module)
+    optimizer = nnx.Optimizer(nnx_module, joptim.adam(lr=1e-2, weight_decay=0.01), wrt=nnx.Param)
+
+    @nnx.jit
+    def step(nnx_module, optimizer, xb, yb):
+        grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(xb), yb))(nnx_module)
+        optimizer.update(nnx_module, grads)
+
+    reference, candidate = [], []
+    for t in range(20):
+        idx = slice((t % 4) * 8, (t % 4) * 8 + 8)
+        torch_opt.zero_grad()
+        torch.nn.functional.cross_entropy(module(torch.from_numpy(x[idx])),
+                                          torch.from_numpy(y[idx])).backward()
+        torch_opt.step()
+        step(nnx_module, optimizer, jnp.asarray(x[idx]), jnp.asarray(y[idx]))
+        reference.append(torchref.state_dict_numpy(module))
+        candidate.append(nnx_state_dict(nnx_module))
+    assert_parity(reference, candidate)
+
+
+def test_unsupported_layer_is_named_with_its_path():
+    module = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Softsign()))
+    with pytest.raises(ValueError, match="Softsign"):
+        to_nnx(module)
+
+
+def test_hand_built_model_with_mismatched_shapes_lists_every_problem():
+    rngs = nnx.Rngs(0)
+    hand = nnx.Sequential(nnx.Linear(3, 4, rngs=rngs), nnx.relu, nnx.Linear(5, 2, rngs=rngs),
+                          nnx.Linear(3, 1, rngs=rngs))
+    with pytest.raises(ValueError) as info:
+        from_nnx(hand)
+    message = str(info.value)
+    assert "2 (Linear) takes 5 features but 0 (Linear) gives 4" in message
+    assert "3 (Linear) takes 3 features but 2 (Linear) gives 2" in message
+
+
+def test_bad_arguments_are_refused():
+    module = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="layout"):
+        to_nnx(module, layout="NWHC")
+    with pytest.raises(ValueError, match="only with a jaxgrad model"):
+        to_nnx(module, params={})
+    model = jaxgrad.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="needs its `params`"):
+        to_nnx(model)
+    with pytest.raises(ValueError, match="missing keys: bias"):
+        to_nnx(model, {"weight": np.zeros((2, 2), np.float32)})
