@@ -613,3 +613,40 @@ def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
     copy = nnx.merge(graphdef, state)
     nnx.update(copy, grads)
     return from_nnx(copy)[1]
+
+
+# What to_nnx maps for each layer: shown by scripts/port.py and docs/flax.md.
+NOTES = {
+    "Linear": "weight (out, in) -> nnx.Linear kernel (in, out), transposed",
+    "Conv1d": "weight OIL -> kernel LIO; explicit symmetric padding pairs, never 'SAME'",
+    "Conv2d": "weight OIHW -> kernel HWIO; explicit symmetric padding pairs, never 'SAME'",
+    "BatchNorm1d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
+    "BatchNorm2d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
+    "GroupNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
+    "LayerNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
+    "Embedding": "weight -> embedding; padding_idx row frozen (TorchEmbed)",
+    "Dropout": "rate = p (drop probability, as torch)",
+    "Flatten": "channels moved first before flattening: torch's C,H,W feature order",
+    "GELU": "approximate=False unless torch's 'tanh' (jax.nn.gelu defaults to tanh)",
+    "LeakyReLU": "negative_slope carried (flax 0.01 = torch 0.01)",
+    "MaxPool1d": "padding with -inf, explicit pairs; ceil_mode/dilation via TorchPool",
+    "MaxPool2d": "padding with -inf, explicit pairs; ceil_mode/dilation via TorchPool",
+    "AvgPool1d": "count_include_pad carried; ceil_mode/divisor_override via TorchPool",
+    "AvgPool2d": "count_include_pad carried; ceil_mode/divisor_override via TorchPool",
+    "AdaptiveAvgPool1d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+    "AdaptiveAvgPool2d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+    "AdaptiveMaxPool1d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+    "AdaptiveMaxPool2d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+}
+
+
+def conversion_notes(model, path: str = "") -> list[tuple[str, str, str]]:
+    """``(path, class name, what to_nnx maps)`` for every layer of ``model`` that
+    carries a convention, in order."""
+    if type(model).__name__ == "Sequential":
+        notes = []
+        for name, layer in zip(model.names, model.layers):
+            notes += conversion_notes(layer, f"{path}.{name}" if path else name)
+        return notes
+    name = type(model).__name__
+    return [(path, name, NOTES[name])] if name in NOTES else []

@@ -1,0 +1,273 @@
+"""flax.nnx interop: ``jaxgrad.flax.to_nnx`` twins against torch, and the cost of each
+torch-vs-flax convention when it is left unmapped (``scripts/flax_conventions.py``).
+
+Each convention is measured on one small float64 layer: the stock ``flax.nnx`` layer
+with the convention mapped (what ``to_nnx`` sets) and with flax's default left in
+place, both against torch on the same weights and input.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from flax import nnx
+
+from jaxgrad import losses as jlosses
+from jaxgrad.flax import grads_to_torch, modules, nnx_state_dict, to_nnx
+from jaxgrad.parity import compare
+from parity_checks.harness import Check, jax_precision
+
+F64 = torch.float64
+
+
+def _t(array) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(array))
+
+
+def _err(a, b) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return float("nan")
+    return float(np.max(np.abs(a - b)))
+
+
+def _set(variable, value):
+    variable.set_value(jnp.asarray(np.asarray(value), dtype=variable.get_value().dtype))
+
+
+def _rngs():
+    return nnx.Rngs(0)
+
+
+# ------------------------------------------------------------------ conventions
+def _linear_layout(rng):
+    layer = torch.nn.Linear(4, 4, dtype=F64)  # square: a missed transpose raises nothing
+    x = rng.standard_normal((3, 4))
+    ref = layer(_t(x)).detach().numpy()
+    w, b = layer.weight.detach().numpy(), layer.bias.detach().numpy()
+    out = {}
+    for mapped, kernel in ((True, w.T), (False, w)):
+        dense = nnx.Linear(4, 4, param_dtype=jnp.float64, rngs=_rngs())
+        _set(dense.kernel, kernel)
+        _set(dense.bias, b)
+        out[mapped] = _err(dense(jnp.asarray(x)), ref)
+    return "weight (out, in)", "kernel (in, out)", out
+
+
+def _gelu(rng):
+    x = rng.standard_normal(1000) * 3
+    ref = torch.nn.functional.gelu(_t(x)).numpy()
+    return "GELU erf (exact)", "nnx.gelu: tanh approx.", {
+        True: _err(nnx.gelu(jnp.asarray(x), approximate=False), ref),
+        False: _err(nnx.gelu(jnp.asarray(x)), ref),
+    }
+
+
+def _norm_eps(kind: str, rng):
+    x = rng.standard_normal((4, 8, 3, 3)) * 0.1  # low-variance rows, as late in training
+    if kind == "LayerNorm":
+        x = x.reshape(4, 72)
+        ref = torch.nn.functional.layer_norm(_t(x), (72,)).numpy()
+        make = lambda eps: nnx.LayerNorm(72, epsilon=eps, use_fast_variance=False,
+                                         param_dtype=jnp.float64, rngs=_rngs())
+        data = jnp.asarray(x)
+    else:
+        ref = torch.nn.functional.group_norm(_t(x), 4).numpy()
+        make = lambda eps: nnx.GroupNorm(8, num_groups=4, epsilon=eps, use_fast_variance=False,
+                                         param_dtype=jnp.float64, rngs=_rngs())
+        data = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    result = {}
+    for mapped, eps in ((True, 1e-5), (False, None)):
+        layer = make(eps) if eps is not None else make(1e-6)  # 1e-6: flax's default
+        y = layer(data)
+        y = y if kind == "LayerNorm" else jnp.moveaxis(y, -1, 1)
+        result[mapped] = _err(y, ref)
+    return "eps 1e-5", "epsilon 1e-6", result
+
+
+def _batch_norm_stats(which: str, rng):
+    x = rng.standard_normal((8, 3)) * 2 + 1
+    torch_bn = torch.nn.BatchNorm1d(3, dtype=F64)
+    torch_bn(_t(x))
+    field = "running_mean" if which == "momentum" else "running_var"
+    ref = getattr(torch_bn, field).numpy()
+    mapped = modules.TorchBatchNorm(3, momentum=0.1, param_dtype=jnp.float64)
+    mapped(jnp.asarray(x))
+    if which == "momentum":  # flax's default momentum 0.99 weighs the *old* average
+        stock = nnx.BatchNorm(3, param_dtype=jnp.float64, use_fast_variance=False, rngs=_rngs())
+        torch_text, flax_text = "momentum 0.1 (new batch)", "momentum 0.99 (old avg)"
+    else:  # momentum mapped (0.9), variance left biased
+        stock = nnx.BatchNorm(3, momentum=0.9, param_dtype=jnp.float64, use_fast_variance=False,
+                              rngs=_rngs())
+        torch_text, flax_text = "running var unbiased n/(n-1)", "running var biased"
+    stock(jnp.asarray(x))
+    name = "mean" if which == "momentum" else "var"
+    return torch_text, flax_text, {True: _err(getattr(mapped, name)[...], ref),
+                                   False: _err(getattr(stock, name)[...], ref)}
+
+
+def _conv_same(rng):
+    conv = torch.nn.Conv2d(2, 3, 3, stride=2, padding=1, dtype=F64)
+    x = rng.standard_normal((1, 2, 8, 8))
+    ref = conv(_t(x)).detach().numpy()
+    kernel = np.moveaxis(conv.weight.detach().numpy(), (0, 1), (-1, -2))
+    out = {}
+    for mapped, padding in ((True, ((1, 1), (1, 1))), (False, "SAME")):
+        layer = nnx.Conv(2, 3, (3, 3), strides=2, padding=padding, param_dtype=jnp.float64,
+                         rngs=_rngs())
+        _set(layer.kernel, kernel)
+        _set(layer.bias, conv.bias.detach().numpy())
+        y = layer(jnp.moveaxis(jnp.asarray(x), 1, -1))
+        out[mapped] = _err(jnp.moveaxis(y, -1, 1), ref)
+    return "padding=1: pads (1, 1)", "'SAME' at stride 2: (0, 1)", out
+
+
+def _flatten_order(rng):
+    fc = torch.nn.Linear(2 * 3 * 3, 2, dtype=F64)
+    x = rng.standard_normal((2, 2, 3, 3))  # torch NCHW feature map
+    ref = fc(_t(x).flatten(1)).detach().numpy()
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    dense = nnx.Linear(18, 2, param_dtype=jnp.float64, rngs=_rngs())
+    _set(dense.kernel, fc.weight.detach().numpy().T)
+    _set(dense.bias, fc.bias.detach().numpy())
+    mapped = dense(modules.TorchFlatten()(modules.ChannelsFirst()(nhwc)))
+    unmapped = dense(nhwc.reshape(2, -1))
+    return "flatten C,H,W", "flatten H,W,C (NHWC)", {True: _err(mapped, ref),
+                                                    False: _err(unmapped, ref)}
+
+
+def _adaptive_pool(rng):
+    x = rng.standard_normal((1, 2, 8, 8))
+    ref = torch.nn.functional.adaptive_avg_pool2d(_t(x), 3).numpy()
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    # the usual substitute: stride in//out, window in - (out - 1)·stride
+    stock = nnx.avg_pool(nhwc, (4, 4), strides=(2, 2))
+    windows = [(0, 3), (2, 6), (5, 8)]  # torch: [floor(i·8/3), ceil((i+1)·8/3))
+    mapped = jnp.stack([jnp.stack([nhwc[:, a:b, c:d].mean(axis=(1, 2)) for c, d in windows], 1)
+                        for a, b in windows], 1)
+    return "windows [⌊i·n/o⌋, ⌈(i+1)·n/o⌉)", "avg_pool(window 4, stride 2)", {
+        True: _err(jnp.moveaxis(mapped, -1, 1), ref),
+        False: _err(jnp.moveaxis(stock, -1, 1), ref),
+    }
+
+
+def _count_include_pad(rng):
+    x = rng.standard_normal((1, 2, 6, 6))
+    ref = torch.nn.functional.avg_pool2d(_t(x), 3, 2, 1, count_include_pad=False).numpy()
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    pool = functools.partial(nnx.avg_pool, window_shape=(3, 3), strides=(2, 2),
+                             padding=((1, 1), (1, 1)))
+    return "count_include_pad=False", "count_include_pad=True", {
+        True: _err(jnp.moveaxis(pool(nhwc, count_include_pad=False), -1, 1), ref),
+        False: _err(jnp.moveaxis(pool(nhwc), -1, 1), ref),
+    }
+
+
+def _padding_idx(rng):
+    emb = torch.nn.Embedding(5, 3, padding_idx=0, dtype=F64)
+    ids = np.array([[0, 1, 2], [0, 3, 0]])
+    emb(_t(ids)).sum().backward()
+    ref = emb.weight.grad.numpy()
+    table = emb.weight.detach().numpy()
+    mapped = modules.TorchEmbed(5, 3, 0, param_dtype=jnp.float64)
+    stock = nnx.Embed(5, 3, param_dtype=jnp.float64, rngs=_rngs())
+    grads = {}
+    for key, layer in ((True, mapped), (False, stock)):
+        _set(layer.embedding, table)
+        g = nnx.grad(lambda mod: mod(jnp.asarray(ids)).sum())(layer)
+        grads[key] = _err(g["embedding"][...], ref)
+    return "padding_idx row: zero grad", "nnx.Embed: no padding_idx", grads
+
+
+def _default_init(rng):
+    del rng
+    torch.manual_seed(0)
+    torch_std = float(torch.nn.Linear(256, 256).weight.std())
+    flax_std = float(jnp.std(nnx.Linear(256, 256, rngs=_rngs()).kernel[...]))
+    # "error" here: the ratio of the weight's standard deviations (from-scratch runs)
+    return "kaiming_uniform(a=√5)", "lecun_normal", {True: 0.0, False: flax_std / torch_std,
+                                                    "unit": "std ratio"}
+
+
+CONVENTIONS = [
+    ("Linear weight layout", _linear_layout),
+    ("GELU", _gelu),
+    ("LayerNorm eps", functools.partial(_norm_eps, "LayerNorm")),
+    ("GroupNorm eps", functools.partial(_norm_eps, "GroupNorm")),
+    ("BatchNorm momentum (1 step)", functools.partial(_batch_norm_stats, "momentum")),
+    ("BatchNorm running var (1 step)", functools.partial(_batch_norm_stats, "variance")),
+    ("Conv2d padding, stride 2", _conv_same),
+    ("flatten after conv", _flatten_order),
+    ("AdaptiveAvgPool2d 8 -> 3", _adaptive_pool),
+    ("AvgPool2d count_include_pad", _count_include_pad),
+    ("Embedding padding_idx grad", _padding_idx),
+    ("default Linear init", _default_init),
+]
+
+
+def measure_conventions() -> list[dict]:
+    """One row per convention: torch's value, flax's default, and the max abs error
+    against torch with the convention mapped and left unmapped (float64)."""
+    rows = []
+    with jax_precision("float64"):
+        for name, measure in CONVENTIONS:
+            torch_text, flax_text, errors = measure(np.random.default_rng(0))
+            unit = errors.get("unit", "max abs err")
+            rows.append({"convention": name, "torch": torch_text, "flax": flax_text,
+                         "mapped": errors[True], "unmapped": errors[False], "unit": unit})
+    return rows
+
+
+# ---------------------------------------------------------------- parity rows
+def _mlp_module(dtype):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 16),
+                               torch.nn.Tanh(), torch.nn.Linear(16, 5)).to(dtype)
+
+
+def _forward_and_grads(module, x, y, layout="NHWC"):
+    """torch and nnx: output, and the gradients of cross-entropy in torch's names."""
+    module.zero_grad(set_to_none=True)
+    out = module(_t(x))
+    torch.nn.functional.cross_entropy(out, _t(y)).backward()
+    reference = {"output": out.detach().numpy(),
+                 "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    nnx_module = to_nnx(module, layout=layout)
+
+    def loss(mod):
+        logits = mod(jnp.asarray(x))
+        return jlosses.cross_entropy(logits, jnp.asarray(y)), logits
+
+    (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    candidate = {"output": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)}
+    return reference, candidate
+
+
+def _mlp_check(dtype: str):
+    torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    with jax_precision(dtype):
+        module = _mlp_module(torch_dtype)
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((8, 12)).astype(dtype)
+        y = rng.integers(0, 5, 8)
+        reference, candidate = _forward_and_grads(module, x, y)
+        return compare(reference, candidate, name=f"nnx mlp {dtype}")
+
+
+def _round_trip_check():
+    with jax_precision("float64"):
+        module = _mlp_module(torch.float64)
+        state = {k: v.numpy() for k, v in module.state_dict().items()}
+        back = nnx_state_dict(to_nnx(module))
+        from jaxgrad.parity import BIT_IDENTICAL
+        return compare(state, back, name="nnx round trip", **BIT_IDENTICAL)
+
+
+CHECKS = [
+    Check("nnx mlp forward+grads", dtype, functools.partial(_mlp_check, dtype), area="flax")
+    for dtype in ("float64", "float32")
+] + [Check("nnx round trip bit-exact", "float64", _round_trip_check, area="flax")]
