@@ -140,3 +140,15 @@ def test_bad_arguments_are_refused():
         to_nnx(model)
     with pytest.raises(ValueError, match="missing keys: bias"):
         to_nnx(model, {"weight": np.zeros((2, 2), np.float32)})
+
+
+def test_grads_to_torch_leaves_the_module_unchanged(x64):
+    module = _mlp()
+    nnx_module = to_nnx(module)
+    before = nnx_state_dict(nnx_module)
+    x, y = jnp.ones((2, 6)), jnp.array([0, 1])
+    grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(x), y))(nnx_module)
+    grads_to_torch(nnx_module, grads)
+    after = nnx_state_dict(nnx_module)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name])

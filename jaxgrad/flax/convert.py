@@ -609,8 +609,7 @@ def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
     """``nnx.grad``'s gradients of ``module`` as a torch-keyed dict in torch's layouts
     (``weight`` `(out, in)`, OIHW): what ``{n: p.grad for n, p in named_parameters()}``
     holds after ``backward()`` on the twin."""
-    graphdef, state = nnx.split(module)
-    copy = nnx.merge(graphdef, state)
+    copy = nnx.clone(module)  # split/merge would share the variables: the module keeps its params
     nnx.update(copy, grads)
     return from_nnx(copy)[1]
 
@@ -650,3 +649,9 @@ def conversion_notes(model, path: str = "") -> list[tuple[str, str, str]]:
         return notes
     name = type(model).__name__
     return [(path, name, NOTES[name])] if name in NOTES else []
+
+
+def is_image_model(model) -> bool:
+    """Whether ``model``'s first layer that cares about layout works on images
+    (convolution, pooling, batch or group norm): ``to_nnx``'s ``layout`` applies."""
+    return _need(model) == "cl"

@@ -271,3 +271,85 @@ CHECKS = [
     Check("nnx mlp forward+grads", dtype, functools.partial(_mlp_check, dtype), area="flax")
     for dtype in ("float64", "float32")
 ] + [Check("nnx round trip bit-exact", "float64", _round_trip_check, area="flax")]
+
+
+# --------------------------------------------------------------- port reports
+def layer_table(module, nnx_module, x, layout: str) -> list[dict]:
+    """Per top-level layer of a torch ``Sequential``: the max abs error of the nnx
+    twin's output against torch's (float64 or float32 as the module), in torch's
+    layout. Other modules get one row for the whole forward."""
+    from jaxgrad.flax import modules as m
+    from jaxgrad.parity import compare as compare_trees
+
+    x_t = _t(x)
+    image = x.ndim >= 3
+    feed = jnp.moveaxis(jnp.asarray(x), 1, -1) if (layout == "NHWC" and image
+                                                   and _starts_channels_last(nnx_module)) else jnp.asarray(x)
+    if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
+        ref = module(x_t).detach().numpy()
+        out = np.asarray(nnx_module(feed))
+        if layout == "NHWC" and out.ndim >= 3 and out.shape != ref.shape:
+            out = np.moveaxis(out, -1, 1)
+        report = compare_trees(ref, out)
+        return [{"layer": "(whole model)", "type": type(module).__name__,
+                 "max_abs_err": report.max_abs_err, "passed": report.passed}]
+    rows, torch_value, value = [], x_t, feed
+    channels_last = feed is not None and feed.shape != tuple(x.shape)
+    children = iter(module.named_children())
+    for item in nnx_module.layers:
+        value = item(value)
+        if isinstance(item, m.ChannelsLast):
+            channels_last = True
+            continue
+        if isinstance(item, m.ChannelsFirst):
+            channels_last = False
+            continue
+        name, child = next(children)
+        torch_value = child(torch_value)
+        out = np.asarray(value)
+        if channels_last and out.ndim >= 3:
+            out = np.moveaxis(out, -1, 1)
+        report = compare_trees(torch_value.detach().numpy(), out)
+        rows.append({"layer": name, "type": type(child).__name__,
+                     "max_abs_err": report.max_abs_err, "passed": report.passed})
+    return rows
+
+
+def _starts_channels_last(nnx_module) -> bool:
+    from jaxgrad.flax import modules as m
+
+    first = nnx_module.layers[0] if isinstance(nnx_module, nnx.Sequential) else None
+    return not isinstance(first, m.ChannelsLast)
+
+
+def port_parity(module, x, layout: str, dtype: str):
+    """Forward and gradients (of ``sum(output · cotangent)``, every parameter) of
+    ``module`` and its nnx twin at the ``dtype`` tier; ``(report, nnx_module)``."""
+    import copy
+
+    torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    module = copy.deepcopy(module).to(torch_dtype)
+    x = x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x
+    with jax_precision(dtype):
+        nnx_module = to_nnx(module, layout=layout)
+        image = x.ndim >= 3 and np.issubdtype(x.dtype, np.floating)
+        feed = jnp.asarray(x)
+        if layout == "NHWC" and image and _starts_channels_last(nnx_module):
+            feed = jnp.moveaxis(feed, 1, -1)
+        module.zero_grad(set_to_none=True)
+        out = module(_t(x))
+        cotangent = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(dtype)
+        (out * _t(cotangent)).sum().backward()
+        reference = {"output": out.detach().numpy(),
+                     "grads": {n: p.grad.numpy() for n, p in module.named_parameters()
+                               if p.grad is not None}}
+
+        def objective(mod):
+            y = mod(feed)
+            if y.shape != cotangent.shape:  # channels-last output: back to torch's order
+                y = jnp.moveaxis(y, -1, 1)
+            return jnp.sum(y * cotangent), y
+
+        (_, y), grads = nnx.value_and_grad(objective, has_aux=True)(nnx_module)
+        candidate = {"output": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)}
+        return compare(reference, candidate, name=f"port {type(module).__name__} {dtype}"), nnx_module
