@@ -25,6 +25,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from jaxgrad.nn import functional as F
 from jaxgrad.nn.module import Module
 
 
@@ -86,3 +87,100 @@ class GELU(_Activation):
 
     def forward(self, params, x):
         return jax.nn.gelu(x, approximate=self.approximate == "tanh")
+
+
+# --- the activations CNNs use: thin over jaxgrad.nn.functional (torch's backward at
+# the kinks and constants lives there, next to each forward rule)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReLU6(_Activation):
+    """``torch.nn.ReLU6(inplace=False)``: ``min(max(x, 0), 6)``, gradient 0 at 0 and 6."""
+
+    inplace: bool = False
+
+    def forward(self, params, x):
+        return F.relu6(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class SiLU(_Activation):
+    """``torch.nn.SiLU(inplace=False)``: ``x·σ(x)``."""
+
+    inplace: bool = False
+
+    def forward(self, params, x):
+        return F.silu(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardswish(_Activation):
+    """``torch.nn.Hardswish(inplace=False)``; gradient 0 at −3 and 1 at 3, as torch's."""
+
+    inplace: bool = False
+
+    def forward(self, params, x):
+        return F.hardswish(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardsigmoid(_Activation):
+    """``torch.nn.Hardsigmoid(inplace=False)``; gradient float32(1/6) inside (−3, 3)."""
+
+    inplace: bool = False
+
+    def forward(self, params, x):
+        return F.hardsigmoid(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class ELU(_Activation):
+    """``torch.nn.ELU(alpha=1.0, inplace=False)``."""
+
+    alpha: float = 1.0
+    inplace: bool = False
+
+    def forward(self, params, x):
+        return F.elu(x, self.alpha)
+
+
+@dataclasses.dataclass(frozen=True)
+class Softplus(_Activation):
+    """``torch.nn.Softplus(beta=1.0, threshold=20.0)``: linear where ``beta·x > threshold``."""
+
+    beta: float = 1.0
+    threshold: float = 20.0
+
+    def forward(self, params, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mish(_Activation):
+    """``torch.nn.Mish(inplace=False)``: ``x·tanh(softplus(x))``."""
+
+    inplace: bool = False
+
+    def forward(self, params, x):
+        return F.mish(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Softmax(_Activation):
+    """``torch.nn.Softmax(dim=None)``. ``dim=None`` keeps torch's legacy implicit
+    choice (dim 0 for 0-, 1- and 3-dimensional inputs, else 1) and warns, as torch."""
+
+    dim: int | None = None
+
+    def forward(self, params, x):
+        return F.softmax(x, self.dim)
+
+
+@dataclasses.dataclass(frozen=True)
+class LogSoftmax(_Activation):
+    """``torch.nn.LogSoftmax(dim=None)``; ``dim=None`` as ``Softmax``."""
+
+    dim: int | None = None
+
+    def forward(self, params, x):
+        return F.log_softmax(x, self.dim)

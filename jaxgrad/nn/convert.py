@@ -10,6 +10,8 @@ from collections import OrderedDict
 
 from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
+from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
+                                    SiLU, Softmax, Softplus)
 from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.linear import Flatten, Identity, Linear
 
@@ -32,6 +34,16 @@ _CONVERTERS = {
     "LeakyReLU": lambda m: LeakyReLU(negative_slope=m.negative_slope),
     "Identity": lambda m: Identity(),
     "Flatten": lambda m: Flatten(start_dim=m.start_dim, end_dim=m.end_dim),
+    # CNN activations
+    "ELU": lambda m: ELU(alpha=m.alpha),
+    "Hardsigmoid": lambda m: Hardsigmoid(),
+    "Hardswish": lambda m: Hardswish(),
+    "LogSoftmax": lambda m: LogSoftmax(dim=m.dim),
+    "Mish": lambda m: Mish(),
+    "ReLU6": lambda m: ReLU6(),
+    "SiLU": lambda m: SiLU(),
+    "Softmax": lambda m: Softmax(dim=m.dim),
+    "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

@@ -6,3 +6,18 @@ these, and ``from_torch``'s ``torch.fx`` table maps ``torch.nn.functional.X`` to
 ``_norm``, ``_dropout``, ``_activation``, ``_attention``, ``_embedding``…),
 re-exported here one name per line.
 """
+
+from jaxgrad.nn.functional._activation import elu
+from jaxgrad.nn.functional._activation import gelu
+from jaxgrad.nn.functional._activation import hardsigmoid
+from jaxgrad.nn.functional._activation import hardswish
+from jaxgrad.nn.functional._activation import leaky_relu
+from jaxgrad.nn.functional._activation import log_softmax
+from jaxgrad.nn.functional._activation import mish
+from jaxgrad.nn.functional._activation import relu
+from jaxgrad.nn.functional._activation import relu6
+from jaxgrad.nn.functional._activation import sigmoid
+from jaxgrad.nn.functional._activation import silu
+from jaxgrad.nn.functional._activation import softmax
+from jaxgrad.nn.functional._activation import softplus
+from jaxgrad.nn.functional._activation import tanh

@@ -1,0 +1,257 @@
+"""Conformance with PyTorch's own module tests: every ``module_db`` sample, both frameworks.
+
+PyTorch's test suite describes each ``torch.nn`` class by a ``ModuleInfo`` in
+``torch.testing._internal.common_modules.module_db``; its ``module_inputs_func``
+yields samples — constructor arguments and forward inputs — chosen by torch's
+maintainers to cover the class's options. For every class in ``REGISTRY`` this
+harness runs every sample in float64, in training and in evaluation mode:
+
+1. build the torch module from the sample's constructor arguments (``.double()``,
+   ``.train(training)``) and convert it with ``jaxgrad.nn.from_torch(module,
+   with_buffers=True)`` before torch runs it;
+2. run torch's forward and ``torch.autograd.grad`` of the floating outputs against a
+   fixed random cotangent, with respect to the inputs that require grad and every
+   parameter; read the buffers after the forward (train mode updates them);
+3. run the jaxgrad twin (``apply(params, *inputs, buffers=..., train=training,
+   key=...)``) and ``jax.vjp`` with the same cotangent;
+4. compare outputs, input and parameter gradients and new buffers with
+   ``jaxgrad.parity.compare`` at the float64 tier (rtol 1e-10, atol 1e-12).
+
+A sample jaxgrad cannot run is never dropped silently. Either its ``Entry`` names the
+constructor or forward argument jaxgrad refuses (``refused``), and jaxgrad must then
+raise ``ValueError``/``TypeError`` naming it in backticks (the sample counts as
+refused, with that argument), or the entry gives the reason the sample cannot be
+expressed as a pure function at all (``skipped``). An error nobody declared is a
+failure, and so is a declared refusal that jaxgrad does not raise.
+
+Torch's positional-or-keyword forward arguments passed by name (``Linear``'s sample
+calls ``forward(input=x)``) are passed positionally: jaxgrad's ``apply`` takes its
+inputs positionally after ``params``.
+
+To register a class, add a line to ``REGISTRY``: ``"Name": Entry()`` when every sample
+runs as is, or an ``Entry`` with ``refused`` / ``skipped`` / ``run``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import zlib
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import torch.utils._pytree as torch_pytree
+
+import jaxgrad
+from jaxgrad.parity import ParityReport
+
+STATUSES = ("passed", "failed", "refused", "skipped")
+
+
+def _nothing(sample) -> str | None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """How the harness runs one class's samples.
+
+    Attributes:
+      refused: ``sample -> argument name or None``: the argument jaxgrad refuses in
+        this sample; jaxgrad must raise naming it (in backticks).
+      skipped: ``sample -> reason or None``: why the sample cannot be expressed as a
+        pure function (e.g. it tests in-place mutation); the sample is not run.
+      run: replaces ``run_sample`` for this class (``run(info, sample, training) ->
+        SampleResult``), for layers whose comparison needs more than the default
+        (randomness with injected masks).
+    """
+
+    refused: Callable[[Any], str | None] = _nothing
+    skipped: Callable[[Any], str | None] = _nothing
+    run: Callable | None = None
+
+
+# One line per class; keep alphabetical within each helper's block to ease merges.
+REGISTRY: dict[str, Entry] = {
+    # layers of the MLP era
+    "GELU": Entry(),
+    "LeakyReLU": Entry(),
+    "Linear": Entry(),
+    "ReLU": Entry(),
+    "Sigmoid": Entry(),
+    "Tanh": Entry(),
+    # CNN activations
+    "ELU": Entry(),
+    "Hardswish": Entry(),
+    "LogSoftmax": Entry(),
+    "Mish": Entry(),
+    "ReLU6": Entry(),
+    "SiLU": Entry(),
+    "Softmax": Entry(),
+    "Softplus": Entry(),
+}
+
+
+@dataclasses.dataclass
+class SampleResult:
+    """One sample's outcome. ``detail``: the argument refused, the reason skipped, or
+    the failure (parity table or error)."""
+
+    cls: str
+    training: bool
+    desc: str
+    status: str
+    detail: str = ""
+    report: ParityReport | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.cls}[{'train' if self.training else 'eval'}] {self.desc or '(default)'}"
+
+
+@functools.lru_cache(maxsize=None)
+def module_infos() -> dict[str, Any]:
+    """``{class name: ModuleInfo}`` of ``module_db``; imported once per process (~10 s)."""
+    from torch.testing._internal.common_modules import module_db
+
+    return {info.module_cls.__name__: info for info in module_db}
+
+
+def samples(info, training: bool) -> list:
+    """The class's float64 samples, reproducibly (torch's RNG seeded from the name)."""
+    torch.manual_seed(zlib.crc32(f"{info.module_cls.__name__} {training}".encode()))
+    return list(info.module_inputs_func(info, device="cpu", dtype=torch.float64,
+                                        requires_grad=True, training=training))
+
+
+def run_class(name: str) -> list[SampleResult]:
+    """Every sample of ``name`` in training then evaluation mode."""
+    info = module_infos()[name]
+    entry = REGISTRY[name]
+    runner = entry.run or run_sample
+    return [runner(info, sample, training)
+            for training in (True, False) for sample in samples(info, training)]
+
+
+def run_sample(info, sample, training: bool) -> SampleResult:
+    """Run one sample in both frameworks and compare (see the module docstring)."""
+    name = info.module_cls.__name__
+    entry = REGISTRY[name]
+    result = functools.partial(SampleResult, name, training, sample.desc)
+    reason = entry.skipped(sample)
+    if reason:
+        return result("skipped", reason)
+    argument = entry.refused(sample)
+
+    torch.manual_seed(0)
+    c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
+    module = info.module_cls(*c_args, **c_kwargs).to(torch.float64).train(training)
+    args, kwargs = _positional(module, sample.forward_input.args, sample.forward_input.kwargs)
+    with jax.enable_x64(True), jax.default_matmul_precision("highest"):
+        try:  # converted before torch's forward updates any buffer
+            model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+        except (ValueError, TypeError) as exc:
+            return _refusal(result, argument, exc)
+        reference, torch_spec, cotangents = _torch_side(module, args, kwargs)
+        try:
+            candidate, spec = _jax_side(model, params, buffers, args, kwargs, training,
+                                        cotangents)
+        except (ValueError, TypeError) as exc:
+            return _refusal(result, argument, exc)
+        if argument:
+            return result("failed", f"jaxgrad ran it, but the entry declares `{argument}` refused")
+        if spec != torch_spec:
+            return result("failed", f"output structure {spec} differs from torch's {torch_spec}")
+        report = jaxgrad.parity.compare(reference, candidate, name=result("").label)
+    return result("passed" if report.passed else "failed",
+                  "" if report.passed else report.table(), report)
+
+
+def _refusal(result, argument: str | None, exc: Exception) -> SampleResult:
+    """A declared refusal naming its argument counts as refused; any other error fails."""
+    if argument and f"`{argument}`" in str(exc):
+        return result("refused", argument)
+    expected = f" (expected a refusal naming `{argument}`)" if argument else ""
+    return result("failed", f"{type(exc).__name__}: {exc}{expected}")
+
+
+def _positional(module, args, kwargs) -> tuple[tuple, dict]:
+    """Move keyword arguments that torch's ``forward`` also takes positionally."""
+    bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    return tuple(bound.args), dict(bound.kwargs)
+
+
+def _needs_grad(leaf) -> bool:
+    return isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_floating_point()
+
+
+def _torch_side(module, args, kwargs) -> tuple[dict, Any, list]:
+    """Outputs, gradients of ``<cotangents, outputs>`` with respect to the inputs that
+    require grad and every parameter, and the buffers after the forward; with the
+    output structure and the cotangents (standard normal, fixed seed; ``None`` for an
+    output without gradient, such as max-pooling indices)."""
+    output = module(*args, **kwargs)
+    outputs, spec = torch_pytree.tree_flatten(output)
+    generator = torch.Generator().manual_seed(1)
+    cotangents = [torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
+                  if _needs_grad(leaf) else None for leaf in outputs]
+    inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs)) if _needs_grad(leaf)]
+    params = dict(module.named_parameters())
+    differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
+    grads = [torch.zeros_like(t) for t in [*inputs, *params.values()]]
+    if differentiable and grads:
+        grads = torch.autograd.grad([o for o, _ in differentiable], [*inputs, *params.values()],
+                                    grad_outputs=[c for _, c in differentiable],
+                                    allow_unused=True, materialize_grads=True)
+    state = module.state_dict()
+    return {
+        "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
+        "input_grads": list(grads[:len(inputs)]),
+        "param_grads": dict(zip(params, grads[len(inputs):])),
+        "buffers": {k: v for k, v in state.items() if k not in params},
+    }, spec, cotangents
+
+
+def _jax_side(model, params, buffers, args, kwargs, training, cotangents) -> tuple[dict, Any]:
+    """The same as ``_torch_side`` with ``model.apply`` and ``jax.vjp``."""
+    leaves, in_spec = torch_pytree.tree_flatten((args, kwargs))
+    diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
+    jax_leaves = [jnp.asarray(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor) else leaf
+                  for leaf in leaves]
+    grad_positions = [i for i, c in enumerate(cotangents) if c is not None]
+    key = jax.random.key(0)
+
+    def forward(params, diff_inputs):
+        filled = list(jax_leaves)
+        for position, value in zip(diff_positions, diff_inputs):
+            filled[position] = value
+        call_args, call_kwargs = torch_pytree.tree_unflatten(filled, in_spec)
+        output, new_buffers = model.apply(params, *call_args, buffers=buffers, train=training,
+                                          key=key, **call_kwargs)
+        outputs, spec = torch_pytree.tree_flatten(output)
+        differentiable = [outputs[i] for i in grad_positions if i < len(outputs)]
+        return differentiable, (outputs, spec, new_buffers)
+
+    diff_inputs = [jax_leaves[i] for i in diff_positions]
+    _, vjp, (outputs, spec, new_buffers) = jax.vjp(forward, params, diff_inputs, has_aux=True)
+    if len(outputs) != len(cotangents):  # a structure mismatch: reported by the caller
+        return {"outputs": outputs}, spec
+    param_grads, input_grads = vjp([jnp.asarray(cotangents[i].numpy()) for i in grad_positions])
+    return {
+        "outputs": outputs,
+        "input_grads": list(input_grads),
+        "param_grads": dict(param_grads),
+        "buffers": dict(new_buffers),
+    }, spec
+
+
+def summary(results: list[SampleResult]) -> dict[str, int]:
+    """``{status: count}`` over ``results``, every status present."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for r in results:
+        counts[r.status] += 1
+    return counts

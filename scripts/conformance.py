@@ -1,0 +1,86 @@
+#!/usr/bin/env python
+"""Conformance with PyTorch's own module tests: module_db samples, per class.
+
+For every class jaxgrad supports that PyTorch's ``module_db`` describes, runs each of
+its samples (float64, training and evaluation mode) in both frameworks and compares
+outputs, input and parameter gradients and new buffers at the float64 tier (rtol
+1e-10, atol 1e-12). Prints per class the samples, how many pass, how many jaxgrad
+refuses (naming the argument) or skips (with the reason), then the totals, and the
+supported classes module_db has no entry for.
+
+Exit status: 0 when no sample fails, 1 otherwise, 2 for bad arguments.
+
+Examples:
+  python scripts/conformance.py
+  python scripts/conformance.py --class Conv2d --verbose
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--class", dest="classes", metavar="NAME", action="append", default=[],
+                        help="run only this class (repeatable)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print every sample's outcome, not only failures")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    # the harness lives with the tests: the repository root must be importable
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    from jaxgrad.nn import SUPPORTED
+    from parity_tests import module_db as harness
+
+    names = sorted(harness.REGISTRY)
+    unknown = [n for n in args.classes if n not in harness.REGISTRY]
+    if unknown:
+        parser.error(f"--class {', '.join(unknown)}: not registered; registered classes: "
+                     f"{', '.join(names)}")
+    if args.classes:
+        names = [n for n in names if n in args.classes]
+
+    start = time.perf_counter()
+    infos = harness.module_infos()
+    header = f"{'class':<20} {'samples':>7} {'passed':>6} {'refused':>7} {'skipped':>7} {'failed':>6}  refused / skipped for"
+    print(header)
+    print("-" * len(header))
+    totals = dict.fromkeys(harness.STATUSES, 0)
+    for name in names:
+        results = harness.run_class(name)
+        counts = harness.summary(results)
+        for status, count in counts.items():
+            totals[status] += count
+        reasons = sorted({f"`{r.detail}`" if r.status == "refused" else r.detail
+                          for r in results if r.status in ("refused", "skipped")})
+        print(f"{name:<20} {len(results):>7} {counts['passed']:>6} {counts['refused']:>7} "
+              f"{counts['skipped']:>7} {counts['failed']:>6}  {', '.join(reasons)}", flush=True)
+        for r in results:
+            if r.status == "failed" or args.verbose:
+                detail = r.detail.replace("\n", "\n      ")
+                print(f"    {r.label}: {r.status.upper()}" + (f"\n      {detail}" if detail else ""))
+    print("-" * len(header))
+    samples = sum(totals.values())
+    print(f"{'total':<20} {samples:>7} {totals['passed']:>6} {totals['refused']:>7} "
+          f"{totals['skipped']:>7} {totals['failed']:>6}")
+    print(f"\n{len(names)} classes of module_db's {len(infos)} run "
+          f"({time.perf_counter() - start:.1f} s).")
+    if not args.classes:
+        absent = sorted(set(SUPPORTED) - set(infos))
+        print(f"Supported by from_torch, no module_db entry: {', '.join(absent)}.")
+    return 1 if totals["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
