@@ -24,3 +24,11 @@ from jaxgrad.nn.linear import Identity
 from jaxgrad.nn.linear import Linear
 from jaxgrad.nn.module import Module
 from jaxgrad.nn import init
+from jaxgrad.nn.dropout import Dropout
+from jaxgrad.nn.dropout import Dropout1d
+from jaxgrad.nn.dropout import Dropout2d
+from jaxgrad.nn.norm import BatchNorm1d
+from jaxgrad.nn.norm import BatchNorm2d
+from jaxgrad.nn.norm import GroupNorm
+from jaxgrad.nn.norm import InstanceNorm1d
+from jaxgrad.nn.norm import InstanceNorm2d

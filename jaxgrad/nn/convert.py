@@ -1,7 +1,13 @@
 """``from_torch``: the jaxgrad twin of a torch module, read by duck typing.
 
-No torch import: a module is recognised by its class name and read through the
+No torch import here: a module is recognised by its class and read through the
 attributes torch documents (``in_features``, ``negative_slope``, ``_modules``…).
+
+A class is converted by ``_CONVERTERS`` only when it *is* torch's: defined in
+``torch.nn``, or a subclass that keeps torch's ``forward``. A user's ``class
+Linear(nn.Linear)`` with its own ``forward``, or a user module that happens to be
+called ``Sequential``, is not torch's layer: like every module with custom forward
+code it is traced with ``torch.fx`` (``jaxgrad.nn.fx``, which imports torch lazily).
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
 from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
                                     SiLU, Softmax, Softplus)
 from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
+from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
 
 
 def _linear(module):
@@ -23,6 +31,27 @@ def _linear(module):
         bias=module.bias is not None,
         dtype=canonical_dtype(module.weight.dtype),
     )
+
+
+def _state_dtype(module):
+    """The dtype of a layer's params or buffers (float32 when it has neither)."""
+    for tensor in (getattr(module, "weight", None), getattr(module, "running_mean", None)):
+        if tensor is not None:
+            return canonical_dtype(tensor.dtype)
+    return canonical_dtype(None)
+
+
+def _norm(cls):
+    def convert(module):
+        return cls(module.num_features, eps=module.eps, momentum=module.momentum,
+                   affine=module.affine, track_running_stats=module.track_running_stats,
+                   dtype=_state_dtype(module))
+    return convert
+
+
+def _group_norm(module):
+    return GroupNorm(module.num_groups, module.num_channels, eps=module.eps,
+                     affine=module.affine, dtype=_state_dtype(module))
 
 
 _CONVERTERS = {
@@ -44,12 +73,47 @@ _CONVERTERS = {
     "SiLU": lambda m: SiLU(),
     "Softmax": lambda m: Softmax(dim=m.dim),
     "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
+    "BatchNorm1d": _norm(BatchNorm1d),
+    "BatchNorm2d": _norm(BatchNorm2d),
+    "InstanceNorm1d": _norm(InstanceNorm1d),
+    "InstanceNorm2d": _norm(InstanceNorm2d),
+    "GroupNorm": _group_norm,
+    "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
+    "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
+    "Dropout2d": lambda m: Dropout2d(p=m.p, inplace=m.inplace),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 
 
-def _convert(module, path: str):
-    name = type(module).__name__
+def _is_torch_module(cls) -> bool:
+    return cls.__module__.startswith(("torch.nn.", "torch.ao.nn."))
+
+
+def torch_class_name(module) -> str | None:
+    """The name of the ``torch.nn`` class whose behaviour ``module`` has, or None.
+
+    ``module``'s own class when torch defines it; otherwise the nearest torch class
+    among its bases *if* ``forward`` is inherited unchanged from it (a subclass
+    adding only a constructor). A subclass with its own ``forward`` is None: its
+    code, not torch's layer, defines what it computes.
+    """
+    cls = type(module)
+    for base in cls.__mro__:
+        if _is_torch_module(base) and base.__name__ != "Module":
+            if base is cls or getattr(cls, "forward", None) is getattr(base, "forward", None):
+                return base.__name__
+            return None
+    return None
+
+
+def where(path: str) -> str:
+    """``"at 'layer1.0.bn1'"``, or ``"at the top level"``."""
+    return f"at {path!r}" if path else "at the top level"
+
+
+def convert_layer(module, path: str):
+    """The twin of a module whose class torch defines, or a ValueError naming it."""
+    name = torch_class_name(module)
     if name == "Sequential":
         children = OrderedDict()
         for child_name, child in module._modules.items():
@@ -57,12 +121,20 @@ def _convert(module, path: str):
             children[child_name] = _convert(child, child_path)
         return Sequential(children)
     if name not in _CONVERTERS:
-        where = f"at {path!r}" if path else "at the top level"
         raise ValueError(
-            f"from_torch: unsupported module {name} {where}; supported modules are "
-            f"{', '.join(SUPPORTED)}."
+            f"from_torch: unsupported module {type(module).__name__} {where(path)}; "
+            f"supported modules are {', '.join(SUPPORTED)}, and modules whose forward "
+            "torch.fx traces into those."
         )
     return _CONVERTERS[name](module)
+
+
+def _convert(module, path: str):
+    if torch_class_name(module) is not None or _is_torch_module(type(module)):
+        return convert_layer(module, path)
+    from jaxgrad.nn import fx  # custom forward code: trace it (imports torch.fx)
+
+    return fx.trace(module, path)
 
 
 def from_torch(module, *, with_buffers: bool = False):
@@ -70,7 +142,9 @@ def from_torch(module, *, with_buffers: bool = False):
 
     Args:
       module: a torch ``nn.Module`` made of supported layers (``SUPPORTED``),
-        nested ``Sequential`` included.
+        nested ``Sequential`` included, or with a custom ``forward`` that
+        ``torch.fx.symbolic_trace`` can trace (residual blocks, ResNets): its calls
+        become jaxgrad layers and ops (``jaxgrad.nn.fx``).
       with_buffers: also return the module's buffers (BatchNorm running statistics),
         validated by ``model.load_buffers``.
 
@@ -80,7 +154,8 @@ def from_torch(module, *, with_buffers: bool = False):
       ``module.state_dict()``, with the module's dtype.
 
     Raises:
-      ValueError: naming the first unsupported module's class and path.
+      ValueError: naming the first unsupported module's class and path, or the
+        unmapped op, its node and module path of a traced forward.
     """
     model = _convert(module, "")
     state = module.state_dict()

@@ -21,3 +21,11 @@ from jaxgrad.nn.functional._activation import silu
 from jaxgrad.nn.functional._activation import softmax
 from jaxgrad.nn.functional._activation import softplus
 from jaxgrad.nn.functional._activation import tanh
+from jaxgrad.nn.functional._dropout import dropout
+from jaxgrad.nn.functional._dropout import dropout1d
+from jaxgrad.nn.functional._dropout import dropout2d
+from jaxgrad.nn.functional._norm import batch_norm
+from jaxgrad.nn.functional._norm import batch_norm_with_stats
+from jaxgrad.nn.functional._norm import group_norm
+from jaxgrad.nn.functional._norm import instance_norm
+from jaxgrad.nn.functional._norm import instance_norm_with_stats
