@@ -157,7 +157,44 @@ def _embedding(layer, params, buffers, dtype):
 
 
 def _dropout(layer, params, buffers, dtype):
-    return nnx.Dropout(rate=layer.p, rngs=nnx.Rngs(dropout=0))
+    # Dropout1d/2d drop whole channels: one draw per (sample, channel), broadcast over
+    # the spatial axes of the channels-last activation
+    name = type(layer).__name__
+    broadcast = {"Dropout1d": (1,), "Dropout2d": (1, 2)}.get(name, ())
+    return nnx.Dropout(rate=layer.p, broadcast_dims=broadcast, rngs=nnx.Rngs(dropout=0))
+
+
+def _instance_norm(layer, params, buffers, dtype):
+    if layer.track_running_stats:
+        raise ValueError(f"to_nnx: {type(layer).__name__} with track_running_stats=True has no "
+                         "nnx form yet.")
+    # instance norm is group norm with one channel per group
+    module = nnx.GroupNorm(layer.num_features, num_groups=layer.num_features, epsilon=layer.eps,
+                           use_bias=layer.affine, use_scale=layer.affine,
+                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+    if layer.affine:
+        _set(module.scale, params["weight"])
+        _set(module.bias, params["bias"])
+    return module
+
+
+def _softplus(layer, params, buffers, dtype):
+    from jaxgrad.nn import functional as F  # torch's beta and threshold; jax.nn.softplus has neither
+
+    return functools.partial(F.softplus, beta=layer.beta, threshold=layer.threshold)
+
+
+def _mish(x):
+    return x * jnp.tanh(jax.nn.softplus(x))
+
+
+def _softmax(fn):
+    def build(layer, params, buffers, dtype):
+        if layer.dim is None:
+            raise ValueError(f"to_nnx: {type(layer).__name__}(dim=None) picks its dim from the "
+                             "input's rank at run time; give `dim` explicitly.")
+        return functools.partial(fn, axis=layer.dim)
+    return build
 
 
 def _flatten(layer, params, buffers, dtype):
@@ -227,6 +264,18 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
     "AdaptiveAvgPool2d": (_pool, "cl"),
     "AdaptiveMaxPool1d": (_pool, "cl"),
     "AdaptiveMaxPool2d": (_pool, "cl"),
+    "Dropout1d": (_dropout, "cl"),
+    "Dropout2d": (_dropout, "cl"),
+    "InstanceNorm1d": (_instance_norm, "cl"),
+    "InstanceNorm2d": (_instance_norm, "cl"),
+    "ReLU6": (_activation(nnx.relu6), "any"),
+    "Hardswish": (_activation(nnx.hard_swish), "any"),
+    "Hardsigmoid": (_activation(nnx.hard_sigmoid), "any"),
+    "ELU": (lambda layer, p, b, d: functools.partial(nnx.elu, alpha=layer.alpha), "any"),
+    "Softplus": (_softplus, "any"),
+    "Mish": (_activation(_mish), "any"),
+    "Softmax": (_softmax(nnx.softmax), "torch"),
+    "LogSoftmax": (_softmax(nnx.log_softmax), "torch"),
     "ReLU": (_activation(nnx.relu), "any"),
     "Sigmoid": (_activation(nnx.sigmoid), "any"),
     "Tanh": (_activation(nnx.tanh), "any"),
@@ -240,6 +289,13 @@ SUPPORTED = tuple(sorted([*_TO_NNX, "Sequential"]))
 
 def _need(layer) -> str:
     name = type(layer).__name__
+    if name == "GraphModule":
+        for node in layer.nodes:
+            if node.op == "call_module":
+                need = _need(dict(layer.layers)[node.target])
+                if need != "any":
+                    return need
+        return "torch"
     if name == "Sequential":
         for child in layer.layers:
             need = _need(child)
@@ -250,8 +306,8 @@ def _need(layer) -> str:
 
 
 class _Builder:
-    def __init__(self, dtype):
-        self.dtype = dtype
+    def __init__(self, dtype, layout: str):
+        self.dtype, self.layout = dtype, layout
 
     def sequential(self, model, params, buffers, state: str, path: str):
         items = []
@@ -267,8 +323,30 @@ class _Builder:
             items.extend(converted)
         return nnx.Sequential(*items), state
 
+    def graph(self, graph, params, buffers, state: str, path: str):
+        layers, needs = {}, {}
+        for layer_path, layer in graph.layers:
+            sub_params = nn.module.sub_dict(params, layer_path)
+            sub_buffers = nn.module.sub_dict(buffers, layer_path)
+            full = f"{path}.{layer_path}" if path else layer_path
+            if type(layer).__name__ == "Sequential":
+                module, _ = self.sequential(layer, sub_params, sub_buffers, "torch", full)
+                needs[layer_path] = "torch"
+            else:
+                items, _ = self.layer(layer, sub_params, sub_buffers, "any", full)
+                module, needs[layer_path] = items[-1], _need(layer)
+            layers[layer_path] = module
+        owned = {f"{p}." for p, _ in graph.layers}
+        tensors = {k: _param(v) for k, v in {**params, **buffers}.items()
+                   if not any(k.startswith(prefix) for prefix in owned)}
+        output = "cl" if self.layout == "NHWC" else "torch"
+        return m.TorchGraph(graph, layers, needs, tensors, state, output), output
+
     def layer(self, layer, params, buffers, state: str, path: str):
         name = type(layer).__name__
+        if name == "GraphModule":
+            module, state = self.graph(layer, params, buffers, state, path)
+            return [module], state
         if name not in _TO_NNX:
             raise ValueError(
                 f"to_nnx: unsupported layer {name} at {path!r}; supported: {', '.join(SUPPORTED)}."
@@ -310,10 +388,12 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Mo
     """
     if layout not in LAYOUTS:
         raise ValueError(f"`layout` (={layout!r}) must be one of {', '.join(LAYOUTS)}.")
+    training = True
     if _is_torch_module(source):
         if params is not None or buffers is not None:
             raise ValueError("to_nnx: pass `params`/`buffers` only with a jaxgrad model; a "
                              "torch module carries its own.")
+        training = source.training  # the twin starts in the torch module's mode
         source, params, buffers = nn.from_torch(source, with_buffers=True)
     if not isinstance(source, nn.Module):
         raise TypeError(f"to_nnx: `source` must be a jaxgrad.nn model or a torch module, got "
@@ -326,15 +406,21 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Mo
     if len(dtypes) != 1:
         raise ValueError(f"to_nnx: params mix dtypes {sorted(map(str, dtypes))}; use one.")
     dtype = dtypes.pop()
-    model = source if type(source).__name__ == "Sequential" else nn.Sequential(source)
+    model = source
+    if type(source).__name__ != "Sequential":  # one layer: convert it as a one-child Sequential
+        model = nn.Sequential(source)
+        params = {f"0.{k}": v for k, v in params.items()}
+        buffers = {f"0.{k}": v for k, v in buffers.items()}
     start = "cl" if (_need(model) == "cl" and layout == "NHWC") else "torch"
-    module, state = _Builder(dtype).sequential(model, params, buffers, start, "")
+    module, state = _Builder(dtype, layout).sequential(model, params, buffers, start, "")
     if layout == "NCHW" and state == "cl":
         module = nnx.Sequential(*module.layers, m.ChannelsFirst())
     if source is not model:  # a single layer: unwrap when nothing was inserted
         layers = list(module.layers)
         if len(layers) == 1 and isinstance(layers[0], nnx.Module):
-            return layers[0]
+            module = layers[0]
+    if not training:
+        module.eval()  # nnx's switch: running averages, deterministic dropout
     return module
 
 
@@ -479,7 +565,9 @@ _FROM_NNX: dict[type, Callable] = {
     nnx.LayerNorm: _from_layer_norm,
     nnx.Embed: _from_embed,
     m.TorchEmbed: _from_embed,
-    nnx.Dropout: lambda module, context: (nn.Dropout(p=module.rate), {}, {}),
+    nnx.Dropout: lambda module, context: (
+        {(): nn.Dropout, (1,): nn.Dropout1d, (1, 2): nn.Dropout2d}[tuple(module.broadcast_dims)](
+            p=module.rate), {}, {}),
     m.TorchFlatten: lambda module, context: (nn.Flatten(module.start_dim, module.end_dim), {}, {}),
     m.TorchPool: lambda module, context: (module.layer, {}, {}),
 }
@@ -488,6 +576,10 @@ _FUNCTIONS: dict[Any, Callable[[], Any]] = {
     nnx.sigmoid: lambda: nn.Sigmoid(),
     nnx.tanh: lambda: nn.Tanh(),
     nnx.silu: lambda: nn.SiLU(),
+    nnx.relu6: lambda: nn.ReLU6(),
+    nnx.hard_swish: lambda: nn.Hardswish(),
+    nnx.hard_sigmoid: lambda: nn.Hardsigmoid(),
+    _mish: lambda: nn.Mish(),
     _identity_fn: lambda: nn.Identity(),
 }
 
@@ -498,13 +590,40 @@ class _Context:
         self.spatial = 0  # spatial dims of the last convolution seen (BatchNorm1d vs 2d)
 
 
+def _read_graph(module, context):
+    import dataclasses
+
+    base = context.path
+    layers, params, buffers = [], {}, {}
+    for path, _ in module.graph.layers:
+        context.path = f"{base}.{path}" if base else path
+        layer, sub_params, sub_buffers = _read(module.layers[path], context)
+        layers.append((path, layer))
+        params.update({f"{path}.{k}": v for k, v in sub_params.items()})
+        buffers.update({f"{path}.{k}": v for k, v in sub_buffers.items()})
+    context.path = base
+    kinds = {name: kind for name, _, _, kind in module.graph.tensors}
+    for name, variable in module.tensors.items():
+        (params if kinds.get(name) == "param" else buffers)[name] = _value(variable)
+    return dataclasses.replace(module.graph, layers=tuple(layers)), params, buffers
+
+
 def _read(item, context):
     """One nnx item -> ``(layer, params, buffers)``; ``None`` for a layout adapter."""
     if isinstance(item, _ADAPTERS):
         return None
+    if isinstance(item, m.TorchGraph):
+        return _read_graph(item, context)
     if isinstance(item, nnx.Sequential):
         return _read_sequential(item, context)
     if isinstance(item, functools.partial):
+        if item.func in (nnx.elu,):
+            return nn.ELU(alpha=item.keywords.get("alpha", 1.0)), {}, {}
+        if item.func in (nnx.softmax, nnx.log_softmax):
+            cls = nn.Softmax if item.func is nnx.softmax else nn.LogSoftmax
+            return cls(dim=item.keywords.get("axis", -1)), {}, {}
+        if getattr(item.func, "__name__", "") == "softplus" and "threshold" in item.keywords:
+            return nn.Softplus(beta=item.keywords["beta"], threshold=item.keywords["threshold"]), {}, {}
         if item.func in (nnx.max_pool, nnx.avg_pool):
             return _from_pool_partial(item, context)
         if item.func is nnx.gelu:

@@ -153,3 +153,100 @@ class TorchEmbed(nnx.Module):
             keep = (jnp.arange(self.num_embeddings) != self.padding_idx)[:, None]
             table = jnp.where(keep, table, jax.lax.stop_gradient(table))
         return jnp.take(table, ids, axis=0)
+
+
+class TorchGraph(nnx.Module):
+    """A traced torch ``forward`` (``jaxgrad.nn.fx.GraphModule``) as an nnx module:
+    ``__call__`` follows the traced graph, calling nnx twins of the torch layers
+    (held in ``layers``, an ``nnx.Dict`` keyed by torch module path) and the op
+    table's JAX functions for the torch function calls in between.
+
+    Activations stay channels-last between layers that allow it; before an op of
+    the table (which keeps torch's semantics, e.g. ``torch.cat(dim=1)``) they are
+    moved back to torch's channel-first order, unless the op is elementwise.
+    """
+
+    def __init__(self, graph, layers: dict, needs: dict, tensors: dict, input_layout: str,
+                 output_layout: str = "torch"):
+        self.graph = graph  # the jaxgrad GraphModule: nodes and names, static
+        self.layers = nnx.Dict(layers)
+        self.needs = needs  # module path -> "cl" | "torch" | "any"
+        self.tensors = nnx.Dict({k: nnx.Param(v) for k, v in tensors.items()})
+        self.input_layout = input_layout  # "cl" when image inputs arrive channels-last
+        self.output_layout = output_layout  # "cl": spatial outputs returned channels-last
+
+    def __call__(self, *inputs):
+        from jaxgrad.nn import fx, fx_ops
+
+        env, layout = {}, {}
+
+        def torch_order(name):
+            value = env[name]
+            if layout.get(name) == "cl" and getattr(value, "ndim", 0) >= 3:
+                return jnp.moveaxis(value, -1, 1)
+            return value
+
+        def args_of(node_args, keep_cl: bool):
+            def read(arg):
+                if isinstance(arg, fx.Ref):
+                    return env[arg.name] if keep_cl else torch_order(arg.name)
+                if isinstance(arg, (tuple, list)):
+                    return type(arg)(read(a) for a in arg)
+                if isinstance(arg, fx.SliceArg):
+                    return slice(read(arg.start), read(arg.stop), read(arg.step))
+                return arg
+            return [read(a) for a in node_args]
+
+        position = 0
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                env[node.name] = inputs[position] if position < len(inputs) else node.args[0]
+                layout[node.name] = self.input_layout
+                position += 1
+            elif node.op == "get_attr":
+                env[node.name], layout[node.name] = self.tensors[node.target][...], "torch"
+            elif node.op == "call_module":
+                need = self.needs[node.target]
+                if len(node.args) != 1 or not isinstance(node.args[0], fx.Ref) or node.kwargs:
+                    args = args_of(node.args, keep_cl=False)
+                    kwargs = dict((k, args_of((v,), keep_cl=False)[0]) for k, v in node.kwargs)
+                    env[node.name] = self.layers[node.target](*args, **kwargs)
+                    layout[node.name] = "torch"
+                    continue
+                source = node.args[0].name
+                if need == "cl" and layout[source] != "cl":
+                    value = env[source]
+                    value = jnp.moveaxis(value, 1, -1) if value.ndim >= 3 else value
+                    out_layout = "cl"
+                elif need == "torch":
+                    value, out_layout = torch_order(source), "torch"
+                else:
+                    value, out_layout = env[source], layout[source]
+                env[node.name], layout[node.name] = self.layers[node.target](value), out_layout
+            elif node.op == "call_op":
+                refs = [a.name for a in node.args if isinstance(a, fx.Ref)]
+                same = len({layout[r] for r in refs}) == 1 and not node.kwargs
+                elementwise = node.target in _ELEMENTWISE and same
+                op = fx_ops.lookup(node.target)
+                args = args_of(node.args, keep_cl=elementwise)
+                kwargs = dict((k, v) for k, v in node.kwargs)
+                if op.stateful:
+                    raise ValueError(f"to_nnx: the op {node.target} at node {node.name!r} draws "
+                                     "random numbers; use an nn.Dropout module instead.")
+                env[node.name] = op.fn(*args, **kwargs)
+                layout[node.name] = layout[refs[0]] if elementwise else "torch"
+            else:
+                (result,) = node.args
+                if isinstance(result, fx.Ref):
+                    # a channels-last image stays so in NHWC mode; torch-ordered values as they are
+                    return env[result.name] if self.output_layout == "cl" else torch_order(result.name)
+                return args_of((result,), keep_cl=False)[0]
+        raise AssertionError("a traced graph ends with an output node")
+
+
+_ELEMENTWISE = {
+    "operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.iadd",
+    "operator.isub", "operator.imul", "torch.add", "torch.sub", "torch.mul", "method.add",
+    "method.sub", "method.mul", "torch.relu", "method.relu", "torch.nn.functional.relu",
+    "torch.sigmoid", "torch.tanh", "method.sigmoid", "method.tanh",
+}
