@@ -152,3 +152,78 @@ def test_grads_to_torch_leaves_the_module_unchanged(x64):
     after = nnx_state_dict(nnx_module)
     for name in before:
         np.testing.assert_array_equal(after[name], before[name])
+
+
+class _Residual(torch.nn.Module):
+    """A custom forward (through torch.fx) with BatchNorm, a skip and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 6)
+        self.bn = torch.nn.BatchNorm1d(6)
+        self.fc2 = torch.nn.Linear(6, 6)
+        self.head = torch.nn.Sequential(torch.nn.SiLU(), torch.nn.Dropout(0.0), torch.nn.Linear(6, 3))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.fc1(x)))
+        return self.head(x + self.fc2(y))
+
+
+def test_traced_forward_with_batch_norm_trains_like_torch(x64, seed):
+    """20 SGD steps in train mode: parameters and BatchNorm's running statistics
+    (torch's momentum and unbiased running variance) after every step."""
+    module = _Residual().double()
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((40, 6)), rng.integers(0, 3, 40)
+    nnx_module = to_nnx(module)
+    assert type(nnx_module).__name__ == "TorchGraph"
+    torch_opt = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
+    optimizer = nnx.Optimizer(nnx_module, joptim.sgd(lr=0.1, momentum=0.9), wrt=nnx.Param)
+
+    @nnx.jit
+    def step(nnx_module, optimizer, xb, yb):
+        grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(xb), yb))(nnx_module)
+        optimizer.update(nnx_module, grads)
+
+    reference, candidate = [], []
+    for t in range(20):
+        idx = slice((t % 5) * 8, (t % 5) * 8 + 8)
+        torch_opt.zero_grad()
+        torch.nn.functional.cross_entropy(module(torch.from_numpy(x[idx])),
+                                          torch.from_numpy(y[idx])).backward()
+        torch_opt.step()
+        step(nnx_module, optimizer, jnp.asarray(x[idx]), jnp.asarray(y[idx]))
+        reference.append({k: v.numpy().copy() for k, v in module.state_dict().items()})
+        candidate.append(nnx_state_dict(nnx_module))
+    assert int(candidate[-1]["bn.num_batches_tracked"]) == 20
+    assert_parity(reference, candidate)
+    # evaluation mode: running statistics, as torch.eval()
+    module.eval()
+    nnx_module.eval()
+    out = nnx_module(jnp.asarray(x[:5]))
+    assert_parity(module(torch.from_numpy(x[:5])).detach().numpy(), np.asarray(out))
+
+
+@pytest.mark.parametrize("layer", [
+    torch.nn.ReLU6(), torch.nn.Hardswish(), torch.nn.Hardsigmoid(), torch.nn.ELU(0.7),
+    torch.nn.Softplus(beta=2.0, threshold=3.0), torch.nn.Mish(), torch.nn.Softmax(dim=1),
+    torch.nn.LogSoftmax(dim=0), torch.nn.SiLU(), torch.nn.GELU("tanh"),
+], ids=lambda layer: type(layer).__name__)
+def test_activations_match_torch_and_read_back(x64, layer):
+    x = torch.linspace(-7, 7, 30, dtype=torch.float64).reshape(5, 6)
+    nnx_module = to_nnx(torch.nn.Sequential(layer))
+    assert_parity(layer(x).numpy(), np.asarray(nnx_module(jnp.asarray(x.numpy()))))
+    model, _ = from_nnx(nnx_module)
+    assert type(model[0]).__name__ == type(layer).__name__
+
+
+def test_channel_dropout_and_instance_norm_map_to_stock_flax(x64):
+    module = torch.nn.Sequential(torch.nn.InstanceNorm1d(3, affine=True), torch.nn.Dropout1d(0.5))
+    with torch.no_grad():
+        module[0].weight.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    nnx_module = to_nnx(module.double().eval(), layout="NCHW")
+    kinds = [type(item).__name__ for item in nnx_module.layers]
+    assert kinds == ["ChannelsLast", "GroupNorm", "Dropout", "ChannelsFirst"]
+    assert tuple(nnx_module.layers[2].broadcast_dims) == (1,)  # whole channels dropped
+    x = torch.randn(2, 3, 5, dtype=torch.float64)
+    assert_parity(module(x).detach().numpy(), np.asarray(nnx_module(jnp.asarray(x.numpy()))))
