@@ -186,7 +186,7 @@ def _padding_idx(rng):
 def _default_init(rng):
     del rng
     torch.manual_seed(0)
-    torch_std = float(torch.nn.Linear(256, 256).weight.std())
+    torch_std = float(torch.nn.Linear(256, 256).weight.detach().std())
     flax_std = float(jnp.std(nnx.Linear(256, 256, rngs=_rngs()).kernel[...]))
     # "error" here: the ratio of the weight's standard deviations (from-scratch runs)
     return "kaiming_uniform(a=√5)", "lecun_normal", {True: 0.0, False: flax_std / torch_std,
@@ -215,6 +215,7 @@ def measure_conventions() -> list[dict]:
     rows = []
     with jax_precision("float64"):
         for name, measure in CONVENTIONS:
+            torch.manual_seed(0)  # the torch layers' weights: the same every run
             torch_text, flax_text, errors = measure(np.random.default_rng(0))
             unit = errors.get("unit", "max abs err")
             rows.append({"convention": name, "torch": torch_text, "flax": flax_text,
