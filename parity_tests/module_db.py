@@ -41,13 +41,11 @@ import zlib
 from typing import Any, Callable
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import torch
-import torch.utils._pytree as torch_pytree
 
 import jaxgrad
 from jaxgrad.parity import ParityReport
+from parity_checks._layer_parity import jax_side, torch_side
 
 STATUSES = ("passed", "failed", "refused", "skipped")
 
@@ -93,6 +91,31 @@ REGISTRY: dict[str, Entry] = {
     "SiLU": Entry(),
     "Softmax": Entry(),
     "Softplus": Entry(),
+    # convolutions
+    "Conv1d": Entry(),
+    "Conv2d": Entry(),
+    "ConvTranspose1d": Entry(),
+    "ConvTranspose2d": Entry(),
+    # pooling
+    "AdaptiveAvgPool1d": Entry(),
+    "AdaptiveAvgPool2d": Entry(),
+    "AdaptiveMaxPool1d": Entry(),
+    "AdaptiveMaxPool2d": Entry(),
+    "AvgPool1d": Entry(),
+    "AvgPool2d": Entry(),
+    "MaxPool1d": Entry(),
+    "MaxPool2d": Entry(),
+    # padding
+    "CircularPad1d": Entry(),
+    "CircularPad2d": Entry(),
+    "ConstantPad1d": Entry(),
+    "ConstantPad2d": Entry(),
+    "ReflectionPad1d": Entry(),
+    "ReflectionPad2d": Entry(),
+    "ReplicationPad1d": Entry(),
+    "ReplicationPad2d": Entry(),
+    "ZeroPad1d": Entry(),
+    "ZeroPad2d": Entry(),
 }
 
 
@@ -156,9 +179,9 @@ def run_sample(info, sample, training: bool) -> SampleResult:
             model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
         except (ValueError, TypeError) as exc:
             return _refusal(result, argument, exc)
-        reference, torch_spec, cotangents = _torch_side(module, args, kwargs)
+        reference, torch_spec, cotangents = torch_side(module, args, kwargs)
         try:
-            candidate, spec = _jax_side(model, params, buffers, args, kwargs, training,
+            candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
                                         cotangents)
         except (ValueError, TypeError) as exc:
             return _refusal(result, argument, exc)
@@ -183,70 +206,6 @@ def _positional(module, args, kwargs) -> tuple[tuple, dict]:
     """Move keyword arguments that torch's ``forward`` also takes positionally."""
     bound = inspect.signature(module.forward).bind(*args, **kwargs)
     return tuple(bound.args), dict(bound.kwargs)
-
-
-def _needs_grad(leaf) -> bool:
-    return isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_floating_point()
-
-
-def _torch_side(module, args, kwargs) -> tuple[dict, Any, list]:
-    """Outputs, gradients of ``<cotangents, outputs>`` with respect to the inputs that
-    require grad and every parameter, and the buffers after the forward; with the
-    output structure and the cotangents (standard normal, fixed seed; ``None`` for an
-    output without gradient, such as max-pooling indices)."""
-    output = module(*args, **kwargs)
-    outputs, spec = torch_pytree.tree_flatten(output)
-    generator = torch.Generator().manual_seed(1)
-    cotangents = [torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
-                  if _needs_grad(leaf) else None for leaf in outputs]
-    inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs)) if _needs_grad(leaf)]
-    params = dict(module.named_parameters())
-    differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
-    grads = [torch.zeros_like(t) for t in [*inputs, *params.values()]]
-    if differentiable and grads:
-        grads = torch.autograd.grad([o for o, _ in differentiable], [*inputs, *params.values()],
-                                    grad_outputs=[c for _, c in differentiable],
-                                    allow_unused=True, materialize_grads=True)
-    state = module.state_dict()
-    return {
-        "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
-        "input_grads": list(grads[:len(inputs)]),
-        "param_grads": dict(zip(params, grads[len(inputs):])),
-        "buffers": {k: v for k, v in state.items() if k not in params},
-    }, spec, cotangents
-
-
-def _jax_side(model, params, buffers, args, kwargs, training, cotangents) -> tuple[dict, Any]:
-    """The same as ``_torch_side`` with ``model.apply`` and ``jax.vjp``."""
-    leaves, in_spec = torch_pytree.tree_flatten((args, kwargs))
-    diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
-    jax_leaves = [jnp.asarray(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor) else leaf
-                  for leaf in leaves]
-    grad_positions = [i for i, c in enumerate(cotangents) if c is not None]
-    key = jax.random.key(0)
-
-    def forward(params, diff_inputs):
-        filled = list(jax_leaves)
-        for position, value in zip(diff_positions, diff_inputs):
-            filled[position] = value
-        call_args, call_kwargs = torch_pytree.tree_unflatten(filled, in_spec)
-        output, new_buffers = model.apply(params, *call_args, buffers=buffers, train=training,
-                                          key=key, **call_kwargs)
-        outputs, spec = torch_pytree.tree_flatten(output)
-        differentiable = [outputs[i] for i in grad_positions if i < len(outputs)]
-        return differentiable, (outputs, spec, new_buffers)
-
-    diff_inputs = [jax_leaves[i] for i in diff_positions]
-    _, vjp, (outputs, spec, new_buffers) = jax.vjp(forward, params, diff_inputs, has_aux=True)
-    if len(outputs) != len(cotangents):  # a structure mismatch: reported by the caller
-        return {"outputs": outputs}, spec
-    param_grads, input_grads = vjp([jnp.asarray(cotangents[i].numpy()) for i in grad_positions])
-    return {
-        "outputs": outputs,
-        "input_grads": list(input_grads),
-        "param_grads": dict(param_grads),
-        "buffers": dict(new_buffers),
-    }, spec
 
 
 def summary(results: list[SampleResult]) -> dict[str, int]:

@@ -22,6 +22,13 @@ from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
 from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
+from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from jaxgrad.nn.padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
+                                ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+                                ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from jaxgrad.nn.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                             AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
+from jaxgrad.nn.upsample import Upsample
 
 
 def _linear(module):
@@ -54,6 +61,27 @@ def _group_norm(module):
                      affine=module.affine, dtype=_state_dtype(module))
 
 
+def _conv(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding, dilation=module.dilation,
+                   groups=module.groups, bias=module.bias is not None,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
+
+
+def _conv_transpose(cls):
+    def convert(module):
+        return cls(module.in_channels, module.out_channels, module.kernel_size,
+                   stride=module.stride, padding=module.padding,
+                   output_padding=module.output_padding, groups=module.groups,
+                   bias=module.bias is not None, dilation=module.dilation,
+                   padding_mode=module.padding_mode,
+                   dtype=canonical_dtype(module.weight.dtype))
+    return convert
+
+
 _CONVERTERS = {
     "Linear": _linear,
     "ReLU": lambda m: ReLU(),
@@ -81,6 +109,37 @@ _CONVERTERS = {
     "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
     "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
     "Dropout2d": lambda m: Dropout2d(p=m.p, inplace=m.inplace),
+    # convolutions
+    "Conv1d": _conv(Conv1d),
+    "Conv2d": _conv(Conv2d),
+    "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
+    "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
+    # pooling
+    "AdaptiveAvgPool1d": lambda m: AdaptiveAvgPool1d(m.output_size),
+    "AdaptiveAvgPool2d": lambda m: AdaptiveAvgPool2d(m.output_size),
+    "AdaptiveMaxPool1d": lambda m: AdaptiveMaxPool1d(m.output_size, m.return_indices),
+    "AdaptiveMaxPool2d": lambda m: AdaptiveMaxPool2d(m.output_size, m.return_indices),
+    "AvgPool1d": lambda m: AvgPool1d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad),
+    "AvgPool2d": lambda m: AvgPool2d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad, m.divisor_override),
+    "MaxPool1d": lambda m: MaxPool1d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    "MaxPool2d": lambda m: MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    # padding and resampling
+    "CircularPad1d": lambda m: CircularPad1d(m.padding),
+    "CircularPad2d": lambda m: CircularPad2d(m.padding),
+    "ConstantPad1d": lambda m: ConstantPad1d(m.padding, m.value),
+    "ConstantPad2d": lambda m: ConstantPad2d(m.padding, m.value),
+    "ReflectionPad1d": lambda m: ReflectionPad1d(m.padding),
+    "ReflectionPad2d": lambda m: ReflectionPad2d(m.padding),
+    "ReplicationPad1d": lambda m: ReplicationPad1d(m.padding),
+    "ReplicationPad2d": lambda m: ReplicationPad2d(m.padding),
+    "ZeroPad1d": lambda m: ZeroPad1d(m.padding),
+    "ZeroPad2d": lambda m: ZeroPad2d(m.padding),
+    "Upsample": lambda m: Upsample(m.size, m.scale_factor, m.mode, m.align_corners,
+                                   m.recompute_scale_factor),
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

@@ -21,6 +21,11 @@ from jaxgrad.nn.functional._activation import silu
 from jaxgrad.nn.functional._activation import softmax
 from jaxgrad.nn.functional._activation import softplus
 from jaxgrad.nn.functional._activation import tanh
+from jaxgrad.nn.functional._conv import conv1d
+from jaxgrad.nn.functional._conv import conv2d
+from jaxgrad.nn.functional._conv import conv_transpose1d
+from jaxgrad.nn.functional._conv import conv_transpose2d
+from jaxgrad.nn.functional._conv import transposed_output_size
 from jaxgrad.nn.functional._dropout import dropout
 from jaxgrad.nn.functional._dropout import dropout1d
 from jaxgrad.nn.functional._dropout import dropout2d
@@ -29,3 +34,13 @@ from jaxgrad.nn.functional._norm import batch_norm_with_stats
 from jaxgrad.nn.functional._norm import group_norm
 from jaxgrad.nn.functional._norm import instance_norm
 from jaxgrad.nn.functional._norm import instance_norm_with_stats
+from jaxgrad.nn.functional._padding import pad
+from jaxgrad.nn.functional._pool import adaptive_avg_pool1d
+from jaxgrad.nn.functional._pool import adaptive_avg_pool2d
+from jaxgrad.nn.functional._pool import adaptive_max_pool1d
+from jaxgrad.nn.functional._pool import adaptive_max_pool2d
+from jaxgrad.nn.functional._pool import avg_pool1d
+from jaxgrad.nn.functional._pool import avg_pool2d
+from jaxgrad.nn.functional._pool import max_pool1d
+from jaxgrad.nn.functional._pool import max_pool2d
+from jaxgrad.nn.functional._upsample import interpolate

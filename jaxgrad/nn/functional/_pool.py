@@ -1,0 +1,257 @@
+"""Pooling of ``torch.nn.functional``: torch's window rules, gradients and indices.
+
+Every pool here gathers its windows explicitly: for each spatial dim a static table
+of input positions `(out, k)` and a validity mask (positions in the padding or past
+the input are invalid), so one code path serves max, average and adaptive pooling
+and every rule is a line of integer arithmetic, matched to ATen's kernels:
+
+- output length ``⌊(L + 2p − d(k − 1) − 1 + (s − 1 if ceil_mode)) / s⌋ + 1``, minus one
+  in ``ceil_mode`` when the last window would start in the right padding; ``padding``
+  at most half the (effective) kernel. flax has neither ``ceil_mode`` nor these checks;
+- max pooling pads with −∞ (never chosen: only valid positions compete). The output
+  is the first maximum in row-major window order — or the last NaN, as torch's
+  ``val > max || isnan(val)`` scan — and the gradient flows to that one element only
+  (ties do not split it). ``return_indices`` gives torch's flat index ``h·W + w`` into
+  each input plane;
+- average pooling divides the window sum by ``divisor_override`` if given, else by
+  the window size clipped to the padded input (``count_include_pad=True``, torch's
+  default: padding counts, the ``ceil_mode`` overhang does not) or by the number of
+  valid positions (``count_include_pad=False``); ``flax.linen.avg_pool`` always
+  divides by ``k``;
+- adaptive pooling: window ``i`` is ``[⌊i·L/out⌋, ⌈(i + 1)·L/out⌉)``; the windows
+  overlap or differ in size when ``out`` does not divide ``L``. An ``output_size``
+  entry ``None`` keeps that input size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgrad.nn.functional._args import _is_int, check_input_rank, ntuple
+
+
+def pool_output_length(where, length, k, s, p, d, ceil_mode) -> int:
+    """ATen's ``pooling_output_shape`` for one dim."""
+    out = (length + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= length + p:
+        out -= 1  # the last window must start inside the input or the left padding
+    if out < 1:
+        raise ValueError(
+            f"{where}: the output size is {out} for an input size {length}, `kernel_size` "
+            f"{k}, `stride` {s}, `padding` {p}, `dilation` {d}: too small an input.")
+    return out
+
+
+def _sliding(length, k, s, p, d, out):
+    """Positions `(out, k)` of a sliding window and their validity."""
+    positions = np.arange(out)[:, None] * s - p + np.arange(k)[None, :] * d
+    return positions, (positions >= 0) & (positions < length)
+
+
+def _adaptive(length, out):
+    """Positions `(out, kmax)` of torch's adaptive windows and their validity."""
+    starts = (np.arange(out) * length) // out
+    ends = -((-(np.arange(out) + 1) * length) // out)  # ceil
+    width = int((ends - starts).max())
+    positions = starts[:, None] + np.arange(width)[None, :]
+    return positions, positions < ends[:, None]
+
+
+def _gather(x, tables):
+    """Windows of ``x`` `(N, C, *spatial)`: `(N, C, *out, K)` values and `(*out, K)`
+    flat plane indices and validity, ``K`` the product of the window sizes."""
+    n = len(tables)
+    values = x
+    for axis, (positions, _) in enumerate(tables):
+        # gather along one spatial dim: (.., L, ..) -> (.., out, k, ..)
+        clipped = np.clip(positions, 0, x.shape[2 + axis] - 1)
+        values = jnp.take(values, clipped, axis=2 + 2 * axis)
+    # (N, C, o1, k1, o2, k2) -> (N, C, o1, o2, k1, k2) -> (N, C, o1, o2, K)
+    order = [0, 1] + [2 + 2 * i for i in range(n)] + [3 + 2 * i for i in range(n)]
+    values = jnp.transpose(values, order)
+    out = values.shape[2:2 + n]
+    values = values.reshape(values.shape[:2 + n] + (-1,))
+    flat = np.zeros((), np.int64)
+    valid = np.ones((), bool)
+    strides = [math.prod(x.shape[3 + i:]) for i in range(n)]
+    for axis, (positions, ok) in enumerate(tables):
+        shape = [1] * (2 * n)
+        shape[axis], shape[n + axis] = positions.shape
+        flat = flat + (positions * strides[axis]).reshape(shape)
+        valid = valid & ok.reshape(shape)
+    return values, flat.reshape(out + (-1,)), valid.reshape(out + (-1,))
+
+
+def _select_max(values, flat, valid, return_indices):
+    """torch's max: first maximum among valid positions, or the last NaN."""
+    masked = jnp.where(valid, values, -jnp.inf)
+    is_max = valid & (masked == jnp.max(masked, axis=-1, keepdims=True))
+    nans = valid & jnp.isnan(values)
+    k = values.shape[-1]
+    last_nan = k - 1 - jnp.argmax(nans[..., ::-1], axis=-1)
+    choice = jnp.where(jnp.any(nans, axis=-1), last_nan, jnp.argmax(is_max, axis=-1))
+    output = jnp.take_along_axis(values, choice[..., None], axis=-1)[..., 0]
+    if not return_indices:
+        return output
+    index_dtype = jax.dtypes.canonicalize_dtype(np.int64)
+    flat = jnp.broadcast_to(jnp.asarray(flat, index_dtype), values.shape)
+    return output, jnp.take_along_axis(flat, choice[..., None], axis=-1)[..., 0]
+
+
+def _batched(where, input, n):
+    batched = check_input_rank(where, input, n)
+    return batched, (input if batched else input[None])
+
+
+def _unbatch(result, batched):
+    if batched:
+        return result
+    if isinstance(result, tuple):
+        return tuple(r[0] for r in result)
+    return result[0]
+
+
+def _window_args(where, n, kernel_size, stride, padding, dilation):
+    kernel = ntuple("kernel_size", kernel_size, n, minimum=1, where=where)
+    if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
+        stride = kernel  # torch: stride defaults to kernel_size
+    stride = ntuple("stride", stride, n, minimum=1, where=where)
+    padding = ntuple("padding", padding, n, minimum=0, where=where)
+    dilation = ntuple("dilation", dilation, n, minimum=1, where=where)
+    return kernel, stride, padding, dilation
+
+
+def _max_pool(where, n, input, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices):
+    kernel, stride, padding, dilation = _window_args(where, n, kernel_size, stride, padding,
+                                                     dilation)
+    for k, p, d in zip(kernel, padding, dilation):
+        if 2 * p > d * (k - 1) + 1:
+            raise ValueError(f"{where}: `padding` (={padding}) must be at most half of the "
+                             f"effective kernel size (`kernel_size`={kernel}, "
+                             f"`dilation`={dilation}).")
+    batched, x = _batched(where, input, n)
+    tables = []
+    for length, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation):
+        out = pool_output_length(where, length, k, s, p, d, ceil_mode)
+        tables.append(_sliding(length, k, s, p, d, out))
+    values, flat, valid = _gather(x, tables)
+    return _unbatch(_select_max(values, flat, valid, return_indices), batched)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """``torch.nn.functional.max_pool1d``: input `(N, C, L)` or `(C, L)`; with
+    ``return_indices``, ``(output, indices)`` (indices into each length-``L`` row)."""
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """``torch.nn.functional.max_pool2d``: input `(N, C, H, W)` or `(C, H, W)`; with
+    ``return_indices``, ``(output, indices)`` (flat ``h·W + w`` into each plane)."""
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def _avg_pool(where, n, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    kernel, stride, padding, _ = _window_args(where, n, kernel_size, stride, padding, 1)
+    for k, p in zip(kernel, padding):
+        if 2 * p > k:
+            raise ValueError(f"{where}: `padding` (={padding}) must be at most half of "
+                             f"`kernel_size` (={kernel}).")
+    if divisor_override is not None and (not _is_int(divisor_override) or divisor_override == 0):
+        raise ValueError(f"{where}: `divisor_override` (={divisor_override!r}) must be a "
+                         "non-zero int or None.")
+    batched, x = _batched(where, input, n)
+    tables, sizes = [], []
+    for length, k, s, p in zip(x.shape[2:], kernel, stride, padding):
+        out = pool_output_length(where, length, k, s, p, 1, ceil_mode)
+        positions, valid = _sliding(length, k, s, p, 1, out)
+        tables.append((positions, valid))
+        # torch: the window clipped to the padded input [-p, length + p)
+        sizes.append(np.minimum(positions[:, 0] + k, length + p) - positions[:, 0])
+    values, _, valid = _gather(x, tables)
+    total = jnp.sum(jnp.where(valid, values, 0), axis=-1)
+    if divisor_override is not None:
+        divisor = np.asarray(divisor_override)
+    elif count_include_pad:
+        divisor = _outer_product(sizes)
+    else:
+        divisor = valid.sum(axis=-1)
+    return _unbatch(total / jnp.asarray(divisor, x.dtype), batched)
+
+
+def _outer_product(sizes):
+    """The product of per-dim window sizes over the output grid."""
+    grid = np.ones((), np.int64)
+    for axis, size in enumerate(sizes):
+        shape = [1] * len(sizes)
+        shape[axis] = size.shape[0]
+        grid = grid * size.reshape(shape)
+    return grid
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """``torch.nn.functional.avg_pool1d``: input `(N, C, L)` or `(C, L)`."""
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """``torch.nn.functional.avg_pool2d``: input `(N, C, H, W)` or `(C, H, W)`."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def _output_size(where, n, output_size, spatial) -> tuple[int, ...]:
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
+    if len(sizes) == 1 and n > 1:
+        sizes = tuple(sizes) * n
+    if len(sizes) != n or not all(s is None or (_is_int(s) and s >= 1) for s in sizes):
+        raise ValueError(f"{where}: `output_size` (={output_size!r}) must be a positive int, "
+                         f"None or a tuple of {n} of them.")
+    return tuple(length if s is None else int(s) for s, length in zip(sizes, spatial))
+
+
+def _adaptive_pool(where, n, input, output_size, kind, return_indices=False):
+    batched, x = _batched(where, input, n)
+    sizes = _output_size(where, n, output_size, x.shape[2:])
+    for length in x.shape[2:]:
+        if length == 0:
+            raise ValueError(f"{where}: empty spatial dimension in input of shape "
+                             f"{tuple(input.shape)}.")
+    tables = [_adaptive(length, out) for length, out in zip(x.shape[2:], sizes)]
+    values, flat, valid = _gather(x, tables)
+    if kind == "max":
+        return _unbatch(_select_max(values, flat, valid, return_indices), batched)
+    total = jnp.sum(jnp.where(valid, values, 0), axis=-1)
+    return _unbatch(total / jnp.asarray(valid.sum(axis=-1), x.dtype), batched)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool1d``: input `(N, C, L)` or `(C, L)`."""
+    return _adaptive_pool("adaptive_avg_pool1d", 1, input, output_size, "avg")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool2d``: input `(N, C, H, W)` or `(C, H, W)`."""
+    return _adaptive_pool("adaptive_avg_pool2d", 2, input, output_size, "avg")
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool1d``."""
+    return _adaptive_pool("adaptive_max_pool1d", 1, input, output_size, "max", return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool2d``."""
+    return _adaptive_pool("adaptive_max_pool2d", 2, input, output_size, "max", return_indices)

@@ -1,0 +1,121 @@
+"""One layer in both frameworks: outputs, input and parameter gradients, new buffers.
+
+``layer_parity(module, *inputs)`` is the comparison behind the layer rows of the parity
+report and the ``module_db`` conformance tests: torch's forward and
+``torch.autograd.grad`` of the floating outputs against a fixed standard-normal
+cotangent (so the whole vector-Jacobian product is checked, not only a sum), with
+respect to every floating input that requires grad and every parameter, and the
+buffers after the forward; then the same with ``jaxgrad.nn.from_torch``'s twin,
+``apply`` and ``jax.vjp``; compared leaf by leaf at the tier of the dtype.
+Inputs and outputs may be nested tuples, lists and dicts (torch's pytrees).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+import torch.utils._pytree as torch_pytree
+
+import jaxgrad
+from jaxgrad.parity import ParityReport
+from parity_checks.harness import jax_precision
+
+
+def layer_parity(module, *args, training: bool = False, name: str = "",
+                 **kwargs) -> ParityReport:
+    """Compare ``module(*args, **kwargs)`` with its ``from_torch`` twin.
+
+    Args:
+      module: a torch module of a supported class, in the dtype to check; converted
+        before torch runs it (a train-mode forward updates buffers).
+      *args, **kwargs: the forward's inputs, torch tensors (those with
+        ``requires_grad`` get gradients).
+      training: ``module.train()`` and ``apply(..., train=True)`` when True.
+    """
+    module.train(training)
+    dtype = str(next(iter(torch_pytree.tree_leaves((args, kwargs)))).dtype).replace("torch.", "")
+    with jax_precision(dtype):
+        model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+        reference, torch_spec, cotangents = torch_side(module, args, kwargs)
+        candidate, spec = jax_side(model, params, buffers, args, kwargs, training, cotangents)
+        if spec != torch_spec:
+            raise ValueError(f"{name}: output structure {spec} differs from torch's {torch_spec}")
+        return jaxgrad.parity.compare(reference, candidate, name=name)
+
+
+def _needs_grad(leaf) -> bool:
+    return isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_floating_point()
+
+
+def torch_side(module, args, kwargs) -> tuple[dict, Any, list]:
+    """Outputs, gradients of ``<cotangents, outputs>`` with respect to the inputs that
+    require grad and every parameter, and the buffers after the forward; with the
+    output structure and the cotangents (standard normal, fixed seed; ``None`` for an
+    output without gradient, such as max-pooling indices)."""
+    output = module(*args, **kwargs)
+    outputs, spec = torch_pytree.tree_flatten(output)
+    generator = torch.Generator().manual_seed(1)
+    cotangents = [torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
+                  if _needs_grad(leaf) else None for leaf in outputs]
+    inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs)) if _needs_grad(leaf)]
+    params = dict(module.named_parameters())
+    differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
+    grads = [torch.zeros_like(t) for t in [*inputs, *params.values()]]
+    if differentiable and grads:
+        grads = torch.autograd.grad([o for o, _ in differentiable], [*inputs, *params.values()],
+                                    grad_outputs=[c for _, c in differentiable],
+                                    allow_unused=True, materialize_grads=True)
+    state = module.state_dict()
+    return {
+        "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
+        "input_grads": list(grads[:len(inputs)]),
+        "param_grads": dict(zip(params, grads[len(inputs):])),
+        "buffers": {k: v for k, v in state.items() if k not in params},
+    }, spec, cotangents
+
+
+def jax_side(model, params, buffers, args, kwargs, training, cotangents) -> tuple[dict, Any]:
+    """The same as ``torch_side`` with ``model.apply`` and ``jax.vjp``."""
+    leaves, in_spec = torch_pytree.tree_flatten((args, kwargs))
+    diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
+    jax_leaves = [jnp.asarray(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor) else leaf
+                  for leaf in leaves]
+    grad_positions = [i for i, c in enumerate(cotangents) if c is not None]
+    key = jax.random.key(0)
+
+    cot_arrays = [jnp.asarray(cotangents[i].numpy()) for i in grad_positions]
+
+    def forward(params, diff_inputs):
+        filled = list(jax_leaves)
+        for position, value in zip(diff_positions, diff_inputs):
+            filled[position] = value
+        call_args, call_kwargs = torch_pytree.tree_unflatten(filled, in_spec)
+        output, new_buffers = model.apply(params, *call_args, buffers=buffers, train=training,
+                                          key=key, **call_kwargs)
+        outputs = torch_pytree.tree_leaves(output)
+        differentiable = [outputs[i] for i in grad_positions if i < len(outputs)]
+        return differentiable, (output, new_buffers)
+
+    def forward_backward(params, diff_inputs):
+        differentiable, vjp, (output, new_buffers) = jax.vjp(forward, params, diff_inputs,
+                                                             has_aux=True)
+        if [d.shape for d in differentiable] != [c.shape for c in cot_arrays]:
+            return output, new_buffers, None  # a structure mismatch: reported by the caller
+        return output, new_buffers, vjp(cot_arrays)
+
+    # one compilation per layer and input shape: cheaper than dispatching op by op
+    diff_inputs = [jax_leaves[i] for i in diff_positions]
+    output, new_buffers, grads = jax.jit(forward_backward)(params, diff_inputs)
+    outputs, spec = torch_pytree.tree_flatten(output)
+    if grads is None or len(outputs) != len(cotangents):
+        return {"outputs": outputs}, spec
+    param_grads, input_grads = grads
+    return {
+        "outputs": outputs,
+        "input_grads": list(input_grads),
+        "param_grads": dict(param_grads),
+        "buffers": dict(new_buffers),
+    }, spec
