@@ -116,6 +116,12 @@ REGISTRY: dict[str, Entry] = {
     "ReplicationPad2d": Entry(),
     "ZeroPad1d": Entry(),
     "ZeroPad2d": Entry(),
+    # normalisation (module_db has no Dropout entries)
+    "BatchNorm1d": Entry(),
+    "BatchNorm2d": Entry(),
+    "GroupNorm": Entry(),
+    "InstanceNorm1d": Entry(),
+    "InstanceNorm2d": Entry(),
 }
 
 

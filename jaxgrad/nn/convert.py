@@ -19,10 +19,10 @@ from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
 from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
                                     SiLU, Softmax, Softplus)
 from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.linear import Flatten, Identity, Linear
 from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
-from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
                                 ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                 ReplicationPad2d, ZeroPad1d, ZeroPad2d)
@@ -52,13 +52,18 @@ def _norm(cls):
     def convert(module):
         return cls(module.num_features, eps=module.eps, momentum=module.momentum,
                    affine=module.affine, track_running_stats=module.track_running_stats,
-                   dtype=_state_dtype(module))
+                   dtype=_state_dtype(module), bias=_has_bias(module))
     return convert
 
 
 def _group_norm(module):
     return GroupNorm(module.num_groups, module.num_channels, eps=module.eps,
-                     affine=module.affine, dtype=_state_dtype(module))
+                     affine=module.affine, dtype=_state_dtype(module), bias=_has_bias(module))
+
+
+def _has_bias(module) -> bool:
+    """torch ≥ 2.1's ``bias=`` of affine norms (without affine there is no bias anyway)."""
+    return getattr(module, "bias", None) is not None or not module.affine
 
 
 def _conv(cls):
@@ -91,6 +96,14 @@ _CONVERTERS = {
     "LeakyReLU": lambda m: LeakyReLU(negative_slope=m.negative_slope),
     "Identity": lambda m: Identity(),
     "Flatten": lambda m: Flatten(start_dim=m.start_dim, end_dim=m.end_dim),
+    "BatchNorm1d": _norm(BatchNorm1d),
+    "BatchNorm2d": _norm(BatchNorm2d),
+    "InstanceNorm1d": _norm(InstanceNorm1d),
+    "InstanceNorm2d": _norm(InstanceNorm2d),
+    "GroupNorm": _group_norm,
+    "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
+    "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
+    "Dropout2d": lambda m: Dropout2d(p=m.p, inplace=m.inplace),
     # CNN activations
     "ELU": lambda m: ELU(alpha=m.alpha),
     "Hardsigmoid": lambda m: Hardsigmoid(),
@@ -101,14 +114,6 @@ _CONVERTERS = {
     "SiLU": lambda m: SiLU(),
     "Softmax": lambda m: Softmax(dim=m.dim),
     "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
-    "BatchNorm1d": _norm(BatchNorm1d),
-    "BatchNorm2d": _norm(BatchNorm2d),
-    "InstanceNorm1d": _norm(InstanceNorm1d),
-    "InstanceNorm2d": _norm(InstanceNorm2d),
-    "GroupNorm": _group_norm,
-    "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
-    "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
-    "Dropout2d": lambda m: Dropout2d(p=m.p, inplace=m.inplace),
     # convolutions
     "Conv1d": _conv(Conv1d),
     "Conv2d": _conv(Conv2d),

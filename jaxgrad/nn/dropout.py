@@ -35,7 +35,7 @@ class _DropoutBase(Module):
         return {}
 
     def forward_with_state(self, params, x, *, buffers, train, key, path, mask=None):
-        active = train and self.p > 0.0
+        active = train and 0.0 < self.p < 1.0  # p == 1 zeroes, p == 0 copies: no draw
         if active and key is None and mask is None:
             where = f"at {path!r}" if path else "at the top level"
             raise ValueError(

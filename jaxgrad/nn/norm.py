@@ -14,7 +14,8 @@ Running statistics are explicit buffers under torch's names (``running_mean``,
 
 ``num_batches_tracked`` is torch's int64; JAX keeps it int32 unless
 ``jax_enable_x64`` is on (``load_buffers`` accepts torch's int64 when it fits).
-Params: ``weight`` (ones) and ``bias`` (zeros), `(num_features,)`, when ``affine``.
+Params: ``weight`` (ones) and ``bias`` (zeros), `(num_features,)`, when ``affine``
+(``bias=False``, keyword-only as in torch ≥ 2.1: the weight alone).
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ def check_input(layer, x, path: str, ranks: tuple, layout: str, channel_dim: int
         )
 
 
+def _affine_params(layer, params, affine: bool, bias: bool):
+    """``(weight, bias)`` of an affine layer, None where it has none."""
+    if not affine:
+        return None, None
+    require_params(type(layer).__name__, params, ("weight", "bias") if bias else ("weight",))
+    return params["weight"], params.get("bias") if bias else None
+
+
 def _require_buffers(layer, buffers, path: str) -> None:
     missing = [n for n in _STATS if n not in buffers]
     if missing:
@@ -73,6 +82,7 @@ class _NormBase(Module):
     track_running_stats: bool = True
     device: Any = None  # accepted for signature parity; placement is jax's
     dtype: Any = None
+    bias: bool = dataclasses.field(default=True, kw_only=True)  # torch ≥ 2.1: affine weight only
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -89,8 +99,10 @@ class _NormBase(Module):
         if not self.affine:
             return {}
         dtype = check_dtype_available(self.dtype, what="dtype")
-        return {"weight": jnp.ones((self.num_features,), dtype),
-                "bias": jnp.zeros((self.num_features,), dtype)}
+        params = {"weight": jnp.ones((self.num_features,), dtype)}
+        if self.bias:
+            params["bias"] = jnp.zeros((self.num_features,), dtype)
+        return params
 
     def init_buffers(self):
         if not self.track_running_stats:
@@ -102,10 +114,7 @@ class _NormBase(Module):
                 "num_batches_tracked": jnp.zeros((), counter)}
 
     def _affine_params(self, params):
-        if not self.affine:
-            return None, None
-        require_params(type(self).__name__, params, ("weight", "bias"))
-        return params["weight"], params["bias"]
+        return _affine_params(self, params, self.affine, self.bias)
 
 
 class _BatchNorm(_NormBase):
@@ -232,6 +241,7 @@ class GroupNorm(Module):
     affine: bool = True
     device: Any = None
     dtype: Any = None
+    bias: bool = dataclasses.field(default=True, kw_only=True)
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
@@ -246,8 +256,10 @@ class GroupNorm(Module):
         if not self.affine:
             return {}
         dtype = check_dtype_available(self.dtype, what="dtype")
-        return {"weight": jnp.ones((self.num_channels,), dtype),
-                "bias": jnp.zeros((self.num_channels,), dtype)}
+        params = {"weight": jnp.ones((self.num_channels,), dtype)}
+        if self.bias:
+            params["bias"] = jnp.zeros((self.num_channels,), dtype)
+        return params
 
     def forward_with_state(self, params, x, *, buffers, train, key, path):
         del train, key
@@ -257,8 +269,5 @@ class GroupNorm(Module):
                 f"got shape {tuple(x.shape)}."
             )
         check_input(self, x, path, (x.ndim,), "(N, C, *)", 1, self.num_channels)
-        weight = bias = None
-        if self.affine:
-            require_params("GroupNorm", params, ("weight", "bias"))
-            weight, bias = params["weight"], params["bias"]
+        weight, bias = _affine_params(self, params, self.affine, self.bias)
         return _norm.group_norm(x, self.num_groups, weight, bias, self.eps), dict(buffers)

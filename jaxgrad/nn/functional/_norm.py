@@ -73,8 +73,10 @@ def batch_norm_with_stats(input, running_mean, running_var, weight=None, bias=No
         out = (input - _per_channel(mean, input.ndim)) / jnp.sqrt(
             _per_channel(var, input.ndim) + eps)
         return _affine(out, weight, bias), running_mean, running_var
-    count = input.size // input.shape[1]
-    if training and count <= 1:
+    count = input.size // input.shape[1] if input.shape[1] else 0
+    if input.size == 0:  # torch: an empty output, running statistics left alone
+        return _affine(input, weight, bias), running_mean, running_var
+    if training and count == 1:
         raise ValueError(
             "batch_norm: expected more than 1 value per channel when training, got input "
             f"shape {tuple(input.shape)} (torch raises the same: the unbiased variance "
