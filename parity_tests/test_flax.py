@@ -23,6 +23,7 @@ from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.flax import from_nnx, grads_to_torch, nnx_state_dict, to_nnx
 from jaxgrad.parity import assert_parity
+from parity_checks.nnx_interop import nnx_trajectory
 
 
 def _mlp():
@@ -86,29 +87,14 @@ def test_exact_gelu_is_mapped_and_flax_default_reads_back_as_tanh():
 
 
 def test_training_trajectory_with_nnx_optimizer_matches_torch(x64, seed):
+    """Adam with coupled weight decay, torch's semantics, driven by nnx.Optimizer."""
     module = _mlp()
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((32, 6))
-    y = rng.integers(0, 3, 32)
-    torch_opt = torch.optim.Adam(module.parameters(), lr=1e-2, weight_decay=0.01)
-    nnx_module = to_nnx(module)
-    optimizer = nnx.Optimizer(nnx_module, joptim.adam(lr=1e-2, weight_decay=0.01), wrt=nnx.Param)
-
-    @nnx.jit
-    def step(nnx_module, optimizer, xb, yb):
-        grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(xb), yb))(nnx_module)
-        optimizer.update(nnx_module, grads)
-
-    reference, candidate = [], []
-    for t in range(20):
-        idx = slice((t % 4) * 8, (t % 4) * 8 + 8)
-        torch_opt.zero_grad()
-        torch.nn.functional.cross_entropy(module(torch.from_numpy(x[idx])),
-                                          torch.from_numpy(y[idx])).backward()
-        torch_opt.step()
-        step(nnx_module, optimizer, jnp.asarray(x[idx]), jnp.asarray(y[idx]))
-        reference.append(torchref.state_dict_numpy(module))
-        candidate.append(nnx_state_dict(nnx_module))
+    x, y = rng.standard_normal((32, 6)), rng.integers(0, 3, 32)
+    reference, candidate = nnx_trajectory(
+        module, x, y, steps=20,
+        torch_optimizer=torch.optim.Adam(module.parameters(), lr=1e-2, weight_decay=0.01),
+        jax_optimizer=joptim.adam(lr=1e-2, weight_decay=0.01))
     assert_parity(reference, candidate)
 
 
@@ -175,33 +161,24 @@ def test_traced_forward_with_batch_norm_trains_like_torch(x64, seed):
     module = _Residual().double()
     rng = np.random.default_rng(seed)
     x, y = rng.standard_normal((40, 6)), rng.integers(0, 3, 40)
-    nnx_module = to_nnx(module)
-    assert type(nnx_module).__name__ == "TorchGraph"
-    torch_opt = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
-    optimizer = nnx.Optimizer(nnx_module, joptim.sgd(lr=0.1, momentum=0.9), wrt=nnx.Param)
-
-    @nnx.jit
-    def step(nnx_module, optimizer, xb, yb):
-        grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(xb), yb))(nnx_module)
-        optimizer.update(nnx_module, grads)
-
-    reference, candidate = [], []
-    for t in range(20):
-        idx = slice((t % 5) * 8, (t % 5) * 8 + 8)
-        torch_opt.zero_grad()
-        torch.nn.functional.cross_entropy(module(torch.from_numpy(x[idx])),
-                                          torch.from_numpy(y[idx])).backward()
-        torch_opt.step()
-        step(nnx_module, optimizer, jnp.asarray(x[idx]), jnp.asarray(y[idx]))
-        reference.append({k: v.numpy().copy() for k, v in module.state_dict().items()})
-        candidate.append(nnx_state_dict(nnx_module))
+    reference, candidate = nnx_trajectory(
+        module, x, y, steps=20,
+        torch_optimizer=torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9),
+        jax_optimizer=joptim.sgd(lr=0.1, momentum=0.9))
     assert int(candidate[-1]["bn.num_batches_tracked"]) == 20
     assert_parity(reference, candidate)
-    # evaluation mode: running statistics, as torch.eval()
-    module.eval()
-    nnx_module.eval()
-    out = nnx_module(jnp.asarray(x[:5]))
-    assert_parity(module(torch.from_numpy(x[:5])).detach().numpy(), np.asarray(out))
+
+
+def test_twin_starts_in_the_torch_modules_mode(x64):
+    module = _Residual().double()
+    module(torch.randn(8, 6, dtype=torch.float64))  # running stats away from 0 and 1
+    x = torch.randn(5, 6, dtype=torch.float64)
+    for mode in ("train", "eval"):
+        getattr(module, mode)()
+        with torch.no_grad():
+            ref = module(x).numpy()
+        nnx_module = to_nnx(module)
+        assert_parity(ref, np.asarray(nnx_module(jnp.asarray(x.numpy()))))
 
 
 @pytest.mark.parametrize("layer", [
@@ -227,3 +204,35 @@ def test_channel_dropout_and_instance_norm_map_to_stock_flax(x64):
     assert tuple(nnx_module.layers[2].broadcast_dims) == (1,)  # whole channels dropped
     x = torch.randn(2, 3, 5, dtype=torch.float64)
     assert_parity(module(x).detach().numpy(), np.asarray(nnx_module(jnp.asarray(x.numpy()))))
+
+
+def test_hand_built_flax_cnn_reads_back_as_torch(x64):
+    """A CNN written in flax by hand (stock nnx.Conv with explicit pads, nnx.BatchNorm,
+    nnx.max_pool) becomes a torch state_dict that torch runs to the same output."""
+    rngs = nnx.Rngs(0)
+    hand = nnx.Sequential(
+        nnx.Conv(1, 4, (3, 3), padding=((1, 1), (1, 1)), param_dtype=jnp.float64, rngs=rngs),
+        nnx.BatchNorm(4, momentum=0.9, use_running_average=True, param_dtype=jnp.float64,
+                      rngs=rngs),
+        nnx.relu,
+        functools.partial(nnx.max_pool, window_shape=(2, 2), strides=(2, 2)),
+    )
+    model, params, buffers = from_nnx(hand)
+    assert [type(layer).__name__ for layer in model.layers] == [
+        "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d"]
+    assert model[1].momentum == pytest.approx(0.1)  # flax 0.9 weighs the old average
+    torch_module = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1),
+                                       torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                       torch.nn.MaxPool2d(2)).double().eval()
+    torch_module.load_state_dict({k: torch.from_numpy(v)
+                                  for k, v in model.state_dict(params, buffers).items()})
+    x = np.random.default_rng(0).standard_normal((2, 1, 6, 6))
+    out = hand(jnp.moveaxis(jnp.asarray(x), 1, -1))
+    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
+                  np.asarray(jnp.moveaxis(out, -1, 1)))
+
+
+def test_flax_same_padding_is_refused_with_the_reason():
+    hand = nnx.Sequential(nnx.Conv(1, 2, (3, 3), strides=2, rngs=nnx.Rngs(0)))  # flax: 'SAME'
+    with pytest.raises(ValueError, match="'SAME' depends on the input size"):
+        from_nnx(hand)

@@ -506,10 +506,14 @@ def _from_nnx_batch_norm(module, context):
     if module.use_scale != module.use_bias:
         raise ValueError(f"from_nnx: nnx.BatchNorm at {context.path!r} with use_scale="
                          f"{module.use_scale}, use_bias={module.use_bias}; torch's affine is both or none.")
+    dtype = _value(module.scale).dtype if affine else _value(module.mean).dtype
     layer = cls(module.num_features, eps=module.epsilon, momentum=1.0 - module.momentum,
-                affine=affine, dtype=_dtype_of(module))
+                affine=affine, dtype=dtype)
     params = {"weight": _value(module.scale), "bias": _value(module.bias)} if affine else {}
-    buffers = {"running_mean": _value(module.mean), "running_var": _value(module.var),
+    # nnx keeps its statistics in float32 whatever param_dtype is; a torch module has one
+    # dtype, so they take the parameters' (float32 -> float64 is exact)
+    buffers = {"running_mean": _value(module.mean).astype(dtype),
+               "running_var": _value(module.var).astype(dtype),
                "num_batches_tracked": np.zeros((), np.int64)}
     return layer, params, buffers
 

@@ -224,10 +224,50 @@ def measure_conventions() -> list[dict]:
 
 
 # ---------------------------------------------------------------- parity rows
-def _mlp_module(dtype):
+def nnx_trajectory(module, x, y, *, steps: int, torch_optimizer, jax_optimizer,
+                   batch_size: int = 8, layout: str = "NHWC"):
+    """Train ``module`` (torch) and its ``to_nnx`` twin (driven by ``nnx.Optimizer``
+    with ``jax_optimizer``) on the same batches; ``(reference, candidate)``: every
+    step's full ``state_dict`` (parameters and buffers) on both sides."""
+    nnx_module = to_nnx(module, layout=layout)
+    optimizer = nnx.Optimizer(nnx_module, jax_optimizer, wrt=nnx.Param)
+    image = x.ndim >= 3
+
+    @nnx.jit
+    def step(nnx_module, optimizer, xb, yb):
+        grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(xb), yb))(nnx_module)
+        optimizer.update(nnx_module, grads)
+
+    reference, candidate = [], []
+    batches = len(x) // batch_size
+    for t in range(steps):
+        idx = slice((t % batches) * batch_size, (t % batches + 1) * batch_size)
+        torch_optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(module(_t(x[idx])), _t(y[idx])).backward()
+        torch_optimizer.step()
+        xb = jnp.asarray(x[idx])
+        if image and layout == "NHWC":
+            xb = jnp.moveaxis(xb, 1, -1)
+        step(nnx_module, optimizer, xb, jnp.asarray(y[idx]))
+        reference.append({k: v.detach().numpy().copy() for k, v in module.state_dict().items()})
+        candidate.append(nnx_state_dict(nnx_module))
+    return reference, candidate
+
+
+def _model(name: str, dtype):
+    import torchref
+
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 16),
-                               torch.nn.Tanh(), torch.nn.Linear(16, 5)).to(dtype)
+    if name == "mlp":
+        return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 16),
+                                   torch.nn.Tanh(), torch.nn.Linear(16, 5)).to(dtype)
+    return getattr(torchref.models, name)(num_classes=5, dtype=dtype)
+
+
+def _batch(name: str, dtype: str, n: int = 8):
+    rng = np.random.default_rng(0)
+    shape = (n, 12) if name == "mlp" else (n, 1, 8, 8)
+    return rng.standard_normal(shape).astype(dtype), rng.integers(0, 5, n)
 
 
 def _forward_and_grads(module, x, y, layout="NHWC"):
@@ -238,9 +278,12 @@ def _forward_and_grads(module, x, y, layout="NHWC"):
     reference = {"output": out.detach().numpy(),
                  "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
     nnx_module = to_nnx(module, layout=layout)
+    feed = jnp.asarray(x)
+    if x.ndim >= 3 and layout == "NHWC":
+        feed = jnp.moveaxis(feed, 1, -1)
 
     def loss(mod):
-        logits = mod(jnp.asarray(x))
+        logits = mod(feed)
         return jlosses.cross_entropy(logits, jnp.asarray(y)), logits
 
     (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
@@ -248,30 +291,50 @@ def _forward_and_grads(module, x, y, layout="NHWC"):
     return reference, candidate
 
 
-def _mlp_check(dtype: str):
+def _forward_check(name: str, dtype: str, layout: str = "NHWC"):
     torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
     with jax_precision(dtype):
-        module = _mlp_module(torch_dtype)
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((8, 12)).astype(dtype)
-        y = rng.integers(0, 5, 8)
-        reference, candidate = _forward_and_grads(module, x, y)
-        return compare(reference, candidate, name=f"nnx mlp {dtype}")
+        module = _model(name, torch_dtype).eval()
+        x, y = _batch(name, dtype)
+        reference, candidate = _forward_and_grads(module, x, y, layout)
+        return compare(reference, candidate, name=f"nnx {name} {dtype} {layout}")
 
 
-def _round_trip_check():
+def _round_trip_check(name: str):
+    from jaxgrad.parity import BIT_IDENTICAL
+
     with jax_precision("float64"):
-        module = _mlp_module(torch.float64)
+        module = _model(name, torch.float64)
         state = {k: v.numpy() for k, v in module.state_dict().items()}
         back = nnx_state_dict(to_nnx(module))
-        from jaxgrad.parity import BIT_IDENTICAL
-        return compare(state, back, name="nnx round trip", **BIT_IDENTICAL)
+        return compare(state, back, name=f"nnx {name} round trip", **BIT_IDENTICAL)
+
+
+def _trajectory_check(name: str):
+    from jaxgrad import optim as joptim
+
+    with jax_precision("float64"):
+        module = _model(name, torch.float64).train()
+        x, y = _batch(name, "float64", n=32)
+        reference, candidate = nnx_trajectory(
+            module, x, y, steps=20,
+            torch_optimizer=torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9),
+            jax_optimizer=joptim.sgd(lr=0.05, momentum=0.9))
+        return compare(reference, candidate, name=f"nnx {name} 20 steps")
 
 
 CHECKS = [
-    Check("nnx mlp forward+grads", dtype, functools.partial(_mlp_check, dtype), area="flax")
-    for dtype in ("float64", "float32")
-] + [Check("nnx round trip bit-exact", "float64", _round_trip_check, area="flax")]
+    Check(f"nnx {name} forward+grads", dtype, functools.partial(_forward_check, name, dtype),
+          area="flax")
+    for name in ("mlp", "cnn", "resnet") for dtype in ("float64", "float32")
+] + [
+    Check("nnx resnet forward+grads NCHW", "float64",
+          functools.partial(_forward_check, "resnet", "float64", "NCHW"), area="flax"),
+    Check("nnx resnet round trip bit-exact", "float64",
+          functools.partial(_round_trip_check, "resnet"), area="flax"),
+    Check("nnx resnet 20 steps (params+BN stats)", "float64",
+          functools.partial(_trajectory_check, "resnet"), area="flax"),
+]
 
 
 # --------------------------------------------------------------- port reports
