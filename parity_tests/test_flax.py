@@ -236,3 +236,83 @@ def test_flax_same_padding_is_refused_with_the_reason():
     hand = nnx.Sequential(nnx.Conv(1, 2, (3, 3), strides=2, rngs=nnx.Rngs(0)))  # flax: 'SAME'
     with pytest.raises(ValueError, match="'SAME' depends on the input size"):
         from_nnx(hand)
+
+
+_USER_MODEL = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, hidden=8):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 4 * 4, hidden)
+        self.out = nn.Linear(hidden, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        x = nn.functional.max_pool2d(x, 2)
+        return self.out(torch.relu(self.fc(torch.flatten(x, 1))))
+'''
+
+
+def test_port_script_converts_proves_and_saves_a_users_model(tmp_path, capsys, monkeypatch):
+    import port
+
+    (tmp_path / "user_net.py").write_text(_USER_MODEL)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "net.safetensors"
+    code = port.main(["user_net:Net", "--input-shape", "2,1,8,8", "--out", str(out),
+                      "--kwargs", '{"hidden": 6}'])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "parity float64" in printed and "FAIL" not in printed
+    assert "bn" in printed and "TorchBatchNorm" in printed
+    # the saved state loads into a fresh twin and runs like torch
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        torch_module = importlib.import_module("user_net").Net(hidden=6).eval()
+    finally:
+        sys.path.remove(str(tmp_path))
+    from jaxgrad.flax import load_nnx
+
+    torch.manual_seed(123)  # other weights, so loading must replace them all
+    twin = to_nnx(type(torch_module)(hidden=6).eval())
+    load_nnx(twin, str(out))
+    saved = nnx_state_dict(twin)
+    torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in saved.items()})
+    x = np.random.default_rng(0).standard_normal((2, 1, 8, 8)).astype(np.float32)
+    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
+                  np.asarray(twin(jnp.moveaxis(jnp.asarray(x), 1, -1))))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["user_net:Missing", "--input-shape", "2,1,8,8"], "has no 'Missing'"),
+    (["no_such_module:Net", "--input-shape", "2,1,8,8"], "cannot import"),
+    (["user_net:Net", "--input-shape", "2,0,8"], "every dimension must be positive"),
+    (["user_net:Net", "--input-shape", "2,3,8,8"], "rejects an input of shape"),
+    (["user_net:Net", "--input-shape", "2,1,8,8", "--kwargs", "[1]"], "JSON object"),
+])
+def test_port_script_refuses_bad_input_with_exit_2(tmp_path, monkeypatch, capsys, argv, message):
+    import port
+
+    (tmp_path / "user_net.py").write_text(_USER_MODEL)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        port.main(argv + ["--out", str(tmp_path / "x.safetensors")])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_port_script_refuses_an_unwritable_output(tmp_path, capsys):
+    import port
+
+    with pytest.raises(SystemExit) as info:
+        port.main(["m:C", "--input-shape", "1,2", "--out", str(tmp_path / "no" / "x.safetensors")])
+    assert info.value.code == 2 and "does not exist" in capsys.readouterr().err

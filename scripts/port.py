@@ -140,9 +140,11 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     print(f"{args.target}: {type(module).__name__}, {model.num_parameters():,} parameters, "
           f"input {args.input_shape}, nnx layout {args.layout}\n")
+    notes = conversion_notes(model)
+    width = max([len(path) for path, _, _ in notes] + [5])
     print("conventions mapped:")
-    for path, name, note in conversion_notes(model):
-        print(f"  {path:<14} {name:<18} {note}")
+    for path, name, note in notes:
+        print(f"  {path:<{width}} {name:<18} {note}")
     failed = False
     nnx_float32 = None
     for dtype in ("float64", "float32"):
@@ -157,16 +159,19 @@ def main(argv=None) -> int:
             import jax.numpy as jnp  # noqa: F401
             with jax.default_matmul_precision("highest"):
                 rows = layer_table(module.double(), nnx_module, x, args.layout)
-            print(f"  {'layer':<10} {'type':<20} {'max abs err':>11}  verdict")
+            width = max([len(row["layer"]) for row in rows] + [5])
+            print(f"  {'layer':<{width}} {'type':<18} {'max abs err':>11}  verdict")
             for row in rows:
-                print(f"  {row['layer']:<10} {row['type']:<20} {row['max_abs_err']:>11.2e}  "
+                print(f"  {row['layer']:<{width}} {row['type']:<18} {row['max_abs_err']:>11.2e}  "
                       f"{'PASS' if row['passed'] else 'FAIL'}")
         else:
             nnx_float32 = nnx_module
     save_nnx(nnx_float32, args.out, metadata={"source": args.target, "layout": args.layout,
                                               "input_shape": json.dumps(args.input_shape)})
-    print(f"\nsaved the float32 nnx state to {args.out} "
-          f"(jaxgrad.flax.load_nnx(jaxgrad.flax.to_nnx(model, layout={args.layout!r}), path))")
+    cls_name = args.target.rpartition(":")[2]
+    print(f"\nsaved the float32 nnx state to {args.out}; to load it:\n"
+          f"  nnx_module = jaxgrad.flax.to_nnx({cls_name}(), layout={args.layout!r})\n"
+          f"  jaxgrad.flax.load_nnx(nnx_module, {args.out!r})")
     return 1 if failed else 0
 
 

@@ -765,9 +765,11 @@ NOTES = {
 def conversion_notes(model, path: str = "") -> list[tuple[str, str, str]]:
     """``(path, class name, what to_nnx maps)`` for every layer of ``model`` that
     carries a convention, in order."""
-    if type(model).__name__ == "Sequential":
+    if type(model).__name__ in ("Sequential", "GraphModule"):
+        children = (zip(model.names, model.layers) if type(model).__name__ == "Sequential"
+                    else model.layers)
         notes = []
-        for name, layer in zip(model.names, model.layers):
+        for name, layer in children:
             notes += conversion_notes(layer, f"{path}.{name}" if path else name)
         return notes
     name = type(model).__name__

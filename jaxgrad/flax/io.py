@@ -25,7 +25,7 @@ def save_nnx(module, path: str, metadata: dict[str, str] | None = None) -> None:
     """Write ``module``'s variables to ``path`` (safetensors), atomically."""
     from safetensors.numpy import save_file
 
-    arrays = {name: np.ascontiguousarray(np.asarray(var.get_value()))
+    arrays = {name: np.array(var.get_value(), order="C", copy=True)  # keeps 0-d arrays 0-d
               for name, var in _flat(module).items()}
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")

@@ -175,7 +175,9 @@ class TorchGraph(nnx.Module):
         self.input_layout = input_layout  # "cl" when image inputs arrive channels-last
         self.output_layout = output_layout  # "cl": spatial outputs returned channels-last
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, capture: dict | None = None):
+        """The traced forward; ``capture``, when a dict, receives every layer's output
+        in torch's layout under its module path (for per-layer comparisons)."""
         from jaxgrad.nn import fx, fx_ops
 
         env, layout = {}, {}
@@ -223,6 +225,8 @@ class TorchGraph(nnx.Module):
                 else:
                     value, out_layout = env[source], layout[source]
                 env[node.name], layout[node.name] = self.layers[node.target](value), out_layout
+                if capture is not None:
+                    capture[node.target] = torch_order(node.name)
             elif node.op == "call_op":
                 refs = [a.name for a in node.args if isinstance(a, fx.Ref)]
                 same = len({layout[r] for r in refs}) == 1 and not node.kwargs

@@ -349,6 +349,25 @@ def layer_table(module, nnx_module, x, layout: str) -> list[dict]:
     image = x.ndim >= 3
     feed = jnp.moveaxis(jnp.asarray(x), 1, -1) if (layout == "NHWC" and image
                                                    and _starts_channels_last(nnx_module)) else jnp.asarray(x)
+    if isinstance(nnx_module, m.TorchGraph):
+        captured, hooks, torch_outputs = {}, [], {}
+        for path, _ in nnx_module.graph.layers:
+            hooks.append(module.get_submodule(path).register_forward_hook(
+                lambda mod, args, out, path=path: torch_outputs.setdefault(path, out.detach())))
+        try:
+            module(x_t)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        nnx_module(feed, capture=captured)
+        rows = []
+        for path, _ in nnx_module.graph.layers:
+            if path not in captured or path not in torch_outputs:
+                continue
+            report = compare_trees(torch_outputs[path].numpy(), np.asarray(captured[path]))
+            rows.append({"layer": path, "type": type(module.get_submodule(path)).__name__,
+                         "max_abs_err": report.max_abs_err, "passed": report.passed})
+        return rows
     if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
         ref = module(x_t).detach().numpy()
         out = np.asarray(nnx_module(feed))
