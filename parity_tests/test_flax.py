@@ -316,3 +316,44 @@ def test_port_script_refuses_an_unwritable_output(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         port.main(["m:C", "--input-shape", "1,2", "--out", str(tmp_path / "no" / "x.safetensors")])
     assert info.value.code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_every_convention_is_mapped_and_matters(x64):
+    """scripts/flax_conventions.py's rows: with the mapping, rounding level against
+    torch; with flax's default left in place, a visible error."""
+    from parity_checks.nnx_interop import measure_conventions
+
+    rows = measure_conventions()
+    assert len(rows) >= 12
+    for row in rows:
+        assert row["mapped"] <= 1e-12, row
+        unmapped = row["unmapped"]
+        assert unmapped != unmapped or abs(unmapped - (1.0 if row["unit"] == "std ratio" else 0.0)) > 1e-4, row
+
+
+def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
+    """ConvTranspose2d, padding and Upsample have no stock flax twin with torch's
+    meaning: they run as TorchLayer (the jaxgrad layer, params as nnx.Param)."""
+    module = torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(2, 3, 3, stride=2), torch.nn.ReflectionPad2d(1),
+        torch.nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Conv2d(3, 2, 3)).double()
+    nnx_module = to_nnx(module, layout="NCHW")
+    kinds = [type(item).__name__ for item in nnx_module.layers]
+    assert kinds == ["TorchLayer", "TorchLayer", "TorchLayer", "ChannelsLast", "Conv", "ChannelsFirst"]
+    x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
+    y = torch.randint(0, 2, (2, 18, 18))
+    module.zero_grad()
+    out = module(x)
+    torch.nn.functional.cross_entropy(out, y).backward()
+
+    def loss(mod):
+        logits = mod(jnp.asarray(x.numpy()))
+        return jlosses.cross_entropy(logits, jnp.asarray(y.numpy())), logits
+
+    (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    assert_parity({"out": out.detach().numpy(),
+                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
+                  {"out": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)})
+    back = nnx_state_dict(nnx_module)
+    for name, value in module.state_dict().items():
+        np.testing.assert_array_equal(back[name], value.numpy())

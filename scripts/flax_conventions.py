@@ -37,8 +37,8 @@ def main(argv=None) -> int:
 
     rows = measure_all()
     width = max(len(r["convention"]) for r in rows)
-    print(f"{'convention':<{width}}  {'torch':<28} {'flax default':<28} {'mapped':>9} {'unmapped':>9}")
-    print("-" * (width + 80))
+    print(f"{'convention':<{width}}  {'torch':<34} {'flax default':<30} {'mapped':>9} {'unmapped':>9}")
+    print("-" * (width + 88))
     for row in rows:
         unmapped = row["unmapped"]
         if unmapped != unmapped:
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
             text = f"x{unmapped:.2f} std"
         else:
             text = f"{unmapped:.1e}"
-        print(f"{row['convention']:<{width}}  {row['torch']:<28} {row['flax']:<28} "
+        print(f"{row['convention']:<{width}}  {row['torch']:<34} {row['flax']:<30} "
               f"{row['mapped']:>9.1e} {text:>9}")
     print("\nmapped: max |nnx - torch| with the convention mapped (as to_nnx does); "
           "unmapped: the same with flax's default left in place (float64).")

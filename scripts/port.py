@@ -109,6 +109,7 @@ def main(argv=None) -> int:
     from parity_checks.nnx_interop import layer_table, port_parity
 
     cls = _load_class(parser, args.target)
+    torch.manual_seed(0)  # reproducible weights when no --state-dict replaces them
     try:
         module = cls(**args.kwargs)
     except TypeError as exc:

@@ -223,6 +223,13 @@ def _pool(layer, params, buffers, dtype):
     return m.TorchPool(layer)
 
 
+def _torch_layer(layer, params, buffers, dtype):
+    """The fallback: the jaxgrad layer itself inside an nnx module (``TorchLayer``)."""
+    if not isinstance(layer, nn.Module):
+        raise ValueError(f"to_nnx: {type(layer).__name__} is not a jaxgrad layer.")
+    return m.TorchLayer(layer, params, buffers)
+
+
 def _activation(fn: Callable) -> Callable:
     return lambda layer, params, buffers, dtype: fn
 
@@ -347,11 +354,7 @@ class _Builder:
         if name == "GraphModule":
             module, state = self.graph(layer, params, buffers, state, path)
             return [module], state
-        if name not in _TO_NNX:
-            raise ValueError(
-                f"to_nnx: unsupported layer {name} at {path!r}; supported: {', '.join(SUPPORTED)}."
-            )
-        builder, need = _TO_NNX[name]
+        builder, need = _TO_NNX.get(name, (_torch_layer, "torch"))
         items = []
         if need == "cl" and state == "torch":
             items.append(m.ChannelsLast())
@@ -574,6 +577,9 @@ _FROM_NNX: dict[type, Callable] = {
             p=module.rate), {}, {}),
     m.TorchFlatten: lambda module, context: (nn.Flatten(module.start_dim, module.end_dim), {}, {}),
     m.TorchPool: lambda module, context: (module.layer, {}, {}),
+    m.TorchLayer: lambda module, context: (
+        module.layer, {k: _value(v) for k, v in module.params.items()},
+        {k: _value(v) for k, v in module.buffers.items()}),
 }
 _FUNCTIONS: dict[Any, Callable[[], Any]] = {
     nnx.relu: lambda: nn.ReLU(),

@@ -254,3 +254,29 @@ _ELEMENTWISE = {
     "method.sub", "method.mul", "torch.relu", "method.relu", "torch.nn.functional.relu",
     "torch.sigmoid", "torch.tanh", "method.sigmoid", "method.tanh",
 }
+
+
+class TorchLayer(nnx.Module):
+    """Any jaxgrad layer inside an nnx model, for the layers stock flax cannot express
+    and no small module above covers: its params (``nnx.Param``) and buffers
+    (``nnx.BatchStat``) under their torch names, its forward the jaxgrad layer's
+    (torch's layout). ``deterministic`` is nnx's mode switch (``module.eval()`` sets
+    it): ``False`` is torch's ``train()``, drawing dropout masks from ``rngs``."""
+
+    def __init__(self, layer, params: dict, buffers: dict, seed: int = 0):
+        self.layer = layer
+        self.params = nnx.Dict({k: nnx.Param(jnp.asarray(v)) for k, v in params.items()})
+        self.buffers = nnx.Dict({k: nnx.BatchStat(jnp.asarray(v)) for k, v in buffers.items()})
+        self.deterministic = False
+        self.rngs = nnx.Rngs(dropout=seed)
+
+    def __call__(self, *inputs, **options):
+        params = {k: v[...] for k, v in self.params.items()}
+        buffers = {k: v[...] for k, v in self.buffers.items()}
+        train = not self.deterministic
+        key = self.rngs.dropout() if train else None
+        output, new = self.layer.forward_with_state(params, *inputs, buffers=buffers, train=train,
+                                                    key=key, path="", **options)
+        for name, value in new.items():
+            self.buffers[name][...] = value
+        return output

@@ -115,14 +115,12 @@ def _conv_same(rng):
     x = rng.standard_normal((1, 2, 8, 8))
     ref = conv(_t(x)).detach().numpy()
     kernel = np.moveaxis(conv.weight.detach().numpy(), (0, 1), (-1, -2))
-    out = {}
-    for mapped, padding in ((True, ((1, 1), (1, 1))), (False, "SAME")):
-        layer = nnx.Conv(2, 3, (3, 3), strides=2, padding=padding, param_dtype=jnp.float64,
-                         rngs=_rngs())
-        _set(layer.kernel, kernel)
-        _set(layer.bias, conv.bias.detach().numpy())
-        y = layer(jnp.moveaxis(jnp.asarray(x), 1, -1))
-        out[mapped] = _err(jnp.moveaxis(y, -1, 1), ref)
+    stock = nnx.Conv(2, 3, (3, 3), strides=2, param_dtype=jnp.float64, rngs=_rngs())  # 'SAME'
+    _set(stock.kernel, kernel)
+    _set(stock.bias, conv.bias.detach().numpy())
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    out = {True: _err(jnp.moveaxis(to_nnx(conv)(nhwc), -1, 1), ref),
+           False: _err(jnp.moveaxis(stock(nhwc), -1, 1), ref)}
     return "padding=1: pads (1, 1)", "'SAME' at stride 2: (0, 1)", out
 
 
@@ -146,9 +144,7 @@ def _adaptive_pool(rng):
     nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
     # the usual substitute: stride in//out, window in - (out - 1)·stride
     stock = nnx.avg_pool(nhwc, (4, 4), strides=(2, 2))
-    windows = [(0, 3), (2, 6), (5, 8)]  # torch: [floor(i·8/3), ceil((i+1)·8/3))
-    mapped = jnp.stack([jnp.stack([nhwc[:, a:b, c:d].mean(axis=(1, 2)) for c, d in windows], 1)
-                        for a, b in windows], 1)
+    mapped = to_nnx(torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(3)))(nhwc)
     return "windows [⌊i·n/o⌋, ⌈(i+1)·n/o⌉)", "avg_pool(window 4, stride 2)", {
         True: _err(jnp.moveaxis(mapped, -1, 1), ref),
         False: _err(jnp.moveaxis(stock, -1, 1), ref),
@@ -159,11 +155,11 @@ def _count_include_pad(rng):
     x = rng.standard_normal((1, 2, 6, 6))
     ref = torch.nn.functional.avg_pool2d(_t(x), 3, 2, 1, count_include_pad=False).numpy()
     nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
-    pool = functools.partial(nnx.avg_pool, window_shape=(3, 3), strides=(2, 2),
-                             padding=((1, 1), (1, 1)))
+    stock = nnx.avg_pool(nhwc, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+    mapped = to_nnx(torch.nn.Sequential(torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False)))
     return "count_include_pad=False", "count_include_pad=True", {
-        True: _err(jnp.moveaxis(pool(nhwc, count_include_pad=False), -1, 1), ref),
-        False: _err(jnp.moveaxis(pool(nhwc), -1, 1), ref),
+        True: _err(jnp.moveaxis(mapped(nhwc), -1, 1), ref),
+        False: _err(jnp.moveaxis(stock, -1, 1), ref),
     }
 
 
