@@ -341,7 +341,7 @@ def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
     kinds = [type(item).__name__ for item in nnx_module.layers]
     assert kinds == ["TorchLayer", "TorchLayer", "TorchLayer", "ChannelsLast", "Conv", "ChannelsFirst"]
     x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
-    y = torch.randint(0, 2, (2, 18, 18))
+    y = torch.randint(0, 2, (2, 20, 20))
     module.zero_grad()
     out = module(x)
     torch.nn.functional.cross_entropy(out, y).backward()
