@@ -1,0 +1,810 @@
+"""``to_nnx`` / ``from_nnx``: torch-keyed jaxgrad models as idiomatic ``flax.nnx``
+modules, and back.
+
+The nnx side is built from stock layers (``nnx.Linear``, ``nnx.Conv``,
+``nnx.LayerNorm``, ``nnx.Embed``, ``nnx.Dropout``, ``nnx.Sequential``…) with every
+hyperparameter set to torch's meaning, and from the few modules of
+``jaxgrad.flax.modules`` where stock flax cannot express torch's behaviour.
+
+Layout: flax works channels-last. A model whose input is an image (its first layer
+that cares is a convolution, pooling or batch/group norm) takes NHWC input with
+``layout="NHWC"`` (flax's idiom, the default) or torch's NCHW with
+``layout="NCHW"``. Inside, activations stay channels-last while the layers allow
+it; before a layer that reads torch's channel-first order (``Flatten``, ``Linear``
+on a feature map, softmax over a dim) a ``ChannelsFirst`` adapter restores it, so
+every parameter keeps torch's meaning and a following ``Linear`` needs no
+permutation. With ``layout="NCHW"`` a spatial output is returned NCHW, as torch.
+
+Each converter is one entry of ``_TO_NNX`` (jaxgrad class name → builder) and one
+of ``_FROM_NNX`` (nnx class → reader); a layer is ``"cl"`` (works channels-last),
+``"torch"`` (needs torch's order) or ``"any"`` (elementwise).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jaxgrad import nn
+from jaxgrad.flax import modules as m
+
+LAYOUTS = ("NHWC", "NCHW")
+_ADAPTERS = (m.ChannelsLast, m.ChannelsFirst)
+
+
+def _tuple(value, n: int) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+
+
+def _np(value) -> np.ndarray:
+    return np.asarray(value)
+
+
+def _param(array, dtype=None):
+    return jnp.array(array, dtype=dtype, copy=True)
+
+
+def _set(variable, array) -> None:
+    variable.set_value(_param(array, variable.get_value().dtype))
+
+
+def _rngs():
+    return nnx.Rngs(0)
+
+
+# --------------------------------------------------------------------- to nnx
+def _linear(layer, params, buffers, dtype):
+    module = nnx.Linear(layer.in_features, layer.out_features, use_bias=layer.bias,
+                        param_dtype=dtype, rngs=_rngs())
+    _set(module.kernel, _np(params["weight"]).T)  # torch (out, in) -> flax kernel (in, out)
+    if layer.bias:
+        _set(module.bias, params["bias"])
+    return module
+
+
+def _conv(layer, params, buffers, dtype):
+    spatial = params["weight"].ndim - 2
+    if getattr(layer, "padding_mode", "zeros") != "zeros":
+        raise ValueError(
+            f"to_nnx: {type(layer).__name__} with padding_mode={layer.padding_mode!r} is not "
+            "supported yet (nnx.Conv pads with zeros only)."
+        )
+    kernel_size = _tuple(layer.kernel_size, spatial)
+    dilation = _tuple(layer.dilation, spatial)
+    padding = layer.padding
+    if padding == "valid":
+        pads = [(0, 0)] * spatial
+    elif padding == "same":  # torch: total d(k-1), the odd one on the right
+        pads = []
+        for k, d in zip(kernel_size, dilation):
+            total = d * (k - 1)
+            pads.append((total // 2, total - total // 2))
+    else:
+        pads = [(p, p) for p in _tuple(padding, spatial)]
+    module = nnx.Conv(layer.in_channels, layer.out_channels, kernel_size,
+                      strides=_tuple(layer.stride, spatial), padding=pads,
+                      kernel_dilation=dilation, feature_group_count=layer.groups,
+                      use_bias=layer.bias, param_dtype=dtype, rngs=_rngs())
+    # torch OIHW -> flax HWIO
+    _set(module.kernel, np.moveaxis(_np(params["weight"]), (0, 1), (-1, -2)))
+    if layer.bias:
+        _set(module.bias, params["bias"])
+    return module
+
+
+def _batch_norm(layer, params, buffers, dtype):
+    module = m.TorchBatchNorm(layer.num_features, momentum=layer.momentum, epsilon=layer.eps,
+                              affine=layer.affine, track_running_stats=layer.track_running_stats,
+                              param_dtype=dtype)
+    if layer.affine:
+        _set(module.scale, params["weight"])
+        _set(module.bias, params["bias"])
+    if layer.track_running_stats:
+        _set(module.mean, buffers["running_mean"])
+        _set(module.var, buffers["running_var"])
+        _set(module.num_batches_tracked, buffers["num_batches_tracked"])
+    return module
+
+
+def _group_norm(layer, params, buffers, dtype):
+    module = nnx.GroupNorm(layer.num_channels, num_groups=layer.num_groups, epsilon=layer.eps,
+                           use_bias=layer.affine, use_scale=layer.affine,
+                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+    if layer.affine:
+        _set(module.scale, params["weight"])
+        _set(module.bias, params["bias"])
+    return module
+
+
+def _layer_norm(layer, params, buffers, dtype):
+    shape = _tuple(layer.normalized_shape, 1)
+    if len(shape) != 1:  # nnx.LayerNorm's scale spans the last dim only
+        return _torch_layer(layer, params, buffers, dtype)
+    affine = layer.elementwise_affine
+    use_bias = affine and getattr(layer, "bias", True)
+    module = nnx.LayerNorm(shape[0], epsilon=layer.eps, use_scale=affine, use_bias=use_bias,
+                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+    if affine:
+        _set(module.scale, params["weight"])
+    if use_bias:
+        _set(module.bias, params["bias"])
+    return module
+
+
+def _rms_norm(layer, params, buffers, dtype):
+    shape = _tuple(layer.normalized_shape, 1)
+    if len(shape) != 1:
+        return _torch_layer(layer, params, buffers, dtype)
+    # torch's eps=None is the dtype's machine epsilon; flax's default is 1e-6
+    eps = layer.eps if layer.eps is not None else float(jnp.finfo(dtype).eps)
+    module = nnx.RMSNorm(shape[0], epsilon=eps, use_scale=layer.elementwise_affine,
+                         param_dtype=dtype, rngs=_rngs())
+    if layer.elementwise_affine:
+        _set(module.scale, params["weight"])
+    return module
+
+
+def _embedding(layer, params, buffers, dtype):
+    for flag in ("max_norm",):
+        if getattr(layer, flag, None) is not None:
+            raise ValueError(f"to_nnx: Embedding with {flag} is not supported (in-place renorm).")
+    if getattr(layer, "scale_grad_by_freq", False):
+        raise ValueError("to_nnx: Embedding with scale_grad_by_freq=True is not supported.")
+    if layer.padding_idx is None:
+        module = nnx.Embed(layer.num_embeddings, layer.embedding_dim, param_dtype=dtype,
+                           rngs=_rngs())
+    else:
+        module = m.TorchEmbed(layer.num_embeddings, layer.embedding_dim,
+                              layer.padding_idx % layer.num_embeddings, param_dtype=dtype)
+    _set(module.embedding, params["weight"])
+    return module
+
+
+def _dropout(layer, params, buffers, dtype):
+    # Dropout1d/2d drop whole channels: one draw per (sample, channel), broadcast over
+    # the spatial axes of the channels-last activation
+    name = type(layer).__name__
+    broadcast = {"Dropout1d": (1,), "Dropout2d": (1, 2)}.get(name, ())
+    return nnx.Dropout(rate=layer.p, broadcast_dims=broadcast, rngs=nnx.Rngs(dropout=0))
+
+
+def _instance_norm(layer, params, buffers, dtype):
+    if layer.track_running_stats:
+        raise ValueError(f"to_nnx: {type(layer).__name__} with track_running_stats=True has no "
+                         "nnx form yet.")
+    # instance norm is group norm with one channel per group
+    module = nnx.GroupNorm(layer.num_features, num_groups=layer.num_features, epsilon=layer.eps,
+                           use_bias=layer.affine, use_scale=layer.affine,
+                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+    if layer.affine:
+        _set(module.scale, params["weight"])
+        _set(module.bias, params["bias"])
+    return module
+
+
+def _softplus(layer, params, buffers, dtype):
+    from jaxgrad.nn import functional as F  # torch's beta and threshold; jax.nn.softplus has neither
+
+    return functools.partial(F.softplus, beta=layer.beta, threshold=layer.threshold)
+
+
+def _mish(x):
+    return x * jnp.tanh(jax.nn.softplus(x))
+
+
+def _softmax(fn):
+    def build(layer, params, buffers, dtype):
+        if layer.dim is None:
+            raise ValueError(f"to_nnx: {type(layer).__name__}(dim=None) picks its dim from the "
+                             "input's rank at run time; give `dim` explicitly.")
+        return functools.partial(fn, axis=layer.dim)
+    return build
+
+
+def _flatten(layer, params, buffers, dtype):
+    return m.TorchFlatten(layer.start_dim, layer.end_dim)
+
+
+def _pool(layer, params, buffers, dtype):
+    name = type(layer).__name__
+    spatial = 2 if name.endswith("2d") else 1
+    if name.startswith(("MaxPool", "AvgPool")):
+        kernel = _tuple(layer.kernel_size, spatial)
+        stride = _tuple(layer.stride if layer.stride not in (None, ()) else layer.kernel_size,
+                        spatial)
+        pads = [(p, p) for p in _tuple(layer.padding, spatial)]
+        plain = not getattr(layer, "ceil_mode", False)
+        if name.startswith("MaxPool"):
+            plain = plain and set(_tuple(layer.dilation, spatial)) == {1} and not layer.return_indices
+            if plain:
+                return functools.partial(nnx.max_pool, window_shape=kernel, strides=stride,
+                                         padding=pads)
+        else:
+            plain = plain and layer.divisor_override is None
+            if plain:
+                return functools.partial(nnx.avg_pool, window_shape=kernel, strides=stride,
+                                         padding=pads, count_include_pad=layer.count_include_pad)
+    return m.TorchPool(layer)
+
+
+def _torch_layer(layer, params, buffers, dtype):
+    """The fallback: the jaxgrad layer itself inside an nnx module (``TorchLayer``)."""
+    if not isinstance(layer, nn.Module):
+        raise ValueError(f"to_nnx: {type(layer).__name__} is not a jaxgrad layer.")
+    return m.TorchLayer(layer, params, buffers)
+
+
+def _activation(fn: Callable) -> Callable:
+    return lambda layer, params, buffers, dtype: fn
+
+
+def _gelu(layer, params, buffers, dtype):
+    # torch's default is the exact (erf) form; jax.nn.gelu defaults to tanh
+    return functools.partial(nnx.gelu, approximate=layer.approximate == "tanh")
+
+
+def _leaky_relu(layer, params, buffers, dtype):
+    return functools.partial(nnx.leaky_relu, negative_slope=layer.negative_slope)
+
+
+def _identity(layer, params, buffers, dtype):
+    return _identity_fn
+
+
+def _identity_fn(x):
+    return x
+
+
+# name -> (builder, layout need)
+_TO_NNX: dict[str, tuple[Callable, str]] = {
+    "Linear": (_linear, "torch"),
+    "Conv1d": (_conv, "cl"),
+    "Conv2d": (_conv, "cl"),
+    "BatchNorm1d": (_batch_norm, "cl"),
+    "BatchNorm2d": (_batch_norm, "cl"),
+    "GroupNorm": (_group_norm, "cl"),
+    "LayerNorm": (_layer_norm, "torch"),
+    "RMSNorm": (_rms_norm, "torch"),
+    "Embedding": (_embedding, "torch"),
+    "Dropout": (_dropout, "any"),
+    "Flatten": (_flatten, "torch"),
+    "MaxPool1d": (_pool, "cl"),
+    "MaxPool2d": (_pool, "cl"),
+    "AvgPool1d": (_pool, "cl"),
+    "AvgPool2d": (_pool, "cl"),
+    "AdaptiveAvgPool1d": (_pool, "cl"),
+    "AdaptiveAvgPool2d": (_pool, "cl"),
+    "AdaptiveMaxPool1d": (_pool, "cl"),
+    "AdaptiveMaxPool2d": (_pool, "cl"),
+    "Dropout1d": (_dropout, "cl"),
+    "Dropout2d": (_dropout, "cl"),
+    "InstanceNorm1d": (_instance_norm, "cl"),
+    "InstanceNorm2d": (_instance_norm, "cl"),
+    "ReLU6": (_activation(nnx.relu6), "any"),
+    "Hardswish": (_activation(nnx.hard_swish), "any"),
+    "Hardsigmoid": (_activation(nnx.hard_sigmoid), "any"),
+    "ELU": (lambda layer, p, b, d: functools.partial(nnx.elu, alpha=layer.alpha), "any"),
+    "Softplus": (_softplus, "any"),
+    "Mish": (_activation(_mish), "any"),
+    "Softmax": (_softmax(nnx.softmax), "torch"),
+    "LogSoftmax": (_softmax(nnx.log_softmax), "torch"),
+    "ReLU": (_activation(nnx.relu), "any"),
+    "Sigmoid": (_activation(nnx.sigmoid), "any"),
+    "Tanh": (_activation(nnx.tanh), "any"),
+    "SiLU": (_activation(nnx.silu), "any"),
+    "GELU": (_gelu, "any"),
+    "LeakyReLU": (_leaky_relu, "any"),
+    "Identity": (_identity, "any"),
+}
+SUPPORTED = tuple(sorted([*_TO_NNX, "Sequential"]))
+
+
+def _need(layer) -> str:
+    name = type(layer).__name__
+    if name == "GraphModule":
+        for node in layer.nodes:
+            if node.op == "call_module":
+                need = _need(dict(layer.layers)[node.target])
+                if need != "any":
+                    return need
+        return "torch"
+    if name == "Sequential":
+        for child in layer.layers:
+            need = _need(child)
+            if need != "any":
+                return need
+        return "any"
+    return _TO_NNX.get(name, (None, "torch"))[1]
+
+
+class _Builder:
+    def __init__(self, dtype, layout: str):
+        self.dtype, self.layout = dtype, layout
+
+    def sequential(self, model, params, buffers, state: str, path: str):
+        items = []
+        for name, layer in zip(model.names, model.layers):
+            child = f"{path}.{name}" if path else name
+            sub_params = nn.module.sub_dict(params, name)
+            sub_buffers = nn.module.sub_dict(buffers, name)
+            if type(layer).__name__ == "Sequential":
+                module, state = self.sequential(layer, sub_params, sub_buffers, state, child)
+                items.append(module)
+                continue
+            converted, state = self.layer(layer, sub_params, sub_buffers, state, child)
+            items.extend(converted)
+        return nnx.Sequential(*items), state
+
+    def graph(self, graph, params, buffers, state: str, path: str):
+        layers, needs = {}, {}
+        for layer_path, layer in graph.layers:
+            sub_params = nn.module.sub_dict(params, layer_path)
+            sub_buffers = nn.module.sub_dict(buffers, layer_path)
+            full = f"{path}.{layer_path}" if path else layer_path
+            if type(layer).__name__ == "Sequential":
+                module, _ = self.sequential(layer, sub_params, sub_buffers, "torch", full)
+                needs[layer_path] = "torch"
+            else:
+                items, _ = self.layer(layer, sub_params, sub_buffers, "any", full)
+                module, needs[layer_path] = items[-1], _need(layer)
+            layers[layer_path] = module
+        owned = {f"{p}." for p, _ in graph.layers}
+        tensors = {k: _param(v) for k, v in {**params, **buffers}.items()
+                   if not any(k.startswith(prefix) for prefix in owned)}
+        output = "cl" if self.layout == "NHWC" else "torch"
+        return m.TorchGraph(graph, layers, needs, tensors, state, output), output
+
+    def layer(self, layer, params, buffers, state: str, path: str):
+        name = type(layer).__name__
+        if name == "GraphModule":
+            module, state = self.graph(layer, params, buffers, state, path)
+            return [module], state
+        builder, need = _TO_NNX.get(name, (_torch_layer, "torch"))
+        items = []
+        if need == "cl" and state == "torch":
+            items.append(m.ChannelsLast())
+            state = "cl"
+        elif need == "torch" and state == "cl":
+            items.append(m.ChannelsFirst())
+            state = "torch"
+        items.append(builder(layer, params, buffers, self.dtype))
+        return items, state
+
+
+def _is_torch_module(obj) -> bool:
+    return hasattr(obj, "state_dict") and hasattr(obj, "named_modules") and hasattr(obj, "forward")
+
+
+def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Module:
+    """The ``flax.nnx`` twin of a jaxgrad model (with its params) or a torch module.
+
+    Args:
+      source: a ``jaxgrad.nn`` model, or a torch ``nn.Module`` (converted with
+        ``jaxgrad.nn.from_torch(source, with_buffers=True)`` first).
+      params: the jaxgrad model's params (torch ``state_dict`` keys); not with a
+        torch module.
+      buffers: the jaxgrad model's buffers, when it has any.
+      layout: ``"NHWC"`` (flax's idiom) or ``"NCHW"`` (torch-shaped batches); only
+        matters for a model whose input is an image.
+
+    Returns:
+      An ``nnx.Sequential`` whose every parameter holds torch's values.
+
+    Raises:
+      ValueError: an unsupported layer (its class and path), a bad layout, or
+        params/buffers that do not fit the model (every problem at once).
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"`layout` (={layout!r}) must be one of {', '.join(LAYOUTS)}.")
+    training = True
+    if _is_torch_module(source):
+        if params is not None or buffers is not None:
+            raise ValueError("to_nnx: pass `params`/`buffers` only with a jaxgrad model; a "
+                             "torch module carries its own.")
+        training = source.training  # the twin starts in the torch module's mode
+        source, params, buffers = nn.from_torch(source, with_buffers=True)
+    if not isinstance(source, nn.Module):
+        raise TypeError(f"to_nnx: `source` must be a jaxgrad.nn model or a torch module, got "
+                        f"{type(source).__name__}.")
+    if params is None:
+        raise ValueError("to_nnx: a jaxgrad model needs its `params`.")
+    params = source.load_state_dict(params)
+    buffers = source.load_buffers(buffers or {}) if source.buffer_shapes() else {}
+    dtypes = {np.dtype(v.dtype) for v in params.values()} or {np.dtype("float32")}
+    if len(dtypes) != 1:
+        raise ValueError(f"to_nnx: params mix dtypes {sorted(map(str, dtypes))}; use one.")
+    dtype = dtypes.pop()
+    model = source
+    if type(source).__name__ != "Sequential":  # one layer: convert it as a one-child Sequential
+        model = nn.Sequential(source)
+        params = {f"0.{k}": v for k, v in params.items()}
+        buffers = {f"0.{k}": v for k, v in buffers.items()}
+    start = "cl" if (_need(model) == "cl" and layout == "NHWC") else "torch"
+    module, state = _Builder(dtype, layout).sequential(model, params, buffers, start, "")
+    if layout == "NCHW" and state == "cl":
+        module = nnx.Sequential(*module.layers, m.ChannelsFirst())
+    if source is not model:  # a single layer: unwrap when nothing was inserted
+        layers = list(module.layers)
+        if len(layers) == 1 and isinstance(layers[0], nnx.Module):
+            module = layers[0]
+    if not training:
+        module.eval()  # nnx's switch: running averages, deterministic dropout
+    return module
+
+
+# ------------------------------------------------------------------- from nnx
+def _value(variable) -> np.ndarray:
+    return np.array(variable.get_value(), copy=True)
+
+
+def _dtype_of(module) -> Any:
+    for _, node in nnx.iter_graph(module):
+        if isinstance(node, nnx.Variable) and hasattr(node.get_value(), "dtype"):
+            value = node.get_value()
+            if jnp.issubdtype(value.dtype, jnp.floating):
+                return np.dtype(value.dtype)
+    return np.dtype("float32")
+
+
+def _from_linear(module, context):
+    kernel = _value(module.kernel)
+    layer = nn.Linear(module.in_features, module.out_features, bias=module.use_bias,
+                      dtype=kernel.dtype)
+    params = {"weight": kernel.T}
+    if module.use_bias:
+        params["bias"] = _value(module.bias)
+    return layer, params, {}
+
+
+def _symmetric(pads, what: str, path: str) -> tuple:
+    if isinstance(pads, str):
+        if pads.upper() == "VALID":
+            return None
+        raise ValueError(
+            f"from_nnx: {what} at {path!r} uses padding={pads!r}; flax's 'SAME' depends on the "
+            "input size and pads asymmetrically at stride > 1 (e.g. (2, 3) where torch pads "
+            "(3, 3)); torch has no such layer. Give explicit (low, high) pairs."
+        )
+    pairs = [tuple(p) if isinstance(p, (tuple, list)) else (p, p) for p in pads]
+    if any(lo != hi for lo, hi in pairs):
+        raise ValueError(
+            f"from_nnx: {what} at {path!r} pads asymmetrically {pairs}; torch pads each side "
+            "equally (insert a ZeroPad2d in torch for the extra side)."
+        )
+    return tuple(lo for lo, _ in pairs)
+
+
+def _from_conv(module, context):
+    kernel = _value(module.kernel)  # HWIO
+    spatial = kernel.ndim - 2
+    if spatial not in (1, 2):
+        raise ValueError(f"from_nnx: nnx.Conv with {spatial} spatial dims at {context.path!r}; "
+                         "jaxgrad has Conv1d and Conv2d.")
+    pads = _symmetric(module.padding, "nnx.Conv", context.path) or (0,) * spatial
+    cls = getattr(nn, f"Conv{spatial}d")
+    groups = module.feature_group_count
+    layer = cls(module.in_features, module.out_features, _tuple(module.kernel_size, spatial),
+                stride=_tuple(module.strides or 1, spatial), padding=pads,
+                dilation=_tuple(module.kernel_dilation or 1, spatial), groups=groups,
+                bias=module.use_bias, dtype=kernel.dtype)
+    params = {"weight": np.moveaxis(kernel, (-1, -2), (0, 1))}
+    if module.use_bias:
+        params["bias"] = _value(module.bias)
+    context.spatial = spatial
+    return layer, params, {}
+
+
+def _from_torch_batch_norm(module, context):
+    cls = getattr(nn, f"BatchNorm{context.spatial or 1}d")
+    layer = cls(module.num_features, eps=module.epsilon, momentum=module.momentum,
+                affine=module.affine, track_running_stats=module.track_running_stats,
+                dtype=_dtype_of(module))
+    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if module.affine else {}
+    buffers = {}
+    if module.track_running_stats:
+        buffers = {"running_mean": _value(module.mean), "running_var": _value(module.var),
+                   "num_batches_tracked": _value(module.num_batches_tracked)}
+    return layer, params, buffers
+
+
+def _from_nnx_batch_norm(module, context):
+    # flax's momentum weighs the old average: torch's is 1 - momentum
+    cls = getattr(nn, f"BatchNorm{context.spatial or 1}d")
+    affine = module.use_scale and module.use_bias
+    if module.use_scale != module.use_bias:
+        raise ValueError(f"from_nnx: nnx.BatchNorm at {context.path!r} with use_scale="
+                         f"{module.use_scale}, use_bias={module.use_bias}; torch's affine is both or none.")
+    dtype = _value(module.scale).dtype if affine else _value(module.mean).dtype
+    layer = cls(module.num_features, eps=module.epsilon, momentum=1.0 - module.momentum,
+                affine=affine, dtype=dtype)
+    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if affine else {}
+    # nnx keeps its statistics in float32 whatever param_dtype is; a torch module has one
+    # dtype, so they take the parameters' (float32 -> float64 is exact)
+    buffers = {"running_mean": _value(module.mean).astype(dtype),
+               "running_var": _value(module.var).astype(dtype),
+               "num_batches_tracked": np.zeros((), np.int64)}
+    return layer, params, buffers
+
+
+def _from_group_norm(module, context):
+    affine = module.use_scale and module.use_bias
+    layer = nn.GroupNorm(module.num_groups, module.num_features, eps=module.epsilon,
+                         affine=affine, dtype=_dtype_of(module))
+    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if affine else {}
+    return layer, params, {}
+
+
+def _from_layer_norm(module, context):
+    affine = module.use_scale
+    layer = nn.LayerNorm(module.num_features, eps=module.epsilon, elementwise_affine=affine,
+                         bias=module.use_bias, dtype=_dtype_of(module))
+    params = {}
+    if affine:
+        params["weight"] = _value(module.scale)
+    if module.use_bias:
+        params["bias"] = _value(module.bias)
+    return layer, params, {}
+
+
+def _from_rms_norm(module, context):
+    layer = nn.RMSNorm(module.num_features, eps=module.epsilon,
+                       elementwise_affine=module.use_scale, dtype=_dtype_of(module))
+    return layer, ({"weight": _value(module.scale)} if module.use_scale else {}), {}
+
+
+def _from_embed(module, context):
+    table = _value(module.embedding)
+    layer = nn.Embedding(table.shape[0], table.shape[1],
+                         padding_idx=getattr(module, "padding_idx", None), dtype=table.dtype)
+    return layer, {"weight": table}, {}
+
+
+def _from_pool_partial(fn, context):
+    keywords = dict(fn.keywords)
+    window = tuple(keywords["window_shape"])
+    spatial = len(window)
+    strides = tuple(keywords.get("strides") or window)
+    pads = _symmetric(keywords.get("padding", "VALID"), fn.func.__name__, context.path) or (0,) * spatial
+    if fn.func is nnx.max_pool:
+        layer = getattr(nn, f"MaxPool{spatial}d")(window, stride=strides, padding=pads)
+    else:
+        layer = getattr(nn, f"AvgPool{spatial}d")(
+            window, stride=strides, padding=pads,
+            count_include_pad=keywords.get("count_include_pad", True))
+    return layer, {}, {}
+
+
+_FROM_NNX: dict[type, Callable] = {
+    nnx.Linear: _from_linear,
+    nnx.Conv: _from_conv,
+    m.TorchBatchNorm: _from_torch_batch_norm,
+    nnx.BatchNorm: _from_nnx_batch_norm,
+    nnx.GroupNorm: _from_group_norm,
+    nnx.LayerNorm: _from_layer_norm,
+    nnx.Embed: _from_embed,
+    nnx.RMSNorm: _from_rms_norm,
+    m.TorchEmbed: _from_embed,
+    nnx.Dropout: lambda module, context: (
+        {(): nn.Dropout, (1,): nn.Dropout1d, (1, 2): nn.Dropout2d}[tuple(module.broadcast_dims)](
+            p=module.rate), {}, {}),
+    m.TorchFlatten: lambda module, context: (nn.Flatten(module.start_dim, module.end_dim), {}, {}),
+    m.TorchPool: lambda module, context: (module.layer, {}, {}),
+    m.TorchLayer: lambda module, context: (
+        module.layer, {k: _value(v) for k, v in module.params.items()},
+        {k: _value(v) for k, v in module.buffers.items()}),
+}
+_FUNCTIONS: dict[Any, Callable[[], Any]] = {
+    nnx.relu: lambda: nn.ReLU(),
+    nnx.sigmoid: lambda: nn.Sigmoid(),
+    nnx.tanh: lambda: nn.Tanh(),
+    nnx.silu: lambda: nn.SiLU(),
+    nnx.relu6: lambda: nn.ReLU6(),
+    nnx.hard_swish: lambda: nn.Hardswish(),
+    nnx.hard_sigmoid: lambda: nn.Hardsigmoid(),
+    _mish: lambda: nn.Mish(),
+    _identity_fn: lambda: nn.Identity(),
+}
+
+
+class _Context:
+    def __init__(self):
+        self.path = ""
+        self.spatial = 0  # spatial dims of the last convolution seen (BatchNorm1d vs 2d)
+
+
+def _read_graph(module, context):
+    import dataclasses
+
+    base = context.path
+    layers, params, buffers = [], {}, {}
+    for path, _ in module.graph.layers:
+        context.path = f"{base}.{path}" if base else path
+        layer, sub_params, sub_buffers = _read(module.layers[path], context)
+        layers.append((path, layer))
+        params.update({f"{path}.{k}": v for k, v in sub_params.items()})
+        buffers.update({f"{path}.{k}": v for k, v in sub_buffers.items()})
+    context.path = base
+    kinds = {name: kind for name, _, _, kind in module.graph.tensors}
+    for name, variable in module.tensors.items():
+        (params if kinds.get(name) == "param" else buffers)[name] = _value(variable)
+    return dataclasses.replace(module.graph, layers=tuple(layers)), params, buffers
+
+
+def _read(item, context):
+    """One nnx item -> ``(layer, params, buffers)``; ``None`` for a layout adapter."""
+    if isinstance(item, _ADAPTERS):
+        return None
+    if isinstance(item, m.TorchGraph):
+        return _read_graph(item, context)
+    if isinstance(item, nnx.Sequential):
+        return _read_sequential(item, context)
+    if isinstance(item, functools.partial):
+        if item.func in (nnx.elu,):
+            return nn.ELU(alpha=item.keywords.get("alpha", 1.0)), {}, {}
+        if item.func in (nnx.softmax, nnx.log_softmax):
+            cls = nn.Softmax if item.func is nnx.softmax else nn.LogSoftmax
+            return cls(dim=item.keywords.get("axis", -1)), {}, {}
+        if getattr(item.func, "__name__", "") == "softplus" and "threshold" in item.keywords:
+            return nn.Softplus(beta=item.keywords["beta"], threshold=item.keywords["threshold"]), {}, {}
+        if item.func in (nnx.max_pool, nnx.avg_pool):
+            return _from_pool_partial(item, context)
+        if item.func is nnx.gelu:
+            approximate = item.keywords.get("approximate", True)
+            return nn.GELU(approximate="tanh" if approximate else "none"), {}, {}
+        if item.func is nnx.leaky_relu:
+            return nn.LeakyReLU(negative_slope=item.keywords.get("negative_slope", 0.01)), {}, {}
+    if callable(item) and not isinstance(item, nnx.Module):
+        if item is nnx.gelu:  # flax's default: the tanh approximation
+            return nn.GELU(approximate="tanh"), {}, {}
+        for fn, make in _FUNCTIONS.items():
+            if item is fn:
+                return make(), {}, {}
+    reader = _FROM_NNX.get(type(item))
+    if reader is None:
+        raise ValueError(
+            f"from_nnx: no torch twin for {type(item).__name__} at {context.path or 'the top level'!r}; "
+            f"supported: {', '.join(sorted(t.__name__ for t in _FROM_NNX))}, nnx.Sequential and "
+            "the activations relu, sigmoid, tanh, silu, gelu, leaky_relu."
+        )
+    return reader(item, context)
+
+
+def _read_sequential(module, context):
+    children, params, buffers = OrderedDict(), {}, {}
+    base = context.path
+    index = 0
+    for item in module.layers:
+        context.path = f"{base}.{index}" if base else str(index)
+        read = _read(item, context)
+        if read is None:
+            continue
+        layer, sub_params, sub_buffers = read
+        children[str(index)] = layer
+        params.update({f"{index}.{k}": v for k, v in sub_params.items()})
+        buffers.update({f"{index}.{k}": v for k, v in sub_buffers.items()})
+        index += 1
+    context.path = base
+    return nn.Sequential(children), params, buffers
+
+
+def _shape_problems(model, path: str = "") -> list[str]:
+    """Consecutive layers whose feature counts disagree, every one of them."""
+    problems, width, last = [], None, None
+    for name, layer in zip(model.names, model.layers):
+        where = f"{path}.{name}" if path else name
+        takes = next((getattr(layer, a) for a in ("in_features", "in_channels", "num_features",
+                                                   "num_channels") if hasattr(layer, a)), None)
+        if type(layer).__name__ == "Flatten":
+            width = None  # the flattened width depends on the input's spatial size
+            continue
+        if takes is not None and width is not None and takes != width:
+            problems.append(f"{where} ({type(layer).__name__}) takes {takes} features but "
+                            f"{last} gives {width}")
+        gives = next((getattr(layer, a) for a in ("out_features", "out_channels")
+                      if hasattr(layer, a)), None)
+        if gives is not None:
+            width, last = gives, f"{where} ({type(layer).__name__})"
+    return problems
+
+
+def from_nnx(module):
+    """A ``flax.nnx`` module back to a torch-keyed jaxgrad model.
+
+    Returns:
+      ``(model, params)``, or ``(model, params, buffers)`` when the model has buffers
+      (BatchNorm), keyed like the torch module's ``state_dict()`` and in torch's
+      layouts (``weight`` `(out, in)`, OIHW).
+
+    Raises:
+      ValueError: a module with no torch twin (its class and position), or layers
+        whose shapes do not chain — every problem listed at once.
+    """
+    if not isinstance(module, nnx.Module) and not callable(module):
+        raise TypeError(f"from_nnx: expected an nnx.Module, got {type(module).__name__}.")
+    context = _Context()
+    read = _read(module, context)
+    if read is None:
+        raise ValueError("from_nnx: the module is only a layout adapter.")
+    model, params, buffers = read
+    if type(model).__name__ == "Sequential":
+        problems = _shape_problems(model)
+        if problems:
+            raise ValueError("from_nnx: the layers do not fit together: " + "; ".join(problems) + ".")
+    params = model.load_state_dict(params)
+    if model.buffer_shapes():
+        return model, params, model.load_buffers(buffers)
+    return model, params
+
+
+def nnx_state_dict(module) -> dict[str, np.ndarray]:
+    """The torch ``state_dict`` (numpy arrays, torch keys and layouts) of an nnx module
+    built by ``to_nnx`` or by hand from the supported layers:
+    ``torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in ...})``."""
+    read = from_nnx(module)
+    model, params = read[0], read[1]
+    buffers = read[2] if len(read) == 3 else None
+    return model.state_dict(params, buffers)
+
+
+def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
+    """``nnx.grad``'s gradients of ``module`` as a torch-keyed dict in torch's layouts
+    (``weight`` `(out, in)`, OIHW): what ``{n: p.grad for n, p in named_parameters()}``
+    holds after ``backward()`` on the twin."""
+    copy = nnx.clone(module)  # split/merge would share the variables: the module keeps its params
+    nnx.update(copy, grads)
+    return from_nnx(copy)[1]
+
+
+# What to_nnx maps for each layer: shown by scripts/port.py and docs/flax.md.
+NOTES = {
+    "Linear": "weight (out, in) -> nnx.Linear kernel (in, out), transposed",
+    "Conv1d": "weight OIL -> kernel LIO; explicit symmetric padding pairs, never 'SAME'",
+    "Conv2d": "weight OIHW -> kernel HWIO; explicit symmetric padding pairs, never 'SAME'",
+    "BatchNorm1d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
+    "BatchNorm2d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
+    "GroupNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
+    "LayerNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
+    "RMSNorm": "epsilon: torch's (None = machine eps of the dtype; flax 1e-6)",
+    "MultiheadAttention": "TorchLayer: packed in_proj, torch's mask polarity and -inf fill",
+    "LSTM": "TorchLayer: two biases, gates i,f,g,o, state (h, c)",
+    "GRU": "TorchLayer: r * (W_hn h + b_hn), which nnx.GRUCell cannot express",
+    "Embedding": "weight -> embedding; padding_idx row frozen (TorchEmbed)",
+    "Dropout": "rate = p (drop probability, as torch)",
+    "Flatten": "channels moved first before flattening: torch's C,H,W feature order",
+    "GELU": "approximate=False unless torch's 'tanh' (jax.nn.gelu defaults to tanh)",
+    "LeakyReLU": "negative_slope carried (flax 0.01 = torch 0.01)",
+    "MaxPool1d": "padding with -inf, explicit pairs; ceil_mode/dilation via TorchPool",
+    "MaxPool2d": "padding with -inf, explicit pairs; ceil_mode/dilation via TorchPool",
+    "AvgPool1d": "count_include_pad carried; ceil_mode/divisor_override via TorchPool",
+    "AvgPool2d": "count_include_pad carried; ceil_mode/divisor_override via TorchPool",
+    "AdaptiveAvgPool1d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+    "AdaptiveAvgPool2d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+    "AdaptiveMaxPool1d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+    "AdaptiveMaxPool2d": "torch's windows [floor(i·n/o), ceil((i+1)·n/o)) via TorchPool",
+}
+
+
+def conversion_notes(model, path: str = "") -> list[tuple[str, str, str]]:
+    """``(path, class name, what to_nnx maps)`` for every layer of ``model`` that
+    carries a convention, in order."""
+    if type(model).__name__ in ("Sequential", "GraphModule"):
+        children = (zip(model.names, model.layers) if type(model).__name__ == "Sequential"
+                    else model.layers)
+        notes = []
+        for name, layer in children:
+            notes += conversion_notes(layer, f"{path}.{name}" if path else name)
+        return notes
+    name = type(model).__name__
+    return [(path, name, NOTES[name])] if name in NOTES else []
+
+
+def is_image_model(model) -> bool:
+    """Whether ``model``'s first layer that cares about layout works on images
+    (convolution, pooling, batch or group norm): ``to_nnx``'s ``layout`` applies."""
+    return _need(model) == "cl"

@@ -1,0 +1,359 @@
+"""``jaxgrad.flax``: torch modules as ``flax.nnx`` modules and back, against torch.
+
+The same model three times — torch, the nnx twin from ``to_nnx``, and the jaxgrad
+model ``from_nnx`` reads back — compared at the float64 tier: forward, gradients
+mapped back to torch's names and layouts, and a training trajectory driven by
+``nnx.Optimizer`` with jaxgrad's torch-semantics optimizer.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+import jaxgrad
+import torchref
+from jaxgrad import losses as jlosses
+from jaxgrad import optim as joptim
+from jaxgrad.flax import from_nnx, grads_to_torch, nnx_state_dict, to_nnx
+from jaxgrad.parity import assert_parity
+from parity_checks.nnx_interop import nnx_trajectory
+
+
+def _mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(6, 5), torch.nn.GELU(), torch.nn.Linear(5, 4),
+        torch.nn.LeakyReLU(0.2), torch.nn.Linear(4, 3),
+    ).double()
+
+
+def _torch_grads(module, x, y):
+    module.zero_grad(set_to_none=True)
+    out = module(x)
+    torch.nn.functional.cross_entropy(out, y).backward()
+    return out.detach().numpy(), {n: p.grad.numpy() for n, p in module.named_parameters()}
+
+
+def _nnx_grads(nnx_module, x, y):
+    def loss(module):
+        out = module(x)
+        return jlosses.cross_entropy(out, y), out
+
+    (_, out), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    return np.asarray(out), grads_to_torch(nnx_module, grads)
+
+
+def test_mlp_forward_and_grads_match_torch(x64, seed):
+    module = _mlp()
+    x = torch.randn(7, 6, dtype=torch.float64)
+    y = torch.randint(0, 3, (7,))
+    out_ref, grads_ref = _torch_grads(module, x, y)
+    nnx_module = to_nnx(module)
+    assert nnx_module.layers[0].kernel.get_value().shape == (6, 5)  # flax (in, out)
+    out, grads = _nnx_grads(nnx_module, jnp.asarray(x.numpy()), jnp.asarray(y.numpy()))
+    assert out.dtype == np.float64
+    assert_parity({"output": out_ref, "grads": grads_ref}, {"output": out, "grads": grads})
+
+
+def test_round_trips_are_bit_exact(x64, seed):
+    module = _mlp()
+    state = {k: v.numpy() for k, v in module.state_dict().items()}
+    back = nnx_state_dict(to_nnx(module))
+    assert list(back) == list(state)
+    for name in state:
+        np.testing.assert_array_equal(back[name], state[name])
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in back.items()})  # torch accepts it
+    model, params = jaxgrad.nn.from_torch(module)
+    model2, params2 = from_nnx(to_nnx(model, params))
+    assert model2.state_dict_keys() == model.state_dict_keys()
+    for name in params:
+        np.testing.assert_array_equal(params2[name], params[name])
+
+
+def test_exact_gelu_is_mapped_and_flax_default_reads_back_as_tanh():
+    nnx_module = to_nnx(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.GELU()))
+    gelu = nnx_module.layers[1]
+    assert gelu.func is nnx.gelu and gelu.keywords == {"approximate": False}
+    # a hand-written flax model using nnx.gelu as is gets torch's tanh variant back
+    hand = nnx.Sequential(nnx.Linear(2, 2, rngs=nnx.Rngs(0)), nnx.gelu)
+    model, _ = from_nnx(hand)
+    assert model[1] == jaxgrad.nn.GELU(approximate="tanh")
+
+
+def test_training_trajectory_with_nnx_optimizer_matches_torch(x64, seed):
+    """Adam with coupled weight decay, torch's semantics, driven by nnx.Optimizer."""
+    module = _mlp()
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((32, 6)), rng.integers(0, 3, 32)
+    reference, candidate = nnx_trajectory(
+        module, x, y, steps=20,
+        torch_optimizer=torch.optim.Adam(module.parameters(), lr=1e-2, weight_decay=0.01),
+        jax_optimizer=joptim.adam(lr=1e-2, weight_decay=0.01))
+    assert_parity(reference, candidate)
+
+
+def test_unsupported_layer_is_named_with_its_path():
+    module = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Softsign()))
+    with pytest.raises(ValueError, match="Softsign"):
+        to_nnx(module)
+
+
+def test_hand_built_model_with_mismatched_shapes_lists_every_problem():
+    rngs = nnx.Rngs(0)
+    hand = nnx.Sequential(nnx.Linear(3, 4, rngs=rngs), nnx.relu, nnx.Linear(5, 2, rngs=rngs),
+                          nnx.Linear(3, 1, rngs=rngs))
+    with pytest.raises(ValueError) as info:
+        from_nnx(hand)
+    message = str(info.value)
+    assert "2 (Linear) takes 5 features but 0 (Linear) gives 4" in message
+    assert "3 (Linear) takes 3 features but 2 (Linear) gives 2" in message
+
+
+def test_bad_arguments_are_refused():
+    module = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="layout"):
+        to_nnx(module, layout="NWHC")
+    with pytest.raises(ValueError, match="only with a jaxgrad model"):
+        to_nnx(module, params={})
+    model = jaxgrad.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="needs its `params`"):
+        to_nnx(model)
+    with pytest.raises(ValueError, match="missing keys: bias"):
+        to_nnx(model, {"weight": np.zeros((2, 2), np.float32)})
+
+
+def test_grads_to_torch_leaves_the_module_unchanged(x64):
+    module = _mlp()
+    nnx_module = to_nnx(module)
+    before = nnx_state_dict(nnx_module)
+    x, y = jnp.ones((2, 6)), jnp.array([0, 1])
+    grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(x), y))(nnx_module)
+    grads_to_torch(nnx_module, grads)
+    after = nnx_state_dict(nnx_module)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name])
+
+
+class _Residual(torch.nn.Module):
+    """A custom forward (through torch.fx) with BatchNorm, a skip and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 6)
+        self.bn = torch.nn.BatchNorm1d(6)
+        self.fc2 = torch.nn.Linear(6, 6)
+        self.head = torch.nn.Sequential(torch.nn.SiLU(), torch.nn.Dropout(0.0), torch.nn.Linear(6, 3))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.fc1(x)))
+        return self.head(x + self.fc2(y))
+
+
+def test_traced_forward_with_batch_norm_trains_like_torch(x64, seed):
+    """20 SGD steps in train mode: parameters and BatchNorm's running statistics
+    (torch's momentum and unbiased running variance) after every step."""
+    module = _Residual().double()
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal((40, 6)), rng.integers(0, 3, 40)
+    reference, candidate = nnx_trajectory(
+        module, x, y, steps=20,
+        torch_optimizer=torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9),
+        jax_optimizer=joptim.sgd(lr=0.1, momentum=0.9))
+    assert int(candidate[-1]["bn.num_batches_tracked"]) == 20
+    assert_parity(reference, candidate)
+
+
+def test_twin_starts_in_the_torch_modules_mode(x64):
+    module = _Residual().double()
+    module(torch.randn(8, 6, dtype=torch.float64))  # running stats away from 0 and 1
+    x = torch.randn(5, 6, dtype=torch.float64)
+    for mode in ("train", "eval"):
+        getattr(module, mode)()
+        with torch.no_grad():
+            ref = module(x).numpy()
+        nnx_module = to_nnx(module)
+        assert_parity(ref, np.asarray(nnx_module(jnp.asarray(x.numpy()))))
+
+
+@pytest.mark.parametrize("layer", [
+    torch.nn.ReLU6(), torch.nn.Hardswish(), torch.nn.Hardsigmoid(), torch.nn.ELU(0.7),
+    torch.nn.Softplus(beta=2.0, threshold=3.0), torch.nn.Mish(), torch.nn.Softmax(dim=1),
+    torch.nn.LogSoftmax(dim=0), torch.nn.SiLU(), torch.nn.GELU("tanh"),
+], ids=lambda layer: type(layer).__name__)
+def test_activations_match_torch_and_read_back(x64, layer):
+    x = torch.linspace(-7, 7, 30, dtype=torch.float64).reshape(5, 6)
+    nnx_module = to_nnx(torch.nn.Sequential(layer))
+    assert_parity(layer(x).numpy(), np.asarray(nnx_module(jnp.asarray(x.numpy()))))
+    model, _ = from_nnx(nnx_module)
+    assert type(model[0]).__name__ == type(layer).__name__
+
+
+def test_channel_dropout_and_instance_norm_map_to_stock_flax(x64):
+    module = torch.nn.Sequential(torch.nn.InstanceNorm1d(3, affine=True), torch.nn.Dropout1d(0.5))
+    with torch.no_grad():
+        module[0].weight.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    nnx_module = to_nnx(module.double().eval(), layout="NCHW")
+    kinds = [type(item).__name__ for item in nnx_module.layers]
+    assert kinds == ["ChannelsLast", "GroupNorm", "Dropout", "ChannelsFirst"]
+    assert tuple(nnx_module.layers[2].broadcast_dims) == (1,)  # whole channels dropped
+    x = torch.randn(2, 3, 5, dtype=torch.float64)
+    assert_parity(module(x).detach().numpy(), np.asarray(nnx_module(jnp.asarray(x.numpy()))))
+
+
+def test_hand_built_flax_cnn_reads_back_as_torch(x64):
+    """A CNN written in flax by hand (stock nnx.Conv with explicit pads, nnx.BatchNorm,
+    nnx.max_pool) becomes a torch state_dict that torch runs to the same output."""
+    rngs = nnx.Rngs(0)
+    hand = nnx.Sequential(
+        nnx.Conv(1, 4, (3, 3), padding=((1, 1), (1, 1)), param_dtype=jnp.float64, rngs=rngs),
+        nnx.BatchNorm(4, momentum=0.9, use_running_average=True, param_dtype=jnp.float64,
+                      rngs=rngs),
+        nnx.relu,
+        functools.partial(nnx.max_pool, window_shape=(2, 2), strides=(2, 2)),
+    )
+    model, params, buffers = from_nnx(hand)
+    assert [type(layer).__name__ for layer in model.layers] == [
+        "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d"]
+    assert model[1].momentum == pytest.approx(0.1)  # flax 0.9 weighs the old average
+    torch_module = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1),
+                                       torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                       torch.nn.MaxPool2d(2)).double().eval()
+    torch_module.load_state_dict({k: torch.from_numpy(v)
+                                  for k, v in model.state_dict(params, buffers).items()})
+    x = np.random.default_rng(0).standard_normal((2, 1, 6, 6))
+    out = hand(jnp.moveaxis(jnp.asarray(x), 1, -1))
+    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
+                  np.asarray(jnp.moveaxis(out, -1, 1)))
+
+
+def test_flax_same_padding_is_refused_with_the_reason():
+    hand = nnx.Sequential(nnx.Conv(1, 2, (3, 3), strides=2, rngs=nnx.Rngs(0)))  # flax: 'SAME'
+    with pytest.raises(ValueError, match="'SAME' depends on the input size"):
+        from_nnx(hand)
+
+
+_USER_MODEL = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, hidden=8):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 4 * 4, hidden)
+        self.out = nn.Linear(hidden, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        x = nn.functional.max_pool2d(x, 2)
+        return self.out(torch.relu(self.fc(torch.flatten(x, 1))))
+'''
+
+
+def test_port_script_converts_proves_and_saves_a_users_model(tmp_path, capsys, monkeypatch):
+    import port
+
+    (tmp_path / "user_net.py").write_text(_USER_MODEL)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "net.safetensors"
+    code = port.main(["user_net:Net", "--input-shape", "2,1,8,8", "--out", str(out),
+                      "--kwargs", '{"hidden": 6}'])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "parity float64" in printed and "FAIL" not in printed
+    assert "bn" in printed and "TorchBatchNorm" in printed
+    # the saved state loads into a fresh twin and runs like torch
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        torch_module = importlib.import_module("user_net").Net(hidden=6).eval()
+    finally:
+        sys.path.remove(str(tmp_path))
+    from jaxgrad.flax import load_nnx
+
+    torch.manual_seed(123)  # other weights, so loading must replace them all
+    twin = to_nnx(type(torch_module)(hidden=6).eval())
+    load_nnx(twin, str(out))
+    saved = nnx_state_dict(twin)
+    torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in saved.items()})
+    x = np.random.default_rng(0).standard_normal((2, 1, 8, 8)).astype(np.float32)
+    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
+                  np.asarray(twin(jnp.moveaxis(jnp.asarray(x), 1, -1))))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["user_net:Missing", "--input-shape", "2,1,8,8"], "has no 'Missing'"),
+    (["no_such_module:Net", "--input-shape", "2,1,8,8"], "cannot import"),
+    (["user_net:Net", "--input-shape", "2,0,8"], "every dimension must be positive"),
+    (["user_net:Net", "--input-shape", "2,3,8,8"], "rejects an input of shape"),
+    (["user_net:Net", "--input-shape", "2,1,8,8", "--kwargs", "[1]"], "JSON object"),
+])
+def test_port_script_refuses_bad_input_with_exit_2(tmp_path, monkeypatch, capsys, argv, message):
+    import port
+
+    (tmp_path / "user_net.py").write_text(_USER_MODEL)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        port.main(argv + ["--out", str(tmp_path / "x.safetensors")])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_port_script_refuses_an_unwritable_output(tmp_path, capsys):
+    import port
+
+    with pytest.raises(SystemExit) as info:
+        port.main(["m:C", "--input-shape", "1,2", "--out", str(tmp_path / "no" / "x.safetensors")])
+    assert info.value.code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_every_convention_is_mapped_and_matters(x64):
+    """scripts/flax_conventions.py's rows: with the mapping, rounding level against
+    torch; with flax's default left in place, a visible error."""
+    from parity_checks.nnx_interop import measure_conventions
+
+    rows = measure_conventions()
+    assert len(rows) >= 12
+    for row in rows:
+        assert row["mapped"] <= 1e-12, row
+        unmapped = row["unmapped"]
+        assert unmapped != unmapped or abs(unmapped - (1.0 if row["unit"] == "std ratio" else 0.0)) > 1e-4, row
+
+
+def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
+    """ConvTranspose2d, padding and Upsample have no stock flax twin with torch's
+    meaning: they run as TorchLayer (the jaxgrad layer, params as nnx.Param)."""
+    module = torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(2, 3, 3, stride=2), torch.nn.ReflectionPad2d(1),
+        torch.nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Conv2d(3, 2, 3)).double()
+    nnx_module = to_nnx(module, layout="NCHW")
+    kinds = [type(item).__name__ for item in nnx_module.layers]
+    assert kinds == ["TorchLayer", "TorchLayer", "TorchLayer", "ChannelsLast", "Conv", "ChannelsFirst"]
+    x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
+    cotangent = torch.randn(2, 2, 20, 20, dtype=torch.float64)
+    module.zero_grad()
+    out = module(x)
+    (out * cotangent).sum().backward()
+
+    def loss(mod):
+        logits = mod(jnp.asarray(x.numpy()))
+        return jnp.sum(logits * jnp.asarray(cotangent.numpy())), logits
+
+    (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    assert_parity({"out": out.detach().numpy(),
+                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
+                  {"out": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)})
+    back = nnx_state_dict(nnx_module)
+    for name, value in module.state_dict().items():
+        np.testing.assert_array_equal(back[name], value.numpy())

@@ -1,0 +1,442 @@
+"""flax.nnx interop: ``jaxgrad.flax.to_nnx`` twins against torch, and the cost of each
+torch-vs-flax convention when it is left unmapped (``scripts/flax_conventions.py``).
+
+Each convention is measured on one small float64 layer: the stock ``flax.nnx`` layer
+with the convention mapped (what ``to_nnx`` sets) and with flax's default left in
+place, both against torch on the same weights and input.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from flax import nnx
+
+from jaxgrad import losses as jlosses
+from jaxgrad.flax import grads_to_torch, modules, nnx_state_dict, to_nnx
+from jaxgrad.parity import compare
+from parity_checks.harness import Check, jax_precision
+
+F64 = torch.float64
+
+
+def _t(array) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(array))
+
+
+def _err(a, b) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return float("nan")
+    return float(np.max(np.abs(a - b)))
+
+
+def _set(variable, value):
+    variable.set_value(jnp.asarray(np.asarray(value), dtype=variable.get_value().dtype))
+
+
+def _rngs():
+    return nnx.Rngs(0)
+
+
+# ------------------------------------------------------------------ conventions
+def _linear_layout(rng):
+    layer = torch.nn.Linear(4, 4, dtype=F64)  # square: a missed transpose raises nothing
+    x = rng.standard_normal((3, 4))
+    ref = layer(_t(x)).detach().numpy()
+    w, b = layer.weight.detach().numpy(), layer.bias.detach().numpy()
+    out = {}
+    for mapped, kernel in ((True, w.T), (False, w)):
+        dense = nnx.Linear(4, 4, param_dtype=jnp.float64, rngs=_rngs())
+        _set(dense.kernel, kernel)
+        _set(dense.bias, b)
+        out[mapped] = _err(dense(jnp.asarray(x)), ref)
+    return "weight (out, in)", "kernel (in, out)", out
+
+
+def _gelu(rng):
+    x = rng.standard_normal(1000) * 3
+    ref = torch.nn.functional.gelu(_t(x)).numpy()
+    return "GELU erf (exact)", "nnx.gelu: tanh approx.", {
+        True: _err(nnx.gelu(jnp.asarray(x), approximate=False), ref),
+        False: _err(nnx.gelu(jnp.asarray(x)), ref),
+    }
+
+
+def _norm_eps(kind: str, rng):
+    x = rng.standard_normal((4, 8, 3, 3)) * 0.1  # low-variance rows, as late in training
+    if kind == "LayerNorm":
+        x = x.reshape(4, 72)
+        ref = torch.nn.functional.layer_norm(_t(x), (72,)).numpy()
+        make = lambda eps: nnx.LayerNorm(72, epsilon=eps, use_fast_variance=False,
+                                         param_dtype=jnp.float64, rngs=_rngs())
+        data = jnp.asarray(x)
+    else:
+        ref = torch.nn.functional.group_norm(_t(x), 4).numpy()
+        make = lambda eps: nnx.GroupNorm(8, num_groups=4, epsilon=eps, use_fast_variance=False,
+                                         param_dtype=jnp.float64, rngs=_rngs())
+        data = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    result = {}
+    for mapped, eps in ((True, 1e-5), (False, None)):
+        layer = make(eps) if eps is not None else make(1e-6)  # 1e-6: flax's default
+        y = layer(data)
+        y = y if kind == "LayerNorm" else jnp.moveaxis(y, -1, 1)
+        result[mapped] = _err(y, ref)
+    return "eps 1e-5", "epsilon 1e-6", result
+
+
+def _batch_norm_stats(which: str, rng):
+    x = rng.standard_normal((8, 3)) * 2 + 1
+    torch_bn = torch.nn.BatchNorm1d(3, dtype=F64)
+    torch_bn(_t(x))
+    field = "running_mean" if which == "momentum" else "running_var"
+    ref = getattr(torch_bn, field).numpy()
+    mapped = modules.TorchBatchNorm(3, momentum=0.1, param_dtype=jnp.float64)
+    mapped(jnp.asarray(x))
+    if which == "momentum":  # flax's default momentum 0.99 weighs the *old* average
+        stock = nnx.BatchNorm(3, param_dtype=jnp.float64, use_fast_variance=False, rngs=_rngs())
+        torch_text, flax_text = "momentum 0.1 (new batch)", "momentum 0.99 (old avg)"
+    else:  # momentum mapped (0.9), variance left biased
+        stock = nnx.BatchNorm(3, momentum=0.9, param_dtype=jnp.float64, use_fast_variance=False,
+                              rngs=_rngs())
+        torch_text, flax_text = "running var unbiased n/(n-1)", "running var biased"
+    stock(jnp.asarray(x))
+    name = "mean" if which == "momentum" else "var"
+    return torch_text, flax_text, {True: _err(getattr(mapped, name)[...], ref),
+                                   False: _err(getattr(stock, name)[...], ref)}
+
+
+def _conv_same(rng):
+    conv = torch.nn.Conv2d(2, 3, 3, stride=2, padding=1, dtype=F64)
+    x = rng.standard_normal((1, 2, 8, 8))
+    ref = conv(_t(x)).detach().numpy()
+    kernel = np.moveaxis(conv.weight.detach().numpy(), (0, 1), (-1, -2))
+    stock = nnx.Conv(2, 3, (3, 3), strides=2, param_dtype=jnp.float64, rngs=_rngs())  # 'SAME'
+    _set(stock.kernel, kernel)
+    _set(stock.bias, conv.bias.detach().numpy())
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    out = {True: _err(jnp.moveaxis(to_nnx(conv)(nhwc), -1, 1), ref),
+           False: _err(jnp.moveaxis(stock(nhwc), -1, 1), ref)}
+    return "padding=1: pads (1, 1)", "'SAME' at stride 2: (0, 1)", out
+
+
+def _flatten_order(rng):
+    fc = torch.nn.Linear(2 * 3 * 3, 2, dtype=F64)
+    x = rng.standard_normal((2, 2, 3, 3))  # torch NCHW feature map
+    ref = fc(_t(x).flatten(1)).detach().numpy()
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    dense = nnx.Linear(18, 2, param_dtype=jnp.float64, rngs=_rngs())
+    _set(dense.kernel, fc.weight.detach().numpy().T)
+    _set(dense.bias, fc.bias.detach().numpy())
+    mapped = dense(modules.TorchFlatten()(modules.ChannelsFirst()(nhwc)))
+    unmapped = dense(nhwc.reshape(2, -1))
+    return "flatten C,H,W", "flatten H,W,C (NHWC)", {True: _err(mapped, ref),
+                                                    False: _err(unmapped, ref)}
+
+
+def _adaptive_pool(rng):
+    x = rng.standard_normal((1, 2, 8, 8))
+    ref = torch.nn.functional.adaptive_avg_pool2d(_t(x), 3).numpy()
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    # the usual substitute: stride in//out, window in - (out - 1)·stride
+    stock = nnx.avg_pool(nhwc, (4, 4), strides=(2, 2))
+    mapped = to_nnx(torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(3)))(nhwc)
+    return "windows [⌊i·n/o⌋, ⌈(i+1)·n/o⌉)", "avg_pool(window 4, stride 2)", {
+        True: _err(jnp.moveaxis(mapped, -1, 1), ref),
+        False: _err(jnp.moveaxis(stock, -1, 1), ref),
+    }
+
+
+def _count_include_pad(rng):
+    x = rng.standard_normal((1, 2, 6, 6))
+    ref = torch.nn.functional.avg_pool2d(_t(x), 3, 2, 1, count_include_pad=False).numpy()
+    nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
+    stock = nnx.avg_pool(nhwc, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+    mapped = to_nnx(torch.nn.Sequential(torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False)))
+    return "count_include_pad=False", "count_include_pad=True", {
+        True: _err(jnp.moveaxis(mapped(nhwc), -1, 1), ref),
+        False: _err(jnp.moveaxis(stock, -1, 1), ref),
+    }
+
+
+def _padding_idx(rng):
+    emb = torch.nn.Embedding(5, 3, padding_idx=0, dtype=F64)
+    ids = np.array([[0, 1, 2], [0, 3, 0]])
+    emb(_t(ids)).sum().backward()
+    ref = emb.weight.grad.numpy()
+    table = emb.weight.detach().numpy()
+    mapped = modules.TorchEmbed(5, 3, 0, param_dtype=jnp.float64)
+    stock = nnx.Embed(5, 3, param_dtype=jnp.float64, rngs=_rngs())
+    grads = {}
+    for key, layer in ((True, mapped), (False, stock)):
+        _set(layer.embedding, table)
+        g = nnx.grad(lambda mod: mod(jnp.asarray(ids)).sum())(layer)
+        grads[key] = _err(g["embedding"][...], ref)
+    return "padding_idx row: zero grad", "nnx.Embed: no padding_idx", grads
+
+
+def _default_init(rng):
+    del rng
+    torch.manual_seed(0)
+    torch_std = float(torch.nn.Linear(256, 256).weight.detach().std())
+    flax_std = float(jnp.std(nnx.Linear(256, 256, rngs=_rngs()).kernel[...]))
+    # "error" here: the ratio of the weight's standard deviations (from-scratch runs)
+    return "kaiming_uniform(a=√5)", "lecun_normal", {True: 0.0, False: flax_std / torch_std,
+                                                    "unit": "std ratio"}
+
+
+CONVENTIONS = [
+    ("Linear weight layout", _linear_layout),
+    ("GELU", _gelu),
+    ("LayerNorm eps", functools.partial(_norm_eps, "LayerNorm")),
+    ("GroupNorm eps", functools.partial(_norm_eps, "GroupNorm")),
+    ("BatchNorm momentum (1 step)", functools.partial(_batch_norm_stats, "momentum")),
+    ("BatchNorm running var (1 step)", functools.partial(_batch_norm_stats, "variance")),
+    ("Conv2d padding, stride 2", _conv_same),
+    ("flatten after conv", _flatten_order),
+    ("AdaptiveAvgPool2d 8 -> 3", _adaptive_pool),
+    ("AvgPool2d count_include_pad", _count_include_pad),
+    ("Embedding padding_idx grad", _padding_idx),
+    ("default Linear init", _default_init),
+]
+
+
+def measure_conventions() -> list[dict]:
+    """One row per convention: torch's value, flax's default, and the max abs error
+    against torch with the convention mapped and left unmapped (float64)."""
+    rows = []
+    with jax_precision("float64"):
+        for name, measure in CONVENTIONS:
+            torch.manual_seed(0)  # the torch layers' weights: the same every run
+            torch_text, flax_text, errors = measure(np.random.default_rng(0))
+            unit = errors.get("unit", "max abs err")
+            rows.append({"convention": name, "torch": torch_text, "flax": flax_text,
+                         "mapped": errors[True], "unmapped": errors[False], "unit": unit})
+    return rows
+
+
+# ---------------------------------------------------------------- parity rows
+def nnx_trajectory(module, x, y, *, steps: int, torch_optimizer, jax_optimizer,
+                   batch_size: int = 8, layout: str = "NHWC"):
+    """Train ``module`` (torch) and its ``to_nnx`` twin (driven by ``nnx.Optimizer``
+    with ``jax_optimizer``) on the same batches; ``(reference, candidate)``: every
+    step's full ``state_dict`` (parameters and buffers) on both sides."""
+    nnx_module = to_nnx(module, layout=layout)
+    optimizer = nnx.Optimizer(nnx_module, jax_optimizer, wrt=nnx.Param)
+    image = x.ndim >= 3
+
+    @nnx.jit
+    def step(nnx_module, optimizer, xb, yb):
+        grads = nnx.grad(lambda mod: jlosses.cross_entropy(mod(xb), yb))(nnx_module)
+        optimizer.update(nnx_module, grads)
+
+    reference, candidate = [], []
+    batches = len(x) // batch_size
+    for t in range(steps):
+        idx = slice((t % batches) * batch_size, (t % batches + 1) * batch_size)
+        torch_optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(module(_t(x[idx])), _t(y[idx])).backward()
+        torch_optimizer.step()
+        xb = jnp.asarray(x[idx])
+        if image and layout == "NHWC":
+            xb = jnp.moveaxis(xb, 1, -1)
+        step(nnx_module, optimizer, xb, jnp.asarray(y[idx]))
+        reference.append({k: v.detach().numpy().copy() for k, v in module.state_dict().items()})
+        candidate.append(nnx_state_dict(nnx_module))
+    return reference, candidate
+
+
+def _model(name: str, dtype):
+    import torchref
+    from torchref.sequence_models import sequence_model
+
+    torch.manual_seed(0)
+    if name == "transformer":
+        return sequence_model(name, dtype=dtype, d_model=8, nhead=2, dim_feedforward=16,
+                              num_layers=1, num_classes=5)
+    if name in ("lstm", "gru"):
+        return sequence_model(name, dtype=dtype, hidden_size=8, num_classes=5)
+    if name == "mlp":
+        return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 16),
+                                   torch.nn.Tanh(), torch.nn.Linear(16, 5)).to(dtype)
+    return getattr(torchref.models, name)(num_classes=5, dtype=dtype)
+
+
+def _batch(name: str, dtype: str, n: int = 8):
+    rng = np.random.default_rng(0)
+    if name == "transformer":  # 64 pixel intensities 0..16 as tokens
+        return rng.integers(0, 17, (n, 64)), rng.integers(0, 5, n)
+    shape = {"mlp": (n, 12), "lstm": (n, 64), "gru": (n, 64)}.get(name, (n, 1, 8, 8))
+    return rng.standard_normal(shape).astype(dtype), rng.integers(0, 5, n)
+
+
+def _forward_and_grads(module, x, y, layout="NHWC"):
+    """torch and nnx: output, and the gradients of cross-entropy in torch's names."""
+    module.zero_grad(set_to_none=True)
+    out = module(_t(x))
+    torch.nn.functional.cross_entropy(out, _t(y)).backward()
+    reference = {"output": out.detach().numpy(),
+                 "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    nnx_module = to_nnx(module, layout=layout)
+    feed = jnp.asarray(x)
+    if x.ndim >= 3 and layout == "NHWC":
+        feed = jnp.moveaxis(feed, 1, -1)
+
+    def loss(mod):
+        logits = mod(feed)
+        return jlosses.cross_entropy(logits, jnp.asarray(y)), logits
+
+    (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    candidate = {"output": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)}
+    return reference, candidate
+
+
+def _forward_check(name: str, dtype: str, layout: str = "NHWC"):
+    torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    with jax_precision(dtype):
+        module = _model(name, torch_dtype).eval()
+        x, y = _batch(name, dtype)
+        reference, candidate = _forward_and_grads(module, x, y, layout)
+        return compare(reference, candidate, name=f"nnx {name} {dtype} {layout}")
+
+
+def _round_trip_check(name: str):
+    from jaxgrad.parity import BIT_IDENTICAL
+
+    with jax_precision("float64"):
+        module = _model(name, torch.float64)
+        state = {k: v.numpy() for k, v in module.state_dict().items()}
+        back = nnx_state_dict(to_nnx(module))
+        return compare(state, back, name=f"nnx {name} round trip", **BIT_IDENTICAL)
+
+
+def _trajectory_check(name: str):
+    from jaxgrad import optim as joptim
+
+    with jax_precision("float64"):
+        module = _model(name, torch.float64).train()
+        x, y = _batch(name, "float64", n=32)
+        reference, candidate = nnx_trajectory(
+            module, x, y, steps=20,
+            torch_optimizer=torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9),
+            jax_optimizer=joptim.sgd(lr=0.05, momentum=0.9))
+        return compare(reference, candidate, name=f"nnx {name} 20 steps")
+
+
+CHECKS = [
+    Check(f"nnx {name} forward+grads", dtype, functools.partial(_forward_check, name, dtype),
+          area="flax")
+    for name in ("mlp", "cnn", "resnet", "transformer", "lstm") for dtype in ("float64", "float32")
+] + [
+    Check("nnx resnet forward+grads NCHW", "float64",
+          functools.partial(_forward_check, "resnet", "float64", "NCHW"), area="flax"),
+    Check("nnx resnet round trip bit-exact", "float64",
+          functools.partial(_round_trip_check, "resnet"), area="flax"),
+    Check("nnx resnet 20 steps (params+BN stats)", "float64",
+          functools.partial(_trajectory_check, "resnet"), area="flax"),
+]
+
+
+# --------------------------------------------------------------- port reports
+def layer_table(module, nnx_module, x, layout: str) -> list[dict]:
+    """Per top-level layer of a torch ``Sequential``: the max abs error of the nnx
+    twin's output against torch's (float64 or float32 as the module), in torch's
+    layout. Other modules get one row for the whole forward."""
+    from jaxgrad.flax import modules as m
+    from jaxgrad.parity import compare as compare_trees
+
+    x_t = _t(x)
+    image = x.ndim >= 3
+    feed = jnp.moveaxis(jnp.asarray(x), 1, -1) if (layout == "NHWC" and image
+                                                   and _starts_channels_last(nnx_module)) else jnp.asarray(x)
+    if isinstance(nnx_module, m.TorchGraph):
+        captured, hooks, torch_outputs = {}, [], {}
+        for path, _ in nnx_module.graph.layers:
+            hooks.append(module.get_submodule(path).register_forward_hook(
+                lambda mod, args, out, path=path: torch_outputs.setdefault(path, out.detach())))
+        try:
+            module(x_t)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        nnx_module(feed, capture=captured)
+        rows = []
+        for path, _ in nnx_module.graph.layers:
+            if path not in captured or path not in torch_outputs:
+                continue
+            report = compare_trees(torch_outputs[path].numpy(), np.asarray(captured[path]))
+            rows.append({"layer": path, "type": type(module.get_submodule(path)).__name__,
+                         "max_abs_err": report.max_abs_err, "passed": report.passed})
+        return rows
+    if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
+        ref = module(x_t).detach().numpy()
+        out = np.asarray(nnx_module(feed))
+        if layout == "NHWC" and out.ndim >= 3 and out.shape != ref.shape:
+            out = np.moveaxis(out, -1, 1)
+        report = compare_trees(ref, out)
+        return [{"layer": "(whole model)", "type": type(module).__name__,
+                 "max_abs_err": report.max_abs_err, "passed": report.passed}]
+    rows, torch_value, value = [], x_t, feed
+    channels_last = feed is not None and feed.shape != tuple(x.shape)
+    children = iter(module.named_children())
+    for item in nnx_module.layers:
+        value = item(value)
+        if isinstance(item, m.ChannelsLast):
+            channels_last = True
+            continue
+        if isinstance(item, m.ChannelsFirst):
+            channels_last = False
+            continue
+        name, child = next(children)
+        torch_value = child(torch_value)
+        out = np.asarray(value)
+        if channels_last and out.ndim >= 3:
+            out = np.moveaxis(out, -1, 1)
+        report = compare_trees(torch_value.detach().numpy(), out)
+        rows.append({"layer": name, "type": type(child).__name__,
+                     "max_abs_err": report.max_abs_err, "passed": report.passed})
+    return rows
+
+
+def _starts_channels_last(nnx_module) -> bool:
+    from jaxgrad.flax import modules as m
+
+    first = nnx_module.layers[0] if isinstance(nnx_module, nnx.Sequential) else None
+    return not isinstance(first, m.ChannelsLast)
+
+
+def port_parity(module, x, layout: str, dtype: str):
+    """Forward and gradients (of ``sum(output · cotangent)``, every parameter) of
+    ``module`` and its nnx twin at the ``dtype`` tier; ``(report, nnx_module)``."""
+    import copy
+
+    torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    module = copy.deepcopy(module).to(torch_dtype)
+    x = x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x  # token ids stay ints
+    with jax_precision(dtype):
+        nnx_module = to_nnx(module, layout=layout)
+        image = x.ndim >= 3 and np.issubdtype(x.dtype, np.floating)
+        feed = jnp.asarray(x)
+        if layout == "NHWC" and image and _starts_channels_last(nnx_module):
+            feed = jnp.moveaxis(feed, 1, -1)
+        module.zero_grad(set_to_none=True)
+        out = module(_t(x))
+        cotangent = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(dtype)
+        (out * _t(cotangent)).sum().backward()
+        reference = {"output": out.detach().numpy(),
+                     "grads": {n: p.grad.numpy() for n, p in module.named_parameters()
+                               if p.grad is not None}}
+
+        def objective(mod):
+            y = mod(feed)
+            if y.shape != cotangent.shape:  # channels-last output: back to torch's order
+                y = jnp.moveaxis(y, -1, 1)
+            return jnp.sum(y * cotangent), y
+
+        (_, y), grads = nnx.value_and_grad(objective, has_aux=True)(nnx_module)
+        candidate = {"output": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)}
+        return compare(reference, candidate, name=f"port {type(module).__name__} {dtype}"), nnx_module
