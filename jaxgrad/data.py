@@ -256,3 +256,18 @@ def iterate_batches(x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bo
     for indices in batch_indices(x.shape[0], batch_size, seed=seed, epoch=epoch,
                                  shuffle=shuffle, drop_last=drop_last):
         yield x[indices], y[indices]
+
+
+def digit_tokens(dataset: Dataset) -> Dataset:
+    """The 8×8 digits as token sequences: each pixel's intensity 0…16 as an int64 id.
+
+    ``load_digits`` divides the source's integer intensities by 16; this undoes it
+    (exactly: k/16 is exact in binary), for ``Embedding`` inputs of shape `(n, 64)`.
+    """
+    import dataclasses
+
+    def tokens(x):
+        return np.rint(np.asarray(x, np.float64) * 16.0).astype(np.int64)
+
+    return dataclasses.replace(dataset, x_train=tokens(dataset.x_train),
+                               x_test=tokens(dataset.x_test))

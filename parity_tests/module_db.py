@@ -122,6 +122,20 @@ REGISTRY: dict[str, Entry] = {
     "GroupNorm": Entry(),
     "InstanceNorm1d": Entry(),
     "InstanceNorm2d": Entry(),
+    # sequence layers
+    "Embedding": Entry(),
+    "GRU": Entry(),
+    "GRUCell": Entry(),
+    "LSTM": Entry(),
+    "LSTMCell": Entry(),
+    "LayerNorm": Entry(),
+    "MultiheadAttention": Entry(),
+    "RMSNorm": Entry(),
+    "RNN": Entry(),
+    "RNNCell": Entry(),
+    "TransformerDecoderLayer": Entry(),
+    "TransformerEncoder": Entry(),
+    "TransformerEncoderLayer": Entry(),
 }
 
 

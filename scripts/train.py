@@ -24,6 +24,7 @@ Examples:
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50 --resume
   python scripts/train.py --data-dir ~/data/fashion-mnist --epochs 5 --batch-size 128
+  python scripts/train.py --model transformer --optimizer adam --framework both
 
 Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss.
 """
@@ -45,6 +46,9 @@ MODELS = {  # hidden widths; the input and output widths come from the data
     "large": (512, 256),
     "lesson": (256,),  # the lessons' 784-256-10 network on FashionMNIST
 }
+# sequence classifiers of the digits (torchref.sequence_models; jaxgrad twins by from_torch):
+# 8 rows of 8 pixels through an LSTM / GRU, or the 64 intensities as Embedding tokens
+SEQUENCE_MODELS = ("transformer", "lstm", "gru")
 OPTIMIZER_DEFAULT_LR = {"sgd": 0.05, "adam": 1e-3, "adamw": 1e-3, "rmsprop": 1e-3}
 
 
@@ -58,7 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
     data.add_argument("--model", default="medium",
                       help=f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
-                           "or a comma list such as 256,128 (default: medium)")
+                           "or a comma list such as 256,128 (default: medium); or a sequence "
+                           f"model of the digits: {', '.join(SEQUENCE_MODELS)}")
     data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
                       help="scale each input feature to zero mean, unit variance with the "
                            "training set's statistics (default: on)")
@@ -99,7 +104,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     out.add_argument("--debug-kill-at-step", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        args.hidden = MODELS.get(args.model) or tuple(int(w) for w in args.model.split(","))
+        args.hidden = None if args.model in SEQUENCE_MODELS else (
+            MODELS.get(args.model) or tuple(int(w) for w in args.model.split(",")))
     except ValueError:
         parser.error(f"--model {args.model!r}: a preset ({', '.join(MODELS)}) or widths like 256,128")
     for name in ("epochs", "batch_size", "accumulate"):
@@ -134,7 +140,8 @@ def checkpoint_dir(args, framework: str) -> str | None:
 def run_config(args, dataset) -> dict:
     """What a checkpoint must agree with to be resumed (not the epoch count)."""
     return {
-        "dataset": dataset.name, "hidden": list(args.hidden), "activation": args.activation,
+        "dataset": dataset.name, "hidden": list(args.hidden or [args.model]),
+        "activation": args.activation,
         "optimizer": args.optimizer, "optimizer_kwargs": optimizer_kwargs(args),
         "batch_size": args.batch_size, "accumulate": args.accumulate, "clip": args.clip,
         "precision": args.precision, "seed": args.seed, "fused": args.fused,
@@ -192,7 +199,13 @@ class JaxRun(_Run):
             jax.config.update("jax_default_matmul_precision", "float32")
         jtrain.initialize_distributed()
         devices = jtrain.select_devices(args.device)
-        self.model = nn.mlp(sizes, args.activation)
+        if args.hidden is None:  # a sequence model: the twin of torch's, same weights
+            from torchref.sequence_models import sequence_model
+
+            self.model, initial = nn.from_torch(sequence_model(args.model, seed=args.seed))
+            params = initial if params is None else params
+        else:
+            self.model = nn.mlp(sizes, args.activation)
         if params is None:
             params = self.model.init(jax.random.key(args.seed))
         optimizer = jtrain.build_optimizer(
@@ -225,7 +238,12 @@ class TorchRun(_Run):
         from torchref.optim import make_optimizer
 
         torch.manual_seed(args.seed)
-        self.module = torchref.mlp(sizes, args.activation)
+        if args.hidden is None:
+            from torchref.sequence_models import sequence_model
+
+            self.module = sequence_model(args.model, seed=args.seed)
+        else:
+            self.module = torchref.mlp(sizes, args.activation)
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
@@ -303,11 +321,14 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.standardize:
+    if args.model == "transformer":
+        dataset = data.digit_tokens(dataset)  # intensities 0…16 as Embedding ids
+    elif args.standardize:
         dataset = standardized(dataset)
-    sizes = [dataset.num_features, *args.hidden, dataset.num_classes]
+    sizes = [dataset.num_features, *(args.hidden or ()), dataset.num_classes]
+    described = args.model if args.hidden is None else f"mlp {sizes} {args.activation}"
     print(f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
-          f"model: mlp {sizes} {args.activation}, {args.optimizer} {optimizer_kwargs(args)}, "
+          f"model: {described}, {args.optimizer} {optimizer_kwargs(args)}, "
           f"batch {args.batch_size}×{args.accumulate}, {args.precision}")
     try:
         runs = []
@@ -385,7 +406,7 @@ def main(argv=None) -> int:
                         metadata={"framework": run.framework, "sizes": json.dumps(sizes)})
             print(f"saved {run.framework} parameters to {path}")
     if args.plot:
-        plot(args.plot, history, rows, f"mlp {sizes} {args.activation} on {dataset.name}, "
+        plot(args.plot, history, rows, f"{described} on {dataset.name}, "
              f"{args.optimizer} {optimizer_kwargs(args)}, batch {step_examples}")
         print(f"loss curve: {args.plot}")
     if args.json:

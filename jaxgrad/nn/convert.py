@@ -40,6 +40,115 @@ def _linear(module):
     )
 
 
+def _dtype_of(module):
+    return canonical_dtype(next(iter(module.parameters())).dtype)
+
+
+def _embedding(module):
+    from jaxgrad.nn.embedding import Embedding
+
+    return Embedding(module.num_embeddings, module.embedding_dim, module.padding_idx,
+                     module.max_norm, module.norm_type, module.scale_grad_by_freq,
+                     module.sparse, dtype=canonical_dtype(module.weight.dtype))
+
+
+def _layer_norm(module):
+    from jaxgrad.nn.layernorm import LayerNorm
+
+    affine = module.elementwise_affine
+    return LayerNorm(tuple(module.normalized_shape), module.eps, affine,
+                     bias=affine and module.bias is not None,
+                     dtype=canonical_dtype(module.weight.dtype) if affine else None)
+
+
+def _rms_norm(module):
+    from jaxgrad.nn.layernorm import RMSNorm
+
+    affine = module.elementwise_affine
+    return RMSNorm(tuple(module.normalized_shape), module.eps, affine,
+                   dtype=canonical_dtype(module.weight.dtype) if affine else None)
+
+
+def _multihead_attention(module):
+    from jaxgrad.nn.attention import MultiheadAttention
+
+    return MultiheadAttention(
+        module.embed_dim, module.num_heads, module.dropout,
+        bias=module.in_proj_bias is not None, add_bias_kv=module.bias_k is not None,
+        add_zero_attn=module.add_zero_attn, kdim=module.kdim, vdim=module.vdim,
+        batch_first=module.batch_first, dtype=canonical_dtype(module.out_proj.weight.dtype),
+    )
+
+
+def _recurrent(module):
+    from jaxgrad.nn import recurrent
+
+    common = dict(num_layers=module.num_layers, bias=module.bias,
+                  batch_first=module.batch_first, dropout=float(module.dropout),
+                  bidirectional=module.bidirectional, dtype=_dtype_of(module))
+    name = type(module).__name__
+    if name == "RNN":
+        return recurrent.RNN(module.input_size, module.hidden_size,
+                             nonlinearity=module.nonlinearity, **common)
+    if name == "LSTM":
+        return recurrent.LSTM(module.input_size, module.hidden_size,
+                              proj_size=module.proj_size, **common)
+    return recurrent.GRU(module.input_size, module.hidden_size, **common)
+
+
+def _recurrent_cell(module):
+    from jaxgrad.nn import recurrent
+
+    name = type(module).__name__
+    extra = {"nonlinearity": module.nonlinearity} if name == "RNNCell" else {}
+    return getattr(recurrent, name)(module.input_size, module.hidden_size, bias=module.bias,
+                                    dtype=_dtype_of(module), **extra)
+
+
+def _transformer_activation(activation, path):
+    if isinstance(activation, str):
+        return activation
+    name = getattr(activation, "__name__", None)
+    # torch.nn.functional.relu is Python; F.gelu is a builtin of torch._C._nn
+    if name in ("relu", "gelu") and getattr(activation, "__module__", None) in (
+            "torch.nn.functional", "torch._C._nn"):
+        return name
+    if hasattr(activation, "_modules"):
+        return _convert(activation, f"{path}.activation" if path else "activation")
+    raise ValueError(
+        f"from_torch: unsupported transformer activation {activation!r} at {path!r}; "
+        "supported: 'relu', 'gelu', torch.nn.functional.relu / gelu, or a supported "
+        "activation module."
+    )
+
+
+def _transformer_layer(module):
+    from jaxgrad.nn import transformer
+
+    cls = getattr(transformer, type(module).__name__)
+    return cls(
+        module.self_attn.embed_dim, module.self_attn.num_heads,
+        dim_feedforward=module.linear1.out_features, dropout=float(module.dropout.p),
+        activation=_transformer_activation(module.activation, ""),
+        layer_norm_eps=module.norm1.eps, batch_first=module.self_attn.batch_first,
+        norm_first=module.norm_first, bias=module.linear1.bias is not None,
+        dtype=_dtype_of(module),
+    )
+
+
+def _transformer_stack(module):
+    from jaxgrad.nn import transformer
+
+    layer = _convert(module.layers[0], "layers.0")
+    norm = None if module.norm is None else _convert(module.norm, "norm")
+    if type(module).__name__ == "TransformerEncoder":
+        return transformer.TransformerEncoder(
+            layer, module.num_layers, norm,
+            enable_nested_tensor=module.enable_nested_tensor,
+            mask_check=getattr(module, "mask_check", True))
+    return transformer.TransformerDecoder(layer, module.num_layers, norm)
+
+
 def _state_dtype(module):
     """The dtype of a layer's params or buffers (float32 when it has neither)."""
     for tensor in (getattr(module, "weight", None), getattr(module, "running_mean", None)):
@@ -145,6 +254,21 @@ _CONVERTERS = {
     "ZeroPad2d": lambda m: ZeroPad2d(m.padding),
     "Upsample": lambda m: Upsample(m.size, m.scale_factor, m.mode, m.align_corners,
                                    m.recompute_scale_factor),
+    # sequence layers (issue 11)
+    "Embedding": _embedding,
+    "LayerNorm": _layer_norm,
+    "RMSNorm": _rms_norm,
+    "MultiheadAttention": _multihead_attention,
+    "RNN": _recurrent,
+    "LSTM": _recurrent,
+    "GRU": _recurrent,
+    "RNNCell": _recurrent_cell,
+    "LSTMCell": _recurrent_cell,
+    "GRUCell": _recurrent_cell,
+    "TransformerEncoderLayer": _transformer_layer,
+    "TransformerDecoderLayer": _transformer_layer,
+    "TransformerEncoder": _transformer_stack,
+    "TransformerDecoder": _transformer_stack,
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 

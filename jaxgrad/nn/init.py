@@ -50,4 +50,25 @@ def torch_default_weight(key, shape, dtype, *, fan_in: int):
     return kaiming_uniform(key, shape, dtype, a=math.sqrt(5.0), fan_in=fan_in)
 
 
-__all__ = ["calculate_gain", "kaiming_uniform", "fan_in_uniform", "torch_default_weight"]
+def fans(shape) -> tuple[int, int]:
+    """torch's ``_calculate_fan_in_and_fan_out``: ``(size(1)·rf, size(0)·rf)``, ``rf`` the
+    product of the dims after the second."""
+    receptive = math.prod(shape[2:]) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def xavier_uniform(key, shape, dtype, *, gain: float = 1.0):
+    """``torch.nn.init.xavier_uniform_``: ``U(-b, b)``, ``b = gain·√(6/(fan_in+fan_out))``."""
+    fan_in, fan_out = fans(shape)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return jax.random.uniform(key, shape, dtype, minval=-bound, maxval=bound)
+
+
+def xavier_normal(key, shape, dtype, *, gain: float = 1.0):
+    """``torch.nn.init.xavier_normal_``: ``N(0, gain²·2/(fan_in+fan_out))``."""
+    fan_in, fan_out = fans(shape)
+    return gain * math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(key, shape, dtype)
+
+
+__all__ = ["calculate_gain", "kaiming_uniform", "fan_in_uniform", "torch_default_weight",
+           "xavier_uniform", "xavier_normal"]

@@ -26,6 +26,17 @@ from jaxgrad.nn.functional._conv import conv2d
 from jaxgrad.nn.functional._conv import conv_transpose1d
 from jaxgrad.nn.functional._conv import conv_transpose2d
 from jaxgrad.nn.functional._conv import transposed_output_size
+from jaxgrad.nn.functional._attention import scaled_dot_product_attention
+from jaxgrad.nn.functional._embedding import embedding
+from jaxgrad.nn.functional._embedding import embedding_renorm
+from jaxgrad.nn.functional._layernorm import layer_norm
+from jaxgrad.nn.functional._layernorm import rms_norm
+from jaxgrad.nn.functional._multihead import multi_head_attention_forward
+from jaxgrad.nn.functional._recurrent import gru_cell
+from jaxgrad.nn.functional._recurrent import lstm_cell
+from jaxgrad.nn.functional._recurrent import recurrent
+from jaxgrad.nn.functional._recurrent import rnn_relu_cell
+from jaxgrad.nn.functional._recurrent import rnn_tanh_cell
 from jaxgrad.nn.functional._dropout import dropout
 from jaxgrad.nn.functional._dropout import dropout1d
 from jaxgrad.nn.functional._dropout import dropout2d

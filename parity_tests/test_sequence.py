@@ -1,0 +1,250 @@
+"""Sequence layers: what the parity rows (``parity_checks.sequence``, run by
+``test_parity_report``) and ``module_db`` do not cover — torch's conventions shown
+directly, jit / grad / vmap, dropout keys, torch's fast path, and every bad input."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jax.experimental import checkify
+
+import jaxgrad
+from jaxgrad import nn
+from jaxgrad.nn import functional as JF
+from parity_checks._twin import twin_parity
+from torchref.sequence_models import sequence_model
+
+
+# ------------------------------------------------------------------ conventions
+def test_parameter_names_and_layouts_match_torch(x64):
+    torch.manual_seed(0)
+    pairs = [
+        (torch.nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True),
+         nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True)),
+        (torch.nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2), nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2)),
+        (torch.nn.GRU(3, 4, bias=False), nn.GRU(3, 4, bias=False)),
+        (torch.nn.TransformerDecoderLayer(4, 2, 8), nn.TransformerDecoderLayer(4, 2, 8)),
+        (torch.nn.LayerNorm((2, 3), bias=False), nn.LayerNorm((2, 3), bias=False)),
+    ]
+    for module, layer in pairs:
+        expected = [(k, tuple(v.shape)) for k, v in module.named_parameters()]
+        assert [(k, tuple(s.shape)) for k, s in layer.param_shapes().items()] == expected
+
+
+def test_default_init_follows_torch(x64):
+    key = jax.random.key(0)
+    mha = jax.jit(nn.MultiheadAttention(8, 2, dtype="float64").init)(key)
+    bound = math.sqrt(6.0 / (8 + 24))  # xavier_uniform on (3E, E)
+    assert 0.8 * bound < float(jnp.max(jnp.abs(mha["in_proj_weight"]))) <= bound
+    assert not jnp.any(mha["in_proj_bias"]) and not jnp.any(mha["out_proj.bias"])
+    lstm = jax.jit(nn.LSTM(3, 16, dtype="float64").init)(key)
+    assert all(float(jnp.max(jnp.abs(v))) <= 0.25 for v in lstm.values())  # 1/√16
+    embed = jax.jit(nn.Embedding(200, 8, padding_idx=-1, dtype="float64").init)(key)
+    assert not jnp.any(embed["weight"][199]) and 0.8 < float(jnp.std(embed["weight"])) < 1.2
+    norm = nn.LayerNorm(4).init(key)
+    assert jnp.all(norm["weight"] == 1) and jnp.all(norm["bias"] == 0)
+    stack = jax.jit(nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8), 2).init)(key)
+    # torch deep-copies one initialised layer: both layers start identical
+    stack = {k: np.asarray(v) for k, v in stack.items()}
+    assert all(np.array_equal(stack[f"layers.0.{k}"], stack[f"layers.1.{k}"])
+               for k in nn.TransformerEncoderLayer(4, 2, 8).param_shapes())
+
+
+def test_layer_norm_eps_is_torch_default_not_flax(x64):
+    module = torch.nn.LayerNorm(4, dtype=torch.float64)
+    x = np.random.default_rng(0).standard_normal((3, 4)) * 1e-3  # low variance: eps matters
+    assert twin_parity(module, (x,)).passed
+    flax_eps = lambda m: (nn.LayerNorm(4, eps=1e-6, dtype="float64"),  # noqa: E731
+                          {k: jnp.asarray(v.detach().numpy()) for k, v in m.state_dict().items()})
+    assert not twin_parity(module, (x,), convert=flax_eps).passed
+
+
+def test_embedding_padding_row_gets_no_gradient(x64):
+    layer = nn.Embedding(4, 3, padding_idx=1, dtype="float64")
+    params = {"weight": jnp.ones((4, 3))}
+    ids = jnp.array([1, 1, 2])
+    grads = jax.grad(lambda p: jnp.sum(layer.apply(p, ids) ** 2))(params)["weight"]
+    assert not jnp.any(grads[1]) and jnp.all(grads[2] == 2)
+    # the output still reads the row's value (a trained or loaded non-zero row)
+    assert jnp.array_equal(layer.apply(params, ids)[0], jnp.ones(3))
+
+
+def test_embedding_max_norm_weight_matches_torch_after_forward(x64):
+    torch.manual_seed(0)
+    module = torch.nn.Embedding(6, 3, max_norm=1.0, norm_type=1.5, dtype=torch.float64)
+    before = module.weight.detach().numpy().copy()
+    ids = np.array([[0, 3], [3, 5]])
+    module(torch.from_numpy(ids))  # renormalises rows 0, 3, 5 in place
+    layer = nn.Embedding(6, 3, max_norm=1.0, norm_type=1.5, dtype="float64")
+    after = layer.renorm({"weight": jnp.asarray(before)}, jnp.asarray(ids))["weight"]
+    jaxgrad.parity.assert_parity(module.weight.detach(), after)
+    assert not np.allclose(before, module.weight.detach().numpy())  # the case is not vacuous
+
+
+def test_embedding_ids_out_of_range(x64):
+    layer = nn.Embedding(5, 2, dtype="float64")
+    params = layer.init(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"Embedding: token ids must lie in \[0, 5\).*\[5, 7\]"):
+        layer.apply(params, jnp.array([0, 5, 7]))
+    with pytest.raises(IndexError):
+        torch.nn.Embedding(5, 2)(torch.tensor([0, 5]))  # torch raises too
+    # under jit the values are unknown: the row is NaN, never a clamped valid row
+    out = jax.jit(layer.apply)(params, jnp.array([0, 5]))
+    assert jnp.all(jnp.isnan(out[1])) and not jnp.any(jnp.isnan(out[0]))
+    checked = checkify.checkify(jax.jit(lambda p, i: layer.apply(p, i, check_ids=True)))
+    error, _ = checked(params, jnp.array([0, 5]))
+    with pytest.raises(checkify.JaxRuntimeError, match=r"token ids must lie in \[0, 5\)"):
+        error.throw()
+    error, _ = checked(params, jnp.array([0, 4]))
+    error.throw()  # in range: no error
+    with pytest.raises(TypeError, match="integer token ids"):
+        layer.apply(params, jnp.array([0.0, 1.0]))
+
+
+def test_sdpa_fully_masked_row_is_zero_with_finite_gradients(x64):
+    q = jnp.asarray(np.random.default_rng(0).standard_normal((1, 2, 3, 4)))
+    attend = jnp.array([[True, False, True], [False, False, False], [True, True, True]])
+
+    def total(q):
+        return jnp.sum(JF.scaled_dot_product_attention(q, q, q, attend))
+
+    value, grads = jax.jit(jax.value_and_grad(total))(q)
+    assert jnp.isfinite(value) and jnp.all(jnp.isfinite(grads))  # no NaN leaks back
+    assert not jnp.any(JF.scaled_dot_product_attention(q, q, q, attend)[:, :, 1])
+
+
+# --------------------------------------------------------------- jit, grad, vmap
+@pytest.mark.parametrize("name", ["lstm", "mha", "encoder"])
+def test_jit_grad_vmap(name, x64):
+    rng = np.random.default_rng(1)
+    if name == "lstm":
+        layer = nn.LSTM(3, 4, bidirectional=True, dtype="float64")
+        fn = lambda p, x: layer.apply(p, x)[0]  # noqa: E731  unbatched (L, in)
+        xs = rng.standard_normal((3, 5, 3))
+    elif name == "mha":
+        layer = nn.MultiheadAttention(4, 2, dtype="float64")
+        fn = lambda p, x: layer.apply(p, x, x, x)[0]  # noqa: E731
+        xs = rng.standard_normal((3, 5, 4))
+    else:
+        layer = nn.TransformerEncoderLayer(4, 2, 6, dtype="float64")
+        fn = layer.apply
+        xs = rng.standard_normal((3, 5, 4))
+    params = layer.init(jax.random.key(0))
+    xs = jnp.asarray(xs)
+    eager = jnp.stack([jax.jit(fn)(params, x) for x in xs])
+    batched = jax.jit(jax.vmap(fn, in_axes=(None, 0)))(params, xs)
+    jaxgrad.parity.assert_parity(eager, batched)
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(jax.vmap(fn, in_axes=(None, 0))(p, xs) ** 2)))(params)
+    assert set(grads) == set(params) and all(jnp.all(jnp.isfinite(g)) for g in grads.values())
+
+
+# ------------------------------------------------------------------------ dropout
+def test_dropout_needs_a_key_and_is_keyed_by_path(x64):
+    layer = nn.TransformerEncoderLayer(4, 2, 6, dropout=0.5, dtype="float64")
+    stack = nn.TransformerEncoder(layer, 1)
+    params = stack.init(jax.random.key(0))
+    x = jnp.asarray(np.random.default_rng(2).standard_normal((5, 2, 4)))
+    with pytest.raises(ValueError, match=r"'layers.0.self_attn'.*key"):
+        stack.apply(params, x, train=True)
+    first = stack.apply(params, x, train=True, key=jax.random.key(1))
+    assert jnp.array_equal(first, stack.apply(params, x, train=True, key=jax.random.key(1)))
+    assert not jnp.allclose(first, stack.apply(params, x, train=True, key=jax.random.key(2)))
+    assert jnp.array_equal(stack.apply(params, x), stack.apply(params, x, key=jax.random.key(2)))
+    lstm = nn.LSTM(3, 4, 2, dropout=0.5, dtype="float64")
+    lstm_params = lstm.init(jax.random.key(0))
+    with pytest.raises(ValueError, match="LSTM: inter-layer dropout"):
+        lstm.apply(lstm_params, x[..., :3], train=True)
+    # (dropout 0 in train mode against torch's train(): the module_db samples)
+
+
+# ------------------------------------------------------------- torch's fast path
+def test_torch_fast_path_differs_only_at_padded_positions():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2).eval()
+    x = torch.randn(2, 5, 4)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():  # eval + no_grad + padding mask: nested tensors
+        fast = encoder(x, src_key_padding_mask=padding).numpy()
+    model, params = nn.from_torch(encoder)
+    ours = np.asarray(model.apply(params, jnp.asarray(x.numpy()),
+                                  src_key_padding_mask=jnp.asarray(padding.numpy())))
+    keep = ~padding.numpy()
+    jaxgrad.parity.assert_parity(fast[keep], ours[keep])
+    assert np.all(fast[~keep] == 0) and np.all(ours[~keep] != 0)
+
+
+def test_fx_converts_user_sequence_models():
+    for name, x in (("gru", np.random.default_rng(3).random((2, 64), np.float32)),
+                    ("transformer", np.random.default_rng(3).integers(0, 17, (2, 64)))):
+        module = sequence_model(name)
+        model, params = nn.from_torch(module)
+        assert type(model).__name__ == "GraphModule"
+        jaxgrad.parity.assert_parity(module(torch.from_numpy(x)).detach(),
+                                     model.apply(params, jnp.asarray(x)))
+
+
+# ---------------------------------------------------------------------- bad input
+def test_bad_attention_inputs_name_the_layer_path(x64):
+    with pytest.raises(ValueError, match=r"`embed_dim` \(=6\) must be divisible by `num_heads` \(=4\)"):
+        nn.MultiheadAttention(6, 4)
+    with pytest.raises(ValueError, match=r"`d_model` \(=6\) must be divisible by `nhead` \(=4\)"):
+        nn.TransformerEncoderLayer(6, 4)
+    stack = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 6, dtype="float64"), 2)
+    params = stack.init(jax.random.key(0))
+    x = jnp.zeros((5, 2, 4))
+    cases = [
+        (dict(mask=jnp.zeros((4, 5), bool)), r"'layers.0.self_attn'.*2-D `attn_mask` has shape \(4, 5\), expected \(L, S\) = \(5, 5\)"),
+        (dict(mask=jnp.zeros((5, 5), jnp.int32)), r"'layers.0.self_attn'.*`attn_mask` must be bool or floating, got dtype int32"),
+        (dict(src_key_padding_mask=jnp.zeros((3, 5), bool)), r"'layers.0.self_attn'.*`key_padding_mask` has shape \(3, 5\), expected \(N, S\) = \(2, 5\)"),
+        (dict(is_causal=True), r"`is_causal=True` is a hint that needs the causal `attn_mask`"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises((ValueError, TypeError), match=message):
+            stack.apply(params, x, **kwargs)
+    mha = nn.MultiheadAttention(4, 2, dtype="float64")
+    mha_params = mha.init(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"MultiheadAttention: `query` last dimension must be 4, got shape \(5, 2, 3\)"):
+        mha.apply(mha_params, x[..., :3], x, x)
+    with pytest.raises(TypeError, match="`key=` is the jax.random PRNG key.*positionally"):
+        mha.apply(mha_params, x, x, x, key=x)
+    with pytest.raises(ValueError, match=r"attn_mask` of shape \(3,\) does not broadcast"):
+        JF.scaled_dot_product_attention(x, x, x, jnp.zeros((3,), bool))
+
+
+def test_bad_recurrent_states_name_received_and_expected(x64):
+    lstm = nn.Sequential(nn.LSTM(3, 4, 2, dtype="float64"))
+    params = lstm.init(jax.random.key(0))
+    x = jnp.zeros((5, 2, 3))
+    h, c = jnp.zeros((2, 2, 4)), jnp.zeros((2, 2, 4))
+    with pytest.raises(ValueError, match=r"LSTM at '0': `h_0` has shape \(1, 2, 4\), expected \(2, 2, 4\)"):
+        lstm[0].forward_with_state(params and lstm.layer_params(params, 0), x, (h[:1], c),
+                                   buffers={}, train=False, key=None, path="0")
+    with pytest.raises(ValueError, match=r"`c_0` has shape \(2, 3, 4\), expected \(2, 2, 4\)"):
+        nn.LSTM(3, 4, 2, dtype="float64").apply(lstm.layer_params(params, 0), x, (h, jnp.zeros((2, 3, 4))))
+    with pytest.raises(ValueError, match=r"GRU: `input` last dimension must be input_size=3, got shape \(5, 2, 4\)"):
+        gru = nn.GRU(3, 4, dtype="float64")
+        gru.apply(gru.init(jax.random.key(0)), jnp.zeros((5, 2, 4)))
+    cell = nn.GRUCell(3, 4, dtype="float64")
+    with pytest.raises(ValueError, match=r"GRUCell: `hx` has shape \(3, 4\), expected \(2, 4\)"):
+        cell.apply(cell.init(jax.random.key(0)), jnp.zeros((2, 3)), jnp.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"`proj_size` \(=4\) must be smaller than `hidden_size` \(=4\)"):
+        nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match=r"`padding_idx` \(=5\) must be within num_embeddings \(=5\)"):
+        nn.Embedding(5, 2, padding_idx=5)
+    with pytest.raises(ValueError, match=r"`normalized_shape` \(=\[3\]\) must match the input's last 1 dims; got input shape \(2, 4\)"):
+        nn.LayerNorm(3).apply(nn.LayerNorm(3).init(jax.random.key(0)), jnp.zeros((2, 4), jnp.float32))
+
+
+def test_from_torch_refuses_an_unknown_transformer_activation():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layer = torch.nn.TransformerEncoderLayer(4, 2, 8, activation=lambda x: x * 2)
+    with pytest.raises(ValueError, match="unsupported transformer activation"):
+        nn.from_torch(layer)
