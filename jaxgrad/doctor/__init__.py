@@ -17,3 +17,8 @@ from jaxgrad.doctor.catalogue import Convention
 from jaxgrad.doctor.diagnose import diagnose
 from jaxgrad.doctor.report import Cause
 from jaxgrad.doctor.report import Report
+from jaxgrad.doctor.drift import DriftReport
+from jaxgrad.doctor.drift import training_drift
+from jaxgrad.doctor.optimizer import OPTIMIZER_CATALOGUE
+from jaxgrad.doctor.optimizer import OptimizerReport
+from jaxgrad.doctor.optimizer import diagnose_optimizer
