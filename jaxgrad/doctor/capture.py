@@ -138,11 +138,13 @@ class Recorder:
     def __init__(self, inject: dict | None = None):
         self.inject = inject  # {(path, index): Call} or None
         self.calls: list[Call] = []
+        self.started: list[tuple[str, int]] = []  # (path, index) as calls begin
         self.counts: dict[str, int] = {}
 
     def call(self, tap, params, inputs, options, buffers, train, key, path):
         index = self.counts.get(tap.path, 0)
         self.counts[tap.path] = index + 1
+        self.started.append((tap.path, index))
         if self.inject is not None and (tap.path, index) in self.inject:
             ref = self.inject[(tap.path, index)]
             inputs = tuple(_as_like(a, b) for a, b in zip(ref.args, inputs)) + \

@@ -155,15 +155,21 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                           "output only (pass a jaxgrad model or nnx.Module to localise)")
         buffers = dict(buffers or {})
         e2e = cap.Recorder()
-        out, _ = cap.tapped(model, e2e).forward_with_state(
-            params, *arrays, buffers=buffers, train=train, key=None, path="", **kwargs)
-        check_layers(torch_calls, e2e.calls)
+        try:
+            out, _ = cap.tapped(model, e2e).forward_with_state(
+                params, *arrays, buffers=buffers, train=train, key=None, path="", **kwargs)
+        except (ValueError, TypeError) as failure:
+            check_layers(torch_calls, e2e.started)  # a wrong order explains the failure
+            raise ValueError(f"diagnose: the port fails on the example input, in layer "
+                             f"{e2e.started[-1][0] if e2e.started else '?'!r}: {failure}") \
+                from failure
+        check_layers(torch_calls, e2e.started)
         ref_calls = {(c.path, c.index): c for c in torch_calls}
         layers, first, case, before = [], None, None, None
         for call in e2e.calls:
             ref = ref_calls[(call.path, call.index)]
             layer = dict(cap.leaves(model))[call.path]
-            lp, lb = sub_dict(params, call.path), sub_dict(buffers, call.path)
+            lp, lb = _sub(params, call.path), _sub(buffers, call.path)
             own_out, own_new = _run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
             own, exceeds = layer_error(ref, own_out, own_new, train)
             carried, _ = layer_error(ref, call.output, call.buffers, train)
@@ -189,6 +195,10 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
             glue = _glue(e2e.calls, ref_calls)
     return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
                   pattern=pattern, glue=glue)
+
+
+def _sub(tree, path):
+    return dict(tree) if not path else sub_dict(tree, path)
 
 
 def _glue(port_calls, ref_calls):

@@ -116,19 +116,20 @@ def check_params(torch_shapes: dict, port_params: dict) -> None:
                      + ". ".join(lines) + ".")
 
 
-def check_layers(torch_calls, port_calls) -> None:
+def check_layers(torch_calls, port_keys) -> None:
     """Raise a ValueError when a port layer has no torch twin, or when the shared
-    layers run in a different order."""
+    layers run in a different order. ``port_keys``: ``[(path, call index), ...]``."""
     torch_keys = [(c.path, c.index) for c in torch_calls]
     known = set(torch_keys)
-    port_keys = [(c.path, c.index) for c in port_calls]
     missing = [f"{p}" + (f" (call {i})" if i else "") for p, i in port_keys if (p, i) not in known]
     if missing:
         torch_paths = sorted({c.path for c in torch_calls})
         raise ValueError(
             "diagnose: port layers with no torch module of the same path: "
             f"{', '.join(missing)}; torch's modules are {', '.join(torch_paths)}.")
-    rank = {k: i for i, k in enumerate(torch_keys)}
+    # torch records calls as they finish (children before parents); leaves only
+    leaves = [k for k in torch_keys if k in set(port_keys)]
+    rank = {k: i for i, k in enumerate(leaves)}
     order = [rank[k] for k in port_keys]
     for a, b, (pa, _), (pb, _) in zip(order, order[1:], port_keys, port_keys[1:]):
         if b < a:
