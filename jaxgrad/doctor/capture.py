@@ -92,6 +92,9 @@ def capture_torch(module, inputs: tuple, kwargs: dict | None = None, *, train: b
         handles.append(sub.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(sub.register_forward_hook(post, with_kwargs=True))
     was_training = module.training
+    # training mode updates BatchNorm statistics in place: the doctor leaves the
+    # reference as it found it
+    saved = [(b, b.detach().clone()) for _, b in module.named_buffers()]
     module.train(train)
     tensors = tuple(torch_tensor(x) for x in inputs)
     try:
@@ -105,6 +108,8 @@ def capture_torch(module, inputs: tuple, kwargs: dict | None = None, *, train: b
         ) from error
     finally:
         module.train(was_training)
+        for buffer, value in saved:
+            buffer.detach().copy_(value)
         for handle in handles:
             handle.remove()
     return _np(output), calls

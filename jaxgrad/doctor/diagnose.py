@@ -190,7 +190,9 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
             if not any(c.explains for c in causes):
                 from jaxgrad.doctor.report import pattern_of
 
-                pattern = pattern_of(ref.output, own_out)
+                pattern = ("not in the output (within the tier): in the updated buffers "
+                           "(running statistics)" if within_tier(ref.output, own_out)
+                           else pattern_of(ref.output, own_out))
         elif not clean:
             glue = _glue(e2e.calls, ref_calls)
     return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
