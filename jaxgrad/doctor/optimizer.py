@@ -84,7 +84,7 @@ def _rmsprop(alpha, eps, *, eps_in_sqrt=False):
 
 def _torch_clip(max_norm):
     def update(g, state, params=None):
-        norm = optax.global_norm(g)
+        norm = optax.tree.norm(g)
         coef = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
         return jax.tree.map(lambda x: x * coef, g), state
     return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
