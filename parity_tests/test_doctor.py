@@ -207,18 +207,42 @@ def test_unexplained_error_shows_where_it_sits(x64):
     assert "channels [1] of 3" in report.verdict
 
 
-def test_resnet_graph_port_and_glue_error(x64):
+def test_resnet_graph_port(x64):
     from torchref.models import resnet
 
     tm = resnet(dtype=D).eval()
     model, params, buffers = _port(tm)
     x = torch.randn(1, 1, 8, 8, dtype=D)
-    assert diagnose(tm, (model, params), x, buffers=buffers).clean
     bad = dataclasses.replace(model, layers=tuple(
         (p, jnn.BatchNorm2d(l.num_features, eps=1e-6, dtype="float64") if p == "layer1.0.bn2" else l)
         for p, l in model.layers))
     report = diagnose(tm, (bad, params), x, buffers=buffers)
     _first(report, "norm_eps", "layer1.0.bn2")
+    # every other layer of the traced port (relu called twice per block) is clean
+    own = {(r["path"], r["index"]): r["exceeds"] for r in report.layers}
+    assert own[("layer1.0.relu", 1)] is False and own[("fc", 0)] is False
+    assert [k for k, v in own.items() if v] == [("layer1.0.bn2", 0)]
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)) + x)
+
+
+def test_error_between_layers(x64):
+    tm = _Residual().to(D)
+    model, params, _ = _port(tm)
+    nodes = tuple(dataclasses.replace(n, target="operator.sub") if n.target == "operator.add"
+                  else n for n in model.nodes)
+    assert nodes != model.nodes
+    report = diagnose(tm, (dataclasses.replace(model, nodes=nodes), params),
+                      torch.randn(4, 3, dtype=D))
+    assert report.first_layer is None and not report.output_within_tier
+    assert "made between layers, in the forward code before layer `fc2`" in report.verdict
 
 
 def test_plain_function_port(x64):

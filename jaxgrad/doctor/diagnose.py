@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 
 import jax
@@ -73,10 +74,36 @@ def _precision_context(arrays):
     return stack
 
 
-def _run_layer(layer, params, buffers, args, kwargs, train, path):
+def _is_array(v):
+    return isinstance(v, np.ndarray) or hasattr(v, "__jax_array__") or isinstance(v, jax.Array)
+
+
+@functools.lru_cache(maxsize=256)
+def _jitted(layer, train, path, static_kwargs, array_names):
+    # one compilation per (layer, options): the catalogue's weight and mask variants
+    # of a layer then reuse it (eager lax.scan would re-trace an LSTM per variant)
+    def run(params, buffers, args, arrays):
+        return layer.forward_with_state(params, *args, buffers=buffers, train=train, key=None,
+                                        path=path, **dict(static_kwargs),
+                                        **dict(zip(array_names, arrays)))
+    return jax.jit(run)
+
+
+def _run_layer(layer, params, buffers, args, kwargs, train, path, jit=False):
+    """One layer on given inputs; ``jit`` for layers run many times (the trials)."""
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    out, new = layer.forward_with_state(params, *args, buffers=buffers, train=train, key=None,
-                                        path=path, **kwargs)
+    out = None
+    if jit:
+        arrays = {k: v for k, v in kwargs.items() if _is_array(v)}
+        static = tuple(sorted((k, v) for k, v in kwargs.items() if k not in arrays))
+        try:
+            fn = _jitted(layer, train, path, static, tuple(arrays))
+            out, new = fn(dict(params), dict(buffers), tuple(args), tuple(arrays.values()))
+        except Exception:  # noqa: BLE001 - untraceable port code: the eager run below
+            out = None     # reproduces any genuine error with its own message
+    if out is None:
+        out, new = layer.forward_with_state(params, *args, buffers=buffers, train=train,
+                                            key=None, path=path, **kwargs)
     return cap._np_tree(out), {k: np.asarray(v) for k, v in new.items()}
 
 
@@ -100,7 +127,7 @@ def _rank(case, path, ref_call, before, train):
                                       case.params if trial.params is None else trial.params,
                                       case.buffers, trial.args or case.args,
                                       case.kwargs if trial.kwargs is None else trial.kwargs,
-                                      train, path)
+                                      train, path, jit=True)
                 if trial.fix_output is not None:
                     out, new = trial.fix_output(out, new, case)
                 after, exceeds = layer_error(ref_call, out, new, train)
