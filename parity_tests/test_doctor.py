@@ -276,3 +276,22 @@ def test_bad_input(x64):
                             "9": jnn.Tanh(), "2": jnn.Linear(3, 2, dtype="float64")})
     with pytest.raises(ValueError, match="no torch module of the same path: 9"):
         diagnose(tm, (extra, params), x)
+
+
+def test_nnx_port(x64):
+    import functools
+
+    import jax
+
+    from jaxgrad.flax import to_nnx
+
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(),
+                             torch.nn.Linear(4, 2)).to(D)
+    port = to_nnx(tm)
+    x = torch.randn(3, 4, dtype=D)
+    assert diagnose(tm, port, x).clean
+    port.layers[1].epsilon = 1e-6  # flax's default eps
+    port.layers[2] = functools.partial(jax.nn.gelu, approximate=True)  # jax's default GELU
+    _first(diagnose(tm, port, x), "norm_eps", "1")
+    port.layers[1].epsilon = 1e-5
+    _first(diagnose(tm, port, x), "gelu_variant", "2")
