@@ -223,12 +223,14 @@ _BN = ("BatchNorm1d", "BatchNorm2d")
 CATALOGUE = (
     Convention(
         "norm_eps", "the normalisation epsilon (torch 1e-5, flax 1e-6)",
-        "about 1e-6 relative after the norm, everywhere (measured 1.1e-6 max abs for "
-        "eps 1e-6 vs 1e-5 on unit-variance rows); larger on low-variance rows",
+        "about 4.5e-6 x |normalised value| on unit-variance rows, everywhere (measured "
+        "2.2e-5 max abs on 32 rows of 64 N(0,1) features, eps 1e-6 vs 1e-5); larger on "
+        "low-variance rows (5.7e-4 on a BatchNorm with running_var ~0.1)",
         _use_torch_field("eps", _NORMS)),
     Convention(
         "gelu_variant", "GELU exact (erf, torch's default) vs tanh (jax.nn.gelu's default)",
-        "up to 4.7e-4 absolute per element, largest near |x| = 2, zero at 0",
+        "up to 4.7e-4 absolute per element (measured 4.73e-4 max on N(0, 9) inputs), "
+        "zero at 0",
         _use_torch_field("approximate", ("GELU",),
                          lambda a, b: f"approximate={a!r} (jax.nn.gelu's default is tanh), "
                                       f"torch uses approximate={b!r}")),
@@ -256,19 +258,20 @@ CATALOGUE = (
         _use_torch_field("ceil_mode", ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"))),
     Convention(
         "count_include_pad", "AvgPool count_include_pad (torch True; flax divides by the valid count)",
-        "border cells off by the factor k^2/valid (x 4/9 at a 3x3 corner); interior exact",
+        "border cells off by the factor valid/k^2 (measured 0.56 = 1 - 4/9 at the corner "
+        "of an all-ones input, 3x3 window, padding 1); interior exact",
         _use_torch_field("count_include_pad", ("AvgPool1d", "AvgPool2d"))),
     Convention(
         "bn_momentum", "BatchNorm momentum: torch's 0.1 weights the new batch; flax's 0.9/0.99 the old",
-        "training only: outputs agree, running statistics after one step differ ~10x "
-        "in the update (0.9 vs 0.1 of the batch statistics)",
+        "training only: outputs agree, the running statistics take 0.9 instead of 0.1 "
+        "of the batch statistics (measured 0.22 max abs after one step, N(0,1), n=8)",
         _use_torch_field("momentum", _BN,
                          lambda a, b: f"momentum is {a!r} (weight on the old statistic, "
                                       f"flax's meaning), torch uses {b!r} (weight on the new batch)")),
     Convention(
         "bn_unbiased_running_var", "BatchNorm running variance: torch accumulates the unbiased batch variance",
-        "training only: running_var update smaller by n/(n-1) (measured 1.6e-2 max abs "
-        "for n=8); outputs and running_mean agree",
+        "training only: running_var update smaller by n/(n-1) (measured 1.1e-2 max abs "
+        "after one step, N(0,1), n=8); outputs and running_mean agree",
         _bn_unbiased_running_var),
     Convention(
         "attention_packing", "MultiheadAttention in_proj packing: [q; k; v] row blocks",
@@ -288,6 +291,7 @@ CATALOGUE = (
         _gru_gate_order),
     Convention(
         "precision", "the port's dtype (float32 vs torch's float64, x64 off)",
-        "about 1e-7 relative (float32 rounding), everywhere",
+        "about 1e-7 relative (float32 rounding), everywhere (measured 1.5e-7 max abs on "
+        "a 16-wide Linear with outputs up to 1.7)",
         _precision),
 )
