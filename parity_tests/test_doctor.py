@@ -184,6 +184,26 @@ def test_mask_polarity(x64):
     _first(report, "mask_polarity", "")
 
 
+@dataclasses.dataclass(frozen=True)
+class _FiniteFillMHA(jnn.MultiheadAttention):
+    """A port that masks with a large finite value (flax's finfo.min) instead of -inf."""
+
+    def forward_with_state(self, params, q, k, v, /, key_padding_mask=None, **kw):
+        if key_padding_mask is not None:
+            key_padding_mask = np.where(np.asarray(key_padding_mask), -1e300, 0.0)
+        return super().forward_with_state(params, q, k, v, key_padding_mask=key_padding_mask, **kw)
+
+
+def test_mask_fill(x64):
+    tm = _mha()
+    _, params, _ = _port(tm)
+    model = _FiniteFillMHA(4, 2, batch_first=True, dtype="float64")
+    q = torch.randn(2, 3, 4, dtype=D)
+    mask = torch.tensor([[False, True, False], [True, True, True]])  # item 1 fully masked
+    report = diagnose(tm, (model, params), (q, q, q), kwargs={"key_padding_mask": mask})
+    _first(report, "mask_fill", "")
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_gate_order(x64, kind):
     tm = getattr(torch.nn, kind)(3, 2, batch_first=True).to(D)

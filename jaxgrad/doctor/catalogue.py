@@ -205,6 +205,46 @@ def _mask_polarity(case):
              "nn.MultiheadAttention's True means masked", Trial(kwargs=flipped))]
 
 
+def _mask_fill(case):
+    if case.class_name != "MultiheadAttention":
+        return []
+    kpm, am = case.kwargs.get("key_padding_mask"), case.kwargs.get("attn_mask")
+    kpm = None if kpm is None or np.asarray(kpm).dtype != np.bool_ else np.asarray(kpm)
+    am = None if am is None or np.asarray(am).dtype != np.bool_ else np.asarray(am)
+    if kpm is None and am is None:
+        return []
+    query = np.asarray(case.args[0])
+    batch_first = getattr(case.layer, "batch_first", False)
+    n, length = (query.shape[0], query.shape[1]) if batch_first or query.ndim == 2 else \
+        (query.shape[1], query.shape[0])
+    if query.ndim == 2:
+        n, length = 1, query.shape[0]
+    dead = np.zeros((n, length), bool)  # (batch, query) rows with every key masked
+    if kpm is not None:
+        dead |= kpm.reshape(n, -1).all(axis=-1)[:, None]
+    if am is not None and am.ndim == 2:
+        dead |= am.all(axis=-1)[None, :]
+    if not dead.any():
+        return []
+
+    def fix(output, new, case, dead=dead):
+        out, weights = (output[0], output[1]) if isinstance(output, (tuple, list)) else (output, None)
+        out = np.array(out, dtype=np.result_type(out, np.float32))
+        if out.ndim == 2:
+            out[dead[0]] = np.nan
+        elif batch_first:
+            out[dead] = np.nan
+        else:
+            out[dead.T] = np.nan
+        if weights is not None:
+            weights = np.array(weights)
+            weights[dead.reshape(weights.shape[0], -1) if weights.ndim == 3 else dead] = np.nan
+            return (out, weights), new
+        return out, new
+    return [("fully masked rows are filled with a finite value (flax's finfo.min: uniform "
+             "weights); torch fills -inf, so those rows are NaN", Trial(fix_output=fix))]
+
+
 def _precision(case):
     ref_dtype = next((np.asarray(a).dtype for a in case.args
                       if isinstance(a, np.ndarray) and a.dtype.kind == "f"), None)
@@ -281,6 +321,10 @@ CATALOGUE = (
         "mask_polarity", "boolean attention-mask polarity (nn.MultiheadAttention: True = masked)",
         "O(1) on the rows whose masks differ; masked keys get weight",
         _mask_polarity),
+    Convention(
+        "mask_fill", "mask fill value: torch -inf (fully masked rows are NaN), flax finfo.min",
+        "NaN in torch where the port is finite, only on fully masked query rows",
+        _mask_fill),
     Convention(
         "lstm_gate_order", "LSTM gate order: torch packs i, f, g, o",
         "O(1) in the hidden state from the first step",
