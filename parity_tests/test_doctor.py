@@ -48,6 +48,17 @@ def test_clean_bill_and_every_entry_named(x64):
     assert len({c.name for c in CATALOGUE}) == len(CATALOGUE)
 
 
+def test_float32_port_is_judged_at_the_float32_tier():
+    tm = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU(),
+                             torch.nn.Linear(8, 3))
+    model, params, _ = _port(tm)
+    x = torch.randn(16, 8)
+    report = diagnose(tm, (model, params), x)
+    assert report.clean and report.dtype == "float32", str(report)
+    bad = _replace_leaf(model, 2, jnn.GELU(approximate="tanh"))  # 4.7e-4 is far over 1e-5
+    _first(diagnose(tm, (bad, params), x), "gelu_variant", "2")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Float32Linear(jnn.Linear):
     """A port that computes in its own dtype (float32 when jax_enable_x64 was off)."""
