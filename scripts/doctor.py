@@ -8,11 +8,20 @@ Demo sessions (float64, tiny models):
   --demo optimizer  torch optimizers vs optax transformations that disagree on the
                     same gradients.
 
+Your own model: ``REFERENCE`` is ``module:Class`` or ``path/to/file.py:Class`` of the
+torch model (built with no arguments, seeded), ``--port`` a function
+``module:function`` called with the torch module that returns the port:
+``(model, params)`` or ``(model, params, buffers)`` for a jaxgrad model, an
+``nnx.Module``, or ``(fn, params, names)``.
+
+  python scripts/doctor.py mymodels:Net --port myport:build --input-shape 2,1,8,8
+
 From Python: ``jaxgrad.doctor.diagnose(torch_module, port, example_input)``,
 ``jaxgrad.doctor.diagnose_optimizer(torch_optimizer, tx, grads)`` and
 ``jaxgrad.doctor.training_drift(reference_steps, port_steps)``.
 
-Exit status: 0 when the session ends clean (or the demo ran), 2 for bad input.
+Exit status: 0 when the port is clean (or the demo ran), 1 when it disagrees, 2 for
+bad input.
 """
 
 from __future__ import annotations
@@ -21,11 +30,67 @@ import argparse
 import sys
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints like 2,1,8,8, got {text!r}")
+    if not shape or any(s <= 0 for s in shape):
+        raise argparse.ArgumentTypeError(f"every dimension must be positive, got {text!r}")
+    return shape
+
+
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--demo", choices=("resnet", "optimizer"), required=True,
-                        help="which demo session to run")
-    return parser.parse_args(argv)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("reference", nargs="?",
+                        help="module:Class or file.py:Class of the torch model")
+    parser.add_argument("--port", metavar="MODULE:FUNCTION",
+                        help="builds the port from the torch module")
+    parser.add_argument("--input-shape", type=_shape, metavar="N,C,H,W",
+                        help="example input shape (normal samples, seed 0)")
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                        help="the torch model's dtype and the tier (default float64)")
+    parser.add_argument("--train", action="store_true",
+                        help="compare in training mode (BatchNorm statistics)")
+    parser.add_argument("--demo", choices=("resnet", "optimizer"), help="run a demo session")
+    args = parser.parse_args(argv)
+    if args.demo and (args.reference or args.port):
+        parser.error("--demo takes no REFERENCE or --port")
+    if not args.demo:
+        if not args.reference or not args.port or not args.input_shape:
+            parser.error("give --demo NAME, or REFERENCE with --port and --input-shape")
+        for name, value in (("REFERENCE", args.reference), ("--port", args.port)):
+            if ":" not in value:
+                parser.error(f"{name} {value!r} must be module:name or file.py:name")
+    return parser, args
+
+
+def _user_session(parser, args):
+    import numpy as np
+    import torch
+
+    from jaxgrad.doctor import diagnose
+    from port import _load_class  # the one module:name loader of the scripts
+
+    cls = _load_class(parser, args.reference)
+    build = _load_class(parser, args.port)
+    torch.manual_seed(0)
+    module = cls().to(getattr(torch, args.dtype))
+    port = build(module)
+    buffers = None
+    if isinstance(port, tuple) and len(port) == 3 and not callable(port[0]):
+        port, buffers = port[:2], port[2]
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=args.input_shape)).to(
+        getattr(torch, args.dtype))
+    try:
+        report = diagnose(module, port, x, buffers=buffers, train=args.train)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.clean else 1
 
 
 def _resnet_session():
@@ -117,7 +182,7 @@ def _optimizer_session():
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    parser, args = parse_args(argv)
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -125,6 +190,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    if args.demo is None:
+        return _user_session(parser, args)
     return _resnet_session() if args.demo == "resnet" else _optimizer_session()
 
 
