@@ -14,7 +14,6 @@ import torch
 
 import jaxgrad.nn as jnn
 from jaxgrad.doctor import CATALOGUE, diagnose
-from jaxgrad.nn.module import sub_dict
 
 D = torch.float64
 

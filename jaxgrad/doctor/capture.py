@@ -13,8 +13,8 @@ call, all as numpy arrays copied at hook time (torch's in-place ops overwrite th
 later).
 
 The port side wraps each leaf layer of a jaxgrad model in a ``Tap``: a layer that
-records its inputs and outputs and, in *injection* mode, replaces its inputs by the
-torch layer's own inputs.
+records its inputs and outputs (input injection runs each leaf alone, on the torch
+layer's recorded inputs; see ``jaxgrad.doctor.diagnose``).
 """
 
 from __future__ import annotations
@@ -138,10 +138,9 @@ class Tap(Module):
 
 
 class Recorder:
-    """Records the port's leaf calls; in injection mode feeds torch's inputs."""
+    """Records the port's leaf calls (inputs, options, output, updated buffers)."""
 
-    def __init__(self, inject: dict | None = None):
-        self.inject = inject  # {(path, index): Call} or None
+    def __init__(self):
         self.calls: list[Call] = []
         self.started: list[tuple[str, int]] = []  # (path, index) as calls begin
         self.counts: dict[str, int] = {}
@@ -150,23 +149,12 @@ class Recorder:
         index = self.counts.get(tap.path, 0)
         self.counts[tap.path] = index + 1
         self.started.append((tap.path, index))
-        if self.inject is not None and (tap.path, index) in self.inject:
-            ref = self.inject[(tap.path, index)]
-            inputs = tuple(_as_like(a, b) for a, b in zip(ref.args, inputs)) + \
-                tuple(inputs[len(ref.args):])
-            options = {**options, **{k: v for k, v in ref.kwargs.items() if v is not None}}
         out, new = tap.inner.forward_with_state(params, *inputs, buffers=buffers, train=train,
                                                 key=key, path=path, **options)
         self.calls.append(Call(tap.path, index, type(tap.inner).__name__, _np_tree(inputs),
                                dict(options), _np_tree(out),
                                {k: np.asarray(v) for k, v in new.items()}))
         return out, new
-
-
-def _as_like(ref, port):
-    """torch's input, in the port's dtype when both are float arrays (a float64 torch
-    input fed to a float32 port layer would test the wrong arithmetic)."""
-    return ref
 
 
 def _np_tree(value):
@@ -195,20 +183,17 @@ def leaves(model: Module, path: str = ""):
     return [(path, model)]
 
 
-def tapped(model: Module, recorder: Recorder, replace: dict | None = None,
-           path: str = "") -> Module:
-    """``model`` with every leaf wrapped in a ``Tap``; ``replace`` maps a leaf path to
-    another layer to use there (a hypothesis's corrected layer)."""
+def tapped(model: Module, recorder: Recorder, path: str = "") -> Module:
+    """``model`` with every leaf wrapped in a ``Tap``."""
     from jaxgrad.nn.container import Sequential
     from jaxgrad.nn.fx import GraphModule
 
-    replace = replace or {}
     if isinstance(model, Sequential):
         return Sequential(OrderedDict(
-            (name, tapped(layer, recorder, replace, f"{path}.{name}" if path else name))
+            (name, tapped(layer, recorder, f"{path}.{name}" if path else name))
             for name, layer in zip(model.names, model.layers)))
     if isinstance(model, GraphModule):
         return dataclasses.replace(model, layers=tuple(
-            (name, tapped(layer, recorder, replace, f"{path}.{name}" if path else name))
+            (name, tapped(layer, recorder, f"{path}.{name}" if path else name))
             for name, layer in model.layers))
-    return Tap(replace.get(path, model), path, recorder)
+    return Tap(model, path, recorder)

@@ -24,9 +24,7 @@ transformations on torch's input and rank them by the error left.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import math
 
 import jax
 import numpy as np

@@ -14,22 +14,11 @@ mask mismatch).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 
 from jaxgrad.parity import compare
-
-
-@dataclasses.dataclass
-class LayerError:
-    path: str
-    index: int
-    class_name: str
-    end_to_end: float
-    injected: float
-    exceeds: bool  # the injected error exceeds the tier
 
 
 def _flat(value, prefix="out"):
