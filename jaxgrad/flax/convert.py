@@ -124,11 +124,8 @@ def _group_norm(layer, params, buffers, dtype):
 
 def _layer_norm(layer, params, buffers, dtype):
     shape = _tuple(layer.normalized_shape, 1)
-    if len(shape) != 1:
-        raise ValueError(
-            f"to_nnx: LayerNorm over {len(shape)} dims (normalized_shape={shape}) is not "
-            "supported yet; nnx.LayerNorm's scale is over the last dim."
-        )
+    if len(shape) != 1:  # nnx.LayerNorm's scale spans the last dim only
+        return _torch_layer(layer, params, buffers, dtype)
     affine = layer.elementwise_affine
     use_bias = affine and getattr(layer, "bias", True)
     module = nnx.LayerNorm(shape[0], epsilon=layer.eps, use_scale=affine, use_bias=use_bias,
@@ -137,6 +134,19 @@ def _layer_norm(layer, params, buffers, dtype):
         _set(module.scale, params["weight"])
     if use_bias:
         _set(module.bias, params["bias"])
+    return module
+
+
+def _rms_norm(layer, params, buffers, dtype):
+    shape = _tuple(layer.normalized_shape, 1)
+    if len(shape) != 1:
+        return _torch_layer(layer, params, buffers, dtype)
+    # torch's eps=None is the dtype's machine epsilon; flax's default is 1e-6
+    eps = layer.eps if layer.eps is not None else float(jnp.finfo(dtype).eps)
+    module = nnx.RMSNorm(shape[0], epsilon=eps, use_scale=layer.elementwise_affine,
+                         param_dtype=dtype, rngs=_rngs())
+    if layer.elementwise_affine:
+        _set(module.scale, params["weight"])
     return module
 
 
@@ -260,6 +270,7 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
     "BatchNorm2d": (_batch_norm, "cl"),
     "GroupNorm": (_group_norm, "cl"),
     "LayerNorm": (_layer_norm, "torch"),
+    "RMSNorm": (_rms_norm, "torch"),
     "Embedding": (_embedding, "torch"),
     "Dropout": (_dropout, "any"),
     "Flatten": (_flatten, "torch"),
@@ -541,6 +552,12 @@ def _from_layer_norm(module, context):
     return layer, params, {}
 
 
+def _from_rms_norm(module, context):
+    layer = nn.RMSNorm(module.num_features, eps=module.epsilon,
+                       elementwise_affine=module.use_scale, dtype=_dtype_of(module))
+    return layer, ({"weight": _value(module.scale)} if module.use_scale else {}), {}
+
+
 def _from_embed(module, context):
     table = _value(module.embedding)
     layer = nn.Embedding(table.shape[0], table.shape[1],
@@ -571,6 +588,7 @@ _FROM_NNX: dict[type, Callable] = {
     nnx.GroupNorm: _from_group_norm,
     nnx.LayerNorm: _from_layer_norm,
     nnx.Embed: _from_embed,
+    nnx.RMSNorm: _from_rms_norm,
     m.TorchEmbed: _from_embed,
     nnx.Dropout: lambda module, context: (
         {(): nn.Dropout, (1,): nn.Dropout1d, (1, 2): nn.Dropout2d}[tuple(module.broadcast_dims)](
@@ -752,6 +770,10 @@ NOTES = {
     "BatchNorm2d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
     "GroupNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
     "LayerNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
+    "RMSNorm": "epsilon: torch's (None = machine eps of the dtype; flax 1e-6)",
+    "MultiheadAttention": "TorchLayer: packed in_proj, torch's mask polarity and -inf fill",
+    "LSTM": "TorchLayer: two biases, gates i,f,g,o, state (h, c)",
+    "GRU": "TorchLayer: r * (W_hn h + b_hn), which nnx.GRUCell cannot express",
     "Embedding": "weight -> embedding; padding_idx row frozen (TorchEmbed)",
     "Dropout": "rate = p (drop probability, as torch)",
     "Flatten": "channels moved first before flattening: torch's C,H,W feature order",

@@ -252,8 +252,14 @@ def nnx_trajectory(module, x, y, *, steps: int, torch_optimizer, jax_optimizer,
 
 def _model(name: str, dtype):
     import torchref
+    from torchref.sequence_models import sequence_model
 
     torch.manual_seed(0)
+    if name == "transformer":
+        return sequence_model(name, dtype=dtype, d_model=8, nhead=2, dim_feedforward=16,
+                              num_layers=1, num_classes=5)
+    if name in ("lstm", "gru"):
+        return sequence_model(name, dtype=dtype, hidden_size=8, num_classes=5)
     if name == "mlp":
         return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 16),
                                    torch.nn.Tanh(), torch.nn.Linear(16, 5)).to(dtype)
@@ -262,7 +268,9 @@ def _model(name: str, dtype):
 
 def _batch(name: str, dtype: str, n: int = 8):
     rng = np.random.default_rng(0)
-    shape = (n, 12) if name == "mlp" else (n, 1, 8, 8)
+    if name == "transformer":  # 64 pixel intensities 0..16 as tokens
+        return rng.integers(0, 17, (n, 64)), rng.integers(0, 5, n)
+    shape = {"mlp": (n, 12), "lstm": (n, 64), "gru": (n, 64)}.get(name, (n, 1, 8, 8))
     return rng.standard_normal(shape).astype(dtype), rng.integers(0, 5, n)
 
 
@@ -322,7 +330,7 @@ def _trajectory_check(name: str):
 CHECKS = [
     Check(f"nnx {name} forward+grads", dtype, functools.partial(_forward_check, name, dtype),
           area="flax")
-    for name in ("mlp", "cnn", "resnet") for dtype in ("float64", "float32")
+    for name in ("mlp", "cnn", "resnet", "transformer", "lstm") for dtype in ("float64", "float32")
 ] + [
     Check("nnx resnet forward+grads NCHW", "float64",
           functools.partial(_forward_check, "resnet", "float64", "NCHW"), area="flax"),
@@ -408,7 +416,7 @@ def port_parity(module, x, layout: str, dtype: str):
 
     torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
     module = copy.deepcopy(module).to(torch_dtype)
-    x = x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x
+    x = x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x  # token ids stay ints
     with jax_precision(dtype):
         nnx_module = to_nnx(module, layout=layout)
         image = x.ndim >= 3 and np.issubdtype(x.dtype, np.floating)
