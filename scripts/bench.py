@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Training speed, jaxgrad vs PyTorch, measured side by side in one process.
 
-For each configuration (the lessons' 784-256-10 MLP at batch 128 and 1024, and a
-14.2M-parameter MLP, 784-2048-2048-2048-2048-10, at batch 1024) it times:
+For each configuration (the lessons' 784-256-10 MLP at batch 128 and 1024, a
+14.2M-parameter MLP, 784-2048-2048-2048-2048-10, at batch 1024, and the digits'
+transformer and LSTM classifiers of torchref.sequence_models at batch 128) it times:
 
   jax step    the jitted jaxgrad train step, called once per batch (donated buffers)
   jax epoch   the same steps fused into one call with lax.scan
@@ -23,7 +24,8 @@ step, or for the fused epoch one whole round). On a GPU every timer waits for th
 (block_until_ready / torch.cuda.synchronize).
 
 Goals it reports (never asserts): at batch 128 the jax epoch >= 1.8x torch
-eager; at batch 1024 >= 1.0x; on the 14.2M model >= 0.95x.
+eager; at batch 1024 >= 1.0x; on the 14.2M model >= 0.95x; transformer and LSTM
+at batch 128 >= 1.5x (their GFLOP/s are not counted: shown as nan).
 
 Examples:
   python scripts/bench.py --quick
@@ -46,8 +48,12 @@ CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--qu
     ("784-256-10 b128", [784, 256, 10], 128, 100, 20),
     ("784-256-10 b1024", [784, 256, 10], 1024, 30, 6),
     ("14.2M b1024", [784, 2048, 2048, 2048, 2048, 10], 1024, 4, 2),
+    # sequence classifiers of the digits (torchref.sequence_models; sizes = model name)
+    ("transformer b128", "transformer", 128, 10, 3),
+    ("lstm b128", "lstm", 128, 30, 6),
 ]
-GOALS = {"784-256-10 b128": 1.8, "784-256-10 b1024": 1.0, "14.2M b1024": 0.95}
+GOALS = {"784-256-10 b128": 1.8, "784-256-10 b1024": 1.0, "14.2M b1024": 0.95,
+         "transformer b128": 1.5, "lstm b128": 1.5}
 LR, MOMENTUM = 0.01, 0.9
 
 
@@ -82,8 +88,11 @@ def parse_args(argv=None):
     return args
 
 
-def train_flops(sizes, batch: int) -> int:
-    """Exact matmul FLOPs of one training step (forward + backward) of an MLP."""
+def train_flops(sizes, batch: int) -> float:
+    """Exact matmul FLOPs of one training step (forward + backward) of an MLP (NaN,
+    not counted, for the sequence models)."""
+    if isinstance(sizes, str):
+        return float("nan")
     total = 0
     for layer, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         one = 2 * batch * fan_in * fan_out
@@ -106,10 +115,16 @@ class JaxSide:
 
         self.jax = jax
         self.device = select_devices(device)[0]
-        self.model = nn.mlp(sizes)
         self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
+        if isinstance(sizes, str):  # a sequence model: the twin of torch's, via from_torch
+            from torchref.sequence_models import sequence_model
+
+            self.model, params = nn.from_torch(sequence_model(sizes))
+        else:
+            self.model = nn.mlp(sizes)
         with jax.default_device(self.device):
-            self.params = self.model.init(jax.random.key(0))
+            self.params = (jax.device_put(params, self.device) if isinstance(sizes, str)
+                           else self.model.init(jax.random.key(0)))
             self.opt_state = self.optimizer.init(self.params)
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
@@ -148,7 +163,12 @@ class TorchSide:
         self.torch, self.ttrain = torch, ttrain
         self.device = ttrain.torch_device(device)
         torch.manual_seed(0)
-        self.module = torchref.mlp(sizes).to(self.device)
+        if isinstance(sizes, str):
+            from torchref.sequence_models import sequence_model
+
+            self.module = sequence_model(sizes).to(self.device)
+        else:
+            self.module = torchref.mlp(sizes).to(self.device)
         self.forward = torch.compile(self.module) if compiled else self.module
         self.optimizer = torch.optim.SGD(self.module.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = torch.nn.functional.cross_entropy
@@ -201,8 +221,14 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
 
 def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     rng = np.random.default_rng(0)
-    xs = rng.standard_normal((steps, batch, sizes[0])).astype(np.float32)
-    ys = rng.integers(0, sizes[-1], size=(steps, batch)).astype(np.int64)
+    if sizes == "transformer":  # 64 tokens 0…16 per example
+        xs = rng.integers(0, 17, size=(steps, batch, 64)).astype(np.int64)
+    elif isinstance(sizes, str):  # 64 pixels read as 8 rows of 8
+        xs = rng.random((steps, batch, 64)).astype(np.float32)
+    else:
+        xs = rng.standard_normal((steps, batch, sizes[0])).astype(np.float32)
+    ys = rng.integers(0, 10 if isinstance(sizes, str) else sizes[-1],
+                      size=(steps, batch)).astype(np.int64)
     jax_side = JaxSide(sizes, (xs, ys), args.device)
     contenders = {"jax step": jax_side.run_steps, "jax epoch": jax_side.run_epoch}
     compile_seconds = dict(jax_side.compile_seconds)
@@ -233,7 +259,8 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     eager = rows["torch eager"]["steps_per_s_median"]
     for row in rows.values():
         row["vs_torch_eager"] = row["steps_per_s_median"] / eager
-    params = sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:]))
+    params = (None if isinstance(sizes, str) else
+              sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
     return {"name": name, "sizes": sizes, "batch": batch, "parameters": params,
             "steps_per_round": steps, "flops_per_step": flops, "contenders": rows}
 

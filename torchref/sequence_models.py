@@ -45,7 +45,8 @@ class TokenTransformerClassifier(nn.Module):
                  length: int = ROWS * COLUMNS, dtype: torch.dtype = torch.float32):
         super().__init__()
         self.embed = nn.Embedding(LEVELS, d_model, dtype=dtype)
-        self.position = nn.Parameter(0.02 * torch.randn(length, d_model, dtype=dtype))
+        # N(0, 1) like the token embedding: a smaller scale drowns the positions
+        self.position = nn.Parameter(torch.randn(length, d_model, dtype=dtype))
         layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
                                            batch_first=True, dtype=dtype)
         self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)

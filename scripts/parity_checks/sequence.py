@@ -6,7 +6,8 @@ every mask kind, gradcheck of every layer, and 20-step float64 training trajecto
 - mask rows: ``nn.MultiheadAttention`` (True = masked) and
   ``F.scaled_dot_product_attention`` (True = attend) with boolean, float, 3-D,
   key-padding, causal and fully masked rows (NaN or 0, as torch gives);
-- gradcheck rows: ``jaxgrad.gradcheck`` (central differences, float64) of each layer;
+- gradcheck rows: ``jaxgrad.gradcheck`` (central differences, float64) of each layer,
+  every element of the small layers, 16 random directions of the larger ones;
 - trajectory rows: 20 steps of a small token transformer classifier (SGD with
   momentum) and of a row-LSTM classifier (Adam) from ``torchref.sequence_models``:
   loss, parameters and optimizer state after every step, float64 tier. The
@@ -211,9 +212,15 @@ def gradcheck_cases() -> dict:
     }
 
 
+# every element for the small layers; 16 random directions for the larger ones (the
+# full check of a transformer layer costs ~2.5x more, mostly in compilation)
+FULL_GRADCHECK = ("Embedding", "LayerNorm", "RMSNorm", "RNNCell", "LSTMCell", "GRUCell")
+
+
 def layer_gradcheck(name: str):
     """Central differences of ``Σ c·output`` w.r.t. random params and float inputs."""
     layer, inputs = gradcheck_cases()[name]
+    mode = "full" if name in FULL_GRADCHECK else "directions"
     rng = np.random.default_rng(8)
     with jax.enable_x64(True):
         params = {k: jnp.asarray(0.5 * rng.standard_normal(s.shape))
@@ -230,7 +237,8 @@ def layer_gradcheck(name: str):
         def objective(params, *floats):
             return sum(jnp.sum(c * o) for c, o in zip(cotangents, outputs(params, *floats)))
 
-        return gradcheck(objective, params, *floats, name=f"gradcheck {name}")
+        return gradcheck(objective, params, *floats, mode=mode, n_directions=16,
+                         name=f"gradcheck {name} ({mode})")
 
 
 TRAJECTORY_OPTIMIZERS = {"transformer": ("sgd", {"lr": 0.05, "momentum": 0.9}),

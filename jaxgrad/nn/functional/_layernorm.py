@@ -53,7 +53,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     mean = jnp.mean(input, axis=axes, keepdims=True)
     centered = input - mean
     var = jnp.mean(centered * centered, axis=axes, keepdims=True)  # biased, two-pass
-    out = centered * jax.lax.rsqrt(var + eps)
+    out = centered / jnp.sqrt(var + eps)  # torch: 1 / sqrt; XLA rsqrt rounds differently
     if weight is not None:
         out = out * weight
     if bias is not None:
