@@ -275,6 +275,44 @@ def test_error_between_layers(x64):
     assert "made between layers, in the forward code before layer `fc2`" in report.verdict
 
 
+class _NHWCFlatten(jnn.Flatten):
+    """A port that flattens NHWC activations (flax's order)."""
+
+    def forward(self, params, x):
+        return super().forward(params, np.asarray(x).transpose(0, 2, 3, 1))
+
+
+class _ConvHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(2, 3, 1), torch.nn.Linear(12, 2)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.conv(x), 1))
+
+
+def test_flatten_order_in_a_layer_and_between_layers(x64):
+    tm = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 1), torch.nn.Flatten(),
+                             torch.nn.Linear(12, 2)).to(D)
+    model, params, _ = _port(tm)
+    x = torch.randn(2, 2, 2, 2, dtype=D)
+    _first(diagnose(tm, (_replace_leaf(model, 1, _NHWCFlatten()), params), x),
+           "flatten_order", "1")
+    tm = _ConvHead().to(D)
+    model, params, _ = _port(tm)
+    nodes = tuple(n for n in model.nodes)
+    flat = next(n for n in nodes if n.target == "torch.flatten")
+    perm = dataclasses.replace(flat, name="nhwc", target="method.permute",
+                               args=(flat.args[0], 0, 2, 3, 1), kwargs=())
+    fx = __import__("jaxgrad.nn.fx", fromlist=["Ref"])
+    flat2 = dataclasses.replace(flat, args=(fx.Ref("nhwc"),) + flat.args[1:])
+    nodes = tuple(x for n in nodes for x in ((perm, flat2) if n is flat else (n,)))
+    report = diagnose(tm, (dataclasses.replace(model, nodes=nodes), params),
+                      torch.randn(2, 2, 2, 2, dtype=D))
+    assert report.first_layer is None and report.causes[0].name == "flatten_order", str(report)
+    assert report.causes[0].explains and "before layer `fc`" in report.verdict
+
+
 def test_plain_function_port(x64):
     tm = torch.nn.Linear(3, 2).to(D)
     w, b = tm.weight.detach().numpy(), tm.bias.detach().numpy()

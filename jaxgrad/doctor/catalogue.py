@@ -245,6 +245,27 @@ def _mask_fill(case):
              "weights); torch fills -inf, so those rows are NaN", Trial(fix_output=fix))]
 
 
+def hwc_to_chw(flat, shape):
+    """Rows of ``flat`` `(N, H·W·C)` (flax's NHWC flatten) in torch's C,H,W order;
+    ``shape`` is the NCHW activation `(N, C, H, W)` that was flattened."""
+    n, c, h, w = shape
+    return np.asarray(flat).reshape(n, h, w, c).transpose(0, 3, 1, 2).reshape(n, -1)
+
+
+def _flatten_order(case):
+    x = case.args[0] if case.args else None
+    if case.class_name != "Flatten" or x is None or np.ndim(x) != 4:
+        return []
+    shape = np.shape(x)
+
+    def fix(output, new, case, shape=shape):
+        out = np.asarray(output)
+        return (hwc_to_chw(out, shape) if out.ndim == 2 and out.size == np.prod(shape)
+                else out), new
+    return [("the port flattens H,W,C (flax's NHWC order); torch flattens C,H,W",
+             Trial(fix_output=fix))]
+
+
 def _precision(case):
     ref_dtype = next((np.asarray(a).dtype for a in case.args
                       if isinstance(a, np.ndarray) and a.dtype.kind == "f"), None)
@@ -292,6 +313,10 @@ CATALOGUE = (
         "padding differs",
         _use_torch_field("padding", ("Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d",
                                      "AvgPool1d", "AvgPool2d"))),
+    Convention(
+        "flatten_order", "flatten order after a conv: torch C,H,W (NCHW), flax H,W,C (NHWC)",
+        "O(1) in the flattened features (a permutation: same values, other places)",
+        _flatten_order),
     Convention(
         "ceil_mode", "pooling ceil_mode (flax has none)",
         "one extra (or missing) output row/column: a different output size",

@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from jaxgrad.doctor import capture as cap
-from jaxgrad.doctor.catalogue import CATALOGUE, Case
+from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
 from jaxgrad.doctor.localise import check_layers, check_params, error, layer_error, within_tier
 from jaxgrad.doctor.report import Cause, Report
 from jaxgrad.nn.module import Module, sub_dict
@@ -220,6 +220,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                            else pattern_of(ref.output, own_out))
         elif not clean:
             glue = _glue(e2e.calls, ref_calls)
+            causes = _glue_causes(glue, e2e.calls, ref_calls, torch_calls)
     return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
                   pattern=pattern, glue=glue)
 
@@ -238,6 +239,31 @@ def _glue(port_calls, ref_calls):
         if not within_tier(ref.output, call.output):
             return None
     return "<output>"
+
+
+def _glue_causes(glue, port_calls, ref_calls, torch_calls):
+    """Between-layer conventions: is the port's input to ``glue`` torch's input with
+    the features flattened in H,W,C order (NHWC) instead of C,H,W?"""
+    call = next((c for c in port_calls if c.path == glue), None)
+    if call is None or not call.args:
+        return []
+    ref_in, port_in = np.asarray(ref_calls[(call.path, call.index)].args[0]), \
+        np.asarray(call.args[0])
+    if port_in.ndim != 2 or ref_in.shape != port_in.shape:
+        return []
+    before = error(ref_in, port_in)
+    for prior in torch_calls:  # the NCHW activation that was flattened
+        out = prior.output
+        if isinstance(out, np.ndarray) and out.ndim == 4 and out.size == ref_in.size:
+            after = error(ref_in, hwc_to_chw(port_in, out.shape))
+            if after < before:
+                entry = next(e for e in CATALOGUE if e.name == "flatten_order")
+                return [Cause(entry.name, entry.description,
+                              f"the input of `{glue}` is flattened H,W,C (flax's NHWC order); "
+                              "torch flattens C,H,W", before, after,
+                              within_tier(ref_in, hwc_to_chw(port_in, out.shape)),
+                              entry.signature)]
+    return []
 
 
 def _flat_arrays(tree):

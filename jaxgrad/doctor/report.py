@@ -61,9 +61,13 @@ class Report:
                 return f"the output differs (max error {_e(self.output_error)}); {self.note}."
             where = ("after the last layer" if self.glue == "<output>" else
                      f"in the forward code before layer `{self.glue}`")
-            return (f"no layer's own error exceeds the tier, but the output differs (max "
-                    f"error {_e(self.output_error)}): the error is made between layers, {where} "
-                    "(a flatten order, a residual add, a reshape).")
+            text = (f"no layer's own error exceeds the tier, but the output differs (max "
+                    f"error {_e(self.output_error)}): the error is made between layers, {where}")
+            if self.causes and self.causes[0].explains:
+                c = self.causes[0]
+                return (f"{text}: {c.detail}; reordered, the input's max error falls from "
+                        f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
+            return text + " (a flatten order, a residual add, a reshape)."
         row = next(r for r in self.layers if r["path"] == self.first_layer)
         head = f"layer `{self.first_layer}` ({row['class_name']})"
         if self.causes and self.causes[0].explains:
