@@ -171,10 +171,11 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
     check_params(torch_params, params)
     ref_out, torch_calls = cap.capture_torch(torch_module, inputs, kwargs, train=train)
     arrays = [cap._np(x) for x in inputs]
+    port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}  # torch tensors -> numpy
     name = type(torch_module).__name__
     with _precision_context([*arrays, *(_flat_arrays(ref_out))]):
         if fn is not None:
-            out = cap._np_tree(fn[0](fn[1], *arrays, **kwargs))
+            out = cap._np_tree(fn[0](fn[1], *arrays, **port_kwargs))
             return Report(name, None, [], [], error(ref_out, out), within_tier(ref_out, out),
                           _dtype_name(ref_out), train, note="a plain function: compared at the "
                           "output only (pass a jaxgrad model or nnx.Module to localise)")
@@ -182,7 +183,8 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
         e2e = cap.Recorder()
         try:
             out, _ = cap.tapped(model, e2e).forward_with_state(
-                params, *arrays, buffers=buffers, train=train, key=None, path="", **kwargs)
+                params, *arrays, buffers=buffers, train=train, key=None, path="",
+                **port_kwargs)
         except (ValueError, TypeError) as failure:
             check_layers(torch_calls, e2e.started)  # a wrong order explains the failure
             raise ValueError(f"diagnose: the port fails on the example input, in layer "
