@@ -1,7 +1,8 @@
 """The doctor's report: per-layer errors, ranked causes, a verdict in words.
 
 ``Report.first_layer`` is the torch module path of the first layer whose own
-(input-injected) error exceeds the tier, None for a clean port; ``layers`` holds the
+(input-injected) error exceeds the tier (``""`` for the module itself, a one-layer
+model), None for a clean port; ``layers`` holds the
 per-layer errors in both modes; ``causes`` the catalogue entries that bring that
 layer's error down, best first. ``str(report)`` is what ``scripts/doctor.py`` prints.
 """
@@ -69,7 +70,8 @@ class Report:
                         f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
             return text + " (a flatten order, a residual add, a reshape)."
         row = next(r for r in self.layers if r["path"] == self.first_layer)
-        head = f"layer `{self.first_layer}` ({row['class_name']})"
+        head = (f"layer `{self.first_layer}` ({row['class_name']})" if self.first_layer else
+                f"the module itself ({row['class_name']}, path '')")
         if self.causes and self.causes[0].explains:
             c = self.causes[0]
             return (f"{head}: {c.detail}; undoing it, the layer's max error falls from "
