@@ -1,0 +1,24 @@
+"""The convention doctor: localise a port's first diverging layer, name the cause.
+
+- ``diagnose(torch_module, port, example_input)``: per-layer errors end to end and
+  with input injection, then the ``CATALOGUE`` of porting conventions tested on the
+  first layer whose own error exceeds the tier (``jaxgrad.doctor.diagnose``);
+- ``diagnose_optimizer``: a torch optimizer vs an optax transformation on the same
+  gradients, against the ``OPTIMIZER_CATALOGUE`` (``jaxgrad.doctor.optimizer``);
+- ``training_drift``: the first step where two training runs' parameters leave the
+  tier and whether the forward, the gradient or the update made it
+  (``jaxgrad.doctor.drift``).
+
+jaxgrad never imports torch: torch objects are driven by duck typing.
+"""
+
+from jaxgrad.doctor.catalogue import CATALOGUE
+from jaxgrad.doctor.catalogue import Convention
+from jaxgrad.doctor.diagnose import diagnose
+from jaxgrad.doctor.report import Cause
+from jaxgrad.doctor.report import Report
+from jaxgrad.doctor.drift import DriftReport
+from jaxgrad.doctor.drift import training_drift
+from jaxgrad.doctor.optimizer import OPTIMIZER_CATALOGUE
+from jaxgrad.doctor.optimizer import OptimizerReport
+from jaxgrad.doctor.optimizer import diagnose_optimizer

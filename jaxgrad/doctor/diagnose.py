@@ -1,0 +1,279 @@
+"""``diagnose(torch_module, port, example_input)``: localise, then test the catalogue.
+
+Torch rule: this module never imports torch. The torch module is driven by duck
+typing (hooks, ``named_modules``, ``named_parameters``; see ``capture``), and its
+layers' hyperparameters are read through ``jaxgrad.nn.convert.convert_layer``.
+
+``port`` is one of
+
+- ``(model, params)``: a jaxgrad model (a ``Sequential``, a traced ``GraphModule``
+  or a single layer) with torch-keyed params; pass ``buffers=`` where it has some;
+- an ``nnx.Module``: read back into torch layouts with ``jaxgrad.flax.from_nnx``;
+- ``(fn, params, names)``: any ``fn(params, x)`` and a mapping ``{port name: torch
+  name}`` of its params. A plain function has no layers the doctor can see: it is
+  compared at the output only (``layers`` is empty, ``first_layer`` is None, and the
+  report says so).
+
+Steps: run torch with hooks and the port with taps (``capture``); check that the
+port's params and layers line up with torch's (``localise.check_*``: a ValueError
+listing what does not); per layer, the error end to end and with input injection;
+for the first layer whose own error exceeds the tier, run every ``CATALOGUE`` entry's
+transformations on torch's input and rank them by the error left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import jax
+import numpy as np
+
+from jaxgrad.doctor import capture as cap
+from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
+from jaxgrad.doctor.localise import check_layers, check_params, error, layer_error, within_tier
+from jaxgrad.doctor.report import Cause, Report
+from jaxgrad.nn.module import Module, sub_dict
+
+
+def _port_parts(port, buffers):
+    """``(model, params, buffers, fn)``: a jaxgrad model or a plain function."""
+    if isinstance(port, tuple) and len(port) == 2 and isinstance(port[0], Module):
+        return port[0], dict(port[1]), buffers, None
+    if isinstance(port, tuple) and len(port) == 3 and callable(port[0]):
+        fn, params, names = port
+        if not isinstance(names, dict):
+            raise TypeError(f"diagnose: `port` names must be a dict {{port name: torch name}}, "
+                            f"got {type(names).__name__}.")
+        missing = [k for k in params if k not in names]
+        if missing:
+            raise ValueError(f"diagnose: `port` names has no torch name for {', '.join(missing)}.")
+        return None, {names[k]: v for k, v in params.items()}, buffers, (fn, params)
+    try:
+        from flax import nnx
+    except ImportError:  # pragma: no cover
+        nnx = None
+    if nnx is not None and isinstance(port, nnx.Module):
+        from jaxgrad.flax import from_nnx
+
+        read = from_nnx(port)
+        return read[0], dict(read[1]), (read[2] if len(read) == 3 else buffers), None
+    raise TypeError(
+        "diagnose: `port` must be (model, params) for a jaxgrad model, an nnx.Module, or "
+        f"(fn, params, names) for a plain function; got {type(port).__name__}.")
+
+
+def _precision_context(arrays):
+    wide = any(np.asarray(a).dtype == np.float64 for a in arrays if a is not None)
+    stack = contextlib.ExitStack()
+    if wide:
+        stack.enter_context(jax.enable_x64(True))
+    stack.enter_context(jax.default_matmul_precision("highest"))
+    return stack
+
+
+def _is_array(v):
+    return isinstance(v, np.ndarray) or hasattr(v, "__jax_array__") or isinstance(v, jax.Array)
+
+
+@functools.lru_cache(maxsize=256)
+def _jitted(layer, train, path, static_kwargs, array_names):
+    # one compilation per (layer, options): the catalogue's weight and mask variants
+    # of a layer then reuse it (eager lax.scan would re-trace an LSTM per variant)
+    def run(params, buffers, args, arrays):
+        return layer.forward_with_state(params, *args, buffers=buffers, train=train, key=None,
+                                        path=path, **dict(static_kwargs),
+                                        **dict(zip(array_names, arrays)))
+    return jax.jit(run)
+
+
+def _run_layer(layer, params, buffers, args, kwargs, train, path, jit=False):
+    """One layer on given inputs; ``jit`` for layers run many times (the trials)."""
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    out = None
+    if jit:
+        arrays = {k: v for k, v in kwargs.items() if _is_array(v)}
+        static = tuple(sorted((k, v) for k, v in kwargs.items() if k not in arrays))
+        try:
+            fn = _jitted(layer, train, path, static, tuple(arrays))
+            out, new = fn(dict(params), dict(buffers), tuple(args), tuple(arrays.values()))
+        except Exception:  # noqa: BLE001 - untraceable port code: the eager run below
+            out = None     # reproduces any genuine error with its own message
+    if out is None:
+        out, new = layer.forward_with_state(params, *args, buffers=buffers, train=train,
+                                            key=None, path=path, **kwargs)
+    return cap._np_tree(out), {k: np.asarray(v) for k, v in new.items()}
+
+
+def _torch_twin(torch_module, path):
+    from jaxgrad.nn.convert import convert_layer
+
+    sub = dict(torch_module.named_modules()).get(path)
+    try:
+        return convert_layer(sub, path)
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _rank(case, path, ref_call, before, train):
+    causes = []
+    for entry in CATALOGUE:
+        best = None
+        for detail, trial in entry.candidates(case):
+            try:
+                out, new = _run_layer(trial.layer or case.layer,
+                                      case.params if trial.params is None else trial.params,
+                                      case.buffers, trial.args or case.args,
+                                      case.kwargs if trial.kwargs is None else trial.kwargs,
+                                      train, path, jit=True)
+                if trial.fix_output is not None:
+                    out, new = trial.fix_output(out, new, case)
+                after, exceeds = layer_error(ref_call, out, new, train)
+            except (ValueError, TypeError) as failure:  # the transformed layer is invalid
+                del failure
+                continue
+            if best is None or after < best[1]:
+                best = (detail, after, not exceeds)
+        if best is not None and best[1] < before:
+            causes.append(Cause(entry.name, entry.description, best[0], before, best[1],
+                                best[2], entry.signature))
+    causes.sort(key=lambda c: (not c.explains, c.error_after))
+    return causes
+
+
+def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = False,
+             kwargs: dict | None = None) -> Report:
+    """Find the first port layer whose own error exceeds the tier and name the cause.
+
+    Args:
+      torch_module: the reference ``torch.nn.Module``.
+      port: ``(model, params)``, an ``nnx.Module`` or ``(fn, params, names)`` (see the
+        module docstring).
+      example_input: a torch tensor or an array, or a tuple of them for several inputs.
+      buffers: the jaxgrad model's buffers (BatchNorm statistics), torch-keyed.
+      train: compare in training mode (BatchNorm batch statistics and running-stat
+        updates); dropout must then be off (p=0), the doctor cannot replay torch's masks.
+      kwargs: keyword inputs of the forward (an attention mask), given to both sides.
+
+    Returns:
+      A ``Report``: ``first_layer`` (torch module path or None), ``layers``, ``causes``.
+
+    Raises:
+      ValueError: unmatched parameter names (both sides listed, with suggestions by
+        shape), port layers without a torch twin or in a different order, or an input
+        the torch module rejects.
+      TypeError: a ``port`` of none of the accepted forms.
+    """
+    inputs = example_input if isinstance(example_input, tuple) else (example_input,)
+    kwargs = dict(kwargs or {})
+    model, params, buffers, fn = _port_parts(port, buffers)
+    torch_params = {k: tuple(v.shape) for k, v in torch_module.named_parameters()}
+    check_params(torch_params, params)
+    ref_out, torch_calls = cap.capture_torch(torch_module, inputs, kwargs, train=train)
+    arrays = [cap._np(x) for x in inputs]
+    port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}  # torch tensors -> numpy
+    name = type(torch_module).__name__
+    with _precision_context([*arrays, *(_flat_arrays(ref_out))]):
+        if fn is not None:
+            out = cap._np_tree(fn[0](fn[1], *arrays, **port_kwargs))
+            return Report(name, None, [], [], error(ref_out, out), within_tier(ref_out, out),
+                          _dtype_name(ref_out), train, note="a plain function: compared at the "
+                          "output only (pass a jaxgrad model or nnx.Module to localise)")
+        buffers = dict(buffers or {})
+        e2e = cap.Recorder()
+        try:
+            out, _ = cap.tapped(model, e2e).forward_with_state(
+                params, *arrays, buffers=buffers, train=train, key=None, path="",
+                **port_kwargs)
+        except (ValueError, TypeError) as failure:
+            check_layers(torch_calls, e2e.started)  # a wrong order explains the failure
+            raise ValueError(f"diagnose: the port fails on the example input, in layer "
+                             f"{e2e.started[-1][0] if e2e.started else '?'!r}: {failure}") \
+                from failure
+        check_layers(torch_calls, e2e.started)
+        ref_calls = {(c.path, c.index): c for c in torch_calls}
+        layers, first, case, before = [], None, None, None
+        for call in e2e.calls:
+            ref = ref_calls[(call.path, call.index)]
+            layer = dict(cap.leaves(model))[call.path]
+            lp, lb = _sub(params, call.path), _sub(buffers, call.path)
+            own_out, own_new = _run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
+            own, exceeds = layer_error(ref, own_out, own_new, train)
+            carried, _ = layer_error(ref, call.output, call.buffers, train)
+            layers.append(dict(path=call.path, index=call.index, class_name=ref.class_name,
+                               end_to_end=carried, injected=own, exceeds=exceeds))
+            if exceeds and first is None:
+                first = call.path
+                case = Case(layer, lp, _torch_twin(torch_module, call.path), ref.class_name,
+                            ref.args, ref.kwargs, train, lb)
+                before = (ref, own, own_out)
+        out = cap._np_tree(out)
+        total = error(ref_out, out)
+        clean = within_tier(ref_out, out)
+        causes, pattern, glue = [], None, None
+        if first is not None:
+            ref, own, own_out = before
+            causes = _rank(case, first, ref, own, train)
+            if not any(c.explains for c in causes):
+                from jaxgrad.doctor.report import pattern_of
+
+                pattern = ("not in the output (within the tier): in the updated buffers "
+                           "(running statistics)" if within_tier(ref.output, own_out)
+                           else pattern_of(ref.output, own_out))
+        elif not clean:
+            glue = _glue(e2e.calls, ref_calls)
+            causes = _glue_causes(glue, e2e.calls, ref_calls, torch_calls)
+    return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
+                  pattern=pattern, glue=glue)
+
+
+def _sub(tree, path):
+    return dict(tree) if not path else sub_dict(tree, path)
+
+
+def _glue(port_calls, ref_calls):
+    """The first layer whose end-to-end *input* differs though every earlier output
+    was within the tier: the error is made by forward code between layers."""
+    for call in port_calls:
+        ref = ref_calls[(call.path, call.index)]
+        if not within_tier(list(ref.args), list(call.args)):
+            return call.path
+        if not within_tier(ref.output, call.output):
+            return None
+    return "<output>"
+
+
+def _glue_causes(glue, port_calls, ref_calls, torch_calls):
+    """Between-layer conventions: is the port's input to ``glue`` torch's input with
+    the features flattened in H,W,C order (NHWC) instead of C,H,W?"""
+    call = next((c for c in port_calls if c.path == glue), None)
+    if call is None or not call.args:
+        return []
+    ref_in, port_in = np.asarray(ref_calls[(call.path, call.index)].args[0]), \
+        np.asarray(call.args[0])
+    if port_in.ndim != 2 or ref_in.shape != port_in.shape:
+        return []
+    before = error(ref_in, port_in)
+    for prior in torch_calls:  # the NCHW activation that was flattened
+        out = prior.output
+        if isinstance(out, np.ndarray) and out.ndim == 4 and out.size == ref_in.size:
+            after = error(ref_in, hwc_to_chw(port_in, out.shape))
+            if after < before:
+                entry = next(e for e in CATALOGUE if e.name == "flatten_order")
+                return [Cause(entry.name, entry.description,
+                              f"the input of `{glue}` is flattened H,W,C (flax's NHWC order); "
+                              "torch flattens C,H,W", before, after,
+                              within_tier(ref_in, hwc_to_chw(port_in, out.shape)),
+                              entry.signature)]
+    return []
+
+
+def _flat_arrays(tree):
+    if isinstance(tree, (tuple, list)):
+        return [a for t in tree for a in _flat_arrays(t)]
+    return [] if tree is None else [tree]
+
+
+def _dtype_name(tree):
+    arrays = [np.asarray(a) for a in _flat_arrays(tree)]
+    return arrays[0].dtype.name if arrays else "?"

@@ -1,0 +1,128 @@
+"""Per-layer errors in two modes, and the checks that the port lines up with torch.
+
+Errors are measured against torch's values at the tier of torch's dtype
+(``jaxgrad.parity``): a layer *exceeds the tier* when ``jaxgrad.parity.compare``
+fails on its output (and, in training mode, on its updated buffers). The number
+shown is the largest absolute difference (``inf`` for a shape, dtype-kind or NaN
+mask mismatch).
+
+- *end to end*: the port run on the example input, each layer on its own
+  predecessor's output, so errors made earlier are carried in;
+- *injected*: each port layer fed the torch layer's own input, so the error is the
+  layer's own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jaxgrad.parity import compare
+
+
+def _flat(value, prefix="out"):
+    if isinstance(value, (tuple, list)):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_flat(v, f"{prefix}.{i}"))
+        return out
+    if value is None:
+        return {}
+    return {prefix: np.asarray(value)}
+
+
+def error(reference, candidate) -> float:
+    """Largest absolute difference of two output trees (``inf`` if they don't line up)."""
+    ref, cand = _flat(reference), _flat(candidate)
+    if ref.keys() != cand.keys():
+        return math.inf
+    worst = 0.0
+    for k, r in ref.items():
+        c = cand[k]
+        if r.shape != c.shape:
+            return math.inf
+        if r.dtype == np.bool_ or c.dtype == np.bool_:
+            worst = max(worst, float(np.any(r != c)))
+            continue
+        r64, c64 = r.astype(np.float64), c.astype(np.float64)
+        if not np.array_equal(np.isnan(r64), np.isnan(c64)):
+            return math.inf
+        finite = np.isfinite(r64) & np.isfinite(c64)
+        if not np.array_equal(r64[~finite], c64[~finite], equal_nan=True):
+            return math.inf
+        if finite.any():
+            worst = max(worst, float(np.max(np.abs(r64[finite] - c64[finite]))))
+    return worst
+
+
+def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None) -> bool:
+    ref, cand = _flat(reference), _flat(candidate)
+    if ref_buffers:
+        ref.update({f"buffer.{k}": np.asarray(v) for k, v in ref_buffers.items()})
+        cand.update({f"buffer.{k}": np.asarray(v) for k, v in (cand_buffers or {}).items()})
+    if any(np.asarray(v).dtype.kind not in "fc" for v in ref.values()):
+        cand = {k: (np.asarray(v) if np.asarray(ref.get(k, v)).dtype.kind in "fc"
+                    else np.asarray(v).astype(np.asarray(ref.get(k, v)).dtype))
+                for k, v in cand.items()}
+    return compare(ref, cand).passed
+
+
+def layer_error(ref_call, output, new_buffers, train: bool) -> tuple[float, bool]:
+    """``(error, exceeds)`` of one port call against torch's call."""
+    err = error(ref_call.output, output)
+    ref_bufs = {}
+    if train:
+        ref_bufs = {k: v for k, v in ref_call.buffers.items() if k != "num_batches_tracked"}
+        for k, v in ref_bufs.items():
+            err = max(err, error(v, new_buffers.get(k)) if k in new_buffers else math.inf)
+    cand_bufs = {k: new_buffers[k] for k in ref_bufs if k in new_buffers}
+    if len(cand_bufs) != len(ref_bufs):
+        return math.inf, True
+    return err, not within_tier(ref_call.output, output, ref_bufs, cand_bufs)
+
+
+def check_params(torch_shapes: dict, port_params: dict) -> None:
+    """Raise a ValueError listing unmatched parameter names on both sides, with a
+    suggestion by shape for each."""
+    port_shapes = {k: tuple(np.shape(v)) for k, v in port_params.items()}
+    only_torch = [k for k in torch_shapes if k not in port_shapes]
+    only_port = [k for k in port_shapes if k not in torch_shapes]
+    if not only_torch and not only_port:
+        return
+
+    def suggest(name, shape, pool):
+        same = [k for k in pool if pool[k] == shape or pool[k] == shape[::-1]]
+        return f"{name} {shape}" + (f" (same shape: {', '.join(same[:3])}?)" if same else "")
+    lines = []
+    if only_port:
+        lines.append("port params torch does not have: " + "; ".join(
+            suggest(k, port_shapes[k], {t: torch_shapes[t] for t in only_torch}) for k in only_port))
+    if only_torch:
+        lines.append("torch params the port does not have: " + "; ".join(
+            suggest(k, torch_shapes[k], {p: port_shapes[p] for p in only_port}) for k in only_torch))
+    raise ValueError("diagnose: the port's parameter names do not match torch's. "
+                     + ". ".join(lines) + ".")
+
+
+def check_layers(torch_calls, port_keys) -> None:
+    """Raise a ValueError when a port layer has no torch twin, or when the shared
+    layers run in a different order. ``port_keys``: ``[(path, call index), ...]``."""
+    torch_keys = [(c.path, c.index) for c in torch_calls]
+    known = set(torch_keys)
+    missing = [f"{p}" + (f" (call {i})" if i else "") for p, i in port_keys if (p, i) not in known]
+    if missing:
+        torch_paths = sorted({c.path for c in torch_calls})
+        raise ValueError(
+            "diagnose: port layers with no torch module of the same path: "
+            f"{', '.join(missing)}; torch's modules are {', '.join(torch_paths)}.")
+    # torch records calls as they finish (children before parents); leaves only
+    leaves = [k for k in torch_keys if k in set(port_keys)]
+    rank = {k: i for i, k in enumerate(leaves)}
+    order = [rank[k] for k in port_keys]
+    for a, b, (pa, _), (pb, _) in zip(order, order[1:], port_keys, port_keys[1:]):
+        if b < a:
+            raise ValueError(
+                f"diagnose: layers run in a different order: the port runs {pa!r} before "
+                f"{pb!r}, torch runs {pb!r} first. Match layers by the torch module path and "
+                "the order of the forward.")

@@ -1,0 +1,142 @@
+"""The doctor's report: per-layer errors, ranked causes, a verdict in words.
+
+``Report.first_layer`` is the torch module path of the first layer whose own
+(input-injected) error exceeds the tier (``""`` for the module itself, a one-layer
+model), None for a clean port; ``layers`` holds the
+per-layer errors in both modes; ``causes`` the catalogue entries that bring that
+layer's error down, best first. ``str(report)`` is what ``scripts/doctor.py`` prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from jaxgrad.parity import tolerance_for
+
+
+@dataclasses.dataclass
+class Cause:
+    name: str
+    description: str
+    detail: str  # what the port does and what torch does, for this layer
+    error_before: float
+    error_after: float
+    explains: bool  # the transformed layer is within the tier
+    signature: str
+
+
+def _e(value: float) -> str:
+    if value == 0:
+        return "0"
+    return "inf" if math.isinf(value) else f"{value:.2g}"
+
+
+@dataclasses.dataclass
+class Report:
+    model: str
+    first_layer: str | None
+    layers: list
+    causes: list
+    output_error: float
+    output_within_tier: bool
+    dtype: str
+    train: bool
+    pattern: str | None = None
+    glue: str | None = None
+    note: str | None = None
+
+    @property
+    def clean(self) -> bool:
+        return self.first_layer is None and self.output_within_tier
+
+    @property
+    def verdict(self) -> str:
+        if self.clean:
+            return (f"clean bill: every layer and the output are within the {self.dtype} tier "
+                    f"(output max error {_e(self.output_error)}).")
+        if self.first_layer is None:
+            if self.note:
+                return f"the output differs (max error {_e(self.output_error)}); {self.note}."
+            where = ("after the last layer" if self.glue == "<output>" else
+                     f"in the forward code before layer `{self.glue}`")
+            text = (f"no layer's own error exceeds the tier, but the output differs (max "
+                    f"error {_e(self.output_error)}): the error is made between layers, {where}")
+            if self.causes and self.causes[0].explains:
+                c = self.causes[0]
+                return (f"{text}: {c.detail}; reordered, the input's max error falls from "
+                        f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
+            return text + " (a flatten order, a residual add, a reshape)."
+        row = next(r for r in self.layers if r["path"] == self.first_layer)
+        head = (f"layer `{self.first_layer}` ({row['class_name']})" if self.first_layer else
+                f"the module itself ({row['class_name']}, path '')")
+        if self.causes and self.causes[0].explains:
+            c = self.causes[0]
+            return (f"{head}: {c.detail}; undoing it, the layer's max error falls from "
+                    f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
+        text = (f"{head}: own max error {_e(row['injected'])}; nothing in the catalogue "
+                "explains it")
+        if self.causes:
+            c = self.causes[0]
+            text += f" (best: {c.name}, {_e(c.error_before)} -> {_e(c.error_after)})"
+        return text + (f". Where the error sits: {self.pattern}." if self.pattern else ".")
+
+    def __str__(self) -> str:
+        rtol, atol = tolerance_for(self.dtype) if self.dtype in ("float32", "float64") else (0, 0)
+        lines = [f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
+                 f"{' x max|ref|' if self.dtype == 'float32' else ''}), "
+                 f"{'train' if self.train else 'eval'} mode"]
+        if self.layers:
+            width = max(len(r["path"]) + (4 if r["index"] else 0) for r in self.layers)
+            width = max(width, 5)
+            lines.append(f"  {'layer':<{width}}  {'class':<20} {'end-to-end':>10} {'own':>10}")
+            for r in self.layers:
+                name = r["path"] + (f" #{r['index']}" if r["index"] else "")
+                mark = "  <- first over the tier" if r["path"] == self.first_layer and \
+                    r["exceeds"] and not any(x["exceeds"] for x in self.layers[:self.layers.index(r)]) \
+                    else ("  (over)" if r["exceeds"] else "")
+                lines.append(f"  {name:<{width}}  {r['class_name']:<20} "
+                             f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{mark}")
+        lines.append(f"output max error: {_e(self.output_error)}")
+        if self.causes:
+            lines.append("ranked causes (the layer's max error with the convention undone):")
+            for i, c in enumerate(self.causes, 1):
+                lines.append(f"  {i}. {c.name}: {_e(c.error_before)} -> {_e(c.error_after)}"
+                             f"{'  (within the tier)' if c.explains else ''} - {c.detail}")
+            lines.append(f"  signature of {self.causes[0].name}: {self.causes[0].signature}")
+        lines.append("verdict: " + self.verdict)
+        return "\n".join(lines)
+
+
+def pattern_of(reference, candidate) -> str:
+    """Where an output's error sits, in words: borders, one channel, some rows."""
+    ref = reference[0] if isinstance(reference, (tuple, list)) else reference
+    cand = candidate[0] if isinstance(candidate, (tuple, list)) else candidate
+    ref, cand = np.asarray(ref, np.float64), np.asarray(cand, np.float64)
+    if ref.shape != cand.shape:
+        return f"the shapes differ: torch {ref.shape}, port {cand.shape}"
+    diff = np.abs(np.nan_to_num(ref - cand, nan=np.inf))
+    total = float(diff.max()) if diff.size else 0.0
+    if total == 0:
+        return "nowhere in the output (the buffers differ)"
+    big = diff > 1e-3 * total
+    parts = []
+    if ref.ndim >= 3:
+        per_channel = big.any(axis=tuple(i for i in range(ref.ndim) if i != 1))
+        if per_channel.sum() < per_channel.size:
+            parts.append(f"channels {np.flatnonzero(per_channel).tolist()} of {per_channel.size}")
+    if ref.ndim == 4 and min(ref.shape[2:]) > 2:
+        interior = big[:, :, 1:-1, 1:-1]
+        if not interior.any():
+            parts.append("only on the border rows and columns")
+    if ref.ndim >= 2 and not parts:
+        rows = big.reshape(-1, ref.shape[-1]).any(axis=1)
+        if rows.sum() < rows.size:
+            parts.append(f"rows {np.flatnonzero(rows).tolist()[:12]} of {rows.size} "
+                         "(flattened over the leading axes)")
+        cols = big.reshape(-1, ref.shape[-1]).any(axis=0)
+        if cols.sum() < cols.size:
+            parts.append(f"last-axis positions {np.flatnonzero(cols).tolist()[:12]} of {cols.size}")
+    return "; ".join(parts) if parts else f"everywhere (max {total:.2g})"
