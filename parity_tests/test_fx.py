@@ -209,8 +209,8 @@ def test_untraceable_unmapped_and_unsupported_are_named():
     with pytest.raises(ValueError, match=r"unmapped op torch.cumsum at node 'cumsum' "
                                          r"\(call_function .*\) in Wrapper at 'inner.1'"):
         nn.from_torch(Wrapper(UsesCumsum()))
-    with pytest.raises(ValueError, match=r"unsupported module LSTM at 'inner.1'"):
-        nn.from_torch(Wrapper(tnn.LSTM(3, 3)))
+    with pytest.raises(ValueError, match=r"unsupported module PixelShuffle at 'inner.1'"):
+        nn.from_torch(Wrapper(tnn.PixelShuffle(2)))
     with pytest.raises(ValueError, match=r"node 'add_' .* overwrites 'mul' in place and it "
                                          r"is read later by add"):
         nn.from_torch(Aliasing())
