@@ -44,7 +44,9 @@ def test_gradcheck_passes_on_layer(name, x64, rng):
 
 
 def test_every_loss_has_a_case():
-    functions = {n for n in L.__all__ if callable(getattr(L, n))}
+    # the functional losses (the loss modules are thin over them; module_db holds them)
+    functions = {n for n in L.__all__ if n.islower() and callable(getattr(L, n))}
+    functions -= {"checked", "from_torch"}  # helpers, not losses
     covered = {loss.__name__ for loss, _, _ in loss_cases(np.random.default_rng(0)).values()}
     assert functions <= covered, functions - covered
 

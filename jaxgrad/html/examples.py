@@ -57,12 +57,23 @@ EXAMPLES["neuron"] = Explorable(
     graph_examples.seed_neuron, dict(graph_examples.SEED_NEURON_ARGS))
 
 
+def _two_layer_loss(params, X, y):
+    """The lesson's binary cross-entropy written out, −mean(y log p + (1−y) log(1−p)):
+    the page shows every elementary step (``jaxgrad.losses.binary_cross_entropy``
+    adds torch's range check and hand-written backward, which the page does not run).
+    Equal to it for every p strictly between 0 and 1."""
+    import jax.numpy as jnp
+
+    p = two_layer.jax_model().apply(params, X)
+    return -jnp.mean(y * jnp.log(p) + (1 - y) * jnp.log(1 - p))
+
+
 def _two_layer() -> Explorable:
     data = two_layer.lesson_data()
     params = {k: np.asarray(v) for k, v in two_layer.torch_state_dict(data).items()}
     return Explorable(
         "two_layer", "7. two-layer network X(6×3) → tanh(4) → sigmoid(1), binary cross-entropy",
-        two_layer.jax_loss, {"params": params, "X": data["X"], "y": data["y"]})
+        _two_layer_loss, {"params": params, "X": data["X"], "y": data["y"]})
 
 
 EXAMPLES["two_layer"] = _two_layer()

@@ -304,8 +304,7 @@ def trace(module, path: str = "") -> GraphModule:
       ValueError: the module cannot be traced, or an op, argument, attribute or
         module is unsupported; naming the op, the node and the module path.
     """
-    import torch
-    import torch.fx
+    import torch.fx  # binds `torch` too: jaxgrad's one torch import, lazy, here only
 
     from jaxgrad.nn import convert
 

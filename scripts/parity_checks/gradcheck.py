@@ -45,6 +45,7 @@ def loss_cases(rng: np.random.Generator) -> dict:
     targets = rng.uniform(size=(4, 3))
     classes = rng.integers(0, 3, (4,))
     soft = rng.dirichlet(np.ones(3), size=4)
+    signs = np.array([1, -1, 1, -1])  # cosine / ranking targets: ±1, not differentiated
     return {
         "mse_loss": (L.mse_loss, (logits, targets), {}),
         "mse_loss sum": (L.mse_loss, (logits, targets), dict(reduction="sum")),
@@ -58,6 +59,17 @@ def loss_cases(rng: np.random.Generator) -> dict:
         "bce_with_logits pos_weight": (
             L.binary_cross_entropy_with_logits, (logits, targets),
             dict(pos_weight=np.array([0.5, 2.0, 3.0]), reduction="sum")),
+        "nll_loss": (L.nll_loss, (np.log(soft), classes), {}),
+        "l1_loss": (L.l1_loss, (logits, targets), {}),
+        "smooth_l1_loss": (L.smooth_l1_loss, (logits, targets), dict(beta=0.5)),
+        "huber_loss": (L.huber_loss, (logits, targets), dict(delta=0.5)),
+        "kl_div batchmean": (L.kl_div, (np.log(soft), probs), dict(reduction="batchmean")),
+        "cosine_embedding_loss": (L.cosine_embedding_loss, (logits, probs, signs),
+                                  dict(margin=-0.5)),
+        "margin_ranking_loss": (L.margin_ranking_loss, (logits[:, 0], probs[:, 0], signs),
+                                dict(margin=0.1)),
+        "poisson_nll_loss": (L.poisson_nll_loss, (logits, targets * 3), {}),
+        "gaussian_nll_loss": (L.gaussian_nll_loss, (logits, targets, probs), {}),
     }
 
 
