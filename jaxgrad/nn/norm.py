@@ -93,6 +93,8 @@ class _NormBase(Module):
             )
         if self.momentum is not None and not 0.0 <= self.momentum <= 1.0:
             raise ValueError(f"`momentum` (={self.momentum}) must be in [0, 1] or None.")
+        if not self.eps > 0:  # torch's batch_norm: "eps must be positive"
+            raise ValueError(f"`eps` (={self.eps}) must be positive.")
 
     def init(self, key):
         del key  # deterministic: torch's reset_parameters sets ones and zeros
