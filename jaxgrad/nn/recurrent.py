@@ -71,6 +71,11 @@ class _RNNBase(Module):
                         num_layers=self.num_layers)
         if not 0.0 <= self.dropout <= 1.0 or isinstance(self.dropout, bool):
             raise ValueError(f"{name}: `dropout` (={self.dropout!r}) must be a number in [0, 1].")
+        for flag in ("bias", "batch_first", "bidirectional"):  # torch: "should be of type bool"
+            value = getattr(self, flag)
+            if not isinstance(value, bool):
+                raise TypeError(f"{name}: `{flag}` (={value!r}) must be a bool, got "
+                                f"{type(value).__name__}.")
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
 
     def _shapes(self) -> dict:
