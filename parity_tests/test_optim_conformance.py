@@ -33,6 +33,31 @@ def test_optim_db_error_inputs_rejected_as_torch():
     assert sum(o.status == "rejected" for o in outcomes) >= 39
 
 
+@pytest.mark.parametrize("name,kwargs", [
+    ("Adagrad", {"lr": 0.1, "lr_decay": 0.3, "initial_accumulator_value": 0.2}),
+    ("NAdam", {"lr": 0.01}),  # momentum_decay: mu_t and the look-ahead mu_{t+1}
+    ("RAdam", {"lr": 0.01}),  # rho_t crosses 5 at step 6 (4.99 at step 5)
+], ids=["Adagrad(lr_decay,init_acc)", "NAdam()", "RAdam()"])
+def test_adaptive_optimizer_specifics_match_torch(x64, name, kwargs):
+    """30 float64 steps of the options whose conventions differ from optax's."""
+    reference = conformance.torch_trajectory(getattr(torch.optim, name), kwargs)
+    factory = joptim.OPTIMIZERS[conformance.SUPPORTED[name]]
+    assert_parity(reference, conformance.jax_trajectory(factory(**kwargs)))
+
+
+def test_adagrad_eps_outside_the_square_root_like_torch(x64):
+    # gradients of 1e-5: sqrt(sum) + eps and sqrt(sum + eps) differ by 40 %
+    grad = np.array([1e-5, -3e-6, 2e-4])
+    p = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.Adagrad([p], lr=0.1)
+    p.grad = torch.from_numpy(grad)
+    optimizer.step()
+    ours = joptim.adagrad(lr=0.1)
+    params = {"p": jnp.zeros(3)}
+    updates, _ = ours.update({"p": jnp.asarray(grad)}, ours.init(params), params)
+    assert_parity(p.detach().numpy(), np.asarray(updates["p"]))
+
+
 def test_the_harness_catches_a_wrong_optimizer(x64):
     reference = conformance.torch_trajectory(torch.optim.Adam, {"lr": 1e-2}, steps=3)
     candidate = conformance.jax_trajectory(joptim.adam(lr=1e-2 * (1 + 1e-9)), steps=3)

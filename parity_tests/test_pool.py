@@ -23,6 +23,8 @@ P = torch.nn
 POOL_CASES = {
     "max1d ceil pad dilation": (P.MaxPool1d(3, 2, 1, dilation=2, ceil_mode=True, return_indices=True), (2, 2, 10)),
     "max2d ceil_mode overhang": (P.MaxPool2d(2, 2, ceil_mode=True, return_indices=True), (1, 2, 5, 7)),
+    # ceil_mode's third window would start in the right padding ((3-1)·3 >= 5 + 1): dropped
+    "max1d ceil window in padding": (P.MaxPool1d(3, 3, 1, ceil_mode=True, return_indices=True), (1, 2, 5)),
     "max2d pad (1,0) stride (1,2)": (P.MaxPool2d((3, 2), (1, 2), (1, 0), return_indices=True), (1, 2, 5, 5)),
     "max2d dilation 2": (P.MaxPool2d(2, 1, dilation=(2, 1)), (2, 1, 5, 4)),
     "avg1d ceil no pad count": (P.AvgPool1d(3, 2, 1, ceil_mode=True, count_include_pad=False), (2, 2, 8)),
