@@ -261,8 +261,10 @@ def run_error_samples(name: str) -> list[SampleResult]:
                     getattr(jaxgrad.nn, name)(*c_args, **c_kwargs)
                 else:
                     model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
-                    inputs = [jax.numpy.asarray(a.detach().numpy())
-                              for a in sample.forward_input.args]
+                    # nested inputs too: an LSTMCell's (h, c) state
+                    inputs = jax.tree_util.tree_map(
+                        lambda a: jax.numpy.asarray(a.detach().numpy())
+                        if isinstance(a, torch.Tensor) else a, list(sample.forward_input.args))
                     model.apply(params, *inputs, buffers=buffers, train=True,
                                 key=jax.random.key(0))
         except (ValueError, TypeError) as exc:
