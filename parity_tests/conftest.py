@@ -19,6 +19,16 @@ torch.set_num_threads(1)
 jax.config.update("jax_default_matmul_precision", "highest")
 
 
+@pytest.fixture(autouse=True)
+def _restore_jax_config():
+    """Scripts' ``main`` (port.py, doctor.py) switch x64 on for their process, as a script
+    should; a test calling one in-process must not leave it on for the tests after it."""
+    saved = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision
+    yield
+    jax.config.update("jax_enable_x64", saved[0])
+    jax.config.update("jax_default_matmul_precision", saved[1])
+
+
 @pytest.fixture
 def x64():
     """Enable ``jax_enable_x64`` for the duration of the test."""

@@ -6,14 +6,6 @@ import jax
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _restore_jax_config():
-    """doctor.main switches x64 on for the process, as a script should; not for the suite."""
-    saved = jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision
-    yield
-    jax.config.update("jax_enable_x64", saved[0])
-    jax.config.update("jax_default_matmul_precision", saved[1])
-
 _USER = '''
 import dataclasses
 
