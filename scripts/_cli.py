@@ -17,6 +17,7 @@ import argparse
 import math
 import os
 import signal
+import sys
 import tempfile
 
 
@@ -188,3 +189,38 @@ class StopOnSignal:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous = {}
+
+
+def shape(text: str) -> tuple[int, ...]:
+    """argparse ``type=``: ``"2,1,8,8"`` -> ``(2, 1, 8, 8)``, every dimension positive."""
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints like 2,1,8,8, got {text!r}")
+    if not shape or any(s <= 0 for s in shape):
+        raise argparse.ArgumentTypeError(f"every dimension must be positive, got {text!r}")
+    return shape
+
+
+def load_object(parser: argparse.ArgumentParser, target: str):
+    """``module:name`` (importable from the current directory) or ``path/file.py:name``
+    -> that object; a usage error (exit 2) naming what is missing otherwise."""
+    import importlib
+    import importlib.util
+
+    where, _, name = target.rpartition(":")
+    if where.endswith(".py"):
+        if not os.path.isfile(where):
+            parser.error(f"{where!r} does not exist")
+        spec = importlib.util.spec_from_file_location("_port_target", where)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            parser.error(f"cannot import {where!r}: {exc}")
+    if not hasattr(module, name):
+        parser.error(f"{where!r} has no {name!r}")
+    return getattr(module, name)

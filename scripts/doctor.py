@@ -29,15 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def _shape(text: str) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints like 2,1,8,8, got {text!r}")
-    if not shape or any(s <= 0 for s in shape):
-        raise argparse.ArgumentTypeError(f"every dimension must be positive, got {text!r}")
-    return shape
+import _cli
 
 
 def parse_args(argv=None):
@@ -48,7 +40,7 @@ def parse_args(argv=None):
                         help="module:Class or file.py:Class of the torch model")
     parser.add_argument("--port", metavar="MODULE:FUNCTION",
                         help="builds the port from the torch module")
-    parser.add_argument("--input-shape", type=_shape, metavar="N,C,H,W",
+    parser.add_argument("--input-shape", type=_cli.shape, metavar="N,C,H,W",
                         help="example input shape (normal samples, seed 0)")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                         help="the torch model's dtype and the tier (default float64)")
@@ -72,10 +64,9 @@ def _user_session(parser, args):
     import torch
 
     from jaxgrad.doctor import diagnose
-    from port import _load_class  # the one module:name loader of the scripts
 
-    cls = _load_class(parser, args.reference)
-    build = _load_class(parser, args.port)
+    cls = _cli.load_object(parser, args.reference)
+    build = _cli.load_object(parser, args.port)
     torch.manual_seed(0)
     module = cls().to(getattr(torch, args.dtype))
     port = build(module)

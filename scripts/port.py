@@ -24,15 +24,9 @@ import json
 import os
 import sys
 
+import _cli
 
-def _shape(text: str) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints like 2,1,8,8, got {text!r}")
-    if not shape or any(s <= 0 for s in shape):
-        raise argparse.ArgumentTypeError(f"every dimension must be positive, got {text!r}")
-    return shape
+
 
 
 def parse_args(argv=None):
@@ -42,7 +36,7 @@ def parse_args(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", help="module:Class or path/to/file.py:Class of the torch model")
-    parser.add_argument("--input-shape", type=_shape, required=True, metavar="N,C,H,W",
+    parser.add_argument("--input-shape", type=_cli.shape, required=True, metavar="N,C,H,W",
                         help="example input shape, torch layout")
     parser.add_argument("--out", required=True, metavar="PATH", help="nnx state (.safetensors)")
     parser.add_argument("--state-dict", metavar="PATH",
@@ -73,26 +67,6 @@ def parse_args(argv=None):
     return parser, args
 
 
-def _load_class(parser, target: str):
-    import importlib
-    import importlib.util
-
-    where, _, name = target.rpartition(":")
-    if where.endswith(".py"):
-        if not os.path.isfile(where):
-            parser.error(f"{where!r} does not exist")
-        spec = importlib.util.spec_from_file_location("_port_target", where)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(where)
-        except ImportError as exc:
-            parser.error(f"cannot import {where!r}: {exc}")
-    if not hasattr(module, name):
-        parser.error(f"{where!r} has no {name!r}")
-    return getattr(module, name)
 
 
 def main(argv=None) -> int:
@@ -108,7 +82,7 @@ def main(argv=None) -> int:
     from jaxgrad.nn import from_torch
     from parity_checks.nnx_interop import layer_table, port_parity
 
-    cls = _load_class(parser, args.target)
+    cls = _cli.load_object(parser, args.target)
     torch.manual_seed(0)  # reproducible weights when no --state-dict replaces them
     try:
         module = cls(**args.kwargs)
