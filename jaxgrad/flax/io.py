@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from jaxgrad.nn.module import _key_problems
+
 
 def _flat(module) -> dict[str, nnx.Variable]:
     return {".".join(map(str, path)): node for path, node in nnx.iter_graph(module)
@@ -48,13 +50,7 @@ def load_nnx(module, path: str) -> None:
 
     stored = load_file(path)
     variables = _flat(module)
-    problems = []
-    missing = [k for k in variables if k not in stored]
-    unexpected = [k for k in stored if k not in variables]
-    if missing:
-        problems.append(f"missing keys: {', '.join(missing)}")
-    if unexpected:
-        problems.append(f"unexpected keys: {', '.join(unexpected)}")
+    problems = _key_problems(variables, stored)  # the same wording as load_state_dict
     for name, var in variables.items():
         if name in stored:
             want = np.asarray(var.get_value())
