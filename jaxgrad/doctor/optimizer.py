@@ -26,7 +26,7 @@ import numpy as np
 import optax
 
 from jaxgrad.doctor.capture import _np, torch_tensor
-from jaxgrad.doctor.localise import error, within_tier
+from jaxgrad.doctor.localise import comparison, error, within_tier
 
 
 # ------------------------------------------------------------ twin building blocks
@@ -204,6 +204,9 @@ class OptimizerReport:
     errors: list  # per step, max abs error of the port's params vs torch's
     causes: list  # [(name, description, distance to the port, explains)], best first
     twin_error: float  # the un-flipped twin vs torch (the doctor's own check)
+    # per step, the ParityReport.to_dict() of the port's params (leaves "params.0", …, in
+    # the optimizer's order) against torch's; its worst max_abs_err is ``errors[step]``
+    steps: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"torch.optim.{self.optimizer} vs the optax transformation, "
@@ -282,8 +285,8 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
         params = [jnp.asarray(s) for s in start]
         port = _run_optax(tx, params, grads)
         errors = [error(r, p) for r, p in zip(ref, port)]
-        first = next((i + 1 for i, (r, p) in enumerate(zip(ref, port))
-                      if not within_tier(r, p)), None)
+        steps = [comparison(r, p, prefix="params") for r, p in zip(ref, port)]
+        first = next((i + 1 for i, step in enumerate(steps) if not step.passed), None)
         twin_run = _run_optax(twin(name, d, max_norm), params, grads)
         twin_error = max(error(r, p) for r, p in zip(ref, twin_run))
         causes = []
@@ -296,7 +299,8 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
                 ok = all(within_tier(r, p) for p, r in zip(port, run))
                 causes.append((entry.name, entry.description, dist, ok))
             causes.sort(key=lambda c: (not c[3], c[2]))
-    return OptimizerReport(name, first, errors, causes, twin_error)
+    return OptimizerReport(name, first, errors, causes, twin_error,
+                           [step.to_dict() for step in steps])
 
 
 def _torch_clip_grad(tensors, max_norm):

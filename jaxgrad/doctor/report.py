@@ -2,8 +2,12 @@
 
 ``Report.first_layer`` is the torch module path of the first layer whose own
 (input-injected) error exceeds the tier (``""`` for the module itself, a one-layer
-model), None for a clean port; ``layers`` holds the
-per-layer errors in both modes; ``causes`` the catalogue entries that bring that
+model), None for a clean port; ``layers`` holds one dict per layer call: ``path``,
+``index`` (the call number), ``class_name``, ``end_to_end`` and ``injected`` (the
+largest absolute errors in both modes), ``exceeds`` (the injected error leaves the
+tier), and ``end_to_end_comparison`` / ``injected_comparison``, the per-leaf
+``jaxgrad.parity.ParityReport.to_dict()`` behind each (outputs ``out``, ``out.0``…,
+updated buffers ``buffer.NAME`` in training mode); ``causes`` the catalogue entries that bring that
 layer's error down, best first. ``str(report)`` is what ``scripts/doctor.py`` prints.
 """
 
