@@ -208,31 +208,41 @@ class OptimizerReport:
     # the optimizer's order) against torch's; its worst max_abs_err is ``errors[step]``
     steps: list = dataclasses.field(default_factory=list)
 
+    @property
+    def clean(self) -> bool:
+        return self.first_step is None
+
+    @property
+    def heading(self) -> str:
+        return (f"torch.optim.{self.optimizer} vs the optax transformation, "
+                f"{len(self.errors)} steps on the same gradients")
+
+    @property
+    def verdict(self) -> str:
+        if self.first_step is None:
+            return "clean bill: the trajectories agree within the tier."
+        if self.causes and self.causes[0][3]:
+            name, desc, dist, _ = self.causes[0]
+            return (f"the port leaves the tier at step {self.first_step} "
+                    f"(error {self.errors[self.first_step - 1]:.2g}) and follows torch's "
+                    f"{self.optimizer} with one convention flipped to {dist:.2g}: {desc} "
+                    f"[{name}].")
+        return (f"the port leaves the tier at step {self.first_step}; nothing in the "
+                "optimizer catalogue reproduces its trajectory.")
+
     def __str__(self):
-        lines = [f"torch.optim.{self.optimizer} vs the optax transformation, "
-                 f"{len(self.errors)} steps on the same gradients",
-                 "  step  max abs error of the params"]
+        lines = [self.heading, "  step  max abs error of the params"]
         for i, e in enumerate(self.errors, 1):
             mark = "  <- first over the tier" if i == self.first_step else ""
             lines.append(f"  {i:>4}  {e:.2g}{mark}")
-        if self.first_step is None:
-            lines.append("verdict: clean bill: the trajectories agree within the tier.")
-            return "\n".join(lines)
-        lines.append(f"optax twin of torch's {self.optimizer} (the doctor's reference "
-                     f"recipe) vs torch: {self.twin_error:.2g}")
-        lines.append("ranked conventions (distance between the port and torch with that "
-                     "convention flipped):")
-        for i, (name, desc, dist, ok) in enumerate(self.causes, 1):
-            lines.append(f"  {i}. {name}: {dist:.2g}{'  (matches)' if ok else ''} - {desc}")
-        if self.causes and self.causes[0][3]:
-            name, desc, dist, _ = self.causes[0]
-            lines.append(f"verdict: the port leaves the tier at step {self.first_step} "
-                         f"(error {self.errors[self.first_step - 1]:.2g}) and follows torch's "
-                         f"{self.optimizer} with one convention flipped to {dist:.2g}: {desc} "
-                         f"[{name}].")
-        else:
-            lines.append(f"verdict: the port leaves the tier at step {self.first_step}; nothing "
-                         "in the optimizer catalogue reproduces its trajectory.")
+        if self.first_step is not None:
+            lines.append(f"optax twin of torch's {self.optimizer} (the doctor's reference "
+                         f"recipe) vs torch: {self.twin_error:.2g}")
+            lines.append("ranked conventions (distance between the port and torch with that "
+                         "convention flipped):")
+            for i, (name, desc, dist, ok) in enumerate(self.causes, 1):
+                lines.append(f"  {i}. {name}: {dist:.2g}{'  (matches)' if ok else ''} - {desc}")
+        lines.append("verdict: " + self.verdict)
         return "\n".join(lines)
 
 

@@ -87,11 +87,16 @@ class Report:
             text += f" (best: {c.name}, {_e(c.error_before)} -> {_e(c.error_after)})"
         return text + (f". Where the error sits: {self.pattern}." if self.pattern else ".")
 
-    def __str__(self) -> str:
+    @property
+    def heading(self) -> str:
+        """The model, the tier it is judged at and the mode, in one line."""
         rtol, atol = tolerance_for(self.dtype) if self.dtype in ("float32", "float64") else (0, 0)
-        lines = [f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
-                 f"{' x max|ref|' if self.dtype == 'float32' else ''}), "
-                 f"{'train' if self.train else 'eval'} mode"]
+        return (f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
+                f"{' x max|ref|' if self.dtype == 'float32' else ''}), "
+                f"{'train' if self.train else 'eval'} mode")
+
+    def __str__(self) -> str:
+        lines = [self.heading]
         if self.layers:
             width = max(len(r["path"]) + (4 if r["index"] else 0) for r in self.layers)
             width = max(width, 5)
