@@ -341,3 +341,22 @@ def test_finite_numbers_only_where_the_report_has_them():
     assert [data_number(v) for v in (None, math.inf, -math.inf, 0.1, 1e-300)] == [
         "", "Infinity", "-Infinity", "0.1", "1e-300"]
     assert float(data_number(2.4818263945717963)) == 2.4818263945717963
+
+
+def test_demo_page(tmp_path, capsys):
+    """The optimizer demo through ``--html``. (The ResNet demo, 11 s, is not run here:
+    its rounds are drawn by the same model sections the tests above check.)"""
+    import doctor
+
+    path = tmp_path / "optimizer.html"
+    assert doctor.main(["--demo", "optimizer", "--html", str(path)]) == 0
+    printed = capsys.readouterr().out
+    page = parse(path.read_text())
+    titles = [s.find("h2")[0].all_text() for s in page.find("section", class_="session")]
+    assert titles == ["Adam with weight decay", "AdamW defaults", "RMSprop"]
+    summary = page.find("table", class_="summary")[0].find("tr")[1:]
+    assert all("step 1" in row.all_text() for row in summary)
+    # every verdict the demo printed is on the page, in the same order
+    verdicts = [line[len("verdict: "):] for line in printed.splitlines()
+                if line.startswith("verdict: ")]
+    assert [p.all_text()[len("verdict: "):] for p in page.find("p", class_="verdict")] == verdicts
