@@ -32,16 +32,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 
 import parity as parity_script
 from jaxgrad.html import explorer_page, export_graph, write_page
 from jaxgrad.html.browser import Browser, BrowserError, find_chromium
+from jaxgrad.html.doctor import write_doctor_report
 from jaxgrad.html.examples import EXAMPLES, bind
 from jaxgrad.html.report import write_parity_report
 from jaxgrad.lessons import two_layer
 from jaxgrad.parity import assert_parity, compare
 from parity_checks import all_checks
 from parity_checks.harness import Check
+from parity_tests.test_html_doctor import doctor_sessions
 from parity_tests.test_html_export import scalar_zoo, vector_loss
 from torchref.replay import replay
 
@@ -330,7 +333,9 @@ def test_two_layer_matrices_match_the_hand_written_backward(browser, pages):
 
 
 # --- rendering and screenshots --------------------------------------------------------
-def _screenshot(browser, shots, name):
+def _screenshot(browser, shots, name, *, keep_height=None):
+    """The whole page as a PNG, checked to have rendered; the docs' copy (a 64-colour
+    palette keeps it small) is cut to ``keep_height`` pixels when given."""
     folder, keep = shots
     path = folder / name
     width, height = browser.screenshot(str(path))
@@ -339,8 +344,9 @@ def _screenshot(browser, shots, name):
     with Image.open(path) as image:
         assert image.size == (width, height)
         pixels = np.asarray(image.convert("L"), np.float64)
-        if keep:  # the README's copy: a 64-colour palette keeps it small
-            image.convert("RGB").quantize(64).save(os.path.join(keep, name), optimize=True)
+        if keep:
+            kept = image.crop((0, 0, width, min(height, keep_height or height)))
+            kept.convert("RGB").quantize(64).save(os.path.join(keep, name), optimize=True)
     assert pixels.std() > 10, f"{name} looks blank"
     return path
 
@@ -404,3 +410,64 @@ def test_parity_report_page(browser, shots, tmp_path):
     assert weight_abs[3] == "over" and weight_abs[4] == pytest.approx(240 * 15 / 18, abs=0.1)
     assert weight_abs[5] == 240
     _screenshot(browser, shots, "parity_report.png")
+
+
+def _bar_x(value):
+    """Where ``value`` sits on the bars' scale, 240 px for 1e-18 … 1, computed here."""
+    return 0.0 if not value else 240 * (min(max(np.log10(value), -18), 0) + 18) / 18
+
+
+def test_doctor_page(browser, shots, tmp_path):
+    data = doctor_sessions()
+    report = data["sessions"][0].report
+    path = tmp_path / "doctor.html"
+    write_doctor_report(str(path), data["sessions"], versions={"torch": torch.__version__})
+    browser.open(path.as_uri())
+    assert browser.requests == [path.as_uri()]
+
+    def folds():
+        return browser.evaluate("""[...document.querySelectorAll('#session-0 details')].map(d =>
+            [d.dataset.layer, d.open, d.getBoundingClientRect().height])""")
+    start = folds()
+    assert [(layer, opened) for layer, opened, _ in start] == [
+        ("body.0", False), ("body.1", True), ("head", False)]
+    # docs/doctor_report.png: the page as it opens, down to the clean bill's verdict
+    _screenshot(browser, shots, "doctor_report.png", keep_height=1262)
+    first = browser.evaluate("""(() => { const td = document.querySelector('#session-0 tr.first td');
+        return [td.closest('tr').dataset.layer, getComputedStyle(td).backgroundColor]; })()""")
+    assert first == ["body.1", "rgb(252, 232, 230)"]  # the first diverging layer, highlighted
+    # a reader unfolds a layer that stayed within the tier: its per-leaf tables appear
+    browser.evaluate("""document.querySelector('#session-0 details[data-layer="body.0"] > summary')
+        .click()""")
+    unfolded = folds()
+    assert unfolded[0][1] and unfolded[0][2] > start[0][2] + 40
+    # the diverging layer's bars, read back from the rendered page
+    bars = browser.evaluate("""[...document.querySelectorAll(
+        '#session-0 details[data-layer="body.1"] table.leaves')].map(table =>
+        [...table.querySelectorAll('svg.bar')].map(s => { const r = s.querySelector(
+          'rect.over, rect.under'), box = s.getBoundingClientRect();
+          return [s.closest('tr').dataset.leaf, s.dataset.kind, +s.dataset.error,
+                  +s.dataset.tolerance, r.getAttribute('class'), +r.getAttribute('width'),
+                  +s.querySelector('line.tol').getAttribute('x1'), box.width, box.height]; }))""")
+    layer = report.layers[1]
+    assert len(bars) == 2  # own, then end to end
+    for shown, comparison in zip(bars, (layer["injected_comparison"],
+                                        layer["end_to_end_comparison"])):
+        (leaf,) = comparison["leaves"]
+        assert [b[:2] for b in shown] == [["out", "abs"], ["out", "rel"]]
+        for (_, kind, error, tolerance, verdict, width, tick, box_w, box_h), key, tol in zip(
+                shown, ("max_abs_err", "max_rel_err"), ("atol", "rtol")):
+            assert error == leaf[key] and tolerance == leaf[tol]
+            assert verdict == ("over" if leaf[key] > leaf[tol] else "under")
+            assert width == pytest.approx(_bar_x(error), abs=0.06)
+            assert tick == pytest.approx(_bar_x(tolerance), abs=0.06)
+            assert [box_w, box_h] == [240, 12]
+    assert bars[0][0][2] == layer["injected"] and bars[0][0][4] == "over"
+    # the ranked conventions: the catalogue's answer, from the report
+    causes = browser.evaluate("""[...document.querySelectorAll('#session-0 table.causes tbody tr')]
+        .map(tr => [tr.dataset.cause, +tr.dataset.before, +tr.dataset.after])""")
+    assert causes == [[c.name, c.error_before, c.error_after] for c in report.causes]
+    assert causes[0][0] == "norm_eps"
+    steps = browser.evaluate("""[...document.querySelectorAll('#session-2 table.steps tbody tr')]
+        .map(tr => +tr.dataset.error)""")
+    assert steps == data["sessions"][2].report.errors

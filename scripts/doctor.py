@@ -16,6 +16,13 @@ torch model (built with no arguments, seeded), ``--port`` a function
 
   python scripts/doctor.py mymodels:Net --port myport:build --input-shape 2,1,8,8
 
+``--html PATH`` also writes what was diagnosed as one self-contained page: the
+per-layer table (first diverging layer highlighted, each layer folded to its
+per-leaf errors with log-scale bars against the tolerance), the ranked conventions
+with their evidence, the environment.
+
+  python scripts/doctor.py --demo resnet --html doctor.html
+
 From Python: ``jaxgrad.doctor.diagnose(torch_module, port, example_input)``,
 ``jaxgrad.doctor.diagnose_optimizer(torch_optimizer, tx, grads)`` and
 ``jaxgrad.doctor.training_drift(reference_steps, port_steps)``.
@@ -47,7 +54,10 @@ def parse_args(argv=None):
     parser.add_argument("--train", action="store_true",
                         help="compare in training mode (BatchNorm statistics)")
     parser.add_argument("--demo", choices=("resnet", "optimizer"), help="run a demo session")
+    parser.add_argument("--html", metavar="PATH", help="also write the diagnosis as one "
+                        "self-contained HTML page to PATH")
     args = parser.parse_args(argv)
+    _cli.output_file(parser, "--html", args.html)
     if args.demo and (args.reference or args.port):
         parser.error("--demo takes no REFERENCE or --port")
     if not args.demo:
@@ -59,7 +69,7 @@ def parse_args(argv=None):
     return parser, args
 
 
-def _user_session(parser, args):
+def _user_session(parser, args, sessions):
     import numpy as np
     import torch
 
@@ -81,10 +91,19 @@ def _user_session(parser, args):
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report)
+    sessions.append(_session(f"{args.reference} ported by {args.port}", report,
+                             f"example input {args.input_shape}, {args.dtype}, normal "
+                             f"samples (seed 0), {'train' if args.train else 'eval'} mode"))
     return 0 if report.clean else 1
 
 
-def _resnet_session():
+def _session(title, report, note=""):
+    from jaxgrad.html.doctor import Session
+
+    return Session(title, report, note)
+
+
+def _resnet_session(sessions):
     import dataclasses
 
     import numpy as np
@@ -112,29 +131,34 @@ def _resnet_session():
     planted["layer1.0.bn2"] = jnn.BatchNorm2d(8, eps=1e-6, dtype="float64")  # flax's eps
     planted["layer2.0.bn1"] = jnn.BatchNorm2d(16, momentum=0.9, dtype="float64")
     port = dataclasses.replace(model, layers=tuple(planted.items()))
-    print("Planted: conv1 kernel reshaped from HWIO; layer1.0.bn2 eps=1e-6; "
-          "layer2.0.bn1 momentum=0.9 (flax's meaning).\n")
+    note = ("Planted: conv1 kernel reshaped from HWIO; layer1.0.bn2 eps=1e-6; "
+            "layer2.0.bn1 momentum=0.9 (flax's meaning).")
+    print(note + "\n")
     train = False
     for round_ in range(1, 7):
         report = diagnose(tm, (port, params), x, buffers=buffers, train=train)
-        print(f"--- round {round_} ({'train' if report.train else 'eval'} mode)")
+        title = f"round {round_} ({'train' if report.train else 'eval'} mode)"
+        print(f"--- {title}")
         print(report)
+        sessions.append(_session(title, report, note))
         if report.clean:
             if not report.train:
-                print("\n(eval mode is clean; BatchNorm's running statistics only move in "
-                      "training: diagnose again with train=True)\n")
+                note = ("eval mode is clean; BatchNorm's running statistics only move in "
+                        "training: diagnose again with train=True")
+                print(f"\n({note})\n")
                 train = True
                 continue
             break
         path = report.first_layer
-        print(f"\nfix: {path} as torch has it\n")
+        note = f"fix: {path} as torch has it"
+        print(f"\n{note}\n")
         planted[path] = layers[path]
         params.update({k: v for k, v in good_params.items() if k.startswith(path + ".")})
         port = dataclasses.replace(model, layers=tuple(planted.items()))
     return 0
 
 
-def _optimizer_session():
+def _optimizer_session(sessions):
     import numpy as np
     import optax
     import torch
@@ -149,8 +173,10 @@ def _optimizer_session():
     def session(title, make, tx, code):
         ps = [torch.nn.Parameter(torch.tensor(s)) for s in start]
         print(f"--- {title}\n    torch: {make.__doc__}\n    port:  {code}")
-        print(diagnose_optimizer(make(ps), tx, grads))
+        report = diagnose_optimizer(make(ps), tx, grads)
+        print(report)
         print()
+        sessions.append(_session(title, report, f"torch: {make.__doc__}; port: {code}"))
 
     def adam(ps):
         """torch.optim.Adam(params, lr=1e-2, weight_decay=1e-2)"""
@@ -181,9 +207,17 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    sessions = []
     if args.demo is None:
-        return _user_session(parser, args)
-    return _resnet_session() if args.demo == "resnet" else _optimizer_session()
+        code = _user_session(parser, args, sessions)
+    else:
+        code = (_resnet_session if args.demo == "resnet" else _optimizer_session)(sessions)
+    if args.html and sessions:
+        from jaxgrad.html.doctor import write_doctor_report
+
+        write_doctor_report(args.html, sessions, versions={"torch": torch.__version__})
+        print(f"wrote {args.html}")
+    return code
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ import numpy as np
 
 from jaxgrad.doctor import capture as cap
 from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
-from jaxgrad.doctor.localise import check_layers, check_params, error, layer_error, within_tier
+from jaxgrad.doctor.localise import (check_layers, check_params, error, layer_comparison,
+                                     layer_error, within_tier)
 from jaxgrad.doctor.report import Cause, Report
 from jaxgrad.nn.module import Module, sub_dict
 
@@ -198,10 +199,12 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
             layer = dict(cap.leaves(model))[call.path]
             lp, lb = _sub(params, call.path), _sub(buffers, call.path)
             own_out, own_new = _run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
-            own, exceeds = layer_error(ref, own_out, own_new, train)
-            carried, _ = layer_error(ref, call.output, call.buffers, train)
+            own, exceeds, own_report = layer_comparison(ref, own_out, own_new, train)
+            carried, _, carried_report = layer_comparison(ref, call.output, call.buffers, train)
             layers.append(dict(path=call.path, index=call.index, class_name=ref.class_name,
-                               end_to_end=carried, injected=own, exceeds=exceeds))
+                               end_to_end=carried, injected=own, exceeds=exceeds,
+                               end_to_end_comparison=carried_report.to_dict(),
+                               injected_comparison=own_report.to_dict()))
             if exceeds and first is None:
                 first = call.path
                 case = Case(layer, lp, _torch_twin(torch_module, call.path), ref.class_name,

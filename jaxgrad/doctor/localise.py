@@ -56,8 +56,12 @@ def error(reference, candidate) -> float:
     return worst
 
 
-def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None) -> bool:
-    ref, cand = _flat(reference), _flat(candidate)
+def comparison(reference, candidate, ref_buffers=None, cand_buffers=None, *,
+               prefix: str = "out"):
+    """``jaxgrad.parity.compare`` of two output trees (and buffers, as ``buffer.NAME``
+    leaves) at the tier of the reference's dtype; the leaves are named ``out``,
+    ``out.0``, … after ``prefix``."""
+    ref, cand = _flat(reference, prefix), _flat(candidate, prefix)
     if ref_buffers:
         ref.update({f"buffer.{k}": np.asarray(v) for k, v in ref_buffers.items()})
         cand.update({f"buffer.{k}": np.asarray(v) for k, v in (cand_buffers or {}).items()})
@@ -65,11 +69,17 @@ def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None) -> bo
         cand = {k: (np.asarray(v) if np.asarray(ref.get(k, v)).dtype.kind in "fc"
                     else np.asarray(v).astype(np.asarray(ref.get(k, v)).dtype))
                 for k, v in cand.items()}
-    return compare(ref, cand).passed
+    return compare(ref, cand)
 
 
-def layer_error(ref_call, output, new_buffers, train: bool) -> tuple[float, bool]:
-    """``(error, exceeds)`` of one port call against torch's call."""
+def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None) -> bool:
+    return comparison(reference, candidate, ref_buffers, cand_buffers).passed
+
+
+def layer_comparison(ref_call, output, new_buffers, train: bool):
+    """``(error, exceeds, report)`` of one port call against torch's call: the largest
+    absolute difference (``inf`` when the trees or buffers do not line up), whether
+    it leaves the tier, and the per-leaf ``ParityReport`` that decides it."""
     err = error(ref_call.output, output)
     ref_bufs = {}
     if train:
@@ -77,9 +87,16 @@ def layer_error(ref_call, output, new_buffers, train: bool) -> tuple[float, bool
         for k, v in ref_bufs.items():
             err = max(err, error(v, new_buffers.get(k)) if k in new_buffers else math.inf)
     cand_bufs = {k: new_buffers[k] for k in ref_bufs if k in new_buffers}
-    if len(cand_bufs) != len(ref_bufs):
-        return math.inf, True
-    return err, not within_tier(ref_call.output, output, ref_bufs, cand_bufs)
+    report = comparison(ref_call.output, output, ref_bufs, cand_bufs)
+    if len(cand_bufs) != len(ref_bufs):  # a missing buffer: the report lists it too
+        return math.inf, True, report
+    return err, not report.passed, report
+
+
+def layer_error(ref_call, output, new_buffers, train: bool) -> tuple[float, bool]:
+    """``(error, exceeds)`` of one port call against torch's call."""
+    err, exceeds, _ = layer_comparison(ref_call, output, new_buffers, train)
+    return err, exceeds
 
 
 def check_params(torch_shapes: dict, port_params: dict) -> None:

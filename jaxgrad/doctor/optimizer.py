@@ -26,7 +26,7 @@ import numpy as np
 import optax
 
 from jaxgrad.doctor.capture import _np, torch_tensor
-from jaxgrad.doctor.localise import error, within_tier
+from jaxgrad.doctor.localise import comparison, error, within_tier
 
 
 # ------------------------------------------------------------ twin building blocks
@@ -204,32 +204,45 @@ class OptimizerReport:
     errors: list  # per step, max abs error of the port's params vs torch's
     causes: list  # [(name, description, distance to the port, explains)], best first
     twin_error: float  # the un-flipped twin vs torch (the doctor's own check)
+    # per step, the ParityReport.to_dict() of the port's params (leaves "params.0", …, in
+    # the optimizer's order) against torch's; its worst max_abs_err is ``errors[step]``
+    steps: list = dataclasses.field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return self.first_step is None
+
+    @property
+    def heading(self) -> str:
+        return (f"torch.optim.{self.optimizer} vs the optax transformation, "
+                f"{len(self.errors)} steps on the same gradients")
+
+    @property
+    def verdict(self) -> str:
+        if self.first_step is None:
+            return "clean bill: the trajectories agree within the tier."
+        if self.causes and self.causes[0][3]:
+            name, desc, dist, _ = self.causes[0]
+            return (f"the port leaves the tier at step {self.first_step} "
+                    f"(error {self.errors[self.first_step - 1]:.2g}) and follows torch's "
+                    f"{self.optimizer} with one convention flipped to {dist:.2g}: {desc} "
+                    f"[{name}].")
+        return (f"the port leaves the tier at step {self.first_step}; nothing in the "
+                "optimizer catalogue reproduces its trajectory.")
 
     def __str__(self):
-        lines = [f"torch.optim.{self.optimizer} vs the optax transformation, "
-                 f"{len(self.errors)} steps on the same gradients",
-                 "  step  max abs error of the params"]
+        lines = [self.heading, "  step  max abs error of the params"]
         for i, e in enumerate(self.errors, 1):
             mark = "  <- first over the tier" if i == self.first_step else ""
             lines.append(f"  {i:>4}  {e:.2g}{mark}")
-        if self.first_step is None:
-            lines.append("verdict: clean bill: the trajectories agree within the tier.")
-            return "\n".join(lines)
-        lines.append(f"optax twin of torch's {self.optimizer} (the doctor's reference "
-                     f"recipe) vs torch: {self.twin_error:.2g}")
-        lines.append("ranked conventions (distance between the port and torch with that "
-                     "convention flipped):")
-        for i, (name, desc, dist, ok) in enumerate(self.causes, 1):
-            lines.append(f"  {i}. {name}: {dist:.2g}{'  (matches)' if ok else ''} - {desc}")
-        if self.causes and self.causes[0][3]:
-            name, desc, dist, _ = self.causes[0]
-            lines.append(f"verdict: the port leaves the tier at step {self.first_step} "
-                         f"(error {self.errors[self.first_step - 1]:.2g}) and follows torch's "
-                         f"{self.optimizer} with one convention flipped to {dist:.2g}: {desc} "
-                         f"[{name}].")
-        else:
-            lines.append(f"verdict: the port leaves the tier at step {self.first_step}; nothing "
-                         "in the optimizer catalogue reproduces its trajectory.")
+        if self.first_step is not None:
+            lines.append(f"optax twin of torch's {self.optimizer} (the doctor's reference "
+                         f"recipe) vs torch: {self.twin_error:.2g}")
+            lines.append("ranked conventions (distance between the port and torch with that "
+                         "convention flipped):")
+            for i, (name, desc, dist, ok) in enumerate(self.causes, 1):
+                lines.append(f"  {i}. {name}: {dist:.2g}{'  (matches)' if ok else ''} - {desc}")
+        lines.append("verdict: " + self.verdict)
         return "\n".join(lines)
 
 
@@ -282,8 +295,8 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
         params = [jnp.asarray(s) for s in start]
         port = _run_optax(tx, params, grads)
         errors = [error(r, p) for r, p in zip(ref, port)]
-        first = next((i + 1 for i, (r, p) in enumerate(zip(ref, port))
-                      if not within_tier(r, p)), None)
+        steps = [comparison(r, p, prefix="params") for r, p in zip(ref, port)]
+        first = next((i + 1 for i, step in enumerate(steps) if not step.passed), None)
         twin_run = _run_optax(twin(name, d, max_norm), params, grads)
         twin_error = max(error(r, p) for r, p in zip(ref, twin_run))
         causes = []
@@ -296,7 +309,8 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
                 ok = all(within_tier(r, p) for p, r in zip(port, run))
                 causes.append((entry.name, entry.description, dist, ok))
             causes.sort(key=lambda c: (not c[3], c[2]))
-    return OptimizerReport(name, first, errors, causes, twin_error)
+    return OptimizerReport(name, first, errors, causes, twin_error,
+                           [step.to_dict() for step in steps])
 
 
 def _torch_clip_grad(tensors, max_norm):

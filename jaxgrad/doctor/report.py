@@ -2,8 +2,12 @@
 
 ``Report.first_layer`` is the torch module path of the first layer whose own
 (input-injected) error exceeds the tier (``""`` for the module itself, a one-layer
-model), None for a clean port; ``layers`` holds the
-per-layer errors in both modes; ``causes`` the catalogue entries that bring that
+model), None for a clean port; ``layers`` holds one dict per layer call: ``path``,
+``index`` (the call number), ``class_name``, ``end_to_end`` and ``injected`` (the
+largest absolute errors in both modes), ``exceeds`` (the injected error leaves the
+tier), and ``end_to_end_comparison`` / ``injected_comparison``, the per-leaf
+``jaxgrad.parity.ParityReport.to_dict()`` behind each (outputs ``out``, ``out.0``…,
+updated buffers ``buffer.NAME`` in training mode); ``causes`` the catalogue entries that bring that
 layer's error down, best first. ``str(report)`` is what ``scripts/doctor.py`` prints.
 """
 
@@ -83,11 +87,16 @@ class Report:
             text += f" (best: {c.name}, {_e(c.error_before)} -> {_e(c.error_after)})"
         return text + (f". Where the error sits: {self.pattern}." if self.pattern else ".")
 
-    def __str__(self) -> str:
+    @property
+    def heading(self) -> str:
+        """The model, the tier it is judged at and the mode, in one line."""
         rtol, atol = tolerance_for(self.dtype) if self.dtype in ("float32", "float64") else (0, 0)
-        lines = [f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
-                 f"{' x max|ref|' if self.dtype == 'float32' else ''}), "
-                 f"{'train' if self.train else 'eval'} mode"]
+        return (f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
+                f"{' x max|ref|' if self.dtype == 'float32' else ''}), "
+                f"{'train' if self.train else 'eval'} mode")
+
+    def __str__(self) -> str:
+        lines = [self.heading]
         if self.layers:
             width = max(len(r["path"]) + (4 if r["index"] else 0) for r in self.layers)
             width = max(width, 5)

@@ -1,4 +1,6 @@
-"""Pages a browser opens from a file: the backprop explorer and the parity report.
+"""Pages a browser opens from a file: the backprop explorer, the parity report
+(``jaxgrad.html.report``) and the doctor's report (``jaxgrad.html.doctor``, drawn with
+the parity report's machinery).
 
 - ``export_graph(fn, *args)``: a scalar function's graph as JSON data the explorer
   page interprets (``jaxgrad.html.export``);

@@ -69,16 +69,26 @@ def _position(value) -> float:
     return (exponent - LOG_MIN) / (LOG_MAX - LOG_MIN) * BAR_WIDTH
 
 
+def data_number(value) -> str:
+    """``value`` for a ``data-*`` attribute: the shortest round-trip decimal (``+text`` in
+    JavaScript is the same double), ``Infinity`` for inf, empty for None."""
+    if value is None:
+        return ""
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(float(value))
+
+
 def bar(error, tolerance, *, kind: str) -> str:
     """An inline SVG: ``error`` as a bar, ``tolerance`` as a tick, on the log scale."""
     over = error is not None and tolerance is not None and error > tolerance
     width = _position(error)
     tick = _position(tolerance)
-    text = "—" if error is None else f"{error:.2e}"
+    text = scientific(error)
     limit = "—" if tolerance is None else f"{tolerance:.0e}"
     return (f'<svg class="bar" width="{BAR_WIDTH}" height="{BAR_HEIGHT}" '
-            f'data-kind="{kind}" data-error="{"" if error is None else repr(error)}" '
-            f'data-tolerance="{"" if tolerance is None else repr(tolerance)}">'
+            f'data-kind="{kind}" data-error="{data_number(error)}" '
+            f'data-tolerance="{data_number(tolerance)}">'
             f'<title>{kind} error {text} against {limit}</title>'
             f'<rect class="track" width="{BAR_WIDTH}" height="{BAR_HEIGHT}"/>'
             f'<rect class="{"over" if over else "under"}" width="{width:.1f}" '
@@ -86,7 +96,8 @@ def bar(error, tolerance, *, kind: str) -> str:
             f'<line class="tol" x1="{tick:.1f}" x2="{tick:.1f}" y1="0" y2="{BAR_HEIGHT}"/></svg>')
 
 
-def _fmt(value) -> str:
+def scientific(value) -> str:
+    """``1.23e-04``; ``—`` for None."""
     return "—" if value is None else f"{value:.2e}"
 
 
@@ -100,8 +111,8 @@ def leaf_table(leaves: list) -> str:
             f'<tr class="{"pass" if leaf["passed"] else "fail"}" '
             f'data-leaf="{html.escape(leaf["path"])}"><td>{html.escape(leaf["path"])}</td>'
             f'<td>{shape}</td><td>{leaf["dtype"]}</td>'
-            f'<td>{_fmt(leaf["max_abs_err"])}</td><td>{bar(leaf["max_abs_err"], leaf["atol"], kind="abs")}</td>'
-            f'<td>{_fmt(leaf["max_rel_err"])}</td><td>{bar(leaf["max_rel_err"], leaf["rtol"], kind="rel")}</td>'
+            f'<td>{scientific(leaf["max_abs_err"])}</td><td>{bar(leaf["max_abs_err"], leaf["atol"], kind="abs")}</td>'
+            f'<td>{scientific(leaf["max_rel_err"])}</td><td>{bar(leaf["max_rel_err"], leaf["rtol"], kind="rel")}</td>'
             f'<td>{html.escape(verdict)}</td></tr>')
     scale = f"log scale 1e{LOG_MIN} … 1; tick = tolerance"
     return ('<table class="leaves"><thead><tr><th>leaf</th><th>shape</th><th>dtype</th>'
@@ -118,6 +129,35 @@ def _environment_block(env: dict) -> str:
                     for k, v in env.items() if k not in ("versions", "tiers"))
     return (f'<table class="env" id="environment"><tr><th>versions</th><td>{versions}</td></tr>'
             f'{other}<tr><th>tolerance tiers</th><td><ul>{tiers}</ul></td></tr></table>')
+
+
+def folded(anchor: str, passed: bool, summary: str, body: str, **data) -> str:
+    """A ``<details>`` section (unfolded when it failed) with ``summary`` (HTML) as its
+    always-visible line; ``data`` become ``data-*`` attributes."""
+    attributes = "".join(f' data-{key.replace("_", "-")}="{html.escape(str(value))}"'
+                         for key, value in data.items())
+    result = "pass" if passed else "fail"
+    return (f'<details id="{anchor}" class="{result}"{attributes}{"" if passed else " open"}>'
+            f'<summary>{summary}</summary>{body}</details>')
+
+
+def plot_link(href: str, command: str) -> str:
+    """A paragraph linking a PNG another script draws, with the command that draws it."""
+    return (f'<p class="plot">Plot: <a href="{html.escape(href)}">'
+            f'{html.escape(os.path.basename(href))}</a> (drawn by '
+            f'<code>{html.escape(command)}</code>)</p>')
+
+
+def document(title: str, intro: str, environment: dict, body: str) -> str:
+    """A whole report page: the heading, ``intro`` (HTML), the environment table, then
+    ``body``; ``report.css`` inline and a policy that forbids every request."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        'style-src \'unsafe-inline\'; img-src data:">'
+        f'<title>{html.escape(title)}</title><style>{asset("report.css")}</style></head><body>'
+        f'<h1>{html.escape(title)}</h1><p class="sub">{intro}</p>'
+        f'{_environment_block(environment)}{body}</body></html>\n')
 
 
 def parity_page(rows: list, *, environment: dict, plots: dict | None = None,
@@ -142,41 +182,28 @@ def parity_page(rows: list, *, environment: dict, plots: dict | None = None,
             f'<tr class="{result.lower()}" data-check="{html.escape(row["check"])}">'
             f'<td><a href="#{anchor}">{html.escape(row["check"])}</a></td>'
             f'<td>{html.escape(row.get("area") or "")}</td><td>{row["dtype"]}</td>'
-            f'<td>{_fmt(row["max_abs_err"])}</td><td>{_fmt(row["max_rel_err"])}</td>'
+            f'<td>{scientific(row["max_abs_err"])}</td><td>{scientific(row["max_rel_err"])}</td>'
             f'<td>{result}</td><td>{row.get("seconds", 0):.2f}</td></tr>')
         body = (f'<p class="error">{html.escape(row["error"])}</p>' if row.get("error")
                 else leaf_table(row["leaves"] or []))
         plot = (plots or {}).get(row.get("area"))
         if plot:
-            href, command = plot
-            body += (f'<p class="plot">Plot: <a href="{html.escape(href)}">'
-                     f'{html.escape(os.path.basename(href))}</a> (drawn by '
-                     f'<code>{html.escape(command)}</code>)</p>')
-        sections.append(
-            f'<details id="{anchor}" class="{result.lower()}"{" open" if not row["passed"] else ""}>'
-            f'<summary>{result} — {html.escape(row["check"])} ({row["dtype"]}, '
-            f'{len(row["leaves"] or [])} leaves)</summary>{body}</details>')
+            body += plot_link(*plot)
+        sections.append(folded(
+            anchor, row["passed"], f'{result} — {html.escape(row["check"])} ({row["dtype"]}, '
+            f'{len(row["leaves"] or [])} leaves)', body))
     took = "" if seconds is None else f" in {seconds:.1f} s"
     verdict = (f'<p id="verdict" class="{"fail" if failed else "pass"}">'
                f'{len(rows) - failed} passed, {failed} failed ({len(rows)} checks{took})</p>')
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        'style-src \'unsafe-inline\'; img-src data:">'
-        f'<title>{html.escape(title)}</title><style>{asset("report.css")}</style></head><body>'
-        f'<h1>{html.escape(title)}</h1>'
-        '<p class="sub">Every check builds the same computation in PyTorch and in jaxgrad on '
-        'copied weights and compares every leaf: structure, shape, dtype and NaN mask first, '
-        'then values, at the tier of the dtype. An element passes when |candidate − reference| '
-        '≤ atol + rtol·|reference|.</p>'
-        f'{_environment_block(environment)}{verdict}'
-        '<table class="summary"><thead><tr><th>check</th><th>area</th><th>dtype</th>'
+    intro = ('Every check builds the same computation in PyTorch and in jaxgrad on '
+             'copied weights and compares every leaf: structure, shape, dtype and NaN mask '
+             'first, then values, at the tier of the dtype. An element passes when '
+             '|candidate − reference| ≤ atol + rtol·|reference|.')
+    return document(title, intro, environment, (
+        f'{verdict}<table class="summary"><thead><tr><th>check</th><th>area</th><th>dtype</th>'
         '<th>max abs err</th><th>max rel err</th><th>result</th><th>s</th></tr></thead>'
         f'<tbody>{"".join(summary)}</tbody></table>'
-        f'<h2>per-leaf errors</h2>{"".join(sections)}</body></html>\n')
-
-
-
+        f'<h2>per-leaf errors</h2>{"".join(sections)}'))
 
 
 # The PNGs other scripts draw, linked from the checks of the same area when they exist.
@@ -199,4 +226,5 @@ def write_parity_report(path: str, rows: list, *, versions: dict | None = None,
              if os.path.isfile(png)}
     write_page(path, parity_page(rows, environment=environment(versions), plots=links,
                                  seconds=seconds))
-__all__ = ["PLOTS", "environment", "leaf_table", "parity_page", "write_parity_report"]
+__all__ = ["PLOTS", "bar", "data_number", "document", "environment", "folded", "leaf_table",
+           "parity_page", "plot_link", "scientific", "write_parity_report"]
