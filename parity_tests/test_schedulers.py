@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,8 @@ from torch.optim import lr_scheduler as tsched
 from jaxgrad import optim as joptim
 from jaxgrad.optim import schedulers
 from jaxgrad.parity import assert_parity
+from torchref import optim as toptim
+from parity_checks.optimizers import trajectories
 
 LR = 0.1
 STEPS = 40
@@ -171,8 +174,6 @@ def test_factory_signatures_are_torchs(name):
 
 
 def test_scheduler_bad_arguments_are_named():
-    with pytest.raises(ValueError, match="`cycle_momentum=True`"):
-        schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
     with pytest.raises(ValueError, match="`last_epoch`"):
         schedulers.StepLR(lr=0.1, step_size=2, last_epoch=3)
     with pytest.raises(ValueError, match="`milestones`"):
@@ -219,3 +220,180 @@ def test_conformance_script_arguments(capsys):
         script.main(["--only", "everything"])
     assert info.value.code == 2
     assert "--only" in capsys.readouterr().err
+
+
+# ------------------------------------------------- OneCycleLR with cycle_momentum=True
+
+ONE_CYCLE = [
+    dict(max_lr=0.05, total_steps=STEPS),
+    dict(max_lr=0.05, total_steps=STEPS, anneal_strategy="linear"),
+    dict(max_lr=0.05, total_steps=STEPS, three_phase=True, pct_start=0.25,
+         base_momentum=0.8, max_momentum=0.9),
+]
+
+
+def _torch_momenta(kwargs, optimizer_cls):
+    """The momentum (``betas[0]`` for Adam) torch's OneCycleLR gives each step."""
+    w = torch.zeros(1, requires_grad=True)
+    optimizer = optimizer_cls([w], lr=LR)
+    scheduler = tsched.OneCycleLR(optimizer, **kwargs)
+    values = []
+    for _ in range(STEPS):
+        group = optimizer.param_groups[0]
+        values.append(group["betas"][0] if "betas" in group else group["momentum"])
+        w.grad = torch.zeros(1)
+        optimizer.step()
+        scheduler.step()
+    return np.asarray(values)
+
+
+@pytest.mark.parametrize("kwargs", ONE_CYCLE + [dict(max_lr=0.05, total_steps=STEPS,
+                                                     base_momentum=0.9, max_momentum=0.7)])
+def test_one_cycle_momentum_equals_torchs_step_by_step(x64, kwargs):
+    # base_momentum > max_momentum: torch accepts it and cycles the other way round
+    sched = schedulers.OneCycleLR(**kwargs)
+    for optimizer_cls in (torch.optim.SGD, torch.optim.Adam):
+        reference = _torch_momenta(kwargs, optimizer_cls)
+        assert_parity(reference, np.asarray([sched.momentum(t) for t in range(STEPS)]))
+        assert_parity(reference, np.asarray(jax.jit(jax.vmap(sched.momentum))(
+            jnp.arange(STEPS))))
+    assert_parity(_torch_lrs(lambda opt: tsched.OneCycleLR(opt, **kwargs)),
+                  np.asarray([sched(t) for t in range(STEPS)]))
+
+
+# (optimizer, hyperparameters shared by both frameworks); the schedule replaces lr and
+# the momentum / betas[0] in jaxgrad, as torch's OneCycleLR overwrites them in the group
+CYCLED_OPTIMIZERS = [
+    ("sgd", dict(lr=LR)),
+    ("sgd", dict(lr=LR, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("sgd", dict(lr=LR, momentum=0.9, dampening=0.3)),
+    ("adam", dict(lr=LR, betas=(0.9, 0.99), weight_decay=0.01)),
+    ("adamw", dict(lr=LR, amsgrad=True)),
+    ("rmsprop", dict(lr=LR, momentum=0.5)),
+]
+
+
+# every optimizer with the default cosine annealing; both others with two of them
+TRAJECTORY_CASES = [(*c, 0) for c in CYCLED_OPTIMIZERS] + [
+    (*CYCLED_OPTIMIZERS[i], k) for i in (1, 3) for k in (1, 2)]
+TRAJECTORY_STEPS = 30
+
+
+@pytest.mark.parametrize(
+    "name,hyper,strategy", TRAJECTORY_CASES,
+    ids=[f"{n}{CYCLED_OPTIMIZERS.index((n, h))}-{('cos', 'linear', 'three_phase')[k]}"
+         for n, h, k in TRAJECTORY_CASES])
+def test_one_cycle_training_trajectory_float64(x64, name, hyper, strategy):
+    kwargs = dict(ONE_CYCLE[strategy], total_steps=TRAJECTORY_STEPS)
+    if name in ("adam", "adamw", "rmsprop"):
+        kwargs["max_lr"] = 0.01
+    sched = schedulers.OneCycleLR(**kwargs)
+    factory = getattr(joptim, name)
+    optimizer = factory(**schedulers.with_cycled_momentum(factory, dict(hyper, lr=sched)))
+    reference, candidate = trajectories(
+        name, hyper, "float64", TRAJECTORY_STEPS, jit=False, jax_optimizer=optimizer,
+        torch_scheduler=lambda opt: tsched.OneCycleLR(opt, **kwargs))
+    report = assert_parity(reference, candidate)
+    assert any("state" in leaf.path for leaf in report.leaves)
+    assert {leaf.dtype for leaf in report.leaves} == {"float64"}
+
+
+@pytest.mark.parametrize("name", ["adamax", "nadam", "radam"])
+def test_one_cycle_beta1_of_the_other_adam_variants(x64, name):
+    # fixed gradients on one tensor (their trajectories on the MLP are in test_optim_db)
+    kwargs = dict(max_lr=0.01, total_steps=STEPS)
+    grads = np.random.default_rng(0).standard_normal((STEPS, 3))
+    weight = torch.tensor([1.0, -0.5, 0.25], dtype=torch.float64, requires_grad=True)
+    torch_optimizer = toptim.make_optimizer(name, [weight])
+    scheduler = tsched.OneCycleLR(torch_optimizer, **kwargs)
+    reference = []
+    for grad in grads:
+        weight.grad = torch.from_numpy(grad.copy())
+        torch_optimizer.step()
+        scheduler.step()
+        reference.append(weight.detach().numpy().copy())
+    sched = schedulers.OneCycleLR(**kwargs)
+    optimizer = getattr(joptim, name)(lr=sched, betas=(sched.momentum, 0.999))
+    params = jnp.array([1.0, -0.5, 0.25])
+    state = optimizer.init(params)
+    ours = []
+    for grad in grads:
+        updates, state = optimizer.update(jnp.asarray(grad), state, params)
+        params = optax.apply_updates(params, updates)
+        ours.append(np.asarray(params))
+    assert_parity(np.stack(reference), np.stack(ours))
+
+
+def test_one_cycle_default_is_the_issues_example(x64):
+    sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
+    sgd = joptim.sgd(lr=sched, momentum=sched.momentum)
+    adam = joptim.adam(lr=sched, betas=(sched.momentum, 0.999))
+    params = {"w": jnp.ones(2)}
+    for optimizer in (sgd, adam):
+        updates, _ = jax.jit(optimizer.update)(params, optimizer.init(params), params)
+        assert np.all(np.isfinite(np.asarray(updates["w"])))
+    assert sched.group_entries == {"initial_lr": 0.004, "max_lr": 0.1, "min_lr": 4e-07,
+                                   "max_momentum": 0.95, "base_momentum": 0.85}
+    off = schedulers.OneCycleLR(max_lr=0.1, total_steps=100, cycle_momentum=False)
+    assert off.momentum is None
+    joptim.sgd(lr=off, momentum=0.9)  # nothing cycled: any momentum
+
+
+def test_one_cycle_momentum_left_out_is_refused():
+    sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
+    # torch would cycle these; a constant (or none) would silently differ
+    for build, argument in ((lambda: joptim.sgd(lr=sched), "`momentum` (=0.0)"),
+                            (lambda: joptim.sgd(lr=sched, momentum=0.9), "`momentum` (=0.9)"),
+                            (lambda: joptim.rmsprop(lr=sched), "`momentum` (=0.0)"),
+                            (lambda: joptim.adam(lr=sched), "`betas[0]` (=0.9)"),
+                            (lambda: joptim.nadam(lr=sched), "`betas[0]` (=0.9)")):
+        with pytest.raises(ValueError, match=r"cycle_momentum=True.*" + re.escape(argument)):
+            build()
+    other = schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
+    with pytest.raises(ValueError, match="betas"):
+        joptim.adamw(lr=sched, betas=(other.momentum, 0.999))
+    with pytest.raises(ValueError, match="cycle_momentum"):
+        joptim.param_groups(joptim.adam, [{}], lr=sched)
+
+
+@pytest.mark.parametrize("name", ["adagrad", "asgd"])
+def test_one_cycle_on_an_optimizer_without_momentum_both_raise(name):
+    weight = torch.zeros(1, requires_grad=True)
+    with pytest.raises(ValueError, match="must support momentum or beta1") as theirs:
+        tsched.OneCycleLR(toptim.make_optimizer(name, [weight]), max_lr=0.1, total_steps=10)
+    sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=10)
+    with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
+        getattr(joptim, name)(lr=sched)
+    with pytest.raises(ValueError, match="no momentum or betas"):
+        schedulers.with_cycled_momentum(getattr(joptim, name), {"lr": sched})
+    getattr(joptim, name)(lr=schedulers.OneCycleLR(max_lr=0.1, total_steps=10,
+                                                   cycle_momentum=False))
+
+
+def test_one_cycle_bad_arguments_are_named():
+    weight = torch.zeros(1, requires_grad=True)
+    for bad, match in ((dict(pct_start=1), "`pct_start` (=1)"),
+                       (dict(anneal_strategy="cosine"), "`anneal_strategy`"),
+                       (dict(total_steps=0), "`total_steps` (=0)")):
+        kwargs = dict(dict(max_lr=0.1, total_steps=10), **bad)
+        with pytest.raises(ValueError):  # torch refuses each too
+            tsched.OneCycleLR(torch.optim.SGD([weight]), **kwargs)
+        with pytest.raises(ValueError, match=re.escape(match)):
+            schedulers.OneCycleLR(**kwargs)
+    # torch does not check the momenta; its optimizers would refuse them
+    with pytest.raises(ValueError, match=re.escape("`base_momentum` (=-0.1) must be >= 0")):
+        schedulers.OneCycleLR(max_lr=0.1, total_steps=10, base_momentum=-0.1)
+    with pytest.raises(ValueError, match=re.escape("`max_momentum` (=1.0)")):
+        schedulers.OneCycleLR(max_lr=0.1, total_steps=10, max_momentum=1.0)
+    sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=10)
+    with pytest.raises(ValueError, match=r"`schedulers\[1\]` cycles momentum"):
+        schedulers.SequentialLR([schedulers.ExponentialLR(lr=0.1, gamma=0.9), sched],
+                                milestones=[3])
+    with pytest.raises(TypeError, match="`momentum`"):
+        joptim.sgd(lr=0.1, momentum="0.9")
+    zero_first = schedulers.OneCycleLR(max_lr=0.1, total_steps=10, max_momentum=0.0,
+                                       base_momentum=0.5)
+    with pytest.raises(ValueError, match="`dampening` != 0"):
+        joptim.sgd(lr=zero_first, momentum=zero_first.momentum, dampening=0.1)
+    with pytest.raises(ValueError, match="step 0"):
+        joptim.rmsprop(lr=zero_first, momentum=zero_first.momentum)

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--scheduler", metavar="NAME[:K=V,...]",
                      help="learning-rate scheduler per optimizer step, torch's class name and "
                           "arguments, e.g. CosineAnnealingLR or StepLR:step_size=200,gamma=0.5 "
-                          "(T_max / total_steps / total_iters default to the run's steps)")
+                          "(T_max / total_steps / total_iters default to the run's steps; "
+                          "OneCycleLR cycles the momentum / betas[0] too, as torch's default)")
     opt.add_argument("--epochs", type=int, default=20)
     opt.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch")
     opt.add_argument("--accumulate", type=int, default=1, metavar="K",
@@ -316,8 +317,10 @@ class JaxRun(_Run):
             name, given = args.scheduler
             kwargs["lr"] = optim.schedulers.for_run(name, args.lr, total_steps(args, dataset),
                                                     **given)
-        optimizer = jtrain.build_optimizer(getattr(optim, args.optimizer)(**kwargs),
-                                           clip=args.clip)
+        factory = getattr(optim, args.optimizer)
+        # OneCycleLR cycles momentum / betas[0] as torch's does (cycle_momentum=True)
+        kwargs = optim.schedulers.with_cycled_momentum(factory, kwargs)
+        optimizer = jtrain.build_optimizer(factory(**kwargs), clip=args.clip)
         self.compute_dtype = "bfloat16" if args.precision == "bfloat16" else None
         self.loss_fn = losses.cross_entropy
         self.trainer = jtrain.Trainer(

@@ -33,7 +33,6 @@ def scheduler_kwargs(name: str, lr: float, total_steps: int, **given) -> dict:
         kwargs.setdefault(_LENGTH_ARGUMENT[name], total_steps)
     if name == "OneCycleLR":
         kwargs.setdefault("max_lr", lr)
-        kwargs.setdefault("cycle_momentum", False)
     return kwargs
 
 

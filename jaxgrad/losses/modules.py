@@ -6,6 +6,10 @@ loss. The legacy ``size_average`` / ``reduce`` arguments are accepted only as No
 (torch deprecated them in favour of ``reduction``; a value would silently change the
 reduction). ``from_torch(module)`` builds the twin of a torch loss module, copying its
 ``weight`` / ``pos_weight`` buffers.
+
+Each is also a ``jaxgrad.nn`` layer without params whose buffers are torch's
+``weight`` / ``pos_weight`` (as in torch's ``state_dict()``), so
+``jaxgrad.nn.from_torch`` converts a loss module, alone or inside a traced forward.
 """
 
 from __future__ import annotations
@@ -13,15 +17,37 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
+from jaxgrad.nn._layer import Layer
 from jaxgrad.losses import _binary, _classification, _pairwise, _regression
 from jaxgrad.losses._checks import REDUCTIONS, check_number, check_reduction
 
 
-class _Loss:
+class _Loss(Layer):
+    """A loss is also a ``jaxgrad.nn`` layer (what ``jaxgrad.nn.from_torch`` returns):
+    no params, torch's ``weight`` / ``pos_weight`` buffers (those not None), and
+    ``apply(params, *inputs, buffers=...)`` computing the loss with the given buffers.
+    ``loss(*inputs)`` computes it with the loss's own ``weight`` / ``pos_weight``."""
+
     _reductions = REDUCTIONS
     _numbers: tuple = ()  # (field, positive, nonnegative)
+
+    def init_buffers(self):
+        return {name: jnp.asarray(getattr(self, name)) for name in _BUFFERS
+                if getattr(self, name, None) is not None}
+
+    def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
+        del train, key
+        loss = dataclasses.replace(self, **buffers) if buffers else self
+        try:
+            output = loss(*inputs, **options)
+        except (ValueError, TypeError) as exc:
+            if not path:
+                raise
+            raise type(exc)(f"{type(self).__name__} at {path!r}: {exc}") from exc
+        return output, dict(buffers)
 
     def __post_init__(self):
         for legacy in ("size_average", "reduce"):

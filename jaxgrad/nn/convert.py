@@ -310,10 +310,22 @@ def convert_layer(module, path: str):
             child_path = f"{path}.{child_name}" if path else child_name
             children[child_name] = _convert(child, child_path)
         return Sequential(children)
+    # losses: no params; buffers weight / pos_weight, as in torch's state_dict. Imported
+    # here because jaxgrad.losses builds its modules on jaxgrad.nn's Layer
+    from jaxgrad.losses import modules as loss_modules
+
+    if name in loss_modules.LOSS_MODULES:
+        return loss_modules.from_torch(module)
+    if name not in _CONVERTERS and type(module).__name__.endswith("Loss"):
+        raise ValueError(
+            f"from_torch: unsupported loss {type(module).__name__} {where(path)}; supported "
+            f"losses are {', '.join(sorted(loss_modules.LOSS_MODULES))}."
+        )
     if name not in _CONVERTERS:
         raise ValueError(
             f"from_torch: unsupported module {type(module).__name__} {where(path)}; "
-            f"supported modules are {', '.join(SUPPORTED)}, and modules whose forward "
+            f"supported modules are {', '.join(SUPPORTED)}, the losses "
+            f"{', '.join(sorted(loss_modules.LOSS_MODULES))}, and modules whose forward "
             "torch.fx traces into those."
         )
     return _CONVERTERS[name](module)

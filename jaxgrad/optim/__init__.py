@@ -3,10 +3,13 @@ clipping, all as optax parts.
 
 - ``sgd``, ``adam``, ``adamw``, ``rmsprop``, ``adagrad``, ``adamax``, ``nadam``,
   ``radam``, ``asgd``: torch's argument names, defaults and single-tensor update rules,
-  ``maximize``, ``amsgrad``, array or scheduled ``lr`` (state readable with
-  ``torch_style_state`` / ``torch_state_dict``);
+  ``maximize``, ``amsgrad``, array or scheduled ``lr`` and momentum (state readable
+  with ``torch_style_state`` / ``torch_state_dict``; torch's whole
+  ``optimizer.state_dict()`` with ``optimizer_state_dict``, read back with
+  ``load_optimizer_state_dict``);
 - ``param_groups``: torch's per-group hyperparameters, groups chosen by name patterns;
-- ``schedulers``: torch's learning-rate schedulers as optax schedules;
+- ``schedulers``: torch's learning-rate schedulers as optax schedules (``OneCycleLR``
+  with its momentum schedule, ``jaxgrad.optim.cycling``);
 - ``freeze(optimizer, frozen)``: ``requires_grad=False`` for the optimizer;
 - ``clip_grad_norm`` / ``clip_grad_value`` (functions) and ``clip_grad_norm_transform`` /
   ``clip_grad_value_transform`` (optax transforms) with torch's formulas.
@@ -45,6 +48,8 @@ from jaxgrad.optim.optimizers import scale_by_torch_momentum
 from jaxgrad.optim.optimizers import scale_by_torch_rmsprop
 from jaxgrad.optim.optimizers import sgd
 from jaxgrad.optim.state import torch_state_dict
+from jaxgrad.optim.state_dict import load_optimizer_state_dict
+from jaxgrad.optim.state_dict import optimizer_state_dict
 from jaxgrad.optim.state import torch_style_state
 from jaxgrad.optim.trajectory import optimizer_trajectory
 
@@ -85,7 +90,9 @@ __all__ = [
     "frozen_mask",
     "global_norm",
     "group_order",
+    "load_optimizer_state_dict",
     "nadam",
+    "optimizer_state_dict",
     "optimizer_trajectory",
     "param_groups",
     "radam",

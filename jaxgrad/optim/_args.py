@@ -3,7 +3,9 @@
 - hyperparameters are validated as torch validates them (``ValueError`` naming the
   argument, the value and the allowed range);
 - ``lr`` is a float, a one-element array (torch's tensor ``lr``) or a schedule
-  ``count -> lr`` (``jaxgrad.optim.schedulers``); ``lr_at`` resolves it for a step;
+  ``count -> lr`` (``jaxgrad.optim.schedulers``); SGD's / RMSprop's ``momentum`` and
+  the Adam family's ``betas[0]`` are a float or a schedule (``OneCycleLR(...).momentum``,
+  torch's ``cycle_momentum``); ``value_at`` resolves either for a step;
 - torch's implementation flags: ``foreach`` (None/False/True) and ``differentiable``
   (False/True) cannot change the mathematics here — jaxgrad always computes torch's
   single-tensor rule, and every JAX update is differentiable — so they are accepted
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -32,17 +35,49 @@ def check_hyper(name: str, value, *, low: float = 0.0, high: float | None = None
     return float(value)
 
 
-def check_betas(betas) -> tuple[float, float]:
+def check_int(name: str, value, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"`{name}` (={value!r}) must be an int >= {low}.")
+    return value
+
+
+def check_last_epoch(last_epoch) -> None:
+    """Schedules take torch's ``last_epoch`` only as -1 (they resume from the count)."""
+    if last_epoch != -1:
+        raise ValueError(f"`last_epoch` (={last_epoch!r}) must be -1: a jaxgrad schedule is a "
+                         "pure function of the step count; resume by passing the count.")
+
+
+def float_count(count) -> jax.Array:
+    """A step count as the default float dtype, for schedule arithmetic."""
+    return jnp.asarray(count).astype(jnp.result_type(float))
+
+
+def check_betas(betas) -> tuple:
+    """``(beta1, beta2)``: Python floats in [0, 1); ``beta1`` may be a schedule."""
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise TypeError(f"`betas` (={betas!r}) must be a pair (beta1, beta2).")
-    if any(not isinstance(b, (int, float)) or isinstance(b, bool) for b in betas):
+    if any(not isinstance(b, (int, float)) or isinstance(b, bool)
+           for b in betas[int(callable(betas[0])):]):
         raise TypeError(
-            f"`betas` (={betas!r}) must be two Python floats; tensor betas (torch computes "
-            "with them in their own dtype) are not supported."
+            f"`betas` (={betas!r}) must be two Python floats (beta1 may be a schedule, "
+            "e.g. OneCycleLR(...).momentum); tensor betas (torch computes with them in "
+            "their own dtype) are not supported."
         )
-    b1 = check_hyper("betas[0]", betas[0], high=1.0, open_high=True)
+    b1 = betas[0] if callable(betas[0]) else check_hyper("betas[0]", betas[0], high=1.0,
+                                                         open_high=True)
     b2 = check_hyper("betas[1]", betas[1], high=1.0, open_high=True)
     return b1, b2
+
+
+def check_momentum(momentum):
+    """A Python float >= 0, or a schedule ``count -> momentum``."""
+    if callable(momentum):
+        return momentum
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+        raise TypeError(f"`momentum` (={momentum!r}) must be a number or a schedule "
+                        "count -> momentum (e.g. OneCycleLR(...).momentum).")
+    return check_hyper("momentum", momentum)
 
 
 def _as_array(value):
@@ -99,9 +134,10 @@ def check_flags(*, foreach=None, fused=None, differentiable=False, capturable=Fa
         )
 
 
-def lr_at(lr, count):
-    """The learning rate of the step after ``count`` steps: ``schedule(count)`` or ``lr``."""
-    return lr(count) if callable(lr) else lr
+def value_at(value, count):
+    """A hyperparameter (``lr``, ``momentum``, ``beta1``) for the step after ``count``
+    steps: ``schedule(count)`` or the constant itself."""
+    return value(count) if callable(value) else value
 
 
 def like_lr(lr_value, value):

@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr, lr_at,
-                                 maximize_transform)
+from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr,
+                                 maximize_transform, value_at)
+from jaxgrad.optim.cycling import check_momentum_follows
 from jaxgrad.optim.optimizers import _one_minus_power, _scalar_like
 from jaxgrad.optim.state import register_state
 
@@ -65,6 +66,7 @@ def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
     """``torch.optim.Adagrad``: ``sum += g²``, ``p -= clr · g / (sqrt(sum) + eps)``."""
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
+    check_momentum_follows(lr, None, None, "adagrad")
     lr_decay = check_hyper("lr_decay", lr_decay)
     weight_decay = check_hyper("weight_decay", weight_decay)
     initial = check_hyper("initial_accumulator_value", initial_accumulator_value)
@@ -75,7 +77,7 @@ def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
                             sum=jax.tree.map(lambda p: jnp.full_like(p, initial), params))
 
     def update_fn(updates, state, params=None):
-        lr_t = lr_at(lr, state.step)
+        lr_t = value_at(lr, state.step)
         step = optax.safe_int32_increment(state.step)
         t = step.astype(jnp.result_type(float))
         clr = lr_t / like_lr(lr_t, 1 + (t - 1) * lr_decay)
@@ -105,6 +107,7 @@ def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float =
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
+    check_momentum_follows(lr, "betas[0]", b1, "adamax")
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
 
@@ -114,13 +117,14 @@ def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float =
                            exp_inf=jax.tree.map(jnp.zeros_like, params))
 
     def update_fn(updates, state, params=None):
-        lr_t = lr_at(lr, state.step)
+        lr_t = value_at(lr, state.step)
+        b1_t = value_at(b1, state.step)
         step = optax.safe_int32_increment(state.step)
-        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1), state.exp_avg, updates)
+        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1_t), state.exp_avg, updates)
         exp_inf = jax.tree.map(
             lambda u, g: jnp.maximum(u * _scalar_like(b2, u), jnp.abs(g) + _scalar_like(eps, g)),
             state.exp_inf, updates)
-        clr = lr_t / like_lr(lr_t, _one_minus_power(b1, step.astype(jnp.result_type(float))))
+        clr = lr_t / like_lr(lr_t, _one_minus_power(b1_t, step.astype(jnp.result_type(float))))
         new = jax.tree.map(lambda m, u: _scalar_like(-clr, m) * (m / u), exp_avg, exp_inf)
         return new, AdamaxState(step=step, exp_avg=exp_avg, exp_inf=exp_inf)
 
@@ -146,6 +150,7 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
+    check_momentum_follows(lr, "betas[0]", b1, "nadam")
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
     momentum_decay = check_hyper("momentum_decay", momentum_decay)
@@ -160,15 +165,16 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     def update_fn(updates, state, params=None):
         if decoupled:
             _needs_params("nadam", params)
-        lr_t = lr_at(lr, state.step)
+        lr_t = value_at(lr, state.step)
+        b1_t = value_at(b1, state.step)
         step = optax.safe_int32_increment(state.step)
         t = step.astype(jnp.result_type(float))
         bias_correction2 = _one_minus_power(b2, t)
-        mu = b1 * (1.0 - 0.5 * (0.96 ** (t * momentum_decay)))
-        mu_next = b1 * (1.0 - 0.5 * (0.96 ** ((t + 1) * momentum_decay)))
+        mu = b1_t * (1.0 - 0.5 * (0.96 ** (t * momentum_decay)))
+        mu_next = b1_t * (1.0 - 0.5 * (0.96 ** ((t + 1) * momentum_decay)))
         # torch: mu_product *= mu on a float32 scalar tensor, so in float32
         mu_product = jax.tree.map(lambda q: q * mu.astype(q.dtype), state.mu_product)
-        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1), state.exp_avg, updates)
+        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1_t), state.exp_avg, updates)
         exp_avg_sq = jax.tree.map(
             lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
             state.exp_avg_sq, updates)
@@ -210,6 +216,7 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
+    check_momentum_follows(lr, "betas[0]", b1, "radam")
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
     decoupled = bool(decoupled_weight_decay) and weight_decay != 0
@@ -223,14 +230,15 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     def update_fn(updates, state, params=None):
         if decoupled:
             _needs_params("radam", params)
-        lr_t = lr_at(lr, state.step)
+        lr_t = value_at(lr, state.step)
+        b1_t = value_at(b1, state.step)
         step = optax.safe_int32_increment(state.step)
         t = step.astype(jnp.result_type(float))
-        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1), state.exp_avg, updates)
+        exp_avg = jax.tree.map(lambda m, g: _lerp(m, g, 1 - b1_t), state.exp_avg, updates)
         exp_avg_sq = jax.tree.map(
             lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
             state.exp_avg_sq, updates)
-        bias_correction1 = _one_minus_power(b1, t)
+        bias_correction1 = _one_minus_power(b1_t, t)
         bias_correction2 = _one_minus_power(b2, t)
         rho_t = rho_inf - 2 * t * (b2 ** t) / bias_correction2
         rectified = rho_t > 5.0
@@ -276,6 +284,7 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
     """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    check_momentum_follows(lr, None, None, "asgd")
     if hasattr(lr, "shape"):
         raise TypeError("asgd: `lr` must be a float or a schedule; an array `lr` is not supported.")
     lambd = check_hyper("lambd", lambd)
@@ -284,7 +293,7 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
     weight_decay = check_hyper("weight_decay", weight_decay)
 
     def init_fn(params):
-        first = jnp.asarray(lr_at(lr, jnp.zeros((), jnp.int32))).astype(_SCALAR_DTYPE)
+        first = jnp.asarray(value_at(lr, jnp.zeros((), jnp.int32))).astype(_SCALAR_DTYPE)
         return AsgdState(step=jnp.zeros((), jnp.int32),
                          eta=jax.tree.map(lambda p: first, params),
                          mu=jax.tree.map(lambda p: jnp.ones((), _SCALAR_DTYPE), params),
@@ -292,7 +301,7 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
 
     def update_fn(updates, state, params=None):
         _needs_params("asgd", params)
-        lr_t = lr_at(lr, state.step)
+        lr_t = value_at(lr, state.step)
         step = optax.safe_int32_increment(state.step)
         t = step.astype(jnp.result_type(float))
 

@@ -38,8 +38,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr, lr_at,
-                                 maximize_transform, scale_by_lr)
+from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, check_momentum,
+                                 like_lr, maximize_transform, scale_by_lr, value_at)
+from jaxgrad.optim.cycling import check_momentum_follows
 from jaxgrad.optim.state import register_state
 
 
@@ -57,9 +58,15 @@ class SgdMomentumState(NamedTuple):
     momentum_buffer: Any  # like params: torch's state[p]["momentum_buffer"]
 
 
-def scale_by_torch_momentum(momentum: float, dampening: float = 0.0,
+def scale_by_torch_momentum(momentum, dampening: float = 0.0,
                             nesterov: bool = False) -> optax.GradientTransformation:
-    """torch SGD's momentum: ``buf = grad`` on step 1, then ``momentum*buf + (1-dampening)*grad``."""
+    """torch SGD's momentum: ``buf = grad`` on step 1, then ``momentum*buf + (1-dampening)*grad``.
+
+    ``momentum`` is a float or a schedule ``count -> momentum`` (torch's
+    ``cycle_momentum``), read for each step; at a step where it is exactly 0, torch
+    skips the buffer (left unchanged) and the direction is the gradient itself.
+    """
+    scheduled = callable(momentum)
 
     def init_fn(params):
         return SgdMomentumState(step=jnp.zeros((), jnp.int32),
@@ -68,18 +75,25 @@ def scale_by_torch_momentum(momentum: float, dampening: float = 0.0,
     def update_fn(updates, state, params=None):
         del params
         first = state.step == 0
+        momentum_t = value_at(momentum, state.step)
 
         def new_buffer(grad, buf):
-            running = buf * _scalar_like(momentum, buf) + grad * _scalar_like(1 - dampening, grad)
+            running = buf * _scalar_like(momentum_t, buf) + grad * _scalar_like(1 - dampening, grad)
             return jnp.where(first, grad, running)
 
         buffers = jax.tree.map(new_buffer, updates, state.momentum_buffer)
         if nesterov:
-            updates = jax.tree.map(lambda g, b: g + b * _scalar_like(momentum, b), updates, buffers)
+            directions = jax.tree.map(lambda g, b: g + b * _scalar_like(momentum_t, b),
+                                      updates, buffers)
         else:
-            updates = buffers
-        return updates, SgdMomentumState(step=optax.safe_int32_increment(state.step),
-                                         momentum_buffer=buffers)
+            directions = buffers
+        if scheduled:
+            active = momentum_t != 0
+            buffers = jax.tree.map(lambda new, old: jnp.where(active, new, old), buffers,
+                                   state.momentum_buffer)
+            directions = jax.tree.map(lambda d, g: jnp.where(active, d, g), directions, updates)
+        return directions, SgdMomentumState(step=optax.safe_int32_increment(state.step),
+                                            momentum_buffer=buffers)
 
     return optax.GradientTransformation(init_fn, update_fn)
 
@@ -92,14 +106,27 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
 
     ``d = grad + weight_decay * p`` (``-grad`` first with ``maximize``); with momentum,
     ``buf`` as in ``scale_by_torch_momentum`` and ``d = buf`` (or ``d + momentum * buf``
-    for Nesterov).
+    for Nesterov). ``momentum`` may be a schedule, and must be ``lr.momentum`` when
+    ``lr`` is a ``OneCycleLR`` schedule that cycles momentum (``jaxgrad.optim.cycling``).
     """
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
-    momentum = check_hyper("momentum", momentum)
+    momentum = check_momentum(momentum)
+    check_momentum_follows(lr, "momentum", momentum, "sgd")
     dampening = check_hyper("dampening", dampening)
     weight_decay = check_hyper("weight_decay", weight_decay)
-    if nesterov and (momentum <= 0 or dampening != 0):
+    if callable(momentum):
+        # torch checks nesterov against the constant given to SGD, before a scheduler
+        # overrides it; a schedule has no such constant, so only dampening is checked
+        if nesterov and dampening != 0:
+            raise ValueError(f"`nesterov=True` requires `dampening` == 0 (got {dampening}), "
+                             "as in torch.")
+        if dampening != 0 and float(momentum(0)) == 0:
+            raise ValueError(
+                "`momentum` is a schedule that is 0 at step 0 with `dampening` != 0: torch "
+                "then starts the buffer at the first step with non-zero momentum, which "
+                "jaxgrad does not track; use a schedule with momentum(0) > 0 or dampening=0.")
+    elif nesterov and (momentum <= 0 or dampening != 0):
         raise ValueError(
             f"`nesterov=True` requires `momentum` > 0 (got {momentum}) and `dampening` == 0 "
             f"(got {dampening}), as in torch."
@@ -107,7 +134,7 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
     parts = [maximize_transform()] if maximize else []
     if weight_decay:
         parts.append(optax.add_decayed_weights(weight_decay))
-    if momentum:
+    if callable(momentum) or momentum:
         parts.append(scale_by_torch_momentum(momentum, dampening, nesterov))
     parts.append(scale_by_lr(lr))
     return optax.chain(*parts)
@@ -133,6 +160,8 @@ def _one_minus_power(beta: float, t: jax.Array) -> jax.Array:
     """
     if t.dtype == jnp.float64:
         return 1 - jnp.asarray(beta, t.dtype) ** t
+    if not isinstance(beta, float):  # a scheduled beta, traced in float32
+        return -jnp.expm1(t * jnp.log(beta))
     if beta == 0:
         return jnp.ones_like(t)
     return -jnp.expm1(t * math.log(beta))
@@ -146,7 +175,9 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
     ``decoupled_weight_decay`` (AdamW) adds ``-lr * weight_decay * p`` to the update,
     i.e. torch's ``p.mul_(1 - lr * weight_decay)`` before the Adam step. ``amsgrad``
     normalises by the running maximum of ``exp_avg_sq`` (state ``max_exp_avg_sq``).
-    ``lr`` is a float, a 0-d array or a schedule evaluated at the steps taken so far.
+    ``lr`` is a float, a 0-d array or a schedule evaluated at the steps taken so far;
+    ``b1`` a float or a schedule, whose current value torch uses in the moving average
+    *and* in the bias correction ``1 - beta1**t``.
     """
 
     def init_fn(params):
@@ -159,10 +190,11 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
         if decoupled_weight_decay and params is None:
             raise ValueError("adamw's update needs `params` (got None): call "
                              "`optimizer.update(grads, state, params)`.")
-        lr_t = lr_at(lr, state.step)
+        lr_t = value_at(lr, state.step)
+        b1_t = value_at(b1, state.step)
         step = optax.safe_int32_increment(state.step)
         # torch: exp_avg.lerp_(grad, 1 - beta1), i.e. exp_avg + w * (grad - exp_avg)
-        exp_avg = jax.tree.map(lambda m, g: m + _scalar_like(1 - b1, m) * (g - m),
+        exp_avg = jax.tree.map(lambda m, g: m + _scalar_like(1 - b1_t, m) * (g - m),
                                state.exp_avg, updates)
         exp_avg_sq = jax.tree.map(
             lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
@@ -173,7 +205,7 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
             max_exp_avg_sq = jax.tree.map(jnp.maximum, state.max_exp_avg_sq, exp_avg_sq)
             normaliser = max_exp_avg_sq
         t = step.astype(jnp.result_type(float))
-        bias_correction1 = _one_minus_power(b1, t)
+        bias_correction1 = _one_minus_power(b1_t, t)
         bias_correction2_sqrt = jnp.sqrt(_one_minus_power(b2, t))
         step_size = lr_t / like_lr(lr_t, bias_correction1)
 
@@ -199,11 +231,14 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0
          capturable: bool = False, differentiable: bool = False, fused=None,
          decoupled_weight_decay: bool = False) -> optax.GradientTransformation:
     """``torch.optim.Adam``; ``weight_decay`` is coupled L2 (``grad += wd * p``) unless
-    ``decoupled_weight_decay`` (then it is ``adamw``)."""
+    ``decoupled_weight_decay`` (then it is ``adamw``). ``betas[0]`` may be a schedule,
+    and must be ``lr.momentum`` when ``lr`` is a ``OneCycleLR`` schedule that cycles
+    momentum."""
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable,
                 capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
+    check_momentum_follows(lr, "betas[0]", b1, "adamw" if decoupled_weight_decay else "adam")
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
     parts = [maximize_transform()] if maximize else []
@@ -270,15 +305,18 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
                            centered: bool = False) -> optax.GradientTransformation:
     """RMSprop's direction with ``eps`` outside the root: ``grad / (sqrt(avg) + eps)``.
 
-    With momentum the direction is ``buf = momentum * buf + grad / (...)`` (zeros-initialised).
+    With momentum the direction is ``buf = momentum * buf + grad / (...)`` (zeros-initialised);
+    ``momentum`` may be a schedule (torch then skips the buffer at steps where it is 0).
     """
+
+    scheduled = callable(momentum)
 
     def init_fn(params):
         def zeros():
             return jax.tree.map(jnp.zeros_like, params)
         return RmspropState(step=jnp.zeros((), jnp.int32), square_avg=zeros(),
                             grad_avg=zeros() if centered else None,
-                            momentum_buffer=zeros() if momentum > 0 else None)
+                            momentum_buffer=zeros() if scheduled or momentum > 0 else None)
 
     def update_fn(updates, state, params=None):
         del params
@@ -296,7 +334,15 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
         avg = jax.tree.map(lambda a: a + _scalar_like(eps, a), avg)
         direction = jax.tree.map(lambda g, a: g / a, updates, avg)
         buffers = None
-        if momentum > 0:
+        if scheduled:
+            # torch takes the momentum branch only at steps where momentum > 0
+            momentum_t = value_at(momentum, state.step)
+            active = momentum_t > 0
+            buffers = jax.tree.map(
+                lambda b, d: jnp.where(active, b * _scalar_like(momentum_t, b) + d, b),
+                state.momentum_buffer, direction)
+            direction = jax.tree.map(lambda b, d: jnp.where(active, b, d), buffers, direction)
+        elif momentum > 0:
             buffers = jax.tree.map(lambda b, d: b * _scalar_like(momentum, b) + d,
                                    state.momentum_buffer, direction)
             direction = buffers
@@ -317,7 +363,13 @@ def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float
     alpha = check_hyper("alpha", alpha)
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
-    momentum = check_hyper("momentum", momentum)
+    momentum = check_momentum(momentum)
+    check_momentum_follows(lr, "momentum", momentum, "rmsprop")
+    if callable(momentum) and not float(momentum(0)) > 0:
+        raise ValueError(
+            f"`momentum` is a schedule whose value at step 0 (={float(momentum(0))!r}) is not "
+            "> 0: torch creates RMSprop's momentum buffer only when the first step has "
+            "momentum, and fails at a later step that has; start the schedule above 0.")
     parts = [maximize_transform()] if maximize else []
     if weight_decay:
         parts.append(optax.add_decayed_weights(weight_decay))

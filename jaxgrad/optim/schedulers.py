@@ -16,6 +16,9 @@ calls of ``scheduler.step()``. Every jaxgrad optimizer accepts it as ``lr``::
 The schedules are the closed forms of torch's (mostly recursive) ``get_lr``; they
 agree to the float64 parity tier over whole trajectories. ``last_epoch`` is accepted
 only as -1: a pure schedule resumes from the step count itself.
+``OneCycleLR`` (``jaxgrad.optim.cycling``) also cycles the momentum, as torch's does by
+default: its schedule carries ``.momentum`` for the optimizer's ``momentum`` /
+``betas[0]``, and an optimizer given it as ``lr`` without that momentum raises.
 ``ReduceLROnPlateau`` depends on a metric, so it is a pure state machine instead
 (``jaxgrad.optim.plateau``), re-exported here.
 """
@@ -28,32 +31,18 @@ from typing import Callable, Sequence
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import check_hyper
+from jaxgrad.optim._args import check_hyper, check_int, check_last_epoch, float_count
+from jaxgrad.optim.cycling import (CyclingSchedule, OneCycleLR, cycled_momentum,  # noqa: F401
+                                   with_cycled_momentum)
 from jaxgrad.optim.plateau import PlateauState, ReduceLROnPlateau, injected_lr  # noqa: F401
-
-
-def _t(count):
-    return jnp.asarray(count).astype(jnp.result_type(float))
-
-
-def _check_last_epoch(last_epoch):
-    if last_epoch != -1:
-        raise ValueError(f"`last_epoch` (={last_epoch!r}) must be -1: a jaxgrad schedule is a "
-                         "pure function of the step count; resume by passing the count.")
-
-
-def _check_int(name, value, low=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"`{name}` (={value!r}) must be an int >= {low}.")
-    return value
 
 
 def StepLR(lr: float, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
     """``lr · gamma^(t // step_size)``."""
     lr = check_hyper("lr", lr)
-    _check_int("step_size", step_size)
+    check_int("step_size", step_size)
     gamma = check_hyper("gamma", gamma)
-    _check_last_epoch(last_epoch)
+    check_last_epoch(last_epoch)
     return lambda count: lr * gamma ** (jnp.asarray(count) // step_size).astype(
         jnp.result_type(float))
 
@@ -65,7 +54,7 @@ def MultiStepLR(lr: float, milestones: Sequence[int], gamma: float = 0.1, last_e
             isinstance(m, int) and not isinstance(m, bool) for m in milestones):
         raise TypeError(f"`milestones` (={milestones!r}) must be a list of ints.")
     gamma = check_hyper("gamma", gamma)
-    _check_last_epoch(last_epoch)
+    check_last_epoch(last_epoch)
     marks = jnp.asarray(sorted(milestones) or [2**31 - 1])
     empty = not milestones
 
@@ -79,27 +68,27 @@ def ExponentialLR(lr: float, gamma: float, last_epoch: int = -1):
     """``lr · gamma^t``."""
     lr = check_hyper("lr", lr)
     gamma = check_hyper("gamma", gamma)
-    _check_last_epoch(last_epoch)
-    return lambda count: lr * gamma ** _t(count)
+    check_last_epoch(last_epoch)
+    return lambda count: lr * gamma ** float_count(count)
 
 
 def CosineAnnealingLR(lr: float, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
     """``eta_min + (lr − eta_min)·(1 + cos(π·t / T_max)) / 2`` (periodic past ``T_max``)."""
     lr = check_hyper("lr", lr)
-    _check_int("T_max", T_max)
+    check_int("T_max", T_max)
     eta_min = check_hyper("eta_min", eta_min)
-    _check_last_epoch(last_epoch)
-    return lambda count: eta_min + (lr - eta_min) * (1 + jnp.cos(math.pi * _t(count) / T_max)) / 2
+    check_last_epoch(last_epoch)
+    return lambda count: eta_min + (lr - eta_min) * (1 + jnp.cos(math.pi * float_count(count) / T_max)) / 2
 
 
 def CosineAnnealingWarmRestarts(lr: float, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
                                 last_epoch: int = -1):
     """Cosine annealing restarted after ``T_0``, then ``T_0·T_mult``, ``T_0·T_mult²``… steps."""
     lr = check_hyper("lr", lr)
-    _check_int("T_0", T_0)
-    _check_int("T_mult", T_mult)
+    check_int("T_0", T_0)
+    check_int("T_mult", T_mult)
     eta_min = check_hyper("eta_min", eta_min)
-    _check_last_epoch(last_epoch)
+    check_last_epoch(last_epoch)
     # restart boundaries as Python ints, then the cycle of t by counting those passed
     starts, lengths, start, length = [], [], 0, T_0
     while start < 2**31 and len(starts) < 64:
@@ -115,7 +104,7 @@ def CosineAnnealingWarmRestarts(lr: float, T_0: int, T_mult: int = 1, eta_min: f
         else:
             cycle = jnp.sum(starts_arr <= count) - 1
             t_cur, t_i = count - starts_arr[cycle], lengths_arr[cycle]
-        ratio = _t(t_cur) / _t(t_i)
+        ratio = float_count(t_cur) / float_count(t_i)
         return eta_min + (lr - eta_min) * (1 + jnp.cos(math.pi * ratio)) / 2
     return schedule
 
@@ -128,10 +117,10 @@ def LinearLR(lr: float, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
         raise ValueError(f"`start_factor` (={start_factor!r}) must be > 0 and <= 1.")
     if not 0 <= end_factor <= 1:
         raise ValueError(f"`end_factor` (={end_factor!r}) must be >= 0 and <= 1.")
-    _check_int("total_iters", total_iters)
-    _check_last_epoch(last_epoch)
+    check_int("total_iters", total_iters)
+    check_last_epoch(last_epoch)
     return lambda count: lr * (start_factor + (end_factor - start_factor)
-                               * jnp.minimum(_t(count), total_iters) / total_iters)
+                               * jnp.minimum(float_count(count), total_iters) / total_iters)
 
 
 def ConstantLR(lr: float, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
@@ -139,8 +128,8 @@ def ConstantLR(lr: float, factor: float = 1.0 / 3, total_iters: int = 5, last_ep
     lr = check_hyper("lr", lr)
     if not 0 <= factor <= 1:
         raise ValueError(f"`factor` (={factor!r}) must be >= 0 and <= 1.")
-    _check_int("total_iters", total_iters, low=0)
-    _check_last_epoch(last_epoch)
+    check_int("total_iters", total_iters, low=0)
+    check_last_epoch(last_epoch)
     return lambda count: jnp.where(jnp.asarray(count) < total_iters, lr * factor, lr) * jnp.ones(
         (), jnp.result_type(float))
 
@@ -148,10 +137,10 @@ def ConstantLR(lr: float, factor: float = 1.0 / 3, total_iters: int = 5, last_ep
 def PolynomialLR(lr: float, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
     """``lr · (1 − min(t, total_iters) / total_iters)^power``."""
     lr = check_hyper("lr", lr)
-    _check_int("total_iters", total_iters)
+    check_int("total_iters", total_iters)
     power = check_hyper("power", power)
-    _check_last_epoch(last_epoch)
-    return lambda count: lr * (1 - jnp.minimum(_t(count), total_iters) / total_iters) ** power
+    check_last_epoch(last_epoch)
+    return lambda count: lr * (1 - jnp.minimum(float_count(count), total_iters) / total_iters) ** power
 
 
 def LambdaLR(lr: float, lr_lambda: Callable, last_epoch: int = -1):
@@ -159,68 +148,8 @@ def LambdaLR(lr: float, lr_lambda: Callable, last_epoch: int = -1):
     lr = check_hyper("lr", lr)
     if not callable(lr_lambda):
         raise TypeError(f"`lr_lambda` (={lr_lambda!r}) must be a function of the step count.")
-    _check_last_epoch(last_epoch)
+    check_last_epoch(last_epoch)
     return lambda count: lr * lr_lambda(jnp.asarray(count))
-
-
-def OneCycleLR(max_lr: float, total_steps: int | None = None, epochs: int | None = None,
-               steps_per_epoch: int | None = None, pct_start: float = 0.3,
-               anneal_strategy: str = "cos", cycle_momentum: bool = True,
-               base_momentum: float = 0.85, max_momentum: float = 0.95,
-               div_factor: float = 25.0, final_div_factor: float = 1e4,
-               three_phase: bool = False, last_epoch: int = -1):
-    """The 1cycle policy: ``max_lr/div_factor`` up to ``max_lr`` and down to
-    ``initial/final_div_factor`` (three phases with ``three_phase``).
-
-    torch also cycles the optimizer's momentum (SGD ``momentum``, Adam ``beta1``)
-    when ``cycle_momentum=True``, its default; a learning-rate schedule cannot, so
-    that default raises and ``cycle_momentum=False`` must be passed (in torch too, for
-    the two to agree). Past ``total_steps`` torch raises; the schedule returns NaN.
-    """
-    max_lr = check_hyper("max_lr", max_lr)
-    if cycle_momentum:
-        raise ValueError(
-            "`cycle_momentum=True` (torch's default) also cycles the optimizer's momentum, "
-            "which a learning-rate schedule cannot do; pass cycle_momentum=False here and "
-            "to torch's OneCycleLR.")
-    if total_steps is None:
-        if epochs is None or steps_per_epoch is None:
-            raise ValueError("`total_steps`, or both `epochs` and `steps_per_epoch`, must "
-                             "be given.")
-        total_steps = _check_int("epochs", epochs) * _check_int("steps_per_epoch",
-                                                                 steps_per_epoch)
-    _check_int("total_steps", total_steps)
-    if not 0 <= pct_start <= 1 or isinstance(pct_start, bool):
-        raise ValueError(f"`pct_start` (={pct_start!r}) must be a float in [0, 1].")
-    if anneal_strategy not in ("cos", "linear"):
-        raise ValueError(f"`anneal_strategy` (={anneal_strategy!r}) must be 'cos' or 'linear'.")
-    _check_last_epoch(last_epoch)
-    initial = max_lr / div_factor
-    minimum = initial / final_div_factor
-    if three_phase:
-        phases = [(float(pct_start * total_steps) - 1, initial, max_lr),
-                  (float(2 * pct_start * total_steps) - 2, max_lr, initial),
-                  (total_steps - 1, initial, minimum)]
-    else:
-        phases = [(float(pct_start * total_steps) - 1, initial, max_lr),
-                  (total_steps - 1, max_lr, minimum)]
-
-    def anneal(start, end, pct):
-        if anneal_strategy == "cos":
-            return end + (start - end) / 2.0 * (jnp.cos(math.pi * pct) + 1)
-        return (end - start) * pct + start
-
-    def schedule(count):
-        t = _t(count)
-        lr = jnp.asarray(jnp.nan, t.dtype)
-        # torch walks the phases in order and takes the first whose end is not passed
-        for index, (end_step, start, end) in reversed(list(enumerate(phases))):
-            begin = 0.0 if index == 0 else phases[index - 1][0]
-            value = anneal(start, end, (t - begin) / (end_step - begin))
-            inside = (t <= end_step) | (index == len(phases) - 1)
-            lr = jnp.where(inside, value, lr)
-        return jnp.where(t > total_steps, jnp.nan, lr)
-    return schedule
 
 
 def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int], last_epoch: int = -1):
@@ -234,7 +163,13 @@ def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int], last
             f"({len(schedulers)}), as torch requires.")
     if list(milestones) != sorted(milestones):
         raise ValueError(f"`milestones` (={milestones!r}) must be increasing.")
-    _check_last_epoch(last_epoch)
+    cycling = [i for i, s in enumerate(schedulers) if cycled_momentum(s) is not None]
+    if cycling:
+        raise ValueError(
+            f"`schedulers[{cycling[0]}]` cycles momentum (cycle_momentum=True), which "
+            "SequentialLR cannot hand on to the optimizer; build it with "
+            "cycle_momentum=False (in torch too).")
+    check_last_epoch(last_epoch)
     return optax.join_schedules(list(schedulers), list(milestones))
 
 
@@ -251,7 +186,9 @@ def for_run(name: str, lr: float, total_steps: int, **kwargs):
 
     Fills what the run implies, as ``torchref.schedulers.scheduler_kwargs`` does for
     torch: the schedule length (``T_max``, ``total_steps``, ``total_iters``) and
-    OneCycleLR's ``max_lr`` (= ``lr``, with ``cycle_momentum=False``).
+    OneCycleLR's ``max_lr`` (= ``lr``). OneCycleLR keeps torch's
+    ``cycle_momentum=True``: give the optimizer its momentum with
+    ``with_cycled_momentum(factory, {"lr": schedule, ...})``.
     """
     names = [n for n in SCHEDULERS if n not in ("LambdaLR", "SequentialLR")]
     if name not in names:
@@ -260,6 +197,5 @@ def for_run(name: str, lr: float, total_steps: int, **kwargs):
         kwargs.setdefault(_LENGTH_ARGUMENT[name], total_steps)
     if name == "OneCycleLR":
         kwargs.setdefault("max_lr", lr)
-        kwargs.setdefault("cycle_momentum", False)
         return OneCycleLR(**kwargs)
     return SCHEDULERS[name](lr=lr, **kwargs)

@@ -24,6 +24,7 @@ from jaxgrad.parity import compare
 from parity_checks import _conformance_losses as closses
 from parity_checks import _conformance_optim as coptim
 from parity_checks.harness import Check, jax_precision
+from parity_checks.optimizers import trajectories as optimizer_trajectories
 
 
 def _tensor(rng, shape, low=None, high=None):
@@ -132,6 +133,28 @@ def scheduler_parity():
     return compare(reference, candidate)
 
 
+# OneCycleLR with torch's default cycle_momentum=True: the MLP trained 30 steps, params
+# and optimizer state compared after every step (jaxgrad gets `sched.momentum`)
+ONE_CYCLE_ROWS = [
+    ("sgd(nesterov),cos", "sgd", dict(lr=0.1, momentum=0.9, nesterov=True), dict(max_lr=0.05)),
+    ("adam(wd),3-phase", "adam", dict(lr=0.1, weight_decay=0.01),
+     dict(max_lr=0.01, three_phase=True)),
+    ("adamw,linear", "adamw", dict(lr=0.1), dict(max_lr=0.01, anneal_strategy="linear")),
+]
+
+
+def one_cycle_parity(name, hyper, kwargs, steps=30):
+    kwargs = dict(kwargs, total_steps=steps)
+    factory = joptim.OPTIMIZERS[name]
+    with jax_precision("float64"):
+        sched = schedulers.OneCycleLR(**kwargs)
+        optimizer = factory(**schedulers.with_cycled_momentum(factory, dict(hyper, lr=sched)))
+        reference, candidate = optimizer_trajectories(
+            name, hyper, "float64", steps, jit=False, jax_optimizer=optimizer,
+            torch_scheduler=lambda opt: tsched.OneCycleLR(opt, **kwargs))
+    return compare(reference, candidate)
+
+
 CHECKS = (
     [Check(name=f"loss {name}", dtype="float64", area="losses",
            run=functools.partial(loss_parity, name)) for name in LOSS_ROWS]
@@ -140,4 +163,7 @@ CHECKS = (
        for label, (name, kwargs) in zip(OPTIMIZER_LABELS, OPTIMIZER_ROWS)]
     + [Check(name="schedulers: 9 classes x40 get_last_lr", dtype="float64", area="optim",
              run=scheduler_parity)]
+    + [Check(name=f"schedulers: OneCycleLR momentum {label} x30", dtype="float64",
+             area="optim", run=functools.partial(one_cycle_parity, name, hyper, kwargs))
+       for label, name, hyper, kwargs in ONE_CYCLE_ROWS]
 )

@@ -23,6 +23,7 @@ from jaxgrad import optim as joptim
 from jaxgrad.parity import ParityReport, compare
 from parity_checks.harness import TORCH_DTYPES, Check, jax_precision
 from torchref import optim as toptim
+from torchref.schedulers import SteppedOptimizer
 
 SIZES = [6, 8, 3]
 STEPS = {"float64": 100, "float32": 10}
@@ -67,12 +68,14 @@ def short_label(name: str, hyper: dict) -> str:
 
 def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *,
                  jit: bool = True, jax_optimizer=None, seed: int = 0,
-                 max_norm: float | None = None) -> tuple[dict, dict]:
+                 max_norm: float | None = None,
+                 torch_scheduler=None) -> tuple[dict, dict]:
     """``(torch trajectory, jax trajectory)`` of one optimizer on the small MLP.
 
-    ``jax_optimizer`` replaces jaxgrad's optimizer (to show another one differs).
-    ``max_norm`` clips gradients before each step (torch's ``clip_grad_norm_``,
-    jaxgrad's ``clip_grad_norm_transform``).
+    ``jax_optimizer`` replaces jaxgrad's optimizer (to show another one differs, or to
+    give it a schedule). ``max_norm`` clips gradients before each step (torch's
+    ``clip_grad_norm_``, jaxgrad's ``clip_grad_norm_transform``). ``torch_scheduler``
+    (``optimizer -> scheduler``) is stepped after every torch optimizer step.
     """
     steps = STEPS[dtype] if steps is None else steps
     torch.manual_seed(seed)
@@ -90,8 +93,11 @@ def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *
             optimizer, lambda p: jlosses.mse_loss(model.apply(p, xj), yj), params, steps,
             jit=jit)
         candidate = np_tree(candidate)
+    torch_optimizer = toptim.make_optimizer(name, module.parameters(), **hyper)
+    if torch_scheduler is not None:
+        torch_optimizer = SteppedOptimizer(torch_optimizer, torch_scheduler(torch_optimizer))
     reference = toptim.optimizer_trajectory(
-        module, toptim.make_optimizer(name, module.parameters(), **hyper),
+        module, torch_optimizer,
         torch.from_numpy(x), torch.from_numpy(y), torch.nn.functional.mse_loss, steps,
         max_norm=max_norm)
     return reference, candidate
