@@ -698,14 +698,30 @@ NOTES = {
     "Linear": "weight (out, in) -> nnx.Linear kernel (in, out), transposed",
     "Conv1d": "weight OIL -> kernel LIO; explicit symmetric padding pairs, never 'SAME'",
     "Conv2d": "weight OIHW -> kernel HWIO; explicit symmetric padding pairs, never 'SAME'",
+    # padding_mode other than zeros: flax's 'CIRCULAR'/'REFLECT' or TorchPaddedConv
     "BatchNorm1d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
     "BatchNorm2d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
     "GroupNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
     "LayerNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
     "RMSNorm": "epsilon: torch's (None = machine eps of the dtype; flax 1e-6)",
-    "MultiheadAttention": "TorchLayer: packed in_proj, torch's mask polarity and -inf fill",
-    "LSTM": "TorchLayer: two biases, gates i,f,g,o, state (h, c)",
-    "GRU": "TorchLayer: r * (W_hn h + b_hn), which nnx.GRUCell cannot express",
+    "MultiheadAttention": "nnx.MultiHeadAttention: in_proj (3E, E) split into (E, heads, "
+                          "head_dim) kernels; bool masks True = masked -> attend; torch's "
+                          "fully masked rows",
+    "LSTM": "nnx.RNN(nnx.LSTMCell): rows i,f,g,o per gate, bias_ih + bias_hh summed, "
+            "state (h, c) <-> carry (c, h)",
+    "GRU": "nnx.RNN(TorchGRUCell): nnx.GRUCell plus b_hn (r * (W_hn h + b_hn))",
+    "RNN": "nnx.RNN(nnx.SimpleCell): bias_ih + bias_hh summed",
+    "TransformerEncoderLayer": "stock nnx.MultiHeadAttention, nnx.Linear, nnx.LayerNorm "
+                               "(eps 1e-5), torch's norm order",
+    "TransformerEncoder": "one TorchTransformerEncoderLayer per layer, stock layers inside",
+    "ConvTranspose1d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, k) -> "
+                       "(k, out, in), pads d(k-1)-p (+ output_padding)",
+    "ConvTranspose2d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, kH, kW) -> "
+                       "(kH, kW, out, in), pads d(k-1)-p (+ output_padding)",
+    "InstanceNorm1d": "nnx.GroupNorm (one channel per group); TorchInstanceNorm with "
+                      "running stats",
+    "InstanceNorm2d": "nnx.GroupNorm (one channel per group); TorchInstanceNorm with "
+                      "running stats",
     "Embedding": "weight -> embedding; padding_idx row frozen (TorchEmbed)",
     "Dropout": "rate = p (drop probability, as torch)",
     "Flatten": "channels moved first before flattening: torch's C,H,W feature order",
