@@ -332,14 +332,15 @@ def test_every_convention_is_mapped_and_matters(x64):
 
 
 def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
-    """ConvTranspose2d, padding and Upsample have no stock flax twin with torch's
-    meaning: they run as TorchLayer (the jaxgrad layer, params as nnx.Param)."""
+    """Padding and Upsample have no stock flax twin with torch's meaning: they run as
+    TorchLayer (the jaxgrad layer, params as nnx.Param), between stock layers."""
     module = torch.nn.Sequential(
         torch.nn.ConvTranspose2d(2, 3, 3, stride=2), torch.nn.ReflectionPad2d(1),
         torch.nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Conv2d(3, 2, 3)).double()
     nnx_module = to_nnx(module, layout="NCHW")
     kinds = [type(item).__name__ for item in nnx_module.layers]
-    assert kinds == ["TorchLayer", "TorchLayer", "TorchLayer", "ChannelsLast", "Conv", "ChannelsFirst"]
+    assert kinds == ["ChannelsLast", "ConvTranspose", "ChannelsFirst", "TorchLayer", "TorchLayer",
+                     "ChannelsLast", "Conv", "ChannelsFirst"]
     x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
     cotangent = torch.randn(2, 2, 20, 20, dtype=torch.float64)
     module.zero_grad()

@@ -32,30 +32,19 @@ import numpy as np
 from flax import nnx
 
 from jaxgrad import nn
+from jaxgrad.flax import conv
 from jaxgrad.flax import modules as m
+from jaxgrad.flax import sequence
+from jaxgrad.flax._util import as_numpy as _np
+from jaxgrad.flax._util import as_param as _param
+from jaxgrad.flax._util import as_tuple as _tuple
+from jaxgrad.flax._util import dtype_of as _dtype_of
+from jaxgrad.flax._util import rngs as _rngs
+from jaxgrad.flax._util import set_value as _set
+from jaxgrad.flax._util import value_of as _value
 
 LAYOUTS = ("NHWC", "NCHW")
 _ADAPTERS = (m.ChannelsLast, m.ChannelsFirst)
-
-
-def _tuple(value, n: int) -> tuple:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
-
-
-def _np(value) -> np.ndarray:
-    return np.asarray(value)
-
-
-def _param(array, dtype=None):
-    return jnp.array(array, dtype=dtype, copy=True)
-
-
-def _set(variable, array) -> None:
-    variable.set_value(_param(array, variable.get_value().dtype))
-
-
-def _rngs():
-    return nnx.Rngs(0)
 
 
 # --------------------------------------------------------------------- to nnx
@@ -63,36 +52,6 @@ def _linear(layer, params, buffers, dtype):
     module = nnx.Linear(layer.in_features, layer.out_features, use_bias=layer.bias,
                         param_dtype=dtype, rngs=_rngs())
     _set(module.kernel, _np(params["weight"]).T)  # torch (out, in) -> flax kernel (in, out)
-    if layer.bias:
-        _set(module.bias, params["bias"])
-    return module
-
-
-def _conv(layer, params, buffers, dtype):
-    spatial = params["weight"].ndim - 2
-    if getattr(layer, "padding_mode", "zeros") != "zeros":
-        raise ValueError(
-            f"to_nnx: {type(layer).__name__} with padding_mode={layer.padding_mode!r} is not "
-            "supported yet (nnx.Conv pads with zeros only)."
-        )
-    kernel_size = _tuple(layer.kernel_size, spatial)
-    dilation = _tuple(layer.dilation, spatial)
-    padding = layer.padding
-    if padding == "valid":
-        pads = [(0, 0)] * spatial
-    elif padding == "same":  # torch: total d(k-1), the odd one on the right
-        pads = []
-        for k, d in zip(kernel_size, dilation):
-            total = d * (k - 1)
-            pads.append((total // 2, total - total // 2))
-    else:
-        pads = [(p, p) for p in _tuple(padding, spatial)]
-    module = nnx.Conv(layer.in_channels, layer.out_channels, kernel_size,
-                      strides=_tuple(layer.stride, spatial), padding=pads,
-                      kernel_dilation=dilation, feature_group_count=layer.groups,
-                      use_bias=layer.bias, param_dtype=dtype, rngs=_rngs())
-    # torch OIHW -> flax HWIO
-    _set(module.kernel, np.moveaxis(_np(params["weight"]), (0, 1), (-1, -2)))
     if layer.bias:
         _set(module.bias, params["bias"])
     return module
@@ -175,17 +134,31 @@ def _dropout(layer, params, buffers, dtype):
 
 
 def _instance_norm(layer, params, buffers, dtype):
+    spatial = 2 if type(layer).__name__.endswith("2d") else 1
     if layer.track_running_stats:
-        raise ValueError(f"to_nnx: {type(layer).__name__} with track_running_stats=True has no "
-                         "nnx form yet.")
-    # instance norm is group norm with one channel per group
-    module = nnx.GroupNorm(layer.num_features, num_groups=layer.num_features, epsilon=layer.eps,
-                           use_bias=layer.affine, use_scale=layer.affine,
-                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+        module = m.TorchInstanceNorm(layer.num_features, spatial, momentum=layer.momentum,
+                                     epsilon=layer.eps, affine=layer.affine, param_dtype=dtype)
+        _set(module.mean, buffers["running_mean"])
+        _set(module.var, buffers["running_var"])
+        _set(module.num_batches_tracked, buffers["num_batches_tracked"])
+    else:  # instance norm is group norm with one channel per group
+        module = nnx.GroupNorm(layer.num_features, num_groups=layer.num_features,
+                               epsilon=layer.eps, use_bias=layer.affine, use_scale=layer.affine,
+                               use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
     if layer.affine:
         _set(module.scale, params["weight"])
         _set(module.bias, params["bias"])
     return module
+
+
+def _from_torch_instance_norm(module, context):
+    cls = getattr(nn, f"InstanceNorm{module.spatial}d")
+    layer = cls(module.num_features, eps=module.epsilon, momentum=module.momentum,
+                affine=module.affine, track_running_stats=True, dtype=_dtype_of(module))
+    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if module.affine else {}
+    buffers = {"running_mean": _value(module.mean), "running_var": _value(module.var),
+               "num_batches_tracked": _value(module.num_batches_tracked)}
+    return layer, params, buffers
 
 
 def _softplus(layer, params, buffers, dtype):
@@ -264,8 +237,7 @@ def _identity_fn(x):
 # name -> (builder, layout need)
 _TO_NNX: dict[str, tuple[Callable, str]] = {
     "Linear": (_linear, "torch"),
-    "Conv1d": (_conv, "cl"),
-    "Conv2d": (_conv, "cl"),
+    **{name: (builder, "cl") for name, builder in conv.TO_NNX.items()},
     "BatchNorm1d": (_batch_norm, "cl"),
     "BatchNorm2d": (_batch_norm, "cl"),
     "GroupNorm": (_group_norm, "cl"),
@@ -301,6 +273,7 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
     "GELU": (_gelu, "any"),
     "LeakyReLU": (_leaky_relu, "any"),
     "Identity": (_identity, "any"),
+    **{name: (builder, "torch") for name, builder in sequence.TO_NNX.items()},
 }
 SUPPORTED = tuple(sorted([*_TO_NNX, "Sequential"]))
 
@@ -373,7 +346,10 @@ class _Builder:
         elif need == "torch" and state == "cl":
             items.append(m.ChannelsFirst())
             state = "torch"
-        items.append(builder(layer, params, buffers, self.dtype))
+        try:
+            items.append(builder(layer, params, buffers, self.dtype))
+        except ValueError as exc:  # the builders name the layer; the path is known here
+            raise ValueError(f"{exc} (layer {path or 'at the top level'!r})") from None
         return items, state
 
 
@@ -439,19 +415,6 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Mo
 
 
 # ------------------------------------------------------------------- from nnx
-def _value(variable) -> np.ndarray:
-    return np.array(variable.get_value(), copy=True)
-
-
-def _dtype_of(module) -> Any:
-    for _, node in nnx.iter_graph(module):
-        if isinstance(node, nnx.Variable) and hasattr(node.get_value(), "dtype"):
-            value = node.get_value()
-            if jnp.issubdtype(value.dtype, jnp.floating):
-                return np.dtype(value.dtype)
-    return np.dtype("float32")
-
-
 def _from_linear(module, context):
     kernel = _value(module.kernel)
     layer = nn.Linear(module.in_features, module.out_features, bias=module.use_bias,
@@ -459,44 +422,6 @@ def _from_linear(module, context):
     params = {"weight": kernel.T}
     if module.use_bias:
         params["bias"] = _value(module.bias)
-    return layer, params, {}
-
-
-def _symmetric(pads, what: str, path: str) -> tuple:
-    if isinstance(pads, str):
-        if pads.upper() == "VALID":
-            return None
-        raise ValueError(
-            f"from_nnx: {what} at {path!r} uses padding={pads!r}; flax's 'SAME' depends on the "
-            "input size and pads asymmetrically at stride > 1 (e.g. (2, 3) where torch pads "
-            "(3, 3)); torch has no such layer. Give explicit (low, high) pairs."
-        )
-    pairs = [tuple(p) if isinstance(p, (tuple, list)) else (p, p) for p in pads]
-    if any(lo != hi for lo, hi in pairs):
-        raise ValueError(
-            f"from_nnx: {what} at {path!r} pads asymmetrically {pairs}; torch pads each side "
-            "equally (insert a ZeroPad2d in torch for the extra side)."
-        )
-    return tuple(lo for lo, _ in pairs)
-
-
-def _from_conv(module, context):
-    kernel = _value(module.kernel)  # HWIO
-    spatial = kernel.ndim - 2
-    if spatial not in (1, 2):
-        raise ValueError(f"from_nnx: nnx.Conv with {spatial} spatial dims at {context.path!r}; "
-                         "jaxgrad has Conv1d and Conv2d.")
-    pads = _symmetric(module.padding, "nnx.Conv", context.path) or (0,) * spatial
-    cls = getattr(nn, f"Conv{spatial}d")
-    groups = module.feature_group_count
-    layer = cls(module.in_features, module.out_features, _tuple(module.kernel_size, spatial),
-                stride=_tuple(module.strides or 1, spatial), padding=pads,
-                dilation=_tuple(module.kernel_dilation or 1, spatial), groups=groups,
-                bias=module.use_bias, dtype=kernel.dtype)
-    params = {"weight": np.moveaxis(kernel, (-1, -2), (0, 1))}
-    if module.use_bias:
-        params["bias"] = _value(module.bias)
-    context.spatial = spatial
     return layer, params, {}
 
 
@@ -570,7 +495,7 @@ def _from_pool_partial(fn, context):
     window = tuple(keywords["window_shape"])
     spatial = len(window)
     strides = tuple(keywords.get("strides") or window)
-    pads = _symmetric(keywords.get("padding", "VALID"), fn.func.__name__, context.path) or (0,) * spatial
+    pads = conv.symmetric(keywords.get("padding", "VALID"), fn.func.__name__, context.path) or (0,) * spatial
     if fn.func is nnx.max_pool:
         layer = getattr(nn, f"MaxPool{spatial}d")(window, stride=strides, padding=pads)
     else:
@@ -582,8 +507,9 @@ def _from_pool_partial(fn, context):
 
 _FROM_NNX: dict[type, Callable] = {
     nnx.Linear: _from_linear,
-    nnx.Conv: _from_conv,
+    **conv.FROM_NNX,
     m.TorchBatchNorm: _from_torch_batch_norm,
+    m.TorchInstanceNorm: _from_torch_instance_norm,
     nnx.BatchNorm: _from_nnx_batch_norm,
     nnx.GroupNorm: _from_group_norm,
     nnx.LayerNorm: _from_layer_norm,
@@ -595,6 +521,7 @@ _FROM_NNX: dict[type, Callable] = {
             p=module.rate), {}, {}),
     m.TorchFlatten: lambda module, context: (nn.Flatten(module.start_dim, module.end_dim), {}, {}),
     m.TorchPool: lambda module, context: (module.layer, {}, {}),
+    **sequence.FROM_NNX,
     m.TorchLayer: lambda module, context: (
         module.layer, {k: _value(v) for k, v in module.params.items()},
         {k: _value(v) for k, v in module.buffers.items()}),
@@ -613,9 +540,10 @@ _FUNCTIONS: dict[Any, Callable[[], Any]] = {
 
 
 class _Context:
-    def __init__(self):
+    def __init__(self, gradients: bool = False):
         self.path = ""
         self.spatial = 0  # spatial dims of the last convolution seen (BatchNorm1d vs 2d)
+        self.gradients = gradients  # reading nnx.grad's output, not parameters
 
 
 def _read_graph(module, context):
@@ -725,9 +653,13 @@ def from_nnx(module):
       ValueError: a module with no torch twin (its class and position), or layers
         whose shapes do not chain — every problem listed at once.
     """
+    return _from_nnx(module)
+
+
+def _from_nnx(module, gradients: bool = False):
     if not isinstance(module, nnx.Module) and not callable(module):
         raise TypeError(f"from_nnx: expected an nnx.Module, got {type(module).__name__}.")
-    context = _Context()
+    context = _Context(gradients)
     read = _read(module, context)
     if read is None:
         raise ValueError("from_nnx: the module is only a layout adapter.")
@@ -758,7 +690,7 @@ def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
     holds after ``backward()`` on the twin."""
     copy = nnx.clone(module)  # split/merge would share the variables: the module keeps its params
     nnx.update(copy, grads)
-    return from_nnx(copy)[1]
+    return _from_nnx(copy, gradients=True)[1]
 
 
 # What to_nnx maps for each layer: shown by scripts/port.py and docs/flax.md.
@@ -766,14 +698,30 @@ NOTES = {
     "Linear": "weight (out, in) -> nnx.Linear kernel (in, out), transposed",
     "Conv1d": "weight OIL -> kernel LIO; explicit symmetric padding pairs, never 'SAME'",
     "Conv2d": "weight OIHW -> kernel HWIO; explicit symmetric padding pairs, never 'SAME'",
+    # padding_mode other than zeros: flax's 'CIRCULAR'/'REFLECT' or TorchPaddedConv
     "BatchNorm1d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
     "BatchNorm2d": "TorchBatchNorm: momentum as torch's (new-batch weight), unbiased running var",
     "GroupNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
     "LayerNorm": "epsilon 1e-5 (flax 1e-6), two-pass variance",
     "RMSNorm": "epsilon: torch's (None = machine eps of the dtype; flax 1e-6)",
-    "MultiheadAttention": "TorchLayer: packed in_proj, torch's mask polarity and -inf fill",
-    "LSTM": "TorchLayer: two biases, gates i,f,g,o, state (h, c)",
-    "GRU": "TorchLayer: r * (W_hn h + b_hn), which nnx.GRUCell cannot express",
+    "MultiheadAttention": "nnx.MultiHeadAttention: in_proj (3E, E) split into (E, heads, "
+                          "head_dim) kernels; bool masks True = masked -> attend; torch's "
+                          "fully masked rows",
+    "LSTM": "nnx.RNN(nnx.LSTMCell): rows i,f,g,o per gate, bias_ih + bias_hh summed, "
+            "state (h, c) <-> carry (c, h)",
+    "GRU": "nnx.RNN(TorchGRUCell): nnx.GRUCell plus b_hn (r * (W_hn h + b_hn))",
+    "RNN": "nnx.RNN(nnx.SimpleCell): bias_ih + bias_hh summed",
+    "TransformerEncoderLayer": "stock nnx.MultiHeadAttention, nnx.Linear, nnx.LayerNorm "
+                               "(eps 1e-5), torch's norm order",
+    "TransformerEncoder": "one TorchTransformerEncoderLayer per layer, stock layers inside",
+    "ConvTranspose1d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, k) -> "
+                       "(k, out, in), pads d(k-1)-p (+ output_padding)",
+    "ConvTranspose2d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, kH, kW) -> "
+                       "(kH, kW, out, in), pads d(k-1)-p (+ output_padding)",
+    "InstanceNorm1d": "nnx.GroupNorm (one channel per group); TorchInstanceNorm with "
+                      "running stats",
+    "InstanceNorm2d": "nnx.GroupNorm (one channel per group); TorchInstanceNorm with "
+                      "running stats",
     "Embedding": "weight -> embedding; padding_idx row frozen (TorchEmbed)",
     "Dropout": "rate = p (drop probability, as torch)",
     "Flatten": "channels moved first before flattening: torch's C,H,W feature order",

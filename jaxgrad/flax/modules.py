@@ -13,8 +13,13 @@ module                 why stock flax is not enough
 ``ChannelsFirst`` /    layout adapters: NCHW ↔ NHWC at the model's edges and before an
 ``ChannelsLast``       operation that reads torch's channel-first order (``Flatten``)
 ``TorchFlatten``       ``torch.flatten(x, start_dim, end_dim)``; flax has no flatten layer
-``TorchPad``           torch's ``padding_mode`` reflect / replicate / circular before a
-                       conv (``nnx.Conv`` pads with zeros only)
+``TorchPaddedConv``    torch's ``padding_mode`` ``'replicate'`` (and reflect / circular
+                       with pads other than flax's ``'REFLECT'``/``'CIRCULAR'``, which
+                       pad ``((k−1)//2, k//2)``): ``TorchPad`` then a VALID ``nnx.Conv``
+``TorchInstanceNorm``  ``InstanceNorm`` with ``track_running_stats=True``: per-instance
+                       statistics in training, running ones (torch's momentum, the batch
+                       average of the unbiased instance variances) in eval; stock
+                       ``nnx.GroupNorm`` keeps no statistics
 ``TorchPool``          pooling with ``ceil_mode``, ``divisor_override``, dilation or
                        adaptive windows that do not divide the input (``nnx.max_pool`` /
                        ``nnx.avg_pool`` have none of these)
@@ -122,6 +127,66 @@ class TorchPad(nnx.Module):
     def __call__(self, x):
         widths = [(0, 0)] + list(self.pads) + [(0, 0)]
         return jnp.pad(x, widths, mode=self._MODES[self.mode])
+
+
+class TorchPaddedConv(nnx.Module):
+    """torch's ``Conv{1,2}d`` with a ``padding_mode`` flax cannot express: ``pad``
+    (``TorchPad``, the mode and torch's pads) then ``conv``, a VALID ``nnx.Conv``."""
+
+    def __init__(self, pad: TorchPad, conv: nnx.Conv):
+        self.pad, self.conv = pad, conv
+
+    def __call__(self, x):
+        return self.conv(self.pad(x))
+
+
+class TorchInstanceNorm(nnx.Module):
+    """torch's ``InstanceNorm{1,2}d(track_running_stats=True)`` on channels-last input.
+
+    Params ``scale``, ``bias`` `(C,)` when ``affine``; statistics ``mean``, ``var``
+    `(C,)` and ``num_batches_tracked`` `()` (torch keeps the counter and never
+    advances it). Training normalises each `(n, c)` slice by its own biased
+    variance and moves the running statistics by ``momentum`` (``None``: not at
+    all, as torch passes 0) towards the batch mean of the instance means and of the
+    unbiased instance variances; ``use_running_average=True`` (``eval()``)
+    normalises with the running statistics.
+    """
+
+    def __init__(self, num_features: int, spatial: int, *, momentum: float | None = 0.1,
+                 epsilon: float = 1e-5, affine: bool = False, use_running_average: bool = False,
+                 param_dtype: Any = jnp.float32):
+        self.num_features, self.spatial, self.momentum = num_features, spatial, momentum
+        self.epsilon, self.affine = epsilon, affine
+        self.use_running_average = use_running_average
+        if affine:
+            self.scale = nnx.Param(jnp.ones((num_features,), param_dtype))
+            self.bias = nnx.Param(jnp.zeros((num_features,), param_dtype))
+        self.mean = nnx.BatchStat(jnp.zeros((num_features,), param_dtype))
+        self.var = nnx.BatchStat(jnp.ones((num_features,), param_dtype))
+        self.num_batches_tracked = nnx.BatchStat(jnp.zeros((), jnp.int32))
+
+    def __call__(self, x, use_running_average: bool | None = None):
+        use_running = self.use_running_average if use_running_average is None else use_running_average
+        if use_running:
+            mean, var = self.mean[...], self.var[...]
+        else:
+            axes = tuple(range(x.ndim - 1 - self.spatial, x.ndim - 1))
+            mean = jnp.mean(x, axes, keepdims=True)
+            var = jnp.mean(jnp.square(x - mean), axes, keepdims=True)  # two-pass, biased
+            count = 1
+            for axis in axes:
+                count *= x.shape[axis]
+            momentum = 0.0 if self.momentum is None else self.momentum
+            batch_axes = tuple(range(x.ndim - 1))
+            stop = jax.lax.stop_gradient
+            batch_mean = jnp.mean(stop(mean), batch_axes)
+            batch_var = jnp.mean(stop(var), batch_axes) * (count / max(count - 1, 1))
+            self.mean[...] = (1 - momentum) * self.mean[...] + momentum * batch_mean
+            self.var[...] = (1 - momentum) * self.var[...] + momentum * batch_var
+        y = (x - mean) * jax.lax.rsqrt(var + self.epsilon)
+        if self.affine:
+            y = y * self.scale[...] + self.bias[...]
+        return y
 
 
 class TorchPool(nnx.Module):

@@ -189,6 +189,77 @@ def _default_init(rng):
                                                     "unit": "std ratio"}
 
 
+def _attention(rng, which: str):
+    """One nnx.MultiHeadAttention from to_nnx, then the same with one convention undone."""
+    mha = torch.nn.MultiheadAttention(4, 2, batch_first=True, dtype=F64)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+    x = rng.standard_normal((2, 5, 4))
+    padding = np.array([[False] * 4 + [True], [False, True, True, False, False]])
+    if which == "fill":
+        padding[0] = True  # a fully masked row
+    ref = mha(*(_t(x),) * 3, key_padding_mask=_t(padding), need_weights=False)[0].detach().numpy()
+    twin = to_nnx(mha)
+    mapped = twin(*(jnp.asarray(x),) * 3, key_padding_mask=jnp.asarray(padding), need_weights=False)[0]
+    attention = twin.attention
+    attend = jnp.asarray(~padding)[:, None, None, :]
+    if which == "mask":  # torch's True = masked handed to flax as is
+        unmapped = attention(jnp.asarray(x), mask=jnp.asarray(padding)[:, None, None, :])
+        texts = "nn.MHA: True = masked", "mask: True = attend"
+    elif which == "packed":  # in_proj_weight's (3E, E) rows reshaped without the transpose
+        w = mha.in_proj_weight.detach().numpy()
+        for name, rows in zip(("query", "key", "value"), np.split(w, 3)):
+            _set(getattr(attention, name).kernel, rows.reshape(4, 2, 2))
+        unmapped = attention(jnp.asarray(x), mask=attend)
+        texts = "in_proj_weight (3E, E), q/k/v rows", "kernels (in, heads, head_dim)"
+    else:  # flax's own fill: uniform weights on the fully masked row
+        attention.attention_fn = nnx.dot_product_attention
+        unmapped = attention(jnp.asarray(x), mask=attend)
+        texts = "-inf fill: masked row -> 0", "finfo.min: masked row -> mean"
+    return texts[0], texts[1], {True: _err(mapped, ref), False: _err(unmapped, ref)}
+
+
+def _recurrent(rng, which: str):
+    """A torch LSTM/GRU's to_nnx twin, then the same with one convention undone."""
+    cls = torch.nn.GRU if which == "b_hn" else torch.nn.LSTM
+    layer = cls(3, 4, batch_first=True, dtype=F64)
+    x = rng.standard_normal((2, 6, 3))
+    h0, c0 = rng.standard_normal((1, 2, 4)), rng.standard_normal((1, 2, 4))
+    if which == "b_hn":
+        ref = layer(_t(x))[0].detach().numpy()
+        mapped = to_nnx(layer)(jnp.asarray(x))[0]
+        stock = nnx.GRUCell(3, 4, param_dtype=jnp.float64, rngs=_rngs())
+        p = {k: v.detach().numpy() for k, v in layer.named_parameters()}
+        b = p["bias_ih_l0"] + np.concatenate([p["bias_hh_l0"][:8], np.zeros(4)])  # b_hn dropped
+        _set(stock.dense_i.kernel, p["weight_ih_l0"].T)
+        _set(stock.dense_i.bias, b)
+        _set(stock.dense_h.kernel, p["weight_hh_l0"].T)
+        unmapped = nnx.RNN(stock, rngs=False)(jnp.asarray(x), initial_carry=jnp.zeros((2, 4)))
+        return "r ⊙ (W_hn h + b_hn)", "nnx.GRUCell: r ⊙ (W_hn h)", {
+            True: _err(mapped, ref), False: _err(unmapped, ref)}
+    ref = layer(_t(x), (_t(h0), _t(c0)))[0].detach().numpy()
+    twin = to_nnx(layer)
+    mapped = twin(jnp.asarray(x), (jnp.asarray(h0), jnp.asarray(c0)))[0]
+    rnn = twin.layers[0]
+    cell = rnn.cell
+    if which == "gates":  # torch's f and g rows swapped (as if the order were i, g, f, o)
+        cell.if_, cell.ig, cell.hf, cell.hg = cell.ig, cell.if_, cell.hg, cell.hf
+        carry = (jnp.asarray(c0[0]), jnp.asarray(h0[0]))
+        texts = "gate rows i, f, g, o", "rows taken as i, g, f, o"
+    elif which == "biases":  # only bias_hh kept, as if flax's one bias were torch's second
+        p = layer.bias_hh_l0.detach().numpy()
+        for (_, h_name), rows in zip((("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho")),
+                                     np.split(p, 4)):
+            _set(getattr(cell, h_name).bias, rows)
+        carry = (jnp.asarray(c0[0]), jnp.asarray(h0[0]))
+        texts = "bias_ih + bias_hh", "one bias (bias_hh only)"
+    else:  # torch's (h, c) handed to flax's (c, h) carry unswapped
+        carry = (jnp.asarray(h0[0]), jnp.asarray(c0[0]))
+        texts = "state (h, c)", "carry (c, h)"
+    unmapped = rnn(jnp.asarray(x), initial_carry=carry)
+    return texts[0], texts[1], {True: _err(mapped, ref), False: _err(unmapped, ref)}
+
+
 CONVENTIONS = [
     ("Linear weight layout", _linear_layout),
     ("GELU", _gelu),
@@ -201,6 +272,13 @@ CONVENTIONS = [
     ("AdaptiveAvgPool2d 8 -> 3", _adaptive_pool),
     ("AvgPool2d count_include_pad", _count_include_pad),
     ("Embedding padding_idx grad", _padding_idx),
+    ("attention mask polarity", functools.partial(_attention, which="mask")),
+    ("attention packed q/k/v split", functools.partial(_attention, which="packed")),
+    ("attention fully masked row", functools.partial(_attention, which="fill")),
+    ("LSTM gate order", functools.partial(_recurrent, which="gates")),
+    ("LSTM two biases summed", functools.partial(_recurrent, which="biases")),
+    ("LSTM state order", functools.partial(_recurrent, which="carry")),
+    ("GRU b_hn", functools.partial(_recurrent, which="b_hn")),
     ("default Linear init", _default_init),
 ]
 
@@ -250,11 +328,55 @@ def nnx_trajectory(module, x, y, *, steps: int, torch_optimizer, jax_optimizer,
     return reference, candidate
 
 
+class _RowAttention(torch.nn.Module):
+    """8×8 images as 8 rows: self-attention over the rows, its output and its
+    head-averaged weights (``need_weights``) averaged over rows, logits. (Masks are
+    exercised in ``parity_tests/test_flax_sequence.py``: the fx op table has no
+    comparison to build one inside a traced forward.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, pixels):
+        rows = pixels.reshape(-1, 8, 8)
+        out, weights = self.attn(rows, rows, rows)  # need_weights: head-averaged (N, 8, 8)
+        return self.head(out.mean(dim=1) + weights.mean(dim=1))
+
+
+class _RowBiLSTM(torch.nn.Module):
+    """Rows through a 2-layer bidirectional LSTM (sequence-first), last output, logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(8, 6, num_layers=2, bidirectional=True)
+        self.head = torch.nn.Linear(12, 5)
+
+    def forward(self, pixels):
+        rows = pixels.reshape(-1, 8, 8).transpose(0, 1)
+        return self.head(self.rnn(rows)[0][-1])
+
+
+def _upconv():
+    """ConvTranspose2d up to 16×16, convs with replicate and circular padding,
+    InstanceNorm2d with running statistics, logits."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.ConvTranspose2d(1, 2, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+        nn.Conv2d(2, 2, 3, padding=1, padding_mode="replicate"),
+        nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"),
+        nn.InstanceNorm2d(2, affine=True, track_running_stats=True), nn.Flatten(),
+        nn.Linear(2 * 16 * 16, 5))
+
+
 def _model(name: str, dtype):
     import torchref
     from torchref.sequence_models import sequence_model
 
     torch.manual_seed(0)
+    if name in _SMALL_MODELS:
+        return _SMALL_MODELS[name]().to(dtype)
     if name == "transformer":
         return sequence_model(name, dtype=dtype, d_model=8, nhead=2, dim_feedforward=16,
                               num_layers=1, num_classes=5)
@@ -270,7 +392,8 @@ def _batch(name: str, dtype: str, n: int = 8):
     rng = np.random.default_rng(0)
     if name == "transformer":  # 64 pixel intensities 0..16 as tokens
         return rng.integers(0, 17, (n, 64)), rng.integers(0, 5, n)
-    shape = {"mlp": (n, 12), "lstm": (n, 64), "gru": (n, 64)}.get(name, (n, 1, 8, 8))
+    shape = {"mlp": (n, 12), "lstm": (n, 64), "gru": (n, 64), "attention": (n, 64),
+             "bilstm": (n, 64)}.get(name, (n, 1, 8, 8))
     return rng.standard_normal(shape).astype(dtype), rng.integers(0, 5, n)
 
 
@@ -327,10 +450,20 @@ def _trajectory_check(name: str):
         return compare(reference, candidate, name=f"nnx {name} 20 steps")
 
 
+_SMALL_MODELS = {"attention": _RowAttention, "bilstm": _RowBiLSTM, "upconv": _upconv}
+
 CHECKS = [
     Check(f"nnx {name} forward+grads", dtype, functools.partial(_forward_check, name, dtype),
           area="flax")
     for name in ("mlp", "cnn", "resnet", "transformer", "lstm") for dtype in ("float64", "float32")
+] + [
+    Check(f"nnx {name} forward+grads", "float64",
+          functools.partial(_forward_check, name, "float64"), area="flax")
+    for name in ("attention", "gru", "bilstm", "upconv")
+] + [
+    Check(f"nnx {name} round trip bit-exact", "float64",
+          functools.partial(_round_trip_check, name), area="flax")
+    for name in ("transformer", "bilstm", "upconv")
 ] + [
     Check("nnx resnet forward+grads NCHW", "float64",
           functools.partial(_forward_check, "resnet", "float64", "NCHW"), area="flax"),
