@@ -1,6 +1,7 @@
 """``jaxgrad.flax`` for the sequence and transposed layers: stock ``nnx.MultiHeadAttention``,
 ``nnx.RNN`` of ``TorchLSTMCell`` / ``TorchGRUCell`` / ``TorchRNNCell`` (the stock cells
-with torch's two biases), ``nnx.ConvTranspose``, convolutions with every
+with torch's two biases; torch's cell modules as ``TorchCell``), ``nnx.ConvTranspose``,
+convolutions with every
 ``padding_mode`` and ``InstanceNorm`` with running statistics — each against torch at
 the float64 tier (forward, then every gradient mapped back to torch's names), the
 stock classes asserted, round trips bit-exact, and bad input refused with every
@@ -179,6 +180,50 @@ def test_hand_built_recurrent_stack_that_does_not_chain_lists_every_problem():
         batch_first=True, dropout=0.0))
     with pytest.raises(ValueError, match="layers\\[0\\] forward: `residual`=True"):
         from_nnx(residual)
+    wrong = _empty(lambda: sequence_modules.TorchCell("LSTM", nnx.GRUCell(3, 4, rngs=nnx.Rngs(0))))
+    with pytest.raises(ValueError, match="cell: GRUCell in a LSTM TorchCell"):
+        from_nnx(wrong)
+
+
+class _Cells(torch.nn.Module):
+    """torch's cell modules in a traced forward: an LSTMCell unrolled over 3 steps
+    (zero, then carried state), a GRUCell and a relu RNNCell on its output, and the
+    RNNCell on one unbatched row."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTMCell(3, 4)
+        self.gru = torch.nn.GRUCell(4, 4, bias=False)
+        self.rnn = torch.nn.RNNCell(4, 4, nonlinearity="relu")
+
+    def forward(self, x):
+        h, c = self.lstm(x[0])
+        for t in (1, 2):
+            h, c = self.lstm(x[t], (h, c))
+        g = self.gru(h, c)
+        return self.rnn(g, g), c, self.rnn(g[0])
+
+
+def test_cell_modules_become_stock_cells_and_save_load_round_trips(x64, rng, tmp_path):
+    from jaxgrad.flax import load_nnx, save_nnx
+
+    torch.manual_seed(0)
+    module = _Cells().double()
+    nnx_module = to_nnx(module)
+    for path, cell in (("lstm", sequence_modules.TorchLSTMCell),
+                       ("gru", sequence_modules.TorchGRUCell), ("rnn", sequence_modules.TorchRNNCell)):
+        twin = nnx_module.layers[path]
+        assert isinstance(twin, sequence_modules.TorchCell) and isinstance(twin.cell, cell)
+    assert not _instances(nnx_module, modules.TorchLayer)
+    _parity(module, nnx_module, [((rng.standard_normal((3, 2, 3)),), {})], rng)
+    _round_trip(module, nnx_module)
+    save_nnx(nnx_module, str(tmp_path / "cells.safetensors"))
+    torch.manual_seed(1)
+    fresh = to_nnx(_Cells().double())  # other weights, the same structure
+    load_nnx(fresh, str(tmp_path / "cells.safetensors"))
+    back = nnx_state_dict(fresh)
+    for name, value in module.state_dict().items():
+        np.testing.assert_array_equal(back[name], value.numpy(), err_msg=name)
 
 
 # ------------------------------------------------------------------ attention

@@ -719,6 +719,9 @@ NOTES = {
             "hi..ho (two Params, as torch trains them), rows i,f,g,o per gate, "
             "state (h, c) <-> carry (c, h)",
     "GRU": "nnx.RNN(TorchGRUCell): nnx.GRUCell plus b_hn (r * (W_hn h + b_hn))",
+    "LSTMCell": "TorchCell(TorchLSTMCell): as LSTM, torch's (h, c) <-> flax's carry (c, h)",
+    "GRUCell": "TorchCell(TorchGRUCell): nnx.GRUCell plus b_hn",
+    "RNNCell": "TorchCell(TorchRNNCell): nnx.SimpleCell plus bias_hh",
     "RNN": "nnx.RNN(TorchRNNCell): nnx.SimpleCell with bias_ih on dense_i and bias_hh on "
            "dense_h (two Params)",
     "TransformerEncoderLayer": "stock nnx.MultiHeadAttention, nnx.Linear, nnx.LayerNorm "

@@ -18,6 +18,8 @@ module of ``jaxgrad.flax.sequence_modules`` that keeps torch's calling conventio
   ``proj_size > 0``. Read back, a side without a bias (a stock cell written in flax:
   ``nnx.LSTMCell``'s ``i*``, ``nnx.GRUCell``'s and ``nnx.SimpleCell``'s ``dense_h``)
   is torch's bias at 0.
+- ``LSTMCell`` / ``GRUCell`` / ``RNNCell`` -> ``TorchCell`` around the same cells,
+  torch's ``cell(input, hx)`` call.
 - ``TransformerEncoderLayer`` / ``TransformerEncoder`` -> their nnx twins built from the
   above, ``nnx.Linear`` and ``nnx.LayerNorm``.
 
@@ -211,6 +213,21 @@ def _cell_mode(cell) -> str | None:
     return None
 
 
+def _cell_problems(cell, mode: str, at: str) -> list[str] | None:
+    """What torch cannot compute in ``cell`` for a ``mode`` layer; ``None`` when the
+    cell is of another kind altogether."""
+    if _cell_mode(cell) != mode:
+        return None
+    problems = []
+    gates = (getattr(cell, "gate_fn", nnx.sigmoid), getattr(cell, "activation_fn", nnx.tanh))
+    if mode in ("LSTM", "GRU") and gates != (nnx.sigmoid, nnx.tanh):
+        problems.append(f"{at}: gate_fn/activation_fn other than sigmoid/tanh")
+    if getattr(cell, "residual", False):
+        problems.append(f"{at}: `residual`=True (h added to the pre-activation): "
+                        "torch's RNN has no residual")
+    return problems
+
+
 def recurrent_from_nnx(module, context):
     where = f"from_nnx: {type(module).__name__} at {context.path or 'the top level'!r}"
     bidirectional = module.bidirectional
@@ -227,22 +244,18 @@ def recurrent_from_nnx(module, context):
             continue
         for rnn, direction in zip(rnns, ("forward", "reverse")):
             cell, at = rnn.cell, f"layers[{k}] {direction}"
-            if _cell_mode(cell) != module.mode:
+            kind = _cell_problems(cell, module.mode, at)
+            if kind is None:
                 problems.append(f"{at}: {type(cell).__name__} in a {module.mode} stack "
                                 f"(expected {_CELLS[module.mode]})")
                 continue
+            problems += kind
             if cell.hidden_features != hidden:
                 problems.append(f"{at}: hidden_features {cell.hidden_features} != {hidden}")
             expected = input_size if k == 0 else hidden * directions
             if cell.in_features != expected:
                 problems.append(f"{at}: in_features {cell.in_features}, but the layer below "
                                 f"gives {expected}")
-            gates = (getattr(cell, "gate_fn", nnx.sigmoid), getattr(cell, "activation_fn", nnx.tanh))
-            if module.mode in ("LSTM", "GRU") and gates != (nnx.sigmoid, nnx.tanh):
-                problems.append(f"{at}: gate_fn/activation_fn other than sigmoid/tanh")
-            if getattr(cell, "residual", False):
-                problems.append(f"{at}: `residual`=True (h added to the pre-activation): "
-                                "torch's RNN has no residual")
     refuse(where, problems)
     cls = {"LSTM": nn.LSTM, "GRU": nn.GRU}.get(module.mode, nn.RNN)
     options = {} if cls is not nn.RNN else {
@@ -257,6 +270,35 @@ def recurrent_from_nnx(module, context):
         for rnn, suffix in zip(rnns, suffixes):
             params.update(_read_cell(rnn.cell, module.mode, suffix, bias, context.gradients))
     return layer, params, {}
+
+
+_CELL_CLASSES = {"LSTM": nn.LSTMCell, "GRU": nn.GRUCell, "RNN_TANH": nn.RNNCell,
+                 "RNN_RELU": nn.RNNCell}
+
+
+def cell_to_nnx(layer, params, buffers, dtype):
+    """``LSTMCell`` / ``GRUCell`` / ``RNNCell`` -> ``TorchCell`` around the cell that
+    the layer of the same kind uses, with the same weights and biases (no suffix)."""
+    name = type(layer).__name__
+    mode = {"LSTMCell": "LSTM", "GRUCell": "GRU"}.get(name) or (
+        "RNN_TANH" if layer.nonlinearity == "tanh" else "RNN_RELU")
+    cell = _cell(mode, layer.input_size, layer.hidden_size, layer.bias, dtype)
+    _load_cell(cell, mode, params, "", layer.bias)
+    return s.TorchCell(mode, cell)
+
+
+def cell_from_nnx(module, context):
+    cell, mode = module.cell, module.mode
+    at = context.path or "the top level"
+    problems = _cell_problems(cell, mode, "cell")
+    if problems is None:
+        problems = [f"cell: {type(cell).__name__} in a {mode} TorchCell (expected {_CELLS[mode]})"]
+    refuse(f"from_nnx: TorchCell at {at!r}", problems)
+    bias = _has_bias(cell, mode)
+    options = {"nonlinearity": "tanh" if mode == "RNN_TANH" else "relu"} if mode.startswith("RNN") else {}
+    layer = _CELL_CLASSES[mode](cell.in_features, cell.hidden_features, bias=bias,
+                                dtype=dtype_of(cell), **options)
+    return layer, _read_cell(cell, mode, "", bias, context.gradients), {}
 
 
 # ---------------------------------------------------------------- transformer
@@ -343,12 +385,16 @@ TO_NNX = {
     "LSTM": recurrent_to_nnx,
     "GRU": recurrent_to_nnx,
     "RNN": recurrent_to_nnx,
+    "LSTMCell": cell_to_nnx,
+    "GRUCell": cell_to_nnx,
+    "RNNCell": cell_to_nnx,
     "TransformerEncoderLayer": encoder_layer_to_nnx,
     "TransformerEncoder": encoder_to_nnx,
 }
 FROM_NNX = {
     s.TorchMultiheadAttention: attention_from_nnx,
     s.TorchRecurrent: recurrent_from_nnx,
+    s.TorchCell: cell_from_nnx,
     s.TorchTransformerEncoderLayer: encoder_layer_from_nnx,
     s.TorchTransformerEncoder: encoder_from_nnx,
 }

@@ -32,6 +32,9 @@ module                         what it translates
 ``TorchGRUCell``               ``nnx.GRUCell`` whose recurrent ``dense_h`` has a bias:
                                torch's ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``
                                (``nnx.GRUCell`` has no ``b_hn``)
+``TorchCell``                  ``torch.nn.LSTMCell/GRUCell/RNNCell``: one cell, torch's
+                               ``cell(input, hx)`` and ``(h, c)`` ↔ flax's
+                               ``cell(carry, x)`` and ``(c, h)``
 ``TorchTransformerEncoder*``   ``torch.nn.TransformerEncoder(Layer)`` from the stock
                                layers above, torch's post/pre-norm and dropout order
 =============================  ===========================================================
@@ -263,6 +266,33 @@ class TorchRecurrent(nnx.Module):
         elif not self.batch_first:
             x = jnp.swapaxes(x, 0, 1)
         return x, state
+
+
+class TorchCell(nnx.Module):
+    """``torch.nn.LSTMCell`` / ``GRUCell`` / ``RNNCell`` around one cell (``cell``:
+    ``TorchLSTMCell``, ``TorchGRUCell``, ``TorchRNNCell`` or the stock cell each extends).
+
+    ``__call__(input, hx=None)`` as torch: input `(N, in)` or `(in,)`; ``hx`` `(N, H)`
+    (LSTM: ``(h, c)``), zeros when ``None``. Returns ``h'`` (LSTM: ``(h', c')``) — flax's
+    cell takes and returns the carry ``(c, h)`` first.
+    """
+
+    def __init__(self, mode: str, cell):
+        assert mode in RECURRENT_MODES, mode
+        self.mode, self.cell = mode, cell
+
+    def __call__(self, input, hx=None):
+        batched = input.ndim == 2
+        x = input if batched else input[None]
+        if hx is None:
+            zeros = jnp.zeros((x.shape[0], self.cell.hidden_features), x.dtype)
+            hx = (zeros, zeros) if self.mode == "LSTM" else zeros
+        elif not batched:
+            hx = jax.tree.map(lambda s: s[None], tuple(hx) if self.mode == "LSTM" else hx)
+        carry = (hx[1], hx[0]) if self.mode == "LSTM" else hx
+        carry, _ = self.cell(carry, x)
+        out = (carry[1], carry[0]) if self.mode == "LSTM" else carry
+        return out if batched else jax.tree.map(lambda s: s[0], out)
 
 
 # ---------------------------------------------------------------- transformer
