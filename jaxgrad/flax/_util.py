@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -29,6 +30,20 @@ def set_value(variable, array) -> None:
 def rngs():
     """Initialisation keys for stock layers whose every parameter is overwritten."""
     return nnx.Rngs(0)
+
+
+def empty(factory):
+    """The stock layer ``factory()`` builds, without computing its initialisation
+    (``nnx.eval_shape``: every variable a shape and dtype until set). For builders that
+    set every parameter afterwards: flax's initialisers compile once per shape, most of
+    ``to_nnx``'s time otherwise. ``unset`` finds any variable left unset."""
+    return nnx.eval_shape(factory)
+
+
+def unset(module) -> list[str]:
+    """Paths of ``module``'s variables still holding a shape (built by ``empty``, never set)."""
+    return [".".join(map(str, path)) for path, node in nnx.iter_graph(module)
+            if isinstance(node, nnx.Variable) and isinstance(node.get_value(), jax.ShapeDtypeStruct)]
 
 
 def value_of(variable) -> np.ndarray:

@@ -24,7 +24,7 @@ from flax import nnx
 
 from jaxgrad import nn
 from jaxgrad.flax import modules as m
-from jaxgrad.flax._util import as_numpy, as_tuple, refuse, rngs, set_value, value_of
+from jaxgrad.flax._util import as_numpy, as_tuple, empty, refuse, rngs, set_value, value_of
 
 _FLAX_MODES = {"circular": "CIRCULAR", "reflect": "REFLECT"}
 
@@ -56,10 +56,10 @@ def conv_to_nnx(layer, params, buffers, dtype):
             padding = _FLAX_MODES[mode]
         else:
             padded, padding = m.TorchPad(pads, mode), "VALID"
-    module = nnx.Conv(layer.in_channels, layer.out_channels, kernel_size,
-                      strides=as_tuple(layer.stride, spatial), padding=padding,
-                      kernel_dilation=dilation, feature_group_count=layer.groups,
-                      use_bias=layer.bias, param_dtype=dtype, rngs=rngs())
+    module = empty(lambda: nnx.Conv(layer.in_channels, layer.out_channels, kernel_size,
+                                    strides=as_tuple(layer.stride, spatial), padding=padding,
+                                    kernel_dilation=dilation, feature_group_count=layer.groups,
+                                    use_bias=layer.bias, param_dtype=dtype, rngs=rngs()))
     # torch OIHW -> flax HWIO
     set_value(module.kernel, np.moveaxis(as_numpy(params["weight"]), (0, 1), (-1, -2)))
     if layer.bias:
@@ -143,10 +143,10 @@ def conv_transpose_to_nnx(layer, params, buffers, dtype):
     pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, d, p, op in zip(
         kernel_size, dilation, as_tuple(layer.padding, spatial),
         as_tuple(layer.output_padding, spatial))]
-    module = nnx.ConvTranspose(layer.in_channels, layer.out_channels, kernel_size,
-                               strides=as_tuple(layer.stride, spatial), padding=pads,
-                               kernel_dilation=dilation, use_bias=layer.bias,
-                               transpose_kernel=True, param_dtype=dtype, rngs=rngs())
+    module = empty(lambda: nnx.ConvTranspose(
+        layer.in_channels, layer.out_channels, kernel_size,
+        strides=as_tuple(layer.stride, spatial), padding=pads, kernel_dilation=dilation,
+        use_bias=layer.bias, transpose_kernel=True, param_dtype=dtype, rngs=rngs()))
     # torch (in, out, *k) -> (*k, out, in): the forward conv's HWIO, flipped by lax
     set_value(module.kernel, np.moveaxis(as_numpy(params["weight"]), (0, 1), (-1, -2)))
     if layer.bias:

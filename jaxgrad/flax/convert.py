@@ -39,7 +39,9 @@ from jaxgrad.flax._util import as_numpy as _np
 from jaxgrad.flax._util import as_param as _param
 from jaxgrad.flax._util import as_tuple as _tuple
 from jaxgrad.flax._util import dtype_of as _dtype_of
+from jaxgrad.flax._util import empty as _empty
 from jaxgrad.flax._util import rngs as _rngs
+from jaxgrad.flax._util import unset as _unset
 from jaxgrad.flax._util import set_value as _set
 from jaxgrad.flax._util import value_of as _value
 
@@ -49,8 +51,8 @@ _ADAPTERS = (m.ChannelsLast, m.ChannelsFirst)
 
 # --------------------------------------------------------------------- to nnx
 def _linear(layer, params, buffers, dtype):
-    module = nnx.Linear(layer.in_features, layer.out_features, use_bias=layer.bias,
-                        param_dtype=dtype, rngs=_rngs())
+    module = _empty(lambda: nnx.Linear(layer.in_features, layer.out_features,
+                                       use_bias=layer.bias, param_dtype=dtype, rngs=_rngs()))
     _set(module.kernel, _np(params["weight"]).T)  # torch (out, in) -> flax kernel (in, out)
     if layer.bias:
         _set(module.bias, params["bias"])
@@ -72,9 +74,10 @@ def _batch_norm(layer, params, buffers, dtype):
 
 
 def _group_norm(layer, params, buffers, dtype):
-    module = nnx.GroupNorm(layer.num_channels, num_groups=layer.num_groups, epsilon=layer.eps,
-                           use_bias=layer.affine, use_scale=layer.affine,
-                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+    module = _empty(lambda: nnx.GroupNorm(
+        layer.num_channels, num_groups=layer.num_groups, epsilon=layer.eps,
+        use_bias=layer.affine, use_scale=layer.affine, use_fast_variance=False,
+        param_dtype=dtype, rngs=_rngs()))
     if layer.affine:
         _set(module.scale, params["weight"])
         _set(module.bias, params["bias"])
@@ -87,8 +90,9 @@ def _layer_norm(layer, params, buffers, dtype):
         return _torch_layer(layer, params, buffers, dtype)
     affine = layer.elementwise_affine
     use_bias = affine and getattr(layer, "bias", True)
-    module = nnx.LayerNorm(shape[0], epsilon=layer.eps, use_scale=affine, use_bias=use_bias,
-                           use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+    module = _empty(lambda: nnx.LayerNorm(shape[0], epsilon=layer.eps, use_scale=affine,
+                                          use_bias=use_bias, use_fast_variance=False,
+                                          param_dtype=dtype, rngs=_rngs()))
     if affine:
         _set(module.scale, params["weight"])
     if use_bias:
@@ -102,8 +106,8 @@ def _rms_norm(layer, params, buffers, dtype):
         return _torch_layer(layer, params, buffers, dtype)
     # torch's eps=None is the dtype's machine epsilon; flax's default is 1e-6
     eps = layer.eps if layer.eps is not None else float(jnp.finfo(dtype).eps)
-    module = nnx.RMSNorm(shape[0], epsilon=eps, use_scale=layer.elementwise_affine,
-                         param_dtype=dtype, rngs=_rngs())
+    module = _empty(lambda: nnx.RMSNorm(shape[0], epsilon=eps, use_scale=layer.elementwise_affine,
+                                        param_dtype=dtype, rngs=_rngs()))
     if layer.elementwise_affine:
         _set(module.scale, params["weight"])
     return module
@@ -116,8 +120,8 @@ def _embedding(layer, params, buffers, dtype):
     if getattr(layer, "scale_grad_by_freq", False):
         raise ValueError("to_nnx: Embedding with scale_grad_by_freq=True is not supported.")
     if layer.padding_idx is None:
-        module = nnx.Embed(layer.num_embeddings, layer.embedding_dim, param_dtype=dtype,
-                           rngs=_rngs())
+        module = _empty(lambda: nnx.Embed(layer.num_embeddings, layer.embedding_dim,
+                                          param_dtype=dtype, rngs=_rngs()))
     else:
         module = m.TorchEmbed(layer.num_embeddings, layer.embedding_dim,
                               layer.padding_idx % layer.num_embeddings, param_dtype=dtype)
@@ -142,9 +146,10 @@ def _instance_norm(layer, params, buffers, dtype):
         _set(module.var, buffers["running_var"])
         _set(module.num_batches_tracked, buffers["num_batches_tracked"])
     else:  # instance norm is group norm with one channel per group
-        module = nnx.GroupNorm(layer.num_features, num_groups=layer.num_features,
-                               epsilon=layer.eps, use_bias=layer.affine, use_scale=layer.affine,
-                               use_fast_variance=False, param_dtype=dtype, rngs=_rngs())
+        module = _empty(lambda: nnx.GroupNorm(
+            layer.num_features, num_groups=layer.num_features, epsilon=layer.eps,
+            use_bias=layer.affine, use_scale=layer.affine, use_fast_variance=False,
+            param_dtype=dtype, rngs=_rngs()))
     if layer.affine:
         _set(module.scale, params["weight"])
         _set(module.bias, params["bias"])
@@ -409,6 +414,9 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Mo
         layers = list(module.layers)
         if len(layers) == 1 and isinstance(layers[0], nnx.Module):
             module = layers[0]
+    missed = _unset(module)
+    if missed:  # a builder's bug, never the user's: say where
+        raise RuntimeError(f"to_nnx: variables left without torch's values: {', '.join(missed)}.")
     if not training:
         module.eval()  # nnx's switch: running averages, deterministic dropout
     return module
@@ -707,10 +715,15 @@ NOTES = {
     "MultiheadAttention": "nnx.MultiHeadAttention: in_proj (3E, E) split into (E, heads, "
                           "head_dim) kernels; bool masks True = masked -> attend; torch's "
                           "fully masked rows",
-    "LSTM": "nnx.RNN(nnx.LSTMCell): rows i,f,g,o per gate, bias_ih + bias_hh summed, "
+    "LSTM": "nnx.RNN(TorchLSTMCell): nnx.LSTMCell with bias_ih on ii..io and bias_hh on "
+            "hi..ho (two Params, as torch trains them), rows i,f,g,o per gate, "
             "state (h, c) <-> carry (c, h)",
     "GRU": "nnx.RNN(TorchGRUCell): nnx.GRUCell plus b_hn (r * (W_hn h + b_hn))",
-    "RNN": "nnx.RNN(nnx.SimpleCell): bias_ih + bias_hh summed",
+    "LSTMCell": "TorchCell(TorchLSTMCell): as LSTM, torch's (h, c) <-> flax's carry (c, h)",
+    "GRUCell": "TorchCell(TorchGRUCell): nnx.GRUCell plus b_hn",
+    "RNNCell": "TorchCell(TorchRNNCell): nnx.SimpleCell plus bias_hh",
+    "RNN": "nnx.RNN(TorchRNNCell): nnx.SimpleCell with bias_ih on dense_i and bias_hh on "
+           "dense_h (two Params)",
     "TransformerEncoderLayer": "stock nnx.MultiHeadAttention, nnx.Linear, nnx.LayerNorm "
                                "(eps 1e-5), torch's norm order",
     "TransformerEncoder": "one TorchTransformerEncoderLayer per layer, stock layers inside",

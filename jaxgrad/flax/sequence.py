@@ -8,12 +8,18 @@ module of ``jaxgrad.flax.sequence_modules`` that keeps torch's calling conventio
   ``out_proj.weight`` `(E, E)` into ``out.kernel`` `(heads, head_dim, E)`;
   ``kdim == vdim`` becomes ``in_kv_features``. Refused: ``add_bias_kv``,
   ``add_zero_attn``, ``kdim != vdim`` (flax has one ``in_kv_features``).
-- ``LSTM`` -> ``nnx.RNN(nnx.LSTMCell)`` per layer (``nnx.Bidirectional`` when
-  bidirectional): rows i, f, g, o of ``weight_ih``/``weight_hh`` to the kernels
-  ``ii, if_, ig, io`` / ``hi, hf, hg, ho``; ``bias_ih + bias_hh`` to the ``h*`` biases.
-  ``RNN`` -> ``nnx.SimpleCell`` (the summed bias on ``dense_i``). ``GRU`` ->
-  ``TorchGRUCell``. Refused: ``proj_size > 0``, ``bias=False`` for LSTM/RNN (the stock
-  cells always carry a bias, which would train where torch has none).
+- ``LSTM`` / ``GRU`` / ``RNN`` -> ``nnx.RNN`` per layer and direction
+  (``nnx.Bidirectional`` when bidirectional) of ``TorchLSTMCell`` / ``TorchGRUCell`` /
+  ``TorchRNNCell``: the stock ``nnx.LSTMCell`` / ``nnx.GRUCell`` / ``nnx.SimpleCell``
+  with a bias on both sides, so torch's ``bias_ih`` (input side) and ``bias_hh``
+  (hidden side) are two ``nnx.Param`` trained as torch's. LSTM rows i, f, g, o of
+  ``weight_ih``/``weight_hh`` and the biases go to ``ii, if_, ig, io`` /
+  ``hi, hf, hg, ho``. ``bias=False``: no bias on either side. Refused:
+  ``proj_size > 0``. Read back, a side without a bias (a stock cell written in flax:
+  ``nnx.LSTMCell``'s ``i*``, ``nnx.GRUCell``'s and ``nnx.SimpleCell``'s ``dense_h``)
+  is torch's bias at 0.
+- ``LSTMCell`` / ``GRUCell`` / ``RNNCell`` -> ``TorchCell`` around the same cells,
+  torch's ``cell(input, hx)`` call.
 - ``TransformerEncoderLayer`` / ``TransformerEncoder`` -> their nnx twins built from the
   above, ``nnx.Linear`` and ``nnx.LayerNorm``.
 
@@ -28,10 +34,11 @@ from flax import nnx
 
 from jaxgrad import nn
 from jaxgrad.flax import sequence_modules as s
-from jaxgrad.flax._util import as_numpy, dtype_of, refuse, set_value, value_of
+from jaxgrad.flax._util import as_numpy, dtype_of, empty, refuse, set_value, value_of
 
-_CELLS = {"LSTM": "nnx.LSTMCell", "GRU": "TorchGRUCell", "RNN_TANH": "nnx.SimpleCell",
-          "RNN_RELU": "nnx.SimpleCell"}
+_CELLS = {"LSTM": "TorchLSTMCell or nnx.LSTMCell", "GRU": "TorchGRUCell or nnx.GRUCell",
+          "RNN_TANH": "TorchRNNCell or nnx.SimpleCell(tanh)",
+          "RNN_RELU": "TorchRNNCell or nnx.SimpleCell(relu)"}
 _LSTM_GATES = (("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho"))  # torch rows i, f, g, o
 
 
@@ -49,11 +56,13 @@ def attention_to_nnx(layer, params, buffers, dtype):
     refuse("to_nnx: MultiheadAttention", problems)
     E, heads = layer.embed_dim, layer.num_heads
     head_dim = E // heads
-    attention = nnx.MultiHeadAttention(
+    attention = empty(lambda: nnx.MultiHeadAttention(
         heads, E, qkv_features=E, out_features=E, in_kv_features=layer.kdim,
         dropout_rate=layer.dropout, broadcast_dropout=False,  # torch drops per element
         deterministic=False, use_bias=layer.bias, attention_fn=s.torch_attention,
-        decode=False, param_dtype=dtype, rngs=nnx.Rngs(0, dropout=0))
+        decode=False, param_dtype=dtype, rngs=nnx.Rngs(0, dropout=0)))
+    if attention.rngs is not None:  # the dropout stream (dropout > 0): real keys
+        attention.rngs = nnx.Rngs(dropout=0).dropout.fork()
     if layer.packed:
         w_q, w_k, w_v = np.split(as_numpy(params["in_proj_weight"]), 3)
     else:
@@ -102,37 +111,42 @@ def attention_from_nnx(module, context):
 
 # ------------------------------------------------------------------ recurrent
 def _cell(mode: str, in_features: int, hidden: int, bias: bool, dtype):
-    rngs = nnx.Rngs(0)
+    """The empty cell (``_util.empty``): ``_load_cell`` sets every variable."""
+    def build():
+        rngs = nnx.Rngs(0)
+        if mode == "LSTM":
+            return s.TorchLSTMCell(in_features, hidden, use_bias=bias, param_dtype=dtype,
+                                   rngs=rngs)
+        if mode == "GRU":
+            return s.TorchGRUCell(in_features, hidden, use_bias=bias, param_dtype=dtype,
+                                  rngs=rngs)
+        activation = nnx.tanh if mode == "RNN_TANH" else nnx.relu
+        return s.TorchRNNCell(in_features, hidden, activation_fn=activation, use_bias=bias,
+                              param_dtype=dtype, rngs=rngs)
+
+    return empty(build)
+
+
+def _sides(cell, mode: str) -> list[tuple[nnx.Linear, nnx.Linear]]:
+    """The cell's ``(input-side, hidden-side)`` ``nnx.Linear`` pairs, in torch's row
+    order: one pair per gate i, f, g, o for an LSTM, one pair otherwise."""
     if mode == "LSTM":
-        return nnx.LSTMCell(in_features, hidden, param_dtype=dtype, rngs=rngs)
-    if mode == "GRU":
-        return s.TorchGRUCell(in_features, hidden, use_bias=bias, param_dtype=dtype, rngs=rngs)
-    activation = nnx.tanh if mode == "RNN_TANH" else nnx.relu
-    return nnx.SimpleCell(in_features, hidden, activation_fn=activation, dtype=dtype,
-                          param_dtype=dtype,  # its compute dtype defaults to float32
-                          rngs=rngs)
+        return [(getattr(cell, i), getattr(cell, h)) for i, h in _LSTM_GATES]
+    return [(cell.dense_i, cell.dense_h)]
 
 
 def _load_cell(cell, mode: str, params: dict, suffix: str, bias: bool) -> None:
-    w_ih, w_hh = as_numpy(params[f"weight_ih{suffix}"]), as_numpy(params[f"weight_hh{suffix}"])
-    summed = (as_numpy(params[f"bias_ih{suffix}"]) + as_numpy(params[f"bias_hh{suffix}"])
-              if bias else None)
-    if mode == "LSTM":
-        for (i_name, h_name), rows_i, rows_h, b in zip(
-                _LSTM_GATES, np.split(w_ih, 4), np.split(w_hh, 4), np.split(summed, 4)):
-            set_value(getattr(cell, i_name).kernel, rows_i.T)
-            set_value(getattr(cell, h_name).kernel, rows_h.T)
-            set_value(getattr(cell, h_name).bias, b)
-    elif mode == "GRU":  # both biases kept: dense_h's is torch's b_hh, b_hn included
-        set_value(cell.dense_i.kernel, w_ih.T)
-        set_value(cell.dense_h.kernel, w_hh.T)
+    """torch's ``weight_ih``/``weight_hh`` (rows split per gate for an LSTM) to the
+    input-/hidden-side kernels, ``bias_ih``/``bias_hh`` to their biases."""
+    names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if bias else [])
+    arrays = [np.split(as_numpy(params[f"{n}{suffix}"]), 4 if mode == "LSTM" else 1)
+              for n in names]
+    for k, (dense_i, dense_h) in enumerate(_sides(cell, mode)):
+        set_value(dense_i.kernel, arrays[0][k].T)
+        set_value(dense_h.kernel, arrays[1][k].T)
         if bias:
-            set_value(cell.dense_i.bias, params[f"bias_ih{suffix}"])
-            set_value(cell.dense_h.bias, params[f"bias_hh{suffix}"])
-    else:
-        set_value(cell.dense_i.kernel, w_ih.T)
-        set_value(cell.dense_h.kernel, w_hh.T)
-        set_value(cell.dense_i.bias, summed)
+            set_value(dense_i.bias, arrays[2][k])
+            set_value(dense_h.bias, arrays[3][k])
 
 
 def _suffixes(num_layers: int, directions: int):
@@ -142,15 +156,11 @@ def _suffixes(num_layers: int, directions: int):
 
 def recurrent_to_nnx(layer, params, buffers, dtype):
     name, mode = type(layer).__name__, layer.mode
-    problems = []
     if getattr(layer, "proj_size", 0):
-        problems.append(f"`proj_size` (={layer.proj_size}) > 0: nnx.LSTMCell has no projection")
-    if not layer.bias and mode != "GRU":
-        problems.append(f"`bias`=False: {_CELLS[mode]} always carries a bias, which would "
-                        "train where torch has none")
-    refuse(f"to_nnx: {name}", problems)
+        refuse(f"to_nnx: {name}", [f"`proj_size` (={layer.proj_size}) > 0: nnx.LSTMCell has "
+                                   "no projection"])
     H, directions = layer.hidden_size, layer.directions
-    layers, record = [], {}
+    layers = []
     for k, suffixes in enumerate(_suffixes(layer.num_layers, directions)):
         in_features = layer.input_size if k == 0 else H * directions
         rnns = []
@@ -158,47 +168,38 @@ def recurrent_to_nnx(layer, params, buffers, dtype):
             cell = _cell(mode, in_features, H, layer.bias, dtype)
             _load_cell(cell, mode, params, suffix, layer.bias)
             rnns.append(nnx.RNN(cell, rngs=False))
-            if mode != "GRU":
-                record.update({f"{b}{suffix}": as_numpy(params[f"{b}{suffix}"])
-                               for b in ("bias_ih", "bias_hh")})
         layers.append(rnns[0] if directions == 1 else
                       nnx.Bidirectional(rnns[0], rnns[1], rngs=False))
-    return s.TorchRecurrent(mode, layers, batch_first=layer.batch_first, dropout=layer.dropout,
-                            torch_biases=record)
+    return s.TorchRecurrent(mode, layers, batch_first=layer.batch_first, dropout=layer.dropout)
 
 
-def _split_bias(module, summed: np.ndarray, suffix: str, gradients: bool):
-    """torch's two biases from flax's sum: the converted pair while the sum is
-    unchanged, else the converted ``bias_ih`` and the rest on ``bias_hh``; a cell
-    written in flax (nothing recorded) gets ``bias_ih = 0``. Read as gradients, each
-    torch bias has the sum's gradient."""
-    if gradients:
-        return summed, summed.copy()
-    record = module.torch_biases
-    if f"bias_ih{suffix}" not in record:
-        return np.zeros_like(summed), summed
-    b_ih, b_hh = value_of(record[f"bias_ih{suffix}"]), value_of(record[f"bias_hh{suffix}"])
-    if np.array_equal(b_ih + b_hh, summed):
-        return b_ih, b_hh
-    return b_ih, summed - b_ih
+def _has_bias(cell, mode: str) -> bool:
+    return any(d.use_bias for pair in _sides(cell, mode) for d in pair)
 
 
-def _read_cell(module, cell, mode: str, suffix: str, gradients: bool) -> dict:
-    if mode == "LSTM":
-        w_ih = np.concatenate([value_of(getattr(cell, i).kernel).T for i, _ in _LSTM_GATES])
-        w_hh = np.concatenate([value_of(getattr(cell, h).kernel).T for _, h in _LSTM_GATES])
-        summed = np.concatenate([value_of(getattr(cell, h).bias) for _, h in _LSTM_GATES])
-    else:
-        w_ih, w_hh = value_of(cell.dense_i.kernel).T, value_of(cell.dense_h.kernel).T
-        summed = value_of(cell.dense_i.bias) if cell.dense_i.use_bias else None
-    params = {f"weight_ih{suffix}": w_ih, f"weight_hh{suffix}": w_hh}
-    if mode == "GRU":
-        if cell.dense_i.use_bias:  # stock nnx.GRUCell: no recurrent bias, torch's b_hh = 0
-            params[f"bias_ih{suffix}"] = summed
-            params[f"bias_hh{suffix}"] = (value_of(cell.dense_h.bias) if cell.dense_h.use_bias
-                                          else np.zeros_like(summed))
-    else:
-        params[f"bias_ih{suffix}"], params[f"bias_hh{suffix}"] = _split_bias(module, summed, suffix, gradients)
+def _read_bias(dense_i, dense_h, mode: str, gradients: bool):
+    """``(bias_ih, bias_hh)`` rows of one input/hidden pair. A side without a bias (a
+    stock flax cell: ``nnx.LSTMCell``'s ``i*``, ``nnx.SimpleCell``'s and
+    ``nnx.GRUCell``'s ``dense_h``) is torch's bias at 0. Read as gradients, the missing
+    side of an LSTM/RNN has the other side's gradient (torch adds the two)."""
+    b_i = value_of(dense_i.bias) if dense_i.use_bias else None
+    b_h = value_of(dense_h.bias) if dense_h.use_bias else None
+    if b_i is None and b_h is None:
+        zeros = np.zeros(dense_i.out_features, dtype_of(dense_i))
+        return zeros, zeros.copy()
+    if gradients and mode != "GRU":  # GRU's b_hn enters as r ⊙ b_hn: not the same gradient
+        b_i, b_h = (b_h.copy() if b_i is None else b_i), (b_i.copy() if b_h is None else b_h)
+    return (np.zeros_like(b_h) if b_i is None else b_i), (np.zeros_like(b_i) if b_h is None else b_h)
+
+
+def _read_cell(cell, mode: str, suffix: str, bias: bool, gradients: bool) -> dict:
+    sides = _sides(cell, mode)
+    params = {f"weight_ih{suffix}": np.concatenate([value_of(i.kernel).T for i, _ in sides]),
+              f"weight_hh{suffix}": np.concatenate([value_of(h.kernel).T for _, h in sides])}
+    if bias:
+        pairs = [_read_bias(i, h, mode, gradients) for i, h in sides]
+        params[f"bias_ih{suffix}"] = np.concatenate([p[0] for p in pairs])
+        params[f"bias_hh{suffix}"] = np.concatenate([p[1] for p in pairs])
     return params
 
 
@@ -210,6 +211,21 @@ def _cell_mode(cell) -> str | None:
     if isinstance(cell, nnx.SimpleCell):
         return {nnx.tanh: "RNN_TANH", nnx.relu: "RNN_RELU"}.get(cell.activation_fn)
     return None
+
+
+def _cell_problems(cell, mode: str, at: str) -> list[str] | None:
+    """What torch cannot compute in ``cell`` for a ``mode`` layer; ``None`` when the
+    cell is of another kind altogether."""
+    if _cell_mode(cell) != mode:
+        return None
+    problems = []
+    gates = (getattr(cell, "gate_fn", nnx.sigmoid), getattr(cell, "activation_fn", nnx.tanh))
+    if mode in ("LSTM", "GRU") and gates != (nnx.sigmoid, nnx.tanh):
+        problems.append(f"{at}: gate_fn/activation_fn other than sigmoid/tanh")
+    if getattr(cell, "residual", False):
+        problems.append(f"{at}: `residual`=True (h added to the pre-activation): "
+                        "torch's RNN has no residual")
+    return problems
 
 
 def recurrent_from_nnx(module, context):
@@ -228,33 +244,61 @@ def recurrent_from_nnx(module, context):
             continue
         for rnn, direction in zip(rnns, ("forward", "reverse")):
             cell, at = rnn.cell, f"layers[{k}] {direction}"
-            if _cell_mode(cell) != module.mode:
+            kind = _cell_problems(cell, module.mode, at)
+            if kind is None:
                 problems.append(f"{at}: {type(cell).__name__} in a {module.mode} stack "
                                 f"(expected {_CELLS[module.mode]})")
                 continue
+            problems += kind
             if cell.hidden_features != hidden:
                 problems.append(f"{at}: hidden_features {cell.hidden_features} != {hidden}")
             expected = input_size if k == 0 else hidden * directions
             if cell.in_features != expected:
                 problems.append(f"{at}: in_features {cell.in_features}, but the layer below "
                                 f"gives {expected}")
-            gates = (getattr(cell, "gate_fn", nnx.sigmoid), getattr(cell, "activation_fn", nnx.tanh))
-            if module.mode in ("LSTM", "GRU") and gates != (nnx.sigmoid, nnx.tanh):
-                problems.append(f"{at}: gate_fn/activation_fn other than sigmoid/tanh")
     refuse(where, problems)
     cls = {"LSTM": nn.LSTM, "GRU": nn.GRU}.get(module.mode, nn.RNN)
     options = {} if cls is not nn.RNN else {
         "nonlinearity": "tanh" if module.mode == "RNN_TANH" else "relu"}
     first = layers[0][0].cell
-    bias = module.mode != "GRU" or first.dense_i.use_bias
+    bias = any(_has_bias(rnn.cell, module.mode) for rnns in layers for rnn in rnns)
     layer = cls(input_size, hidden, num_layers=len(layers), bias=bias,
                 batch_first=module.batch_first, dropout=module.dropout.rate,
                 bidirectional=bidirectional, dtype=dtype_of(first), **options)
     params = {}
     for rnns, suffixes in zip(layers, _suffixes(len(layers), directions)):
         for rnn, suffix in zip(rnns, suffixes):
-            params.update(_read_cell(module, rnn.cell, module.mode, suffix, context.gradients))
+            params.update(_read_cell(rnn.cell, module.mode, suffix, bias, context.gradients))
     return layer, params, {}
+
+
+_CELL_CLASSES = {"LSTM": nn.LSTMCell, "GRU": nn.GRUCell, "RNN_TANH": nn.RNNCell,
+                 "RNN_RELU": nn.RNNCell}
+
+
+def cell_to_nnx(layer, params, buffers, dtype):
+    """``LSTMCell`` / ``GRUCell`` / ``RNNCell`` -> ``TorchCell`` around the cell that
+    the layer of the same kind uses, with the same weights and biases (no suffix)."""
+    name = type(layer).__name__
+    mode = {"LSTMCell": "LSTM", "GRUCell": "GRU"}.get(name) or (
+        "RNN_TANH" if layer.nonlinearity == "tanh" else "RNN_RELU")
+    cell = _cell(mode, layer.input_size, layer.hidden_size, layer.bias, dtype)
+    _load_cell(cell, mode, params, "", layer.bias)
+    return s.TorchCell(mode, cell)
+
+
+def cell_from_nnx(module, context):
+    cell, mode = module.cell, module.mode
+    at = context.path or "the top level"
+    problems = _cell_problems(cell, mode, "cell")
+    if problems is None:
+        problems = [f"cell: {type(cell).__name__} in a {mode} TorchCell (expected {_CELLS[mode]})"]
+    refuse(f"from_nnx: TorchCell at {at!r}", problems)
+    bias = _has_bias(cell, mode)
+    options = {"nonlinearity": "tanh" if mode == "RNN_TANH" else "relu"} if mode.startswith("RNN") else {}
+    layer = _CELL_CLASSES[mode](cell.in_features, cell.hidden_features, bias=bias,
+                                dtype=dtype_of(cell), **options)
+    return layer, _read_cell(cell, mode, "", bias, context.gradients), {}
 
 
 # ---------------------------------------------------------------- transformer
@@ -341,12 +385,16 @@ TO_NNX = {
     "LSTM": recurrent_to_nnx,
     "GRU": recurrent_to_nnx,
     "RNN": recurrent_to_nnx,
+    "LSTMCell": cell_to_nnx,
+    "GRUCell": cell_to_nnx,
+    "RNNCell": cell_to_nnx,
     "TransformerEncoderLayer": encoder_layer_to_nnx,
     "TransformerEncoder": encoder_to_nnx,
 }
 FROM_NNX = {
     s.TorchMultiheadAttention: attention_from_nnx,
     s.TorchRecurrent: recurrent_from_nnx,
+    s.TorchCell: cell_from_nnx,
     s.TorchTransformerEncoderLayer: encoder_layer_from_nnx,
     s.TorchTransformerEncoder: encoder_from_nnx,
 }

@@ -1,8 +1,9 @@
 """nnx modules around the stock sequence layers, for torch's calling conventions.
 
 The parameters live in stock flax layers — ``nnx.MultiHeadAttention``, ``nnx.RNN``
-of ``nnx.LSTMCell`` / ``nnx.SimpleCell``, ``nnx.Bidirectional``, ``nnx.Linear``,
-``nnx.LayerNorm`` — and these modules only translate torch's call into flax's:
+of the stock cells (subclassed only to give both sides a bias), ``nnx.Bidirectional``,
+``nnx.Linear``, ``nnx.LayerNorm`` — and these modules only translate torch's call into
+flax's:
 
 =============================  ===========================================================
 module                         what it translates
@@ -22,17 +23,23 @@ module                         what it translates
                                ``batch_first``, inter-layer dropout, torch's state
                                ``h`` / ``(h, c)`` `(D·layers, N, H)` ↔ flax's carry
                                ``h`` / ``(c, h)`` per layer and direction
+``TorchLSTMCell``              ``nnx.LSTMCell`` whose input-side ``ii, if_, ig, io``
+                               have a bias too: torch's ``bias_ih`` and ``bias_hh``
+                               are two ``Param`` and train as torch's (flax's one
+                               bias per gate would move their sum twice as far)
+``TorchRNNCell``               ``nnx.SimpleCell`` whose recurrent ``dense_h`` has a
+                               bias too (``bias_hh``), for the same reason
 ``TorchGRUCell``               ``nnx.GRUCell`` whose recurrent ``dense_h`` has a bias:
                                torch's ``n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))``
                                (``nnx.GRUCell`` has no ``b_hn``)
+``TorchCell``                  ``torch.nn.LSTMCell/GRUCell/RNNCell``: one cell, torch's
+                               ``cell(input, hx)`` and ``(h, c)`` ↔ flax's
+                               ``cell(carry, x)`` and ``(c, h)``
 ``TorchTransformerEncoder*``   ``torch.nn.TransformerEncoder(Layer)`` from the stock
                                layers above, torch's post/pre-norm and dropout order
 =============================  ===========================================================
 
-torch's two recurrent biases are summed into flax's one (``nnx.LSTMCell``'s ``h*``
-biases, ``nnx.SimpleCell``'s ``dense_i``); ``TorchRecurrent.torch_biases`` keeps the
-pair as converted (``TorchBiasSplit``, not a ``Param``: never trained or
-differentiated) so that ``from_nnx`` gives the same two tensors back bit for bit.
+All three cells take ``use_bias=False`` (torch's ``bias=False``: no bias on either side).
 """
 
 from __future__ import annotations
@@ -45,10 +52,6 @@ from flax import nnx
 from flax.nnx.nn.attention import dot_product_attention_weights
 
 RECURRENT_MODES = ("RNN_TANH", "RNN_RELU", "LSTM", "GRU")
-
-
-class TorchBiasSplit(nnx.Variable):
-    """torch's ``bias_ih`` / ``bias_hh`` as converted; flax trains only their sum."""
 
 
 # ------------------------------------------------------------------ attention
@@ -142,6 +145,52 @@ class TorchMultiheadAttention(nnx.Module):
 
 
 # ------------------------------------------------------------------ recurrent
+def _biased(layer: nnx.Linear, use_bias: bool, param_dtype, rngs: nnx.Rngs) -> nnx.Linear:
+    """``layer`` (a stock cell's) rebuilt with or without a bias, its kernel (and so
+    flax's initialisation of it) kept; a new bias starts at zero, as flax's."""
+    rebuilt = nnx.Linear(layer.in_features, layer.out_features, use_bias=use_bias,
+                         bias_init=nnx.initializers.zeros_init(), dtype=layer.dtype,
+                         param_dtype=param_dtype, rngs=rngs)
+    rebuilt.kernel = layer.kernel
+    return rebuilt
+
+
+class TorchLSTMCell(nnx.LSTMCell):
+    """torch's LSTM cell: ``nnx.LSTMCell`` whose input-side layers carry a bias too.
+
+    ``ii, if_, ig, io`` `(in, H)` hold the rows i, f, g, o of ``weight_ih``ᵀ and
+    ``bias_ih``; ``hi, hf, hg, ho`` `(H, H)` those of ``weight_hh``ᵀ and ``bias_hh``.
+    flax's own cell has one bias per gate (on ``h*``, "only one needs a bias"): the
+    forward is the same, but an optimizer step moves torch's two parameters' sum twice
+    as far as it moves flax's one. ``use_bias=False`` drops both (torch's
+    ``bias=False``). ``__call__`` is ``nnx.LSTMCell``'s.
+    """
+
+    def __init__(self, in_features: int, hidden_features: int, *, use_bias: bool = True,
+                 param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
+        super().__init__(in_features, hidden_features, param_dtype=param_dtype, rngs=rngs)
+        for name in ("ii", "if_", "ig", "io", "hi", "hf", "hg", "ho"):
+            setattr(self, name, _biased(getattr(self, name), use_bias, param_dtype, rngs))
+
+
+class TorchRNNCell(nnx.SimpleCell):
+    """torch's RNN cell: ``nnx.SimpleCell`` whose recurrent ``dense_h`` carries a bias too.
+
+    ``dense_i`` `(in, H)` holds ``weight_ih``ᵀ and ``bias_ih``, ``dense_h`` `(H, H)`
+    ``weight_hh``ᵀ and ``bias_hh``: ``h' = act(W_ih x + b_ih + W_hh h + b_hh)``, two
+    parameters trained as torch's (flax's cell has only ``b_i``). ``use_bias=False``
+    drops both. Its compute ``dtype`` is ``param_dtype`` (``nnx.SimpleCell``'s
+    defaults to float32). ``__call__`` is ``nnx.SimpleCell``'s.
+    """
+
+    def __init__(self, in_features: int, hidden_features: int, *, activation_fn=nnx.tanh,
+                 use_bias: bool = True, param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
+        super().__init__(in_features, hidden_features, activation_fn=activation_fn,
+                         dtype=param_dtype, param_dtype=param_dtype, rngs=rngs)
+        self.dense_i = _biased(self.dense_i, use_bias, param_dtype, rngs)
+        self.dense_h = _biased(self.dense_h, use_bias, param_dtype, rngs)
+
+
 class TorchGRUCell(nnx.GRUCell):
     """torch's GRU cell: ``nnx.GRUCell`` with a bias on ``dense_h`` too.
 
@@ -153,32 +202,29 @@ class TorchGRUCell(nnx.GRUCell):
 
     def __init__(self, in_features: int, hidden_features: int, *, use_bias: bool = True,
                  param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
-        super().__init__(in_features, hidden_features, rngs=rngs)
-        self.dense_i = nnx.Linear(in_features, 3 * hidden_features, use_bias=use_bias,
-                                  param_dtype=param_dtype, rngs=rngs)
-        self.dense_h = nnx.Linear(hidden_features, 3 * hidden_features, use_bias=use_bias,
-                                  param_dtype=param_dtype, rngs=rngs)
+        super().__init__(in_features, hidden_features, param_dtype=param_dtype, rngs=rngs)
+        self.dense_i = _biased(self.dense_i, use_bias, param_dtype, rngs)
+        self.dense_h = _biased(self.dense_h, use_bias, param_dtype, rngs)
 
 
 class TorchRecurrent(nnx.Module):
     """``torch.nn.RNN`` / ``LSTM`` / ``GRU`` as a stack of stock ``nnx.RNN`` layers.
 
     ``layers[k]`` is ``nnx.RNN(cell)`` or, bidirectional,
-    ``nnx.Bidirectional(nnx.RNN(cell), nnx.RNN(cell))``; cells are ``nnx.LSTMCell``,
-    ``nnx.SimpleCell`` or ``TorchGRUCell``. ``__call__(input, hx=None)`` as torch:
+    ``nnx.Bidirectional(nnx.RNN(cell), nnx.RNN(cell))``; cells are ``TorchLSTMCell``,
+    ``TorchRNNCell`` or ``TorchGRUCell`` (or, written by hand, the stock cells they
+    extend). ``__call__(input, hx=None)`` as torch:
     input `(L, N, in)` (`(N, L, in)` with ``batch_first``) or `(L, in)`; ``hx``
     `(D·layers, N, H)` (LSTM: ``(h_0, c_0)``). Returns ``(output, h_n)`` (LSTM:
     ``(output, (h_n, c_n))``). ``dropout`` (``nnx.Dropout``) acts between layers.
     """
 
     def __init__(self, mode: str, layers: list, *, batch_first: bool, dropout: float,
-                 torch_biases: dict | None = None, seed: int = 0):
+                 seed: int = 0):
         assert mode in RECURRENT_MODES, mode
         self.mode, self.batch_first = mode, batch_first
         self.layers = nnx.List(layers)
         self.dropout = nnx.Dropout(dropout, rngs=nnx.Rngs(dropout=seed))
-        self.torch_biases = nnx.Dict({k: TorchBiasSplit(jnp.asarray(v))
-                                      for k, v in (torch_biases or {}).items()})
 
     @property
     def bidirectional(self) -> bool:
@@ -220,6 +266,33 @@ class TorchRecurrent(nnx.Module):
         elif not self.batch_first:
             x = jnp.swapaxes(x, 0, 1)
         return x, state
+
+
+class TorchCell(nnx.Module):
+    """``torch.nn.LSTMCell`` / ``GRUCell`` / ``RNNCell`` around one cell (``cell``:
+    ``TorchLSTMCell``, ``TorchGRUCell``, ``TorchRNNCell`` or the stock cell each extends).
+
+    ``__call__(input, hx=None)`` as torch: input `(N, in)` or `(in,)`; ``hx`` `(N, H)`
+    (LSTM: ``(h, c)``), zeros when ``None``. Returns ``h'`` (LSTM: ``(h', c')``) — flax's
+    cell takes and returns the carry ``(c, h)`` first.
+    """
+
+    def __init__(self, mode: str, cell):
+        assert mode in RECURRENT_MODES, mode
+        self.mode, self.cell = mode, cell
+
+    def __call__(self, input, hx=None):
+        batched = input.ndim == 2
+        x = input if batched else input[None]
+        if hx is None:
+            zeros = jnp.zeros((x.shape[0], self.cell.hidden_features), x.dtype)
+            hx = (zeros, zeros) if self.mode == "LSTM" else zeros
+        elif not batched:
+            hx = jax.tree.map(lambda s: s[None], tuple(hx) if self.mode == "LSTM" else hx)
+        carry = (hx[1], hx[0]) if self.mode == "LSTM" else hx
+        carry, _ = self.cell(carry, x)
+        out = (carry[1], carry[0]) if self.mode == "LSTM" else carry
+        return out if batched else jax.tree.map(lambda s: s[0], out)
 
 
 # ---------------------------------------------------------------- transformer

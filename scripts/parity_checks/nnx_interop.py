@@ -246,18 +246,43 @@ def _recurrent(rng, which: str):
         cell.if_, cell.ig, cell.hf, cell.hg = cell.ig, cell.if_, cell.hg, cell.hf
         carry = (jnp.asarray(c0[0]), jnp.asarray(h0[0]))
         texts = "gate rows i, f, g, o", "rows taken as i, g, f, o"
-    elif which == "biases":  # only bias_hh kept, as if flax's one bias were torch's second
-        p = layer.bias_hh_l0.detach().numpy()
-        for (_, h_name), rows in zip((("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho")),
-                                     np.split(p, 4)):
-            _set(getattr(cell, h_name).bias, rows)
-        carry = (jnp.asarray(c0[0]), jnp.asarray(h0[0]))
-        texts = "bias_ih + bias_hh", "one bias (bias_hh only)"
     else:  # torch's (h, c) handed to flax's (c, h) carry unswapped
         carry = (jnp.asarray(h0[0]), jnp.asarray(c0[0]))
         texts = "state (h, c)", "carry (c, h)"
     unmapped = rnn(jnp.asarray(x), initial_carry=carry)
     return texts[0], texts[1], {True: _err(mapped, ref), False: _err(unmapped, ref)}
+
+
+def _lstm_bias_training(rng, lr: float = 0.5):
+    """One SGD step of a torch LSTM, of its to_nnx twin (``TorchLSTMCell``: two biases)
+    and of a stock ``nnx.LSTMCell`` holding their sum, then the output after the step:
+    flax's one bias moves by lr·g where torch's two move their sum by 2·lr·g."""
+    layer = torch.nn.LSTM(3, 4, batch_first=True, dtype=F64)
+    x = rng.standard_normal((2, 6, 3))
+    cotangent = rng.standard_normal((2, 6, 4))
+    p = {k: v.detach().numpy() for k, v in layer.named_parameters()}
+    stock = nnx.LSTMCell(3, 4, param_dtype=jnp.float64, rngs=_rngs())
+    gates = (("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho"))
+    for (i_name, h_name), w_i, w_h, b in zip(gates, np.split(p["weight_ih_l0"], 4),
+                                             np.split(p["weight_hh_l0"], 4),
+                                             np.split(p["bias_ih_l0"] + p["bias_hh_l0"], 4)):
+        _set(getattr(stock, i_name).kernel, w_i.T)
+        _set(getattr(stock, h_name).kernel, w_h.T)
+        _set(getattr(stock, h_name).bias, b)
+    stock = nnx.RNN(stock, rngs=False)
+    zeros = (jnp.zeros((2, 4)), jnp.zeros((2, 4)))
+    candidates = {True: (to_nnx(layer), lambda mod: mod(jnp.asarray(x))[0]),  # before the step
+                  False: (stock, lambda mod: mod(jnp.asarray(x), initial_carry=zeros))}
+    (layer(_t(x))[0] * _t(cotangent)).sum().backward()
+    torch.optim.SGD(layer.parameters(), lr=lr).step()
+    ref = layer(_t(x))[0].detach().numpy()
+    out = {}
+    for mapped, (module, call) in candidates.items():
+        grads = nnx.grad(lambda mod: jnp.sum(call(mod) * cotangent))(module)
+        params = nnx.state(module, nnx.Param)
+        nnx.update(module, jax.tree.map(lambda v, g: v - lr * g, params, grads))
+        out[mapped] = _err(call(module), ref)
+    return "bias_ih, bias_hh: 2 params", "nnx.LSTMCell: 1 bias (sum)", out
 
 
 CONVENTIONS = [
@@ -276,7 +301,7 @@ CONVENTIONS = [
     ("attention packed q/k/v split", functools.partial(_attention, which="packed")),
     ("attention fully masked row", functools.partial(_attention, which="fill")),
     ("LSTM gate order", functools.partial(_recurrent, which="gates")),
-    ("LSTM two biases summed", functools.partial(_recurrent, which="biases")),
+    ("LSTM two biases (1 SGD step)", _lstm_bias_training),
     ("LSTM state order", functools.partial(_recurrent, which="carry")),
     ("GRU b_hn", functools.partial(_recurrent, which="b_hn")),
     ("default Linear init", _default_init),
@@ -437,17 +462,25 @@ def _round_trip_check(name: str):
         return compare(state, back, name=f"nnx {name} round trip", **BIT_IDENTICAL)
 
 
-def _trajectory_check(name: str):
+def _trajectory_check(name: str, optimizer: str = "sgd"):
+    """20 float64 training steps in train mode: torch's ``optimizer.step()`` loop
+    against ``nnx.Optimizer`` driving jaxgrad's twin of the same torch optimizer;
+    every parameter (and buffer) after every step."""
     from jaxgrad import optim as joptim
 
     with jax_precision("float64"):
         module = _model(name, torch.float64).train()
         x, y = _batch(name, "float64", n=32)
-        reference, candidate = nnx_trajectory(
-            module, x, y, steps=20,
-            torch_optimizer=torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9),
-            jax_optimizer=joptim.sgd(lr=0.05, momentum=0.9))
-        return compare(reference, candidate, name=f"nnx {name} 20 steps")
+        if optimizer == "sgd":
+            torch_optimizer = torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9)
+            jax_optimizer = joptim.sgd(lr=0.05, momentum=0.9)
+        else:
+            torch_optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+            jax_optimizer = joptim.adam(lr=1e-2)
+        reference, candidate = nnx_trajectory(module, x, y, steps=20,
+                                              torch_optimizer=torch_optimizer,
+                                              jax_optimizer=jax_optimizer)
+        return compare(reference, candidate, name=f"nnx {name} 20 steps {optimizer}")
 
 
 _SMALL_MODELS = {"attention": _RowAttention, "bilstm": _RowBiLSTM, "upconv": _upconv}
@@ -471,6 +504,12 @@ CHECKS = [
           functools.partial(_round_trip_check, "resnet"), area="flax"),
     Check("nnx resnet 20 steps (params+BN stats)", "float64",
           functools.partial(_trajectory_check, "resnet"), area="flax"),
+    Check("nnx lstm 20 steps adam (two biases)", "float64",
+          functools.partial(_trajectory_check, "lstm", "adam"), area="flax"),
+    # SGD: the key bias has no gradient (softmax ignores it), and Adam would turn its
+    # rounding noise into lr-sized steps on both sides
+    Check("nnx transformer 20 steps sgd", "float64",
+          functools.partial(_trajectory_check, "transformer"), area="flax"),
 ]
 
 
