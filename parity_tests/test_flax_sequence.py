@@ -156,6 +156,9 @@ def test_stock_cells_read_back_with_the_missing_bias_at_zero(x64, rng, cls):
     if cls is torch.nn.GRU:  # b_hn enters as r ⊙ b_hn: its gradient is not dense_i's
         assert_parity(torch_module(torch.from_numpy(x))[0].detach().numpy(),
                       np.asarray(hand(jnp.asarray(x))[0]))
+        grads = nnx.grad(lambda m: m(jnp.asarray(x))[0].sum())(hand)
+        with pytest.raises(ValueError, match="`bias_hh` gradient .* cannot be read"):
+            grads_to_torch(hand, grads)  # never a silent 0 for torch's b_hn gradient
     else:
         _parity(torch_module, hand, [((x,), {})], rng)
 

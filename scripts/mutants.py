@@ -85,7 +85,8 @@ def main(argv=None) -> int:
         return 0
 
     # every entry is checked against the code, sampled or not: none goes stale silently
-    stale = mutation_corpus.stale_entries([m for m in entries if m not in chosen], root)
+    names = mutation_corpus.report_check_names(root)
+    stale = mutation_corpus.stale_entries([m for m in entries if m not in chosen], root, names)
     for mutant_id, reason in stale.items():
         print(f"STALE {mutant_id}: {reason}", flush=True)
 
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
     print(runner.header(report=args.report), flush=True)
     results, problems = runner.run_corpus(
         chosen, root=root, jobs=args.jobs, timeout=args.timeout, report=args.report,
-        check_baseline=not args.no_baseline,
+        check_baseline=not args.no_baseline, check_names=names,
         on_result=lambda r: print(runner.format_row(r, report=args.report), flush=True))
     for problem in problems:
         print(f"ERROR: {problem}", file=sys.stderr)

@@ -181,9 +181,16 @@ def _read_bias(dense_i, dense_h, mode: str, gradients: bool):
     """``(bias_ih, bias_hh)`` rows of one input/hidden pair. A side without a bias (a
     stock flax cell: ``nnx.LSTMCell``'s ``i*``, ``nnx.SimpleCell``'s and
     ``nnx.GRUCell``'s ``dense_h``) is torch's bias at 0. Read as gradients, the missing
-    side of an LSTM/RNN has the other side's gradient (torch adds the two)."""
+    side of an LSTM/RNN has the other side's gradient (torch adds the two); a GRU's
+    missing hidden side has none that flax's gradients determine, and is refused."""
     b_i = value_of(dense_i.bias) if dense_i.use_bias else None
     b_h = value_of(dense_h.bias) if dense_h.use_bias else None
+    if gradients and mode == "GRU" and b_i is not None and b_h is None:
+        raise ValueError(
+            "grads_to_torch: this stock nnx.GRUCell has no hidden-side bias, so torch's "
+            "`bias_hh` gradient (its b_hn enters as r * (W_hn h + b_hn)) cannot be read "
+            "from flax's gradients; build the model with to_nnx (TorchGRUCell has both "
+            "biases) to compare gradients with torch's")
     if b_i is None and b_h is None:
         zeros = np.zeros(dense_i.out_features, dtype_of(dense_i))
         return zeros, zeros.copy()

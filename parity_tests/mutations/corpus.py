@@ -2,8 +2,9 @@
 
 ``load_corpus`` validates every entry and reports all problems at once;
 ``stale_reason`` says why an entry no longer fits the code (its ``original`` does not
-occur exactly once, or a test it names is gone); ``select`` picks ``--only`` ids or
-a fixed sample.
+occur exactly once, a test it names is gone, or a report row it names no longer
+exists: ``report_check_names`` lists them); ``select`` picks ``--only`` ids or a fixed
+sample.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -132,8 +135,25 @@ def _test_exists(node: str, root: Path) -> str | None:
     return None
 
 
-def stale_reason(mutant: Mutant, root: Path | str = REPO_ROOT) -> str | None:
-    """Why ``mutant`` no longer fits the code at ``root``, or None when it applies."""
+def report_check_names(root: Path | str = REPO_ROOT) -> list[str]:
+    """The names of the parity report's checks at ``root`` (``scripts/parity.py --list``,
+    run there, so a ``--root`` elsewhere is read as it is)."""
+    if not (Path(root) / "scripts" / "parity.py").is_file():
+        return []  # no report there: an entry naming a row is then stale
+    run = subprocess.run([sys.executable, "scripts/parity.py", "--list"], cwd=root,
+                         capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise CorpusError(f"scripts/parity.py --list failed in {root}:\n{run.stderr[-2000:]}")
+    # each line is the name padded to 44 columns, then the dtype
+    return [line.rsplit(None, 1)[0].rstrip() for line in run.stdout.splitlines() if line.strip()]
+
+
+def stale_reason(mutant: Mutant, root: Path | str = REPO_ROOT,
+                 check_names: Sequence[str] | None = None) -> str | None:
+    """Why ``mutant`` no longer fits the code at ``root``, or None when it applies.
+
+    ``check_names`` (``report_check_names(root)``): when given, every report row the
+    entry names must still match a check (``--filter`` is a substring match)."""
     root = Path(root)
     path = root / mutant.file
     if not path.is_file():
@@ -146,6 +166,9 @@ def stale_reason(mutant: Mutant, root: Path | str = REPO_ROOT) -> str | None:
         reason = _test_exists(node, root)
         if reason:
             return reason
+    for row in mutant.parity if check_names is not None else ():
+        if not any(row in name for name in check_names):
+            return f"report row {row!r} matches no check of scripts/parity.py --list"
     return None
 
 
@@ -174,6 +197,7 @@ def select(mutants: Sequence[Mutant], *, only: Iterable[str] = (), sample: int |
     return [m for m in mutants if m.id in chosen]
 
 
-def stale_entries(mutants: Sequence[Mutant], root: Path | str = REPO_ROOT) -> dict[str, str]:
+def stale_entries(mutants: Sequence[Mutant], root: Path | str = REPO_ROOT,
+                  check_names: Sequence[str] | None = None) -> dict[str, str]:
     """``{id: reason}`` for every entry that no longer fits the code at ``root``."""
-    return {m.id: r for m in mutants if (r := stale_reason(m, root))}
+    return {m.id: r for m in mutants if (r := stale_reason(m, root, check_names))}

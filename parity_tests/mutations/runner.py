@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from parity_tests.mutations.corpus import REPO_ROOT, CorpusError, Mutant, stale_reason
+from parity_tests.mutations.corpus import (REPO_ROOT, CorpusError, Mutant, report_check_names,
+                                           stale_reason)
 
 KILLED, SURVIVED, EQUIVALENT = "killed", "SURVIVED", "equivalent"
 STALE, TIMEOUT, BAD_TESTS, ERROR = "STALE", "TIMEOUT", "BAD TESTS", "ERROR"
@@ -147,8 +148,11 @@ def run_command(argv: Sequence[str], scratch: Path | str, timeout: float) -> Run
 
 
 def pytest_argv(tests: Sequence[str]) -> list[str]:
+    # without the project's addopts (``-n auto``): one process, since a mutant's few
+    # tests do not repay starting the suite's workers and ``--jobs`` already runs
+    # mutants side by side
     return [sys.executable, "-m", "pytest", "-x", "-q", "--no-header", "-p", "no:cacheprovider",
-            *tests]
+            "-o", "addopts=", *tests]
 
 
 def report_argv(rows: Sequence[str]) -> list[str]:
@@ -223,7 +227,8 @@ def baseline(mutants: Sequence[Mutant], scratch: Path | str, *, timeout: float,
 
 def run_corpus(mutants: Sequence[Mutant], *, root: Path | str = REPO_ROOT, jobs: int = 1,
                timeout: float = 600.0, report: bool = False, check_baseline: bool = True,
-               on_result: Callable[[Result], None] | None = None) -> tuple[list[Result], list[str]]:
+               on_result: Callable[[Result], None] | None = None,
+               check_names: Sequence[str] | None = None) -> tuple[list[Result], list[str]]:
     """Evaluate ``mutants`` in ``jobs`` scratch copies of ``root``.
 
     Returns:
@@ -235,8 +240,9 @@ def run_corpus(mutants: Sequence[Mutant], *, root: Path | str = REPO_ROOT, jobs:
     root = Path(root)
     results: dict[str, Result] = {}
     runnable = []
+    names = report_check_names(root) if check_names is None else check_names
     for mutant in mutants:
-        reason = stale_reason(mutant, root)
+        reason = stale_reason(mutant, root, names)
         if reason:
             results[mutant.id] = Result(mutant, STALE, report=NOT_RUN, detail=reason)
             if on_result:

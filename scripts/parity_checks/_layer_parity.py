@@ -86,8 +86,13 @@ def torch_side(module, args, kwargs) -> tuple[dict, Any, list]:
 
 
 def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
-             fast_compile: bool = False) -> tuple[dict, Any]:
-    """The same as ``torch_side`` with ``model.apply`` and ``jax.vjp``."""
+             fast_compile: bool = False, eager: bool = False) -> tuple[dict, Any]:
+    """The same as ``torch_side`` with ``model.apply`` and ``jax.vjp``.
+
+    ``eager`` dispatches op by op instead of compiling one program: each primitive is
+    compiled once per shape and reused across calls, which is faster for many samples
+    of a layer made of many ops of few shapes (attention, transformer layers); one
+    program is faster for the rest (see ``parity_tests/module_db.py``, ``Entry.jit``)."""
     leaves, in_spec = torch_pytree.tree_flatten((args, kwargs))
     diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
     jax_leaves = [jnp.asarray(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor) else leaf
@@ -96,10 +101,15 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
     key = jax.random.key(0)
 
     cot_arrays = [jnp.asarray(cotangents[i].numpy()) for i in grad_positions]
+    # every array is an argument, none a constant baked into the program: samples that
+    # differ only in values then lower to the same program (one compilation, reused
+    # through the compilation cache), and large constants do not slow the compiler
+    array_positions = [i for i, leaf in enumerate(jax_leaves)
+                       if isinstance(leaf, jax.Array) and i not in diff_positions]
 
-    def forward(params, diff_inputs):
+    def forward(params, diff_inputs, arrays, buffers):
         filled = list(jax_leaves)
-        for position, value in zip(diff_positions, diff_inputs):
+        for position, value in zip([*diff_positions, *array_positions], [*diff_inputs, *arrays]):
             filled[position] = value
         call_args, call_kwargs = torch_pytree.tree_unflatten(filled, in_spec)
         output, new_buffers = model.apply(params, *call_args, buffers=buffers, train=training,
@@ -108,18 +118,18 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
         differentiable = [outputs[i] for i in grad_positions if i < len(outputs)]
         return differentiable, (output, new_buffers)
 
-    def forward_backward(params, diff_inputs):
-        differentiable, vjp, (output, new_buffers) = jax.vjp(forward, params, diff_inputs,
-                                                             has_aux=True)
+    def forward_backward(params, diff_inputs, arrays, buffers, cot_arrays):
+        differentiable, vjp, (output, new_buffers) = jax.vjp(
+            lambda p, d: forward(p, d, arrays, buffers), params, diff_inputs, has_aux=True)
         if [d.shape for d in differentiable] != [c.shape for c in cot_arrays]:
             return output, new_buffers, None  # a structure mismatch: reported by the caller
         return output, new_buffers, vjp(cot_arrays)
 
-    # one compilation per layer and input shape: cheaper than dispatching op by op
     diff_inputs = [jax_leaves[i] for i in diff_positions]
+    arrays = [jax_leaves[i] for i in array_positions]
     options = FAST_COMPILE if fast_compile else None
-    output, new_buffers, grads = jax.jit(forward_backward, compiler_options=options)(
-        params, diff_inputs)
+    run = forward_backward if eager else jax.jit(forward_backward, compiler_options=options)
+    output, new_buffers, grads = run(params, diff_inputs, arrays, buffers, cot_arrays)
     outputs, spec = torch_pytree.tree_flatten(output)
     if grads is None or len(outputs) != len(cotangents):
         return {"outputs": outputs}, spec
