@@ -30,6 +30,16 @@ def test_every_corpus_entry_still_fits_the_code():
     assert len(entries) >= 48
 
 
+def test_every_report_row_a_corpus_entry_names_exists():
+    import parity
+
+    names = [check.name for check in parity.all_checks()]
+    assert mutation_corpus.stale_rows(mutation_corpus.load_corpus(), names) == {}
+    fake = mutation_corpus.Mutant(id="x", file="f.py", original="a", replacement="b",
+                                  tests=("t.py",), why="w", parity=("no such row",))
+    assert "['no such row'] match no check" in mutation_corpus.stale_rows([fake], names)["x"]
+
+
 def _tiny_repo(tmp_path):
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)

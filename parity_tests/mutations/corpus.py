@@ -2,7 +2,8 @@
 
 ``load_corpus`` validates every entry and reports all problems at once;
 ``stale_reason`` says why an entry no longer fits the code (its ``original`` does not
-occur exactly once, or a test it names is gone); ``select`` picks ``--only`` ids or
+occur exactly once, or a test it names is gone), ``stale_rows`` which entries name a
+parity report row that no longer exists; ``select`` picks ``--only`` ids or
 a fixed sample.
 """
 
@@ -172,6 +173,20 @@ def select(mutants: Sequence[Mutant], *, only: Iterable[str] = (), sample: int |
         raise ValueError(f"`sample` (={sample!r}) must be a positive int.")
     chosen = set(sorted(ids, key=lambda i: hashlib.sha256(i.encode()).hexdigest())[:sample])
     return [m for m in mutants if m.id in chosen]
+
+
+def stale_rows(mutants: Sequence[Mutant], row_names: Iterable[str]) -> dict[str, str]:
+    """``{id: reason}`` for every entry naming a ``parity`` text that is a substring of
+    none of ``row_names`` (``scripts/parity.py --list``'s check names, which
+    ``--filter`` matches): the report row was renamed or removed."""
+    names = list(row_names)
+    stale = {}
+    for mutant in mutants:
+        missing = [row for row in mutant.parity if not any(row in name for name in names)]
+        if missing:
+            stale[mutant.id] = (f"`parity` rows {missing} match no check of "
+                                "scripts/parity.py --list")
+    return stale
 
 
 def stale_entries(mutants: Sequence[Mutant], root: Path | str = REPO_ROOT) -> dict[str, str]:
