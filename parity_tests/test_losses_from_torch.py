@@ -155,18 +155,20 @@ def test_loss_module_uses_the_buffers_it_is_given(x64):
     and inside a traced forward, as torch's module computes with its loaded buffers."""
     loaded = {"weight": np.array([3.0, 0.25, 1.0]), "pos_weight": np.array([0.5, 2.0, 4.0])}
     logits, labels = _normal(6, 3), _classes(6, 3)
-    cases = [(torch.nn.CrossEntropyLoss(weight=torch.from_numpy(WEIGHT)), ["weight"],
+    cases = [(torch.nn.CrossEntropyLoss(weight=torch.tensor(WEIGHT)), ["weight"],
               (logits, labels)),
-             (torch.nn.BCEWithLogitsLoss(weight=torch.from_numpy(WEIGHT),
+             (torch.nn.BCEWithLogitsLoss(weight=torch.tensor(WEIGHT),
                                          pos_weight=torch.ones(3, dtype=torch.float64)),
               ["weight", "pos_weight"], (logits, (_RNG.random((6, 3)) < 0.5) * 1.0))]
     for module, names, inputs in cases:
         model, params, _ = jaxgrad.nn.from_torch(module, with_buffers=True)
         module.load_state_dict({k: torch.from_numpy(loaded[k]) for k in names})
+        # the twin copied torch's buffer: loading into torch in place leaves it as built
+        np.testing.assert_array_equal(model.weight, WEIGHT)
         buffers = model.load_buffers({k: loaded[k] for k in names})
         value, _ = model.apply(params, *map(jnp.asarray, inputs), buffers=buffers)
         assert_parity(module(*map(torch.from_numpy, inputs)).numpy(), value)
-    classifier = _Classifier(torch.nn.CrossEntropyLoss(weight=torch.from_numpy(WEIGHT))).double()
+    classifier = _Classifier(torch.nn.CrossEntropyLoss(weight=torch.tensor(WEIGHT))).double()
     model, params, _ = jaxgrad.nn.from_torch(classifier, with_buffers=True)
     classifier.loss.load_state_dict({"weight": torch.from_numpy(loaded["weight"])})
     x = _normal(6, 4)
