@@ -358,3 +358,30 @@ def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
     back = nnx_state_dict(nnx_module)
     for name, value in module.state_dict().items():
         np.testing.assert_array_equal(back[name], value.numpy())
+
+
+@pytest.mark.parametrize("make, shape, layout", [
+    (lambda: torch.nn.LayerNorm(6), (5, 6), "NHWC"),
+    (lambda: torch.nn.GroupNorm(2, 4), (2, 4, 3, 3), "NCHW"),
+], ids=["LayerNorm", "GroupNorm"])
+def test_norm_layers_keep_torchs_epsilon(x64, rng, make, shape, layout):
+    """Rows of variance 1e-6, where torch's eps 1e-5 and flax's default 1e-6 scale the
+    output 2.3x apart: forward and every gradient against torch."""
+    module = torch.nn.Sequential(make()).double()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.from_numpy(rng.standard_normal(tuple(p.shape))))
+    x = rng.standard_normal(shape) * 1e-3
+    cotangent = rng.standard_normal(shape)
+    out = module(torch.from_numpy(x))
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    nnx_module = to_nnx(module, layout=layout)
+
+    def loss(mod):
+        y = mod(jnp.asarray(x))
+        return jnp.sum(y * jnp.asarray(cotangent)), y
+
+    (_, y), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    assert_parity({"out": out.detach().numpy(),
+                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
+                  {"out": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)})

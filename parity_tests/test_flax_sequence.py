@@ -305,7 +305,8 @@ def test_attention_options_flax_cannot_express_are_refused_together(attention):
 # round trip); the class it becomes is asserted here
 @pytest.mark.parametrize("options, numerics", [
     (dict(kernel_size=3, stride=2, padding=1, output_padding=1), False),
-    (dict(kernel_size=(2, 3), stride=(2, 1), padding=(0, 2), dilation=(1, 2)), True),
+    (dict(kernel_size=(2, 3), stride=(2, 1), padding=(0, 2), dilation=(1, 2),
+          output_padding=(1, 1)), True),
 ], ids=["stride2-outpad", "dilated-rect"])
 def test_conv_transpose_becomes_stock_nnx_conv_transpose(x64, rng, options, numerics):
     module = torch.nn.Sequential(torch.nn.ConvTranspose2d(3, 2, **options)).double()

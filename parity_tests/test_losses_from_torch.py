@@ -149,6 +149,35 @@ def test_loss_inside_a_traced_forward(x64):
     assert_parity(reference, {"value": value, "grads": ours})
 
 
+def test_loss_module_uses_the_buffers_it_is_given(x64):
+    """A checkpoint's ``weight`` / ``pos_weight`` (torch's ``load_state_dict`` into a
+    module built with others) are what ``apply(..., buffers=)`` computes with, alone
+    and inside a traced forward, as torch's module computes with its loaded buffers."""
+    loaded = {"weight": np.array([3.0, 0.25, 1.0]), "pos_weight": np.array([0.5, 2.0, 4.0])}
+    logits, labels = _normal(6, 3), _classes(6, 3)
+    cases = [(torch.nn.CrossEntropyLoss(weight=torch.tensor(WEIGHT)), ["weight"],
+              (logits, labels)),
+             (torch.nn.BCEWithLogitsLoss(weight=torch.tensor(WEIGHT),
+                                         pos_weight=torch.ones(3, dtype=torch.float64)),
+              ["weight", "pos_weight"], (logits, (_RNG.random((6, 3)) < 0.5) * 1.0))]
+    for module, names, inputs in cases:
+        model, params, _ = jaxgrad.nn.from_torch(module, with_buffers=True)
+        module.load_state_dict({k: torch.from_numpy(loaded[k]) for k in names})
+        # the twin copied torch's buffer: loading into torch in place leaves it as built
+        np.testing.assert_array_equal(model.weight, WEIGHT)
+        buffers = model.load_buffers({k: loaded[k] for k in names})
+        value, _ = model.apply(params, *map(jnp.asarray, inputs), buffers=buffers)
+        assert_parity(module(*map(torch.from_numpy, inputs)).numpy(), value)
+    classifier = _Classifier(torch.nn.CrossEntropyLoss(weight=torch.tensor(WEIGHT))).double()
+    model, params, _ = jaxgrad.nn.from_torch(classifier, with_buffers=True)
+    classifier.loss.load_state_dict({"weight": torch.from_numpy(loaded["weight"])})
+    x = _normal(6, 4)
+    value, _ = model.apply(params, jnp.asarray(x), jnp.asarray(labels),
+                           buffers={"loss.weight": jnp.asarray(loaded["weight"])})
+    with torch.no_grad():
+        assert_parity(classifier(torch.from_numpy(x), torch.from_numpy(labels)).numpy(), value)
+
+
 def test_unsupported_loss_is_refused_naming_class_path_and_supported_set():
     supported = ", ".join(sorted(losses.LOSS_MODULES))
     with pytest.raises(ValueError) as info:

@@ -467,8 +467,9 @@ def _from_nnx_batch_norm(module, context):
 
 def _from_group_norm(module, context):
     affine = module.use_scale and module.use_bias
-    layer = nn.GroupNorm(module.num_groups, module.num_features, eps=module.epsilon,
-                         affine=affine, dtype=_dtype_of(module))
+    # nnx.GroupNorm keeps no feature count: num_groups and group_size (both always set)
+    layer = nn.GroupNorm(module.num_groups, module.num_groups * module.group_size,
+                         eps=module.epsilon, affine=affine, dtype=_dtype_of(module))
     params = {"weight": _value(module.scale), "bias": _value(module.bias)} if affine else {}
     return layer, params, {}
 

@@ -278,6 +278,8 @@ def from_torch(module):
             continue
         value = getattr(module, field.name, None)
         if field.name in _BUFFERS:
-            value = None if value is None else np.asarray(value.detach().cpu().numpy())
+            # a copy: torch's buffer shares its memory with .numpy(), and an in-place
+            # change to the torch module (load_state_dict) must not change the twin
+            value = None if value is None else np.array(value.detach().cpu().numpy())
         kwargs[field.name] = value
     return cls(**kwargs)
