@@ -466,11 +466,27 @@ def _from_nnx_batch_norm(module, context):
 
 
 def _from_group_norm(module, context):
-    affine = module.use_scale and module.use_bias
+    """torch's GroupNorm has both affine params or neither. A stock ``nnx.GroupNorm``
+    with only one reads back with the other at its identity (scale ones, bias zeros):
+    the same forward, as ``x̂ · 1 + 0`` is ``x̂``. Its gradient is not in flax's, so
+    ``grads_to_torch`` refuses it rather than invent one."""
+    affine = module.use_scale or module.use_bias
     # nnx.GroupNorm keeps no feature count: num_groups and group_size (both always set)
-    layer = nn.GroupNorm(module.num_groups, module.num_groups * module.group_size,
-                         eps=module.epsilon, affine=affine, dtype=_dtype_of(module))
-    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if affine else {}
+    channels = module.num_groups * module.group_size
+    layer = nn.GroupNorm(module.num_groups, channels, eps=module.epsilon, affine=affine,
+                         dtype=_dtype_of(module))
+    if not affine:
+        return layer, {}, {}
+    if context.gradients and module.use_scale != module.use_bias:
+        missing = "weight" if module.use_bias else "bias"
+        raise ValueError(
+            f"grads_to_torch: nnx.GroupNorm at {context.path or 'the top level'!r} has "
+            f"use_scale={module.use_scale}, use_bias={module.use_bias}: torch's `{missing}` "
+            "has no gradient in flax's; give the layer both (or neither) to compare "
+            "gradients with torch's")
+    dtype = _dtype_of(module)
+    params = {"weight": _value(module.scale) if module.use_scale else np.ones(channels, dtype),
+              "bias": _value(module.bias) if module.use_bias else np.zeros(channels, dtype)}
     return layer, params, {}
 
 
