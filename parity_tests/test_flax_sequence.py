@@ -22,7 +22,8 @@ import pytest
 import torch
 from flax import nnx
 
-from jaxgrad.flax import from_nnx, grads_to_torch, modules, nnx_state_dict, sequence_modules, to_nnx
+from jaxgrad.flax import (attention_modules, from_nnx, grads_to_torch, modules, nnx_state_dict,
+                          sequence_modules, to_nnx)
 from jaxgrad.parity import assert_parity
 
 
@@ -292,7 +293,7 @@ def test_attention_options_flax_cannot_express_are_refused_together(attention):
     with pytest.raises(TypeError, match="`attn_mask` has dtype float32"):
         nnx_module(jnp.ones((3, 1, 4)), jnp.ones((3, 1, 4)), jnp.ones((3, 1, 4)),
                    attn_mask=jnp.zeros((3, 3), jnp.float32))
-    hand = _empty(lambda: sequence_modules.TorchMultiheadAttention(nnx.MultiHeadAttention(
+    hand = _empty(lambda: attention_modules.TorchMultiheadAttention(nnx.MultiHeadAttention(
         4, 4, qkv_features=8, num_kv_heads=2, normalize_qk=True, decode=False, rngs=nnx.Rngs(0))))
     with pytest.raises(ValueError) as info:
         from_nnx(hand)

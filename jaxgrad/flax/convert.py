@@ -32,9 +32,11 @@ import numpy as np
 from flax import nnx
 
 from jaxgrad import nn
+from jaxgrad.flax import attention
 from jaxgrad.flax import conv
 from jaxgrad.flax import modules as m
 from jaxgrad.flax import sequence
+from jaxgrad.flax import transformer
 from jaxgrad.flax._util import as_numpy as _np
 from jaxgrad.flax._util import as_param as _param
 from jaxgrad.flax._util import as_tuple as _tuple
@@ -278,7 +280,8 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
     "GELU": (_gelu, "any"),
     "LeakyReLU": (_leaky_relu, "any"),
     "Identity": (_identity, "any"),
-    **{name: (builder, "torch") for name, builder in sequence.TO_NNX.items()},
+    **{name: (builder, "torch") for module in (attention, sequence, transformer)
+       for name, builder in module.TO_NNX.items()},
 }
 SUPPORTED = tuple(sorted([*_TO_NNX, "Sequential"]))
 
@@ -546,7 +549,9 @@ _FROM_NNX: dict[type, Callable] = {
             p=module.rate), {}, {}),
     m.TorchFlatten: lambda module, context: (nn.Flatten(module.start_dim, module.end_dim), {}, {}),
     m.TorchPool: lambda module, context: (module.layer, {}, {}),
+    **attention.FROM_NNX,
     **sequence.FROM_NNX,
+    **transformer.FROM_NNX,
     m.TorchLayer: lambda module, context: (
         module.layer, {k: _value(v) for k, v in module.params.items()},
         {k: _value(v) for k, v in module.buffers.items()}),

@@ -1,13 +1,9 @@
-"""Attention, recurrent and transformer layers to stock ``flax.nnx`` layers and back.
+"""Recurrent layers to stock ``flax.nnx`` layers and back.
 
 Each torch layer becomes the stock flax layer with torch's meaning, inside a small
-module of ``jaxgrad.flax.sequence_modules`` that keeps torch's calling convention:
+module of ``jaxgrad.flax.sequence_modules`` that keeps torch's calling convention
+(attention: ``jaxgrad.flax.attention``; transformers: ``jaxgrad.flax.transformer``):
 
-- ``MultiheadAttention`` -> ``nnx.MultiHeadAttention``: the packed ``in_proj_weight``
-  `(3E, E)` split into the q/k/v ``LinearGeneral`` kernels `(E, heads, head_dim)`,
-  ``out_proj.weight`` `(E, E)` into ``out.kernel`` `(heads, head_dim, E)`;
-  ``kdim == vdim`` becomes ``in_kv_features``. Refused: ``add_bias_kv``,
-  ``add_zero_attn``, ``kdim != vdim`` (flax has one ``in_kv_features``).
 - ``LSTM`` / ``GRU`` / ``RNN`` -> ``nnx.RNN`` per layer and direction
   (``nnx.Bidirectional`` when bidirectional) of ``TorchLSTMCell`` / ``TorchGRUCell`` /
   ``TorchRNNCell``: the stock ``nnx.LSTMCell`` / ``nnx.GRUCell`` / ``nnx.SimpleCell``
@@ -20,8 +16,6 @@ module of ``jaxgrad.flax.sequence_modules`` that keeps torch's calling conventio
   is torch's bias at 0.
 - ``LSTMCell`` / ``GRUCell`` / ``RNNCell`` -> ``TorchCell`` around the same cells,
   torch's ``cell(input, hx)`` call.
-- ``TransformerEncoderLayer`` / ``TransformerEncoder`` -> their nnx twins built from the
-  above, ``nnx.Linear`` and ``nnx.LayerNorm``.
 
 Builders take ``(layer, params, buffers, dtype)`` and return the nnx module; readers
 take ``(module, context)`` and return ``(jaxgrad layer, params, buffers)``.
@@ -40,73 +34,6 @@ _CELLS = {"LSTM": "TorchLSTMCell or nnx.LSTMCell", "GRU": "TorchGRUCell or nnx.G
           "RNN_TANH": "TorchRNNCell or nnx.SimpleCell(tanh)",
           "RNN_RELU": "TorchRNNCell or nnx.SimpleCell(relu)"}
 _LSTM_GATES = (("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho"))  # torch rows i, f, g, o
-
-
-# ------------------------------------------------------------------ attention
-def attention_to_nnx(layer, params, buffers, dtype):
-    problems = []
-    if layer.add_bias_kv:
-        problems.append("`add_bias_kv`=True (bias_k/bias_v appended to the keys and values) "
-                        "has no nnx.MultiHeadAttention form")
-    if layer.add_zero_attn:
-        problems.append("`add_zero_attn`=True has no nnx.MultiHeadAttention form")
-    if layer.kdim != layer.vdim:
-        problems.append(f"`kdim` (={layer.kdim}) != `vdim` (={layer.vdim}): "
-                        "nnx.MultiHeadAttention has one `in_kv_features`")
-    refuse("to_nnx: MultiheadAttention", problems)
-    E, heads = layer.embed_dim, layer.num_heads
-    head_dim = E // heads
-    attention = empty(lambda: nnx.MultiHeadAttention(
-        heads, E, qkv_features=E, out_features=E, in_kv_features=layer.kdim,
-        dropout_rate=layer.dropout, broadcast_dropout=False,  # torch drops per element
-        deterministic=False, use_bias=layer.bias, attention_fn=s.torch_attention,
-        decode=False, param_dtype=dtype, rngs=nnx.Rngs(0, dropout=0)))
-    if attention.rngs is not None:  # the dropout stream (dropout > 0): real keys
-        attention.rngs = nnx.Rngs(dropout=0).dropout.fork()
-    if layer.packed:
-        w_q, w_k, w_v = np.split(as_numpy(params["in_proj_weight"]), 3)
-    else:
-        w_q, w_k, w_v = (as_numpy(params[f"{n}_proj_weight"]) for n in "qkv")
-    for name, weight in (("query", w_q), ("key", w_k), ("value", w_v)):
-        # torch (out, in), rows head-major -> flax (in, heads, head_dim)
-        set_value(getattr(attention, name).kernel, weight.T.reshape(-1, heads, head_dim))
-    set_value(attention.out.kernel, as_numpy(params["out_proj.weight"]).T.reshape(heads, head_dim, E))
-    if layer.bias:
-        for name, bias in zip(("query", "key", "value"), np.split(as_numpy(params["in_proj_bias"]), 3)):
-            set_value(getattr(attention, name).bias, bias.reshape(heads, head_dim))
-        set_value(attention.out.bias, params["out_proj.bias"])
-    return s.TorchMultiheadAttention(attention, batch_first=layer.batch_first)
-
-
-def attention_from_nnx(module, context):
-    attention = module.attention
-    E, heads = attention.in_features, attention.num_heads
-    problems = []
-    for name, value in (("qkv_features", attention.qkv_features),
-                        ("out_features", attention.out_features)):
-        if value != E:
-            problems.append(f"`{name}` (={value}) != `in_features` (={E}): torch projects to "
-                            "embed_dim")
-    if attention.num_kv_heads != heads:
-        problems.append(f"`num_kv_heads` (={attention.num_kv_heads}) != `num_heads` (={heads}): "
-                        "torch has no grouped-query attention")
-    if attention.normalize_qk:
-        problems.append("`normalize_qk`=True: torch has no QK normalisation")
-    refuse(f"from_nnx: MultiHeadAttention at {context.path or 'the top level'!r}", problems)
-    kdim = attention.in_kv_features
-    layer = nn.MultiheadAttention(E, heads, dropout=attention.dropout_rate, bias=attention.use_bias,
-                                  kdim=kdim, vdim=kdim, batch_first=module.batch_first,
-                                  dtype=dtype_of(attention))
-    w_q, w_k, w_v = (value_of(getattr(attention, n).kernel).reshape(-1, E).T
-                     for n in ("query", "key", "value"))
-    params = ({"in_proj_weight": np.concatenate([w_q, w_k, w_v])} if layer.packed else
-              {"q_proj_weight": w_q, "k_proj_weight": w_k, "v_proj_weight": w_v})
-    params["out_proj.weight"] = value_of(attention.out.kernel).reshape(E, E).T
-    if attention.use_bias:
-        params["in_proj_bias"] = np.concatenate(
-            [value_of(getattr(attention, n).bias).reshape(-1) for n in ("query", "key", "value")])
-        params["out_proj.bias"] = value_of(attention.out.bias)
-    return layer, params, {}
 
 
 # ------------------------------------------------------------------ recurrent
@@ -308,100 +235,15 @@ def cell_from_nnx(module, context):
     return layer, _read_cell(cell, mode, "", bias, context.gradients), {}
 
 
-# ---------------------------------------------------------------- transformer
-def encoder_layer_to_nnx(layer, params, buffers, dtype):
-    from jaxgrad.flax import convert  # the Linear and LayerNorm builders live there
-    from jaxgrad.nn.module import sub_dict
-
-    if layer.activation not in ("relu", "gelu"):
-        raise ValueError(f"to_nnx: TransformerEncoderLayer with `activation` "
-                         f"(={layer.activation!r}) has no nnx form yet; use 'relu' or 'gelu'.")
-    kids = dict(layer.children())
-
-    def build(name, builder):
-        return builder(kids[name], sub_dict(params, name), {}, dtype)
-
-    return s.TorchTransformerEncoderLayer(
-        build("self_attn", attention_to_nnx), build("linear1", convert._linear),
-        build("linear2", convert._linear), build("norm1", convert._layer_norm),
-        build("norm2", convert._layer_norm), dropout=layer.dropout,
-        activation=layer.activation, norm_first=layer.norm_first)
-
-
-def encoder_to_nnx(layer, params, buffers, dtype):
-    from jaxgrad.flax import convert
-    from jaxgrad.nn.module import sub_dict
-
-    layers = [encoder_layer_to_nnx(layer.encoder_layer, sub_dict(params, f"layers.{i}"), {}, dtype)
-              for i in range(layer.num_layers)]
-    norm = None
-    if layer.norm is not None:
-        if type(layer.norm).__name__ != "LayerNorm":
-            raise ValueError(f"to_nnx: TransformerEncoder with `norm` of type "
-                             f"{type(layer.norm).__name__}; only a LayerNorm has an nnx form.")
-        norm = convert._layer_norm(layer.norm, sub_dict(params, "norm"), {}, dtype)
-    return s.TorchTransformerEncoder(layers, norm)
-
-
-def _prefixed(prefix: str, read) -> dict:
-    return {f"{prefix}.{k}": v for k, v in read[1].items()}
-
-
-def encoder_layer_from_nnx(module, context):
-    from jaxgrad.flax import convert
-
-    attention, read_attention = module.self_attn.attention, attention_from_nnx(module.self_attn, context)
-    reads = {name: reader(getattr(module, name), context) for name, reader in (
-        ("linear1", convert._from_linear), ("linear2", convert._from_linear),
-        ("norm1", convert._from_layer_norm), ("norm2", convert._from_layer_norm))}
-    dropout = module.dropout.rate
-    layer = nn.TransformerEncoderLayer(
-        attention.in_features, attention.num_heads, dim_feedforward=module.linear1.out_features,
-        dropout=dropout, activation=module.activation, layer_norm_eps=module.norm1.epsilon,
-        batch_first=module.self_attn.batch_first, norm_first=module.norm_first,
-        bias=module.linear1.use_bias, dtype=dtype_of(module),
-        attention_dropout=None if attention.dropout_rate == dropout else attention.dropout_rate)
-    params = _prefixed("self_attn", read_attention)
-    for name, read in reads.items():
-        params.update(_prefixed(name, read))
-    return layer, params, {}
-
-
-def encoder_from_nnx(module, context):
-    from jaxgrad.flax import convert
-
-    reads = [encoder_layer_from_nnx(layer, context) for layer in module.layers]
-    different = [str(i) for i, read in enumerate(reads) if read[0] != reads[0][0]]
-    if different:
-        raise ValueError(f"from_nnx: TorchTransformerEncoder at {context.path or 'the top level'!r}: "
-                         f"layers {', '.join(different)} differ from layer 0 in their "
-                         "hyperparameters; torch's TransformerEncoder copies one layer.")
-    norm = None
-    params = {}
-    for i, read in enumerate(reads):
-        params.update(_prefixed(f"layers.{i}", read))
-    if module.norm is not None:
-        norm_read = convert._from_layer_norm(module.norm, context)
-        norm = norm_read[0]
-        params.update(_prefixed("norm", norm_read))
-    return nn.TransformerEncoder(reads[0][0], len(reads), norm=norm), params, {}
-
-
 TO_NNX = {
-    "MultiheadAttention": attention_to_nnx,
     "LSTM": recurrent_to_nnx,
     "GRU": recurrent_to_nnx,
     "RNN": recurrent_to_nnx,
     "LSTMCell": cell_to_nnx,
     "GRUCell": cell_to_nnx,
     "RNNCell": cell_to_nnx,
-    "TransformerEncoderLayer": encoder_layer_to_nnx,
-    "TransformerEncoder": encoder_to_nnx,
 }
 FROM_NNX = {
-    s.TorchMultiheadAttention: attention_from_nnx,
     s.TorchRecurrent: recurrent_from_nnx,
     s.TorchCell: cell_from_nnx,
-    s.TorchTransformerEncoderLayer: encoder_layer_from_nnx,
-    s.TorchTransformerEncoder: encoder_from_nnx,
 }
