@@ -282,17 +282,47 @@ def test_fully_masked_rows_give_what_torch_gives(x64, rng, attention):
                       [np.asarray(t) for t in out if t is not None])
 
 
-def test_attention_options_flax_cannot_express_are_refused_together(attention):
-    with pytest.raises(ValueError) as info:
-        to_nnx(torch.nn.Sequential(torch.nn.MultiheadAttention(4, 2, add_bias_kv=True,
-                                                               add_zero_attn=True, kdim=3, vdim=5)))
-    message = str(info.value)
-    for part in ("`add_bias_kv`=True", "`add_zero_attn`=True", "`kdim` (=3) != `vdim` (=5)", "'0'"):
-        assert part in message
+def test_attention_extras_run_between_the_stock_projections(x64, rng):
+    """``add_bias_kv``, ``add_zero_attn``, ``kdim != vdim`` (the stock layer, its value
+    projection rebuilt for vdim) with boolean masks, then float (additive) masks with
+    -inf entries: what nnx.MultiHeadAttention's own call cannot express runs between
+    its stock projections and its attention_fn."""
+    module = torch.nn.MultiheadAttention(4, 2, add_bias_kv=True, add_zero_attn=True, kdim=3,
+                                         vdim=5, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():  # torch starts bias_k/bias_v random but in_proj_bias at 0
+        module.in_proj_bias.copy_(torch.from_numpy(rng.standard_normal(12)))
+    nnx_module = to_nnx(module)
+    assert isinstance(nnx_module.attention, attention_modules.TorchVdimAttention)
+    assert isinstance(nnx_module.attention, nnx.MultiHeadAttention)
+    assert nnx_module.bias_k.get_value().shape == (2, 2)  # (heads, head_dim)
+    q, k, v = (rng.standard_normal((2, n, d)) for n, d in ((3, 4), (4, 3), (4, 5)))
+    padding = np.array([[False] * 3 + [True], [False, True, False, True]])
+    causal = np.triu(np.ones((3, 4), bool), 1)
+    additive = np.where(causal, -np.inf, rng.standard_normal((3, 4)))
+    _parity(module, nnx_module, [
+        ((q, k, v), dict(key_padding_mask=padding, attn_mask=causal)),
+        ((q, k, v), dict(key_padding_mask=np.where(padding, -np.inf, 0.5), attn_mask=additive,
+                         need_weights=False))], rng)
+    _round_trip(module, nnx_module)
+
+
+def test_float_mask_rows_of_minus_infinity_give_torchs_zeros_and_gradients(x64, rng, attention):
+    """A float mask's -inf entries become flax's boolean mask: a row of them gives
+    torch's 0 (need_weights=False), and no -inf reaches the softmax to make the
+    gradients NaN."""
+    module, nnx_module = attention
+    x = rng.standard_normal((3, 2, 4))
+    dead = np.where(np.arange(3)[:, None] == 1, -np.inf, rng.standard_normal((3, 3)))
+    _parity(module, nnx_module, [((x, x, x), dict(attn_mask=dead, need_weights=False))], rng)
+
+
+def test_attention_masks_hints_and_modules_torch_cannot_take_are_refused(attention):
     nnx_module = attention[1]
-    with pytest.raises(TypeError, match="`attn_mask` has dtype float32"):
-        nnx_module(jnp.ones((3, 1, 4)), jnp.ones((3, 1, 4)), jnp.ones((3, 1, 4)),
-                   attn_mask=jnp.zeros((3, 3), jnp.float32))
+    x = jnp.ones((3, 1, 4))
+    with pytest.raises(TypeError, match="`attn_mask` has dtype int32; torch takes boolean"):
+        nnx_module(x, x, x, attn_mask=jnp.zeros((3, 3), jnp.int32))
+    with pytest.raises(ValueError, match="`is_causal`=True is a hint that needs"):
+        nnx_module(x, x, x, is_causal=True)
     hand = _empty(lambda: attention_modules.TorchMultiheadAttention(nnx.MultiHeadAttention(
         4, 4, qkv_features=8, num_kv_heads=2, normalize_qk=True, decode=False, rngs=nnx.Rngs(0))))
     with pytest.raises(ValueError) as info:
