@@ -23,7 +23,7 @@ import torch
 from flax import nnx
 
 from jaxgrad.flax import (attention_modules, from_nnx, grads_to_torch, modules, nnx_state_dict,
-                          sequence_modules, to_nnx)
+                          sequence_modules, to_nnx, transformer_modules)
 from jaxgrad.parity import assert_parity
 
 
@@ -329,6 +329,50 @@ def test_attention_masks_hints_and_modules_torch_cannot_take_are_refused(attenti
         from_nnx(hand)
     for part in ("`qkv_features` (=8)", "`num_kv_heads` (=2)", "`normalize_qk`=True"):
         assert part in str(info.value)
+
+
+# ---------------------------------------------------------------- transformer decoder
+def _decoder(kind, rng):
+    if kind == "stack":
+        layer = torch.nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, dtype=torch.float64)
+        module = torch.nn.TransformerDecoder(layer, 1, norm=torch.nn.LayerNorm(4, dtype=torch.float64))
+    else:
+        module = torch.nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, activation="gelu",
+                                                  layer_norm_eps=1e-3, batch_first=True,
+                                                  norm_first=True, dtype=torch.float64)
+    with torch.no_grad():  # every parameter random (torch starts biases at 0, norms at 1)
+        for p in module.parameters():
+            p.copy_(torch.from_numpy(rng.standard_normal(tuple(p.shape))))
+    return module
+
+
+@pytest.mark.parametrize("kind", ["stack", "layer"], ids=["stack-post-norm-relu",
+                                                          "layer-pre-norm-gelu-batch-first"])
+def test_transformer_decoder_becomes_stock_attention_linear_and_layer_norm(x64, rng, kind):
+    """Self- and cross-attention on stock nnx.MultiHeadAttention under torch's child
+    names; every mask torch takes (a causal tgt_mask with the tgt_is_causal hint, a
+    float memory_mask, both padding masks; the memory_is_causal hint) and the stack's
+    final norm. One layer per stack: each compiled layer costs seconds, and the
+    stack code that places layers.0, layers.1… is the encoder's."""
+    module = _decoder(kind, rng)
+    nnx_module = to_nnx(module)
+    layers = _instances(nnx_module, transformer_modules.TorchTransformerDecoderLayer)
+    assert len(layers) == 1
+    assert len(_instances(nnx_module, nnx.MultiHeadAttention)) == 2 * len(layers)
+    assert _instances(nnx_module, nnx.LayerNorm) and not _instances(nnx_module, modules.TorchLayer)
+    causal = np.triu(np.ones((3, 3), bool), 1)
+    if kind == "stack":
+        tgt, memory = rng.standard_normal((3, 2, 4)), rng.standard_normal((4, 2, 4))
+        masks = dict(tgt_mask=causal, tgt_is_causal=True,
+                     memory_mask=np.where(np.eye(3, 4, dtype=bool), -1.5, 0.0),
+                     tgt_key_padding_mask=np.array([[False, False, True], [False] * 3]),
+                     memory_key_padding_mask=np.array([[False] * 3 + [True], [False] * 4]))
+    else:
+        tgt, memory = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 4))
+        masks = dict(tgt_mask=causal, memory_mask=np.triu(np.ones((3, 4), bool), 1),
+                     memory_is_causal=True)
+    _parity(module, nnx_module, [((tgt, memory), masks)], rng)
+    _round_trip(module, nnx_module)
 
 
 # ---------------------------------------------------- transposed and padded convolutions

@@ -749,6 +749,9 @@ NOTES = {
     "TransformerEncoderLayer": "stock nnx.MultiHeadAttention, nnx.Linear, nnx.LayerNorm "
                                "(eps 1e-5), torch's norm order",
     "TransformerEncoder": "one TorchTransformerEncoderLayer per layer, stock layers inside",
+    "TransformerDecoderLayer": "stock nnx.MultiHeadAttention (self and cross), nnx.Linear, "
+                               "nnx.LayerNorm (eps 1e-5), torch's norm order",
+    "TransformerDecoder": "one TorchTransformerDecoderLayer per layer, stock layers inside",
     "ConvTranspose1d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, k) -> "
                        "(k, out, in), pads d(k-1)-p (+ output_padding)",
     "ConvTranspose2d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, kH, kW) -> "

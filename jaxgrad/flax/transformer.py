@@ -1,83 +1,113 @@
-"""``TransformerEncoderLayer`` / ``TransformerEncoder`` to their nnx twins of
-``jaxgrad.flax.transformer_modules`` (stock ``nnx.MultiHeadAttention``, ``nnx.Linear``,
-``nnx.LayerNorm``, ``nnx.Dropout`` under torch's child names) and back.
+"""``TransformerEncoderLayer`` / ``TransformerDecoderLayer`` and their stacks
+``TransformerEncoder`` / ``TransformerDecoder`` to the nnx twins of
+``jaxgrad.flax.transformer_modules`` and back.
+
+Every child keeps torch's name and becomes its stock twin: ``self_attn`` (and the
+decoder's cross-attention ``multihead_attn``) ``TorchMultiheadAttention`` around
+``nnx.MultiHeadAttention`` (``jaxgrad.flax.attention``), ``linear1``/``linear2``
+``nnx.Linear``, ``norm1``…``norm3`` ``nnx.LayerNorm`` (torch's ``layer_norm_eps``),
+the dropouts ``nnx.Dropout``; so params read back as ``layers.0.self_attn.in_proj_weight``,
+``layers.1.norm3.bias``… exactly torch's keys. A stack's layers are separate nnx
+modules (torch deep-copies one layer; each then trains on its own). Refused: an
+``activation`` other than ``"relu"``/``"gelu"`` (a callable has no nnx form here) and a
+stack ``norm`` other than a ``LayerNorm``.
 """
 
 from __future__ import annotations
 
 from jaxgrad import nn
 from jaxgrad.flax import transformer_modules as t
-from jaxgrad.flax._util import dtype_of
+from jaxgrad.flax._util import dtype_of, refuse
 from jaxgrad.flax.attention import attention_from_nnx, attention_to_nnx
 
+# torch class -> (nnx twin, attention children, norm children)
+_LAYERS = {
+    "TransformerEncoderLayer": (t.TorchTransformerEncoderLayer, ("self_attn",),
+                                ("norm1", "norm2")),
+    "TransformerDecoderLayer": (t.TorchTransformerDecoderLayer, ("self_attn", "multihead_attn"),
+                                ("norm1", "norm2", "norm3")),
+}
+_STACKS = {"TransformerEncoder": t.TorchTransformerEncoder,
+           "TransformerDecoder": t.TorchTransformerDecoder}
 
-def encoder_layer_to_nnx(layer, params, buffers, dtype):
+
+def layer_to_nnx(layer, params, buffers, dtype):
     from jaxgrad.flax import convert  # the Linear and LayerNorm builders live there
     from jaxgrad.nn.module import sub_dict
 
+    name = type(layer).__name__
     if layer.activation not in ("relu", "gelu"):
-        raise ValueError(f"to_nnx: TransformerEncoderLayer with `activation` "
-                         f"(={layer.activation!r}) has no nnx form yet; use 'relu' or 'gelu'.")
+        raise ValueError(f"to_nnx: {name} with `activation` (={layer.activation!r}) has no "
+                         "nnx form yet; use 'relu' or 'gelu'.")
+    cls, attentions, norms = _LAYERS[name]
     kids = dict(layer.children())
+    children = {child: attention_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
+                for child in attentions}
+    children.update({child: convert._linear(kids[child], sub_dict(params, child), {}, dtype)
+                     for child in ("linear1", "linear2")})
+    children.update({child: convert._layer_norm(kids[child], sub_dict(params, child), {}, dtype)
+                     for child in norms})
+    return cls(**children, dropout=layer.dropout, activation=layer.activation,
+               norm_first=layer.norm_first)
 
-    def build(name, builder):
-        return builder(kids[name], sub_dict(params, name), {}, dtype)
 
-    return t.TorchTransformerEncoderLayer(
-        build("self_attn", attention_to_nnx), build("linear1", convert._linear),
-        build("linear2", convert._linear), build("norm1", convert._layer_norm),
-        build("norm2", convert._layer_norm), dropout=layer.dropout,
-        activation=layer.activation, norm_first=layer.norm_first)
-
-
-def encoder_to_nnx(layer, params, buffers, dtype):
+def stack_to_nnx(layer, params, buffers, dtype):
     from jaxgrad.flax import convert
     from jaxgrad.nn.module import sub_dict
 
-    layers = [encoder_layer_to_nnx(layer.encoder_layer, sub_dict(params, f"layers.{i}"), {}, dtype)
+    name = type(layer).__name__
+    layers = [layer_to_nnx(layer.layer, sub_dict(params, f"layers.{i}"), {}, dtype)
               for i in range(layer.num_layers)]
     norm = None
     if layer.norm is not None:
         if type(layer.norm).__name__ != "LayerNorm":
-            raise ValueError(f"to_nnx: TransformerEncoder with `norm` of type "
+            raise ValueError(f"to_nnx: {name} with `norm` of type "
                              f"{type(layer.norm).__name__}; only a LayerNorm has an nnx form.")
         norm = convert._layer_norm(layer.norm, sub_dict(params, "norm"), {}, dtype)
-    return t.TorchTransformerEncoder(layers, norm)
+    return _STACKS[name](layers, norm)
 
 
 def _prefixed(prefix: str, read) -> dict:
     return {f"{prefix}.{k}": v for k, v in read[1].items()}
 
 
-def encoder_layer_from_nnx(module, context):
+def layer_from_nnx(module, context):
     from jaxgrad.flax import convert
 
-    attention, read_attention = module.self_attn.attention, attention_from_nnx(module.self_attn, context)
-    reads = {name: reader(getattr(module, name), context) for name, reader in (
-        ("linear1", convert._from_linear), ("linear2", convert._from_linear),
-        ("norm1", convert._from_layer_norm), ("norm2", convert._from_layer_norm))}
-    dropout = module.dropout.rate
-    layer = nn.TransformerEncoderLayer(
+    name = next(n for n, (cls, _, _) in _LAYERS.items() if isinstance(module, cls))
+    _, attentions, norms = _LAYERS[name]
+    reads = {child: attention_from_nnx(getattr(module, child), context) for child in attentions}
+    reads.update({child: convert._from_linear(getattr(module, child), context)
+                  for child in ("linear1", "linear2")})
+    reads.update({child: convert._from_layer_norm(getattr(module, child), context)
+                  for child in norms})
+    rates = {child: getattr(module, child).attention.dropout_rate for child in attentions}
+    if len(set(rates.values())) > 1:  # torch's layer builds both with one dropout
+        refuse(f"from_nnx: Torch{name} at {context.path or 'the top level'!r}",
+               [f"the attentions' dropout rates differ ({rates})"])
+    attention, dropout = module.self_attn.attention, module.dropout.rate
+    layer = getattr(nn, name)(
         attention.in_features, attention.num_heads, dim_feedforward=module.linear1.out_features,
         dropout=dropout, activation=module.activation, layer_norm_eps=module.norm1.epsilon,
         batch_first=module.self_attn.batch_first, norm_first=module.norm_first,
         bias=module.linear1.use_bias, dtype=dtype_of(module),
         attention_dropout=None if attention.dropout_rate == dropout else attention.dropout_rate)
-    params = _prefixed("self_attn", read_attention)
-    for name, read in reads.items():
-        params.update(_prefixed(name, read))
+    params = {}
+    for child, read in reads.items():
+        params.update(_prefixed(child, read))
     return layer, params, {}
 
 
-def encoder_from_nnx(module, context):
+def stack_from_nnx(module, context):
     from jaxgrad.flax import convert
 
-    reads = [encoder_layer_from_nnx(layer, context) for layer in module.layers]
+    name = next(n for n, cls in _STACKS.items() if isinstance(module, cls))
+    reads = [layer_from_nnx(layer, context) for layer in module.layers]
     different = [str(i) for i, read in enumerate(reads) if read[0] != reads[0][0]]
     if different:
-        raise ValueError(f"from_nnx: TorchTransformerEncoder at {context.path or 'the top level'!r}: "
+        raise ValueError(f"from_nnx: Torch{name} at {context.path or 'the top level'!r}: "
                          f"layers {', '.join(different)} differ from layer 0 in their "
-                         "hyperparameters; torch's TransformerEncoder copies one layer.")
+                         f"hyperparameters; torch's {name} copies one layer.")
     norm = None
     params = {}
     for i, read in enumerate(reads):
@@ -86,9 +116,9 @@ def encoder_from_nnx(module, context):
         norm_read = convert._from_layer_norm(module.norm, context)
         norm = norm_read[0]
         params.update(_prefixed("norm", norm_read))
-    return nn.TransformerEncoder(reads[0][0], len(reads), norm=norm), params, {}
+    return getattr(nn, name)(reads[0][0], len(reads), norm=norm), params, {}
 
 
-TO_NNX = {"TransformerEncoderLayer": encoder_layer_to_nnx, "TransformerEncoder": encoder_to_nnx}
-FROM_NNX = {t.TorchTransformerEncoderLayer: encoder_layer_from_nnx,
-            t.TorchTransformerEncoder: encoder_from_nnx}
+TO_NNX = {**{name: layer_to_nnx for name in _LAYERS}, **{name: stack_to_nnx for name in _STACKS}}
+FROM_NNX = {**{cls: layer_from_nnx for cls, _, _ in _LAYERS.values()},
+            **{cls: stack_from_nnx for cls in _STACKS.values()}}
