@@ -411,8 +411,21 @@ def test_hand_built_conv_transpose_reads_back_or_is_refused(x64, rng):
                   np.asarray(jnp.moveaxis(nhwc, -1, 1)))
     with pytest.raises(ValueError, match="output_padding=-1"):
         from_nnx(nnx.Sequential(nnx.ConvTranspose(2, 3, (3, 3), strides=2, rngs=nnx.Rngs(0))))
-    with pytest.raises(ValueError, match="`groups` \\(=2\\)"):
-        to_nnx(torch.nn.Sequential(torch.nn.ConvTranspose2d(2, 4, 3, groups=2)))
+
+
+def test_grouped_conv_transpose_is_one_stock_conv_transpose_per_group(x64, rng):
+    """Each group a stock nnx.ConvTranspose on its slice of channels, weight rows and
+    bias (the code is the same for 1-d)."""
+    module = torch.nn.Sequential(torch.nn.ConvTranspose2d(
+        6, 4, 3, stride=2, padding=1, output_padding=1, dilation=(1, 2), groups=2)).double()
+    shape = (2, 6, 3, 3)
+    nnx_module = to_nnx(module, layout="NCHW")
+    grouped = nnx_module.layers[1]
+    assert isinstance(grouped, modules.TorchGroupedConvTranspose)
+    assert len(grouped.convs) == module[0].groups
+    assert all(type(c) is nnx.ConvTranspose and c.transpose_kernel for c in grouped.convs)
+    _parity(module, nnx_module, [((rng.standard_normal(shape),), {})], rng)
+    _round_trip(module, nnx_module)
 
 
 @pytest.mark.parametrize("mode, options, kind, numerics", [

@@ -11,13 +11,17 @@
   `(in, out, *k)` -> kernel `(*k, out, in)` (``lax.conv_transpose`` flips it and swaps
   its channel axes: torch's "gradient of a conv" definition), explicit pads
   ``(d(k−1) − p, d(k−1) − p + output_padding)`` on the stride-dilated input.
-  Refused: ``groups > 1`` (``nnx.ConvTranspose`` has no ``feature_group_count``).
+  ``groups > 1`` -> ``TorchGroupedConvTranspose``: one such ``nnx.ConvTranspose`` per
+  group (``nnx.ConvTranspose`` has no ``feature_group_count``), group g taking the
+  weight rows ``[g·in/G, (g+1)·in/G)`` `(in/G, out/G, *k)` and its slice of the bias.
 
 ``from_nnx`` reads either kernel orientation (``transpose_kernel=False`` kernels are
 flipped back) and flax's string paddings, refusing what no torch layer computes.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from flax import nnx
@@ -135,23 +139,26 @@ def conv_from_nnx(module, context):
 # -------------------------------------------------------------- transposed
 def conv_transpose_to_nnx(layer, params, buffers, dtype):
     spatial = params["weight"].ndim - 2
-    if layer.groups != 1:
-        raise ValueError(f"to_nnx: {type(layer).__name__} with `groups` (={layer.groups}) > 1: "
-                         "nnx.ConvTranspose has no feature_group_count.")
     kernel_size = as_tuple(layer.kernel_size, spatial)
     dilation = as_tuple(layer.dilation, spatial)
     pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, d, p, op in zip(
         kernel_size, dilation, as_tuple(layer.padding, spatial),
         as_tuple(layer.output_padding, spatial))]
-    module = empty(lambda: nnx.ConvTranspose(
-        layer.in_channels, layer.out_channels, kernel_size,
-        strides=as_tuple(layer.stride, spatial), padding=pads, kernel_dilation=dilation,
-        use_bias=layer.bias, transpose_kernel=True, param_dtype=dtype, rngs=rngs()))
-    # torch (in, out, *k) -> (*k, out, in): the forward conv's HWIO, flipped by lax
-    set_value(module.kernel, np.moveaxis(as_numpy(params["weight"]), (0, 1), (-1, -2)))
-    if layer.bias:
-        set_value(module.bias, params["bias"])
-    return module
+    groups = layer.groups
+    weights = np.split(as_numpy(params["weight"]), groups)  # (in/G, out/G, *k) per group
+    biases = np.split(as_numpy(params["bias"]), groups) if layer.bias else [None] * groups
+    convs = []
+    for weight, bias in zip(weights, biases):
+        module = empty(lambda: nnx.ConvTranspose(
+            layer.in_channels // groups, layer.out_channels // groups, kernel_size,
+            strides=as_tuple(layer.stride, spatial), padding=pads, kernel_dilation=dilation,
+            use_bias=layer.bias, transpose_kernel=True, param_dtype=dtype, rngs=rngs()))
+        # torch (in, out, *k) -> (*k, out, in): the forward conv's HWIO, flipped by lax
+        set_value(module.kernel, np.moveaxis(weight, (0, 1), (-1, -2)))
+        if layer.bias:
+            set_value(module.bias, bias)
+        convs.append(module)
+    return convs[0] if groups == 1 else m.TorchGroupedConvTranspose(convs)
 
 
 def _transpose_pads(padding, kernel_size, strides, dilation):
@@ -216,7 +223,30 @@ def conv_transpose_from_nnx(module, context):
     return layer, params, {}
 
 
+def grouped_conv_transpose_from_nnx(module, context):
+    """Each group read as one ``ConvTranspose``; torch's layer stacks their weights
+    (``(in, out/G, *k)``: group g's input channels are rows g·in/G…) and biases."""
+    base = context.path
+    reads = []
+    for index, conv in enumerate(module.convs):
+        context.path = f"{base}.convs.{index}" if base else f"convs.{index}"
+        reads.append(conv_transpose_from_nnx(conv, context))
+    context.path = base
+    first = reads[0][0]
+    different = [str(i) for i, read in enumerate(reads) if read[0] != first]
+    if different:
+        raise ValueError(f"from_nnx: TorchGroupedConvTranspose at {base or 'the top level'!r}: "
+                         f"groups {', '.join(different)} differ from group 0 in their "
+                         "hyperparameters; torch's groups share them.")
+    groups = len(reads)
+    layer = dataclasses.replace(first, in_channels=first.in_channels * groups,
+                                out_channels=first.out_channels * groups, groups=groups)
+    params = {name: np.concatenate([read[1][name] for read in reads]) for name in reads[0][1]}
+    return layer, params, {}
+
+
 TO_NNX = {"Conv1d": conv_to_nnx, "Conv2d": conv_to_nnx,
           "ConvTranspose1d": conv_transpose_to_nnx, "ConvTranspose2d": conv_transpose_to_nnx}
 FROM_NNX = {nnx.Conv: conv_from_nnx, m.TorchPaddedConv: conv_from_nnx,
-            nnx.ConvTranspose: conv_transpose_from_nnx}
+            nnx.ConvTranspose: conv_transpose_from_nnx,
+            m.TorchGroupedConvTranspose: grouped_conv_transpose_from_nnx}

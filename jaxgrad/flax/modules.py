@@ -16,6 +16,9 @@ module                 why stock flax is not enough
 ``TorchPaddedConv``    torch's ``padding_mode`` ``'replicate'`` (and reflect / circular
                        with pads other than flax's ``'REFLECT'``/``'CIRCULAR'``, which
                        pad ``((k−1)//2, k//2)``): ``TorchPad`` then a VALID ``nnx.Conv``
+``TorchGrouped``       ``ConvTranspose`` with ``groups > 1``: one stock
+``ConvTranspose``      ``nnx.ConvTranspose`` per group (``nnx.ConvTranspose`` has no
+                       ``feature_group_count``)
 ``TorchInstanceNorm``  ``InstanceNorm`` with ``track_running_stats=True``: per-instance
                        statistics in training, running ones (torch's momentum, the batch
                        average of the unbiased instance variances) in eval; stock
@@ -138,6 +141,22 @@ class TorchPaddedConv(nnx.Module):
 
     def __call__(self, x):
         return self.conv(self.pad(x))
+
+
+class TorchGroupedConvTranspose(nnx.Module):
+    """torch's ``ConvTranspose{1,2}d`` with ``groups`` G > 1 on channels-last input:
+    ``convs``, G stock ``nnx.ConvTranspose`` (``transpose_kernel=True``), group g
+    reading input channels ``[g·in/G, (g+1)·in/G)`` and writing output channels
+    ``[g·out/G, (g+1)·out/G)``. ``nnx.ConvTranspose`` has no ``feature_group_count``
+    (``lax.conv_transpose`` takes none). Group g's kernel `(*k, out/G, in/G)` is
+    torch's weight rows ``[g·in/G, (g+1)·in/G)`` of `(in, out/G, *k)`, moved."""
+
+    def __init__(self, convs: list):
+        self.convs = nnx.List(convs)
+
+    def __call__(self, x):
+        parts = jnp.split(x, len(self.convs), axis=-1)
+        return jnp.concatenate([conv(part) for conv, part in zip(self.convs, parts)], axis=-1)
 
 
 class TorchInstanceNorm(nnx.Module):
