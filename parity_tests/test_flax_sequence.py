@@ -164,9 +164,31 @@ def test_stock_cells_read_back_with_the_missing_bias_at_zero(x64, rng, cls):
         _parity(torch_module, hand, [((x,), {})], rng)
 
 
-def test_recurrent_options_flax_cannot_express_are_refused():
-    with pytest.raises(ValueError, match=r"`proj_size` \(=2\) > 0"):
-        to_nnx(torch.nn.LSTM(3, 4, proj_size=2))
+def test_lstm_proj_size_projects_the_hidden_state_like_torch(x64, rng):
+    """``proj_size``: h = W_hr (o ⊙ tanh c) `(N, P)` with c `(N, H)`, the second layer
+    reading the P features (P·D bidirectional: the same rule), from torch's zero state
+    (a given state takes the unprojected LSTM's path, which the tests above run)."""
+    module = torch.nn.LSTM(3, 4, proj_size=2, num_layers=2, dtype=torch.float64)
+    nnx_module = to_nnx(module)
+    cells = _instances(nnx_module, sequence_modules.TorchProjLSTMCell)
+    assert len(cells) == 2 and all(isinstance(c, nnx.LSTMCell) for c in cells)
+    assert cells[0].hr.kernel.get_value().shape == (4, 2) and cells[1].ii.in_features == 2
+    _parity(module, nnx_module, [((rng.standard_normal((3, 2, 3)),), {})], rng)
+    _round_trip(module, nnx_module)
+
+
+def test_projected_cells_torch_cannot_hold_are_refused():
+    def proj_cell(in_features):
+        return sequence_modules.TorchProjLSTMCell(in_features, 4, 2, rngs=nnx.Rngs(0))
+
+    mixed = _empty(lambda: sequence_modules.TorchRecurrent("LSTM", [
+        nnx.RNN(proj_cell(3), rngs=False),
+        nnx.RNN(sequence_modules.TorchLSTMCell(2, 4, rngs=nnx.Rngs(0)), rngs=False)],
+        batch_first=False, dropout=0.0))
+    with pytest.raises(ValueError, match=r"layers\[1\] forward: proj_features 0 != 2"):
+        from_nnx(mixed)
+    with pytest.raises(ValueError, match="torch's LSTMCell has no `proj_size`"):
+        from_nnx(_empty(lambda: sequence_modules.TorchCell("LSTM", proj_cell(3))))
 
 
 def test_hand_built_recurrent_stack_that_does_not_chain_lists_every_problem():

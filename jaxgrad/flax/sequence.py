@@ -10,8 +10,9 @@ module of ``jaxgrad.flax.sequence_modules`` that keeps torch's calling conventio
   with a bias on both sides, so torch's ``bias_ih`` (input side) and ``bias_hh``
   (hidden side) are two ``nnx.Param`` trained as torch's. LSTM rows i, f, g, o of
   ``weight_ih``/``weight_hh`` and the biases go to ``ii, if_, ig, io`` /
-  ``hi, hf, hg, ho``. ``bias=False``: no bias on either side. Refused:
-  ``proj_size > 0``. Read back, a side without a bias (a stock cell written in flax:
+  ``hi, hf, hg, ho``. ``bias=False``: no bias on either side. ``proj_size`` P > 0:
+  ``TorchProjLSTMCell`` (``weight_hr`` `(P, H)` -> ``hr.kernel`` `(H, P)`, ``weight_hh``
+  `(4H, P)` -> ``hi..ho`` `(P, H)`, the layers above reading ``P·D`` features). Read back, a side without a bias (a stock cell written in flax:
   ``nnx.LSTMCell``'s ``i*``, ``nnx.GRUCell``'s and ``nnx.SimpleCell``'s ``dense_h``)
   is torch's bias at 0.
 - ``LSTMCell`` / ``GRUCell`` / ``RNNCell`` -> ``TorchCell`` around the same cells,
@@ -37,10 +38,13 @@ _LSTM_GATES = (("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho"))  # torch
 
 
 # ------------------------------------------------------------------ recurrent
-def _cell(mode: str, in_features: int, hidden: int, bias: bool, dtype):
+def _cell(mode: str, in_features: int, hidden: int, bias: bool, dtype, proj: int = 0):
     """The empty cell (``_util.empty``): ``_load_cell`` sets every variable."""
     def build():
         rngs = nnx.Rngs(0)
+        if mode == "LSTM" and proj:
+            return s.TorchProjLSTMCell(in_features, hidden, proj, use_bias=bias,
+                                       param_dtype=dtype, rngs=rngs)
         if mode == "LSTM":
             return s.TorchLSTMCell(in_features, hidden, use_bias=bias, param_dtype=dtype,
                                    rngs=rngs)
@@ -74,6 +78,8 @@ def _load_cell(cell, mode: str, params: dict, suffix: str, bias: bool) -> None:
         if bias:
             set_value(dense_i.bias, arrays[2][k])
             set_value(dense_h.bias, arrays[3][k])
+    if isinstance(cell, s.TorchProjLSTMCell):  # weight_hr (P, H) -> hr.kernel (H, P)
+        set_value(cell.hr.kernel, as_numpy(params[f"weight_hr{suffix}"]).T)
 
 
 def _suffixes(num_layers: int, directions: int):
@@ -82,17 +88,14 @@ def _suffixes(num_layers: int, directions: int):
 
 
 def recurrent_to_nnx(layer, params, buffers, dtype):
-    name, mode = type(layer).__name__, layer.mode
-    if getattr(layer, "proj_size", 0):
-        refuse(f"to_nnx: {name}", [f"`proj_size` (={layer.proj_size}) > 0: nnx.LSTMCell has "
-                                   "no projection"])
+    mode, proj = layer.mode, getattr(layer, "proj_size", 0)
     H, directions = layer.hidden_size, layer.directions
     layers = []
     for k, suffixes in enumerate(_suffixes(layer.num_layers, directions)):
-        in_features = layer.input_size if k == 0 else H * directions
+        in_features = layer.input_size if k == 0 else layer.output_size * directions
         rnns = []
         for suffix in suffixes:
-            cell = _cell(mode, in_features, H, layer.bias, dtype)
+            cell = _cell(mode, in_features, H, layer.bias, dtype, proj)
             _load_cell(cell, mode, params, suffix, layer.bias)
             rnns.append(nnx.RNN(cell, rngs=False))
         layers.append(rnns[0] if directions == 1 else
@@ -134,6 +137,8 @@ def _read_cell(cell, mode: str, suffix: str, bias: bool, gradients: bool) -> dic
         pairs = [_read_bias(i, h, mode, gradients) for i, h in sides]
         params[f"bias_ih{suffix}"] = np.concatenate([p[0] for p in pairs])
         params[f"bias_hh{suffix}"] = np.concatenate([p[1] for p in pairs])
+    if isinstance(cell, s.TorchProjLSTMCell):
+        params[f"weight_hr{suffix}"] = value_of(cell.hr.kernel).T
     return params
 
 
@@ -169,6 +174,7 @@ def recurrent_from_nnx(module, context):
               for layer in module.layers]
     directions = 2 if bidirectional else 1
     hidden = layers[0][0].cell.hidden_features
+    proj = getattr(layers[0][0].cell, "proj_features", 0)
     input_size = layers[0][0].cell.in_features
     problems = []
     for k, rnns in enumerate(layers):
@@ -186,7 +192,10 @@ def recurrent_from_nnx(module, context):
             problems += kind
             if cell.hidden_features != hidden:
                 problems.append(f"{at}: hidden_features {cell.hidden_features} != {hidden}")
-            expected = input_size if k == 0 else hidden * directions
+            if getattr(cell, "proj_features", 0) != proj:
+                problems.append(f"{at}: proj_features {getattr(cell, 'proj_features', 0)} != "
+                                f"{proj} (torch projects every layer or none)")
+            expected = input_size if k == 0 else (proj or hidden) * directions
             if cell.in_features != expected:
                 problems.append(f"{at}: in_features {cell.in_features}, but the layer below "
                                 f"gives {expected}")
@@ -196,6 +205,8 @@ def recurrent_from_nnx(module, context):
         "nonlinearity": "tanh" if module.mode == "RNN_TANH" else "relu"}
     first = layers[0][0].cell
     bias = any(_has_bias(rnn.cell, module.mode) for rnns in layers for rnn in rnns)
+    if proj:
+        options["proj_size"] = proj
     layer = cls(input_size, hidden, num_layers=len(layers), bias=bias,
                 batch_first=module.batch_first, dropout=module.dropout.rate,
                 bidirectional=bidirectional, dtype=dtype_of(first), **options)
@@ -227,6 +238,8 @@ def cell_from_nnx(module, context):
     problems = _cell_problems(cell, mode, "cell")
     if problems is None:
         problems = [f"cell: {type(cell).__name__} in a {mode} TorchCell (expected {_CELLS[mode]})"]
+    elif isinstance(cell, s.TorchProjLSTMCell):
+        problems.append("cell: TorchProjLSTMCell; torch's LSTMCell has no `proj_size`")
     refuse(f"from_nnx: TorchCell at {at!r}", problems)
     bias = _has_bias(cell, mode)
     options = {"nonlinearity": "tanh" if mode == "RNN_TANH" else "relu"} if mode.startswith("RNN") else {}

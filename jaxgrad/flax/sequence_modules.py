@@ -17,6 +17,9 @@ module                         what it translates
                                have a bias too: torch's ``bias_ih`` and ``bias_hh``
                                are two ``Param`` and train as torch's (flax's one
                                bias per gate would move their sum twice as far)
+``TorchProjLSTMCell``          ``TorchLSTMCell`` with torch's ``proj_size``: the
+                               hidden state projected, ``h = W_hr (o ⊙ tanh c)``
+                               (``nnx.LSTMCell`` has no projection)
 ``TorchRNNCell``               ``nnx.SimpleCell`` whose recurrent ``dense_h`` has a
                                bias too (``bias_hh``), for the same reason
 ``TorchGRUCell``               ``nnx.GRUCell`` whose recurrent ``dense_h`` has a bias:
@@ -70,6 +73,49 @@ class TorchLSTMCell(nnx.LSTMCell):
             setattr(self, name, _biased(getattr(self, name), use_bias, param_dtype, rngs))
 
 
+class TorchProjLSTMCell(TorchLSTMCell):
+    """torch's LSTM cell with ``proj_size`` P > 0: ``TorchLSTMCell`` whose new hidden
+    state is projected, ``h' = W_hr (o ⊙ tanh c')`` `(N, P)`, while ``c`` stays
+    `(N, H)`. ``hr`` (``nnx.Linear`` `(H, P)`, no bias) holds ``weight_hr``ᵀ; the
+    hidden-side ``hi, hf, hg, ho`` read the P-wide ``h``: kernels `(P, H)` =
+    rows of ``weight_hh`` `(4H, P)`ᵀ. ``nnx.LSTMCell`` has no projection, so
+    ``__call__`` is its own (``nnx.LSTMCell``'s, plus ``hr``); ``initialize_carry``
+    gives ``h`` P features (zeros, torch's default state).
+    """
+
+    def __init__(self, in_features: int, hidden_features: int, proj_features: int, *,
+                 use_bias: bool = True, param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
+        super().__init__(in_features, hidden_features, use_bias=use_bias,
+                         param_dtype=param_dtype, rngs=rngs)
+        self.proj_features = proj_features
+        for name in ("hi", "hf", "hg", "ho"):
+            setattr(self, name, nnx.Linear(
+                proj_features, hidden_features, use_bias=use_bias,
+                bias_init=nnx.initializers.zeros_init(), param_dtype=param_dtype, rngs=rngs))
+        self.hr = nnx.Linear(hidden_features, proj_features, use_bias=False,
+                             param_dtype=param_dtype, rngs=rngs)
+
+    def __call__(self, carry, inputs):
+        c, h = carry  # c (N, H), h (N, P)
+        i = self.gate_fn(self.ii(inputs) + self.hi(h))
+        f = self.gate_fn(self.if_(inputs) + self.hf(h))
+        g = self.activation_fn(self.ig(inputs) + self.hg(h))
+        o = self.gate_fn(self.io(inputs) + self.ho(h))
+        new_c = f * c + i * g
+        new_h = self.hr(o * self.activation_fn(new_c))
+        return (new_c, new_h), new_h
+
+    def initialize_carry(self, input_shape, rngs=None, carry_init=None):
+        c, _ = super().initialize_carry(input_shape, rngs, carry_init)
+        return c, jnp.zeros(c.shape[:-1] + (self.proj_features,), c.dtype)
+
+
+def state_features(cell) -> int:
+    """The width of a cell's hidden state ``h``: ``proj_features`` for a
+    ``TorchProjLSTMCell``, else ``hidden_features``."""
+    return getattr(cell, "proj_features", cell.hidden_features)
+
+
 class TorchRNNCell(nnx.SimpleCell):
     """torch's RNN cell: ``nnx.SimpleCell`` whose recurrent ``dense_h`` carries a bias too.
 
@@ -110,9 +156,10 @@ class TorchRecurrent(nnx.Module):
     ``layers[k]`` is ``nnx.RNN(cell)`` or, bidirectional,
     ``nnx.Bidirectional(nnx.RNN(cell), nnx.RNN(cell))``; cells are ``TorchLSTMCell``,
     ``TorchRNNCell`` or ``TorchGRUCell`` (or, written by hand, the stock cells they
-    extend). ``__call__(input, hx=None)`` as torch:
-    input `(L, N, in)` (`(N, L, in)` with ``batch_first``) or `(L, in)`; ``hx``
-    `(D·layers, N, H)` (LSTM: ``(h_0, c_0)``). Returns ``(output, h_n)`` (LSTM:
+    extend; ``TorchProjLSTMCell`` with ``proj_size``). ``__call__(input, hx=None)`` as
+    torch: input `(L, N, in)` (`(N, L, in)` with ``batch_first``) or `(L, in)`; ``hx``
+    `(D·layers, N, H_out)` (LSTM: ``(h_0, c_0)``, ``c_0`` `(D·layers, N, H)`; ``H_out``
+    is ``proj_size`` when set, else H). Returns ``(output, h_n)`` (LSTM:
     ``(output, (h_n, c_n))``). ``dropout`` (``nnx.Dropout``) acts between layers.
     """
 
@@ -134,10 +181,10 @@ class TorchRecurrent(nnx.Module):
             x = x[None]
         directions = 2 if self.bidirectional else 1
         if hx is None:  # torch's zeros; the stock layers hold no carry rngs (rngs=False)
-            first = self.layers[0].forward_rnn if directions == 2 else self.layers[0]
-            zeros = jnp.zeros((len(self.layers) * directions, x.shape[0],
-                               first.cell.hidden_features), x.dtype)
-            h0, c0 = zeros, (zeros if self.mode == "LSTM" else None)
+            cell = (self.layers[0].forward_rnn if directions == 2 else self.layers[0]).cell
+            shape = (len(self.layers) * directions, x.shape[0])
+            h0 = jnp.zeros(shape + (state_features(cell),), x.dtype)
+            c0 = jnp.zeros(shape + (cell.hidden_features,), x.dtype) if self.mode == "LSTM" else None
         else:
             h0, c0 = hx if self.mode == "LSTM" else (hx, None)
             if not batched:
