@@ -736,10 +736,11 @@ NOTES = {
     "RMSNorm": "epsilon: torch's (None = machine eps of the dtype; flax 1e-6)",
     "MultiheadAttention": "nnx.MultiHeadAttention: in_proj (3E, E) split into (E, heads, "
                           "head_dim) kernels; bool masks True = masked -> attend; torch's "
-                          "fully masked rows",
+                          "fully masked rows; bias_kv, zero_attn, float masks between the "
+                          "stock projections and attention_fn; vdim: TorchVdimAttention",
     "LSTM": "nnx.RNN(TorchLSTMCell): nnx.LSTMCell with bias_ih on ii..io and bias_hh on "
             "hi..ho (two Params, as torch trains them), rows i,f,g,o per gate, "
-            "state (h, c) <-> carry (c, h)",
+            "state (h, c) <-> carry (c, h); proj_size: TorchProjLSTMCell (weight_hr)",
     "GRU": "nnx.RNN(TorchGRUCell): nnx.GRUCell plus b_hn (r * (W_hn h + b_hn))",
     "LSTMCell": "TorchCell(TorchLSTMCell): as LSTM, torch's (h, c) <-> flax's carry (c, h)",
     "GRUCell": "TorchCell(TorchGRUCell): nnx.GRUCell plus b_hn",
@@ -753,9 +754,11 @@ NOTES = {
                                "nnx.LayerNorm (eps 1e-5), torch's norm order",
     "TransformerDecoder": "one TorchTransformerDecoderLayer per layer, stock layers inside",
     "ConvTranspose1d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, k) -> "
-                       "(k, out, in), pads d(k-1)-p (+ output_padding)",
+                       "(k, out, in), pads d(k-1)-p (+ output_padding); groups: one per "
+                       "group (TorchGroupedConvTranspose)",
     "ConvTranspose2d": "nnx.ConvTranspose(transpose_kernel=True): weight (in, out, kH, kW) -> "
-                       "(kH, kW, out, in), pads d(k-1)-p (+ output_padding)",
+                       "(kH, kW, out, in), pads d(k-1)-p (+ output_padding); groups: one "
+                       "per group (TorchGroupedConvTranspose)",
     "InstanceNorm1d": "nnx.GroupNorm (one channel per group); TorchInstanceNorm with "
                       "running stats",
     "InstanceNorm2d": "nnx.GroupNorm (one channel per group); TorchInstanceNorm with "
