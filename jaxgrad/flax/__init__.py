@@ -4,7 +4,6 @@ the few layers stock flax cannot express)."""
 
 from jaxgrad.flax.convert import LAYOUTS
 from jaxgrad.flax.convert import SUPPORTED
-from jaxgrad.flax.convert import conversion_notes
 from jaxgrad.flax.convert import from_nnx
 from jaxgrad.flax.convert import grads_to_torch
 from jaxgrad.flax.convert import is_image_model
@@ -12,4 +11,5 @@ from jaxgrad.flax.convert import nnx_state_dict
 from jaxgrad.flax.convert import to_nnx
 from jaxgrad.flax.io import load_nnx
 from jaxgrad.flax.io import save_nnx
+from jaxgrad.flax.notes import conversion_notes
 from jaxgrad.flax import modules
