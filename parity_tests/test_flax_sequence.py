@@ -1,8 +1,10 @@
-"""``jaxgrad.flax`` for the sequence and transposed layers: stock ``nnx.MultiHeadAttention``,
-``nnx.RNN`` of ``TorchLSTMCell`` / ``TorchGRUCell`` / ``TorchRNNCell`` (the stock cells
-with torch's two biases; torch's cell modules as ``TorchCell``), ``nnx.ConvTranspose``,
-convolutions with every
-``padding_mode`` and ``InstanceNorm`` with running statistics — each against torch at
+"""``jaxgrad.flax`` for the sequence and transposed layers: stock ``nnx.MultiHeadAttention``
+(with torch's extras: ``add_bias_kv``, ``add_zero_attn``, ``vdim``, float masks), the
+transformer decoder, ``nnx.RNN`` of ``TorchLSTMCell`` / ``TorchGRUCell`` / ``TorchRNNCell``
+(the stock cells with torch's two biases; ``TorchProjLSTMCell`` for ``proj_size``; torch's
+cell modules as ``TorchCell``), ``nnx.ConvTranspose`` (one per group when grouped),
+convolutions with every ``padding_mode`` and ``InstanceNorm`` with running statistics —
+each against torch at
 the float64 tier (forward, then every gradient mapped back to torch's names), the
 stock classes asserted, round trips bit-exact, and bad input refused with every
 problem named at once.
