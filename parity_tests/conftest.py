@@ -6,20 +6,38 @@
 - ``seed`` is derived from the test's id, so every test is reproducible alone;
 - XLA's compilation cache lives in a fresh temporary folder per test process, so a
   program compiled twice in one run (the same layer in a report row and a test, a
-  sample in train and eval mode) is compiled once; nothing outlives the run.
+  sample in train and eval mode) is compiled once; nothing outlives the run;
+- XLA compiles cheaply (LLVM at -O0, no expensive LLVM passes, the classic elemental
+  emitters instead of the fusion emitters): the suite compiles thousands of tiny
+  programs and runs each once or twice, so compiling is nearly all of its time, and
+  these flags halve it. float64 verdicts cannot notice (the tier is 1e-10, rounding is
+  1e-16); float32 rows must pass under both codegens, and do: CI runs the parity report
+  (the same rows) with XLA's defaults before the suite. ``JAXGRAD_TEST_XLA_DEFAULT=1``
+  runs the suite with XLA's defaults too; flags already in ``XLA_FLAGS`` win.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import zlib
 
-import jax
-import numpy as np
-import pytest
-import torch
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0",
+                      "--xla_llvm_disable_expensive_passes=true",
+                      "--xla_cpu_use_fusion_emitters=false")
+_flags = os.environ.get("XLA_FLAGS", "")
+if os.environ.get("JAXGRAD_TEST_XLA_DEFAULT") != "1" and FAST_COMPILE_FLAGS[0] not in _flags:
+    # before jax starts its backend (xdist's workers inherit it from the controller);
+    # the user's own flags come last, so they win
+    os.environ["XLA_FLAGS"] = " ".join([*FAST_COMPILE_FLAGS,
+                                        _flags]).strip()
+
+import jax  # noqa: E402  (XLA_FLAGS first)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 torch.set_num_threads(1)
 jax.config.update("jax_default_matmul_precision", "highest")

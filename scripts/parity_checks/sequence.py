@@ -55,8 +55,14 @@ def _perturbed(module: nn.Module, seed: int = 1) -> nn.Module:
 
 
 def layer_cases(dtype: str) -> dict:
-    """``{name: (torch module, args, kwargs)}``, each layer with its main options."""
-    rng = np.random.default_rng(0)
+    """``{name: (torch module, args, kwargs)}``, each layer with its main options.
+
+    The inputs are drawn from seed 1: on seed 0's, torch's own float32 LayerNorm input
+    gradient lay 0.92 (and the norm-first decoder's 1.22) of the float32 tier from its
+    float64 one, so those float32 rows passed or failed by rounding luck; every float32
+    row is held under half the tier by ``test_float32_conditioning.py``.
+    """
+    rng = np.random.default_rng(1)
     d = TORCH_DTYPES[dtype]
     x = _normal(rng, dtype, L, N, E)
     ids = np.array([[0, 2, 2, 4], [1, 2, 0, 3]])
