@@ -410,3 +410,72 @@ def test_hand_built_group_norm_with_one_affine_param_reads_back_exactly(x64, rng
     grads = nnx.state(hand, nnx.Param)  # grads_to_torch refuses on the structure alone
     with pytest.raises(ValueError, match=f"torch's `{missing}` has no gradient"):
         grads_to_torch(hand, grads)
+
+
+_ONE_AFFINE_PARAM = {
+    # name: (the stock nnx layer, its torch twin, the torch param flax has no gradient of)
+    "LayerNorm-bias-only": (
+        lambda: nnx.LayerNorm(4, use_scale=False, use_bias=True, epsilon=1e-5,
+                              use_fast_variance=False, param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
+        lambda: torch.nn.LayerNorm(4), "weight"),
+    "LayerNorm-scale-only": (  # torch's bias=False: exact, gradients too
+        lambda: nnx.LayerNorm(4, use_scale=True, use_bias=False, epsilon=1e-5,
+                              use_fast_variance=False, param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
+        lambda: torch.nn.LayerNorm(4, bias=False), None),
+    "RMSNorm-no-scale": (  # nnx.RMSNorm has no bias: use_scale=False is torch's affine=False
+        lambda: nnx.RMSNorm(4, use_scale=False, param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
+        lambda: torch.nn.RMSNorm(4, eps=1e-6, elementwise_affine=False), None),
+    "BatchNorm-bias-only": (
+        lambda: nnx.BatchNorm(4, use_scale=False, use_bias=True, use_running_average=True,
+                              param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
+        lambda: torch.nn.BatchNorm1d(4).eval(), "weight"),
+    "BatchNorm-scale-only": (
+        lambda: nnx.BatchNorm(4, use_scale=True, use_bias=False, use_running_average=True,
+                              param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
+        lambda: torch.nn.BatchNorm1d(4).eval(), "bias"),
+}
+
+
+@pytest.mark.parametrize("name", list(_ONE_AFFINE_PARAM))
+def test_hand_built_norm_with_one_affine_param_reads_back_exactly(x64, rng, name):
+    """LayerNorm and BatchNorm as GroupNorm above: a param torch needs and flax left out
+    reads back at its identity and torch computes flax's output, and grads_to_torch
+    refuses its gradient; a form torch has (LayerNorm bias=False) is exact, gradients too."""
+    make, make_torch, missing = _ONE_AFFINE_PARAM[name]
+    hand = nnx.eval_shape(make)  # no init computed: every variable is set below
+    for _, variable in nnx.iter_graph(hand):
+        if isinstance(variable, nnx.Variable):  # BatchNorm's running var must be positive
+            shape = variable.get_value().shape
+            variable.set_value(jnp.asarray(rng.uniform(0.5, 2.0, shape)))
+    torch_module = make_torch().double()
+    torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in nnx_state_dict(hand).items()})
+    x = rng.standard_normal((3, 4))
+    cotangent = rng.standard_normal((3, 4))
+
+    def loss(mod, x):
+        y = mod(x)
+        return jnp.sum(y * cotangent), y
+
+    (_, out), grads = nnx.jit(nnx.value_and_grad(loss, has_aux=True))(hand, jnp.asarray(x))
+    assert out.dtype == np.float64
+    torch_out = torch_module(torch.from_numpy(x))
+    assert_parity(torch_out.detach().numpy(), np.asarray(out))
+    read = from_nnx(hand)  # BatchNorm's has buffers: (model, params, buffers)
+    if len(read) == 3:
+        read_back, _ = read[0].apply(read[1], jnp.asarray(x), buffers=read[2])
+    else:
+        read_back = read[0].apply(read[1], jnp.asarray(x))
+    assert read_back.dtype == np.float64
+    assert_parity(np.asarray(out), np.asarray(read_back))
+    if missing is not None:
+        np.testing.assert_array_equal(getattr(torch_module, missing).detach().numpy(),
+                                      np.ones(4) if missing == "weight" else np.zeros(4))
+        with pytest.raises(ValueError, match=f"nnx.{type(hand).__name__} at 'the top level'"
+                                             f".*torch's `{missing}` has no gradient"):
+            grads_to_torch(hand, grads)
+    elif list(torch_module.parameters()):
+        (torch_out * torch.from_numpy(cotangent)).sum().backward()
+        assert_parity({n: p.grad.numpy() for n, p in torch_module.named_parameters()},
+                      grads_to_torch(hand, grads))
+    else:
+        assert grads_to_torch(hand, grads) == {}

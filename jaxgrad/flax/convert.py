@@ -452,14 +452,13 @@ def _from_torch_batch_norm(module, context):
 def _from_nnx_batch_norm(module, context):
     # flax's momentum weighs the old average: torch's is 1 - momentum
     cls = getattr(nn, f"BatchNorm{context.spatial or 1}d")
-    affine = module.use_scale and module.use_bias
-    if module.use_scale != module.use_bias:
-        raise ValueError(f"from_nnx: nnx.BatchNorm at {context.path!r} with use_scale="
-                         f"{module.use_scale}, use_bias={module.use_bias}; torch's affine is both or none.")
-    dtype = _value(module.scale).dtype if affine else _value(module.mean).dtype
+    affine = module.use_scale or module.use_bias
+    # the parameters' dtype, never the statistics' (see below)
+    dtype = _value(module.scale if module.use_scale else module.bias if module.use_bias
+                   else module.mean).dtype
     layer = cls(module.num_features, eps=module.epsilon, momentum=1.0 - module.momentum,
                 affine=affine, dtype=dtype)
-    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if affine else {}
+    params = _affine_params(module, context, module.num_features, dtype) if affine else {}
     # nnx keeps its statistics in float32 whatever param_dtype is; a torch module has one
     # dtype, so they take the parameters' (float32 -> float64 is exact)
     buffers = {"running_mean": _value(module.mean).astype(dtype),
@@ -468,41 +467,41 @@ def _from_nnx_batch_norm(module, context):
     return layer, params, buffers
 
 
+def _affine_params(module, context, features: int, dtype) -> dict[str, np.ndarray]:
+    """torch's ``weight`` and ``bias`` of a stock nnx norm layer with ``use_scale`` or
+    ``use_bias``, where torch has both or neither (``BatchNorm``, ``GroupNorm``, a
+    ``LayerNorm`` without a scale): the one flax left out reads back at its identity
+    (weight ones, bias zeros), the same forward, as ``x̂ · 1 + 0`` is ``x̂``. Its
+    gradient is not in flax's, so ``grads_to_torch`` refuses it rather than invent one."""
+    if context.gradients and module.use_scale != module.use_bias:
+        missing = "weight" if module.use_bias else "bias"
+        raise ValueError(
+            f"grads_to_torch: nnx.{type(module).__name__} at {context.path or 'the top level'!r} "
+            f"has use_scale={module.use_scale}, use_bias={module.use_bias}: torch's `{missing}` "
+            "has no gradient in flax's; give the layer both (or neither) to compare "
+            "gradients with torch's")
+    return {"weight": _value(module.scale) if module.use_scale else np.ones(features, dtype),
+            "bias": _value(module.bias) if module.use_bias else np.zeros(features, dtype)}
+
+
 def _from_group_norm(module, context):
-    """torch's GroupNorm has both affine params or neither. A stock ``nnx.GroupNorm``
-    with only one reads back with the other at its identity (scale ones, bias zeros):
-    the same forward, as ``x̂ · 1 + 0`` is ``x̂``. Its gradient is not in flax's, so
-    ``grads_to_torch`` refuses it rather than invent one."""
     affine = module.use_scale or module.use_bias
     # nnx.GroupNorm keeps no feature count: num_groups and group_size (both always set)
     channels = module.num_groups * module.group_size
     layer = nn.GroupNorm(module.num_groups, channels, eps=module.epsilon, affine=affine,
                          dtype=_dtype_of(module))
-    if not affine:
-        return layer, {}, {}
-    if context.gradients and module.use_scale != module.use_bias:
-        missing = "weight" if module.use_bias else "bias"
-        raise ValueError(
-            f"grads_to_torch: nnx.GroupNorm at {context.path or 'the top level'!r} has "
-            f"use_scale={module.use_scale}, use_bias={module.use_bias}: torch's `{missing}` "
-            "has no gradient in flax's; give the layer both (or neither) to compare "
-            "gradients with torch's")
-    dtype = _dtype_of(module)
-    params = {"weight": _value(module.scale) if module.use_scale else np.ones(channels, dtype),
-              "bias": _value(module.bias) if module.use_bias else np.zeros(channels, dtype)}
+    params = _affine_params(module, context, channels, _dtype_of(module)) if affine else {}
     return layer, params, {}
 
 
 def _from_layer_norm(module, context):
-    affine = module.use_scale
-    layer = nn.LayerNorm(module.num_features, eps=module.epsilon, elementwise_affine=affine,
+    # torch's LayerNorm has a weight-only form (bias=False) but no bias-only one
+    layer = nn.LayerNorm(module.num_features, eps=module.epsilon,
+                         elementwise_affine=module.use_scale or module.use_bias,
                          bias=module.use_bias, dtype=_dtype_of(module))
-    params = {}
-    if affine:
-        params["weight"] = _value(module.scale)
     if module.use_bias:
-        params["bias"] = _value(module.bias)
-    return layer, params, {}
+        return layer, _affine_params(module, context, module.num_features, _dtype_of(module)), {}
+    return layer, ({"weight": _value(module.scale)} if module.use_scale else {}), {}
 
 
 def _from_rms_norm(module, context):
