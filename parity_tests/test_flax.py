@@ -479,3 +479,24 @@ def test_hand_built_norm_with_one_affine_param_reads_back_exactly(x64, rng, name
                       grads_to_torch(hand, grads))
     else:
         assert grads_to_torch(hand, grads) == {}
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda r: nnx.LayerNorm(4, reduction_axes=(-2, -1), feature_axes=(-2, -1), rngs=r),
+     ["`reduction_axes`=(-2, -1)", "`feature_axes`=(-2, -1)"]),
+    (lambda r: nnx.RMSNorm(4, reduction_axes=-2, rngs=r), ["`reduction_axes`=-2"]),
+    (lambda r: nnx.GroupNorm(4, num_groups=2, reduction_axes=(1, 2, 3), rngs=r),
+     ["`reduction_axes`=(1, 2, 3)"]),
+    (lambda r: nnx.BatchNorm(4, axis=1, axis_name="batch", rngs=r),
+     ["`axis`=1", "`axis_name`='batch'"]),
+])
+def test_hand_built_norm_over_other_axes_is_refused_by_name(make, named):
+    """A norm normalising other axes than torch's layer would read back as a layer that
+    computes something else (main: silently, as a last-axis LayerNorm); every such
+    setting is named at once."""
+    hand = nnx.eval_shape(lambda: nnx.Sequential(make(nnx.Rngs(0))))
+    with pytest.raises(ValueError) as info:
+        from_nnx(hand)
+    for text in named:
+        assert text in str(info.value)
+    assert "at '0'" in str(info.value) or "at 'layers.0'" in str(info.value), str(info.value)

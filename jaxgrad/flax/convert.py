@@ -450,6 +450,8 @@ def _from_torch_batch_norm(module, context):
 
 
 def _from_nnx_batch_norm(module, context):
+    _refuse_other_axes(module, context, "each channel (the last axis in nnx) over the batch "
+                       "and spatial axes", axis=-1)
     # flax's momentum weighs the old average: torch's is 1 - momentum
     cls = getattr(nn, f"BatchNorm{context.spatial or 1}d")
     affine = module.use_scale or module.use_bias
@@ -484,7 +486,28 @@ def _affine_params(module, context, features: int, dtype) -> dict[str, np.ndarra
             "bias": _value(module.bias) if module.use_bias else np.zeros(features, dtype)}
 
 
+def _refuse_other_axes(module, context, meaning: str, **torch_axes) -> None:
+    """A stock norm that normalises, or keeps its statistics, over other axes than torch's
+    layer does has no torch form: refused by name (all such settings at once) rather than
+    read back as a layer that normalises something else. ``axis_name`` (statistics
+    across devices) is torch's ``SyncBatchNorm``, not a layer ``from_nnx`` builds."""
+    def canonical(value):
+        return tuple(value) if isinstance(value, (list, tuple)) else (
+            value if value is None else (value,))
+
+    wrong = [f"`{name}`={getattr(module, name)!r} (torch's: {want!r})"
+             for name, want in {**torch_axes, "axis_name": None}.items()
+             if canonical(getattr(module, name, want)) != canonical(want)]
+    if wrong:
+        raise ValueError(
+            f"from_nnx: nnx.{type(module).__name__} at {context.path or 'the top level'!r} "
+            f"has {', '.join(wrong)}: torch's {type(module).__name__} normalises {meaning}; "
+            "build the layer with those defaults to read it back")
+
+
 def _from_group_norm(module, context):
+    _refuse_other_axes(module, context, "each group of channels over it and every spatial axis "
+                       "(channels last)", reduction_axes=None)
     affine = module.use_scale or module.use_bias
     # nnx.GroupNorm keeps no feature count: num_groups and group_size (both always set)
     channels = module.num_groups * module.group_size
@@ -495,6 +518,8 @@ def _from_group_norm(module, context):
 
 
 def _from_layer_norm(module, context):
+    _refuse_other_axes(module, context, "the last axis, scaled per feature", reduction_axes=-1,
+                       feature_axes=-1)
     # torch's LayerNorm has a weight-only form (bias=False) but no bias-only one
     layer = nn.LayerNorm(module.num_features, eps=module.epsilon,
                          elementwise_affine=module.use_scale or module.use_bias,
@@ -505,6 +530,8 @@ def _from_layer_norm(module, context):
 
 
 def _from_rms_norm(module, context):
+    _refuse_other_axes(module, context, "the last axis, scaled per feature", reduction_axes=-1,
+                       feature_axes=-1)
     layer = nn.RMSNorm(module.num_features, eps=module.epsilon,
                        elementwise_affine=module.use_scale, dtype=_dtype_of(module))
     return layer, ({"weight": _value(module.scale)} if module.use_scale else {}), {}
