@@ -387,6 +387,39 @@ def test_norm_layers_keep_torchs_epsilon(x64, rng, make, shape, layout):
                   {"out": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)})
 
 
+@pytest.mark.parametrize("make, stock", [
+    (lambda: torch.nn.LayerNorm((2, 4)), nnx.LayerNorm),
+    (lambda: torch.nn.LayerNorm((2, 4), bias=False), nnx.LayerNorm),
+    (lambda: torch.nn.RMSNorm((2, 4), eps=1e-5), nnx.RMSNorm),
+], ids=["LayerNorm", "LayerNorm-no-bias", "RMSNorm"])
+def test_multi_axis_norms_become_stock_norms_over_the_trailing_axes(x64, rng, make, stock):
+    """torch's normalized_shape (2, 4) is a stock norm over axes (-2, -1) whose flat
+    (8,) scale flax reshapes onto them: forward and gradients against torch, and the
+    state dict back bit for bit."""
+    module = torch.nn.Sequential(make()).double()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.from_numpy(rng.standard_normal(tuple(p.shape))))
+    x, cotangent = rng.standard_normal((3, 2, 4)), rng.standard_normal((3, 2, 4))
+    out = module(torch.from_numpy(x))
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    nnx_module = to_nnx(module)
+    assert type(nnx_module.layers[0]) is stock
+
+    def loss(mod):
+        y = mod(jnp.asarray(x))
+        return jnp.sum(y * jnp.asarray(cotangent)), y
+
+    (_, y), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    assert_parity({"out": out.detach().numpy(),
+                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
+                  {"out": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)})
+    back = nnx_state_dict(nnx_module)
+    assert back.keys() == module.state_dict().keys()
+    for name, value in module.state_dict().items():
+        np.testing.assert_array_equal(back[name], value.numpy())
+
+
 @pytest.mark.parametrize("use_scale, use_bias", [(False, True), (True, False)])
 def test_hand_built_group_norm_with_one_affine_param_reads_back_exactly(x64, rng, use_scale,
                                                                         use_bias):
@@ -482,8 +515,13 @@ def test_hand_built_norm_with_one_affine_param_reads_back_exactly(x64, rng, name
 
 
 @pytest.mark.parametrize("make, named", [
-    (lambda r: nnx.LayerNorm(4, reduction_axes=(-2, -1), feature_axes=(-2, -1), rngs=r),
-     ["`reduction_axes`=(-2, -1)", "`feature_axes`=(-2, -1)"]),
+    (lambda r: nnx.LayerNorm(4, reduction_axes=(-3, -1), feature_axes=(-3, -1), rngs=r),
+     ["`reduction_axes`=(-3, -1)", "`feature_axes`=(-3, -1)"]),
+    (lambda r: nnx.LayerNorm(4, reduction_axes=(-2, -1), feature_axes=-1, rngs=r),
+     ["`reduction_axes`=(-2, -1)"]),
+    # trailing axes, but how 8 flat features split over them is not in the module
+    (lambda r: nnx.LayerNorm(8, reduction_axes=(-2, -1), feature_axes=(-2, -1), rngs=r),
+     ["trailing axes (-2, -1)", "torch_normalized_shape"]),
     (lambda r: nnx.RMSNorm(4, reduction_axes=-2, rngs=r), ["`reduction_axes`=-2"]),
     (lambda r: nnx.GroupNorm(4, num_groups=2, reduction_axes=(1, 2, 3), rngs=r),
      ["`reduction_axes`=(1, 2, 3)"]),

@@ -86,33 +86,50 @@ def _group_norm(layer, params, buffers, dtype):
     return module
 
 
+def _trailing_axes(shape: tuple) -> dict:
+    """nnx's arguments for a norm over torch's ``normalized_shape`` (the trailing
+    ``len(shape)`` axes): ``num_features`` their product, ``reduction_axes`` and
+    ``feature_axes`` those axes. flax reshapes its flat ``(prod(shape),)`` scale and bias
+    to them (``_normalize``), so they are torch's ``weight`` raveled in C order."""
+    axes = tuple(range(-len(shape), 0))
+    return {"num_features": int(np.prod(shape)),
+            "reduction_axes": axes[0] if len(axes) == 1 else axes,
+            "feature_axes": axes[0] if len(axes) == 1 else axes}
+
+
+def _mark_shape(module, shape: tuple):
+    """Record torch's ``normalized_shape`` on a multi-axis stock norm: its flat scale
+    does not say how the trailing axes split (8 features over (2, 4) or (4, 2))."""
+    if len(shape) > 1:
+        module.torch_normalized_shape = tuple(int(n) for n in shape)
+    return module
+
+
 def _layer_norm(layer, params, buffers, dtype):
     shape = _tuple(layer.normalized_shape, 1)
-    if len(shape) != 1:  # nnx.LayerNorm's scale spans the last dim only
-        return _torch_layer(layer, params, buffers, dtype)
     affine = layer.elementwise_affine
     use_bias = affine and getattr(layer, "bias", True)
-    module = _empty(lambda: nnx.LayerNorm(shape[0], epsilon=layer.eps, use_scale=affine,
-                                          use_bias=use_bias, use_fast_variance=False,
-                                          param_dtype=dtype, rngs=_rngs()))
+    module = _empty(lambda: nnx.LayerNorm(**_trailing_axes(shape), epsilon=layer.eps,
+                                          use_scale=affine, use_bias=use_bias,
+                                          use_fast_variance=False, param_dtype=dtype,
+                                          rngs=_rngs()))
     if affine:
-        _set(module.scale, params["weight"])
+        _set(module.scale, _np(params["weight"]).reshape(-1))
     if use_bias:
-        _set(module.bias, params["bias"])
-    return module
+        _set(module.bias, _np(params["bias"]).reshape(-1))
+    return _mark_shape(module, shape)
 
 
 def _rms_norm(layer, params, buffers, dtype):
     shape = _tuple(layer.normalized_shape, 1)
-    if len(shape) != 1:
-        return _torch_layer(layer, params, buffers, dtype)
     # torch's eps=None is the dtype's machine epsilon; flax's default is 1e-6
     eps = layer.eps if layer.eps is not None else float(jnp.finfo(dtype).eps)
-    module = _empty(lambda: nnx.RMSNorm(shape[0], epsilon=eps, use_scale=layer.elementwise_affine,
-                                        param_dtype=dtype, rngs=_rngs()))
+    module = _empty(lambda: nnx.RMSNorm(**_trailing_axes(shape), epsilon=eps,
+                                        use_scale=layer.elementwise_affine, param_dtype=dtype,
+                                        rngs=_rngs()))
     if layer.elementwise_affine:
-        _set(module.scale, params["weight"])
-    return module
+        _set(module.scale, _np(params["weight"]).reshape(-1))
+    return _mark_shape(module, shape)
 
 
 def _embedding(layer, params, buffers, dtype):
@@ -517,24 +534,52 @@ def _from_group_norm(module, context):
     return layer, params, {}
 
 
+def _normalized_shape(module, context) -> tuple[int, ...]:
+    """torch's ``normalized_shape`` of a stock ``nnx.LayerNorm``/``nnx.RMSNorm``: its
+    features for the last axis; for trailing axes ``(-k, …, -1)`` (both reduction and
+    feature axes) the shape ``to_nnx`` recorded. Any other axes: refused by name."""
+    def canonical(value):
+        return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+    axes = canonical(module.reduction_axes)
+    trailing = tuple(range(-len(axes), 0))
+    meaning = "its trailing normalized_shape axes, scaled per element of them"
+    if len(axes) > 1 and axes == trailing and canonical(module.feature_axes) == trailing:
+        _refuse_other_axes(module, context, meaning, reduction_axes=module.reduction_axes,
+                           feature_axes=module.feature_axes)  # axis_name
+        recorded = getattr(module, "torch_normalized_shape", None)
+        if recorded is not None and len(recorded) == len(axes) \
+                and int(np.prod(recorded)) == module.num_features:
+            return tuple(recorded)
+        raise ValueError(
+            f"from_nnx: nnx.{type(module).__name__} at {context.path or 'the top level'!r} "
+            f"normalises the trailing axes {axes} with {module.num_features} flat features, "
+            "but does not say how they split over those axes: set "
+            "`module.torch_normalized_shape` to torch's normalized_shape (as to_nnx does), "
+            f"a tuple of {len(axes)} sizes whose product is {module.num_features}")
+    _refuse_other_axes(module, context, meaning, reduction_axes=-1, feature_axes=-1)
+    return (module.num_features,)
+
+
 def _from_layer_norm(module, context):
-    _refuse_other_axes(module, context, "the last axis, scaled per feature", reduction_axes=-1,
-                       feature_axes=-1)
+    shape = _normalized_shape(module, context)
     # torch's LayerNorm has a weight-only form (bias=False) but no bias-only one
-    layer = nn.LayerNorm(module.num_features, eps=module.epsilon,
+    layer = nn.LayerNorm(shape if len(shape) > 1 else shape[0], eps=module.epsilon,
                          elementwise_affine=module.use_scale or module.use_bias,
                          bias=module.use_bias, dtype=_dtype_of(module))
     if module.use_bias:
-        return layer, _affine_params(module, context, module.num_features, _dtype_of(module)), {}
-    return layer, ({"weight": _value(module.scale)} if module.use_scale else {}), {}
+        params = _affine_params(module, context, module.num_features, _dtype_of(module))
+    else:
+        params = {"weight": _value(module.scale)} if module.use_scale else {}
+    return layer, {k: np.reshape(v, shape) for k, v in params.items()}, {}
 
 
 def _from_rms_norm(module, context):
-    _refuse_other_axes(module, context, "the last axis, scaled per feature", reduction_axes=-1,
-                       feature_axes=-1)
-    layer = nn.RMSNorm(module.num_features, eps=module.epsilon,
+    shape = _normalized_shape(module, context)
+    layer = nn.RMSNorm(shape if len(shape) > 1 else shape[0], eps=module.epsilon,
                        elementwise_affine=module.use_scale, dtype=_dtype_of(module))
-    return layer, ({"weight": _value(module.scale)} if module.use_scale else {}), {}
+    params = {"weight": _value(module.scale)} if module.use_scale else {}
+    return layer, {k: np.reshape(v, shape) for k, v in params.items()}, {}
 
 
 def _from_embed(module, context):
