@@ -152,15 +152,19 @@ class TorchMultiheadAttention(nnx.Module):
         attend, bias = _pad_keys(attend, extra, True), _pad_keys(bias, extra, 0)
         if causal:
             attend = jnp.tril(jnp.ones((q.shape[1], k.shape[1] + extra), bool))
-        if extra or bias is not None:
-            out = self._attend(q, k, v, attend, bias, need_weights)
-        else:
-            out = self.attention(q, k, v, mask=attend, sow_weights=need_weights)
+        def attend_with(attention):
+            if extra or bias is not None:
+                return self._attend(q, k, v, attend, bias, need_weights)
+            return attention(q, k, v, mask=attend, sow_weights=need_weights)
+
         weights = None
-        if need_weights:
-            # pop: the next call sows afresh, and nnx.grad sees no Intermediate left
-            weights = self.attention.attention_weights.get_value()[0]
-            del self.attention.attention_weights
+        if not need_weights:
+            out = attend_with(self.attention)
+        else:
+            # flax's way to read sown values: nothing stays on the module, so the next
+            # call sows afresh and nnx.grad sees no Intermediate
+            out, sown = nnx.capture(attend_with, nnx.Intermediate)(self.attention)
+            weights = sown["attention_weights"].get_value()[0]
             if average_attn_weights:
                 weights = jnp.mean(weights, axis=1)
             if not batched:
