@@ -35,12 +35,12 @@ from jaxgrad import nn
 from jaxgrad.flax import attention
 from jaxgrad.flax import conv
 from jaxgrad.flax import modules as m
+from jaxgrad.flax import norms
 from jaxgrad.flax import sequence
 from jaxgrad.flax import transformer
 from jaxgrad.flax._util import as_numpy as _np
 from jaxgrad.flax._util import as_param as _param
 from jaxgrad.flax._util import as_tuple as _tuple
-from jaxgrad.flax._util import dtype_of as _dtype_of
 from jaxgrad.flax._util import empty as _empty
 from jaxgrad.flax._util import rngs as _rngs
 from jaxgrad.flax._util import unset as _unset
@@ -59,77 +59,6 @@ def _linear(layer, params, buffers, dtype):
     if layer.bias:
         _set(module.bias, params["bias"])
     return module
-
-
-def _batch_norm(layer, params, buffers, dtype):
-    module = m.TorchBatchNorm(layer.num_features, momentum=layer.momentum, epsilon=layer.eps,
-                              affine=layer.affine, track_running_stats=layer.track_running_stats,
-                              param_dtype=dtype)
-    if layer.affine:
-        _set(module.scale, params["weight"])
-        _set(module.bias, params["bias"])
-    if layer.track_running_stats:
-        _set(module.mean, buffers["running_mean"])
-        _set(module.var, buffers["running_var"])
-        _set(module.num_batches_tracked, buffers["num_batches_tracked"])
-    return module
-
-
-def _group_norm(layer, params, buffers, dtype):
-    module = _empty(lambda: nnx.GroupNorm(
-        layer.num_channels, num_groups=layer.num_groups, epsilon=layer.eps,
-        use_bias=layer.affine, use_scale=layer.affine, use_fast_variance=False,
-        param_dtype=dtype, rngs=_rngs()))
-    if layer.affine:
-        _set(module.scale, params["weight"])
-        _set(module.bias, params["bias"])
-    return module
-
-
-def _trailing_axes(shape: tuple) -> dict:
-    """nnx's arguments for a norm over torch's ``normalized_shape`` (the trailing
-    ``len(shape)`` axes): ``num_features`` their product, ``reduction_axes`` and
-    ``feature_axes`` those axes. flax reshapes its flat ``(prod(shape),)`` scale and bias
-    to them (``_normalize``), so they are torch's ``weight`` raveled in C order."""
-    axes = tuple(range(-len(shape), 0))
-    return {"num_features": int(np.prod(shape)),
-            "reduction_axes": axes[0] if len(axes) == 1 else axes,
-            "feature_axes": axes[0] if len(axes) == 1 else axes}
-
-
-def _mark_shape(module, shape: tuple):
-    """Record torch's ``normalized_shape`` on a multi-axis stock norm: its flat scale
-    does not say how the trailing axes split (8 features over (2, 4) or (4, 2))."""
-    if len(shape) > 1:
-        module.torch_normalized_shape = tuple(int(n) for n in shape)
-    return module
-
-
-def _layer_norm(layer, params, buffers, dtype):
-    shape = _tuple(layer.normalized_shape, 1)
-    affine = layer.elementwise_affine
-    use_bias = affine and getattr(layer, "bias", True)
-    module = _empty(lambda: nnx.LayerNorm(**_trailing_axes(shape), epsilon=layer.eps,
-                                          use_scale=affine, use_bias=use_bias,
-                                          use_fast_variance=False, param_dtype=dtype,
-                                          rngs=_rngs()))
-    if affine:
-        _set(module.scale, _np(params["weight"]).reshape(-1))
-    if use_bias:
-        _set(module.bias, _np(params["bias"]).reshape(-1))
-    return _mark_shape(module, shape)
-
-
-def _rms_norm(layer, params, buffers, dtype):
-    shape = _tuple(layer.normalized_shape, 1)
-    # torch's eps=None is the dtype's machine epsilon; flax's default is 1e-6
-    eps = layer.eps if layer.eps is not None else float(jnp.finfo(dtype).eps)
-    module = _empty(lambda: nnx.RMSNorm(**_trailing_axes(shape), epsilon=eps,
-                                        use_scale=layer.elementwise_affine, param_dtype=dtype,
-                                        rngs=_rngs()))
-    if layer.elementwise_affine:
-        _set(module.scale, _np(params["weight"]).reshape(-1))
-    return _mark_shape(module, shape)
 
 
 def _embedding(layer, params, buffers, dtype):
@@ -154,35 +83,6 @@ def _dropout(layer, params, buffers, dtype):
     name = type(layer).__name__
     broadcast = {"Dropout1d": (1,), "Dropout2d": (1, 2)}.get(name, ())
     return nnx.Dropout(rate=layer.p, broadcast_dims=broadcast, rngs=nnx.Rngs(dropout=0))
-
-
-def _instance_norm(layer, params, buffers, dtype):
-    spatial = 2 if type(layer).__name__.endswith("2d") else 1
-    if layer.track_running_stats:
-        module = m.TorchInstanceNorm(layer.num_features, spatial, momentum=layer.momentum,
-                                     epsilon=layer.eps, affine=layer.affine, param_dtype=dtype)
-        _set(module.mean, buffers["running_mean"])
-        _set(module.var, buffers["running_var"])
-        _set(module.num_batches_tracked, buffers["num_batches_tracked"])
-    else:  # instance norm is group norm with one channel per group
-        module = _empty(lambda: nnx.GroupNorm(
-            layer.num_features, num_groups=layer.num_features, epsilon=layer.eps,
-            use_bias=layer.affine, use_scale=layer.affine, use_fast_variance=False,
-            param_dtype=dtype, rngs=_rngs()))
-    if layer.affine:
-        _set(module.scale, params["weight"])
-        _set(module.bias, params["bias"])
-    return module
-
-
-def _from_torch_instance_norm(module, context):
-    cls = getattr(nn, f"InstanceNorm{module.spatial}d")
-    layer = cls(module.num_features, eps=module.epsilon, momentum=module.momentum,
-                affine=module.affine, track_running_stats=True, dtype=_dtype_of(module))
-    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if module.affine else {}
-    buffers = {"running_mean": _value(module.mean), "running_var": _value(module.var),
-               "num_batches_tracked": _value(module.num_batches_tracked)}
-    return layer, params, buffers
 
 
 def _softplus(layer, params, buffers, dtype):
@@ -262,11 +162,7 @@ def _identity_fn(x):
 _TO_NNX: dict[str, tuple[Callable, str]] = {
     "Linear": (_linear, "torch"),
     **{name: (builder, "cl") for name, builder in conv.TO_NNX.items()},
-    "BatchNorm1d": (_batch_norm, "cl"),
-    "BatchNorm2d": (_batch_norm, "cl"),
-    "GroupNorm": (_group_norm, "cl"),
-    "LayerNorm": (_layer_norm, "torch"),
-    "RMSNorm": (_rms_norm, "torch"),
+    **norms.TO_NNX,
     "Embedding": (_embedding, "torch"),
     "Dropout": (_dropout, "any"),
     "Flatten": (_flatten, "torch"),
@@ -280,8 +176,6 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
     "AdaptiveMaxPool2d": (_pool, "cl"),
     "Dropout1d": (_dropout, "cl"),
     "Dropout2d": (_dropout, "cl"),
-    "InstanceNorm1d": (_instance_norm, "cl"),
-    "InstanceNorm2d": (_instance_norm, "cl"),
     "ReLU6": (_activation(nnx.relu6), "any"),
     "Hardswish": (_activation(nnx.hard_swish), "any"),
     "Hardsigmoid": (_activation(nnx.hard_sigmoid), "any"),
@@ -453,135 +347,6 @@ def _from_linear(module, context):
     return layer, params, {}
 
 
-def _from_torch_batch_norm(module, context):
-    cls = getattr(nn, f"BatchNorm{context.spatial or 1}d")
-    layer = cls(module.num_features, eps=module.epsilon, momentum=module.momentum,
-                affine=module.affine, track_running_stats=module.track_running_stats,
-                dtype=_dtype_of(module))
-    params = {"weight": _value(module.scale), "bias": _value(module.bias)} if module.affine else {}
-    buffers = {}
-    if module.track_running_stats:
-        buffers = {"running_mean": _value(module.mean), "running_var": _value(module.var),
-                   "num_batches_tracked": _value(module.num_batches_tracked)}
-    return layer, params, buffers
-
-
-def _from_nnx_batch_norm(module, context):
-    _refuse_other_axes(module, context, "each channel (the last axis in nnx) over the batch "
-                       "and spatial axes", axis=-1)
-    # flax's momentum weighs the old average: torch's is 1 - momentum
-    cls = getattr(nn, f"BatchNorm{context.spatial or 1}d")
-    affine = module.use_scale or module.use_bias
-    # the parameters' dtype, never the statistics' (see below)
-    dtype = _value(module.scale if module.use_scale else module.bias if module.use_bias
-                   else module.mean).dtype
-    layer = cls(module.num_features, eps=module.epsilon, momentum=1.0 - module.momentum,
-                affine=affine, dtype=dtype)
-    params = _affine_params(module, context, module.num_features, dtype) if affine else {}
-    # nnx keeps its statistics in float32 whatever param_dtype is; a torch module has one
-    # dtype, so they take the parameters' (float32 -> float64 is exact)
-    buffers = {"running_mean": _value(module.mean).astype(dtype),
-               "running_var": _value(module.var).astype(dtype),
-               "num_batches_tracked": np.zeros((), np.int64)}
-    return layer, params, buffers
-
-
-def _affine_params(module, context, features: int, dtype) -> dict[str, np.ndarray]:
-    """torch's ``weight`` and ``bias`` of a stock nnx norm layer with ``use_scale`` or
-    ``use_bias``, where torch has both or neither (``BatchNorm``, ``GroupNorm``, a
-    ``LayerNorm`` without a scale): the one flax left out reads back at its identity
-    (weight ones, bias zeros), the same forward, as ``x̂ · 1 + 0`` is ``x̂``. Its
-    gradient is not in flax's, so ``grads_to_torch`` refuses it rather than invent one."""
-    if context.gradients and module.use_scale != module.use_bias:
-        missing = "weight" if module.use_bias else "bias"
-        raise ValueError(
-            f"grads_to_torch: nnx.{type(module).__name__} at {context.path or 'the top level'!r} "
-            f"has use_scale={module.use_scale}, use_bias={module.use_bias}: torch's `{missing}` "
-            "has no gradient in flax's; give the layer both (or neither) to compare "
-            "gradients with torch's")
-    return {"weight": _value(module.scale) if module.use_scale else np.ones(features, dtype),
-            "bias": _value(module.bias) if module.use_bias else np.zeros(features, dtype)}
-
-
-def _refuse_other_axes(module, context, meaning: str, **torch_axes) -> None:
-    """A stock norm that normalises, or keeps its statistics, over other axes than torch's
-    layer does has no torch form: refused by name (all such settings at once) rather than
-    read back as a layer that normalises something else. ``axis_name`` (statistics
-    across devices) is torch's ``SyncBatchNorm``, not a layer ``from_nnx`` builds."""
-    def canonical(value):
-        return tuple(value) if isinstance(value, (list, tuple)) else (
-            value if value is None else (value,))
-
-    wrong = [f"`{name}`={getattr(module, name)!r} (torch's: {want!r})"
-             for name, want in {**torch_axes, "axis_name": None}.items()
-             if canonical(getattr(module, name, want)) != canonical(want)]
-    if wrong:
-        raise ValueError(
-            f"from_nnx: nnx.{type(module).__name__} at {context.path or 'the top level'!r} "
-            f"has {', '.join(wrong)}: torch's {type(module).__name__} normalises {meaning}; "
-            "build the layer with those defaults to read it back")
-
-
-def _from_group_norm(module, context):
-    _refuse_other_axes(module, context, "each group of channels over it and every spatial axis "
-                       "(channels last)", reduction_axes=None)
-    affine = module.use_scale or module.use_bias
-    # nnx.GroupNorm keeps no feature count: num_groups and group_size (both always set)
-    channels = module.num_groups * module.group_size
-    layer = nn.GroupNorm(module.num_groups, channels, eps=module.epsilon, affine=affine,
-                         dtype=_dtype_of(module))
-    params = _affine_params(module, context, channels, _dtype_of(module)) if affine else {}
-    return layer, params, {}
-
-
-def _normalized_shape(module, context) -> tuple[int, ...]:
-    """torch's ``normalized_shape`` of a stock ``nnx.LayerNorm``/``nnx.RMSNorm``: its
-    features for the last axis; for trailing axes ``(-k, …, -1)`` (both reduction and
-    feature axes) the shape ``to_nnx`` recorded. Any other axes: refused by name."""
-    def canonical(value):
-        return tuple(value) if isinstance(value, (list, tuple)) else (value,)
-
-    axes = canonical(module.reduction_axes)
-    trailing = tuple(range(-len(axes), 0))
-    meaning = "its trailing normalized_shape axes, scaled per element of them"
-    if len(axes) > 1 and axes == trailing and canonical(module.feature_axes) == trailing:
-        _refuse_other_axes(module, context, meaning, reduction_axes=module.reduction_axes,
-                           feature_axes=module.feature_axes)  # axis_name
-        recorded = getattr(module, "torch_normalized_shape", None)
-        if recorded is not None and len(recorded) == len(axes) \
-                and int(np.prod(recorded)) == module.num_features:
-            return tuple(recorded)
-        raise ValueError(
-            f"from_nnx: nnx.{type(module).__name__} at {context.path or 'the top level'!r} "
-            f"normalises the trailing axes {axes} with {module.num_features} flat features, "
-            "but does not say how they split over those axes: set "
-            "`module.torch_normalized_shape` to torch's normalized_shape (as to_nnx does), "
-            f"a tuple of {len(axes)} sizes whose product is {module.num_features}")
-    _refuse_other_axes(module, context, meaning, reduction_axes=-1, feature_axes=-1)
-    return (module.num_features,)
-
-
-def _from_layer_norm(module, context):
-    shape = _normalized_shape(module, context)
-    # torch's LayerNorm has a weight-only form (bias=False) but no bias-only one
-    layer = nn.LayerNorm(shape if len(shape) > 1 else shape[0], eps=module.epsilon,
-                         elementwise_affine=module.use_scale or module.use_bias,
-                         bias=module.use_bias, dtype=_dtype_of(module))
-    if module.use_bias:
-        params = _affine_params(module, context, module.num_features, _dtype_of(module))
-    else:
-        params = {"weight": _value(module.scale)} if module.use_scale else {}
-    return layer, {k: np.reshape(v, shape) for k, v in params.items()}, {}
-
-
-def _from_rms_norm(module, context):
-    shape = _normalized_shape(module, context)
-    layer = nn.RMSNorm(shape if len(shape) > 1 else shape[0], eps=module.epsilon,
-                       elementwise_affine=module.use_scale, dtype=_dtype_of(module))
-    params = {"weight": _value(module.scale)} if module.use_scale else {}
-    return layer, {k: np.reshape(v, shape) for k, v in params.items()}, {}
-
-
 def _from_embed(module, context):
     table = _value(module.embedding)
     layer = nn.Embedding(table.shape[0], table.shape[1],
@@ -607,13 +372,8 @@ def _from_pool_partial(fn, context):
 _FROM_NNX: dict[type, Callable] = {
     nnx.Linear: _from_linear,
     **conv.FROM_NNX,
-    m.TorchBatchNorm: _from_torch_batch_norm,
-    m.TorchInstanceNorm: _from_torch_instance_norm,
-    nnx.BatchNorm: _from_nnx_batch_norm,
-    nnx.GroupNorm: _from_group_norm,
-    nnx.LayerNorm: _from_layer_norm,
+    **norms.FROM_NNX,
     nnx.Embed: _from_embed,
-    nnx.RMSNorm: _from_rms_norm,
     m.TorchEmbed: _from_embed,
     nnx.Dropout: lambda module, context: (
         {(): nn.Dropout, (1,): nn.Dropout1d, (1, 2): nn.Dropout2d}[tuple(module.broadcast_dims)](

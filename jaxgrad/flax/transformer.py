@@ -16,6 +16,7 @@ stack ``norm`` other than a ``LayerNorm``.
 from __future__ import annotations
 
 from jaxgrad import nn
+from jaxgrad.flax import norms as norm_layers
 from jaxgrad.flax import transformer_modules as t
 from jaxgrad.flax._util import dtype_of, refuse
 from jaxgrad.flax.attention import attention_from_nnx, attention_to_nnx
@@ -32,7 +33,7 @@ _STACKS = {"TransformerEncoder": t.TorchTransformerEncoder,
 
 
 def layer_to_nnx(layer, params, buffers, dtype):
-    from jaxgrad.flax import convert  # the Linear and LayerNorm builders live there
+    from jaxgrad.flax import convert  # the Linear builders live there
     from jaxgrad.nn.module import sub_dict
 
     name = type(layer).__name__
@@ -45,14 +46,13 @@ def layer_to_nnx(layer, params, buffers, dtype):
                 for child in attentions}
     children.update({child: convert._linear(kids[child], sub_dict(params, child), {}, dtype)
                      for child in ("linear1", "linear2")})
-    children.update({child: convert._layer_norm(kids[child], sub_dict(params, child), {}, dtype)
+    children.update({child: norm_layers.layer_norm_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
                      for child in norms})
     return cls(**children, dropout=layer.dropout, activation=layer.activation,
                norm_first=layer.norm_first)
 
 
 def stack_to_nnx(layer, params, buffers, dtype):
-    from jaxgrad.flax import convert
     from jaxgrad.nn.module import sub_dict
 
     name = type(layer).__name__
@@ -63,7 +63,7 @@ def stack_to_nnx(layer, params, buffers, dtype):
         if type(layer.norm).__name__ != "LayerNorm":
             raise ValueError(f"to_nnx: {name} with `norm` of type "
                              f"{type(layer.norm).__name__}; only a LayerNorm has an nnx form.")
-        norm = convert._layer_norm(layer.norm, sub_dict(params, "norm"), {}, dtype)
+        norm = norm_layers.layer_norm_to_nnx(layer.norm, sub_dict(params, "norm"), {}, dtype)
     return _STACKS[name](layers, norm)
 
 
@@ -79,7 +79,7 @@ def layer_from_nnx(module, context):
     reads = {child: attention_from_nnx(getattr(module, child), context) for child in attentions}
     reads.update({child: convert._from_linear(getattr(module, child), context)
                   for child in ("linear1", "linear2")})
-    reads.update({child: convert._from_layer_norm(getattr(module, child), context)
+    reads.update({child: norm_layers.layer_norm_from_nnx(getattr(module, child), context)
                   for child in norms})
     rates = {child: getattr(module, child).attention.dropout_rate for child in attentions}
     if len(set(rates.values())) > 1:  # torch's layer builds both with one dropout
@@ -99,8 +99,6 @@ def layer_from_nnx(module, context):
 
 
 def stack_from_nnx(module, context):
-    from jaxgrad.flax import convert
-
     name = next(n for n, cls in _STACKS.items() if isinstance(module, cls))
     reads = [layer_from_nnx(layer, context) for layer in module.layers]
     different = [str(i) for i, read in enumerate(reads) if read[0] != reads[0][0]]
@@ -113,7 +111,7 @@ def stack_from_nnx(module, context):
     for i, read in enumerate(reads):
         params.update(_prefixed(f"layers.{i}", read))
     if module.norm is not None:
-        norm_read = convert._from_layer_norm(module.norm, context)
+        norm_read = norm_layers.layer_norm_from_nnx(module.norm, context)
         norm = norm_read[0]
         params.update(_prefixed("norm", norm_read))
     return getattr(nn, name)(reads[0][0], len(reads), norm=norm), params, {}
