@@ -34,8 +34,16 @@ _ACTIVATIONS = {"relu": nnx.relu, "gelu": _gelu}
 
 
 class _Layer(nnx.Module):
-    """The feed-forward block both layers share: ``linear1``, activation, ``dropout``,
-    ``linear2``, then the layer's last dropout."""
+    """The blocks both layers share: attention then dropout, and the feed-forward block
+    (``linear1``, activation, ``dropout``, ``linear2``, then the layer's last dropout)."""
+
+    @staticmethod
+    def _attention_block(attention, dropout, query, memory, attn_mask, key_padding_mask,
+                         is_causal):
+        """torch's ``_sa_block`` / ``_mha_block``: attention (no weights), then dropout."""
+        out, _ = attention(query, memory, memory, key_padding_mask=key_padding_mask,
+                           need_weights=False, attn_mask=attn_mask, is_causal=bool(is_causal))
+        return dropout(out)
 
     def _feed_forward(self, x, last_dropout):
         hidden = self.dropout(_ACTIVATIONS[self.activation](self.linear1(x)))
@@ -62,10 +70,8 @@ class TorchTransformerEncoderLayer(_Layer):
 
     def __call__(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         def attend(x):
-            out, _ = self.self_attn(x, x, x, key_padding_mask=src_key_padding_mask,
-                                    need_weights=False, attn_mask=src_mask,
-                                    is_causal=bool(is_causal))
-            return self.dropout1(out)
+            return self._attention_block(self.self_attn, self.dropout1, x, x, src_mask,
+                                         src_key_padding_mask, is_causal)
 
         x = src
         if self.norm_first:
@@ -103,17 +109,12 @@ class TorchTransformerDecoderLayer(_Layer):
     def __call__(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                  memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
         def self_block(x):
-            out, _ = self.self_attn(x, x, x, key_padding_mask=tgt_key_padding_mask,
-                                    need_weights=False, attn_mask=tgt_mask,
-                                    is_causal=bool(tgt_is_causal))
-            return self.dropout1(out)
+            return self._attention_block(self.self_attn, self.dropout1, x, x, tgt_mask,
+                                         tgt_key_padding_mask, tgt_is_causal)
 
         def cross_block(x):
-            out, _ = self.multihead_attn(x, memory, memory,
-                                         key_padding_mask=memory_key_padding_mask,
-                                         need_weights=False, attn_mask=memory_mask,
-                                         is_causal=bool(memory_is_causal))
-            return self.dropout2(out)
+            return self._attention_block(self.multihead_attn, self.dropout2, x, memory,
+                                         memory_mask, memory_key_padding_mask, memory_is_causal)
 
         x = tgt
         if self.norm_first:
