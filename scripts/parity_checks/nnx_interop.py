@@ -383,6 +383,27 @@ class _RowBiLSTM(torch.nn.Module):
         return self.head(self.rnn(rows)[0][-1])
 
 
+class _RowDecoder(torch.nn.Module):
+    """Rows as the target, columns as the memory: a pre-norm GELU decoder layer (self-
+    and cross-attention), then attention with torch's extras (``add_bias_kv``,
+    ``add_zero_attn``, ``kdim != vdim``) over slices of the columns, logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.decoder = torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, norm_first=True,
+                                                        activation="gelu", batch_first=True)
+        self.extras = torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=6, add_bias_kv=True,
+                                                  add_zero_attn=True, batch_first=True)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, pixels):
+        rows = pixels.reshape(-1, 8, 8)
+        columns = rows.transpose(1, 2)
+        x = self.decoder(rows, columns)
+        out, _ = self.extras(x, columns[:, :, :4], columns[:, :, 2:], need_weights=False)
+        return self.head(out.mean(dim=1))
+
+
 def _upconv():
     """ConvTranspose2d up to 16×16, convs with replicate and circular padding,
     InstanceNorm2d with running statistics, logits."""
@@ -418,7 +439,7 @@ def _batch(name: str, dtype: str, n: int = 8):
     if name == "transformer":  # 64 pixel intensities 0..16 as tokens
         return rng.integers(0, 17, (n, 64)), rng.integers(0, 5, n)
     shape = {"mlp": (n, 12), "lstm": (n, 64), "gru": (n, 64), "attention": (n, 64),
-             "bilstm": (n, 64)}.get(name, (n, 1, 8, 8))
+             "bilstm": (n, 64), "decoder": (n, 64)}.get(name, (n, 1, 8, 8))
     return rng.standard_normal(shape).astype(dtype), rng.integers(0, 5, n)
 
 
@@ -483,7 +504,8 @@ def _trajectory_check(name: str, optimizer: str = "sgd"):
         return compare(reference, candidate, name=f"nnx {name} 20 steps {optimizer}")
 
 
-_SMALL_MODELS = {"attention": _RowAttention, "bilstm": _RowBiLSTM, "upconv": _upconv}
+_SMALL_MODELS = {"attention": _RowAttention, "bilstm": _RowBiLSTM, "upconv": _upconv,
+                 "decoder": _RowDecoder}
 
 CHECKS = [
     Check(f"nnx {name} forward+grads", dtype, functools.partial(_forward_check, name, dtype),
@@ -492,7 +514,7 @@ CHECKS = [
 ] + [
     Check(f"nnx {name} forward+grads", "float64",
           functools.partial(_forward_check, name, "float64"), area="flax")
-    for name in ("attention", "gru", "bilstm", "upconv")
+    for name in ("attention", "gru", "bilstm", "upconv", "decoder")
 ] + [
     Check(f"nnx {name} round trip bit-exact", "float64",
           functools.partial(_round_trip_check, name), area="flax")
