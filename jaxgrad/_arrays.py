@@ -31,6 +31,18 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+def to_device(value: Any, dtype: Any = None) -> jax.Array:
+    """A fresh jax array from host data (numpy, scalars, torch tensors), cast on the host.
+
+    The same array and dtype as ``jnp.array(value, dtype=dtype, copy=True)``, without
+    compiling anything: jax 0.10 compiles a small program per shape and dtype for
+    ``jnp.asarray``/``jnp.array`` of host data and for an on-device cast, where
+    ``jax.device_put`` of a numpy array only copies. Never a view of the caller's
+    memory, so donating it to a jitted step cannot overwrite a torch tensor.
+    """
+    return jax.device_put(np.array(to_numpy(value), dtype=dtype, copy=True))
+
+
 def canonical_dtype(dtype: Any) -> np.dtype:
     """A numpy dtype from a numpy/jax dtype, a string, or a torch dtype (duck-typed).
 

@@ -221,9 +221,12 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
             raise ValueError("gradcheck: no floating-point input to differentiate in `args`.")
         shapes = [jnp.shape(leaves[i]) for i in diff_index]
         sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-        theta = jnp.concatenate([jnp.ravel(leaves[i]) for i in diff_index])
+        # θ, its perturbations and the differences live on the host (numpy's float64 is
+        # the same IEEE arithmetic; on-device it would compile one program per shape)
+        theta = np.concatenate([np.ravel(np.asarray(leaves[i])) for i in diff_index])
 
         def objective(vector):
+            vector = jnp.asarray(vector)
             rebuilt = list(leaves)
             offset = 0
             for i, shape, size in zip(diff_index, shapes, sizes):
@@ -232,7 +235,7 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
             out = fn(*jax.tree_util.tree_unflatten(treedef, rebuilt))
             return jnp.reshape(out, ())
 
-        value = _check_output(fn, objective, theta)
+        value = _check_output(fn, jax.jit(objective) if jit else objective, theta)
         rounding = rounding_ulps * _EPSILON * abs(value) / eps
         grad_fn = jax.grad(objective)
         batched = jax.vmap(objective)
@@ -241,8 +244,8 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
         analytic = np.asarray(grad_fn(theta))
         n = theta.size
         if mode == "full":
-            numeric = _central_differences(batched, theta, eps, lambda start, stop: jnp.eye(
-                stop - start, n, k=start, dtype=jnp.float64), n)
+            numeric = _central_differences(batched, theta, eps, lambda start, stop: np.eye(
+                stop - start, n, k=start, dtype=np.float64), n)
             analytic_checked = analytic
             reference = _split(numeric, paths, diff_index, shapes, sizes)
             candidate = _split(analytic, paths, diff_index, shapes, sizes)
@@ -252,8 +255,9 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
             draws = np.asarray(jax.random.normal(jax.random.key(seed), (n_directions, n),
                                                  jnp.float64))
             directions = draws / np.linalg.norm(draws, axis=1, keepdims=True)
-            numeric = _central_differences(batched, theta, eps, lambda start, stop: jnp.asarray(
-                directions[start:stop]), n_directions)
+            numeric = _central_differences(batched, theta, eps,
+                                           lambda start, stop: directions[start:stop],
+                                           n_directions)
             analytic_checked = directions @ analytic
             reference = {"directional derivatives": numeric}
             candidate = {"directional derivatives": analytic_checked}
@@ -296,9 +300,9 @@ def _central_differences(batched, theta, eps, rows, total: int) -> np.ndarray:
     results = []
     for start in range(0, total, _CHUNK):
         block = rows(start, min(start + _CHUNK, total))
-        plus = batched(theta[None, :] + eps * block)
-        minus = batched(theta[None, :] - eps * block)
-        results.append(np.asarray((plus - minus) / (2.0 * eps)))
+        plus = np.asarray(batched(theta[None, :] + eps * block))
+        minus = np.asarray(batched(theta[None, :] - eps * block))
+        results.append((plus - minus) / (2.0 * eps))
     return np.concatenate(results)
 
 

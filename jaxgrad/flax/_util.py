@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from jaxgrad._arrays import to_device
+
 
 def as_tuple(value, n: int) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
@@ -20,7 +22,8 @@ def as_numpy(value) -> np.ndarray:
 
 
 def as_param(array, dtype=None):
-    return jnp.array(array, dtype=dtype, copy=True)
+    """A fresh jax array (never a view of torch's memory), cast on the host."""
+    return to_device(array, dtype)
 
 
 def set_value(variable, array) -> None:

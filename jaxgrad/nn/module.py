@@ -39,10 +39,9 @@ import zlib
 from typing import Any, Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad._arrays import to_numpy
+from jaxgrad._arrays import to_device, to_numpy
 
 Params = dict  # flat ``{"0.weight": Array, ...}``, torch named_parameters() keys
 Buffers = dict  # flat ``{"1.running_mean": Array, ...}``, torch named_buffers() keys
@@ -263,7 +262,7 @@ def _load(module, mapping, expected, other, method: str) -> dict:
         else:
             # a copy: torch tensors come in as numpy views of torch's memory, and a
             # zero-copy jax array donated to a jitted step would overwrite them
-            arrays[name] = jnp.array(array, dtype=spec.dtype, copy=True)
+            arrays[name] = to_device(array, spec.dtype)
     if problems:
         raise ValueError(f"{method} for {type(module).__name__}: " + "; ".join(problems) + ".")
     return arrays

@@ -15,7 +15,6 @@ import re
 import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import torch
 
@@ -54,7 +53,7 @@ class Outcome:
 
 def _to_jax(value):
     if isinstance(value, torch.Tensor):
-        return jnp.asarray(value.detach().cpu().numpy())
+        return jax.device_put(value.detach().cpu().numpy())  # no compile, unlike jnp.asarray
     if isinstance(value, (list, tuple)):
         return type(value)(_to_jax(v) for v in value)
     if isinstance(value, dict):
@@ -100,7 +99,7 @@ def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None)
 
     # eager on purpose: op-by-op dispatch compiles each primitive once per shape and
     # reuses it across samples; one jitted program per sample compiles ~2x longer here
-    value, grads = value_and_grads([jax_args[i] for i in diff], jnp.asarray(cot))
+    value, grads = value_and_grads([jax_args[i] for i in diff], jax.device_put(cot))
     return compare(reference, {"value": value, "grads": list(grads)})
 
 

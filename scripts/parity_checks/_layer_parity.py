@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import torch
 import torch.utils._pytree as torch_pytree
 
@@ -95,12 +94,13 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
     program is faster for the rest (see ``parity_tests/module_db.py``, ``Entry.jit``)."""
     leaves, in_spec = torch_pytree.tree_flatten((args, kwargs))
     diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
-    jax_leaves = [jnp.asarray(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor) else leaf
-                  for leaf in leaves]
+    # device_put, not jnp.asarray: jax 0.10 compiles a program per shape for the latter
+    jax_leaves = [jax.device_put(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor)
+                  else leaf for leaf in leaves]
     grad_positions = [i for i, c in enumerate(cotangents) if c is not None]
     key = jax.random.key(0)
 
-    cot_arrays = [jnp.asarray(cotangents[i].numpy()) for i in grad_positions]
+    cot_arrays = [jax.device_put(cotangents[i].numpy()) for i in grad_positions]
     # every array is an argument, none a constant baked into the program: samples that
     # differ only in values then lower to the same program (one compilation, reused
     # through the compilation cache), and large constants do not slow the compiler

@@ -29,7 +29,7 @@ def _to_torch(value):
 def _to_jax(value):
     if isinstance(value, tuple):
         return tuple(_to_jax(v) for v in value)
-    return jnp.asarray(value) if isinstance(value, np.ndarray) else value
+    return jax.device_put(value) if isinstance(value, np.ndarray) else value  # no compile
 
 
 def _tree_of(value):

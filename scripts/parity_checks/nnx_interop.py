@@ -459,7 +459,8 @@ def _forward_and_grads(module, x, y, layout="NHWC"):
         logits = mod(feed)
         return jlosses.cross_entropy(logits, jnp.asarray(y)), logits
 
-    (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
+    # one compiled program (eagerly, every op of the model would compile on its own)
+    (_, logits), grads = nnx.jit(nnx.value_and_grad(loss, has_aux=True))(nnx_module)
     candidate = {"output": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)}
     return reference, candidate
 

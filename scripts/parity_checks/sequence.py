@@ -185,7 +185,8 @@ def sdpa_parity(name: str):
             out = jaxgrad.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
             return jnp.sum(cotangent * out), out
 
-        (_, out), grads = jax.value_and_grad(objective, argnums=(0, 1, 2), has_aux=True)(q, k, v)
+        (_, out), grads = jax.jit(jax.value_and_grad(objective, argnums=(0, 1, 2),
+                                                     has_aux=True))(q, k, v)
         return jaxgrad.parity.compare(reference, {"output": out, "grads": list(grads)},
                                       name=f"SDPA {name}")
 
