@@ -235,13 +235,16 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
             out = fn(*jax.tree_util.tree_unflatten(treedef, rebuilt))
             return jnp.reshape(out, ())
 
-        value = _check_output(fn, jax.jit(objective) if jit else objective, theta)
-        rounding = rounding_ulps * _EPSILON * abs(value) / eps
-        grad_fn = jax.grad(objective)
+        # jitted: the output is checked from its shape and dtype (nothing compiled), and
+        # f(θ) comes with the gradient from one program; eager: f may need concrete values
+        _check_output(fn, jax.eval_shape if jit else (lambda f, t: f(t)), objective, theta)
+        value_and_grad = jax.value_and_grad(objective)
         batched = jax.vmap(objective)
         if jit:
-            grad_fn, batched = jax.jit(grad_fn), jax.jit(batched)
-        analytic = np.asarray(grad_fn(theta))
+            value_and_grad, batched = jax.jit(value_and_grad), jax.jit(batched)
+        value, analytic = value_and_grad(theta)
+        value, analytic = _finite_value(fn, value), np.asarray(analytic)
+        rounding = rounding_ulps * _EPSILON * abs(value) / eps
         n = theta.size
         if mode == "full":
             numeric = _central_differences(batched, theta, eps, lambda start, stop: np.eye(
@@ -273,21 +276,30 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
     )
 
 
-def _check_output(fn, objective, theta) -> float:
-    """``f(θ)`` as a float, after checking it is a finite float64 scalar."""
-    name = getattr(fn, "__name__", type(fn).__name__)
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _check_output(fn, evaluate, objective, theta) -> None:
+    """Raise unless ``f(θ)`` is a float64 scalar; ``evaluate(objective, θ)`` gives its
+    value or (``jax.eval_shape``) only its shape and dtype."""
     try:
-        out = objective(theta)
+        out = evaluate(objective, theta)
     except TypeError as exc:
-        raise ValueError(f"gradcheck: `fn` ({name}) must return a scalar: {exc}") from exc
+        raise ValueError(f"gradcheck: `fn` ({_name(fn)}) must return a scalar: {exc}") from exc
     if out.dtype != jnp.float64:
         raise ValueError(
-            f"gradcheck: `fn` ({name}) returned {out.dtype} for float64 inputs; it casts "
-            "to a lower precision inside, so its finite differences would be dominated by "
-            "rounding. Make it keep its inputs' dtype."
+            f"gradcheck: `fn` ({_name(fn)}) returned {out.dtype} for float64 inputs; it "
+            "casts to a lower precision inside, so its finite differences would be "
+            "dominated by rounding. Make it keep its inputs' dtype."
         )
+
+
+def _finite_value(fn, out) -> float:
+    """``f(θ)`` as a float; raise where it is not finite."""
     if not math.isfinite(float(out)):
-        raise ValueError(f"gradcheck: `fn` ({name}) is not finite at `args` (={float(out)}).")
+        raise ValueError(
+            f"gradcheck: `fn` ({_name(fn)}) is not finite at `args` (={float(out)}).")
     return float(out)
 
 
@@ -295,13 +307,17 @@ def _central_differences(batched, theta, eps, rows, total: int) -> np.ndarray:
     """``(f(θ + eps·d) − f(θ − eps·d)) / 2eps`` for each of the ``total`` directions ``d``.
 
     ``rows(start, stop)`` returns directions ``start..stop`` as a `(stop − start, n)`
-    array; they are evaluated ``_CHUNK`` at a time under one ``vmap``.
+    array; they are evaluated at most ``_CHUNK`` at a time under one ``vmap``, in blocks
+    of one size (the last padded with zero directions), so ``batched`` compiles once.
     """
+    size = -(-total // -(-total // _CHUNK))  # ceil(total / number of blocks)
     results = []
-    for start in range(0, total, _CHUNK):
-        block = rows(start, min(start + _CHUNK, total))
-        plus = np.asarray(batched(theta[None, :] + eps * block))
-        minus = np.asarray(batched(theta[None, :] - eps * block))
+    for start in range(0, total, size):
+        block = rows(start, min(start + size, total))
+        used = block.shape[0]
+        block = np.concatenate([block, np.zeros((size - used, block.shape[1]))])
+        plus = np.asarray(batched(theta[None, :] + eps * block))[:used]
+        minus = np.asarray(batched(theta[None, :] - eps * block))[:used]
         results.append((plus - minus) / (2.0 * eps))
     return np.concatenate(results)
 

@@ -451,9 +451,8 @@ def _forward_and_grads(module, x, y, layout="NHWC"):
     reference = {"output": out.detach().numpy(),
                  "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
     nnx_module = to_nnx(module, layout=layout)
-    feed = jnp.asarray(x)
-    if x.ndim >= 3 and layout == "NHWC":
-        feed = jnp.moveaxis(feed, 1, -1)
+    # moved on the host: jnp.asarray / an eager moveaxis would compile a program per shape
+    feed = jax.device_put(np.moveaxis(x, 1, -1) if x.ndim >= 3 and layout == "NHWC" else x)
 
     def loss(mod):
         logits = mod(feed)
@@ -615,9 +614,8 @@ def port_parity(module, x, layout: str, dtype: str):
     with jax_precision(dtype):
         nnx_module = to_nnx(module, layout=layout)
         image = x.ndim >= 3 and np.issubdtype(x.dtype, np.floating)
-        feed = jnp.asarray(x)
-        if layout == "NHWC" and image and _starts_channels_last(nnx_module):
-            feed = jnp.moveaxis(feed, 1, -1)
+        channels_last = layout == "NHWC" and image and _starts_channels_last(nnx_module)
+        feed = jax.device_put(np.moveaxis(x, 1, -1) if channels_last else x)
         module.zero_grad(set_to_none=True)
         out = module(_t(x))
         cotangent = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(dtype)
@@ -632,6 +630,6 @@ def port_parity(module, x, layout: str, dtype: str):
                 y = jnp.moveaxis(y, -1, 1)
             return jnp.sum(y * cotangent), y
 
-        (_, y), grads = nnx.value_and_grad(objective, has_aux=True)(nnx_module)
+        (_, y), grads = nnx.jit(nnx.value_and_grad(objective, has_aux=True))(nnx_module)
         candidate = {"output": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)}
         return compare(reference, candidate, name=f"port {type(module).__name__} {dtype}"), nnx_module
