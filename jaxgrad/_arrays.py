@@ -32,9 +32,10 @@ def to_numpy(value: Any) -> np.ndarray:
 
 
 def to_device(value: Any, dtype: Any = None) -> jax.Array:
-    """A fresh jax array from host data (numpy, scalars, torch tensors), cast on the host.
+    """A fresh jax array from host data (numpy arrays, torch tensors), cast on the host.
 
-    The same array and dtype as ``jnp.array(value, dtype=dtype, copy=True)``, without
+    For arrays, the same values and dtype as ``jnp.array(value, dtype=dtype, copy=True)``
+    (a Python scalar comes back strongly typed, not weakly), without
     compiling anything: jax 0.10 compiles a small program per shape and dtype for
     ``jnp.asarray``/``jnp.array`` of host data and for an on-device cast, where
     ``jax.device_put`` of a numpy array only copies. Never a view of the caller's

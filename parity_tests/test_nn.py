@@ -232,3 +232,36 @@ def test_float64_numpy_input_without_x64_is_float32_to_jax():
     check_input_dtype("Layer", np.ones(2), "float32")
     with pytest.raises(TypeError, match="Layer: `weights` dtype int32"):
         check_input_dtype("Layer", np.ones(2, np.int64), "float32", argument="weights")
+
+
+def test_load_state_dict_compiles_nothing_and_never_aliases_torch_memory():
+    """Loading weights is a host-side copy: no XLA program per parameter shape (jax 0.10
+    compiles one for ``jnp.asarray`` of a numpy array), and the arrays are fresh, so a
+    donated jitted step cannot overwrite the torch tensors they came from."""
+    from jax import monitoring
+
+    # shapes no other test uses, so nothing could come from an earlier compilation; the
+    # twin is built directly (``from_torch`` would load the same shapes first)
+    torch_model = tnn.Sequential(tnn.Linear(13, 11), tnn.ReLU(), tnn.Linear(11, 7)).double()
+    model = nn.Sequential(nn.Linear(13, 11, dtype="float64"), nn.ReLU(),
+                          nn.Linear(11, 7, dtype="float64"))
+    compiled = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(kwargs.get("fun_name"))
+
+    with jax.enable_x64(True):
+        monitoring.register_event_duration_secs_listener(listen)
+        try:
+            params = model.load_state_dict(torch_model.state_dict())
+        finally:
+            monitoring.unregister_event_duration_listener(listen)
+        assert compiled == []
+        assert params["0.weight"].dtype == jnp.float64
+        loaded = np.asarray(params["0.weight"]).copy()
+        with torch.no_grad():
+            torch_model[0].weight.add_(1.0)
+        # the jax array kept the values it was loaded with
+        np.testing.assert_array_equal(np.asarray(params["0.weight"]), loaded)
+        np.testing.assert_array_equal(loaded + 1.0, torch_model[0].weight.detach().numpy())
