@@ -10,7 +10,8 @@
 - XLA compiles cheaply (LLVM at -O0, no expensive LLVM passes, the classic elemental
   emitters instead of the fusion emitters): the suite compiles thousands of tiny
   programs and runs each once or twice, so compiling is nearly all of its time (these
-  flags: the report's rows 1.7x faster, the suite 702.6 s -> 439.9 s). float64 verdicts cannot notice (the tier is 1e-10, rounding is
+  flags: the report's rows 1.7x faster, the suite 702.6 s -> 439.9 s). float64
+  verdicts cannot notice (the tier is 1e-10, rounding is
   1e-16); float32 rows must pass under both codegens, and do: CI runs the parity report
   (the same rows) with XLA's defaults before the suite. ``JAXGRAD_TEST_XLA_DEFAULT=1``
   runs the suite with XLA's defaults too; flags already in ``XLA_FLAGS`` win.
