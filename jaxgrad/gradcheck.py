@@ -285,6 +285,14 @@ def _check_output(fn, evaluate, objective, theta) -> None:
     value or (``jax.eval_shape``) only its shape and dtype."""
     try:
         out = evaluate(objective, theta)
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError) as exc:
+        # TypeErrors too, but not about the output: fn needs concrete values
+        raise ValueError(
+            f"gradcheck: `fn` ({_name(fn)}) cannot be traced: it needs concrete values "
+            f"(Python control flow on an array, or a numpy conversion), and gradcheck "
+            f"traces it with jax.grad and jax.vmap even with `jit=False`. Write the branch "
+            f"with jnp.where or jax.lax.cond. {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0]}") from exc
     except TypeError as exc:
         raise ValueError(f"gradcheck: `fn` ({_name(fn)}) must return a scalar: {exc}") from exc
     if out.dtype != jnp.float64:

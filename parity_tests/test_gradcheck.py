@@ -178,6 +178,23 @@ def test_bad_arguments(rng):
         gradcheck(lambda n: jnp.sum(n * 1.0), np.arange(3))
 
 
+def test_a_function_that_needs_concrete_values_is_told_why_not_that_it_is_not_scalar(rng):
+    """Python control flow on an array cannot be traced (jax raises a TypeError
+    subclass); the error says that and how to write it, not "must return a scalar"."""
+    def piecewise(w):
+        return jnp.sum(w ** 2) if float(jnp.sum(w)) > 0 else jnp.sum(w ** 3)
+
+    w = np.abs(rng.standard_normal((2, 3)))
+    with pytest.raises(ValueError, match=r"cannot be traced.*jnp.where") as info:
+        gradcheck(piecewise, w)
+    assert "must return a scalar" not in str(info.value)
+
+    def branchless(w):
+        return jnp.where(jnp.sum(w) > 0, jnp.sum(w ** 2), jnp.sum(w ** 3))
+
+    assert gradcheck(branchless, w).passed
+
+
 # --- agreement with torch.autograd.gradcheck at the same strict tolerances -------------
 
 def _torch_model(w, x):
