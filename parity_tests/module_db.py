@@ -19,6 +19,11 @@ suite does — in evaluation mode too (``modes``):
 4. compare outputs, input and parameter gradients and new buffers with
    ``jaxgrad.parity.compare`` at the float64 tier (rtol 1e-10, atol 1e-12).
 
+An evaluation-mode sample on which the twin runs a program already held to torch by a
+training-mode sample, and on which torch's two modes agree, skips steps 3–4 and
+passes by transitivity (``run_sample``'s ``verified``; ``run_class(reuse=False)`` runs
+it in full).
+
 A sample jaxgrad cannot run is never dropped silently. Either its ``Entry`` names the
 constructor or forward argument jaxgrad refuses (``refused``), and jaxgrad must then
 raise ``ValueError``/``TypeError`` naming it in backticks (the sample counts as
@@ -37,6 +42,7 @@ runs as is, or an ``Entry`` with ``refused`` / ``skipped`` / ``run``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -48,7 +54,7 @@ import torch
 
 import jaxgrad
 from jaxgrad.parity import ParityReport
-from parity_checks._layer_parity import jax_side, torch_side
+from parity_checks._layer_parity import forward_program, jax_side, torch_side
 
 STATUSES = ("passed", "failed", "refused", "skipped", "rejected")
 
@@ -188,17 +194,34 @@ def modes(info, all_modes: bool = False) -> tuple[bool, ...]:
     return (True, False) if all_modes or info.train_and_eval_differ else (True,)
 
 
-def run_class(name: str, all_modes: bool = False) -> list[SampleResult]:
-    """Every sample of ``name``, in training then (see ``modes``) evaluation mode."""
+def run_class(name: str, all_modes: bool = False, reuse: bool = True) -> list[SampleResult]:
+    """Every sample of ``name``, in training then (see ``modes``) evaluation mode.
+
+    ``reuse``: an evaluation-mode sample on which the twin runs a program already held
+    to torch in training mode, and on which torch's two modes agree, is not run again
+    (see ``run_sample``); ``False`` runs every sample in full."""
     info = module_infos()[name]
     entry = REGISTRY[name]
-    runner = entry.run or run_sample
-    return [runner(info, sample, training)
+    if entry.run:
+        return [entry.run(info, sample, training)
+                for training in modes(info, all_modes) for sample in samples(info, training)]
+    verified = {} if reuse and len(modes(info, all_modes)) > 1 else None
+    return [run_sample(info, sample, training, verified)
             for training in modes(info, all_modes) for sample in samples(info, training)]
 
 
-def run_sample(info, sample, training: bool) -> SampleResult:
-    """Run one sample in both frameworks and compare (see the module docstring)."""
+def run_sample(info, sample, training: bool, verified: dict | None = None) -> SampleResult:
+    """Run one sample in both frameworks and compare (see the module docstring).
+
+    ``verified`` (``{program: label}``), when given, collects the twin's forward programs
+    (``forward_program``: its jaxpr and constants, traced, not compiled) of the
+    training-mode samples that pass. An evaluation-mode sample whose program is among
+    them runs the very computation already held to torch; it is then checked on torch's
+    side only (``_torch_modes_agree``: torch's evaluation and training results on this
+    sample, equal at the float64 tier) and passes by transitivity. Where either
+    framework's modes differ — normalisation statistics, dropout, a twin that reads
+    ``train`` — the sample runs in full. For the recurrent and attention classes, whose
+    samples have no dropout, this halves their cost."""
     name = info.module_cls.__name__
     entry = REGISTRY[name]
     result = functools.partial(SampleResult, name, training, sample.desc)
@@ -216,6 +239,15 @@ def run_sample(info, sample, training: bool) -> SampleResult:
             model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
         except (ValueError, TypeError) as exc:
             return _refusal(result, argument, exc)
+        program = None
+        if verified is not None and not argument:
+            try:
+                program = forward_program(model, params, buffers, args, kwargs, training)
+            except (ValueError, TypeError):  # raised again, and judged, by jax_side below
+                program = None
+            if not training and program in verified and _torch_modes_agree(module, args, kwargs):
+                return result("passed", f"same program as {verified[program]}; torch's "
+                              "evaluation and training results agree")
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
         try:
             candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
@@ -227,8 +259,18 @@ def run_sample(info, sample, training: bool) -> SampleResult:
         if spec != torch_spec:
             return result("failed", f"output structure {spec} differs from torch's {torch_spec}")
         report = jaxgrad.parity.compare(reference, candidate, name=result("").label)
+    if training and report.passed and program is not None:
+        verified.setdefault(program, result("").label)
     return result("passed" if report.passed else "failed",
                   "" if report.passed else report.table(), report)
+
+
+def _torch_modes_agree(module, args, kwargs) -> bool:
+    """torch's outputs, gradients and buffers on this sample are the same in evaluation
+    mode (``module``, left unchanged) as in training mode (a copy), at the float64 tier."""
+    evaluated, eval_spec, _ = torch_side(module, args, kwargs)
+    trained, train_spec, _ = torch_side(copy.deepcopy(module).train(True), args, kwargs)
+    return eval_spec == train_spec and jaxgrad.parity.compare(trained, evaluated).passed
 
 
 def _refusal(result, argument: str | None, exc: Exception) -> SampleResult:

@@ -17,7 +17,13 @@ from jaxgrad.nn import convert
 from parity_tests import module_db as harness
 
 
-@pytest.mark.parametrize("name", sorted(harness.REGISTRY))
+# over ~10 s each on a 2-core machine (dozens of samples, each a compiled program)
+SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "TransformerDecoderLayer",
+        "TransformerEncoder", "TransformerEncoderLayer"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in sorted(harness.REGISTRY)])
 def test_module_db_samples(name):
     results = harness.run_class(name)
     assert results, f"module_db has no samples for {name}"
@@ -80,3 +86,49 @@ def test_conformance_script_prints_counts_and_rejects_unknown_classes(capsys):
     with pytest.raises(SystemExit) as info:
         conformance.main(["--class", "NoSuchLayer"])
     assert info.value.code == 2
+
+
+def _gru_pair():
+    """GRU's first training-mode and evaluation-mode samples: the same configuration."""
+    info = harness.module_infos()["GRU"]
+    return info, harness.samples(info, True)[0], harness.samples(info, False)[0]
+
+
+def test_an_eval_sample_reuses_a_program_only_when_both_frameworks_modes_agree(monkeypatch):
+    info, train, evaluation = _gru_pair()
+    verified = {}
+    assert harness.run_sample(info, train, True, verified).status == "passed"
+    assert len(verified) == 1
+    reused = harness.run_sample(info, evaluation, False, verified)
+    assert reused.status == "passed" and "same program as GRU[train]" in reused.detail
+    assert harness.run_sample(info, evaluation, False).detail == ""  # run in full
+
+    # torch's evaluation mode computes something else: the sample runs in full, and fails
+    original = harness.torch_side
+
+    def eval_differs(module, args, kwargs):
+        reference, spec, cotangents = original(module, args, kwargs)
+        if not module.training:
+            reference["outputs"][0] = reference["outputs"][0] * (1 + 1e-6)
+        return reference, spec, cotangents
+
+    monkeypatch.setattr(harness, "torch_side", eval_differs)
+    result = harness.run_sample(info, evaluation, False, verified)
+    assert result.status == "failed" and "FAIL" in result.detail
+
+
+def test_an_eval_sample_whose_twin_reads_the_mode_runs_in_full(monkeypatch):
+    import jaxgrad
+
+    original = jaxgrad.nn.GRU.forward_with_state
+
+    def eval_differs(self, params, *args, train, **kwargs):
+        (output, h_n), buffers = original(self, params, *args, train=train, **kwargs)
+        return (output if train else output * (1 + 1e-6), h_n), buffers
+
+    monkeypatch.setattr(jaxgrad.nn.GRU, "forward_with_state", eval_differs)
+    info, train, evaluation = _gru_pair()
+    verified = {}
+    assert harness.run_sample(info, train, True, verified).status == "passed"
+    result = harness.run_sample(info, evaluation, False, verified)
+    assert result.status == "failed" and "FAIL" in result.detail

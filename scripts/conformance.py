@@ -6,7 +6,10 @@ its samples (float64; training mode, and evaluation mode too where module_db mar
 the class ``train_and_eval_differ``, as torch's own suite runs them; ``--all-modes``
 runs both everywhere) in both frameworks and compares
 outputs, input and parameter gradients and new buffers at the float64 tier (rtol
-1e-10, atol 1e-12). Prints per class the samples, how many pass, how many jaxgrad
+1e-10, atol 1e-12). An evaluation-mode sample on which jaxgrad's twin runs the same
+program as on a training-mode sample that passed (its traced jaxpr), and on which
+torch's evaluation and training results agree, is checked on torch's side only
+(``--no-reuse`` runs it in full too). Prints per class the samples, how many pass, how many jaxgrad
 refuses (naming the argument) or skips (with the reason), how many of torch's error
 samples (``module_error_inputs_func``: inputs torch rejects) jaxgrad rejects too, then
 the totals, and the supported classes module_db has no entry for.
@@ -37,6 +40,9 @@ def main(argv=None) -> int:
     parser.add_argument("--all-modes", action="store_true",
                         help="run evaluation mode for every class, not only where module_db "
                         "says training and evaluation differ")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="run every evaluation-mode sample in both frameworks, also "
+                        "where the twin's program was already held to torch in training mode")
     parser.add_argument("--verbose", action="store_true",
                         help="print every sample's outcome, not only failures")
     args = parser.parse_args(argv)
@@ -66,7 +72,7 @@ def main(argv=None) -> int:
     totals = dict.fromkeys((*harness.STATUSES, "errors", "samples"), 0)
     for name in names:
         errors = harness.run_error_samples(name)
-        results = harness.run_class(name, args.all_modes)
+        results = harness.run_class(name, args.all_modes, reuse=not args.no_reuse)
         counts = harness.summary(results)
         rejected = sum(r.status == "rejected" for r in errors)
         error_failures = [r for r in errors if r.status != "rejected"]

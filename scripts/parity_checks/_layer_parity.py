@@ -84,6 +84,47 @@ def torch_side(module, args, kwargs) -> tuple[dict, Any, list]:
     }, spec, cotangents
 
 
+class _JaxCall:
+    """The torch call ``module(*args, **kwargs)`` as a JAX function of arrays:
+    ``call(params, diff_inputs, arrays, buffers) -> (output, new_buffers)``, with the
+    floating inputs that require grad (``diff_inputs``) and every other array
+    (``arrays``) as arguments — none a constant baked into the program, so samples that
+    differ only in values lower to the same program (one compilation, reused through
+    the compilation cache), and large constants do not slow the compiler."""
+
+    def __init__(self, model, args, kwargs, training):
+        leaves, self.in_spec = torch_pytree.tree_flatten((args, kwargs))
+        self.diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
+        # device_put, not jnp.asarray: jax 0.10 compiles a program per shape for the latter
+        self.leaves = [jax.device_put(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor)
+                       else leaf for leaf in leaves]
+        self.array_positions = [i for i, leaf in enumerate(self.leaves)
+                                if isinstance(leaf, jax.Array) and i not in self.diff_positions]
+        self.diff_inputs = [self.leaves[i] for i in self.diff_positions]
+        self.arrays = [self.leaves[i] for i in self.array_positions]
+        self.model, self.training, self.key = model, training, jax.random.key(0)
+
+    def __call__(self, params, diff_inputs, arrays, buffers):
+        filled = list(self.leaves)
+        for position, value in zip([*self.diff_positions, *self.array_positions],
+                                   [*diff_inputs, *arrays]):
+            filled[position] = value
+        call_args, call_kwargs = torch_pytree.tree_unflatten(filled, self.in_spec)
+        return self.model.apply(params, *call_args, buffers=buffers, train=self.training,
+                                key=self.key, **call_kwargs)
+
+
+def forward_program(model, params, buffers, args, kwargs, training) -> tuple:
+    """A key equal for two calls exactly when the twin runs the same program on them:
+    the forward's jaxpr (shapes, dtypes, every operation and literal) and the bytes of
+    its constants. Tracing only: nothing is compiled or run."""
+    call = _JaxCall(model, args, kwargs, training)
+    closed = jax.make_jaxpr(call)(params, call.diff_inputs, call.arrays, buffers)
+    consts = tuple((str(c.dtype), c.shape, jax.device_get(c).tobytes()) if hasattr(c, "shape")
+                   else repr(c) for c in closed.consts)
+    return str(closed.jaxpr), consts
+
+
 def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
              fast_compile: bool = False, eager: bool = False) -> tuple[dict, Any]:
     """The same as ``torch_side`` with ``model.apply`` and ``jax.vjp``.
@@ -92,28 +133,12 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
     compiled once per shape and reused across calls, which is faster for many samples
     of a layer made of many ops of few shapes (attention, transformer layers); one
     program is faster for the rest (see ``parity_tests/module_db.py``, ``Entry.jit``)."""
-    leaves, in_spec = torch_pytree.tree_flatten((args, kwargs))
-    diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
-    # device_put, not jnp.asarray: jax 0.10 compiles a program per shape for the latter
-    jax_leaves = [jax.device_put(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor)
-                  else leaf for leaf in leaves]
+    call = _JaxCall(model, args, kwargs, training)
     grad_positions = [i for i, c in enumerate(cotangents) if c is not None]
-    key = jax.random.key(0)
-
     cot_arrays = [jax.device_put(cotangents[i].numpy()) for i in grad_positions]
-    # every array is an argument, none a constant baked into the program: samples that
-    # differ only in values then lower to the same program (one compilation, reused
-    # through the compilation cache), and large constants do not slow the compiler
-    array_positions = [i for i, leaf in enumerate(jax_leaves)
-                       if isinstance(leaf, jax.Array) and i not in diff_positions]
 
     def forward(params, diff_inputs, arrays, buffers):
-        filled = list(jax_leaves)
-        for position, value in zip([*diff_positions, *array_positions], [*diff_inputs, *arrays]):
-            filled[position] = value
-        call_args, call_kwargs = torch_pytree.tree_unflatten(filled, in_spec)
-        output, new_buffers = model.apply(params, *call_args, buffers=buffers, train=training,
-                                          key=key, **call_kwargs)
+        output, new_buffers = call(params, diff_inputs, arrays, buffers)
         outputs = torch_pytree.tree_leaves(output)
         differentiable = [outputs[i] for i in grad_positions if i < len(outputs)]
         return differentiable, (output, new_buffers)
@@ -125,11 +150,9 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
             return output, new_buffers, None  # a structure mismatch: reported by the caller
         return output, new_buffers, vjp(cot_arrays)
 
-    diff_inputs = [jax_leaves[i] for i in diff_positions]
-    arrays = [jax_leaves[i] for i in array_positions]
     options = FAST_COMPILE if fast_compile else None
     run = forward_backward if eager else jax.jit(forward_backward, compiler_options=options)
-    output, new_buffers, grads = run(params, diff_inputs, arrays, buffers, cot_arrays)
+    output, new_buffers, grads = run(params, call.diff_inputs, call.arrays, buffers, cot_arrays)
     outputs, spec = torch_pytree.tree_flatten(output)
     if grads is None or len(outputs) != len(cotangents):
         return {"outputs": outputs}, spec
