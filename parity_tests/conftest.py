@@ -4,9 +4,11 @@
 - JAX matmuls run at ``highest`` precision (no bf16/TF32 passes on accelerators);
 - ``x64`` enables float64 for one test only; tests still assert output dtypes;
 - ``seed`` is derived from the test's id, so every test is reproducible alone;
-- XLA's compilation cache lives in a fresh temporary folder per test process, so a
-  program compiled twice in one run (the same layer in a report row and a test, a
-  sample in train and eval mode) is compiled once; nothing outlives the run;
+- XLA's compilation cache lives in one fresh temporary folder per run, shared by
+  xdist's workers (the first process creates it and the workers inherit its path), so
+  a program compiled twice in one run (the same layer in a report row and a test, on
+  either worker) is compiled once; a size limit makes jax lock the folder with
+  ``filelock`` while it reads and writes; nothing outlives the run;
 - XLA compiles cheaply (LLVM at -O0, no expensive LLVM passes, the classic elemental
   emitters instead of the fusion emitters): the suite compiles thousands of tiny
   programs and runs each once or twice, so compiling is nearly all of its time (these
@@ -44,9 +46,15 @@ torch.set_num_threads(1)
 jax.config.update("jax_default_matmul_precision", "highest")
 
 # set before the first compilation (the cache is initialised once per process)
-_XLA_CACHE = tempfile.mkdtemp(prefix="jaxgrad-xla-cache-")
-atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
+# (the controller, or a lone process, owns the folder; xdist's workers inherit its path)
+_XLA_CACHE = os.environ.get("JAXGRAD_TEST_XLA_CACHE")
+if _XLA_CACHE is None or not os.path.isdir(_XLA_CACHE):
+    _XLA_CACHE = tempfile.mkdtemp(prefix="jaxgrad-xla-cache-")
+    os.environ["JAXGRAD_TEST_XLA_CACHE"] = _XLA_CACHE
+    atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
 jax.config.update("jax_compilation_cache_dir", _XLA_CACHE)
+# a limit (8 GiB, never reached) turns on jax's file lock: two workers write one folder
+jax.config.update("jax_compilation_cache_max_size", 8 << 30)
 # programs that take 0.1 s or more to compile; below, writing the entry costs more
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 

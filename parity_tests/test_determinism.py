@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from parity_checks import all_checks
 from parity_checks._determinism import fingerprints, select
 
@@ -38,6 +40,7 @@ def _differences(first: dict, second: dict) -> list:
     return problems
 
 
+@pytest.mark.slow
 def test_float32_rows_reproduce_their_own_bits_under_load(tmp_path):
     checks = select(all_checks(), "float32", ROWS)
     assert len(checks) == len(ROWS)

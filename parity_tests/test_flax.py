@@ -318,6 +318,7 @@ def test_port_script_refuses_an_unwritable_output(tmp_path, capsys):
     assert info.value.code == 2 and "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_every_convention_is_mapped_and_matters(x64):
     """scripts/flax_conventions.py's rows: with the mapping, rounding level against
     torch; with flax's default left in place, a visible error."""

@@ -83,11 +83,11 @@ def layer_gradcheck(name: str, rng: np.random.Generator,
     layer, shape = layer_cases()[name]
     with jax.enable_x64(True):
         # random parameters of the right shapes; init's distributions are not under test
-        params = {k: jnp.asarray(rng.standard_normal(s.shape))
-                  for k, s in layer.param_shapes().items()}
+        # (numpy, and the output's shape from eval_shape: nothing compiled before gradcheck)
+        params = {k: rng.standard_normal(s.shape) for k, s in layer.param_shapes().items()}
         x = rng.standard_normal(shape)
         x = np.where(np.abs(x) < 0.1, x + 0.2 * np.sign(x), x)  # away from ReLU's kink
-        cotangent = jnp.asarray(rng.standard_normal(layer.apply(params, jnp.asarray(x)).shape))
+        cotangent = rng.standard_normal(jax.eval_shape(layer.apply, params, x).shape)
         return gradcheck(_planted(lambda params, x: jnp.sum(cotangent * layer.apply(params, x)),
                                   backward_scale), params, x, name=f"gradcheck {name}")
 

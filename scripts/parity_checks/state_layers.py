@@ -147,9 +147,8 @@ def state_layer_gradcheck(names: tuple):
             module, _ = make_torch_layer(name, "float64")
             shape = GRADCHECK_SHAPES[name]
             model, params[name], buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
-            options = ({"mask": jnp.asarray(rng.uniform(size=shape) > 0.3)}
-                       if _is_dropout(module) else {})
-            cotangent = jnp.asarray(rng.standard_normal(shape))
+            options = {"mask": rng.uniform(size=shape) > 0.3} if _is_dropout(module) else {}
+            cotangent = rng.standard_normal(shape)
             layers[name] = (model, buffers, options, cotangent)
             inputs[name] = rng.standard_normal(shape)
 
