@@ -267,8 +267,9 @@ def run_sample(info, sample, training: bool, verified: dict | None = None) -> Sa
 
 def _torch_modes_agree(module, args, kwargs) -> bool:
     """torch's outputs, gradients and buffers on this sample are the same in evaluation
-    mode (``module``, left unchanged) as in training mode (a copy), at the float64 tier."""
-    evaluated, eval_spec, _ = torch_side(module, args, kwargs)
+    mode as in training mode, at the float64 tier; both run on copies, so ``module`` is
+    left as converted for a full run (a forward may write a buffer or a weight)."""
+    evaluated, eval_spec, _ = torch_side(copy.deepcopy(module), args, kwargs)
     trained, train_spec, _ = torch_side(copy.deepcopy(module).train(True), args, kwargs)
     return eval_spec == train_spec and jaxgrad.parity.compare(trained, evaluated).passed
 
