@@ -132,3 +132,20 @@ def test_an_eval_sample_whose_twin_reads_the_mode_runs_in_full(monkeypatch):
     assert harness.run_sample(info, train, True, verified).status == "passed"
     result = harness.run_sample(info, evaluation, False, verified)
     assert result.status == "failed" and "FAIL" in result.detail
+
+
+def test_a_twin_with_active_dropout_has_a_different_program_in_each_mode(x64):
+    """Dropout p=0.5 draws from the key in training mode only: the two modes' programs
+    must differ (no reuse), and one mode's program is the same on two calls."""
+    from parity_checks._layer_parity import forward_program
+
+    import jaxgrad
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.5).double()
+    model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+    x = torch.randn(5, 2, 4, dtype=torch.float64)
+    train = forward_program(model, params, buffers, (x,), {}, True)
+    assert train == forward_program(model, params, buffers, (torch.randn_like(x),), {}, True)
+    assert train != forward_program(model, params, buffers, (x,), {}, False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 import torch
 import torch.utils._pytree as torch_pytree
 
@@ -120,9 +121,17 @@ def forward_program(model, params, buffers, args, kwargs, training) -> tuple:
     its constants. Tracing only: nothing is compiled or run."""
     call = _JaxCall(model, args, kwargs, training)
     closed = jax.make_jaxpr(call)(params, call.diff_inputs, call.arrays, buffers)
-    consts = tuple((str(c.dtype), c.shape, jax.device_get(c).tobytes()) if hasattr(c, "shape")
-                   else repr(c) for c in closed.consts)
-    return str(closed.jaxpr), consts
+    return str(closed.jaxpr), tuple(_const_bytes(c) for c in closed.consts)
+
+
+def _const_bytes(const) -> tuple | str:
+    """A jaxpr constant by dtype, shape and bytes (a PRNG key by its key data: the
+    dropout key a training-mode forward closes over)."""
+    if not hasattr(const, "shape"):
+        return repr(const)
+    if jax.dtypes.issubdtype(const.dtype, jax.dtypes.prng_key):
+        return str(const.dtype), const.shape, np.asarray(jax.random.key_data(const)).tobytes()
+    return str(const.dtype), const.shape, np.asarray(const).tobytes()
 
 
 def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,

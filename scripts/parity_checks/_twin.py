@@ -141,10 +141,11 @@ def reference_rounding(module: torch.nn.Module, args: tuple, kwargs: dict | None
     Runs the float32 ``module`` (the reference of a float32 twin row) and a float64 copy
     on the same values (inputs, weights and cotangents cast up), and returns
     ``{leaf path: max_i |t32_i - t64_i| / (atol + rtol·|t64_i|)}`` with the float32
-    tier's rtol and atol (``jaxgrad.parity.tolerance_for``: 1e-5 and 1e-6·max|t64|). A row can give a verdict that does not
-    depend on which CPU or compiler made the float32 bits only where this is well
-    below 1 (the twin rows hold it under 0.5): two float32 results, each that close to
-    the exact answer, stay within the tier of each other. Near 1 or above, the leaf is
+    tier's rtol and atol (``jaxgrad.parity.tolerance_for``: 1e-5 and 1e-6·max|t64|). A
+    row can give a verdict that does not depend on which CPU or compiler made the
+    float32 bits only where this is well below 1 (the twin rows hold it under 0.5):
+    two float32 results, each that close to the exact answer, stay within the tier of
+    each other. Near 1 or above, the leaf is
     ill-conditioned in float32 (a cancellation, such as LayerNorm's input gradient
     where ``g - mean(g) - x̂·mean(g·x̂)`` nearly vanishes) and passes or fails by luck.
     """
