@@ -10,6 +10,7 @@ rejects must be rejected too (``ValueError``/``TypeError`` naming an argument).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import warnings
@@ -139,10 +140,29 @@ def loss_modules():
     return [m for m in module_db if m.module_cls.__name__ in jlosses.LOSS_MODULES]
 
 
+@contextlib.contextmanager
+def _no_test_function_lookup():
+    """``op_db``'s sample iterators look for the ``unittest.TestCase`` method running them
+    (``common_utils.extract_test_fn``, to seed by its name and record the current sample
+    on it) with ``inspect.stack()``, which reads the source of every frame on the stack:
+    ~0.15 s a lookup under pytest's deep stack, 43 lookups here (7 of the test's 28 s).
+    No TestCase runs this harness, so the answer is always None (and the seed torch's
+    fixed ``SEED``); the lookup returns it without the walk."""
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+
+    saved = common_utils.extract_test_fn, core.extract_test_fn
+    common_utils.extract_test_fn = core.extract_test_fn = lambda: None
+    try:
+        yield
+    finally:
+        common_utils.extract_test_fn, core.extract_test_fn = saved
+
+
 def op_outcomes() -> list[Outcome]:
     """Every float64 ``op_db`` sample and ``error_inputs`` case of the supported losses."""
     outcomes = []
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), _no_test_function_lookup():
         for op in loss_ops():
             jax_fn = LOSS_OPS[op.name]
             name = op.name.replace("nn.functional.", "")
