@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 
 from jaxgrad import nn
 from jaxgrad.nn.module import Module, layer_key
@@ -101,3 +102,61 @@ def test_buffer_free_models_keep_their_one_value_apply():
     y2, buffers = model.apply(params, jnp.ones((1, 3)), buffers={})
     np.testing.assert_array_equal(y, y2)
     assert buffers == {} and model.init_buffers() == {}
+
+
+
+_INIT_CALLS = []
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale(Module):
+    """One (n,) parameter and one (n,) buffer; records every call of its inits."""
+
+    n: int
+
+    def init(self, key):
+        _INIT_CALLS.append(("params", self.n))
+        return {"scale": jax.random.normal(key, (self.n,))}
+
+    def init_buffers(self):
+        _INIT_CALLS.append(("buffers", self.n))
+        return {"total": jnp.zeros((self.n,))}
+
+    def forward(self, params, x):
+        return x * params["scale"]
+
+
+class MutableScale(Module):
+    """Not a frozen dataclass: its size may change after construction."""
+
+    def __init__(self, n):
+        self.n = n
+
+    init, init_buffers, forward = Scale.init, Scale.init_buffers, Scale.forward
+
+
+def test_shapes_trace_once_per_equal_frozen_layer_and_x64_is_part_of_the_key():
+    first, second, other = Scale(3), Scale(3), Scale(4)
+    expected = jax.eval_shape(lambda: first.init(jax.random.key(0)))
+    _INIT_CALLS.clear()
+    assert first.param_shapes() == {"scale": expected["scale"]}
+    assert second.param_shapes() == first.param_shapes()  # an equal layer: no new trace
+    assert other.param_shapes()["scale"].shape == (4,)
+    assert first.buffer_shapes()["total"].shape == (3,) and second.buffer_shapes()
+    assert _INIT_CALLS == [("params", 3), ("params", 4), ("buffers", 3)]
+    with jax.enable_x64(True):
+        assert first.param_shapes()["scale"].dtype == np.float64  # traced again
+    assert first.param_shapes()["scale"].dtype == np.float32
+    assert _INIT_CALLS[3:] == [("params", 3)]
+    first.param_shapes().pop("scale")  # the caller's own copy: the next call is whole
+    assert list(first.param_shapes()) == ["scale"]
+
+
+def test_shapes_of_a_layer_that_can_change_or_holds_an_array_are_traced_every_call():
+    layer = MutableScale(3)
+    assert layer.param_shapes()["scale"].shape == (3,)
+    layer.n = 5
+    assert layer.param_shapes()["scale"].shape == (5,)
+    # a frozen layer with an array field cannot be hashed: traced, not cached
+    weighted, _ = nn.from_torch(torch.nn.CrossEntropyLoss(weight=torch.ones(4)))
+    assert weighted.buffer_shapes()["weight"].shape == (4,)

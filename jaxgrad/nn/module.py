@@ -34,6 +34,7 @@ A layer implements one of two methods and inherits ``apply``:
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import zlib
 from typing import Any, Mapping
@@ -118,11 +119,11 @@ class Module:
     def param_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         """The shape and dtype of every parameter, in ``init``'s (torch's) key order,
         without allocating any. (``jax.eval_shape`` alone would sort the keys.)"""
-        return _ordered_shapes(lambda: self.init(jax.random.key(0)))
+        return _shapes(self, "params")
 
     def buffer_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         """The shape and dtype of every buffer, in ``init_buffers``' key order."""
-        return _ordered_shapes(self.init_buffers)
+        return _shapes(self, "buffers")
 
     def state_dict_keys(self) -> list[str]:
         """torch's ``state_dict()`` key order: each module's parameters, then its
@@ -195,6 +196,36 @@ def sub_dict(tree: Mapping, prefix: str) -> dict:
     """The entries of ``tree`` under ``prefix + "."``, with the prefix removed."""
     prefix = prefix + "."
     return {k[len(prefix):]: v for k, v in tree.items() if k.startswith(prefix)}
+
+
+def _shapes(module, which: str) -> dict[str, jax.ShapeDtypeStruct]:
+    """``param_shapes`` / ``buffer_shapes``. Tracing ``init`` (every layer's random
+    draws, for a deep model most of ``from_torch``'s time) happens once per layer
+    configuration: a frozen dataclass's ``init`` depends on its fields alone, so an
+    equal layer has the same shapes; ``jax_enable_x64`` (float64 or float32) is part
+    of the key. Any other module, or one with an unhashable field (an array), is
+    traced on every call."""
+    frozen = dataclasses.is_dataclass(module) and module.__dataclass_params__.frozen
+    if frozen:
+        try:
+            hash(module)
+        except TypeError:
+            frozen = False
+    if not frozen:
+        return _traced_shapes(module, which)
+    return dict(_cached_shapes(module, which, bool(jax.config.jax_enable_x64)))
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_shapes(module, which: str, x64: bool) -> tuple:
+    del x64  # a key only
+    return tuple(_traced_shapes(module, which).items())
+
+
+def _traced_shapes(module, which: str) -> dict[str, jax.ShapeDtypeStruct]:
+    if which == "params":
+        return _ordered_shapes(lambda: module.init(jax.random.key(0)))
+    return _ordered_shapes(module.init_buffers)
 
 
 def _ordered_shapes(make) -> dict[str, jax.ShapeDtypeStruct]:
