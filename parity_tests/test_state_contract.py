@@ -6,6 +6,7 @@ check how ``Sequential`` threads buffers, modes and keys, and what is refused.
 """
 
 import dataclasses
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -152,11 +153,27 @@ def test_shapes_trace_once_per_equal_frozen_layer_and_x64_is_part_of_the_key():
     assert list(first.param_shapes()) == ["scale"]
 
 
-def test_shapes_of_a_layer_that_can_change_or_holds_an_array_are_traced_every_call():
+@dataclasses.dataclass(frozen=True)
+class Watched(Scale):
+    """A frozen layer holding an object (as the doctor's taps hold their recorder)."""
+
+    watcher: object = None
+
+
+def test_shapes_of_a_layer_that_can_change_or_holds_an_object_are_traced_every_call():
     layer = MutableScale(3)
     assert layer.param_shapes()["scale"].shape == (3,)
     layer.n = 5
     assert layer.param_shapes()["scale"].shape == (5,)
-    # a frozen layer with an array field cannot be hashed: traced, not cached
+    # a frozen layer holding an array: traced, not cached
     weighted, _ = nn.from_torch(torch.nn.CrossEntropyLoss(weight=torch.ones(4)))
     assert weighted.buffer_shapes()["weight"].shape == (4,)
+    # or any other object: traced every call, and nothing keeps the object alive
+    watcher = type("Watcher", (), {})()
+    alive = weakref.ref(watcher)
+    _INIT_CALLS.clear()
+    watched = Watched(2, watcher)
+    assert watched.param_shapes() == watched.param_shapes()
+    assert _INIT_CALLS == [("params", 2), ("params", 2)]
+    del watched, watcher
+    assert alive() is None

@@ -201,19 +201,27 @@ def sub_dict(tree: Mapping, prefix: str) -> dict:
 def _shapes(module, which: str) -> dict[str, jax.ShapeDtypeStruct]:
     """``param_shapes`` / ``buffer_shapes``. Tracing ``init`` (every layer's random
     draws, for a deep model most of ``from_torch``'s time) happens once per layer
-    configuration: a frozen dataclass's ``init`` depends on its fields alone, so an
-    equal layer has the same shapes; ``jax_enable_x64`` (float64 or float32) is part
-    of the key. Any other module, or one with an unhashable field (an array), is
-    traced on every call."""
-    frozen = dataclasses.is_dataclass(module) and module.__dataclass_params__.frozen
-    if frozen:
-        try:
-            hash(module)
-        except TypeError:
-            frozen = False
-    if not frozen:
+    configuration: a frozen dataclass whose fields are plain values (numbers, strings,
+    dtypes, tuples, other such layers) has an ``init`` that depends on them alone, so an
+    equal layer has the same shapes; ``jax_enable_x64`` (float64 or float32) is part of
+    the key. Any other module (one holding an array, a function or a recorder, which
+    the cache must not keep alive) is traced on every call."""
+    if not _is_configuration(module):
         return _traced_shapes(module, which)
     return dict(_cached_shapes(module, which, bool(jax.config.jax_enable_x64)))
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), type, np.dtype)
+
+
+def _is_configuration(value) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, tuple):
+        return all(_is_configuration(v) for v in value)
+    if dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen:
+        return all(_is_configuration(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return False
 
 
 @functools.lru_cache(maxsize=512)
