@@ -145,9 +145,9 @@ def reference_rounding(module: torch.nn.Module, args: tuple, kwargs: dict | None
     row can give a verdict that does not depend on which CPU or compiler made the
     float32 bits only where this is well below 1 (the twin rows hold it under 0.5):
     two float32 results, each that close to the exact answer, stay within the tier of
-    each other. Near 1 or above, the leaf is
-    ill-conditioned in float32 (a cancellation, such as LayerNorm's input gradient
-    where ``g - mean(g) - x̂·mean(g·x̂)`` nearly vanishes) and passes or fails by luck.
+    each other. Near 1 or above, the leaf is ill-conditioned in float32 (a
+    cancellation, such as LayerNorm's input gradient where ``g - mean(g) - x̂·mean(g·x̂)``
+    nearly vanishes) and passes or fails by luck.
     """
     import copy
 
