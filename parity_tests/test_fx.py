@@ -171,16 +171,17 @@ class Untraceable(tnn.Module):
         return x
 
 
-class UsesCumsum(tnn.Module):
+class UsesLogdet(tnn.Module):
     def forward(self, x):
-        return torch.cumsum(x, dim=0)
+        return torch.logdet(x)
 
 
-class Aliasing(tnn.Module):
+class ThroughAView(tnn.Module):
     def forward(self, x):
         y = x * 2
-        z = y.add_(1)  # overwrites y, which is read again below
-        return z + y
+        flat = y.view(-1)
+        flat.add_(1)  # writes y through the view
+        return y
 
 
 class Wrapper(tnn.Module):
@@ -206,14 +207,14 @@ def test_untraceable_unmapped_and_unsupported_are_named():
     with pytest.raises(ValueError, match=r"cannot trace Untraceable at the top level with "
                                          r"torch.fx.symbolic_trace"):
         nn.from_torch(Untraceable())
-    with pytest.raises(ValueError, match=r"unmapped op torch.cumsum at node 'cumsum' "
+    with pytest.raises(ValueError, match=r"unmapped op torch.logdet at node 'logdet' "
                                          r"\(call_function .*\) in Wrapper at 'inner.1'"):
-        nn.from_torch(Wrapper(UsesCumsum()))
+        nn.from_torch(Wrapper(UsesLogdet()), capture="layers")
     with pytest.raises(ValueError, match=r"unsupported module PixelShuffle at 'inner.1'"):
-        nn.from_torch(Wrapper(tnn.PixelShuffle(2)))
-    with pytest.raises(ValueError, match=r"node 'add_' .* overwrites 'mul' in place and it "
-                                         r"is read later by add"):
-        nn.from_torch(Aliasing())
+        nn.from_torch(Wrapper(tnn.PixelShuffle(2)), capture="layers")
+    with pytest.raises(ValueError, match=r"node 'add_' .* overwrites 'view' in place and "
+                                         r"'view' is a view of another value"):
+        nn.from_torch(ThroughAView())
     with pytest.raises(ValueError, match=r"shares parameters between names \(a.weight = b.weight"):
         nn.from_torch(Tied())
 

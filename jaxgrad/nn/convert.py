@@ -339,16 +339,35 @@ def _convert(module, path: str):
     return fx.trace(module, path)
 
 
-def from_torch(module, *, with_buffers: bool = False):
+def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool = False,
+               capture: str = "auto"):
     """Build the jaxgrad twin of ``module`` and copy its weights.
 
+    Two front ends (see "Capture" in the docs):
+
+    - *layers*: a module made of supported layers (``SUPPORTED``), nested
+      ``Sequential`` included, or with a custom ``forward`` that
+      ``torch.fx.symbolic_trace`` can trace (residual blocks, ResNets): its calls
+      become jaxgrad layers and ops (``jaxgrad.nn.fx``); ``jaxgrad.flax`` maps such a
+      model to stock nnx layers. Needs no example.
+    - *export*: anything else (Hugging Face transformers, vision transformers, a
+      forward with shape assertions, ``torch.finfo``, tied weights, writes through
+      views) is captured with ``torch.export`` on ``example`` and decomposed to core
+      ATen ops (``jaxgrad.nn.export``); the result is specialised to the example's
+      shapes.
+
+    Either way ``apply(train=...)`` runs torch's training-mode or evaluation-mode
+    forward, whichever is asked, and random ops take the explicit ``key``.
+
     Args:
-      module: a torch ``nn.Module`` made of supported layers (``SUPPORTED``),
-        nested ``Sequential`` included, or with a custom ``forward`` that
-        ``torch.fx.symbolic_trace`` can trace (residual blocks, ResNets): its calls
-        become jaxgrad layers and ops (``jaxgrad.nn.fx``).
+      module: a torch ``nn.Module``.
+      example: example positional input(s) of the forward: a tensor or a tuple of
+        them (required by the export front end).
+      example_kwargs: example keyword inputs (``{"attention_mask": mask}``).
       with_buffers: also return the module's buffers (BatchNorm running statistics),
         validated by ``model.load_buffers``.
+      capture: ``"auto"`` (the layer path when the module converts and traces,
+        else export), ``"layers"`` or ``"export"``.
 
     Returns:
       ``(model, params)``, or ``(model, params, buffers)`` with ``with_buffers=True``:
@@ -357,11 +376,48 @@ def from_torch(module, *, with_buffers: bool = False):
 
     Raises:
       ValueError: naming the first unsupported module's class and path, or the
-        unmapped op, its node and module path of a traced forward.
+        unmapped op, its node and module path; with ``capture="auto"`` and no
+        ``example``, the layer path's reason and that an example would let export try.
     """
-    model = _convert(module, "")
+    if capture not in ("auto", "layers", "export"):
+        raise ValueError(f"`capture` must be 'auto', 'layers' or 'export', got {capture!r}.")
+    if example_kwargs is not None and not isinstance(example_kwargs, dict):
+        raise TypeError(f"`example_kwargs` must be a dict of keyword inputs, got "
+                        f"{type(example_kwargs).__name__}.")
+    args = None if example is None else (tuple(example) if isinstance(example, (tuple, list))
+                                          else (example,))
+    if capture == "export":
+        model = _capture_export(module, args, example_kwargs)
+    else:
+        try:
+            model = _convert(module, "")
+        except ValueError as layers_error:
+            if capture == "layers":
+                raise
+            if args is None and example_kwargs is None:
+                raise ValueError(
+                    f"{layers_error} (from_torch tries torch.export next when it has an "
+                    "example input: `from_torch(module, example=(x,))`.)"
+                ) from layers_error
+            try:
+                model = _capture_export(module, args, example_kwargs)
+            except ValueError as export_error:
+                raise ValueError(
+                    f"{export_error}\n(The layer path failed first: {layers_error})"
+                ) from export_error
     state = module.state_dict()
     params = model.load_state_dict(state)
     if with_buffers:
         return model, params, model.load_buffers(state)
     return model, params
+
+
+def _capture_export(module, args, kwargs):
+    if args is None and not kwargs:
+        raise ValueError(
+            f"from_torch: capturing {type(module).__name__} with torch.export needs an "
+            "example input: `from_torch(module, example=(x,))`."
+        )
+    from jaxgrad.nn import export  # imports torch.export, lazily
+
+    return export.capture(module, args or (), kwargs or {})

@@ -13,13 +13,22 @@ layer:
   ``jaxgrad.nn.fx_ops``;
 - ``get_attr`` nodes read a parameter or buffer of the module by name.
 
+The forward is traced in both of torch's modes (``module.train()`` and
+``module.eval()``): a forward that reads ``self.training`` keeps a graph per mode and
+``apply(train=...)`` runs the one asked for, never the mode the module was in when
+converted. An in-place write (``y.relu_()``, ``out += x``, ``ReLU(inplace=True)``)
+on a value nothing else aliases is reproduced: later reads of the value read the
+written result.
+
 The graph is stored as plain hashable tuples (``Node``): applying it is a pure
 function of ``(params, inputs, buffers, train, key)`` that works under ``jit``,
 ``grad`` and ``vmap``; buffers (BatchNorm statistics) are threaded from layer to
 layer in graph order. A module that ``torch.fx`` cannot trace (data-dependent
 control flow), an op missing from the table, a tensor attribute outside the
-``state_dict``, or an in-place op whose overwritten input is read afterwards is a
-``ValueError`` naming the op, the node and the module path.
+``state_dict``, or an in-place write to an input, a module tensor or through a
+view is a ``ValueError`` naming the op, the node and the module path;
+``from_torch`` then captures the module with ``torch.export`` instead when it has
+an example input (``jaxgrad.nn.export``).
 """
 
 from __future__ import annotations
@@ -106,6 +115,9 @@ class GraphModule(Module):
         ``kind`` is ``"param"`` or ``"buffer"``. ``init`` gives them zeros: torch's
         initialisation of a bare parameter is the user's code, not known here.
       order: torch's ``state_dict()`` key order.
+      eval_nodes: the graph traced in evaluation mode when the forward reads
+        ``self.training`` and the two traces differ (``nodes`` is then the
+        training-mode graph); ``None`` when one graph serves both modes.
     """
 
     class_name: str
@@ -113,6 +125,11 @@ class GraphModule(Module):
     layers: tuple
     tensors: tuple
     order: tuple
+    eval_nodes: tuple | None = None
+
+    def nodes_for(self, train: bool) -> tuple:
+        """The graph of torch's training (``train=True``) or evaluation mode."""
+        return self.nodes if train or self.eval_nodes is None else self.eval_nodes
 
     def _collect(self, make_layer, kind):
         tree = {}
@@ -139,14 +156,15 @@ class GraphModule(Module):
         layers = dict(self.layers)
         state = dict(buffers)
         env = {}
-        placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        nodes = self.nodes_for(train)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
         if len(inputs) > len(placeholders):
             raise TypeError(
                 f"{self.class_name}.forward takes {len(placeholders)} inputs "
                 f"({', '.join(n.name for n in placeholders)}), got {len(inputs)}."
             )
         position = 0
-        for node in self.nodes:
+        for node in nodes:
             if node.op == "placeholder":
                 if position < len(inputs):
                     env[node.name] = inputs[position]
@@ -249,33 +267,68 @@ def _module_path(node, trace_path: str) -> str:
     return child_path(trace_path, inner) if inner else trace_path
 
 
-def _mutates(node, modules) -> bool:
-    """Whether torch overwrites the node's first argument in place."""
+# modules whose output can be their input itself (a view or the same tensor), so an
+# in-place write to the output would also write the input
+_ALIASING_MODULES = {"Identity", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d",
+                     "Dropout3d", "AlphaDropout"}
+
+
+def _in_place_base(node, modules, op_name):
+    """The fx node whose value torch overwrites at ``node``, or None."""
+    if not node.args or type(node.args[0]).__name__ != "Node":
+        return None
     if dict(node.kwargs).get("inplace") is True:
+        return node.args[0]
+    if node.op == "call_module":
+        return node.args[0] if getattr(modules[node.target], "inplace", False) is True else None
+    if op_name is not None and (
+            (node.op == "call_method" and fx_ops.in_place_twin(f"method.{node.target}"))
+            or (op_name.startswith("operator.i") and fx_ops.in_place_twin(op_name))):
+        return node.args[0]
+    return None
+
+
+def _aliases_its_input(node, modules, names) -> bool:
+    """Whether ``node``'s value may share memory with another value (a view)."""
+    if node.op in ("placeholder", "get_attr"):
         return True
     if node.op == "call_module":
-        return getattr(modules[node.target], "inplace", False) is True
+        module = modules[node.target]
+        return (type(module).__name__ in _ALIASING_MODULES
+                or getattr(module, "inplace", False) is True)
     if node.op == "call_method":
-        return fx_ops.in_place_twin(f"method.{node.target}") is not None
+        return f"method.{node.target}" in fx_ops.VIEWS
+    if node.op == "call_function":
+        return _function_name(node.target, names) in fx_ops.VIEWS
     return False
 
 
-def _check_in_place(node, order, describe, modules, op_name=None) -> None:
-    in_place = _mutates(node, modules) or (
-        op_name is not None and op_name.startswith("operator.i")
-        and fx_ops.in_place_twin(op_name) is not None)
-    if not in_place or not node.args or type(node.args[0]).__name__ != "Node":
-        return
-    overwritten = node.args[0]
-    later = [u.name for u in overwritten.users if u is not node and order[u] > order[node]]
-    if overwritten.op in ("placeholder", "get_attr") or later:
-        reason = (f"it is read later by {', '.join(later)}" if later else
-                  f"it is the {'input' if overwritten.op == 'placeholder' else 'attribute'} "
-                  f"{overwritten.target!r}")
-        raise ValueError(
-            f"from_torch: {describe()} overwrites {overwritten.name!r} in place and {reason}; "
-            "a pure function cannot reproduce that aliasing. Use the out-of-place form."
-        )
+def _in_place_problem(node, base, modules, names, accepted) -> str | None:
+    """Why writing ``base`` in place at ``node`` cannot be reproduced by rebinding
+    (later reads of ``base`` read ``node``'s result), or None when it can."""
+    if base.op == "placeholder":
+        return f"it is the forward's input {base.target!r} (torch changes the caller's tensor)"
+    if base.op == "get_attr":
+        return f"it is the module's tensor {base.target!r} (torch changes the module)"
+    if base.name not in accepted and _aliases_its_input(base, modules, names):
+        return f"{base.name!r} is a view of another value, which torch changes too"
+    views = [u.name for u in base.users
+             if u is not node and _aliases_its_input(u, modules, names)]
+    if views:
+        return f"{', '.join(views)} {'is a view' if len(views) == 1 else 'are views'} of it"
+    return None
+
+
+def _rename(value, renames):
+    if isinstance(value, Ref):
+        return Ref(renames.get(value.name, value.name))
+    if isinstance(value, tuple):
+        return tuple(_rename(v, renames) for v in value)
+    if isinstance(value, SliceArg):
+        return SliceArg(*(_rename(v, renames) for v in (value.start, value.stop, value.step)))
+    if isinstance(value, DictArg):
+        return DictArg(tuple((k, _rename(v, renames)) for k, v in value.items))
+    return value
 
 
 def _refuse_tied_parameters(module, path: str) -> None:
@@ -288,21 +341,109 @@ def _refuse_tied_parameters(module, path: str) -> None:
     if tied:
         raise ValueError(
             f"from_torch: {type(module).__name__} {_where(path)} shares parameters between "
-            f"names ({'; '.join(' = '.join(group) for group in tied)}); jaxgrad's params hold "
-            "one array per state_dict key, so tied weights are not supported."
+            f"names ({'; '.join(' = '.join(group) for group in tied)}); the layer path "
+            "holds one array per state_dict key. Pass `example=` so from_torch captures it "
+            "with torch.export, which keeps tied weights as one parameter."
         )
 
 
+def _trace_mode(module, path, tracer, names, state):
+    """One mode's graph: ``(nodes, layers, owned state keys)``."""
+    from jaxgrad.nn import convert
+
+    try:
+        graph = tracer().trace(module)
+    except Exception as error:  # TraceError, TypeError from control flow on proxies…
+        raise ValueError(
+            f"from_torch: cannot trace {type(module).__name__} {_where(path)} with "
+            f"torch.fx.symbolic_trace ({type(error).__name__}: {error}); make the forward "
+            "traceable (no Python control flow on tensor values) or pass `example=` so "
+            "from_torch captures it with torch.export."
+        ) from error
+
+    modules = dict(module.named_modules(remove_duplicate=False))
+    nodes, layers, owned, renames, accepted = [], {}, set(), {}, set()
+    for fx_node in graph.nodes:
+        where = _module_path(fx_node, path)
+        target = (_function_name(fx_node.target, names) if fx_node.op == "call_function"
+                  else str(fx_node.target))
+
+        def describe(fx_node=fx_node, where=where, target=target):
+            return (f"node {fx_node.name!r} ({fx_node.op} {target}) in "
+                    f"{type(module).__name__} {_where(where)}")
+
+        args = _rename(_constant(tuple(fx_node.args), describe), renames)
+        kwargs = _rename(tuple((k, _constant(v, describe)) for k, v in fx_node.kwargs.items()),
+                         renames)
+        name = None
+        if fx_node.op == "call_method":
+            name = f"method.{fx_node.target}"
+            name = fx_ops.in_place_twin(name) or name
+        elif fx_node.op == "call_function":
+            name = _function_name(fx_node.target, names)
+        base = None if fx_node.op in ("placeholder", "output", "get_attr") else \
+            _in_place_base(fx_node, modules, name)
+        if base is not None:
+            problem = _in_place_problem(fx_node, base, modules, names, accepted)
+            if problem:
+                raise ValueError(
+                    f"from_torch: {describe()} overwrites {base.name!r} in place and "
+                    f"{problem}; the layer path reproduces in-place writes only on values no "
+                    "other value aliases. Pass `example=` so from_torch captures it with "
+                    "torch.export, which reproduces the aliasing, or write it out of place."
+                )
+        if fx_node.op in ("placeholder", "output"):
+            nodes.append(Node(fx_node.name, fx_node.op, str(fx_node.target), args, kwargs))
+        elif fx_node.op == "get_attr":
+            if fx_node.target not in state:
+                raise ValueError(
+                    f"from_torch: {describe()} reads {fx_node.target!r}, a tensor outside "
+                    "the module's state_dict (a plain attribute or non-persistent buffer); "
+                    "register it as a persistent buffer, or pass `example=` so from_torch "
+                    "captures it with torch.export, which keeps it as a constant."
+                )
+            nodes.append(Node(fx_node.name, "get_attr", fx_node.target))
+        elif fx_node.op == "call_module":
+            target = fx_node.target
+            if target not in layers:
+                layers[target] = convert.convert_layer(modules[target], child_path(path, target))
+                owned.update(f"{target}.{k}" for k in modules[target].state_dict())
+            nodes.append(Node(fx_node.name, "call_module", target, args, kwargs))
+        else:  # call_function, call_method
+            if fx_ops.lookup(name) is None:
+                raise ValueError(
+                    f"from_torch: unmapped op {name} at {describe()}; the op table "
+                    f"(jaxgrad.nn.fx_ops) maps {', '.join(fx_ops.supported())}, and any "
+                    "torch.nn.functional.X that jaxgrad.nn.functional defines. Pass "
+                    "`example=` so from_torch captures it with torch.export instead."
+                )
+            nodes.append(Node(fx_node.name, "call_op", name, args, kwargs))
+        if base is not None:  # later reads of the overwritten value read this result
+            renames[base.name] = fx_node.name
+            accepted.add(fx_node.name)
+    return tuple(nodes), layers, owned
+
+
 def trace(module, path: str = "") -> GraphModule:
-    """Trace ``module``'s forward with ``torch.fx`` and convert it.
+    """Trace ``module``'s forward with ``torch.fx``, in both of torch's modes, and
+    convert it.
+
+    The forward is traced once after ``module.train()`` and once after
+    ``module.eval()`` (the flags of every submodule are restored afterwards): a
+    forward that reads ``self.training`` gets a graph per mode, and ``apply(train=...)``
+    runs the one asked for. In-place writes (``y.relu_()``, ``out += identity``,
+    ``ReLU(inplace=True)``) are reproduced by reading the written result afterwards,
+    when nothing else aliases the written value; a write to an input, a module
+    tensor or through a view is refused.
 
     Args:
       module: a torch ``nn.Module`` with custom ``forward`` code.
       path: its path in the enclosing model, for messages.
 
     Raises:
-      ValueError: the module cannot be traced, or an op, argument, attribute or
-        module is unsupported; naming the op, the node and the module path.
+      ValueError: the module cannot be traced, or an op, argument, attribute,
+        module or in-place write is unsupported; naming the op, the node and the
+        module path.
     """
     import torch.fx  # binds `torch` too: jaxgrad's one torch import, lazy, here only
 
@@ -317,69 +458,26 @@ def trace(module, path: str = "") -> GraphModule:
                         and type(m).__name__ not in ("Sequential", "ModuleList",
                                                      "ModuleDict")))
 
-    try:
-        graph = _Tracer().trace(module)
-    except Exception as error:  # TraceError, TypeError from control flow on proxies…
-        raise ValueError(
-            f"from_torch: cannot trace {type(module).__name__} {_where(path)} with "
-            f"torch.fx.symbolic_trace ({type(error).__name__}: {error}); make the forward "
-            "traceable (no Python control flow on tensor values) or use supported layers."
-        ) from error
-
-    modules = dict(module.named_modules(remove_duplicate=False))
     state = module.state_dict()
     parameters = {name for name, _ in module.named_parameters(remove_duplicate=False)}
     _refuse_tied_parameters(module, path)
     names = _names_of_callables(torch)
-    fx_nodes = list(graph.nodes)
-    order = {n: i for i, n in enumerate(fx_nodes)}
-    nodes, layers, owned = [], {}, set()
-    for fx_node in fx_nodes:
-        where = _module_path(fx_node, path)
-        target = (_function_name(fx_node.target, names) if fx_node.op == "call_function"
-                  else str(fx_node.target))
-
-        def describe(fx_node=fx_node, where=where, target=target):
-            return (f"node {fx_node.name!r} ({fx_node.op} {target}) in "
-                    f"{type(module).__name__} {_where(where)}")
-
-        args = _constant(tuple(fx_node.args), describe)
-        kwargs = tuple((k, _constant(v, describe)) for k, v in fx_node.kwargs.items())
-        if fx_node.op in ("placeholder", "output"):
-            nodes.append(Node(fx_node.name, fx_node.op, str(fx_node.target), args, kwargs))
-        elif fx_node.op == "get_attr":
-            if fx_node.target not in state:
-                raise ValueError(
-                    f"from_torch: {describe()} reads {fx_node.target!r}, a tensor outside "
-                    "the module's state_dict (a plain attribute or non-persistent buffer); "
-                    "register it as a parameter or a persistent buffer."
-                )
-            nodes.append(Node(fx_node.name, "get_attr", fx_node.target))
-        elif fx_node.op == "call_module":
-            _check_in_place(fx_node, order, describe, modules)
-            target = fx_node.target
-            if target not in layers:
-                layers[target] = convert.convert_layer(modules[target], child_path(path, target))
-                owned.update(f"{target}.{k}" for k in modules[target].state_dict())
-            nodes.append(Node(fx_node.name, "call_module", target, args, kwargs))
-        else:  # call_function, call_method
-            if fx_node.op == "call_method":
-                name = f"method.{fx_node.target}"
-                name = fx_ops.in_place_twin(name) or name
-            else:
-                name = _function_name(fx_node.target, names)
-            _check_in_place(fx_node, order, describe, modules, name)
-            if fx_ops.lookup(name) is None:
-                raise ValueError(
-                    f"from_torch: unmapped op {name} at {describe()}; the op table "
-                    f"(jaxgrad.nn.fx_ops) maps {', '.join(fx_ops.supported())}, and any "
-                    "torch.nn.functional.X that jaxgrad.nn.functional defines."
-                )
-            nodes.append(Node(fx_node.name, "call_op", name, args, kwargs))
+    flags = {name: m.training for name, m in module.named_modules(remove_duplicate=False)}
+    traces = {}
+    try:
+        for train in (True, False):
+            module.train(train)
+            traces[train] = _trace_mode(module, path, _Tracer, names, state)
+    finally:
+        for name, m in module.named_modules(remove_duplicate=False):
+            m.training = flags[name]
+    (nodes, layers, owned), (eval_nodes, eval_layers, eval_owned) = traces[True], traces[False]
+    layers = {**layers, **{k: v for k, v in eval_layers.items() if k not in layers}}
+    owned |= eval_owned
     tensors = tuple(
         (name, tuple(value.shape), np.dtype(canonical_dtype(value.dtype)).name,
          "param" if name in parameters else "buffer")
         for name, value in state.items() if name not in owned
     )
-    return GraphModule(type(module).__name__, tuple(nodes), tuple(layers.items()), tensors,
-                       tuple(state))
+    return GraphModule(type(module).__name__, nodes, tuple(layers.items()), tensors,
+                       tuple(state), None if eval_nodes == nodes else eval_nodes)

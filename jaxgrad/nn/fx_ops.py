@@ -8,14 +8,19 @@ its qualified name and run on JAX arrays with torch's argument names:
   ``"torch.nn.functional.relu"``, ``"builtins.getattr"``;
 - tensor methods as ``"method.NAME"`` (``"method.view"``, ``"method.size"``); an
   in-place method (``add_``) runs as its out-of-place twin, after ``fx`` has
-  checked nothing else reads the tensor it overwrote;
+  checked that nothing aliases the tensor it overwrote (later reads then read the
+  result); ``VIEWS`` names the ops whose result may share memory with an input;
 - any ``torch.nn.functional.X`` missing here falls back to
   ``jaxgrad.nn.functional.X`` when that exists (same names and signatures), so a
   new functional form plugs in without touching this table.
 
-An entry is ``Op(fn, stateful=False)``. A stateful op (dropout) is called with
-``context=OpContext(train, key, path)`` besides torch's arguments. Other modules
-add entries with ``register_op(name, fn)``. Nothing here imports torch.
+An entry is ``Op(fn, stateful=False)``. A stateful op (dropout, a Bernoulli draw) is
+called with ``context=OpContext(train, key, path)`` besides torch's arguments.
+``F.dropout`` obeys its ``training`` argument as torch does: a forward passing
+``self.training`` drops in training mode only (``from_torch`` traces each mode), and
+``F.dropout(x, p)`` without it drops in both modes, as in torch, so it needs a key
+even with ``train=False``. Other modules add entries with ``register_op(name, fn)``;
+replacing a built-in entry takes ``replace=True``. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgrad.nn import functional
 from jaxgrad.nn.functional import _dropout
@@ -45,8 +51,20 @@ class OpContext(NamedTuple):
 OPS: dict[str, Op] = {}
 
 
-def register_op(name: str, fn: Callable, *, stateful: bool = False) -> None:
-    """Add ``name`` (``"torch.X"``, ``"torch.nn.functional.X"``, ``"method.X"``…)."""
+def register_op(name: str, fn: Callable, *, stateful: bool = False,
+                replace: bool = False) -> None:
+    """Add ``name`` (``"torch.X"``, ``"torch.nn.functional.X"``, ``"method.X"``…).
+
+    Raises:
+      ValueError: ``name`` is in the table already and ``replace`` is False: a
+        built-in entry is replaced only when asked.
+    """
+    if name in OPS and not replace:
+        raise ValueError(
+            f"register_op: {name!r} is already in the op table "
+            f"({getattr(OPS[name].fn, '__qualname__', OPS[name].fn)}); pass `replace=True` "
+            "to replace it."
+        )
     OPS[name] = Op(fn, stateful)
 
 
@@ -131,16 +149,29 @@ def _stack(tensors, dim=0):
 
 def _dropout_op(function):
     def dropout(input, p=0.5, training=True, inplace=False, *, context):
-        # `training` is the mode the forward read at trace time (`self.training`);
-        # the model's mode at call time replaces it.
-        del training, inplace
-        if context.train and 0.0 < p and context.key is None:
+        # `training` is what the forward passed in the mode being traced (each mode
+        # has its own graph): `self.training`, or torch's default True
+        del inplace
+        if training and 0.0 < p < 1.0 and context.key is None:
+            why = ("`train=True` needs" if context.train else
+                   "torch drops even in eval mode here (F.dropout without `training=`), so "
+                   "`train=False` needs")
             raise ValueError(
-                f"{function.__name__} at {context.path!r}: `train=True` needs a `key=` "
+                f"{function.__name__} at {context.path!r}: {why} a `key=` "
                 "(a jax.random key) for the dropout mask, got key=None."
             )
-        return function(input, p, context.train, key=context.key)
+        return function(input, p, bool(training), key=context.key)
     return dropout
+
+
+def _bernoulli(input, p=None, *, generator=None, context):
+    """``t.bernoulli_(p)`` (stochastic depth's noise) or ``torch.bernoulli(probs)``."""
+    del generator
+    if context.key is None:
+        raise ValueError(f"bernoulli at {context.path!r}: drawing random numbers needs a "
+                         "`key=` (a jax.random key), got key=None.")
+    probs = input if p is None else p
+    return jax.random.bernoulli(context.key, probs, input.shape).astype(input.dtype)
 
 
 def _stateful_norm(name):
@@ -152,6 +183,122 @@ def _stateful_norm(name):
         )
     return refuse
 
+
+def _torch_dtype(dtype, *values):
+    """torch's default dtype for a factory: int64 for integers, float32 otherwise."""
+    if dtype is not None:
+        return dtype
+    if all(isinstance(v, (bool, int)) or (hasattr(v, "dtype") and jnp.issubdtype(
+            v.dtype, jnp.integer)) for v in values if v is not None):
+        return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    return jnp.float32
+
+
+def _arange(start, end=None, step=1, *, dtype=None, layout=None, device=None,
+            pin_memory=None, requires_grad=False, out=None):
+    del layout, device, pin_memory, requires_grad, out
+    if end is None:
+        start, end = 0, start
+    return jnp.arange(start, end, step, dtype=_torch_dtype(dtype, start, end, step))
+
+
+def _extremum(reduce, pairwise, arg):
+    def extremum(input, dim=None, keepdim=False, *, out=None):
+        del out
+        if dim is None:
+            return reduce(input)
+        if hasattr(dim, "shape"):  # torch.max(a, b): elementwise
+            return pairwise(input, dim)
+        values = reduce(input, axis=dim, keepdims=keepdim)
+        indices = arg(input, axis=dim, keepdims=keepdim)
+        return values, indices  # torch's (values, indices) namedtuple, by position
+    return extremum
+
+
+def _chunk(input, chunks, dim=0):
+    size = input.shape[dim]
+    step = -(-size // chunks)  # torch: ceil(size / chunks) per chunk, fewer chunks allowed
+    return tuple(jax.lax.slice_in_dim(input, start, min(start + step, size), axis=dim)
+                 for start in range(0, size, step))
+
+
+def _split(tensor, split_size_or_sections, dim=0):
+    size = tensor.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        bounds = list(range(0, size, split_size_or_sections)) + [size]
+    else:
+        if sum(split_size_or_sections) != size:
+            raise ValueError(f"split: sections {list(split_size_or_sections)} must sum to "
+                             f"the dimension's size ({size}).")
+        bounds = [0]
+        for section in split_size_or_sections:
+            bounds.append(bounds[-1] + section)
+    return tuple(jax.lax.slice_in_dim(tensor, a, b, axis=dim) for a, b in zip(bounds, bounds[1:]))
+
+
+def _unbind(input, dim=0):
+    return tuple(jnp.take(input, i, axis=dim) for i in range(input.shape[dim]))
+
+
+def _cumsum(input, dim, *, dtype=None, out=None):
+    del out
+    if dtype is None and (jnp.issubdtype(input.dtype, jnp.integer) or input.dtype == bool):
+        dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32  # torch sums ints in int64
+    return jnp.cumsum(input, axis=dim, dtype=dtype)
+
+
+def _einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (tuple, list)):
+        operands = tuple(operands[0])
+    return jnp.einsum(equation, *operands, precision=jax.lax.Precision.HIGHEST)
+
+
+def _expand(input, *sizes):
+    sizes = _dims(sizes)
+    lead = len(sizes) - input.ndim
+    shape = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    return jnp.broadcast_to(input, shape)
+
+
+def _factory(fill):
+    def make(*size, dtype=None, layout=None, device=None, pin_memory=False,
+             requires_grad=False, out=None, memory_format=None):
+        del layout, device, pin_memory, requires_grad, out, memory_format
+        return jnp.full(_dims(size), fill, _torch_dtype(dtype, float(fill)))
+    return make
+
+
+def _new(fill):
+    def new(input, *size, dtype=None, layout=None, device=None, pin_memory=False,
+            requires_grad=False):
+        del layout, device, pin_memory, requires_grad
+        return jnp.full(_dims(size), fill, input.dtype if dtype is None else dtype)
+    return new
+
+
+def _new_full(input, size, fill_value, *, dtype=None, layout=None, device=None,
+              pin_memory=False, requires_grad=False):
+    del layout, device, pin_memory, requires_grad
+    return jnp.full(tuple(size), fill_value, input.dtype if dtype is None else dtype)
+
+
+def _comparison(array_fn, python_fn):
+    def compare(input, other):
+        if isinstance(input, jax.Array) or isinstance(other, jax.Array) or hasattr(input, "shape"):
+            return array_fn(input, other)
+        return python_fn(input, other)  # sizes: static, so a Python bool
+    return compare
+
+
+_COMPARISONS = {name: _comparison(array_fn, getattr(operator, name)) for name, array_fn in (
+    ("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
+    ("gt", jnp.greater), ("ge", jnp.greater_equal))}
+
+
+def _assert(condition, message):
+    """``torch._assert``: shapes are static here, so a size check is a Python bool."""
+    if isinstance(condition, (bool, np.bool_)) and not condition:
+        raise ValueError(f"torch._assert failed: {message}")
 
 _ELEMENTWISE = {
     "relu": functional.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "exp": jnp.exp,
@@ -183,6 +330,17 @@ _FUNCTIONS = {
     "torch.nn.functional.instance_norm": _stateful_norm("instance_norm"),
 }
 _FUNCTIONS.update({f"torch.{name}": fn for name, fn in _ELEMENTWISE.items()})
+_FUNCTIONS.update({f"operator.{name}": fn for name, fn in _COMPARISONS.items()})
+_FUNCTIONS.update({f"torch.{name}": fn for name, fn in _COMPARISONS.items()})
+_FUNCTIONS.update({
+    "torch.arange": _arange, "torch._assert": _assert,
+    "torch.max": _extremum(jnp.max, jnp.maximum, jnp.argmax),
+    "torch.min": _extremum(jnp.min, jnp.minimum, jnp.argmin),
+    "torch.chunk": _chunk, "torch.split": _split, "torch.unbind": _unbind,
+    "torch.cumsum": _cumsum, "torch.einsum": _einsum,
+    "torch.zeros": _factory(0.0), "torch.ones": _factory(1.0),
+    "torch.empty": _factory(0.0),  # torch leaves it undefined; zeros here
+})
 
 _METHODS = {
     "view": lambda input, *shape: jnp.reshape(input, _dims(shape)),
@@ -202,8 +360,29 @@ _METHODS = {
     "softmax": lambda input, dim, dtype=None: functional.softmax(input, dim, dtype=dtype),
     "log_softmax": lambda input, dim, dtype=None: functional.log_softmax(input, dim,
                                                                          dtype=dtype),
+    "max": _extremum(jnp.max, jnp.maximum, jnp.argmax),
+    "min": _extremum(jnp.min, jnp.minimum, jnp.argmin),
+    "chunk": _chunk, "split": _split, "unbind": _unbind, "cumsum": _cumsum,
+    "expand": _expand, "expand_as": lambda input, other: jnp.broadcast_to(input, other.shape),
+    "new_empty": _new(0.0), "new_zeros": _new(0.0), "new_ones": _new(1.0),
+    "new_full": _new_full,
+    **_COMPARISONS,
     **_ELEMENTWISE,
 }
+
+# ops whose result may share memory with an input in torch (a view or the input
+# itself): an in-place write to their result is not reproduced by the layer path
+VIEWS = frozenset({
+    "operator.getitem", "builtins.getattr", "torch.flatten", "torch.reshape", "torch.permute",
+    "torch.transpose", "torch.squeeze", "torch.unsqueeze", "torch.chunk", "torch.split",
+    "torch.unbind",
+    *(f"method.{name}" for name in (
+        "view", "view_as", "reshape", "reshape_as", "flatten", "permute", "transpose", "t",
+        "contiguous", "squeeze", "unsqueeze", "expand", "expand_as", "chunk", "split",
+        "unbind", "detach", "narrow", "select", "unfold", "as_strided", "diagonal", "T",
+        "mT", "real", "imag", "unflatten", "movedim", "swapaxes", "to", "type", "float",
+        "double", "half", "type_as")),
+})
 
 for _name, _fn in _FUNCTIONS.items():
     register_op(_name, _fn)
@@ -212,6 +391,8 @@ for _name, _fn in _METHODS.items():
 for _name in ("dropout", "dropout1d", "dropout2d"):
     register_op(f"torch.nn.functional.{_name}", _dropout_op(getattr(_dropout, _name)),
                 stateful=True)
+register_op("method.bernoulli", _bernoulli, stateful=True)  # t.bernoulli_(p) too
+register_op("torch.bernoulli", _bernoulli, stateful=True)
 
 
 def lookup(name: str) -> Op | None:
@@ -241,4 +422,5 @@ def supported() -> list[str]:
     return sorted(OPS)
 
 
-__all__ = ["OPS", "Op", "OpContext", "register_op", "lookup", "in_place_twin", "supported"]
+__all__ = ["OPS", "Op", "OpContext", "VIEWS", "register_op", "lookup", "in_place_twin",
+           "supported"]

@@ -1,0 +1,89 @@
+"""The one op table of captured programs: core ATen ops -> JAX.
+
+``from_torch`` captures what ``torch.fx.symbolic_trace`` cannot take (Hugging Face
+transformers, vision transformers, forwards with shape assertions or control flow on
+sizes) with ``torch.export`` and decomposes it to core ATen (``jaxgrad.nn.export``).
+Every ``call_function`` node of that program is looked up here by the name torch
+prints for its overload, ``"aten.add.Tensor"``, ``"aten.convolution.default"``
+(``str(torch.ops.aten.add.Tensor)``), and run on JAX arrays with the ATen schema's
+arguments, positional and keyword, exactly as the node holds them:
+
+- tensors are JAX arrays; dtypes arrive as numpy dtypes (``canonical_dtype``),
+  devices and layouts as strings, memory formats as ``None``: jaxgrad has one
+  device per array and no strides;
+- every entry follows torch's semantics, including its type promotion
+  (``_promote.result_type``: a dimensioned tensor outranks a zero-dim tensor, which
+  outranks a Python number, within each of bool < integer < float < complex); the
+  interpreter checks each node's result against the shape and dtype torch recorded
+  for it, so a table entry that disagrees with torch fails loudly at trace time,
+  naming the node, never silently;
+- a *random* op (``native_dropout``, ``bernoulli``, ``rand``…) is two functions:
+  ``sample(key, *args, **kwargs) -> draw`` (the random numbers, from the node's own
+  ``jax.random`` key) and ``fn(draw, *args, **kwargs) -> output``. The interpreter
+  calls ``sample`` with the key of the op's path, or takes the draw the caller
+  supplies (``random_draws=``: torch's own draws, to compare a training step with
+  dropout active against torch).
+
+Entries are added with ``@register("aten.X.overload", ...)`` in the family modules
+(``_pointwise``, ``_reduce``, ``_shape``, ``_index``, ``_factory``, ``_nn``,
+``_random``); each is held to its ``op_db`` samples in ``parity_tests``. Nothing
+here imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+
+class AtenOp(NamedTuple):
+    fn: Callable  # fn(*args, **kwargs), or fn(draw, *args, **kwargs) for a random op
+    sample: Callable | None = None  # random ops: sample(key, *args, **kwargs) -> draw
+
+
+OPS: dict[str, AtenOp] = {}
+
+
+def register(*names: str, sample: Callable | None = None, replace: bool = False):
+    """Decorator: ``fn`` implements the ATen overloads ``names``.
+
+    Args:
+      names: ``"aten.add.Tensor"``, ``"aten.relu.default"``…
+      sample: for a random op, ``sample(key, *args, **kwargs) -> draw``.
+      replace: allow replacing an entry that exists (refused otherwise, so two
+        modules cannot silently define the same op twice).
+    """
+
+    def decorate(fn):
+        for name in names:
+            if name in OPS and not replace:
+                raise ValueError(
+                    f"register: {name!r} is already in the ATen table "
+                    f"({OPS[name].fn.__module__}.{OPS[name].fn.__qualname__}); pass "
+                    "`replace=True` to replace it."
+                )
+            OPS[name] = AtenOp(fn, sample)
+        return fn
+
+    return decorate
+
+
+def lookup(name: str) -> AtenOp | None:
+    """The entry for ``name`` (``"aten.add.Tensor"``), or None."""
+    return OPS.get(name)
+
+
+def supported() -> list[str]:
+    """Every overload in the table, sorted."""
+    return sorted(OPS)
+
+
+# the families register their entries on import
+from jaxgrad.nn.aten import _pointwise  # noqa: E402,F401
+from jaxgrad.nn.aten import _reduce  # noqa: E402,F401
+from jaxgrad.nn.aten import _shape  # noqa: E402,F401
+from jaxgrad.nn.aten import _index  # noqa: E402,F401
+from jaxgrad.nn.aten import _factory  # noqa: E402,F401
+from jaxgrad.nn.aten import _nn  # noqa: E402,F401
+from jaxgrad.nn.aten import _random  # noqa: E402,F401
+
+__all__ = ["AtenOp", "OPS", "register", "lookup", "supported"]

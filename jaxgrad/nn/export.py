@@ -1,0 +1,460 @@
+"""Capture with ``torch.export``: ``capture(module, args, kwargs) -> ExportedModule``.
+
+``from_torch`` hands here what ``torch.fx.symbolic_trace`` cannot take (a Hugging Face
+model, a vision transformer, a forward with ``torch._assert`` or ``torch.finfo``): the
+module is exported (``torch.export.export(..., strict=False)``: torch runs the
+Python forward on fake tensors, so any Python the forward contains is fine as long as
+it does not branch on tensor *values*) once in training mode and once in evaluation
+mode, each program decomposed to core ATen (``run_decompositions()``), and every
+node mapped through the one ATen table (``jaxgrad.nn.aten``). torch is imported
+here, lazily: ``import jaxgrad`` never imports it.
+
+What the graph signature gives becomes the model's state: parameters keep their
+``state_dict`` keys, persistent buffers are buffers, and buffers the training program
+writes are the new buffers ``apply`` returns; non-persistent buffers and lifted
+tensor constants are constants. In-place ops and writes through views arrive
+functionalised by ``torch.export``; a forward that writes its own *input* or a
+parameter is refused. Randomness torch cannot see (NumPy or Python's ``random``
+drawn while the forward runs, e.g. Wav2Vec2's SpecAugment masks) would be frozen
+into the program as a constant: the training program is captured twice under
+different seeds and any constant that changes is refused, named.
+
+Every refusal is a ``ValueError`` naming the node, the op and the torch module path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+import warnings
+
+import numpy as np
+
+from jaxgrad._arrays import canonical_dtype
+from jaxgrad.nn import aten
+from jaxgrad.nn.fx import Ref
+from jaxgrad.nn.program import Constants, ExportedModule, OpNode, Program, TensorMeta
+
+
+def _where(path: str) -> str:
+    return f"at {path!r}" if path else "at the top level"
+
+
+# ------------------------------------------------------------- node contents
+def _meta(value):
+    """What torch recorded for a node's result: TensorMeta, a tuple, or None."""
+    kind = type(value).__name__
+    if hasattr(value, "shape") and hasattr(value, "dtype") and kind != "ndarray":
+        shape = tuple(value.shape)
+        if not all(isinstance(s, int) for s in shape):
+            raise _Dynamic(f"a tensor of symbolic shape {list(shape)}")
+        return TensorMeta(shape, np.dtype(canonical_dtype(value.dtype)).name)
+    if isinstance(value, (tuple, list)):
+        return tuple(_meta(v) for v in value)
+    if kind.startswith("Sym"):
+        raise _Dynamic(f"a symbolic value {value}")
+    return None
+
+
+class _Dynamic(Exception):
+    """A symbolic (dynamic) shape: jaxgrad captures static shapes only."""
+
+
+def _argument(value, describe):
+    """A node argument as a hashable constant (``Ref`` for other nodes)."""
+    kind = type(value).__name__
+    if kind == "Node" and hasattr(value, "op"):
+        return Ref(value.name)
+    if isinstance(value, (list, tuple)):
+        return tuple(_argument(v, describe) for v in value)
+    if value is None or isinstance(value, (bool, int, float, complex, str)):
+        return value
+    text = str(value)
+    if kind == "dtype" and text.startswith("torch."):
+        return np.dtype(canonical_dtype(value))
+    if kind in ("device", "layout", "memory_format"):
+        return text
+    if kind.startswith("Sym"):
+        raise _Dynamic(f"a symbolic argument {value}")
+    raise ValueError(f"from_torch: {describe()}: unsupported argument {value!r} ({kind}).")
+
+
+def module_path(node) -> str:
+    """The torch module path a node ran in (its innermost ``nn_module_stack`` entry)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    return path if isinstance(path, str) else str(path)
+
+
+_NO_OPS = {
+    # shape and value assertions torch already checked on the example
+    "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+    "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
+    "aten._assert_async.msg",
+}
+
+
+def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
+    """The ``OpNode``\\ s of an ATen graph's ``call_function`` nodes.
+
+    Args:
+      graph_nodes: the fx graph's nodes, in order.
+      placeholders: the names of nodes whose values the caller supplies (placeholders,
+        and ``get_attr`` constants of a ``make_fx`` graph).
+      class_name, path: for messages.
+
+    Raises:
+      ValueError: an op outside the table, an in-place op, a dynamic shape, or
+        an unsupported argument; naming the node, the op and the module path.
+    """
+    nodes, random_counts = [], {}
+    for node in graph_nodes:
+        if node.op in ("placeholder", "output") or node.name in placeholders:
+            continue
+        where = child_path_of(path, module_path(node))
+
+        def describe(node=node, where=where):
+            return (f"node {node.name!r} ({node.op} {node.target}) in {class_name} "
+                    f"{_where(where)}")
+
+        if node.op != "call_function":
+            raise ValueError(
+                f"from_torch: {describe()}: a captured program may hold only ATen calls "
+                f"(got {node.op}); a torch.cond / higher-order op or a submodule call is "
+                "not supported."
+            )
+        target = "getitem" if node.target is operator.getitem else str(node.target)
+        if target in _NO_OPS:
+            continue
+        if target != "getitem" and aten.lookup(target) is None:
+            raise ValueError(
+                f"from_torch: unmapped op {target} at {describe()}; jaxgrad's ATen table "
+                f"maps {len(aten.supported())} overloads (jaxgrad.nn.aten.supported()), "
+                "not this one."
+            )
+        if target.split(".")[1].endswith("_") and not target.split(".")[1].startswith("_"):
+            raise ValueError(f"from_torch: {describe()}: an in-place op survived "
+                             "functionalisation; this program cannot be reproduced purely.")
+        try:
+            args = _argument(tuple(node.args), describe)
+            kwargs = tuple((k, _argument(v, describe)) for k, v in node.kwargs.items())
+            meta = _meta(node.meta.get("val"))
+        except _Dynamic as dynamic:
+            raise ValueError(
+                f"from_torch: {describe()} has {dynamic}; jaxgrad captures static shapes "
+                "only (export without `dynamic_shapes`)."
+            ) from None
+        key_path = None
+        op = aten.lookup(target) if target != "getitem" else None
+        if op is not None and op.sample is not None:
+            index = random_counts.get(where, 0)
+            random_counts[where] = index + 1
+            key_path = f"{where}#{index}"
+        nodes.append(OpNode(node.name, target, args, kwargs, where, meta, key_path))
+    return tuple(nodes)
+
+
+def child_path_of(path: str, inner: str) -> str:
+    if not inner:
+        return path
+    return f"{path}.{inner}" if path else inner
+
+
+# ------------------------------------------------------------------- pytrees
+def tree_of(spec, describe) -> tuple:
+    """A torch pytree ``TreeSpec`` as jaxgrad's hashable structure (``program.flatten``):
+    tuples, lists, dicts, None, and mapping-like types (Hugging Face ``ModelOutput``,
+    whose context is its field names) as dicts."""
+    if spec.is_leaf():
+        return ("leaf",)
+    kind = spec.type
+    children = tuple(tree_of(child, describe) for child in spec.children())
+    if kind is type(None):
+        return ("none",)
+    if kind is tuple or (isinstance(kind, type) and issubclass(kind, tuple)
+                         and not hasattr(kind, "_fields")):
+        return ("tuple", children)
+    if kind is list:
+        return ("list", children)
+    if hasattr(kind, "_fields"):  # a namedtuple: a tuple of its fields
+        return ("tuple", children)
+    context = spec.context
+    if kind is dict or (isinstance(context, (list, tuple)) and all(isinstance(k, str)
+                                                                  for k in context)):
+        return ("dict", tuple(context), children)
+    raise ValueError(f"from_torch: {describe()}: unsupported container {kind.__name__} "
+                     "(supported: tuples, lists, dicts, None, Hugging Face ModelOutputs).")
+
+
+# ------------------------------------------------------------------ capture
+def _program(ep, class_name: str, path: str, persistent: set, aliases: dict):
+    """One mode's ``Program``, its constants and its input description."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    sig = ep.graph_signature
+    inputs, constants, input_meta, user_index = [], {}, [], 0
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    for spec in sig.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.PARAMETER:
+            inputs.append((name, "param", aliases.get(spec.target, spec.target)))
+        elif spec.kind == InputKind.BUFFER and spec.target in persistent:
+            inputs.append((name, "buffer", aliases.get(spec.target, spec.target)))
+        elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            value = ep.constants[spec.target]
+            constants[spec.target] = value.detach().cpu().numpy().copy()
+            inputs.append((name, "constant", spec.target))
+        elif spec.kind == InputKind.USER_INPUT:
+            value = getattr(spec.arg, "value", None)
+            if type(spec.arg).__name__ == "TensorArgument":
+                meta = _meta(placeholders[name].meta.get("val"))
+                input_meta.append((user_index, meta))
+                inputs.append((name, "input", user_index))
+            else:  # a Python value torch specialised the program to
+                input_meta.append((user_index, ("const", value)))
+                if name in placeholders:
+                    inputs.append((name, "input", user_index))
+            user_index += 1
+        else:
+            raise ValueError(f"from_torch: {class_name} {_where(path)}: unsupported program "
+                             f"input {spec.arg.name!r} of kind {spec.kind.name}.")
+    outputs, buffer_updates = [], []
+    for spec in sig.output_specs:
+        arg = spec.arg
+        value = Ref(arg.name) if type(arg).__name__ == "TensorArgument" else getattr(arg, "value", None)
+        if spec.kind == OutputKind.USER_OUTPUT:
+            outputs.append(value)
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            if spec.target not in persistent:
+                raise ValueError(
+                    f"from_torch: {class_name} {_where(path)} writes the non-persistent buffer "
+                    f"{spec.target!r} in its forward; jaxgrad keeps such buffers as constants. "
+                    "Register it as a persistent buffer to thread it through `apply`."
+                )
+            buffer_updates.append((aliases.get(spec.target, spec.target), value))
+        else:
+            what = {"USER_INPUT_MUTATION": "writes its input in place",
+                    "PARAMETER_MUTATION": "writes a parameter in place"}.get(spec.kind.name,
+                                                                            spec.kind.name)
+            raise ValueError(
+                f"from_torch: {class_name} {_where(path)} {what} (output {arg.name!r}, "
+                f"{spec.target!r}); a pure function cannot reproduce that side effect. Write "
+                "the forward out of place."
+            )
+    nodes = build_nodes(ep.graph.nodes, placeholders, class_name=class_name, path=path)
+    out_tree = tree_of(ep.call_spec.out_spec, lambda: f"the output of {class_name}")
+    program = Program(tuple(inputs), nodes, tuple(outputs), out_tree, tuple(buffer_updates))
+    return program, constants, tuple(input_meta)
+
+
+@contextlib.contextmanager
+def _rng_state(seed=None):
+    """Restore NumPy's, Python's and torch's global random states afterwards (a
+    non-strict export runs the forward's Python, which may draw); ``seed`` reseeds
+    all three inside."""
+    import random
+
+    import torch
+
+    saved = (np.random.get_state(), random.getstate(), torch.get_rng_state())
+    try:
+        if seed is not None:
+            np.random.seed(seed)
+            random.seed(seed)
+            torch.manual_seed(seed)
+        yield
+    finally:
+        np.random.set_state(saved[0])
+        random.setstate(saved[1])
+        torch.set_rng_state(saved[2])
+
+
+def decompositions():
+    """torch.export's core-ATen decomposition table, with one change: scaled dot-product
+    attention decomposes to its math form (matmuls and a softmax) directly. The default
+    route goes through the CPU flash-attention kernel, whose output strides make a later
+    ``view`` of GPT-2's attention fail to decompose; torch's math kernel expects a boolean
+    mask converted first, as ``scaled_dot_product_attention`` itself does."""
+    import torch
+
+    aten_ops = torch.ops.aten
+    table = torch.export.default_decompositions()
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(
+                attn_mask.logical_not(), float("-inf"))
+        return aten_ops._scaled_dot_product_attention_math(
+            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
+            enable_gqa=enable_gqa)[0]
+
+    table[aten_ops.scaled_dot_product_attention.default] = sdpa
+    return table
+
+
+def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=None):
+    import torch
+
+    mode = "training" if train else "evaluation"
+    module.train(train)
+    try:
+        with _rng_state(seed), warnings.catch_warnings():
+            # torch's own pytree code warns about its own deprecated LeafSpec
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+            exported = torch.export.export(module, tuple(args), dict(kwargs), strict=False)
+            return exported.run_decompositions(decompositions())
+    except Exception as error:  # torch's own messages say what it could not follow
+        message = str(error).strip().split("\n")[0][:400]
+        raise ValueError(
+            f"from_torch: torch.export cannot capture {class_name} {_where(path)} in {mode} "
+            f"mode ({type(error).__name__}: {message}). jaxgrad needs both of torch's modes "
+            "(apply(train=True) and apply(train=False)); a forward that branches on tensor "
+            "values (e.g. a random layer drop decided by `torch.rand() < p`) or returns a "
+            "type torch cannot flatten (e.g. a KV cache: pass use_cache=False) cannot be "
+            "captured."
+        ) from error
+
+
+def _state_names(module):
+    """Params in ``named_parameters()`` order, persistent buffers, and the second names
+    of tied tensors (``{alias: first name}``)."""
+    params, first, aliases = [], {}, {}
+    for name, tensor in module.named_parameters(remove_duplicate=False):
+        if id(tensor) in first:
+            aliases[name] = first[id(tensor)]
+        else:
+            first[id(tensor)] = name
+            params.append((name, tensor))
+    state = module.state_dict(keep_vars=True)
+    buffers = []
+    for name, tensor in module.named_buffers(remove_duplicate=False):
+        if name not in state:
+            continue  # non-persistent: a constant
+        if id(tensor) in first:
+            aliases[name] = first[id(tensor)]
+        else:
+            first[id(tensor)] = name
+            buffers.append((name, tensor))
+    return params, buffers, aliases, list(state)
+
+
+def _tensor_meta(tensor) -> TensorMeta:
+    return TensorMeta(tuple(tensor.shape), np.dtype(canonical_dtype(tensor.dtype)).name)
+
+
+def _known_layers(module, param_names: set) -> tuple:
+    """``((path, jaxgrad layer), ...)`` of torch layers jaxgrad converts whose
+    parameters are all the model's, for ``init``."""
+    from jaxgrad.nn import convert
+
+    layers = []
+    for name, child in module.named_modules():
+        cls = convert.torch_class_name(child)
+        if cls is None or cls == "Sequential" or not any(True for _ in child.parameters(recurse=False)):
+            continue
+        try:
+            layer = convert.convert_layer(child, name)
+            shapes = layer.param_shapes()
+        except Exception:  # noqa: BLE001 - only for init: a layer we cannot build draws zeros
+            continue
+        own = {f"{name}.{k}" if name else k: tuple(v.shape) for k, v in shapes.items()}
+        expected = {f"{name}.{k}" if name else k: tuple(p.shape)
+                    for k, p in child.named_parameters()}
+        if own == expected and set(own) <= param_names:
+            layers.append((name, layer))
+    return tuple(layers)
+
+
+def _baked_randomness(module, args, kwargs, constants, class_name, path):
+    """Names of training-mode constants that change with the global seeds."""
+    import torch  # noqa: F401 - _export needs it
+
+    again = _export(module, args, kwargs, True, class_name, path, seed=12345)
+    changed = []
+    for name, value in constants.items():
+        other = again.constants.get(name)
+        if other is None:
+            continue
+        other = other.detach().cpu().numpy()
+        if other.shape != value.shape or not np.array_equal(other, value):
+            changed.append(name)
+    return changed
+
+
+def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
+    """Capture ``module``'s two modes with ``torch.export`` and map them to JAX.
+
+    Args:
+      module: a torch ``nn.Module``.
+      args, kwargs: an example of the forward's inputs (torch tensors, nested in
+        tuples, lists and dicts; other Python values are specialised).
+      path: its path in an enclosing model, for messages.
+
+    Returns:
+      an ``ExportedModule`` (the model's mode flags are restored afterwards).
+
+    Raises:
+      ValueError: either mode cannot be exported, or the program holds an op
+        outside the table, an input or parameter mutation, a dynamic shape, or
+        randomness torch cannot see; naming the node, op and module path.
+    """
+    class_name = type(module).__name__
+    kwargs = dict(kwargs or {})
+    params, buffers, aliases, order = _state_names(module)
+    persistent = {name for name, _ in buffers} | {a for a in aliases if a not in
+                                                   {n for n, _ in params}}
+    flags = {name: child.training for name, child in module.named_modules(remove_duplicate=False)}
+    try:
+        programs, constants, input_metas = {}, {}, {}
+        for train in (True, False):
+            exported = _export(module, args, kwargs, train, class_name, path)
+            if train:
+                in_tree = tree_of(exported.call_spec.in_spec,
+                                  lambda: f"the inputs of {class_name}")
+            program, mode_constants, input_metas[train] = _program(
+                exported, class_name, path, persistent, aliases)
+            if train and mode_constants:
+                changed = _baked_randomness(module, args, kwargs, mode_constants, class_name, path)
+                if changed:
+                    raise ValueError(
+                        f"from_torch: {class_name} {_where(path)} draws random numbers outside "
+                        f"torch while its training-mode forward runs (NumPy or Python's "
+                        f"`random`), which torch.export freezes into the constants "
+                        f"{', '.join(changed)}: every step would reuse the same draw. Turn "
+                        "that randomness off (e.g. Wav2Vec2's mask_time_prob=0) or draw it "
+                        "with torch."
+                    )
+            for name, value in mode_constants.items():
+                if name in constants and not np.array_equal(constants[name], value):
+                    name_in_mode = f"{name}@{'train' if train else 'eval'}"
+                    program = _rename_constant(program, name, name_in_mode)
+                    name = name_in_mode
+                constants[name] = value
+            programs[train] = program
+    finally:
+        for name, child in module.named_modules(remove_duplicate=False):
+            child.training = flags[name]
+    if input_metas[True] != input_metas[False]:  # pragma: no cover - same example twice
+        raise AssertionError("the two modes saw different inputs")
+    eval_program = programs[True] if programs[False] == programs[True] else programs[False]
+    return ExportedModule(
+        class_name=class_name, train_program=programs[True], eval_program=eval_program,
+        in_tree=in_tree, input_meta=input_metas[True],
+        params=tuple((n, _tensor_meta(t)) for n, t in params),
+        buffers=tuple((n, _tensor_meta(t)) for n, t in buffers),
+        constants=Constants(constants), aliases=tuple(aliases.items()), order=tuple(order),
+        layers=_known_layers(module, {n for n, _ in params}),
+    )
+
+
+def _rename_constant(program: Program, old: str, new: str) -> Program:
+    inputs = tuple((name, kind, new if kind == "constant" and target == old else target)
+                   for name, kind, target in program.inputs)
+    return dataclasses.replace(program, inputs=inputs)
+
+
+__all__ = ["capture", "build_nodes", "tree_of", "module_path"]

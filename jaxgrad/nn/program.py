@@ -1,0 +1,387 @@
+"""A captured torch program as a jaxgrad layer: ``ExportedModule``.
+
+``from_torch`` captures a model ``torch.fx`` cannot trace with ``torch.export``
+(``jaxgrad.nn.export``); this module holds the result and runs it, with JAX only:
+
+- two ``Program``\\ s, torch's training-mode and evaluation-mode graphs of core ATen
+  ops (the same object when torch's two modes compute the same thing);
+  ``apply(train=True)`` runs the first, ``apply(train=False)`` the second: the mode
+  the module was in when converted is never baked in;
+- params are the module's ``named_parameters()``, buffers its persistent
+  ``named_buffers()`` (together its ``state_dict()``); tied weights (GPT-2's
+  ``lm_head.weight`` is ``transformer.wte.weight``) are one parameter, as in torch,
+  and their second name is an alias that ``state_dict`` writes back;
+- non-persistent buffers (BERT's ``position_ids``, a rotary ``inv_freq``, a
+  registered causal mask) and tensors the forward creates from Python values are
+  *constants* of the model: neither trained nor saved, as in torch;
+- buffers the training program writes (BatchNorm statistics) come back as the new
+  buffers; the evaluation program returns them unchanged;
+- random ops (dropout, stochastic depth, ``torch.rand``) draw from the ``key`` of
+  ``apply``, folded with the op's module path, or take ``random_draws`` given by
+  the caller;
+- every node carries the torch module path it ran in (``nn_module_stack``), for
+  messages and the doctor, and the shape and dtype torch recorded for its result,
+  which the interpreter checks as it traces.
+
+The program is specialised to the example's shapes (``torch.export`` without
+dynamic dimensions): inputs of other shapes are refused by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgrad._arrays import to_numpy
+from jaxgrad.nn import aten
+from jaxgrad.nn.fx import Ref
+from jaxgrad.nn.module import Module, child_path, layer_key
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorMeta:
+    """The shape and dtype (numpy name) torch recorded for a tensor."""
+
+    shape: tuple
+    dtype: str
+
+    def describe(self) -> str:
+        return f"{self.dtype}{list(self.shape)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpNode:
+    """One ATen call of a captured program.
+
+    Attributes:
+      name: the node's name in torch's graph (unique in its program).
+      target: the table's name, ``"aten.add.Tensor"``, or ``"getitem"``.
+      args, kwargs: the schema's arguments, ``Ref`` for other nodes' values;
+        ``kwargs`` is ``((name, value), ...)``.
+      path: the torch module path the op ran in (``"encoder.layer.0.attention"``).
+      meta: the expected result, a ``TensorMeta``, a tuple of them (``None`` for
+        non-tensor entries), or ``None``.
+      key_path: for a random op, the path its key is folded with
+        (``"features.1.0.stochastic_depth#0"``: module path and the op's index in it).
+    """
+
+    name: str
+    target: str
+    args: tuple
+    kwargs: tuple
+    path: str
+    meta: Any = None
+    key_path: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One mode's graph.
+
+    Attributes:
+      inputs: ``((placeholder name, kind, target), ...)``: kind ``"param"``,
+        ``"buffer"`` or ``"constant"`` with a state name as target, or ``"input"``
+        with the index of the user's flattened input.
+      nodes: the ATen calls, in execution order.
+      outputs: the flattened user outputs (``Ref`` or constants).
+      out_tree: their structure (``tree`` below).
+      buffer_updates: ``((buffer name, Ref), ...)``: what the program writes.
+    """
+
+    inputs: tuple
+    nodes: tuple
+    outputs: tuple
+    out_tree: tuple
+    buffer_updates: tuple = ()
+
+    def random_nodes(self) -> list[OpNode]:
+        """The nodes that draw random numbers, in execution order."""
+        return [n for n in self.nodes if n.key_path is not None]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Constants:
+    """Named arrays (numpy) a program reads but never trains or saves; compared by
+    identity, so a model stays cheap to hash."""
+
+    arrays: dict
+
+    def __getitem__(self, name):
+        return self.arrays[name]
+
+
+# --------------------------------------------------------------------- trees
+# A pytree's structure as hashable tuples: ("leaf",), ("none",), ("tuple", children),
+# ("list", children), ("dict", keys, children).
+def flatten(value, tree, where: str, leaves: list) -> list:
+    """Append ``value``'s leaves to ``leaves`` following ``tree``; a structure that
+    does not match is a ``TypeError`` naming ``where``."""
+    kind = tree[0]
+    if kind == "leaf":
+        leaves.append(value)
+    elif kind == "none":
+        if value is not None:
+            raise TypeError(f"{where}: expected None (as in the example), got {type(value).__name__}.")
+    elif kind in ("tuple", "list"):
+        children = tree[1]
+        if not isinstance(value, (tuple, list)) or len(value) != len(children):
+            raise TypeError(
+                f"{where}: expected a {kind} of {len(children)} (as in the example), got "
+                f"{type(value).__name__}{'' if not isinstance(value, (tuple, list)) else f' of {len(value)}'}."
+            )
+        for i, (item, child) in enumerate(zip(value, children)):
+            flatten(item, child, f"{where}[{i}]", leaves)
+    elif kind == "dict":
+        keys, children = tree[1], tree[2]
+        if not hasattr(value, "keys") or set(value.keys()) != set(keys):
+            got = sorted(value.keys()) if hasattr(value, "keys") else type(value).__name__
+            raise TypeError(f"{where}: expected the keys {list(keys)} (as in the example), got {got}.")
+        for key, child in zip(keys, children):
+            flatten(value[key], child, f"{where}[{key!r}]", leaves)
+    else:  # pragma: no cover - trees are built by jaxgrad.nn.export
+        raise AssertionError(kind)
+    return leaves
+
+
+def unflatten(tree, leaves):
+    """The inverse of ``flatten``: consumes ``leaves`` (an iterator)."""
+    kind = tree[0]
+    if kind == "leaf":
+        return next(leaves)
+    if kind == "none":
+        return None
+    if kind == "tuple":
+        return tuple(unflatten(child, leaves) for child in tree[1])
+    if kind == "list":
+        return [unflatten(child, leaves) for child in tree[1]]
+    return {key: unflatten(child, leaves) for key, child in zip(tree[1], tree[2])}
+
+
+# ------------------------------------------------------------------- running
+def _materialize(value, env):
+    if isinstance(value, Ref):
+        return env[value.name]
+    if isinstance(value, tuple):
+        return tuple(_materialize(v, env) for v in value)
+    return value
+
+
+def _canonical(dtype_name: str) -> np.dtype:
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.dtype(dtype_name)))
+
+
+def _check_meta(node: OpNode, value, meta, where) -> None:
+    if meta is None:
+        return
+    if isinstance(meta, tuple):
+        for i, (item, item_meta) in enumerate(zip(value, meta)):
+            _check_meta(node, item, item_meta, f"{where}[{i}]")
+        return
+    shape, dtype = tuple(np.shape(value)), getattr(value, "dtype", None)
+    if shape != tuple(meta.shape) or dtype is None or np.dtype(dtype) != _canonical(meta.dtype):
+        got = f"{np.dtype(dtype).name if dtype is not None else type(value).__name__}{list(shape)}"
+        raise ValueError(
+            f"jaxgrad's ATen table computed {got} for node {where} ({node.target}) at "
+            f"{node.path or 'the top level'!r}, where torch's program has {meta.describe()}. "
+            "This is a bug in jaxgrad.nn.aten: please report it with the model."
+        )
+
+
+def run(program: Program, env: dict, *, key, path: str, random_draws, class_name: str):
+    """Run ``program``'s nodes on ``env`` (placeholders filled); returns the user
+    outputs (flat) and the buffer updates."""
+    draws = dict(random_draws or {})
+    unknown = set(draws) - {n.name for n in program.random_nodes()}
+    if unknown:
+        raise ValueError(
+            f"{class_name}.apply: `random_draws` names {sorted(unknown)}, which are not random "
+            f"ops of this program; its random ops are "
+            f"{[n.name for n in program.random_nodes()] or 'none'}."
+        )
+    for node in program.nodes:
+        args = _materialize(node.args, env)
+        kwargs = dict(_materialize(node.kwargs, env))
+        if node.target == "getitem":
+            env[node.name] = operator.getitem(*args)
+            continue
+        op = aten.lookup(node.target)
+        if op.sample is not None:
+            if node.name in draws:
+                draw = draws[node.name]
+            elif key is None:
+                raise ValueError(
+                    f"{class_name}: the random op {node.target} at "
+                    f"{node.path or 'the top level'!r} (node {node.name!r}) needs a key: "
+                    "pass `key=` (a jax.random key) with `train=True`."
+                )
+            else:
+                draw = op.sample(layer_key(key, child_path(path, node.key_path)), *args, **kwargs)
+            value = op.fn(draw, *args, **kwargs)
+        else:
+            value = op.fn(*args, **kwargs)
+        _check_meta(node, value, node.meta, repr(node.name))
+        env[node.name] = value
+    outputs = [_materialize(item, env) for item in program.outputs]
+    updates = {name: env[ref.name] for name, ref in program.buffer_updates}
+    return outputs, updates
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ExportedModule(Module):
+    """A torch model captured with ``torch.export``: a jaxgrad layer over ATen ops.
+
+    Built by ``jaxgrad.nn.from_torch`` (see ``jaxgrad.nn.export.capture``).
+    ``apply(params, *inputs, buffers=None, train=False, key=None, random_draws=None,
+    **kwarg_inputs)`` takes the inputs as the torch forward took them in the example
+    (positional and keyword, same structure and shapes) and returns the output with
+    torch's structure (Hugging Face ``ModelOutput``\\ s as dicts of their fields).
+
+    Attributes:
+      class_name: the torch module's class, for messages.
+      train_program, eval_program: torch's two modes (may be the same object).
+      in_tree: the structure of ``(args, kwargs)`` in the example.
+      input_meta: ``((leaf index, TensorMeta or ("const", value)), ...)`` for every
+        flattened input: its shape and dtype, or the Python value torch specialised.
+      params, buffers: ``((name, TensorMeta), ...)`` in ``named_parameters()`` /
+        ``named_buffers()`` order (persistent buffers only).
+      constants: non-persistent buffers and lifted constants.
+      aliases: ``((alias, name), ...)``: second names of tied tensors.
+      order: torch's ``state_dict()`` keys, aliases included.
+      layers: ``((module path, jaxgrad layer), ...)`` of torch layers jaxgrad knows,
+        used by ``init`` for torch's default initialisation of their parameters.
+    """
+
+    class_name: str
+    train_program: Program
+    eval_program: Program
+    in_tree: tuple
+    input_meta: tuple
+    params: tuple
+    buffers: tuple
+    constants: Constants
+    aliases: tuple = ()
+    order: tuple = ()
+    layers: tuple = ()
+
+    # ---- state
+    def param_shapes(self):
+        return {name: jax.ShapeDtypeStruct(m.shape, _canonical(m.dtype)) for name, m in self.params}
+
+    def buffer_shapes(self):
+        return {name: jax.ShapeDtypeStruct(m.shape, _canonical(m.dtype)) for name, m in self.buffers}
+
+    def state_dict_keys(self):
+        return list(self.order)
+
+    def init(self, key):
+        """Params with torch's default initialisation for the parameters of torch layers
+        jaxgrad knows (``Linear``, ``Conv2d``, ``LayerNorm``…); zeros for the rest (a
+        model's own ``nn.Parameter``\\ s and ``_init_weights`` are its code, not known
+        here: take the weights from the torch model, as ``from_torch`` does)."""
+        drawn = {}
+        keys = jax.random.split(key, max(len(self.layers), 1))
+        for (path, layer), layer_key_ in zip(self.layers, keys):
+            drawn.update({child_path(path, k): v for k, v in layer.init(layer_key_).items()})
+        return {name: drawn[name] if name in drawn else
+                jnp.zeros(m.shape, _canonical(m.dtype)) for name, m in self.params}
+
+    def init_buffers(self):
+        """Zeros: the buffers' values at construction are the module's code; take them
+        from the torch model (``from_torch(..., with_buffers=True)``)."""
+        return {name: jnp.zeros(m.shape, _canonical(m.dtype)) for name, m in self.buffers}
+
+    def load_state_dict(self, mapping):
+        self._check_aliases(mapping)
+        return super().load_state_dict({k: v for k, v in mapping.items()
+                                        if k not in dict(self.aliases)})
+
+    def load_buffers(self, mapping):
+        return super().load_buffers({k: v for k, v in mapping.items()
+                                     if k not in dict(self.aliases)})
+
+    def _check_aliases(self, mapping):
+        for alias, name in self.aliases:
+            if alias in mapping and name in mapping:
+                if not np.array_equal(to_numpy(mapping[alias]), to_numpy(mapping[name])):
+                    raise ValueError(
+                        f"load_state_dict for {self.class_name}: `{alias}` is tied to "
+                        f"`{name}` (one tensor in torch), but the two values differ."
+                    )
+
+    def state_dict(self, params, buffers=None):
+        merged = dict(buffers or {})
+        if self.buffers and buffers is None:
+            raise ValueError(
+                f"{self.class_name}.state_dict: this model has buffers; pass them: "
+                "`state_dict(params, buffers)`."
+            )
+        merged.update(params)
+        for alias, name in self.aliases:
+            merged[alias] = merged[name]
+        missing = [k for k in self.order if k not in merged]
+        if missing:
+            raise ValueError(f"state_dict: missing keys: {', '.join(missing)}.")
+        return {name: np.array(merged[name], copy=True) for name in self.order}
+
+    # ---- running
+    def _leaves(self, inputs, kwargs) -> list:
+        leaves = flatten((tuple(inputs), dict(kwargs)), self.in_tree,
+                         f"{self.class_name} inputs", [])
+        for index, meta in self.input_meta:
+            value = leaves[index]
+            if isinstance(meta, TensorMeta):
+                shape = tuple(np.shape(value))
+                if not hasattr(value, "shape") or shape != tuple(meta.shape):
+                    raise ValueError(
+                        f"{self.class_name}.apply: input {index} has shape {list(shape)}, but "
+                        f"the model was captured for {meta.describe()} (torch.export "
+                        "specialises to the example's shapes); convert again with an example "
+                        "of this shape."
+                    )
+                if np.dtype(value.dtype) != _canonical(meta.dtype):
+                    raise TypeError(
+                        f"{self.class_name}.apply: input {index} has dtype "
+                        f"{np.dtype(value.dtype).name}, the model was captured with {meta.dtype}."
+                    )
+            elif value != meta[1]:
+                raise ValueError(
+                    f"{self.class_name}.apply: input {index} is {value!r}, but torch "
+                    f"specialised the program to {meta[1]!r} (a Python value in the example); "
+                    "convert again with this value."
+                )
+        return leaves
+
+    def forward_with_state(self, params, *inputs, buffers, train, key, path,
+                           random_draws=None, **kwargs):
+        leaves = self._leaves(inputs, kwargs)
+        program = self.train_program if train else self.eval_program
+        env = {}
+        for name, kind, target in program.inputs:
+            if kind == "param":
+                if target not in params:
+                    raise ValueError(
+                        f"{self.class_name}.apply: `params` lacks {target!r}; pass this "
+                        "model's params (from `from_torch` or `load_state_dict`)."
+                    )
+                env[name] = params[target]
+            elif kind == "buffer":
+                env[name] = buffers[target]
+            elif kind == "constant":
+                env[name] = self.constants[target]
+            else:
+                env[name] = jnp.asarray(leaves[target]) if isinstance(
+                    leaves[target], np.ndarray) else leaves[target]
+        outputs, updates = run(program, env, key=key, path=path, random_draws=random_draws,
+                               class_name=self.class_name)
+        new_buffers = dict(buffers)
+        new_buffers.update(updates)
+        return unflatten(program.out_tree, iter(outputs)), new_buffers
+
+
+__all__ = ["ExportedModule", "Program", "OpNode", "TensorMeta", "Constants", "flatten",
+           "unflatten", "run"]

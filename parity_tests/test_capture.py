@@ -1,0 +1,313 @@
+"""Capture that reaches real models: both modes, random ops, aliasing, constants, ops.
+
+Each case is a model a user wrote for which an earlier ``from_torch`` gave a wrong
+answer without an error; torch is the reference, float64, at the float64 tier:
+
+- an in-place write through a view (``torch.export`` functionalises it exactly; the
+  layer path refuses it, naming the node);
+- ``if self.training:`` in a forward: ``apply(train=...)`` follows torch's mode on
+  both front ends, whatever mode the module was converted in;
+- stochastic depth and dropout draw from the key in training mode, and with torch's
+  own draws injected the training forward and its gradients match torch;
+- non-persistent buffers (a position-id table, a rotary ``inv_freq``, a causal mask)
+  become constants (not params, not buffers), as in torch's ``state_dict``;
+- tied weights are one parameter whose gradient sums both uses;
+- the ops a traced forward commonly uses (``==``, ``<``, ``arange``, ``max(dim)``,
+  ``chunk``, ``split``, ``cumsum``, ``einsum``, ``expand``, ``unbind``,
+  ``new_empty``), and in-place writes on values nothing aliases (``y.relu_();
+  y += 1``), on the layer path.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from torch import nn as tnn
+
+from jaxgrad import nn
+from jaxgrad.nn import fx_ops
+from jaxgrad.parity import assert_parity
+from parity_checks._capture_parity import draws_for, torch_run
+
+
+def _grads_both(module, model, params, args, *, train=False, key=None, draws=None,
+                buffers=None):
+    """Output and parameter gradients of ``sum(output * c)`` in both frameworks."""
+    module.train(train)
+    module.zero_grad(set_to_none=True)
+    torch_args = [torch.from_numpy(a) for a in args]
+    if draws is None:
+        out = module(*torch_args)
+    else:
+        out, recorded = torch_run(module, torch_args, train=train)
+        draws = draws_for(model, recorded, train=train)
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    reference = {"output": out.detach().numpy(),
+                 "grads": {n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+                           for n, p in module.named_parameters()}}
+
+    def objective(params):
+        options = {} if draws is None else {"random_draws": draws}
+        if buffers is not None:
+            options["buffers"] = buffers
+        result = model.apply(params, *[jnp.asarray(a) for a in args], train=train, key=key,
+                             **options)
+        out = result[0] if buffers is not None else result
+        return jnp.sum(out * cotangent), out
+
+    grads, out = jax.grad(objective, has_aux=True)(params)
+    return reference, {"output": out, "grads": grads}
+
+
+# ----------------------------------------------------- writes through views
+class WritesThroughAView(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.fc(x)
+        flat = y.view(-1)
+        flat.mul_(2)  # y doubles too
+        return y
+
+
+def test_write_through_a_view_is_reproduced_by_export_and_refused_by_layers(x64, rng):
+    torch.manual_seed(0)
+    module = WritesThroughAView().double()
+    x = rng.standard_normal((2, 3))
+    with pytest.raises(ValueError, match=r"node 'mul_' .* overwrites 'view' in place and "
+                                         r"'view' is a view of another value"):
+        nn.from_torch(module, capture="layers")
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),))
+    assert type(model).__name__ == "ExportedModule"
+    assert_parity(*_grads_both(module, model, params, [x]))
+    # the doubled result, not the unwritten one: 2·fc(x) against torch's own fc
+    np.testing.assert_allclose(np.asarray(model.apply(params, jnp.asarray(x))),
+                               2 * module.fc(torch.from_numpy(x)).detach().numpy(), rtol=1e-15)
+
+
+class SafeInPlace(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.fc(x)
+        y.mul_(2)
+        y += 1  # reads the written y
+        y.relu_()
+        z = y * 2
+        z.sub_(y)
+        return z + y
+
+
+def test_in_place_writes_nothing_aliases_are_reproduced_on_the_layer_path(x64, rng):
+    torch.manual_seed(1)
+    module = SafeInPlace().double()
+    model, params = nn.from_torch(module, capture="layers")
+    assert type(model).__name__ == "GraphModule"
+    assert_parity(*_grads_both(module, model, params, [rng.standard_normal((4, 3))]))
+
+
+class WritesItsInput(tnn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+def test_a_forward_writing_its_input_is_refused_on_both_paths():
+    x = torch.randn(2, 3)
+    with pytest.raises(ValueError, match=r"overwrites 'x' in place and it is the forward's "
+                                         r"input 'x'"):
+        nn.from_torch(WritesItsInput(), capture="layers")
+    with pytest.raises(ValueError, match=r"writes its input in place"):
+        nn.from_torch(WritesItsInput(), example=(x,), capture="export")
+
+
+# ----------------------------------------------------------- both modes
+class ModeBranch(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(3, 3)
+
+    def forward(self, x):
+        if self.training:
+            return self.fc(x) * 3.0
+        return self.fc(x) - 1.0
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+@pytest.mark.parametrize("converted_in", ["train", "eval"])
+def test_apply_follows_torchs_mode_whatever_mode_the_module_was_converted_in(
+        x64, rng, capture, converted_in):
+    torch.manual_seed(2)
+    module = ModeBranch().double().train(converted_in == "train")
+    x = rng.standard_normal((2, 3))
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture)
+    assert module.training is (converted_in == "train")  # the module's flags are restored
+    for train in (True, False):
+        assert_parity(*_grads_both(module, model, params, [x], train=train))
+
+
+# ----------------------------------------------- randomness in training
+class StochasticDepthBlock(tnn.Module):
+    """torchvision's ``stochastic_depth(mode='row')`` written out, with dropout."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.fc = tnn.Linear(4, 4)
+        self.drop = tnn.Dropout(0.3)
+        self.p = p
+
+    def forward(self, x):
+        y = self.drop(self.fc(x))
+        if not self.training:
+            return x + y
+        keep = 1.0 - self.p
+        size = [x.shape[0]] + [1] * (x.ndim - 1)
+        noise = torch.empty(size, dtype=x.dtype, device=x.device).bernoulli_(keep)
+        noise.div_(keep)
+        return x + y * noise
+
+
+def test_stochastic_depth_and_dropout_are_active_in_training_and_match_torchs_draws(x64, rng):
+    torch.manual_seed(3)
+    module = StochasticDepthBlock().double()
+    x = rng.standard_normal((6, 4))
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
+    random_ops = [n.target for n in model.train_program.random_nodes()]
+    assert sorted(random_ops) == ["aten.bernoulli.p", "aten.native_dropout.default"]
+    assert model.eval_program.random_nodes() == []
+    # torch's draws injected: the training forward and gradients match torch
+    assert_parity(*_grads_both(module, model, params, [x], train=True, draws=True))
+    # our own draws: keyed, different per key, rows dropped, none in eval mode
+    xj = jnp.asarray(x)
+    first = model.apply(params, xj, train=True, key=jax.random.key(0))
+    np.testing.assert_array_equal(first, model.apply(params, xj, train=True, key=jax.random.key(0)))
+    assert not np.array_equal(first, model.apply(params, xj, train=True, key=jax.random.key(1)))
+    assert np.any(np.all(np.asarray(first) == x, axis=1))  # a dropped row is its input
+    with pytest.raises(ValueError, match=r"random op .* needs a key"):
+        model.apply(params, xj, train=True)
+    evaluated = model.apply(params, xj)  # no key needed: nothing random in eval
+    np.testing.assert_allclose(evaluated, module.eval()(torch.from_numpy(x)).detach().numpy(),
+                               rtol=1e-13)
+
+
+def test_stochastic_depth_on_the_layer_path_is_keyed_and_off_in_eval(x64, rng):
+    torch.manual_seed(3)
+    module = StochasticDepthBlock(p=0.5).double()
+    x = jnp.asarray(rng.standard_normal((64, 4)))
+    model, params = nn.from_torch(module, capture="layers")
+    assert type(model).__name__ == "GraphModule" and model.eval_nodes is not None
+    first = np.asarray(model.apply(params, x, train=True, key=jax.random.key(0)))
+    np.testing.assert_array_equal(first, model.apply(params, x, train=True, key=jax.random.key(0)))
+    assert not np.array_equal(first, model.apply(params, x, train=True, key=jax.random.key(1)))
+    dropped = np.all(first == np.asarray(x), axis=1).mean()  # whole rows: p=0.5 (+ dropout)
+    assert 0.3 < dropped < 0.7, dropped
+    np.testing.assert_allclose(model.apply(params, x),
+                               module.eval()(torch.from_numpy(np.asarray(x))).detach().numpy(),
+                               rtol=1e-13)
+
+
+# ------------------------------------------------ constants and tied weights
+class WithConstants(tnn.Module):
+    def __init__(self, n=5, d=4):
+        super().__init__()
+        self.embed = tnn.Embedding(10, d)
+        self.pos = tnn.Embedding(n, d)
+        self.register_buffer("position_ids", torch.arange(n)[None], persistent=False)
+        self.register_buffer("inv_freq", 1.0 / (100 ** (torch.arange(0, d, 2).double() / d)),
+                             persistent=False)
+        self.register_buffer("causal", torch.tril(torch.ones(n, n, dtype=torch.bool)),
+                             persistent=False)
+        self.head = tnn.Linear(d, 10, bias=False)
+        self.head.weight = self.embed.weight  # tied, as in GPT-2
+
+    def forward(self, ids):
+        n = ids.shape[1]
+        h = self.embed(ids) + self.pos(self.position_ids[:, :n])
+        angles = self.position_ids[0, :n, None].double() * self.inv_freq[None]
+        h = h + torch.cat([angles.sin(), angles.cos()], dim=-1)
+        scores = (h @ h.transpose(1, 2)).masked_fill(~self.causal[:n, :n], float("-inf"))
+        return self.head(torch.softmax(scores, -1) @ h)
+
+
+def test_non_persistent_buffers_are_constants_and_tied_weights_one_parameter(x64):
+    torch.manual_seed(4)
+    module = WithConstants().double()
+    ids = np.array([[1, 2, 3, 4, 0], [5, 6, 7, 8, 9]])
+    model, params = nn.from_torch(module, example=(torch.from_numpy(ids),))
+    assert list(params) == [n for n, _ in module.named_parameters()]  # 'head.weight' is tied
+    assert model.buffer_shapes() == {}
+    assert sorted(model.constants.arrays) == ["causal", "inv_freq", "position_ids"]
+    assert list(model.state_dict(params)) == list(module.state_dict())
+    module.zero_grad(set_to_none=True)
+    out = module(torch.from_numpy(ids))
+    cotangent = np.linspace(-1, 1, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    grads, ours = jax.grad(lambda p: (jnp.sum(model.apply(p, jnp.asarray(ids)) * cotangent),
+                                      model.apply(p, jnp.asarray(ids))), has_aux=True)(params)
+    assert_parity({"output": out.detach().numpy(),
+                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
+                  {"output": ours, "grads": grads})
+
+
+# ------------------------------------------------------- the fx op table
+class CommonOps(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.fc(x)
+        a, b = h.chunk(2, dim=-1)
+        c, d, e = torch.split(h, [1, 2, 3], dim=-1)
+        values, indices = h.max(dim=-1)
+        steps = torch.arange(h.shape[-1], dtype=h.dtype)
+        mask = (steps < 3) == (h > 0)
+        rows = torch.unbind(h, dim=0)
+        mixed = torch.einsum("bi,bj->bij", a, b).sum(-1)
+        total = torch.cumsum(h, dim=-1) * mask + values[:, None] * indices[:, None]
+        blank = h.new_empty((2, 3))
+        return (total + mixed.expand(-1, 6)[:, :1] + c + d.sum(-1, keepdim=True)
+                + e[:, :1] + rows[0] + blank.sum() * 0)
+
+
+def test_common_ops_on_the_layer_path_match_torch(x64, rng):
+    torch.manual_seed(5)
+    module = CommonOps().double()
+    model, params = nn.from_torch(module, capture="layers")
+    assert type(model).__name__ == "GraphModule"
+    assert_parity(*_grads_both(module, model, params, [rng.standard_normal((4, 6))]))
+
+
+def test_register_op_refuses_to_replace_a_built_in_unless_asked():
+    original = fx_ops.OPS["torch.cat"]
+    with pytest.raises(ValueError, match=r"'torch.cat' is already in the op table .* "
+                                         r"`replace=True`"):
+        fx_ops.register_op("torch.cat", lambda tensors, dim=0: None)
+    try:
+        fx_ops.register_op("torch.cat", original.fn, replace=True)
+        assert fx_ops.OPS["torch.cat"].fn is original.fn
+    finally:
+        fx_ops.OPS["torch.cat"] = original
+
+
+class DropsAlways(tnn.Module):
+    def forward(self, x):
+        return TF.dropout(x, 0.5)  # no `training=`: torch drops in eval mode too
+
+
+def test_functional_dropout_without_training_drops_in_eval_as_torch_does(x64):
+    module = DropsAlways().eval()
+    x = torch.ones(200, dtype=torch.float64)
+    assert (module(x) == 0).any()  # torch: dropped although in eval mode
+    model, params = nn.from_torch(module, capture="layers")
+    with pytest.raises(ValueError, match=r"torch drops even in eval mode here"):
+        model.apply(params, jnp.asarray(x.numpy()))
+    dropped = np.asarray(model.apply(params, jnp.asarray(x.numpy()), key=jax.random.key(0)))
+    assert set(np.unique(dropped)) == {0.0, 2.0}

@@ -1,0 +1,56 @@
+"""Comparing a captured model with torch on the same random draws.
+
+``torch_run`` runs a torch module in one mode with the random draws recorded
+(``torchref.random_draws``); ``draws_for`` hands those draws to the matching random
+ops of the jaxgrad model (``ExportedModule``: in program order, shapes checked), so
+a training-mode forward with dropout or stochastic depth active is compared exactly,
+not statistically.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxgrad.nn.program import ExportedModule
+from torchref.random_draws import recording
+
+
+def torch_run(module, args, kwargs=None, *, train: bool):
+    """``(output, draws)`` of ``module(*args, **kwargs)`` in torch's ``train`` mode."""
+    module.train(train)
+    with recording() as draws:
+        output = module(*args, **(kwargs or {}))
+    return output, draws
+
+
+def draws_for(model: ExportedModule, draws, *, train: bool = True) -> dict:
+    """``{node name: draw}`` giving ``model``'s random ops torch's ``draws`` in order.
+
+    Raises:
+      ValueError: the counts or shapes differ (the two programs drew differently).
+    """
+    program = model.train_program if train else model.eval_program
+    nodes = program.random_nodes()
+    if len(nodes) != len(draws):
+        raise ValueError(
+            f"{model.class_name}: torch drew {len(draws)} random tensors "
+            f"({', '.join(d.op for d in draws) or 'none'}), the captured program has "
+            f"{len(nodes)} random ops ({', '.join(n.target for n in nodes) or 'none'})."
+        )
+    matched = {}
+    for node, draw in zip(nodes, draws):
+        values = draw.values.detach().cpu().numpy()
+        expected = _draw_shape(node)
+        if expected is not None and tuple(values.shape) != expected:
+            raise ValueError(
+                f"{model.class_name}: random op {node.name} ({node.target}) at "
+                f"{node.path!r} draws {list(expected)}, torch's {draw.op} drew "
+                f"{list(values.shape)}."
+            )
+        matched[node.name] = np.array(values, copy=True)
+    return matched
+
+
+def _draw_shape(node):
+    meta = node.meta[0] if isinstance(node.meta, tuple) else node.meta
+    return None if meta is None else tuple(meta.shape)

@@ -1,0 +1,261 @@
+"""PyTorch's own op samples (``op_db``) run through jaxgrad's ATen table.
+
+Every overload in ``jaxgrad.nn.aten`` is held to the samples of the ``op_db`` entries
+(OpInfos) that exercise it: those whose ``name`` or ``aten_name`` is the op's name
+(``aten.add.Tensor`` -> ``add``), plus ``OPINFOS`` where the op is reached through
+another name (``aten.convolution`` <- ``nn.functional.conv2d``). Each float64 sample is
+captured the way ``from_torch`` captures a model — traced to core ATen ops
+(``make_fx`` with export's decomposition table: ``torch.export`` itself costs ~0.4 s a
+call, ``make_fx`` ~10 ms) and converted node by node with ``jaxgrad.nn.export``'s
+``build_nodes`` — then run in JAX and compared with torch at the float64 tier:
+every output, and the vector-Jacobian product for a fixed cotangent with respect to
+every floating input (torch's ``autograd.grad`` against ``jax.vjp``).
+
+What torch rejects, jaxgrad rejects: each ``error_inputs`` case is captured with fake
+tensors, as ``torch.export`` would see it; torch refusing there is a refusal of
+``from_torch``. A case torch only rejects while running (a value check: an index out
+of range) is run eagerly in JAX and must raise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+import jax
+import numpy as np
+import torch
+
+from jaxgrad import parity
+from jaxgrad.nn import aten
+from jaxgrad.nn.export import build_nodes, tree_of
+from jaxgrad.nn.fx import Ref
+from jaxgrad.nn.program import Program, run, unflatten
+from parity_checks._conformance_losses import (Outcome, _cotangent, _no_test_function_lookup,
+                                               _to_jax)
+
+# ATen op name -> op_db entries whose samples reach it under another name
+OPINFOS = {
+    "convolution": ("nn.functional.conv1d", "nn.functional.conv2d",
+                    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d"),
+    "addmm": ("addmm", "nn.functional.linear"),
+    "_native_batch_norm_legit_functional": ("nn.functional.batch_norm",),
+    "_native_batch_norm_legit_no_training": ("nn.functional.batch_norm",),
+    "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
+    "mean": ("mean",),
+    "view": ("view", "reshape", "flatten"),
+    "permute": ("permute",),
+}
+
+_PREFIX = re.compile(r"^aten\.([A-Za-z0-9_]+)\.")
+
+
+def op_name(overload: str) -> str:
+    """``"aten.add.Tensor"`` -> ``"add"``."""
+    match = _PREFIX.match(overload)
+    return match.group(1) if match else overload
+
+
+def opinfos(overload: str) -> list:
+    """The ``op_db`` entries that hold ``overload`` (float64 samples, no variants
+    beyond what the name says)."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    name = op_name(overload)
+    wanted = set(OPINFOS.get(name, ())) | {name}
+    return [info for info in op_db
+            if (info.name in wanted or getattr(info, "aten_name", None) == name)
+            and info.supports_dtype(torch.float64, "cpu")]
+
+
+# ------------------------------------------------------------------ capture
+@dataclasses.dataclass
+class Captured:
+    """A sample traced to core ATen and converted: the ``Program``, its inputs'
+    placeholder names, and constants (tensors the trace made attributes)."""
+
+    program: Program
+    placeholders: list
+    constants: dict
+    overloads: set
+
+
+def _decompositions():
+    table = torch.export.default_decompositions()
+    return dict(table.items())
+
+
+_TABLE = None
+
+
+def capture(fn, tensors, *, tracing_mode: str = "real", name: str = "sample") -> Captured:
+    """Trace ``fn(*tensors)`` to core ATen (``make_fx``) and convert it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = _decompositions()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph_module = make_fx(fn, decomposition_table=_TABLE, tracing_mode=tracing_mode)(*tensors)
+    graph = graph_module.graph
+    placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
+    constants = {n.name: getattr(graph_module, n.target).detach().cpu().numpy().copy()
+                 for n in graph.nodes if n.op == "get_attr"}
+    nodes = build_nodes(graph.nodes, set(placeholders) | set(constants), class_name=name,
+                        path="")
+    (output,) = [n for n in graph.nodes if n.op == "output"]
+    leaves, spec = torch.utils._pytree.tree_flatten(output.args[0])
+    outputs = tuple(Ref(leaf.name) if type(leaf).__name__ == "Node" else leaf for leaf in leaves)
+    program = Program((), nodes, outputs, tree_of(spec, lambda: name))
+    return Captured(program, placeholders, constants, {n.target for n in nodes})
+
+
+def run_captured(captured: Captured, inputs, *, random_draws=None, key=None):
+    """Run a captured sample on JAX ``inputs`` (one per placeholder)."""
+    env = dict(zip(captured.placeholders, inputs))
+    env.update(captured.constants)
+    outputs, _ = run(captured.program, env, key=key, path="", random_draws=random_draws,
+                     class_name="sample")
+    return unflatten(captured.program.out_tree, iter(outputs))
+
+
+# ------------------------------------------------------------------ samples
+def _split(sample):
+    """The sample's tensors (flattened from input, args and kwargs) and a function of
+    them that calls the op."""
+    leaves, spec = torch.utils._pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def rebuild(tensors):
+        filled = list(leaves)
+        for i, tensor in zip(positions, tensors):
+            filled[i] = tensor
+        return torch.utils._pytree.tree_unflatten(filled, spec)
+
+    return [leaves[i] for i in positions], rebuild
+
+
+def _differentiable(tensor) -> bool:
+    return tensor.is_floating_point() or tensor.is_complex()
+
+
+def compare_sample(info, sample) -> tuple[parity.ParityReport, set]:
+    """Forward and VJP of one sample against torch; also the overloads it ran."""
+    tensors, rebuild = _split(sample)
+
+    def call(*tensors):
+        inp, args, kwargs = rebuild(tensors)
+        return info.op(inp, *args, **kwargs)
+
+    captured = capture(call, [t.detach() for t in tensors], name=info.name)
+    leaves = [t.detach().clone().requires_grad_(_differentiable(t) and info.supports_autograd)
+              for t in tensors]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = call(*leaves)
+    flat_out, _ = torch.utils._pytree.tree_flatten(out)
+    out_tensors = [o for o in flat_out if isinstance(o, torch.Tensor)]
+    diff_in = [i for i, t in enumerate(leaves) if t.requires_grad]
+    diff_out = [i for i, o in enumerate(out_tensors) if o.requires_grad]
+    cotangents = [_cotangent(tuple(out_tensors[i].shape)) for i in diff_out]
+    reference = {"value": [o.detach() for o in out_tensors]}
+    if diff_in and diff_out:
+        grads = torch.autograd.grad([out_tensors[i] for i in diff_out], [leaves[i] for i in diff_in],
+                                    [torch.from_numpy(c).to(out_tensors[i].dtype)
+                                     for c, i in zip(cotangents, diff_out)], allow_unused=True)
+        reference["grads"] = [torch.zeros_like(leaves[i]) if g is None else g
+                              for i, g in zip(diff_in, grads)]
+    inputs = [_to_jax(t) for t in tensors]
+
+    def forward(*diff_values):
+        full = list(inputs)
+        for i, value in zip(diff_in, diff_values):
+            full[i] = value
+        flat, _ = jax.tree_util.tree_flatten(run_captured(captured, full))
+        return [v for v in flat if hasattr(v, "shape")]
+
+    if "grads" in reference:
+        def selected(*diff_values):
+            values = forward(*diff_values)
+            return [values[i] for i in diff_out], values
+
+        _, vjp, values = jax.vjp(selected, *[inputs[i] for i in diff_in], has_aux=True)
+        grads = vjp([jax.device_put(c.astype(values[i].dtype)) for c, i in
+                     zip(cotangents, diff_out)])
+        candidate = {"value": values, "grads": list(grads)}
+    else:
+        candidate = {"value": forward()}
+    return parity.compare(reference, candidate), captured.overloads
+
+
+def _outcome(name, index, run) -> tuple[Outcome, set]:
+    try:
+        report, overloads = run()
+    except Exception as error:  # noqa: BLE001 - any exception is this sample's failure
+        return Outcome("op_db", name, index, "error", f"{type(error).__name__}: {error}"), set()
+    status = "pass" if report.passed else "fail"
+    return Outcome("op_db", name, index, status, "" if report.passed else report.table()), overloads
+
+
+def error_outcome(info, index, error_input) -> Outcome:
+    """torch rejects ``error_input``: capture it with fake tensors (as export sees it);
+    if that passes, jaxgrad must raise while running it."""
+    sample = error_input.sample_input
+    tensors, rebuild = _split(sample)
+
+    def call(*tensors):
+        inp, args, kwargs = rebuild(tensors)
+        return info.op(inp, *args, **kwargs)
+
+    try:
+        captured = capture(call, tensors, tracing_mode="fake", name=info.name)
+    except Exception as error:  # noqa: BLE001 - torch refused at capture: so does from_torch
+        return Outcome("op_db errors", info.name, index, "rejected",
+                       f"at capture: {type(error).__name__}: {str(error)[:120]}")
+    try:
+        with jax.disable_jit():
+            run_captured(captured, [_to_jax(t) for t in tensors])
+    except Exception as error:  # noqa: BLE001
+        return Outcome("op_db errors", info.name, index, "rejected",
+                       f"while running: {type(error).__name__}: {str(error)[:120]}")
+    return Outcome("op_db errors", info.name, index, "fail",
+                   f"accepted an input torch rejects ({error_input.error_regex!r})")
+
+
+def op_outcomes(overloads=None) -> tuple[list[Outcome], dict]:
+    """Every float64 sample and error input of the OpInfos holding ``overloads``
+    (default: the whole table); also ``{overload: OpInfo names whose samples ran it}``."""
+    overloads = list(overloads or aten.supported())
+    infos = {}
+    for overload in overloads:
+        for info in opinfos(overload):
+            infos.setdefault((info.name, info.variant_test_name), info)
+    outcomes, reached = [], {}
+    with jax.enable_x64(True), _no_test_function_lookup():
+        for (name, variant), info in sorted(infos.items()):
+            label = f"{name}.{variant}" if variant else name
+            samples = info.sample_inputs("cpu", torch.float64, requires_grad=True)
+            for i, sample in enumerate(samples):
+                outcome, ran = _outcome(label, i, lambda s=sample: compare_sample(info, s))
+                outcomes.append(outcome)
+                for overload in ran:
+                    reached.setdefault(overload, set()).add(label)
+            if info.error_inputs_func is not None:
+                for i, error_input in enumerate(info.error_inputs("cpu")):
+                    outcomes.append(error_outcome(info, i, error_input))
+    return outcomes, reached
+
+
+def core_aten_ops() -> set:
+    """Every overload torch tags ``core`` (the core ATen opset export decomposes to)."""
+    core = set()
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            if torch.Tag.core in getattr(packet, overload).tags:
+                core.add(str(getattr(packet, overload)))
+    return core
