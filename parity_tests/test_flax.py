@@ -244,21 +244,28 @@ from torch import nn
 
 
 class Net(nn.Module):
+    """Conv features read row by row by an LSTM: a tuple-returning layer inside a
+    traced forward, and two sources of random-number state in the nnx twin."""
+
     def __init__(self, hidden=8):
         super().__init__()
         self.conv = nn.Conv2d(1, 4, 3, padding=1)
         self.bn = nn.BatchNorm2d(4)
-        self.fc = nn.Linear(4 * 4 * 4, hidden)
+        self.rnn = nn.LSTM(4 * 4, hidden, batch_first=True)
+        self.drop = nn.Dropout(0.5)
         self.out = nn.Linear(hidden, 3)
 
     def forward(self, x):
-        x = torch.relu(self.bn(self.conv(x)))
-        x = nn.functional.max_pool2d(x, 2)
-        return self.out(torch.relu(self.fc(torch.flatten(x, 1))))
+        x = nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)  # (N, 4, 4, 4)
+        rows, _ = self.rnn(torch.flatten(x.permute(0, 2, 1, 3), 2))  # 4 rows of 4x4 features
+        return self.out(self.drop(rows[:, -1]))
 '''
 
 
-def test_port_script_converts_proves_and_saves_a_users_model(tmp_path, capsys, monkeypatch):
+def test_port_script_converts_proves_saves_and_reloads_a_users_model(tmp_path, capsys,
+                                                                    monkeypatch):
+    """Dropout and an LSTM (whose output is a tuple) in one model: the port passes,
+    the file holds the random-number state, reloads bit for bit, and runs like torch."""
     import port
 
     (tmp_path / "user_net.py").write_text(_USER_MODEL)
@@ -270,6 +277,9 @@ def test_port_script_converts_proves_and_saves_a_users_model(tmp_path, capsys, m
     assert code == 0, printed
     assert "parity float64" in printed and "FAIL" not in printed
     assert "bn" in printed and "TorchBatchNorm" in printed
+    assert "rnn   LSTM" in printed  # the per-layer row of a layer returning (output, (h, c))
+    assert "reloaded into a fresh twin" in printed and "bit-identical: PASS" in printed
+    assert "to_nnx(Net(hidden=6).eval()" in printed
     # the saved state loads into a fresh twin and runs like torch
     import importlib
     import sys
@@ -279,8 +289,12 @@ def test_port_script_converts_proves_and_saves_a_users_model(tmp_path, capsys, m
         torch_module = importlib.import_module("user_net").Net(hidden=6).eval()
     finally:
         sys.path.remove(str(tmp_path))
+    from safetensors import safe_open
+
     from jaxgrad.flax import load_nnx
 
+    with safe_open(str(out), "np") as handle:
+        assert "drop.rngs.key" in handle.metadata()["jaxgrad.prng_keys"]
     torch.manual_seed(123)  # other weights, so loading must replace them all
     twin = to_nnx(type(torch_module)(hidden=6).eval())
     load_nnx(twin, str(out))
@@ -291,17 +305,87 @@ def test_port_script_converts_proves_and_saves_a_users_model(tmp_path, capsys, m
                   np.asarray(twin(jnp.moveaxis(jnp.asarray(x), 1, -1))))
 
 
+def test_save_nnx_stores_dropout_random_state_and_load_nnx_resumes_its_stream(tmp_path):
+    """A model with dropout holds typed PRNG keys (nnx.Rngs): saved as key data with
+    their implementation, reloaded so the next mask is the one the saved model would
+    draw; a file whose key is of another implementation is refused by name."""
+    from jaxgrad.flax import load_nnx, save_nnx
+
+    def build(seed):  # the output's zeros are the dropout mask
+        torch.manual_seed(seed)
+        return to_nnx(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
+                                          torch.nn.Dropout(0.5)))  # train mode: dropout on
+
+    saved = build(0)
+    x = np.ones((16, 6), np.float32)
+    first_mask = np.asarray(saved(x)) == 0  # one draw: the stream's counter moves on
+    path = str(tmp_path / "dropout.safetensors")
+    save_nnx(saved, path)
+    fresh = build(1)
+    load_nnx(fresh, path)
+    after_saved, after_fresh = np.asarray(saved(x)), np.asarray(fresh(x))
+    assert np.array_equal(after_saved, after_fresh)  # the same weights and the same next mask
+    assert 0 < first_mask.sum() < first_mask.size
+    assert not np.array_equal(after_saved == 0, first_mask)  # a new mask: fresh did not restart
+    other = build(2)
+    other.layers[2].rngs.key.set_value(jax.random.key(0, impl="rbg"))
+    with pytest.raises(ValueError, match="`layers.2.rngs.key`: file has a threefry2x32 PRNG "
+                                         "key, module has a rbg PRNG key"):
+        load_nnx(other, path)
+
+
+_GELU_MLP = '''
+from torch import nn
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(3, 4), nn.GELU(), nn.Linear(4, 2))
+'''
+
+
+def test_port_script_exits_1_only_for_a_failed_check_and_3_for_a_crash(tmp_path, capsys,
+                                                                       monkeypatch):
+    """A planted convention bug (GELU's tanh form) fails the parity checks and a
+    planted no-op load fails the reload: exit 1 with both FAILs printed. A crash inside
+    the port is exit 3 with its traceback, never 1."""
+    import port
+    from jaxgrad.flax import convert
+
+    (tmp_path / "gelu_mlp.py").write_text(_GELU_MLP)
+    monkeypatch.chdir(tmp_path)
+    argv = ["gelu_mlp:mlp", "--input-shape", "5,3", "--out", str(tmp_path / "m.safetensors")]
+    _, need = convert._TO_NNX["GELU"]
+    monkeypatch.setitem(convert._TO_NNX, "GELU", (
+        lambda layer, p, b, d: functools.partial(nnx.gelu, approximate=True), need))
+    monkeypatch.setattr("jaxgrad.flax.load_nnx", lambda module, path: None)
+    assert port.main(argv) == 1
+    printed = capsys.readouterr().out
+    assert "parity float64: output and 4 parameter gradients" in printed and ": FAIL" in printed
+    assert "bit-identical: FAIL" in printed
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("planted crash")
+
+    monkeypatch.setattr("parity_checks.nnx_interop.port_parity", crash)
+    assert port.main(argv) == 3
+    err = capsys.readouterr().err
+    assert "RuntimeError: planted crash" in err and "exit status 3" in err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["user_net:Missing", "--input-shape", "2,1,8,8"], "has no 'Missing'"),
     (["no_such_module:Net", "--input-shape", "2,1,8,8"], "cannot import"),
     (["user_net:Net", "--input-shape", "2,0,8"], "every dimension must be positive"),
     (["user_net:Net", "--input-shape", "2,3,8,8"], "rejects an input of shape"),
     (["user_net:Net", "--input-shape", "2,1,8,8", "--kwargs", "[1]"], "JSON object"),
+    (["user_net:Net", "--input-shape", "2,1,8,8", "--state-dict", "list.pt"],
+     "expected a state_dict (names -> tensors), got list"),
 ])
 def test_port_script_refuses_bad_input_with_exit_2(tmp_path, monkeypatch, capsys, argv, message):
     import port
 
     (tmp_path / "user_net.py").write_text(_USER_MODEL)
+    torch.save([torch.zeros(2)], tmp_path / "list.pt")  # a valid torch file, not a state_dict
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as info:
         port.main(argv + ["--out", str(tmp_path / "x.safetensors")])

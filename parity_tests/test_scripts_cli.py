@@ -46,7 +46,49 @@ def _bad_cases(tmp):
     a_file = os.path.join(tmp, "a_file")
     open(a_file, "w").close()
     missing = os.path.join(tmp, "missing", "out")
+    model = os.path.join(tmp, "user_model.py")
+    with open(model, "w") as handle:
+        handle.write("import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n")
+    broken = os.path.join(tmp, "broken.py")
+    with open(broken, "w") as handle:
+        handle.write("class Net(:\n")
+    weights = {name: os.path.join(tmp, name) for name in
+               ("garbage.pt", "short.safetensors", "cut.safetensors", "not_torch.pt")}
+    with open(weights["garbage.pt"], "wb") as handle:
+        handle.write(b"this is not a checkpoint")
+    with open(weights["short.safetensors"], "wb") as handle:
+        handle.write(b"\x10\x00")
+    with open(weights["cut.safetensors"], "wb") as handle:  # header promises 8 data bytes
+        header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+        handle.write(len(header).to_bytes(8, "little") + header + b"\x00" * 4)
+    import zipfile
+    with zipfile.ZipFile(weights["not_torch.pt"], "w") as archive:
+        archive.writestr("notes.txt", "a zip, but not from torch.save")
+    port = ["--input-shape", "2,3", "--out", os.path.join(tmp, "out.safetensors")]
     return [
+        ("port.py", ["/nonexistent/model.py:Net", *port], "'/nonexistent/model.py' does not exist"),
+        ("port.py", ["no_such_module_anywhere:Net", *port],
+         "cannot import 'no_such_module_anywhere': no module named"),
+        ("port.py", ["jaxgrad.no_such_submodule:Net", *port],
+         "package 'jaxgrad' has no module 'no_such_submodule'"),
+        ("port.py", [f"{model}:Missing", *port], "has no 'Missing' (it defines Net, torch)"),
+        ("port.py", [f"{broken}:Net", *port], "does not parse: invalid syntax (line 1)"),
+        ("port.py", [f"{model}:Net:x", *port], "neither a dotted module name nor a .py file"),
+        ("port.py", [f"{model}:Net", "--state-dict", weights["garbage.pt"], *port],
+         "not a torch.save archive (a zip) nor a .safetensors file"),
+        ("port.py", [f"{model}:Net", "--state-dict", weights["short.safetensors"], *port],
+         "not a valid safetensors file: 2 bytes is too short"),
+        ("port.py", [f"{model}:Net", "--state-dict", weights["cut.safetensors"], *port],
+         "tensors end at byte"),
+        ("port.py", [f"{model}:Net", "--state-dict", weights["not_torch.pt"], *port],
+         "a zip archive without data.pkl"),
+        ("port.py", [f"{model}:Net", "--state-dict", missing + ".pt", *port], "does not exist"),
+        ("doctor.py", [f"{model}:Net", "--port", f"{model}:port", "--input-shape", "2,3"],
+         "--port: "),
+        ("explore.py", ["no_such_module_anywhere:f", "--out", os.path.join(tmp, "x.html")],
+         "cannot import 'no_such_module_anywhere'"),
+        ("explore.py", [f"{model}:loss", "--out", os.path.join(tmp, "x.html")],
+         "has no 'loss'"),
         ("train.py", ["--model", "0"], "--model '0': every width must be >= 1"),
         ("train.py", ["--model", "256,,128"], "--model '256,,128'"),
         ("train.py", ["--epochs", "0"], "--epochs must be >= 1"),

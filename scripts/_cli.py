@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import tempfile
+from typing import NamedTuple
 
 
 def flag(name: str) -> str:
@@ -202,25 +203,288 @@ def shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def load_object(parser: argparse.ArgumentParser, target: str):
+class Target(NamedTuple):
+    """A ``where:name`` command-line target: ``where`` is a ``.py`` file or a dotted
+    module (importable from the current directory), ``name`` an attribute of it
+    (dotted for a nested one: ``Outer.Inner``)."""
+
+    where: str
+    name: str
+
+    @property
+    def is_file(self) -> bool:
+        return self.where.endswith(".py")
+
+
+def parse_target(parser: argparse.ArgumentParser, option: str, text: str) -> Target:
+    """``"pkg.module:Name"`` or ``"path/file.py:Name"`` -> ``Target``; a usage error
+    naming ``option`` otherwise."""
+    where, sep, name = text.rpartition(":")
+    if not sep or not where or not name or not all(p.isidentifier() for p in name.split(".")):
+        parser.error(f"{option} {text!r} must be module:name or path/file.py:name")
+    if not where.endswith(".py") and not all(p.isidentifier() for p in where.split(".")):
+        parser.error(f"{option} {text!r}: {where!r} is neither a dotted module name nor a .py file")
+    return Target(where, name)
+
+
+def _module_source(dotted: str) -> tuple[str | None, str | None]:
+    """Where ``dotted`` would be imported from, found without running any of its code:
+    ``(source path or None, problem or None)``. The source is None (and so is the
+    problem) when it cannot be told without importing: a compiled module, or a
+    submodule of a plain module (``os.path``)."""
+    import importlib.machinery
+    import importlib.util
+
+    parts = dotted.split(".")
+    importlib.invalidate_caches()  # a file written a moment ago (a test's model) is seen
+    try:
+        spec = importlib.util.find_spec(parts[0])  # a top-level name runs no code
+    except (ImportError, ValueError) as exc:
+        return None, str(exc)
+    if spec is None:
+        return None, f"no module named {parts[0]!r}"
+    for depth, part in enumerate(parts[1:], start=1):
+        locations = spec.submodule_search_locations
+        if locations is None:  # a plain module: `part` can only be a name it binds
+            names = _source_names(spec)
+            if names is not None and part not in names:
+                return None, (f"{'.'.join(parts[:depth])!r} is a module, not a package, and "
+                              f"binds no {part!r}")
+            return None, None
+        spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
+        if spec is None:
+            package = ".".join(parts[:depth])
+            return None, f"package {package!r} has no module {part!r}"
+    origin = spec.origin if spec.has_location else None
+    return (origin if origin and origin.endswith(".py") else None), None
+
+
+def _source_names(spec) -> set | None:
+    """``_top_level_names`` of a found module's source; None when it has no readable,
+    parsable Python source."""
+    origin = spec.origin if spec.has_location else None
+    if not origin or not origin.endswith(".py"):
+        return None
+    try:
+        with open(origin, "rb") as handle:
+            return _top_level_names(handle.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return None
+
+
+def _top_level_names(source: str) -> set | None:
+    """The names a module's top-level statements bind, or None when they cannot be
+    known without running it (a star import, a module ``__getattr__``, ``globals()``
+    or ``exec``)."""
+    import ast
+
+    tree = ast.parse(source)
+    names: set = set()
+
+    def bind(target):
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+
+    def visit(statements):
+        for node in statements:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if alias.name == "*":
+                        raise LookupError
+                    names.add(alias.asname or alias.name.split(".")[0])
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    bind(target)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                bind(node.target)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                bind(node.target)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        bind(item.optional_vars)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit(getattr(node, field, []))
+            if isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
+            if isinstance(node, ast.Match):
+                for case in node.cases:
+                    visit(case.body)
+
+    # what binds module names at run time: globals()/exec/eval/sys.modules anywhere,
+    # `global` in a function, setattr at the top level
+    dynamic = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ("globals", "exec", "eval"):
+            dynamic = True
+        elif isinstance(node, ast.Attribute) and node.attr == "modules":
+            dynamic = True
+        elif isinstance(node, ast.Global):
+            dynamic = True
+        elif isinstance(node, ast.NamedExpr):
+            bind(node.target)
+    for statement in tree.body:
+        if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            dynamic |= any(isinstance(node, ast.Name) and node.id == "setattr"
+                           for node in ast.walk(statement))
+    try:
+        visit(tree.body)
+    except LookupError:
+        return None
+    if dynamic or "__getattr__" in names:
+        return None
+    return names
+
+
+def check_target(parser: argparse.ArgumentParser, option: str, target: Target) -> None:
+    """What can be told about ``target`` without running any of its code, in well
+    under a second: the file exists, the module can be found (from the current
+    directory too), the source parses and binds ``name``. Each failure is a usage
+    error (exit 2); what only an import can tell is left to ``load_object``."""
+    if target.is_file:
+        if not os.path.isfile(target.where):
+            what = "is a directory" if os.path.isdir(target.where) else "does not exist"
+            parser.error(f"{option}: {target.where!r} {what}")
+        source_path = target.where
+    else:
+        with _current_directory_on_path():
+            source_path, problem = _module_source(target.where)
+        if problem is not None:
+            parser.error(f"{option}: cannot import {target.where!r}: {problem} (looked in the "
+                         "current directory and the installed packages)")
+        if source_path is None:
+            return
+    try:
+        with open(source_path, "rb") as handle:
+            source = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        parser.error(f"{option}: cannot read {source_path!r}: {exc}")
+    try:
+        names = _top_level_names(source)
+    except SyntaxError as exc:
+        parser.error(f"{option}: {source_path!r} does not parse: {exc.msg} (line {exc.lineno})")
+    first = target.name.split(".")[0]
+    if names is not None and first not in names:
+        parser.error(f"{option}: {target.where!r} has no {first!r} (it defines "
+                     f"{_names_hint(names)})")
+
+
+def _names_hint(names: set) -> str:
+    public = sorted(n for n in names if not n.startswith("_"))
+    if not public:
+        return "no public names"
+    return ", ".join(public[:8]) + (", ..." if len(public) > 8 else "")
+
+
+class _current_directory_on_path:
+    """``sys.path`` with the current directory first, as ``python -c`` has it."""
+
+    def __enter__(self):
+        self.added = os.getcwd() not in sys.path
+        if self.added:
+            sys.path.insert(0, os.getcwd())
+
+    def __exit__(self, *exc):
+        if self.added and os.getcwd() in sys.path:
+            sys.path.remove(os.getcwd())
+
+
+def load_object(parser: argparse.ArgumentParser, target, option: str = "target"):
     """``module:name`` (importable from the current directory) or ``path/file.py:name``
-    -> that object; a usage error (exit 2) naming what is missing otherwise."""
+    -> that object (``name`` may be dotted: ``Outer.Inner``). Every failure — a
+    missing file or module, an exception while importing it, a missing name — is a
+    usage error (exit 2) naming it, never a traceback."""
     import importlib
     import importlib.util
 
-    where, _, name = target.rpartition(":")
-    if where.endswith(".py"):
-        if not os.path.isfile(where):
-            parser.error(f"{where!r} does not exist")
-        spec = importlib.util.spec_from_file_location("_port_target", where)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, os.getcwd())
-        try:
+    if isinstance(target, str):
+        target = parse_target(parser, option, target)
+    where = target.where
+    try:
+        if target.is_file:
+            if not os.path.isfile(where):
+                parser.error(f"{option}: {where!r} does not exist")
+            name = "_target_" + os.path.splitext(os.path.basename(where))[0].replace("-", "_")
+            spec = importlib.util.spec_from_file_location(name, where)
+            module = importlib.util.module_from_spec(spec)
+            # as `python file.py` would: its siblings importable, the module registered
+            # (dataclasses and pickling look it up in sys.modules)
+            sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            # the current directory stays on the path: the module may import its siblings later
+            sys.path.insert(0, os.getcwd())
             module = importlib.import_module(where)
-        except ImportError as exc:
-            parser.error(f"cannot import {where!r}: {exc}")
-    if not hasattr(module, name):
-        parser.error(f"{where!r} has no {name!r}")
-    return getattr(module, name)
+    except Exception as exc:  # the user's module failed: say so in one line
+        parser.error(f"{option}: cannot import {where!r}: {type(exc).__name__}: "
+                     f"{_first_line(exc)}")
+    obj = module
+    for part in target.name.split("."):
+        if not hasattr(obj, part):
+            parser.error(f"{option}: {where!r} has no {target.name!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+def state_dict_file(parser: argparse.ArgumentParser, option: str, path: str | None) -> None:
+    """``path`` looks like a weights file, checked with the standard library only (no
+    torch, a fraction of a second): a ``.safetensors`` file whose header parses and
+    whose data fills the file exactly, or a ``torch.save`` archive (a zip holding
+    ``data.pkl``, every member's checksum intact). torch's legacy (pre-1.6, non-zip)
+    format is left to ``torch.load``."""
+    import json
+    import struct
+    import zipfile
+
+    if path is None:
+        return
+    if not os.path.isfile(path):
+        parser.error(f"{option} {path!r}: " + (
+            "is a directory" if os.path.isdir(path) else "does not exist"))
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+            if path.endswith(".safetensors"):
+                if len(head) < 8:
+                    raise ValueError(f"{size} bytes is too short for a safetensors file")
+                (length,) = struct.unpack("<Q", head)
+                if length > size - 8:
+                    raise ValueError(f"its header claims {length} bytes; the file has {size}")
+                header = json.loads(handle.read(length).decode("utf-8"))
+                ends = [entry["data_offsets"][1] for key, entry in header.items()
+                        if key != "__metadata__"]
+                if 8 + length + max(ends, default=0) != size:
+                    raise ValueError(f"its tensors end at byte {8 + length + max(ends, default=0)}"
+                                     f"; the file has {size} (truncated or padded)")
+                return
+    except OSError as exc:
+        parser.error(f"{option} {path!r}: cannot be read: {exc.strerror or exc}")
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        parser.error(f"{option} {path!r}: not a valid safetensors file: {exc}")
+    if head.startswith(b"\x80"):  # a pickle: torch's legacy format, torch.load decides
+        return
+    why = "not a torch.save archive (a zip) nor a .safetensors file"
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                if not any(n == "data.pkl" or n.endswith("/data.pkl") for n in archive.namelist()):
+                    why = "a zip archive without data.pkl, so not written by torch.save"
+                else:
+                    bad = archive.testzip()
+                    if bad is None:
+                        return
+                    why = f"a torch.save archive whose member {bad!r} is corrupt"
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        why = f"a damaged zip archive ({exc})"
+    parser.error(f"{option} {path!r}: {why}")

@@ -536,100 +536,162 @@ CHECKS = [
 
 
 # --------------------------------------------------------------- port reports
-def layer_table(module, nnx_module, x, layout: str) -> list[dict]:
-    """Per top-level layer of a torch ``Sequential``: the max abs error of the nnx
-    twin's output against torch's (float64 or float32 as the module), in torch's
-    layout. Other modules get one row for the whole forward."""
+# A model's output may be a tensor or a tuple tree of them (an LSTM's ``(output, (h, c))``);
+# every leaf is compared, and every floating leaf gets its own cotangent.
+def _torch_tree(value):
+    """A torch output as the same tree of numpy arrays (tuples; ``None`` kept)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_torch_tree(v) for v in value)
+    return None if value is None else value.detach().numpy()
+
+
+def _jax_tree(value):
+    """An nnx output as a tree of numpy arrays, shaped as ``_torch_tree``'s."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_jax_tree(v) for v in value)
+    return None if value is None else np.asarray(value)
+
+
+def _leaves(tree) -> list:
+    """The leaves of a tuple tree in order, ``None`` entries kept."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    return [tree]
+
+
+def _torch_order(array: np.ndarray, reference_shape) -> np.ndarray:
+    """A channels-last spatial leaf moved back to torch's channel-first order."""
+    if array.ndim >= 3 and array.shape != tuple(reference_shape):
+        return np.moveaxis(array, -1, 1)
+    return array
+
+
+def _to_torch_order(tree, reference):
+    if isinstance(reference, tuple):
+        return tuple(_to_torch_order(t, r) for t, r in zip(tree, reference))
+    return tree if reference is None else _torch_order(tree, reference.shape)
+
+
+def nnx_port(module, layout: str):
+    """The nnx twin of the torch ``module`` and whether it takes channels-last input
+    (an image model with ``layout="NHWC"``): ``(nnx_module, channels_last)``.
+
+    Raises ``ValueError`` (from ``from_torch`` or ``to_nnx``) naming what cannot be
+    converted."""
+    from jaxgrad.flax import is_image_model
+    from jaxgrad.nn import from_torch
+
+    model, params, buffers = from_torch(module, with_buffers=True)
+    nnx_module = to_nnx(model, params, buffers, layout=layout)
+    if not module.training:
+        nnx_module.eval()
+    return nnx_module, layout == "NHWC" and is_image_model(model)
+
+
+def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
+    """Per layer (the top-level children of a torch ``Sequential``, the converted
+    layers of a traced forward): the max abs error of the nnx twin's output against
+    torch's (float64 or float32 as the module), in torch's layout. Other modules get
+    one row for the whole forward. ``channels_last``: the twin takes NHWC input."""
     from jaxgrad.flax import modules as m
     from jaxgrad.parity import compare as compare_trees
 
     x_t = _t(x)
-    image = x.ndim >= 3
-    feed = jnp.moveaxis(jnp.asarray(x), 1, -1) if (layout == "NHWC" and image
-                                                   and _starts_channels_last(nnx_module)) else jnp.asarray(x)
+    feed = jnp.moveaxis(jnp.asarray(x), 1, -1) if channels_last else jnp.asarray(x)
+
+    def row(layer, kind, reference, candidate):
+        report = compare_trees(reference, _to_torch_order(candidate, reference))
+        return {"layer": layer, "type": kind, "max_abs_err": report.max_abs_err,
+                "passed": report.passed}
+
     if isinstance(nnx_module, m.TorchGraph):
         captured, hooks, torch_outputs = {}, [], {}
+
+        def record(path, out):  # returns None: a hook's return value replaces the output
+            torch_outputs.setdefault(path, _torch_tree(out))
+
         for path, _ in nnx_module.graph.layers:
             hooks.append(module.get_submodule(path).register_forward_hook(
-                lambda mod, args, out, path=path: torch_outputs.setdefault(path, out.detach())))
+                lambda mod, args, out, path=path: record(path, out)))
         try:
             module(x_t)
         finally:
             for hook in hooks:
                 hook.remove()
         nnx_module(feed, capture=captured)
-        rows = []
-        for path, _ in nnx_module.graph.layers:
-            if path not in captured or path not in torch_outputs:
-                continue
-            report = compare_trees(torch_outputs[path].numpy(), np.asarray(captured[path]))
-            rows.append({"layer": path, "type": type(module.get_submodule(path)).__name__,
-                         "max_abs_err": report.max_abs_err, "passed": report.passed})
-        return rows
+        return [row(path, type(module.get_submodule(path)).__name__, torch_outputs[path],
+                    _jax_tree(captured[path]))
+                for path, _ in nnx_module.graph.layers
+                if path in captured and path in torch_outputs]
     if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
-        ref = module(x_t).detach().numpy()
-        out = np.asarray(nnx_module(feed))
-        if layout == "NHWC" and out.ndim >= 3 and out.shape != ref.shape:
-            out = np.moveaxis(out, -1, 1)
-        report = compare_trees(ref, out)
-        return [{"layer": "(whole model)", "type": type(module).__name__,
-                 "max_abs_err": report.max_abs_err, "passed": report.passed}]
+        return [row("(whole model)", type(module).__name__, _torch_tree(module(x_t)),
+                    _jax_tree(nnx_module(feed)))]
     rows, torch_value, value = [], x_t, feed
-    channels_last = feed is not None and feed.shape != tuple(x.shape)
     children = iter(module.named_children())
     for item in nnx_module.layers:
         value = item(value)
-        if isinstance(item, m.ChannelsLast):
-            channels_last = True
-            continue
-        if isinstance(item, m.ChannelsFirst):
-            channels_last = False
+        if isinstance(item, (m.ChannelsLast, m.ChannelsFirst)):
             continue
         name, child = next(children)
         torch_value = child(torch_value)
-        out = np.asarray(value)
-        if channels_last and out.ndim >= 3:
-            out = np.moveaxis(out, -1, 1)
-        report = compare_trees(torch_value.detach().numpy(), out)
-        rows.append({"layer": name, "type": type(child).__name__,
-                     "max_abs_err": report.max_abs_err, "passed": report.passed})
+        rows.append(row(name, type(child).__name__, _torch_tree(torch_value), _jax_tree(value)))
     return rows
 
 
-def _starts_channels_last(nnx_module) -> bool:
-    from jaxgrad.flax import modules as m
-
-    first = nnx_module.layers[0] if isinstance(nnx_module, nnx.Sequential) else None
-    return not isinstance(first, m.ChannelsLast)
-
-
 def port_parity(module, x, layout: str, dtype: str):
-    """Forward and gradients (of ``sum(output · cotangent)``, every parameter) of
-    ``module`` and its nnx twin at the ``dtype`` tier; ``(report, nnx_module)``."""
+    """Forward and gradients (of ``Σ output · cotangent`` over every floating output,
+    every parameter) of ``module`` and its nnx twin at the ``dtype`` tier;
+    ``(report, nnx_module, channels_last)``.
+
+    Raises ``ValueError`` when the module cannot be converted (see ``nnx_port``)."""
     import copy
 
     torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
     module = copy.deepcopy(module).to(torch_dtype)
     x = x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x  # token ids stay ints
     with jax_precision(dtype):
-        nnx_module = to_nnx(module, layout=layout)
-        image = x.ndim >= 3 and np.issubdtype(x.dtype, np.floating)
-        channels_last = layout == "NHWC" and image and _starts_channels_last(nnx_module)
+        nnx_module, channels_last = nnx_port(module, layout)
         feed = jax.device_put(np.moveaxis(x, 1, -1) if channels_last else x)
         module.zero_grad(set_to_none=True)
-        out = module(_t(x))
-        cotangent = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(dtype)
-        (out * _t(cotangent)).sum().backward()
-        reference = {"output": out.detach().numpy(),
+        torch_out = module(_t(x))
+        out = _torch_tree(torch_out)
+        rng = np.random.default_rng(1)
+        cotangents = [None if leaf is None or not np.issubdtype(leaf.dtype, np.floating)
+                      else rng.standard_normal(leaf.shape).astype(dtype) for leaf in _leaves(out)]
+        sum(((leaf * _t(c)).sum() for leaf, c in zip(_leaves(torch_out), cotangents)
+             if c is not None), start=torch.zeros((), dtype=torch_dtype)).backward()
+        reference = {"output": out,
                      "grads": {n: p.grad.numpy() for n, p in module.named_parameters()
                                if p.grad is not None}}
 
         def objective(mod):
             y = mod(feed)
-            if y.shape != cotangent.shape:  # channels-last output: back to torch's order
-                y = jnp.moveaxis(y, -1, 1)
-            return jnp.sum(y * cotangent), y
+            total = 0.0
+            for leaf, c in zip(_leaves(y), cotangents):
+                if c is not None:
+                    if leaf.shape != c.shape:  # channels-last output: back to torch's order
+                        leaf = jnp.moveaxis(leaf, -1, 1)
+                    total = total + jnp.sum(leaf * c)
+            return total, y
 
         (_, y), grads = nnx.jit(nnx.value_and_grad(objective, has_aux=True))(nnx_module)
-        candidate = {"output": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)}
-        return compare(reference, candidate, name=f"port {type(module).__name__} {dtype}"), nnx_module
+        candidate = {"output": _to_torch_order(_jax_tree(y), out),
+                     "grads": grads_to_torch(nnx_module, grads)}
+        report = compare(reference, candidate, name=f"port {type(module).__name__} {dtype}")
+        return report, nnx_module, channels_last
+
+
+def round_trip(saved, reloaded, feed):
+    """``saved`` (the proved nnx module) against ``reloaded`` (a fresh twin that
+    ``load_nnx`` filled from the file ``saved`` was written to): every variable (PRNG
+    keys by their key data) and the output on ``feed``, bit-identical."""
+    def variables(module):
+        return {".".join(map(str, path)): np.asarray(
+                    jax.random.key_data(node.get_value())
+                    if jax.dtypes.issubdtype(node.get_value().dtype, jax.dtypes.prng_key)
+                    else node.get_value())
+                for path, node in nnx.iter_graph(module) if isinstance(node, nnx.Variable)}
+
+    reference = {"variables": variables(saved), "output": _jax_tree(saved(feed))}
+    candidate = {"variables": variables(reloaded), "output": _jax_tree(reloaded(feed))}
+    return compare(reference, candidate, rtol=0.0, atol=0.0, name="save_nnx -> load_nnx")
