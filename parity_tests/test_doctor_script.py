@@ -63,6 +63,8 @@ def test_user_session_rejected_input(tmp_path, capsys, monkeypatch):
     ([], "give --demo NAME, or REFERENCE with --port and --input-shape"),
     (["--demo", "resnet", "a:B"], "--demo takes no REFERENCE"),
     (["a:B", "--port", "nocolon", "--input-shape", "2"], "--port 'nocolon' must be"),
+    (["no_such_module_anywhere:B", "--port", "c:d", "--input-shape", "2"],
+     "REFERENCE: cannot import 'no_such_module_anywhere'"),
     (["a:B", "--port", "c:d", "--input-shape", "2,0"], "every dimension must be positive"),
     (["--demo", "nope"], "invalid choice"),
 ])

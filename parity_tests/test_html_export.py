@@ -156,6 +156,18 @@ def test_explore_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, me
     assert list(tmp_path.iterdir()) == []
 
 
+def test_explore_imports_a_function_from_the_current_directory(tmp_path, capsys, monkeypatch):
+    """As port.py and doctor.py do: `module:function` resolves from where the user stands,
+    and `file.py:function` from a path."""
+    (tmp_path / "my_losses_here.py").write_text("def loss(w):\n    return w * w + 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    for spec in ("my_losses_here:loss", str(tmp_path / "my_losses_here.py") + ":loss"):
+        path = tmp_path / "page.html"
+        assert explore.main([spec, "w=1.5", "--no-torch", "--out", str(path)]) == 0
+        assert f"wrote {path}: {spec}" in capsys.readouterr().out
+        path.unlink()
+
+
 def test_explore_unwritable_path_exits_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         explore.main(["tiny_relu", "--out", str(tmp_path / "no" / "page.html")])
@@ -171,8 +183,9 @@ def test_explore_help_does_not_import_jax():
             "try:\n    runpy.run_path('scripts/explore.py', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
             "print('JAX' if 'jax' in sys.modules else 'NO JAX')")
+    path = os.pathsep.join([ROOT, os.path.join(ROOT, "scripts")])  # as `python scripts/explore.py`
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=path))
     assert "package.module:function" in result.stdout
     assert result.stdout.strip().endswith("NO JAX")
 

@@ -63,9 +63,10 @@ def parse_args(argv=None):
     if not args.demo:
         if not args.reference or not args.port or not args.input_shape:
             parser.error("give --demo NAME, or REFERENCE with --port and --input-shape")
-        for name, value in (("REFERENCE", args.reference), ("--port", args.port)):
-            if ":" not in value:
-                parser.error(f"{name} {value!r} must be module:name or file.py:name")
+        targets = [(name, _cli.parse_target(parser, name, value))
+                   for name, value in (("REFERENCE", args.reference), ("--port", args.port))]
+        for name, target in targets:  # the forms first, then whether they exist
+            _cli.check_target(parser, name, target)
     return parser, args
 
 
@@ -75,8 +76,8 @@ def _user_session(parser, args, sessions):
 
     from jaxgrad.doctor import diagnose
 
-    cls = _cli.load_object(parser, args.reference)
-    build = _cli.load_object(parser, args.port)
+    cls = _cli.load_object(parser, args.reference, "REFERENCE")
+    build = _cli.load_object(parser, args.port, "--port")
     torch.manual_seed(0)
     module = cls().to(getattr(torch, args.dtype))
     port = build(module)

@@ -10,7 +10,8 @@ makes no network request: script, style and data are inline.
 
 EXAMPLE is a key of scripts/hand_gradients.py (tiny_relu, sigmoid_neuron, … ; see
 --list), `neuron` (lesson 001's two-input neuron), or a function of yours as
-package.module:function with its arguments given as NAME=VALUE (a number, or a JSON
+package.module:function (importable from the current directory) or
+path/to/file.py:function, with its arguments given as NAME=VALUE (a number, or a JSON
 list of numbers for a small vector). --set NAME=VALUE changes an example's start.
 
 Exit status 2 for bad input (unknown example, unparsable argument, a function that is
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+import _cli
 
 
 def _parse(argv):
@@ -49,6 +52,9 @@ def _parse(argv):
     args = parser.parse_args(argv)
     if not args.list and (args.example is None or args.out is None):
         parser.error("give an EXAMPLE and --out PATH (or --list)")
+    if not args.list and ":" in args.example:  # a missing module or name: said before jax loads
+        args.example = _cli.parse_target(parser, "EXAMPLE", args.example)
+        _cli.check_target(parser, "EXAMPLE", args.example)
     return parser, args
 
 
@@ -63,12 +69,16 @@ def main(argv=None) -> int:
     try:
         from jaxgrad.html import check_writable
         check_writable(args.out)
-        if ":" in args.example:
+        if isinstance(args.example, _cli.Target):
             if args.set:
                 raise ValueError("--set changes an example's start; give a function's "
                                  "arguments as NAME=VALUE after it")
-            fn = examples.load_function(args.example)
-            title, point = args.example, examples.parse_arguments(args.arguments)
+            fn = _cli.load_object(parser, args.example, "EXAMPLE")
+            if not callable(fn):
+                raise ValueError(f"EXAMPLE {args.example.where}:{args.example.name} is a "
+                                 f"{type(fn).__name__}, not a function")
+            title = f"{args.example.where}:{args.example.name}"
+            point = examples.parse_arguments(args.arguments)
         elif args.example in examples.EXAMPLES:
             if args.arguments:
                 raise ValueError(f"{args.example} takes no NAME=VALUE arguments; use --set")
