@@ -180,6 +180,22 @@ def test_bfloat16_mixed_precision_keeps_float32_master_weights():
         make_train_step(model, jlosses.cross_entropy, opt, compute_dtype="float16")
 
 
+def test_bfloat16_leaves_token_ids_integers():
+    """``train.py --model transformer --precision bfloat16``: the ids reach the
+    Embedding as integers (bfloat16 holds integers exactly only up to 256; torch's
+    autocast leaves them alone), and each row is the weight's row, rounded to bfloat16."""
+    from jaxgrad.train.step import forward
+
+    model = jaxgrad.nn.Sequential(jaxgrad.nn.Embedding(300, 4))
+    params = model.init(jax.random.key(0))
+    ids = jnp.array([[0, 257, 299], [255, 256, 3]])  # 257 and 299 have no bfloat16 twin
+    rows = forward(model, "bfloat16", params, ids)
+    expected = np.asarray(params["0.weight"])[np.asarray(ids)]  # the gather, by hand
+    assert rows.dtype == jnp.float32
+    np.testing.assert_array_equal(
+        np.asarray(rows), expected.astype(jnp.bfloat16).astype(np.float32))
+
+
 def test_evaluate_matches_torch():
     module, model, params, _, x, y = _setup()
     expected = ttrain.evaluate(module, x, y, batch_size=24)

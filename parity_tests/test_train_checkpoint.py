@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -30,10 +31,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = {"run": "test", "lr": 0.1}
 
 
-def _trainer(directory, *, every=3, fused=False, config=CONFIG, sizes=SIZES):
+def _trainer(directory, *, every=3, fused=False, config=CONFIG, sizes=SIZES, scheduler=None):
     torch.manual_seed(0)
     model, params = jaxgrad.nn.from_torch(torchref.mlp(sizes, "tanh"))
-    return Trainer(model, jlosses.cross_entropy, joptim.adam(lr=1e-2), params, batch_size=8,
+    kwargs = {"lr": 1e-2}
+    if scheduler:  # as scripts/train.py --scheduler NAME builds it (OneCycleLR cycles betas[0])
+        kwargs = joptim.schedulers.with_cycled_momentum(
+            joptim.adam, {"lr": joptim.schedulers.for_run(scheduler, 1e-2, 16)})
+    return Trainer(model, jlosses.cross_entropy, joptim.adam(**kwargs), params, batch_size=8,
                    seed=3, fused=fused, checkpoint_dir=str(directory), checkpoint_every=every,
                    config=config)
 
@@ -49,19 +54,23 @@ def _stop_at(step):
     return on_steps
 
 
-@pytest.mark.parametrize("fused,every,position", [(False, 3, (9, 1, 1)), (True, 4, (12, 1, 4))])
-def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, every, position):
+@pytest.mark.parametrize("fused,every,position,scheduler", [
+    (False, 3, (9, 1, 1), None), (True, 4, (12, 1, 4), "OneCycleLR")])
+def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, every, position, scheduler):
     """Interrupted in epoch 2 after step 10 (fused: after the stretch ending at 12;
-    checkpoints every 4 steps keep every stretch 4 long: one compilation per run)."""
+    checkpoints every 4 steps keep every stretch 4 long: one compilation per run).
+    With a scheduler (train.py --scheduler): its step and OneCycleLR's cycled betas[0]
+    are read at the optimizer's own count, which the checkpoint holds."""
     x, y = make_data("float32")  # 64 examples: 8 steps per epoch
-    plain = _trainer(tmp_path / "plain", fused=fused, every=every)
+    build = functools.partial(_trainer, fused=fused, every=every, scheduler=scheduler)
+    plain = build(tmp_path / "plain")
     for _ in range(2):
         plain.train_epoch(x, y)
-    stopped = _trainer(tmp_path / "stopped", fused=fused, every=every)
+    stopped = build(tmp_path / "stopped")
     stopped.train_epoch(x, y)
     with pytest.raises(Interrupt):
         stopped.train_epoch(x, y, on_steps=_stop_at(10))
-    resumed = _trainer(tmp_path / "stopped", fused=fused, every=every)
+    resumed = build(tmp_path / "stopped")
     meta = resumed.resume()
     assert (meta["global_step"], meta["epoch"], meta["step_in_epoch"]) == position
     result = resumed.train_epoch(x, y)

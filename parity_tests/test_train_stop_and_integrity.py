@@ -150,3 +150,42 @@ def test_train_script_names_the_flag_that_resumes_from_the_intact_checkpoint(tmp
                         + " --resume-from ckpt-00000010")
     assert train_script.main([*args, "--resume-from", "ckpt-00000010"]) == 0
     assert "jax resumed from step 10 (epoch 1, batch 10)" in capsys.readouterr().out
+
+
+def test_a_scheduled_run_stopped_by_a_signal_resumes_bit_identically(tmp_path, monkeypatch,
+                                                                     capsys):
+    """--scheduler with --checkpoint-dir: SIGTERM mid-epoch (a real signal to this
+    process, as above), then the printed resume command, ends where the uninterrupted
+    run does, bit for bit: torch's scheduler state is in its checkpoint. torch only
+    (jaxgrad's schedule step lives in its optimizer state: the next test).
+    CosineAnnealingLR: torch's form is recursive in the current lr, so a scheduler
+    restarted at step 0 diverges at once."""
+    from jaxgrad.parity import BIT_IDENTICAL, assert_parity
+    from jaxgrad.train import load_params
+
+    common = ["--framework", "torch", "--model", "16", "--batch-size", "256", "--epochs", "1",
+              "--no-progress", "--scheduler", "CosineAnnealingLR:eta_min=0.001"]
+    sent, update = [], train_script.Progress.update
+
+    def stop_at_step_3(self, losses):
+        update(self, losses)
+        if self.done == 3 and not sent:
+            sent.append(os.kill(os.getpid(), signal.SIGTERM))
+
+    monkeypatch.setattr(train_script.Progress, "update", stop_at_step_3)
+    ckpt = str(tmp_path / "ckpt")
+    assert train_script.main([*common, "--checkpoint-dir", ckpt]) == 143
+    out = capsys.readouterr().out
+    command = re.search(r"^resume with: python \S+ (.*)$", out, re.M)[1]
+    assert shlex.split(command) == [*common, "--checkpoint-dir", ckpt, "--resume"]
+    monkeypatch.setattr(train_script.Progress, "update", update)
+    resumed = str(tmp_path / "resumed.safetensors")
+    assert train_script.main([*shlex.split(command), "--save", resumed]) == 0
+    assert "torch resumed from step 3 (epoch 1, batch 3)" in capsys.readouterr().out
+    whole = str(tmp_path / "whole.safetensors")
+    assert train_script.main([*common, "--save", whole]) == 0
+    assert_parity(load_params(whole), load_params(resumed), **BIT_IDENTICAL)
+    # another schedule (its length follows --epochs) is another run: refused by name
+    code = train_script.main([*common[:7], "2", *common[8:], "--checkpoint-dir", ckpt,
+                              "--resume"])
+    assert code == 2 and "scheduler: checkpoint ['CosineAnnealingLR'" in capsys.readouterr().err

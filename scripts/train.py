@@ -12,8 +12,13 @@ script reports after every epoch how far their parameters and losses have drifte
 
 Checkpoints: --checkpoint-dir DIR --checkpoint-every N writes params (safetensors,
 torch state_dict keys), optimizer state, step, data position and seed atomically
-every N steps (both frameworks: DIR/jax and DIR/torch); --resume continues
-bit-exactly from the latest, --resume-from NAME from an older one.
+every N steps (both frameworks: DIR/jax and DIR/torch; with --scheduler, the
+scheduler's step too); --resume continues bit-exactly from the latest,
+--resume-from NAME from an older one.
+--model cnn|resnet refuses --data-dir, --activation, --accumulate, --clip,
+--precision bfloat16, --scheduler and --checkpoint-dir/--resume; the sequence models
+(transformer, lstm, gru) refuse --data-dir and --activation; torch's bfloat16 run is
+refused before training where torch has no bfloat16 kernel for the model (its CPU LSTM).
 Ctrl-C (SIGINT) or SIGTERM finishes the step that is running, writes a final
 checkpoint (with --checkpoint-dir), prints it and the command that resumes, and
 exits 130 / 143; a second signal stops at once.
@@ -150,6 +155,9 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
         if args.data_dir:
             parser.error(f"--model {args.model} does not support --data-dir (it reads the "
                          "8×8 digits as 8 rows of 8 pixels or 64 tokens)")
+        if args.activation != "relu":  # the architecture is fixed: it would be ignored
+            parser.error(f"--model {args.model} does not support --activation (its "
+                         "activations are torchref.sequence_models')")
     else:
         args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
     _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
@@ -163,9 +171,6 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
             args.scheduler = parse_scheduler(args.scheduler)
         except ValueError as exc:
             parser.error(f"--scheduler: {exc}")
-        if args.resume or args.resume_from is not None:
-            parser.error("--scheduler cannot be combined with --resume (torch's scheduler "
-                         "state is not checkpointed)")
     args.resume = args.resume or args.resume_from is not None
     for option, given in (("--resume", args.resume), ("--checkpoint-every", args.checkpoint_every)):
         if given and not args.checkpoint_dir:
@@ -241,12 +246,26 @@ def checkpoint_dir(args, framework: str) -> str | None:
     return os.path.join(args.checkpoint_dir, framework)
 
 
+def scheduler_spec(args, dataset) -> list | None:
+    """``[name, kwargs]`` of the run's scheduler with the arguments the run implies
+    (``T_max`` / ``total_steps`` / ``total_iters`` from the total steps, so from
+    ``--epochs``), as both frameworks build it; None without ``--scheduler``."""
+    if not args.scheduler:
+        return None
+    from jaxgrad.optim.schedulers import run_kwargs
+
+    name, given = args.scheduler
+    return [name, run_kwargs(name, args.lr, total_steps(args, dataset), **given)]
+
+
 def run_config(args, dataset) -> dict:
-    """What a checkpoint must agree with to be resumed (not the epoch count)."""
+    """What a checkpoint must agree with to be resumed (not the epoch count, unless a
+    scheduler's length depends on it)."""
     return {
         "dataset": dataset.name, "hidden": list(args.hidden or [args.model]),
-        "activation": args.activation,
+        "activation": args.activation, "standardize": args.standardize,
         "optimizer": args.optimizer, "optimizer_kwargs": optimizer_kwargs(args),
+        "scheduler": scheduler_spec(args, dataset),
         "batch_size": args.batch_size, "accumulate": args.accumulate, "clip": args.clip,
         "precision": args.precision, "seed": args.seed, "fused": args.fused,
     }
@@ -401,6 +420,12 @@ class TorchRun(_Run):
             autocast_dtype=torch.bfloat16 if args.precision == "bfloat16" else None,
             checkpoint_dir=checkpoint_dir(args, "torch"), checkpoint_every=args.checkpoint_every,
             config=run_config(args, dataset))
+        if args.precision == "bfloat16":  # a kernel without a bf16 form: refused before training
+            try:
+                ttrain.check_autocast(self.trainer.module, dataset.x_train[:2])
+            except ValueError as exc:
+                raise ValueError(f"--precision bfloat16 --model {args.model}: {exc}; use "
+                                 "--precision float32, or --framework jax") from None
         self.devices = f"torch {self.trainer.device} ({torch.get_num_threads()} threads)"
         self._evaluate = ttrain.evaluate
 

@@ -5,7 +5,8 @@ optimizer step: the twin of ``jaxgrad.optim.schedulers``.
 ``scripts/train.py``) fills the arguments a training run implies: the schedule
 length from the run's total steps, OneCycleLR's ``max_lr`` from ``lr``.
 ``SteppedOptimizer`` calls ``scheduler.step()`` after every ``optimizer.step()``, so
-a training loop written for a plain optimizer follows the schedule unchanged.
+a training loop written for a plain optimizer follows the schedule unchanged, and
+checkpoints the scheduler's state with the optimizer's.
 """
 
 from __future__ import annotations
@@ -46,10 +47,14 @@ def make_scheduler(name: str, optimizer: torch.optim.Optimizer, **kwargs):
 class SteppedOptimizer:
     """An optimizer whose ``step()`` also steps its learning-rate scheduler.
 
-    Every other attribute (``zero_grad``, ``param_groups``, ``state``, ``state_dict``)
-    is the wrapped optimizer's. The scheduler's own state is not checkpointed: it is
-    a function of the step count, which is.
+    Every other attribute (``zero_grad``, ``param_groups``, ``state``) is the wrapped
+    optimizer's. ``state_dict()`` is the optimizer's with the scheduler's under
+    ``"scheduler"`` (its step count, last learning rates and, for the recursive
+    schedulers, what their next step reads), and ``load_state_dict`` restores both:
+    a checkpointed run resumes on the same schedule step.
     """
+
+    SCHEDULER_KEY = "scheduler"
 
     def __init__(self, optimizer: torch.optim.Optimizer, scheduler):
         self.optimizer, self.scheduler = optimizer, scheduler
@@ -58,6 +63,19 @@ class SteppedOptimizer:
         result = self.optimizer.step(closure)
         self.scheduler.step()
         return result
+
+    def state_dict(self) -> dict:
+        return {**self.optimizer.state_dict(), self.SCHEDULER_KEY: self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.SCHEDULER_KEY not in state:
+            raise ValueError(f"the state has no {self.SCHEDULER_KEY!r} entry: it was saved "
+                             f"without a scheduler, and this optimizer steps a "
+                             f"{type(self.scheduler).__name__}")
+        state = dict(state)
+        scheduler = state.pop(self.SCHEDULER_KEY)
+        self.optimizer.load_state_dict(state)
+        self.scheduler.load_state_dict(scheduler)
 
     def __getattr__(self, name):
         return getattr(self.optimizer, name)

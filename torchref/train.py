@@ -71,6 +71,29 @@ def freeze(module: torch.nn.Module, frozen) -> list[torch.nn.Parameter]:
     return [p for p in module.parameters() if p.requires_grad]
 
 
+def check_autocast(module: torch.nn.Module, x, dtype: torch.dtype = torch.bfloat16) -> None:
+    """One forward and backward of a copy of ``module`` under ``torch.autocast(dtype)``
+    on ``x`` (a few examples, numpy): a kernel without a ``dtype`` form on this machine
+    (oneDNN's CPU LSTM has no bfloat16 one without AVX-512 BF16) is a ``ValueError``
+    before training starts, not a crash at its first step."""
+    import copy
+
+    probe = copy.deepcopy(module)
+    device = next(probe.parameters()).device
+    inputs = torch.from_numpy(np.asarray(x)).to(device)
+    try:  # fork_rng: a dropout in the probe must not move the training's random stream
+        forked = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=forked), torch.autocast(device.type, dtype=dtype):
+            outputs = probe(inputs)
+            outputs.float().sum().backward()
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first.rstrip(".")
+        raise ValueError(f"torch cannot run {type(module).__name__} under "
+                         f"autocast({str(dtype).replace('torch.', '')}) on {device.type}: "
+                         f"{first}") from None
+
+
 def train_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
                loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, *, accumulate: int = 1,
                clip: float | None = None,

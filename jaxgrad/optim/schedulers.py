@@ -181,21 +181,33 @@ _LENGTH_ARGUMENT = {"CosineAnnealingLR": "T_max", "OneCycleLR": "total_steps",
                     "PolynomialLR": "total_iters"}
 
 
-def for_run(name: str, lr: float, total_steps: int, **kwargs):
-    """The schedule ``name`` for a training run of ``total_steps`` optimizer steps.
+def run_kwargs(name: str, lr: float, total_steps: int, **kwargs) -> dict:
+    """The keyword arguments of the schedule ``name`` for a training run of
+    ``total_steps`` optimizer steps: ``kwargs`` plus what the run implies, as
+    ``torchref.schedulers.scheduler_kwargs`` fills them for torch: the schedule length
+    (``T_max``, ``total_steps``, ``total_iters``) and OneCycleLR's ``max_lr`` (= ``lr``).
 
-    Fills what the run implies, as ``torchref.schedulers.scheduler_kwargs`` does for
-    torch: the schedule length (``T_max``, ``total_steps``, ``total_iters``) and
-    OneCycleLR's ``max_lr`` (= ``lr``). OneCycleLR keeps torch's
-    ``cycle_momentum=True``: give the optimizer its momentum with
-    ``with_cycled_momentum(factory, {"lr": schedule, ...})``.
+    Raises:
+      ValueError: for a name ``for_run`` does not build.
     """
     names = [n for n in SCHEDULERS if n not in ("LambdaLR", "SequentialLR")]
     if name not in names:
         raise ValueError(f"`scheduler` (={name!r}) must be one of {', '.join(names)}.")
+    kwargs = dict(kwargs)
     if name in _LENGTH_ARGUMENT:
         kwargs.setdefault(_LENGTH_ARGUMENT[name], total_steps)
     if name == "OneCycleLR":
         kwargs.setdefault("max_lr", lr)
+    return kwargs
+
+
+def for_run(name: str, lr: float, total_steps: int, **kwargs):
+    """The schedule ``name`` for a training run of ``total_steps`` optimizer steps,
+    with ``run_kwargs``' arguments. OneCycleLR keeps torch's ``cycle_momentum=True``:
+    give the optimizer its momentum with
+    ``with_cycled_momentum(factory, {"lr": schedule, ...})``.
+    """
+    kwargs = run_kwargs(name, lr, total_steps, **kwargs)
+    if name == "OneCycleLR":
         return OneCycleLR(**kwargs)
     return SCHEDULERS[name](lr=lr, **kwargs)

@@ -64,10 +64,13 @@ def forward(model, compute_dtype, params, x):
 
     Casting the float32 master params inside the differentiated function makes
     their gradients float32 again (the cast's transpose), as torch autocast does.
+    Integer inputs (token ids) are never cast: bfloat16 holds integers exactly only
+    up to 256, and torch's autocast leaves them alone too.
     """
     if compute_dtype is not None:
         params = jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), params)
-        x = x.astype(compute_dtype)
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            x = x.astype(compute_dtype)
     outputs = model.apply(params, x)
     if compute_dtype == "bfloat16":
         outputs = outputs.astype(jnp.float32)
