@@ -71,7 +71,38 @@ from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public na
 
 @dataclasses.dataclass
 class LeafResult:
-    """One leaf's comparison. ``problem`` is None when the leaf passed."""
+    """One leaf's comparison: what ``compare`` checked and measured for one leaf path.
+
+    The errors are in the leaf's own units (the values' units, not ulps or percent),
+    computed in float64 over the elements whose reference value is finite (NaN and
+    ±inf elements are compared by their masks, which must match exactly). A field
+    that the comparison never reached (a shape or dtype mismatch stops it before the
+    values) stays NaN or ``""``.
+
+    Attributes:
+      path: the leaf's path: a flat dict's own key (``"0.weight"``), else jax's
+        ``keystr`` (``"['grads']['0.weight']"``), ``"<root>"`` for a bare array.
+      shape: the reference's shape (``()`` for a ``None`` leaf).
+      dtype: the reference's numpy dtype name (``"None"`` for a ``None`` leaf).
+      max_abs_err: ``max |candidate − reference|``; 0.0 for an empty leaf or two
+        ``None`` leaves; NaN when the values were not compared.
+      max_rel_err: ``max |candidate − reference| / |reference|``; an element whose
+        reference is exactly 0 counts ``inf`` if the candidate differs there (the
+        ``atol`` term may still pass it) and 0 if not; NaN when not compared.
+      rtol, atol: the tolerance applied, ``|c − r| ≤ atol + rtol·|r|`` per element;
+        ``atol`` is absolute (the float32 tier's 1e-6 already multiplied by
+        ``max|reference leaf|``); NaN when not reached.
+      problem: None when the leaf passed, else why not: a shape, dtype, NaN-mask or
+        infinity mismatch, a ``None`` on one side, or how many elements fell outside
+        the tolerance with the worst one's two values.
+      tier: the tolerance tier applied: a dtype name (``"float64"``, ``"float32"``,
+        ``"int64"``…: integers and booleans compare exactly), or ``"explicit"`` when
+        ``rtol`` and ``atol`` were passed; ``""`` when not reached.
+      tier_reason: why that tier: ``"dtype"`` (the leaf's dtype), ``"declared"``
+        (``computed_in``) or ``"float32-exact values"`` (detected; module docstring);
+        ``""`` for an explicit tolerance or when not reached.
+      passed: (property) ``problem is None``.
+    """
 
     path: str
     shape: tuple
@@ -91,7 +122,28 @@ class LeafResult:
 
 @dataclasses.dataclass
 class ParityReport:
-    """Everything ``compare`` found; ``passed`` is True only if nothing differs."""
+    """Everything ``compare`` found; ``passed`` is True only if nothing differs.
+
+    Attributes:
+      leaves: one ``LeafResult`` per leaf path present on both sides, in the order
+        the reference flattens (a dict's keys sorted, as ``jax.tree_util`` flattens).
+      structure_problems: what differs in the trees themselves, as sentences: paths
+        missing from the candidate, paths not in the reference, or nothing to compare.
+        A path missing on one side has no ``LeafResult``.
+      name: the label given to ``compare`` (a check's name in the parity report).
+      passed: (property) no structure problem and every leaf passed.
+      max_abs_err, max_rel_err: (properties) the largest of the leaves' errors,
+        ignoring NaN (leaves not compared); NaN when no leaf has one. Units as in
+        ``LeafResult``: a maximum over leaves of different magnitudes, so read
+        ``max_rel_err`` for a scale-free summary (``inf`` when some reference
+        element is exactly 0 and its candidate is not).
+      dtypes: (property) the reference leaves' dtype names, sorted, comma-joined.
+      failures(): the leaves that did not pass.
+      table(): a per-leaf text table (path, shape, dtype with its tier when it differs,
+        both errors, verdict), then the structure problems, then PASS or FAIL.
+      to_dict(), to_json(): the same as plain data (NaN written as ``null``); each
+        leaf with every field above, ``rtol``, ``atol`` and ``passed``.
+    """
 
     leaves: list
     structure_problems: list

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import os
 
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +13,8 @@ import pytest
 import torch
 
 from jaxgrad import parity
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tree(dtype="float64", scale=1.0):
@@ -158,6 +163,47 @@ def test_report_renders_as_table_and_json():
     assert data["passed"] is False
     assert {leaf["path"] for leaf in data["leaves"]} == {"0.weight", "0.bias"}
     assert data["leaves"][0]["max_rel_err"] == pytest.approx(1e-5, rel=1e-6)
+
+
+def _public_names(cls):
+    names = [field.name for field in dataclasses.fields(cls)]
+    return names + [n for n, v in vars(cls).items()
+                    if not n.startswith("_") and (isinstance(v, property) or callable(v))]
+
+
+def test_every_report_field_is_documented_in_its_docstring_and_docs_parity_md():
+    section = open(os.path.join(ROOT, "docs", "parity.md")).read()
+    section = section.split("## The report:", 1)[1].split("\n## ", 1)[0]
+    for cls in (parity.LeafResult, parity.ParityReport):
+        for name in _public_names(cls):
+            assert name in cls.__doc__.split("Attributes:", 1)[1], (cls.__name__, name)
+            assert f"`{name}`" in section or f"`{name}()`" in section, (cls.__name__, name)
+
+
+def test_report_fields_mean_what_the_documentation_says():
+    grads = {"w": np.ones((2, 2), np.float32) * 4, "b": np.ones(2, np.float32)}
+    reference = {"out": np.array([2.0, 0.0, np.nan]), "grads": grads, "count": np.array(3)}
+    candidate = {"out": np.array([2.0, 1e-13, np.nan]), "count": np.array(3),
+                 "grads": {"w": np.ones((2, 3), np.float32), "b": np.ones(2, np.float32)}}
+    report = parity.compare(reference, candidate, name="doc")
+    by_path = {leaf.path: leaf for leaf in report.leaves}
+    assert list(by_path) == ["['count']", "['grads']['b']", "['grads']['w']", "['out']"]  # sorted
+    out = by_path["['out']"]  # NaN compared by mask, left out; r = 0 vs 1e-13: rel inf, atol passes
+    assert out.passed and out.max_abs_err == 1e-13 and out.max_rel_err == math.inf
+    assert (out.rtol, out.atol, out.tier, out.tier_reason) == (1e-10, 1e-12, "float64", "dtype")
+    w = by_path["['grads']['w']"]  # stopped at the shape: nothing measured
+    assert w.problem == "shape (2, 3) != reference (2, 2)" and w.shape == (2, 2)
+    assert math.isnan(w.max_abs_err) and math.isnan(w.atol) and w.tier == ""
+    assert by_path["['count']"].tier == "int64" and by_path["['count']"].atol == 0.0
+    assert not report.passed and report.failures() == [w] and report.max_rel_err == math.inf
+    assert report.dtypes == "float32,float64,int64" and report.structure_problems == []
+    scaled = parity.compare(np.array([4.0, -8.0], np.float32), np.array([4.0, -8.0], np.float32))
+    assert scaled.leaves[0].path == "<root>" and scaled.leaves[0].atol == pytest.approx(8e-6)
+    missing = parity.compare({"a": np.ones(1), "b": np.ones(1)}, {"a": np.ones(1)})
+    assert missing.structure_problems == ["missing from candidate: b"]
+    assert [leaf.path for leaf in missing.leaves] == ["a"]  # a missing path has no LeafResult
+    data = json.loads(report.to_json())
+    assert data["leaves"][2]["max_abs_err"] is None  # NaN as null
 
 
 # --- comparing nothing ---------------------------------------------------------------

@@ -88,8 +88,10 @@ def _read_state_dict(parser, path: str):
         parser.error(f"--state-dict {path!r}: cannot be read: {type(exc).__name__}: "
                      f"{_cli._first_line(exc)}")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        nested = [k for k, v in state.items() if isinstance(v, dict)] if isinstance(state, dict) else []
-        hint = f" (it holds dicts under {nested[:3]}: pass the model's state_dict itself)" if nested else ""
+        nested = [k for k, v in state.items() if isinstance(v, dict)] if isinstance(
+            state, dict) else []
+        hint = (f" (it holds dicts under {nested[:3]}: pass the model's state_dict itself)"
+                if nested else "")
         parser.error(f"--state-dict {path!r}: expected a state_dict (names -> tensors), got "
                      f"{type(state).__name__}{hint}")
     return state
