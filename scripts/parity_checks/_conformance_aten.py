@@ -46,6 +46,15 @@ OPINFOS = {
     "mean": ("mean",),
     "view": ("view", "reshape", "flatten"),
     "permute": ("permute",),
+    # shapes, indexing, factories: op_db names that decompose to the table's overloads
+    "slice": ("slice", "unbind"),
+    "split_with_sizes": ("split_with_sizes", "split"),
+    "index": ("__getitem__",),
+    "index_put": ("index_put", "index_copy"),
+    "gather": ("gather", "take_along_dim"),
+    "embedding": ("nn.functional.embedding",),
+    "full": ("full", "zeros", "ones", "new_zeros", "new_ones", "new_full"),
+    "full_like": ("full_like", "zeros_like", "ones_like", "fill"),
 }
 
 _PREFIX = re.compile(r"^aten\.([A-Za-z0-9_]+)\.")
