@@ -55,6 +55,33 @@ OPINFOS = {
     "embedding": ("nn.functional.embedding",),
     "full": ("full", "zeros", "ones", "new_zeros", "new_ones", "new_full"),
     "full_like": ("full_like", "zeros_like", "ones_like", "fill"),
+    # pointwise: Scalar overloads and activations that decompose to the table's ops
+    "add": ("add", "special.ndtr"),
+    "div": ("div", "trapezoid"),
+    "pow": ("pow", "square"),
+    "fmod": ("fmod", "fft.fftshift"),
+    "remainder": ("remainder", "cross"),
+    "eq": ("eq", "isposinf"),
+    "ne": ("ne", "isfinite"),
+    "lt": ("lt", "logit"),
+    "le": ("le", "nn.functional.threshold"),
+    "gt": ("gt", "nn.functional.celu"),
+    "ge": ("ge", "triu"),
+    "bitwise_not": ("_unsafe_masked_index",),
+    "clamp": ("clamp", "nn.functional.hardswish"),
+    "hardtanh": ("nn.functional.hardtanh", "nn.functional.relu6"),
+    "elu": ("nn.functional.elu", "nn.functional.selu"),
+    "sigmoid": ("sigmoid", "nn.functional.silu"),
+    "log1p": ("log1p", "nn.functional.softplus", "nn.functional.mish"),
+    "_to_copy": ("float", "long", "bool"),
+    "alias": ("alias_copy",),
+    "lift_fresh_copy": ("masked.logaddexp",),
+    # reductions
+    "_softmax": ("softmax", "nn.functional.softmin"),
+    "_log_softmax": ("log_softmax",),
+    "var": ("var", "std"),
+    "any": ("any", "all"),
+    "logical_not": ("logical_not", "all"),
 }
 
 _PREFIX = re.compile(r"^aten\.([A-Za-z0-9_]+)\.")
