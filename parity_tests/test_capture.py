@@ -273,7 +273,7 @@ class CommonOps(tnn.Module):
         mixed = torch.einsum("bi,bj->bij", a, b).sum(-1)
         total = torch.cumsum(h, dim=-1) * mask + values[:, None] * indices[:, None]
         blank = h.new_empty((2, 3))
-        return (total + mixed.expand(-1, 6)[:, :1] + c + d.sum(-1, keepdim=True)
+        return (total + mixed[:, :1].expand(-1, 6)[:, :1] + c + d.sum(-1, keepdim=True)
                 + e[:, :1] + rows[0] + blank.sum() * 0)
 
 
@@ -311,3 +311,39 @@ def test_functional_dropout_without_training_drops_in_eval_as_torch_does(x64):
         model.apply(params, jnp.asarray(x.numpy()))
     dropped = np.asarray(model.apply(params, jnp.asarray(x.numpy()), key=jax.random.key(0)))
     assert set(np.unique(dropped)) == {0.0, 2.0}
+
+
+# ------------------------------------------------------------ the doctor
+class LayerNormNet(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = tnn.Linear(4, 8)
+        self.norm = tnn.LayerNorm(8)
+        self.act = tnn.GELU()
+        self.fc2 = tnn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.norm(self.fc1(x)))) + x[:, :3]
+
+
+def test_the_doctor_localises_a_captured_program_by_torch_module_path(x64):
+    import dataclasses
+
+    from jaxgrad.doctor import diagnose
+
+    torch.manual_seed(6)
+    net = LayerNormNet().double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+    model, params = nn.from_torch(net, example=(x,), capture="export")
+    clean = diagnose(net, (model, params), x)
+    assert clean.clean and [row["path"] for row in clean.layers] == ["fc1", "norm", "act", "fc2"]
+    # a planted mistake in the captured program: LayerNorm's eps 1e-5 -> 1e-3
+    program = model.eval_program
+    nodes = tuple(dataclasses.replace(n, args=n.args[:4] + (1e-3,))
+                  if n.target == "aten.native_layer_norm.default" else n for n in program.nodes)
+    planted = dataclasses.replace(model, eval_program=dataclasses.replace(program, nodes=nodes))
+    report = diagnose(net, (planted, params), x)
+    assert report.first_layer == "norm", report.verdict
+    own = {row["path"]: row["injected"] for row in report.layers}
+    assert own["act"] < 1e-12 and own["fc2"] < 1e-12  # later layers are fine on torch's input
+    assert "captured with torch.export" in report.verdict

@@ -169,12 +169,17 @@ def leaves(model: Module, path: str = ""):
     """``[(path, layer), ...]`` of the model's leaf layers (containers walked)."""
     from jaxgrad.nn.container import Sequential
     from jaxgrad.nn.fx import GraphModule
+    from jaxgrad.nn.program import ExportedModule
 
     if isinstance(model, Sequential):
         out = []
         for name, layer in zip(model.names, model.layers):
             out += leaves(layer, f"{path}.{name}" if path else name)
         return out
+    if isinstance(model, ExportedModule):  # leaf torch modules, by their torch path
+        from jaxgrad.doctor import regions
+
+        return [(f"{path}.{p}" if path else p, layer) for p, layer in regions.leaves(model)]
     if isinstance(model, GraphModule):
         out = []
         for name, layer in model.layers:
@@ -187,7 +192,12 @@ def tapped(model: Module, recorder: Recorder, path: str = "") -> Module:
     """``model`` with every leaf wrapped in a ``Tap``."""
     from jaxgrad.nn.container import Sequential
     from jaxgrad.nn.fx import GraphModule
+    from jaxgrad.nn.program import ExportedModule
 
+    if isinstance(model, ExportedModule):
+        from jaxgrad.doctor.regions import TappedProgram
+
+        return TappedProgram(model, recorder)
     if isinstance(model, Sequential):
         return Sequential(OrderedDict(
             (name, tapped(layer, recorder, f"{path}.{name}" if path else name))

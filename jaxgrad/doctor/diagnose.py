@@ -6,8 +6,10 @@ layers' hyperparameters are read through ``jaxgrad.nn.convert.convert_layer``.
 
 ``port`` is one of
 
-- ``(model, params)``: a jaxgrad model (a ``Sequential``, a traced ``GraphModule``
-  or a single layer) with torch-keyed params; pass ``buffers=`` where it has some;
+- ``(model, params)``: a jaxgrad model (a ``Sequential``, a traced ``GraphModule``,
+  a captured ``ExportedModule`` — localised by the torch path of each leaf module,
+  ``jaxgrad.doctor.regions`` — or a single layer) with torch-keyed params; pass
+  ``buffers=`` where it has some;
 - an ``nnx.Module``: read back into torch layouts with ``jaxgrad.flax.from_nnx``;
 - ``(fn, params, names)``: any ``fn(params, x)`` and a mapping ``{port name: torch
   name}`` of its params. A plain function has no layers the doctor can see: it is
@@ -193,7 +195,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                 from failure
         check_layers(torch_calls, e2e.started)
         ref_calls = {(c.path, c.index): c for c in torch_calls}
-        layers, first, case, before = [], None, None, None
+        layers, first, case, before, note = [], None, None, None, None
         for call in e2e.calls:
             ref = ref_calls[(call.path, call.index)]
             layer = dict(cap.leaves(model))[call.path]
@@ -216,7 +218,14 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
         causes, pattern, glue = [], None, None
         if first is not None:
             ref, own, own_out = before
-            causes = _rank(case, first, ref, own, train)
+            from jaxgrad.doctor.regions import RegionLayer
+
+            # a captured program's region is ATen ops, not a layer the catalogue can vary
+            if isinstance(case.layer, RegionLayer):
+                causes, note = [], ("the port is a program captured with torch.export: its "
+                                    "ATen ops are not a layer the catalogue can vary")
+            else:
+                causes = _rank(case, first, ref, own, train)
             if not any(c.explains for c in causes):
                 from jaxgrad.doctor.report import pattern_of
 
@@ -227,7 +236,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
             glue = _glue(e2e.calls, ref_calls)
             causes = _glue_causes(glue, e2e.calls, ref_calls, torch_calls)
     return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
-                  pattern=pattern, glue=glue)
+                  pattern=pattern, glue=glue, note=note)
 
 
 def _sub(tree, path):

@@ -80,6 +80,9 @@ class Report:
             c = self.causes[0]
             return (f"{head}: {c.detail}; undoing it, the layer's max error falls from "
                     f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
+        if self.note:  # e.g. a captured program's region: ATen ops, no layer to vary
+            text = f"{head}: own max error {_e(row['injected'])}; {self.note}"
+            return text + (f". Where the error sits: {self.pattern}." if self.pattern else ".")
         text = (f"{head}: own max error {_e(row['injected'])}; nothing in the catalogue "
                 "explains it")
         if self.causes:

@@ -276,7 +276,8 @@ def _is_torch_module(obj) -> bool:
     return hasattr(obj, "state_dict") and hasattr(obj, "named_modules") and hasattr(obj, "forward")
 
 
-def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Module:
+def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=None,
+           example_kwargs=None) -> nnx.Module:
     """The ``flax.nnx`` twin of a jaxgrad model (with its params) or a torch module.
 
     Args:
@@ -287,6 +288,10 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Mo
       buffers: the jaxgrad model's buffers, when it has any.
       layout: ``"NHWC"`` (flax's idiom) or ``"NCHW"`` (torch-shaped batches); only
         matters for a model whose input is an image.
+      example, example_kwargs: example inputs of a torch module that only
+        ``torch.export`` can capture (``jaxgrad.nn.from_torch``). Such a model becomes
+        one ``TorchLayer`` (its captured program inside an nnx module, torch's layout),
+        not stock nnx layers.
 
     Returns:
       An ``nnx.Sequential`` whose every parameter holds torch's values.
@@ -303,7 +308,8 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC") -> nnx.Mo
             raise ValueError("to_nnx: pass `params`/`buffers` only with a jaxgrad model; a "
                              "torch module carries its own.")
         training = source.training  # the twin starts in the torch module's mode
-        source, params, buffers = nn.from_torch(source, with_buffers=True)
+        source, params, buffers = nn.from_torch(source, example, example_kwargs=example_kwargs,
+                                                with_buffers=True)
     if not isinstance(source, nn.Module):
         raise TypeError(f"to_nnx: `source` must be a jaxgrad.nn model or a torch module, got "
                         f"{type(source).__name__}.")

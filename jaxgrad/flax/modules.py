@@ -248,6 +248,8 @@ class TorchGraph(nnx.Module):
     Activations stay channels-last between layers that allow it; before an op of
     the table (which keeps torch's semantics, e.g. ``torch.cat(dim=1)``) they are
     moved back to torch's channel-first order, unless the op is elementwise.
+    ``deterministic`` is nnx's mode switch (``module.eval()`` sets it): a forward that
+    reads ``self.training`` runs torch's evaluation-mode graph when it is True.
     """
 
     def __init__(self, graph, layers: dict, needs: dict, tensors: dict, input_layout: str,
@@ -258,6 +260,7 @@ class TorchGraph(nnx.Module):
         self.tensors = nnx.Dict({k: nnx.Param(v) for k, v in tensors.items()})
         self.input_layout = input_layout  # "cl" when image inputs arrive channels-last
         self.output_layout = output_layout  # "cl": spatial outputs returned channels-last
+        self.deterministic = False  # torch's train(); eval() sets it
 
     def __call__(self, *inputs, capture: dict | None = None):
         """The traced forward; ``capture``, when a dict, receives every layer's output
@@ -284,7 +287,7 @@ class TorchGraph(nnx.Module):
             return [read(a) for a in node_args]
 
         position = 0
-        for node in self.graph.nodes:
+        for node in self.graph.nodes_for(not self.deterministic):
             if node.op == "placeholder":
                 env[node.name] = inputs[position] if position < len(inputs) else node.args[0]
                 layout[node.name] = self.input_layout

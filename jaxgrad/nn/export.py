@@ -135,7 +135,16 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
                 f"maps {len(aten.supported())} overloads (jaxgrad.nn.aten.supported()), "
                 "not this one."
             )
-        if target.split(".")[1].endswith("_") and not target.split(".")[1].startswith("_"):
+        if target.startswith("aten.as_strided"):
+            source = node.args[0].meta.get("val") if hasattr(node.args[0], "meta") else None
+            if source is None or not source.is_contiguous() or source.storage_offset() != 0:
+                raise ValueError(
+                    f"from_torch: {describe()} reads a tensor's memory through strides, and "
+                    "the tensor is not a contiguous one of its own; jaxgrad's arrays have no "
+                    "strides, so only as_strided of a contiguous tensor is reproduced."
+                )
+        name = target.split(".")[1] if target.startswith("aten.") else ""
+        if name.endswith("_") and not name.startswith("_"):
             raise ValueError(f"from_torch: {describe()}: an in-place op survived "
                              "functionalisation; this program cannot be reproduced purely.")
         try:
@@ -273,11 +282,15 @@ def _rng_state(seed=None):
 
 
 def decompositions():
-    """torch.export's core-ATen decomposition table, with one change: scaled dot-product
-    attention decomposes to its math form (matmuls and a softmax) directly. The default
-    route goes through the CPU flash-attention kernel, whose output strides make a later
-    ``view`` of GPT-2's attention fail to decompose; torch's math kernel expects a boolean
-    mask converted first, as ``scaled_dot_product_attention`` itself does."""
+    """torch.export's core-ATen decomposition table, with two changes.
+
+    - Scaled dot-product attention decomposes to its math form (matmuls and a softmax)
+      directly. The default route goes through the CPU flash-attention kernel, whose
+      output strides make a later ``view`` of GPT-2's attention fail to decompose;
+      torch's math kernel expects a boolean mask converted first, as
+      ``scaled_dot_product_attention`` itself does.
+    - ``bernoulli(probs)`` stays one op (see below).
+    """
     import torch
 
     aten_ops = torch.ops.aten
@@ -293,6 +306,10 @@ def decompositions():
             enable_gqa=enable_gqa)[0]
 
     table[aten_ops.scaled_dot_product_attention.default] = sdpa
+    # torch draws `bernoulli(probs)` as one op (0/1 values); decomposed, it would become
+    # `rand(...) < probs`, whose uniform draw torch never makes: keep it whole, so a
+    # recorded torch draw maps onto it
+    table.pop(aten_ops.bernoulli.default, None)
     return table
 
 

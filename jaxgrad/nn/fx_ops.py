@@ -126,12 +126,15 @@ def _div(input, other, *, rounding_mode=None):
 
 
 def _getattr(obj, name):
+    if name == "device":  # one device per array here; factories ignore `device=`
+        return "cpu"
     if name in ("shape", "ndim", "dtype", "T", "mT"):
         if name == "mT":
             return jnp.swapaxes(obj, -1, -2)
         value = getattr(obj, name)
         return tuple(value) if name == "shape" else value
-    raise ValueError(f"getattr: attribute {name!r} (supported: shape, ndim, dtype, T, mT)")
+    raise ValueError(f"getattr: attribute {name!r} (supported: shape, ndim, dtype, device, T, "
+                     "mT)")
 
 
 def _linear(input, weight, bias=None):

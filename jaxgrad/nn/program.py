@@ -192,9 +192,11 @@ def _check_meta(node: OpNode, value, meta, where) -> None:
         )
 
 
-def run(program: Program, env: dict, *, key, path: str, random_draws, class_name: str):
-    """Run ``program``'s nodes on ``env`` (placeholders filled); returns the user
-    outputs (flat) and the buffer updates."""
+def run(program: Program, env: dict, *, key, path: str, random_draws, class_name: str,
+        nodes=None):
+    """Run ``program``'s nodes (or ``nodes``, a part of them) on ``env``, which holds the
+    placeholders' values and receives every node's; returns the user outputs (flat)
+    and the buffer updates."""
     draws = dict(random_draws or {})
     unknown = set(draws) - {n.name for n in program.random_nodes()}
     if unknown:
@@ -203,7 +205,7 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
             f"ops of this program; its random ops are "
             f"{[n.name for n in program.random_nodes()] or 'none'}."
         )
-    for node in program.nodes:
+    for node in program.nodes if nodes is None else nodes:
         args = _materialize(node.args, env)
         kwargs = dict(_materialize(node.kwargs, env))
         if node.target == "getitem":
@@ -226,6 +228,8 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
             value = op.fn(*args, **kwargs)
         _check_meta(node, value, node.meta, repr(node.name))
         env[node.name] = value
+    if nodes is not None:
+        return None, None
     outputs = [_materialize(item, env) for item in program.outputs]
     updates = {name: env[ref.name] for name, ref in program.buffer_updates}
     return outputs, updates
@@ -356,8 +360,8 @@ class ExportedModule(Module):
                 )
         return leaves
 
-    def forward_with_state(self, params, *inputs, buffers, train, key, path,
-                           random_draws=None, **kwargs):
+    def bind(self, params, inputs, kwargs, buffers, train) -> tuple[Program, dict]:
+        """The program of ``train``'s mode and its placeholders' values."""
         leaves = self._leaves(inputs, kwargs)
         program = self.train_program if train else self.eval_program
         env = {}
@@ -376,6 +380,11 @@ class ExportedModule(Module):
             else:
                 env[name] = jnp.asarray(leaves[target]) if isinstance(
                     leaves[target], np.ndarray) else leaves[target]
+        return program, env
+
+    def forward_with_state(self, params, *inputs, buffers, train, key, path,
+                           random_draws=None, **kwargs):
+        program, env = self.bind(params, inputs, kwargs, buffers, train)
         outputs, updates = run(program, env, key=key, path=path, random_draws=random_draws,
                                class_name=self.class_name)
         new_buffers = dict(buffers)

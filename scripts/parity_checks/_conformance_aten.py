@@ -9,7 +9,9 @@ captured the way ``from_torch`` captures a model — traced to core ATen ops
 call, ``make_fx`` ~10 ms) and converted node by node with ``jaxgrad.nn.export``'s
 ``build_nodes`` — then run in JAX and compared with torch at the float64 tier:
 every output, and the vector-Jacobian product for a fixed cotangent with respect to
-every floating input (torch's ``autograd.grad`` against ``jax.vjp``).
+every floating input (torch's ``autograd.grad`` against ``jax.vjp``). A random op
+(dropout, ``bernoulli``, ``rand_like``) runs on the draws torch made in its own run of
+the sample (``torchref.random_draws``), so it is compared exactly too.
 
 What torch rejects, jaxgrad rejects: each ``error_inputs`` case is captured with fake
 tensors, as ``torch.export`` would see it; torch refusing there is a refusal of
@@ -29,11 +31,12 @@ import torch
 
 from jaxgrad import parity
 from jaxgrad.nn import aten
-from jaxgrad.nn.export import build_nodes, tree_of
+from jaxgrad.nn.export import build_nodes, decompositions, tree_of
 from jaxgrad.nn.fx import Ref
 from jaxgrad.nn.program import Program, run, unflatten
 from parity_checks._conformance_losses import (Outcome, _cotangent, _no_test_function_lookup,
                                                _to_jax)
+from torchref.random_draws import recording
 
 # ATen op name -> op_db entries whose samples reach it under another name
 OPINFOS = {
@@ -82,6 +85,10 @@ OPINFOS = {
     "var": ("var", "std"),
     "any": ("any", "all"),
     "logical_not": ("logical_not", "all"),
+    # random ops: compared on torch's own draws
+    "native_dropout": ("nn.functional.dropout", "nn.functional.dropout2d",
+                       "nn.functional.dropout3d"),
+    "bernoulli": ("bernoulli", "nn.functional.dropout2d", "nn.functional.dropout3d"),
 }
 
 _PREFIX = re.compile(r"^aten\.([A-Za-z0-9_]+)\.")
@@ -117,11 +124,6 @@ class Captured:
     overloads: set
 
 
-def _decompositions():
-    table = torch.export.default_decompositions()
-    return dict(table.items())
-
-
 _TABLE = None
 
 
@@ -131,7 +133,7 @@ def capture(fn, tensors, *, tracing_mode: str = "real", name: str = "sample") ->
 
     global _TABLE
     if _TABLE is None:
-        _TABLE = _decompositions()
+        _TABLE = dict(decompositions().items())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph_module = make_fx(fn, decomposition_table=_TABLE, tracing_mode=tracing_mode)(*tensors)
@@ -146,6 +148,15 @@ def capture(fn, tensors, *, tracing_mode: str = "real", name: str = "sample") ->
     outputs = tuple(Ref(leaf.name) if type(leaf).__name__ == "Node" else leaf for leaf in leaves)
     program = Program((), nodes, outputs, tree_of(spec, lambda: name))
     return Captured(program, placeholders, constants, {n.target for n in nodes})
+
+
+def draws_for(captured: Captured, draws) -> dict:
+    """torch's recorded draws for the captured sample's random ops, in order."""
+    nodes = captured.program.random_nodes()
+    if len(nodes) != len(draws):
+        raise ValueError(f"torch drew {len(draws)} random tensors, the captured sample has "
+                         f"{len(nodes)} random ops")
+    return {node.name: draw.values.detach().cpu().numpy() for node, draw in zip(nodes, draws)}
 
 
 def run_captured(captured: Captured, inputs, *, random_draws=None, key=None):
@@ -188,9 +199,10 @@ def compare_sample(info, sample) -> tuple[parity.ParityReport, set]:
     captured = capture(call, [t.detach() for t in tensors], name=info.name)
     leaves = [t.detach().clone().requires_grad_(_differentiable(t) and info.supports_autograd)
               for t in tensors]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), recording() as draws:
         warnings.simplefilter("ignore")
         out = call(*leaves)
+    random_draws = draws_for(captured, draws) if captured.program.random_nodes() else None
     flat_out, _ = torch.utils._pytree.tree_flatten(out)
     out_tensors = [o for o in flat_out if isinstance(o, torch.Tensor)]
     diff_in = [i for i, t in enumerate(leaves) if t.requires_grad]
@@ -209,7 +221,8 @@ def compare_sample(info, sample) -> tuple[parity.ParityReport, set]:
         full = list(inputs)
         for i, value in zip(diff_in, diff_values):
             full[i] = value
-        flat, _ = jax.tree_util.tree_flatten(run_captured(captured, full))
+        flat, _ = jax.tree_util.tree_flatten(run_captured(captured, full,
+                                                          random_draws=random_draws))
         return [v for v in flat if hasattr(v, "shape")]
 
     if "grads" in reference:
