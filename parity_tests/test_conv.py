@@ -82,6 +82,25 @@ def test_init_shapes_and_torch_default_bounds():
     assert list(layer.param_shapes()) == [k for k, _ in torch_module.named_parameters()]
 
 
+def test_conv_transpose_init_bounds_are_torchs_with_groups():
+    """A transposed weight is `(in, out / groups, *k)`: torch's fan-in is
+    `out / groups · prod(k)` (``_calculate_fan_in_and_fan_out`` reads dimension 1),
+    neither `in · prod(k)` nor `out · prod(k)`. Bounds from torch; jaxgrad's draws must
+    reach within 10 % of them (96 and 72 uniform weights) and never pass them."""
+    cases = [(nn.ConvTranspose1d(4, 32, 3, groups=4), torch.nn.ConvTranspose1d(4, 32, 3, groups=4)),
+             (nn.ConvTranspose2d(6, 4, (3, 2), groups=2),
+              torch.nn.ConvTranspose2d(6, 4, (3, 2), groups=2))]
+    for layer, module in cases:
+        fan_in, _ = torch.nn.init._calculate_fan_in_and_fan_out(module.weight)
+        bound = 1 / np.sqrt(fan_in)  # kaiming_uniform(a=√5) and the bias: U(±1/√fan_in)
+        assert np.abs(module.weight.detach().numpy()).max() <= bound  # torch's own draw
+        params = layer.init(jax.random.key(1))
+        assert params["weight"].shape == tuple(module.weight.shape)
+        weight, bias = np.abs(params["weight"]).max(), np.abs(params["bias"]).max()
+        assert 0.9 * bound < weight <= bound, (type(layer).__name__, weight, bound)
+        assert bias <= bound, (type(layer).__name__, bias, bound)
+
+
 def test_functional_conv_matches_torch_with_jit():
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal((2, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3)), rng.standard_normal(6)

@@ -227,6 +227,23 @@ def test_gate_order(x64, kind):
     _first(report, kind.lower() + "_gate_order", "")
 
 
+@pytest.mark.parametrize("kind, order", [("LSTM", (0, 3, 1, 2)), ("LSTM", (1, 2, 3, 0)),
+                                         ("GRU", (1, 2, 0))])
+def test_gate_order_that_is_not_its_own_inverse_is_named_and_undone(x64, kind, order):
+    """The port stores torch's block ``order[j]`` at block j: a cycle (ONNX-style
+    i,o,f,g; a rotation), whose undoing permutation differs from itself. The doctor
+    must name the planted order and its fix must make the layer match torch."""
+    tm = getattr(torch.nn, kind)(3, 2, batch_first=True).to(D)
+    model, params, _ = _port(tm)
+    labels = ("i", "f", "g", "o") if kind == "LSTM" else ("r", "z", "n")
+    for k in list(params):
+        parts = np.split(np.asarray(params[k]), len(labels))
+        params[k] = np.concatenate([parts[p] for p in order])  # planted by hand
+    report = diagnose(tm, (model, params), torch.randn(2, 4, 3, dtype=D))
+    _first(report, kind.lower() + "_gate_order", "")
+    assert f"order {','.join(labels[p] for p in order)};" in report.causes[0].detail, str(report)
+
+
 def test_unexplained_error_shows_where_it_sits(x64):
     tm = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 1)).to(D)
     model, params, _ = _port(tm)

@@ -470,12 +470,17 @@ def _norm_matches_torch(module, x, rng, layout="NHWC"):
 @pytest.mark.parametrize("make, shape, layout", [
     (lambda: torch.nn.LayerNorm(6), (5, 6), "NHWC"),
     (lambda: torch.nn.GroupNorm(2, 4), (2, 4, 3, 3), "NCHW"),
-], ids=["LayerNorm", "GroupNorm"])
+    (lambda: torch.nn.RMSNorm(6), (5, 6), "NHWC"),
+], ids=["LayerNorm", "GroupNorm", "RMSNorm-default-eps"])
 def test_norm_layers_keep_torchs_epsilon(x64, rng, make, shape, layout):
     """Rows of variance 1e-6, where torch's eps 1e-5 and flax's default 1e-6 scale the
-    output 2.3x apart: forward and every gradient against torch."""
+    output 2.3x apart: forward and every gradient against torch. RMSNorm's default
+    eps=None is torch.finfo(dtype).eps (2.2e-16 in float64), not flax's 1e-6, which
+    would scale rows of mean square 1e-6 by 1/√2."""
     module = torch.nn.Sequential(make()).double()
-    _norm_matches_torch(module, rng.standard_normal(shape) * 1e-3, rng, layout)
+    nnx_module = _norm_matches_torch(module, rng.standard_normal(shape) * 1e-3, rng, layout)
+    if isinstance(module[0], torch.nn.RMSNorm):
+        assert nnx_module.layers[0].epsilon == torch.finfo(torch.float64).eps
 
 
 @pytest.mark.parametrize("make, stock", [

@@ -155,6 +155,42 @@ def test_bce_with_logits_pos_weight_weighs_only_the_positive_term_soft_targets(x
     parity.assert_parity(np.float64(expected), got)
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_weighted_regression_losses_reduce_as_torch(x64, rng, reduction):
+    """torch's ``weight=``: mse_loss and l1_loss take the weighted mean
+    ``Σ w·l / Σ w``, huber_loss the plain mean of ``w·l``. Value and input gradient."""
+    x, y = rng.standard_normal((4, 3)) * 2, rng.standard_normal((4, 3))
+    weight = rng.random((4, 3)) * 3  # Σ w far from the element count: the means differ
+    for name, extra in (("mse_loss", {}), ("l1_loss", {}), ("huber_loss", {"delta": 0.7})):
+        torch_x = torch.from_numpy(x).requires_grad_()
+        out = getattr(F, name)(torch_x, torch.from_numpy(y), reduction=reduction,
+                               weight=torch.from_numpy(weight), **extra)
+        out.sum().backward()
+        fn = getattr(losses, name)
+        got, vjp = jax.vjp(lambda x: fn(x, jnp.asarray(y), reduction=reduction,
+                                        weight=jnp.asarray(weight), **extra), jnp.asarray(x))
+        parity.assert_parity((out.detach(), torch_x.grad), (got, vjp(jnp.ones_like(got))[0]),
+                             name=f"{name} {reduction}")
+
+
+def test_gaussian_nll_gradient_passes_the_variance_clamp_as_torch(x64, rng):
+    """torch clamps ``var`` at ``eps`` in place under ``no_grad``: the value uses
+    ``max(var, eps)``, and the gradient reaches the clamped entries (0 and 1e-9 here)
+    as the derivative at ``eps``, not 0. Gradients w.r.t. input and var."""
+    x, y = rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
+    var = np.abs(rng.standard_normal((2, 4))) + 0.1
+    var[0, 1], var[1, 2] = 0.0, 1e-9  # below eps = 1e-6
+    tensors = [torch.from_numpy(t).requires_grad_() for t in (x, var)]
+    out = F.gaussian_nll_loss(tensors[0], torch.from_numpy(y), tensors[1], full=True,
+                              reduction="sum")
+    out.backward()
+    assert tensors[1].grad[0, 1] != 0  # torch's straight-through gradient
+    value, grads = jax.jit(jax.value_and_grad(
+        lambda x, var: losses.gaussian_nll_loss(x, y, var, full=True, reduction="sum"),
+        argnums=(0, 1)))(x, var)
+    parity.assert_parity((out.detach(), tensors[0].grad, tensors[1].grad), (value, *grads))
+
+
 def test_bad_reduction_and_shape_mismatch_are_clear_errors():
     x = jnp.zeros((4, 1))
     with pytest.raises(ValueError, match=r"`reduction` \(='avg'\) must be one of"):

@@ -6,6 +6,8 @@ float32, torch's dropout masks injected) is in ``scripts/parity_checks/state_lay
 run by ``test_parity_report.py``.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -83,6 +85,28 @@ def test_dropout_mask_statistics():
         assert np.all(per_channel.min(-1) == per_channel.max(-1))
         rate = (per_channel[..., 0] != 0).mean()
         assert abs(rate - 0.5) < 5 * np.sqrt(0.25 / (shape[0] * shape[1]))
+
+
+def test_dropout2d_on_a_3d_input_draws_a_mask_per_sample_and_channel_like_torch():
+    """torch reads a 3-D input of Dropout2d as `(N, C, L)`: one draw per (sample,
+    channel), so two samples' masks agree on a channel only by chance (half the
+    time at p = 0.5), never by construction. Shown on torch's own masks, then held
+    for jaxgrad's layer and functional form."""
+    shape = (40, 30, 5)
+
+    def disagreement(y):  # fraction of (n, c) whose keep bit differs from sample 0's
+        kept = np.asarray(y)[..., 0] != 0
+        assert np.all((np.asarray(y) != 0) == kept[..., None])  # whole channels
+        return (kept[1:] != kept[:1]).mean()
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():  # torch warns that it reads 3-D input as (N, C, L)
+        warnings.simplefilter("ignore", UserWarning)
+        torch_y = torch.nn.functional.dropout2d(torch.ones(shape), 0.5, training=True)
+    draws = (shape[0] - 1) * shape[1]
+    for y in (torch_y.numpy(), _train_apply(nn.Dropout2d(0.5), jnp.ones(shape), jax.random.key(2)),
+              F.dropout2d(jnp.ones(shape), 0.5, key=jax.random.key(3))):
+        assert abs(disagreement(y) - 0.5) < 5 * np.sqrt(0.25 / draws)
 
 
 def test_dropout_keys_eval_and_edge_probabilities():

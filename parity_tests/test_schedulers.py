@@ -148,6 +148,46 @@ def test_reduce_lr_on_plateau_matches_torch(x64):
             assert math.isclose(float(state.lr), torch_sched.get_last_lr()[0], rel_tol=1e-12)
 
 
+def test_reduce_lr_on_plateau_every_mode_threshold_and_cooldown_matches_torch(x64):
+    """Every (mode, threshold_mode, cooldown) against torch step by step: the lr and
+    the state torch keeps (best, num_bad_epochs, cooldown_counter). The metrics move
+    by less than the 10 % threshold, so 'better' depends on which side of best the
+    threshold lies; with cooldown=2 and patience=1 a reduction needs two bad epochs
+    counted after each cooldown, never the ones counted during it. All eight cases
+    run as one jitted program (a scan each)."""
+    rng = np.random.default_rng(0)
+    rising = np.cumprod(1 + 0.3 * rng.random(30) * rng.choice([1, -0.2], 30))  # +-, mostly up
+    metrics = {"min": 1 / rising, "max": rising}
+    cases = {(mode, threshold_mode, cooldown): dict(
+                 mode=mode, threshold_mode=threshold_mode, threshold=0.1, patience=1,
+                 cooldown=cooldown, factor=0.5)
+             for mode in metrics for threshold_mode in ("rel", "abs") for cooldown in (0, 2)}
+
+    @jax.jit
+    def histories(metrics):
+        out = {}
+        for case, kwargs in cases.items():
+            plateau = schedulers.ReduceLROnPlateau(lr=LR, **kwargs)
+            step = lambda state, metric, plateau=plateau: (plateau.step(state, metric),) * 2
+            out["/".join(map(str, case))] = jax.lax.scan(step, plateau.init(),
+                                                         metrics[case[0]])[1]
+        return out
+
+    ours = jax.tree.map(np.asarray, histories(metrics))  # on the host: no op per element
+    for case, kwargs in cases.items():
+        w = torch.zeros(1, requires_grad=True)
+        torch_sched = tsched.ReduceLROnPlateau(torch.optim.SGD([w], lr=LR), **kwargs)
+        history = ours["/".join(map(str, case))]
+        for epoch, metric in enumerate(metrics[case[0]]):
+            torch_sched.step(float(metric))
+            got = (float(history.lr[epoch]), float(history.best[epoch]),
+                   int(history.num_bad_epochs[epoch]), int(history.cooldown_counter[epoch]))
+            expected = (torch_sched.get_last_lr()[0], torch_sched.best,
+                        torch_sched.num_bad_epochs, torch_sched.cooldown_counter)
+            assert got == pytest.approx(expected, rel=1e-12), (kwargs, epoch)
+        assert len(set(np.asarray(history.lr).tolist())) > 2, kwargs  # several reductions
+
+
 def test_plateau_lr_drives_an_injected_optimizer(x64):
     plateau = schedulers.ReduceLROnPlateau(lr=LR, patience=0, factor=0.5)
     optimizer = schedulers.injected_lr(joptim.sgd, lr=LR, momentum=0.9)

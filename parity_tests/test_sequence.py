@@ -75,6 +75,22 @@ def test_embedding_padding_row_gets_no_gradient(x64):
     assert jnp.array_equal(layer.apply(params, ids)[0], jnp.ones(3))
 
 
+def test_functional_embedding_negative_padding_idx_counts_from_the_end_like_torch(x64):
+    """``F.embedding(..., padding_idx=-1)``: the last row is the padding row, which
+    gets no gradient (torch wraps the index; the layer's own check is separate)."""
+    weight = np.random.default_rng(0).standard_normal((5, 3))
+    ids = np.array([[4, 1, 4], [0, 4, 2]])
+    cotangent = np.random.default_rng(1).standard_normal((2, 3, 3))
+    w = torch.from_numpy(weight).requires_grad_()
+    out = torch.nn.functional.embedding(torch.from_numpy(ids), w, padding_idx=-1)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    assert not w.grad[4].any()  # torch: the padding row gets nothing
+    got, vjp = jax.vjp(lambda w: JF.embedding(jnp.asarray(ids), w, padding_idx=-1),
+                       jnp.asarray(weight))
+    jaxgrad.parity.assert_parity({"output": out.detach(), "grad": w.grad},
+                                 {"output": got, "grad": vjp(jnp.asarray(cotangent))[0]})
+
+
 def test_embedding_max_norm_weight_matches_torch_after_forward(x64):
     torch.manual_seed(0)
     module = torch.nn.Embedding(6, 3, max_norm=1.0, norm_type=1.5, dtype=torch.float64)
@@ -105,6 +121,88 @@ def test_embedding_ids_out_of_range(x64):
     error.throw()  # in range: no error
     with pytest.raises(TypeError, match="integer token ids"):
         layer.apply(params, jnp.array([0.0, 1.0]))
+
+
+def test_sdpa_options_match_torch_directly(x64):
+    """The report's SDPA rows, held here directly on other shapes (one jitted program
+    for every case): grouped query heads (query head h reads key head h // 2: `repeat`,
+    not `tile`), a causal mask top-left aligned when L < S and when L > S, and a value
+    width Ev != E (the scale is 1/√E, E the query's width). Output and the gradients of
+    ``Σ c·output`` w.r.t. q, k and v against torch's."""
+    rng = np.random.default_rng(8)
+    cases = {}  # name: (kwargs, (heads_q, heads_kv, L, S, E, Ev))
+    for name, kwargs, dims in (("enable_gqa", {"enable_gqa": True}, (4, 2, 3, 3, 4, 4)),
+                               ("is_causal L<S", {"is_causal": True}, (2, 2, 3, 5, 4, 4)),
+                               ("is_causal L>S", {"is_causal": True}, (2, 2, 5, 3, 4, 4)),
+                               ("value width Ev=5", {}, (2, 2, 3, 4, 4, 5))):
+        heads_q, heads_kv, L, S, E, Ev = dims
+        arrays = (rng.standard_normal((2, heads_q, L, E)), rng.standard_normal((2, heads_kv, S, E)),
+                  rng.standard_normal((2, heads_kv, S, Ev)), rng.standard_normal((2, heads_q, L, Ev)))
+        cases[name] = (kwargs, arrays)
+    references = {}
+    for name, (kwargs, (q, k, v, cotangent)) in cases.items():
+        tensors = [torch.from_numpy(t).requires_grad_() for t in (q, k, v)]
+        out = torch.nn.functional.scaled_dot_product_attention(*tensors, **kwargs)
+        (out * torch.from_numpy(cotangent)).sum().backward()
+        references[name] = {"output": out.detach(), "grads": [t.grad for t in tensors]}
+
+    @jax.jit
+    def ours(arrays):
+        results = {}
+        for name, (kwargs, _) in cases.items():
+            q, k, v, cotangent = arrays[name]
+            out, vjp = jax.vjp(lambda *qkv, kw=kwargs: JF.scaled_dot_product_attention(*qkv, **kw),
+                               q, k, v)
+            results[name] = {"output": out, "grads": list(vjp(cotangent))}
+        return results
+
+    candidates = ours({name: arrays for name, (_, arrays) in cases.items()})
+    reports = [jaxgrad.parity.compare(references[name], candidates[name], name=name)
+               for name in cases]
+    assert all(r.passed for r in reports), "\n".join(r.table() for r in reports if not r.passed)
+
+
+def test_batched_attention_per_head_weights_match_torch(x64):
+    """``need_weights=True, average_attn_weights=False`` on a batch: weights
+    `(N, num_heads, L, S)`, batch major, as torch returns them."""
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(6, 3, batch_first=True, dtype=torch.float64)
+    q = np.random.default_rng(4).standard_normal((3, 4, 6))
+    kv = np.random.default_rng(5).standard_normal((3, 5, 6))
+    report = twin_parity(module, (q, kv, kv), {"need_weights": True,
+                                                "average_attn_weights": False})
+    assert report.passed, report.table()
+    assert any(leaf.shape == (3, 3, 4, 5) for leaf in report.leaves)  # the weights were compared
+
+
+def test_stacked_recurrent_dropout_spares_the_last_layer_like_torch(x64):
+    """torch drops out between stacked layers only: the top layer's output at the last
+    step is its final hidden state, bit for bit, in training mode too (LSTM and GRU,
+    one jitted program)."""
+    x = np.random.default_rng(6).standard_normal((4, 3, 2))
+    models = {}
+    for name in ("LSTM", "GRU"):
+        torch.manual_seed(0)
+        module = getattr(torch.nn, name)(2, 5, num_layers=2, dropout=0.5, dtype=torch.float64)
+        out, state = module.train()(torch.from_numpy(x))
+        h_n = state[0] if name == "LSTM" else state
+        assert torch.equal(out[-1], h_n[-1]), name  # torch's convention, in training mode
+        models[name] = nn.from_torch(module)
+
+    @jax.jit
+    def run(params, x, key):
+        results = {}
+        for name, (model, _) in models.items():
+            trained, state = model.apply(params[name], x, train=True, key=key)
+            h_n = state[0] if name == "LSTM" else state
+            results[name] = (trained, h_n, model.apply(params[name], x)[0])
+        return results
+
+    results = run({name: params for name, (_, params) in models.items()}, jnp.asarray(x),
+                  jax.random.key(0))
+    for name, (trained, h_n, evaluated) in results.items():
+        assert not jnp.allclose(trained, evaluated), name  # the dropout did act in between
+        np.testing.assert_array_equal(trained[-1], h_n[-1], err_msg=name)
 
 
 def test_sdpa_fully_masked_row_is_zero_with_finite_gradients(x64):
