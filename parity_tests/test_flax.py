@@ -327,11 +327,10 @@ def test_save_nnx_stores_dropout_random_state_and_load_nnx_resumes_its_stream(tm
     assert np.array_equal(after_saved, after_fresh)  # the same weights and the same next mask
     assert 0 < first_mask.sum() < first_mask.size
     assert not np.array_equal(after_saved == 0, first_mask)  # a new mask: fresh did not restart
-    other = build(2)
-    other.layers[2].rngs.key.set_value(jax.random.key(0, impl="rbg"))
+    fresh.layers[2].rngs.key.set_value(jax.random.key(0, impl="rbg"))
     with pytest.raises(ValueError, match="`layers.2.rngs.key`: file has a threefry2x32 PRNG "
                                          "key, module has a rbg PRNG key"):
-        load_nnx(other, path)
+        load_nnx(fresh, path)
 
 
 _GELU_MLP = '''
