@@ -347,3 +347,15 @@ def test_the_doctor_localises_a_captured_program_by_torch_module_path(x64):
     own = {row["path"]: row["injected"] for row in report.layers}
     assert own["act"] < 1e-12 and own["fc2"] < 1e-12  # later layers are fine on torch's input
     assert "captured with torch.export" in report.verdict
+
+
+class IntegerDivision(tnn.Module):
+    def forward(self, a, b):
+        return torch.div(a, b, rounding_mode="trunc"), torch.div(a, b, rounding_mode="floor")
+
+
+def test_traced_integer_division_with_a_rounding_mode_stays_integer_like_torch(x64):
+    a, b = torch.tensor([7, -7, 7, -7]), torch.tensor([2, 2, -2, -2])
+    model, params = nn.from_torch(IntegerDivision(), capture="layers")
+    ours = model.apply(params, jnp.asarray(a.numpy()), jnp.asarray(b.numpy()))
+    assert_parity([t.numpy() for t in IntegerDivision()(a, b)], list(ours))  # dtype int64 too

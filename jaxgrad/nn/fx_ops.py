@@ -122,7 +122,17 @@ def _div(input, other, *, rounding_mode=None):
         return jnp.true_divide(input, other)
     if rounding_mode == "floor":
         return jnp.floor_divide(input, other)
+    if _is_integer(input) and _is_integer(other):  # torch keeps integers integers
+        a, b = jnp.broadcast_arrays(jnp.asarray(input), jnp.asarray(other))
+        dtype = jnp.result_type(a, b)
+        return jax.lax.div(a.astype(dtype), b.astype(dtype))  # rounds toward zero
     return jnp.trunc(jnp.true_divide(input, other))
+
+
+def _is_integer(value) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return (jnp.issubdtype(dtype, jnp.integer) if dtype is not None
+            else isinstance(value, int) and not isinstance(value, bool))
 
 
 def _getattr(obj, name):
