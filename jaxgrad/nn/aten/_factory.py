@@ -10,7 +10,7 @@ are accepted and ignored, except a non-strided layout (sparse), which is refused
 before writing has no defined result to match.
 
 Only overloads that survive ``torch.export``'s core-ATen decompositions are here:
-``zeros``, ``ones``, ``*_like`` (but ``full_like``), ``new_*``, ``eye``, ``linspace``,
+``zeros``, ``ones``, the ``*_like`` ops but ``full_like``, ``new_*``, ``eye``, ``linspace``,
 ``fill`` and the short ``arange`` overloads all become ``full``, ``full_like``,
 ``empty_permuted`` or ``arange.start_step`` before a program reaches the table.
 """
@@ -24,6 +24,7 @@ import numpy as np
 
 from jaxgrad.nn.aten import register
 from jaxgrad.nn.aten._promote import DEFAULT_FLOAT, _wrapped_dtype, canonical
+from jaxgrad.nn.aten._shape import compiled
 
 
 def _dtype(dtype, fallback) -> np.dtype:
@@ -44,47 +45,44 @@ def _size(op: str, size) -> tuple:
 
 
 # ------------------------------------------------------------------ arange
-def _arange_length(start, end, step, integral: bool) -> int:
-    """torch's element count: ``ceil((end - start) / step)``, in int64 arithmetic for
-    an integer result (bounds truncated first), in double otherwise."""
-    if integral:
-        span = end - start
-        return max(0, -(-span // step)) if step > 0 else max(0, -(span // step))
-    return max(0, math.ceil((end - start) / step))
-
-
 @register("aten.arange.start_step")
 def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None):
-    """``torch.arange(start, end, step)``: ``start + i·step`` for ``i < ceil((end -
-    start) / step)``. For an integer dtype torch truncates the bounds and the step to
-    integers first (``arange(0.5, 5, 1.5, dtype=int64)`` is ``[0, 1, 2, 3, 4]``)."""
+    """``torch.arange(start, end, step)``: ``start + i·step``, following torch's
+    reference (``torch._refs.arange``) to the letter, quirks included: an integer
+    dtype truncates the bounds and the step to integers, and int64 (or all-integer
+    arguments) counts ``ceil((end - start) / step)`` on the truncated values
+    (``arange(0.5, 5, 1.5, dtype=int64)`` is ``[0, 1, 2, 3, 4]``) where other dtypes
+    count it on the given ones (``dtype=int32``: ``[0, 1, 2]``)."""
     _check_layout("arange", layout)
-    bounds = (start, end, step)
-    if any(isinstance(b, float) and not math.isfinite(b) for b in bounds):
-        raise ValueError(f"arange: unsupported range {start} to {end} (step {step}): the "
-                         "bounds and the step must be finite.")
-    if dtype is None:
-        inferred = (DEFAULT_FLOAT if any(_wrapped_dtype(b).kind == "f" for b in bounds)
-                    else np.dtype(np.int64))
-    else:
-        inferred = np.dtype(dtype)
-    integral = inferred.kind in "iub"
-    if integral:
-        start, end, step = (int(b) for b in bounds)
     if step == 0:
-        raise ValueError(f"arange: `step` (={bounds[2]}) must be nonzero"
-                         + (" (torch truncates it to an integer for an integer dtype)."
-                            if integral else "."))
+        raise ValueError("arange: `step` must be nonzero.")
     if (step > 0 and end < start) or (step < 0 and end > start):
         raise ValueError(f"arange: the bounds {start} to {end} are inconsistent with the "
                          f"sign of `step` (={step}).")
-    length = _arange_length(start, end, step, integral)
-    out_dtype = canonical(inferred)
-    if integral:
-        return (start + step * jnp.arange(length, dtype=out_dtype)).astype(out_dtype)
-    # torch computes start + step·i in double (its CPU accumulate type) and casts
-    wide = canonical(np.float64)
-    return (start + step * jnp.arange(length, dtype=wide)).astype(out_dtype)
+    if not all(math.isfinite(bound) for bound in (start, end, step)):
+        raise ValueError(f"arange: unsupported range {start} to {end} (step {step}): the "
+                         "bounds and the step must be finite.")
+    integer_args = all(isinstance(b, (int, np.integer)) for b in (start, end, step))
+    dtype = np.dtype(np.int64 if integer_args else DEFAULT_FLOAT) if dtype is None \
+        else np.dtype(dtype)
+    exact = dtype.kind in "iu" or integer_args
+    first, last, stride = (int(start), int(end), int(step)) if exact else (start, end, step)
+    if dtype == np.int64 or integer_args:
+        if stride == 0:
+            raise ValueError(f"arange: `step` (={step}) must be nonzero after truncation to "
+                             "an integer.")
+        length = max(0, -((first - last) // stride))  # exact ceil for either sign of step
+    else:
+        length = max(0, math.ceil((end - start) / step))
+    return _arange(first, stride, length, canonical(dtype), exact)
+
+
+@compiled("start", "step", "length", "dtype", "exact")
+def _arange(start, step, length, dtype, exact):
+    # torch computes start + step·i in int64 for integers, else in the accumulate type
+    # (double on CPU), then casts
+    wide = canonical(np.int64 if exact else np.float64)
+    return (start + step * jnp.arange(length, dtype=wide)).astype(dtype)
 
 
 # -------------------------------------------------------------------- full

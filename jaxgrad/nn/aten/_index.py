@@ -33,7 +33,7 @@ import numpy as np
 
 from jaxgrad.nn.aten import register
 from jaxgrad.nn.aten._promote import canonical
-from jaxgrad.nn.aten._shape import wrap_dim
+from jaxgrad.nn.aten._shape import compiled, wrap_dim
 from jaxgrad.nn.functional._embedding import concrete_or_none
 from jaxgrad.nn.functional._embedding import embedding as _embedding
 
@@ -104,14 +104,35 @@ def _advanced_index(op: str, input, indices) -> tuple:
         dim += 1
     if dim > input.ndim:
         raise IndexError(f"{op}: too many indices for a tensor of {input.ndim} dims.")
-    return tuple(parts)
+    arrays = tuple(part for part in parts if not isinstance(part, slice))
+    return arrays, tuple(not isinstance(part, slice) for part in parts)
+
+
+def _joined(arrays, kinds) -> tuple:
+    """The index tuple of ``_advanced_index``'s ``(arrays, kinds)``."""
+    arrays = iter(arrays)
+    return tuple(next(arrays) if is_array else slice(None) for is_array in kinds)
+
+
+@compiled("kinds")
+def _index(input, arrays, kinds):
+    return input[_joined(arrays, kinds)]
+
+
+@compiled("kinds", "accumulate")
+def _index_put(input, arrays, values, kinds, accumulate):
+    where = _joined(arrays, kinds)
+    values = values.astype(input.dtype)
+    if accumulate:
+        return input.at[where].add(values, mode="drop")
+    return _overwrite(input, where, values)
 
 
 @register("aten.index.Tensor")
 def index(input, indices):
     """``input[indices]`` with torch's (numpy's) advanced indexing; negative indices
     count from the end. Under ``jit`` an out-of-range index is clamped."""
-    return input[_advanced_index("index", input, indices)]
+    return _index(input, *_advanced_index("index", input, indices))
 
 
 @register("aten.index_put.default")
@@ -119,11 +140,8 @@ def index_put(input, indices, values, accumulate=False):
     """``input`` with ``input[indices] = values`` (``+=`` with ``accumulate``), values
     broadcast to the indexed shape. Duplicate indices without ``accumulate`` keep the
     last value, as torch's CPU kernel. Under ``jit`` an out-of-range update is dropped."""
-    where = _advanced_index("index_put", input, indices)
-    values = values.astype(input.dtype)
-    if accumulate:
-        return input.at[where].add(values, mode="drop")
-    return _overwrite(input, where, values)
+    arrays, kinds = _advanced_index("index_put", input, indices)
+    return _index_put(input, arrays, values, kinds, bool(accumulate))
 
 
 # ------------------------------------------------------------ along a dim
@@ -200,6 +218,11 @@ def gather(input, dim, index, *, sparse_grad=False):
         return jnp.zeros(index.shape, input.dtype)
     if input.ndim == 0:
         return jnp.broadcast_to(input, index.shape)
+    return _gather(input, index, dim)
+
+
+@compiled("dim")
+def _gather(input, index, dim):
     return input[_grid(index, dim)]
 
 
@@ -211,6 +234,11 @@ def scatter(input, dim, index, src):
     dim = _check_along("scatter", input, dim, index, (("src", src, False),))
     if index.size == 0:
         return input
+    return _scatter(input, index, src, dim)
+
+
+@compiled("dim")
+def _scatter(input, index, src, dim):
     input, index, src, restore = _lifted(input, index, src)
     return restore(_overwrite(input, _grid(index, dim),
                               _within(src, index.shape).astype(input.dtype)))
@@ -222,6 +250,11 @@ def scatter_value(input, dim, index, value):
     dim = _check_along("scatter", input, dim, index)
     if index.size == 0:
         return input
+    return _scatter_value(input, index, dim, value)
+
+
+@compiled("dim", "value")
+def _scatter_value(input, index, dim, value):
     input, index, _, restore = _lifted(input, index)
     return restore(input.at[_grid(index, dim)].set(jnp.asarray(value, input.dtype),
                                                    mode="drop"))
@@ -233,6 +266,11 @@ def scatter_add(input, dim, index, src):
     dim = _check_along("scatter_add", input, dim, index, (("src", src, False),))
     if index.size == 0:
         return input
+    return _scatter_add(input, index, src, dim)
+
+
+@compiled("dim")
+def _scatter_add(input, index, src, dim):
     input, index, src, restore = _lifted(input, index, src)
     return restore(input.at[_grid(index, dim)].add(
         _within(src, index.shape).astype(input.dtype), mode="drop"))
@@ -336,6 +374,11 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     dim = _check_along("scatter_reduce", input, dim, index, (("src", src, False),))
     if index.size == 0:
         return input
+    return _scatter_reduce(input, index, src, dim, reduce, bool(include_self))
+
+
+@compiled("dim", "reduce", "include_self")
+def _scatter_reduce(input, index, src, dim, reduce, include_self):
     input, index, src, restore = _lifted(input, index, src)
     src = _within(src, index.shape).astype(input.dtype)
     if not jnp.issubdtype(input.dtype, jnp.inexact):
@@ -354,11 +397,18 @@ def masked_scatter(input, mask, source):
         raise TypeError(f"masked_scatter: `mask` must be a bool tensor, got "
                         f"{np.dtype(mask.dtype).name}.")
     shape = jnp.broadcast_shapes(input.shape, mask.shape)
-    mask = jnp.broadcast_to(mask, shape)
     values = concrete_or_none(mask)
-    if values is not None and values.sum() > source.size:
-        raise ValueError(f"masked_scatter: `mask` selects {int(values.sum())} elements, but "
-                         f"`source` has only {source.size}.")
+    selected = None if values is None else int(np.broadcast_to(values, shape).sum())
+    if selected is not None and selected > source.size:
+        raise ValueError(f"masked_scatter: `mask` selects {selected} elements, but `source` "
+                         f"has only {source.size}.")
+    return _masked_scatter(input, mask, source)
+
+
+@compiled()
+def _masked_scatter(input, mask, source):
+    shape = jnp.broadcast_shapes(input.shape, mask.shape)
+    mask = jnp.broadcast_to(mask, shape)
     if source.size == 0:
         return jnp.broadcast_to(input, shape)
     position = jnp.clip(jnp.cumsum(jnp.ravel(mask)) - 1, 0, source.size - 1)
@@ -374,9 +424,18 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     each row's gradient by its frequency in ``indices``. Ids out of range raise when
     concrete; under ``jit`` they read a row of NaN
     (``jaxgrad.nn.functional.embedding``)."""
-    return _embedding(indices, weight, padding_idx=None if padding_idx < 0 else padding_idx,
-                      scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
-                      _where="embedding")
+    if not jnp.issubdtype(indices.dtype, jnp.integer):
+        raise TypeError(f"embedding: `indices` must be an integer tensor, got "
+                        f"{np.dtype(indices.dtype).name}.")
+    _check_range("embedding", indices, weight.shape[0], 0, negative=False)
+    return _embedding_rows(weight, indices, None if padding_idx < 0 else padding_idx,
+                           bool(scale_grad_by_freq))
+
+
+@compiled("padding_idx", "scale_grad_by_freq")
+def _embedding_rows(weight, indices, padding_idx, scale_grad_by_freq):
+    return _embedding(indices, weight, padding_idx=padding_idx,
+                      scale_grad_by_freq=scale_grad_by_freq, _where="embedding")
 
 
 # ------------------------------------------------------ value-dependent
