@@ -359,3 +359,32 @@ def test_traced_integer_division_with_a_rounding_mode_stays_integer_like_torch(x
     model, params = nn.from_torch(IntegerDivision(), capture="layers")
     ours = model.apply(params, jnp.asarray(a.numpy()), jnp.asarray(b.numpy()))
     assert_parity([t.numpy() for t in IntegerDivision()(a, b)], list(ours))  # dtype int64 too
+
+
+class NoisyLayer(tnn.Module):
+    """Noise injection the way research code writes it: rand, rand_like, randn_like."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.training:
+            h = h + 0.1 * torch.rand_like(h) + 0.01 * torch.randn_like(h)
+            h = h * (torch.rand(h.shape[0], 1, dtype=h.dtype) < 0.8)
+        return h
+
+
+def test_uniform_and_normal_draws_match_torch(x64, rng):
+    torch.manual_seed(7)
+    module = NoisyLayer().double()
+    x = rng.standard_normal((5, 4))
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
+    targets = sorted(n.target for n in model.train_program.random_nodes())
+    assert targets == ["aten.rand.default", "aten.rand_like.default", "aten.randn_like.default"]
+    assert_parity(*_grads_both(module, model, params, [x], train=True, draws=True))
+    draws = jax.random.key(0)
+    ours = np.asarray(model.apply(params, jnp.asarray(x), train=True, key=draws))
+    assert not np.array_equal(ours, model.apply(params, jnp.asarray(x), train=True,
+                                                key=jax.random.key(1)))

@@ -127,8 +127,14 @@ class Captured:
 _TABLE = None
 
 
+class WritesItsInput(ValueError):
+    """The sample writes one of its inputs in place (``inplace=True``): ``from_torch``
+    refuses such a forward (``torch.export``: a user-input mutation)."""
+
+
 def capture(fn, tensors, *, tracing_mode: str = "real", name: str = "sample") -> Captured:
-    """Trace ``fn(*tensors)`` to core ATen (``make_fx``) and convert it."""
+    """Trace ``fn(*tensors)`` to core ATen (``make_fx``, functionalised as
+    ``torch.export`` is) and convert it."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     global _TABLE
@@ -136,8 +142,15 @@ def capture(fn, tensors, *, tracing_mode: str = "real", name: str = "sample") ->
         _TABLE = dict(decompositions().items())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        graph_module = make_fx(fn, decomposition_table=_TABLE, tracing_mode=tracing_mode)(*tensors)
+        graph_module = make_fx(torch.func.functionalize(fn), decomposition_table=_TABLE,
+                               tracing_mode=tracing_mode)(*tensors)
     graph = graph_module.graph
+    written = [n for n in graph.nodes if n.op == "call_function" and str(n.target) in (
+        "aten.copy_.default",) and n.args[0].op == "placeholder"]
+    if written:
+        raise WritesItsInput(f"{name} writes its input {written[0].args[0].name!r} in place; "
+                             "from_torch refuses a forward that does (torch.export: a user "
+                             "input mutation)")
     placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
     constants = {n.name: getattr(graph_module, n.target).detach().cpu().numpy().copy()
                  for n in graph.nodes if n.op == "get_attr"}
@@ -242,6 +255,8 @@ def compare_sample(info, sample) -> tuple[parity.ParityReport, set]:
 def _outcome(name, index, run) -> tuple[Outcome, set]:
     try:
         report, overloads = run()
+    except WritesItsInput as refusal:  # refused, as from_torch refuses it
+        return Outcome("op_db", name, index, "refused", str(refusal)), set()
     except Exception as error:  # noqa: BLE001 - any exception is this sample's failure
         return Outcome("op_db", name, index, "error", f"{type(error).__name__}: {error}"), set()
     status = "pass" if report.passed else "fail"
