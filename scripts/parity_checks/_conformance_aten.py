@@ -50,7 +50,6 @@ OPINFOS = {
     "view": ("view", "reshape", "flatten"),
     "permute": ("permute",),
     # shapes, indexing, factories: op_db names that decompose to the table's overloads
-    "slice": ("slice", "unbind"),
     "split_with_sizes": ("split_with_sizes", "split"),
     "index": ("__getitem__",),
     "index_put": ("index_put", "index_copy"),
