@@ -1,0 +1,119 @@
+"""The zoo's CI subset: real models through ``from_torch``, held to torch.
+
+``scripts/zoo.py`` runs the whole development set (minutes per model); CI runs the
+models of ``_zoo_models.QUICK`` here, chosen to cover what the export front end must get
+right on a real model at the least cost:
+
+- a BatchNorm CNN (torchvision's shufflenet_v2_x0_5): 3 training-mode SGD-momentum steps
+  in float64, the running statistics threaded as buffers and compared after every step;
+- a transformer with dropout and constants (Hugging Face BERT, tiny): its training
+  program's dropout ops take torch's own draws, its non-persistent buffers
+  (``position_ids``, ``token_type_ids``) are constants, not params; forward and every
+  parameter gradient in float32, and 3 training steps in float64 with dropout active.
+
+Skipped, saying what to install, when the ``zoo`` extra is absent. Also: the CLI's
+argument handling, and the torchvision import shim.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import zoo as zoo_script
+import _zoo_models
+
+pytestmark = pytest.mark.skipif(
+    not all(_zoo_models.installed(name) for name in _zoo_models.LIBRARIES),
+    reason=f"the zoo extra is not installed ({_zoo_models.INSTALL})")
+
+from parity_checks import _zoo  # noqa: E402
+
+
+def _assert_passed(result, column):
+    cell = result.columns[column]
+    detail = "\n".join(result.failures())
+    assert result.error is None, result.error
+    assert cell.status == "pass", detail + ("" if cell.report is None else "\n" + cell.report.table())
+    assert cell.report.leaves, "a comparison of nothing proves nothing"
+    return cell.report
+
+
+@pytest.mark.slow
+def test_batchnorm_cnn_trains_like_torch_with_its_running_statistics():
+    entry = _zoo_models.BY_NAME["timm:resnet10t"]
+    # through torch.export: BatchNorm's buffer mutations become the program's new buffers
+    result = _zoo.run_model(entry, columns=_zoo_models.QUICK[entry.name])
+    assert result.front_end == "export"
+    report = _assert_passed(result, "train")
+    paths = [leaf.path for leaf in report.leaves]
+    for name in ("running_mean", "running_var", "num_batches_tracked", "momentum_buffer"):
+        assert any(name in path for path in paths), f"no {name} compared"
+    assert result.random_ops == 0
+
+
+@pytest.mark.slow
+def test_transformer_with_dropout_and_constants_matches_torch():
+    entry = _zoo_models.BY_NAME["transformers:BertModel"]
+    result = _zoo.run_model(entry, columns=_zoo_models.QUICK[entry.name])
+    assert result.front_end == "export"
+    # non-persistent buffers are constants of the program, never params or buffers
+    assert "embeddings.position_ids" in result.constants
+    _assert_passed(result, "float64")
+    report = _assert_passed(result, "train")
+    assert not any("position_ids" in leaf.path for leaf in report.leaves)
+    # dropout was active in training, on torch's own draws
+    assert result.random_ops > 0
+    dropped, drawn = result.dropped
+    assert 0 < dropped < drawn
+
+
+# ---------------------------------------------------------------- the script
+def test_list_names_every_model(capsys):
+    assert zoo_script.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(entry.name in out for entry in _zoo_models.MODELS)
+
+
+@pytest.mark.parametrize("argv", [["--models", "no_such_model"],
+                                  ["--models", "efficientnet_b0"],  # two libraries have it
+                                  ["--quick", "--models", "resnet18"]])
+def test_bad_model_selection_is_a_usage_error(argv):
+    with pytest.raises(SystemExit) as info:
+        zoo_script.main(argv)
+    assert info.value.code == 2
+
+
+def test_model_names_are_checked_before_torch_is_imported(tmp_path):
+    from parity_tests.test_scripts_cli import _run_stubbed
+
+    script = str(_zoo_models.__file__).replace("_zoo_models.py", "zoo.py")
+    results = _run_stubbed([(script, ["--models", "no_such_model"]), (script, ["--list"])],
+                           tmp_path)
+    assert results[0]["code"] == 2 and "unknown model 'no_such_model'" in results[0]["stderr"]
+    assert results[1]["code"] == 0 and "transformers:BertModel" in results[1]["stdout"]
+
+
+def test_a_missing_library_is_skipped_with_the_install_command(monkeypatch, capsys):
+    monkeypatch.setattr(_zoo_models, "installed", lambda name: name != "timm")
+    assert zoo_script.main(["--models", "timm:resnet10t"]) == 0
+    captured = capsys.readouterr()
+    assert _zoo_models.INSTALL in captured.err
+    assert "nothing ran" in captured.out and "SKIP" in captured.out
+
+
+def test_a_failing_model_exits_one(monkeypatch, capsys):
+    def failing(entry, **options):
+        result = _zoo.ZooResult(entry.name, entry.library, entry.notes)
+        result.error = "ValueError: from_torch: unmapped op aten.nothing.default"
+        return result
+
+    monkeypatch.setattr(_zoo, "run_model", failing)
+    assert zoo_script.main(["--models", "resnet18"]) == 1
+    out = capsys.readouterr().out
+    assert "convert FAIL" in out and "aten.nothing.default" in out
+
+
+def test_torchvision_imports_with_or_without_its_c_extension():
+    torchvision = _zoo_models.import_torchvision()
+    assert hasattr(torchvision.models, "resnet18")
+    assert _zoo_models.import_torchvision() is torchvision  # a second call changes nothing

@@ -1,0 +1,283 @@
+"""The zoo's models: real torchvision, timm and Hugging Face models, built small.
+
+Importing this module imports neither torch nor the zoo's libraries (``scripts/zoo.py``
+checks ``--models`` against ``MODELS`` before anything heavy loads); ``build`` does.
+
+Each entry of ``MODELS`` builds one model as a user would bring it: the library's own
+constructor (``torchvision.models.resnet18``, ``timm.create_model``,
+``transformers.BertModel(BertConfig(...))``), random weights drawn under a fixed torch
+seed (nothing is downloaded), a tiny configuration where the library has one (the
+transformers), and a small input drawn from a fixed NumPy seed. ``instance(entry,
+dtype)`` gives the module in float64 or float32 (the same weights: built once in
+float32, then cast) with its inputs as NumPy arrays.
+
+The three libraries are the optional ``zoo`` extra (``pip install -c constraints.txt
+-e ".[zoo]"``); ``missing(entry)`` says which one an entry lacks. jaxgrad itself never
+imports them.
+
+**torchvision on a CPU-only torch.** The torchvision wheel on some indexes (this
+project's machine: 0.28.0+cu130) is a CUDA build whose C extension does not load
+against the CPU torch; its ``import`` then fails while registering a fake kernel for
+``torchvision::nms`` (``RuntimeError: operator torchvision::nms does not exist``).
+The models are pure Python and never call those ops, so ``import_torchvision()``
+declares the two op schemas the import registers kernels for and imports again. It is
+a no-op when torchvision imports cleanly (declaring the schemas *before* a working
+extension loads would clash with the extension's own). transformers imports
+torchvision when it is installed, so ``import_transformers`` runs this first too.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from typing import Callable
+
+import numpy as np
+
+SEED = 0
+LIBRARIES = ("torchvision", "timm", "transformers")
+INSTALL = 'pip install -c constraints.txt -e ".[zoo]"'
+
+_SHIM_LIBRARIES: list = []  # the torch.library.Library the shim defined, kept alive
+
+
+def import_torchvision():
+    """``import torchvision``, declaring its two custom op schemas first when its C
+    extension cannot load (see the module docstring)."""
+    import torch
+
+    try:
+        return importlib.import_module("torchvision")
+    except RuntimeError as error:
+        if "torchvision::nms" not in str(error):
+            raise
+    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+        del sys.modules[name]  # the failed import's half-initialised modules
+    library = torch.library.Library("torchvision", "DEF")
+    library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    library.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+    _SHIM_LIBRARIES.append(library)
+    return importlib.import_module("torchvision")
+
+
+def import_library(name: str):
+    """One of ``LIBRARIES``, imported (torchvision's shim first when it is installed)."""
+    if name not in LIBRARIES:
+        raise ValueError(f"`name` (={name!r}) must be one of {', '.join(LIBRARIES)}.")
+    if name == "torchvision" or importlib.util.find_spec("torchvision") is not None:
+        import_torchvision()
+    return importlib.import_module(name)
+
+
+def installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+# ------------------------------------------------------------------ the models
+@dataclasses.dataclass(frozen=True)
+class ZooModel:
+    """One model of the zoo.
+
+    Attributes:
+      name: ``"library:model"``, e.g. ``"torchvision:resnet18"``.
+      library: the library that defines it (one of ``LIBRARIES``).
+      build: ``build(lib) -> (module, args, kwargs)``: the float32 module and its
+        example inputs as NumPy arrays (``lib`` is the imported library).
+      notes: what differs from the library's defaults, and why.
+      capture: ``from_torch``'s front end for this model (``"auto"`` unless the entry
+        exists to exercise one).
+    """
+
+    name: str
+    library: str
+    build: Callable
+    notes: str = ""
+    capture: str = "auto"
+
+
+def _images(batch: int, size: int):
+    """``((batch, 3, size, size) float32 images,), {}`` from the fixed seed."""
+    rng = np.random.default_rng(SEED)
+    return (rng.standard_normal((batch, 3, size, size)).astype(np.float32),), {}
+
+
+def _tokens(batch: int = 2, length: int = 8, vocab: int = 100):
+    rng = np.random.default_rng(SEED)
+    return (rng.integers(0, vocab, size=(batch, length)).astype(np.int64),), {}
+
+
+def _audio(batch: int = 2, samples: int = 400):
+    rng = np.random.default_rng(SEED)
+    return (rng.standard_normal((batch, samples)).astype(np.float32),), {}
+
+
+def _tv(constructor: str, size: int = 64, batch: int = 8, **options):
+    def build(tv):
+        module = getattr(tv.models, constructor)(num_classes=10, **options)
+        return (module, *_images(batch, size))
+    return build
+
+
+def _timm(name: str, size: int = 64, batch: int = 8, **options):
+    def build(timm):
+        module = timm.create_model(name, pretrained=False, num_classes=10, **options)
+        return (module, *_images(batch, size))
+    return build
+
+
+def _hf(model: str, config: str, inputs: Callable, **config_options):
+    def build(transformers):
+        cfg = getattr(transformers, config)(**config_options)
+        return (getattr(transformers, model)(cfg), *inputs())
+    return build
+
+
+TINY_TEXT = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=64)
+TIMM_DROPS = dict(drop_rate=0.1, drop_path_rate=0.1)
+
+MODELS = [
+    ZooModel("torchvision:resnet18", "torchvision", _tv("resnet18"), "8 images of 64x64"),
+    ZooModel("torchvision:mobilenet_v3_small", "torchvision", _tv("mobilenet_v3_small"),
+             "8 images of 64x64 (dropout 0.2: default)"),
+    ZooModel("torchvision:efficientnet_b0", "torchvision", _tv("efficientnet_b0"),
+             "8 images of 64x64 (stochastic depth 0.2, dropout 0.2: defaults)"),
+    ZooModel("torchvision:shufflenet_v2_x0_5", "torchvision", _tv("shufflenet_v2_x0_5"),
+             "8 images of 64x64"),
+    ZooModel("torchvision:vit_b_16", "torchvision",
+             _tv("vit_b_16", 32, batch=2, image_size=32),
+             "image_size=32, 2 images (full width: 12 layers of 768, 86M parameters)"),
+    ZooModel("torchvision:swin_t", "torchvision", _tv("swin_t"),
+             "8 images of 64x64 (stochastic depth 0.2: default)"),
+    ZooModel("timm:resnet10t", "timm", _timm("resnet10t"),
+             "8 images of 64x64; capture='export' (the CI subset's BatchNorm CNN: its "
+             "running statistics as the program's buffer writes)", capture="export"),
+    ZooModel("timm:vit_tiny_patch16_224", "timm",
+             _timm("vit_tiny_patch16_224", 32, img_size=32, **TIMM_DROPS),
+             "img_size=32, 8 images, drop_rate=0.1, drop_path_rate=0.1"),
+    ZooModel("timm:efficientnet_b0", "timm", _timm("efficientnet_b0", **TIMM_DROPS),
+             "8 images of 64x64, drop_rate=0.1, drop_path_rate=0.1"),
+    ZooModel("timm:mobilevitv2_050", "timm", _timm("mobilevitv2_050", **TIMM_DROPS),
+             "8 images of 64x64, drop_rate=0.1, drop_path_rate=0.1"),
+    ZooModel("transformers:BertModel", "transformers",
+             _hf("BertModel", "BertConfig", _tokens, **TINY_TEXT),
+             "2 layers of 32, vocab 100, 2 x 8 tokens (dropout 0.1: default)"),
+    ZooModel("transformers:GPT2LMHeadModel", "transformers",
+             _hf("GPT2LMHeadModel", "GPT2Config", _tokens, vocab_size=100, n_embd=32,
+                 n_layer=2, n_head=2, n_positions=64, use_cache=False),
+             "2 layers of 32, vocab 100; use_cache=False (a KV-cache output cannot be "
+             "exported); tied lm_head"),
+    ZooModel("transformers:LlamaForCausalLM", "transformers",
+             _hf("LlamaForCausalLM", "LlamaConfig", _tokens, num_key_value_heads=1,
+                 use_cache=False, **dict(TINY_TEXT, num_attention_heads=4)),
+             "2 layers of 32, 4 heads / 1 KV head, vocab 100; use_cache=False (a KV-cache "
+             "output cannot be exported)"),
+    ZooModel("transformers:T5EncoderModel", "transformers",
+             _hf("T5EncoderModel", "T5Config", _tokens, vocab_size=100, d_model=32, d_kv=8,
+                 d_ff=64, num_layers=2, num_heads=4),
+             "2 layers of 32, vocab 100 (dropout 0.1: default)"),
+    ZooModel("transformers:ViTModel", "transformers",
+             _hf("ViTModel", "ViTConfig", lambda: _images(2, 32), hidden_size=32,
+                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                 image_size=32, patch_size=8, hidden_dropout_prob=0.1),
+             "2 layers of 32, 32x32 images, patch 8, hidden_dropout_prob=0.1"),
+    ZooModel("transformers:Wav2Vec2Model", "transformers",
+             _hf("Wav2Vec2Model", "Wav2Vec2Config", _audio, hidden_size=32,
+                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                 conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                 num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
+                 layerdrop=0.0, mask_time_prob=0.0),
+             "2 layers of 32, 2 conv layers, 400 samples; layerdrop=0 (layer drop is Python "
+             "control flow on a random draw), mask_time_prob=0 (SpecAugment draws its masks "
+             "with NumPy during the forward, which export would freeze: from_torch refuses "
+             "it, naming the constant)"),
+]
+BY_NAME = {entry.name: entry for entry in MODELS}
+# the CI subset (parity_tests/test_zoo.py, `scripts/zoo.py --quick`) and the comparisons
+# it makes: a BatchNorm CNN's training steps (buffers) and a transformer with dropout and
+# constants, float64 (its float32 twin is the same program at another dtype; the full
+# zoo runs it)
+QUICK = {"timm:resnet10t": ("train",), "transformers:BertModel": ("float64", "train")}
+
+
+def versions() -> dict:
+    """``{library: version or None}`` for the zoo's libraries (read without importing
+    them)."""
+    from importlib import metadata
+
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def missing(entry: ZooModel) -> str | None:
+    """The library ``entry`` needs when it is not installed, else None."""
+    return None if installed(entry.library) else entry.library
+
+
+def select(spec: str | None) -> list[ZooModel]:
+    """The entries named by ``spec``: comma-separated full names
+    (``torchvision:resnet18``), a model name unique across libraries (``resnet18``), or
+    a library (``timm``); None for all, in ``MODELS`` order.
+
+    Raises:
+      ValueError: a name that matches nothing, or more than one model.
+    """
+    if spec is None:
+        return list(MODELS)
+    chosen = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        if item in BY_NAME:
+            matches = [BY_NAME[item]]
+        elif item in LIBRARIES:
+            matches = [e for e in MODELS if e.library == item]
+        else:
+            matches = [e for e in MODELS if e.name.split(":", 1)[1] == item]
+            if len(matches) > 1:
+                raise ValueError(f"{item!r} names {len(matches)} models "
+                                 f"({', '.join(e.name for e in matches)}); give the full name.")
+        if not matches:
+            raise ValueError(f"unknown model {item!r}; the zoo has: "
+                             f"{', '.join(e.name for e in MODELS)} (or a library: "
+                             f"{', '.join(LIBRARIES)}).")
+        chosen.extend(e for e in matches if e not in chosen)
+    if not chosen:
+        raise ValueError("no model named (an empty --models).")
+    return chosen
+
+
+def build(entry: ZooModel):
+    """``(module, args, kwargs)``: the float32 module (seeded random weights) and its
+    example inputs as NumPy arrays."""
+    import torch
+
+    library = import_library(entry.library)
+    torch.manual_seed(SEED)
+    module, args, kwargs = entry.build(library)
+    return module.float(), args, kwargs
+
+
+def instance(built, dtype: str):
+    """``built`` (from ``build``) in ``dtype`` (``"float64"`` or ``"float32"``): a copy
+    of the module cast to it and the floating inputs cast likewise."""
+    import torch
+
+    module, args, kwargs = built
+    torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    cast = (lambda a: a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+            else a)
+    return (copy.deepcopy(module).to(torch_dtype), tuple(cast(a) for a in args),
+            {k: cast(v) for k, v in kwargs.items()})
+
+
+__all__ = ["ZooModel", "MODELS", "BY_NAME", "QUICK", "versions", "LIBRARIES", "INSTALL", "build", "instance",
+           "select", "missing", "installed", "import_library", "import_torchvision"]

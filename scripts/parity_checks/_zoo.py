@@ -1,0 +1,636 @@
+"""The zoo harness: a real model converted with ``from_torch`` and held to torch.
+
+``run_model(entry)`` builds one model of ``_zoo_models.MODELS`` and measures, each on
+copied weights and the same inputs, every comparison made with
+``jaxgrad.parity.compare`` at the policy tier of its dtype:
+
+- **float64, evaluation mode**: the output and the gradient of ``Σ c·output`` (one
+  fixed random cotangent ``c`` per floating output leaf, so the whole vector-Jacobian
+  product is checked) with respect to every parameter;
+- **float32, evaluation mode**: the same on the float32 model (its own conversion; the
+  captured program is specialised to its dtype). A float32 leaf that fails is put
+  beside torch's own float32 rounding (torch float32 against torch float64 on the same
+  values, in units of the float32 tier), which says whether the leaf is
+  ill-conditioned in float32 rather than wrong;
+- **training, float64**: ``STEPS`` steps of SGD with momentum (``SGD``) in training
+  mode on ``loss = Σ mean((output − target)²)`` over the floating outputs (fixed random
+  targets), torch's loop against a jitted jaxgrad step, compared after every step:
+  loss, parameters, momentum buffers and buffers (BatchNorm running statistics).
+  Dropout and stochastic depth stay active: torch's draws are recorded
+  (``torchref.random_draws``) and handed to the captured program's random ops
+  (``random_draws=``), so the comparison is exact, not statistical. The layer path
+  (``GraphModule``) takes no injected draws: a model that converts there and draws
+  random numbers in training is trained through a second conversion with
+  ``capture="export"``, and the row says so.
+
+Also recorded: the parameter count, the front end ``from_torch`` chose (``layers`` or
+``export``), the conversion time (float64), the first call of the jitted training step
+(compilation plus one step) and, in training, the random ops and how many elements
+torch's draws dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import torch
+
+import jaxgrad
+from jaxgrad import optim as joptim
+from jaxgrad.nn.program import ExportedModule
+from jaxgrad.parity import ParityReport
+import _zoo_models as zoo_models
+from parity_checks._capture_parity import draws_for
+from torchref import optim as toptim
+from torchref.random_draws import recording
+
+STEPS = 3
+SGD = {"lr": 0.01, "momentum": 0.9}
+SEED_TRAIN = 7  # torch's RNG before the training steps (its dropout draws)
+COLUMNS = ("float64", "float32", "train")
+COLUMN_TITLES = {"float64": "f64 fwd+grads", "float32": "f32 fwd+grads",
+                 "train": f"train f64 x{STEPS}"}
+
+
+@dataclasses.dataclass
+class Column:
+    """One comparison of a row: ``status`` is ``"pass"``, ``"fail"`` (a leaf outside
+    its tier), ``"error"`` (the comparison could not run) or ``"skip"``."""
+
+    status: str = "skip"
+    report: ParityReport | None = None
+    error: str | None = None
+    note: str | None = None
+
+    @property
+    def max_abs_err(self) -> float | None:
+        return None if self.report is None else self.report.max_abs_err
+
+    def summary(self) -> str:
+        if self.status in ("pass", "fail"):
+            return f"{self.status.upper()} {self.max_abs_err:.1e}"
+        return {"error": "ERROR", "skip": "-"}[self.status]
+
+    def to_dict(self) -> dict:
+        report = None if self.report is None else self.report.to_dict()
+        if report is not None and self.status == "pass":
+            report.pop("leaves", None)  # a passing row keeps its maxima only
+        return {"status": self.status, "max_abs_err": _finite(self.max_abs_err),
+                "error": self.error, "note": self.note, "report": report}
+
+
+@dataclasses.dataclass
+class ZooResult:
+    """One row of the zoo table."""
+
+    name: str
+    library: str
+    notes: str
+    parameters: int | None = None
+    front_end: str | None = None
+    convert_seconds: float | None = None
+    compile_seconds: float | None = None
+    columns: dict = dataclasses.field(default_factory=lambda: {c: Column() for c in COLUMNS})
+    random_ops: int | None = None
+    dropped: tuple | None = None  # (dropped elements, drawn elements) over the steps
+    random_note: str | None = None
+    constants: tuple | None = None  # the captured program's constants (export front end)
+    error: str | None = None  # conversion failed (or the library is missing: skipped)
+    skipped: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        if self.skipped:
+            return "SKIP"
+        if self.error or any(c.status in ("fail", "error") for c in self.columns.values()):
+            return "FAIL"
+        return "PASS"
+
+    def randomness(self) -> str:
+        if self.random_ops is None:
+            return "-"
+        if self.random_ops == 0:
+            return "none"
+        if self.dropped is None or self.dropped[1] == 0:
+            return f"{self.random_ops} ops"
+        return f"{self.random_ops} ops, {self.dropped[0]}/{self.dropped[1]} dropped"
+
+    def failures(self) -> list[str]:
+        """``"column: message"`` for every failure, for the lines under the table."""
+        lines = []
+        if self.error:
+            lines.append(f"convert: {self.error}")
+        for column, result in self.columns.items():
+            if result.status == "error":
+                lines.append(f"{column}: {result.error}")
+            elif result.status == "fail":
+                bad = result.report.failures()
+                worst = "; ".join(f"{leaf.path}: {leaf.problem}" for leaf in bad[:3])
+                more = f" (+{len(bad) - 3} more leaves)" if len(bad) > 3 else ""
+                lines.append(f"{column}: {len(bad)} leaves outside the tier: {worst}{more}"
+                             + (f" [{result.note}]" if result.note else ""))
+        return lines
+
+    def to_dict(self) -> dict:
+        return {"model": self.name, "library": self.library, "notes": self.notes,
+                "parameters": self.parameters, "front_end": self.front_end,
+                "convert_seconds": self.convert_seconds,
+                "first_call_seconds": self.compile_seconds,
+                "random_ops": self.random_ops,
+                "dropped": None if self.dropped is None else list(self.dropped),
+                "random_note": self.random_note,
+                "constants": None if self.constants is None else list(self.constants),
+                "columns": {k: v.to_dict() for k, v in self.columns.items()},
+                "verdict": self.verdict, "error": self.error, "skipped": self.skipped,
+                "seconds": round(self.seconds, 2)}
+
+
+def _finite(value):
+    return None if value is None or value != value else value
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# --------------------------------------------------------------------- pytrees
+def plain(value):
+    """A model output (torch or jax) as nested dicts and lists of arrays: Hugging Face
+    ``ModelOutput``\\ s (torch) and their dicts (jaxgrad) alike, ``None`` fields left out."""
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    if hasattr(value, "keys") and not hasattr(value, "shape"):
+        return {k: plain(value[k]) for k in value.keys() if value[k] is not None}
+    return value
+
+
+def _is_float(leaf) -> bool:
+    if isinstance(leaf, torch.Tensor):
+        return leaf.is_floating_point()
+    return hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
+
+
+def float_leaves(tree) -> list:
+    """The floating leaves of ``plain(output)``, in jax's (sorted-key) order."""
+    return [leaf for leaf in jax.tree_util.tree_leaves(tree) if _is_float(leaf)]
+
+
+def _detached(tree):
+    return jax.tree_util.tree_map(lambda t: t.detach().numpy().copy(), tree)
+
+
+def _torch(value):
+    return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+
+def _jax(value):
+    return jax.device_put(value) if isinstance(value, np.ndarray) else value
+
+
+def _apply(model, params, args, kwargs, buffers, **options):
+    """``model.apply`` that returns ``(output, new_buffers)`` whether or not the model
+    has buffers."""
+    if buffers:
+        return model.apply(params, *args, buffers=buffers, **options, **kwargs)
+    return model.apply(params, *args, **options, **kwargs), buffers
+
+
+def named_parameters(module) -> dict:
+    return dict(module.named_parameters())
+
+
+def persistent_buffers(module) -> dict:
+    state = module.state_dict(keep_vars=True)
+    return {n: b for n, b in module.named_buffers() if n in state}
+
+
+# ------------------------------------------------------------- the comparisons
+def cotangents_for(output, seed: int = 1) -> list[np.ndarray]:
+    """One fixed standard-normal cotangent per floating leaf of ``plain(output)``, drawn
+    in float32 (so the float64 and float32 rows use the same values)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(leaf.shape)).astype(np.float32)
+            for leaf in float_leaves(plain(output))]
+
+
+def torch_eval(module, args, kwargs, cotangents=None) -> tuple[dict, list]:
+    """torch's evaluation-mode output and the gradients of ``Σ c·output``:
+    ``({"output", "grads"}, cotangents)``."""
+    module.eval()
+    module.zero_grad(set_to_none=True)
+    output = plain(module(*[_torch(a) for a in args], **{k: _torch(v) for k, v in kwargs.items()}))
+    if cotangents is None:
+        cotangents = cotangents_for(output)
+    leaves = float_leaves(output)
+    total = sum((torch.from_numpy(c.astype(_np_dtype(o))) * o).sum()
+                for c, o in zip(cotangents, leaves))
+    total.backward()
+    grads = {n: (p.grad.numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape),
+                                                                              _np_dtype(p)))
+             for n, p in named_parameters(module).items()}
+    module.zero_grad(set_to_none=True)
+    return {"output": _detached(output), "grads": grads}, cotangents
+
+
+def _np_dtype(tensor) -> np.dtype:
+    return np.dtype(str(tensor.dtype).replace("torch.", ""))
+
+
+def jax_eval(model, params, buffers, args, kwargs, cotangents) -> dict:
+    """The jaxgrad side of ``torch_eval``, jitted."""
+    jax_args = [_jax(a) for a in args]
+    jax_kwargs = {k: _jax(v) for k, v in kwargs.items()}
+
+    def objective(params):
+        output, _ = _apply(model, params, jax_args, jax_kwargs, buffers, train=False)
+        output = plain(output)
+        leaves = float_leaves(output)
+        total = sum(jnp.sum(jnp.asarray(c, o.dtype) * o) for c, o in zip(cotangents, leaves))
+        return total, output
+
+    (_, output), grads = jax.jit(jax.value_and_grad(objective, has_aux=True))(params)
+    return {"output": output, "grads": grads}
+
+
+def float32_headroom(reference32: dict, reference64: dict) -> dict:
+    """``{leaf path: max |t32 − t64| / tolerance}`` with the float32 tier's tolerance
+    (``jaxgrad.parity.tolerance_for``): how much of the tier torch's own float32
+    rounding uses on each leaf (as ``_twin.reference_rounding``). Near 1 or above, the
+    leaf is ill-conditioned in float32 and any two float32 results pass or fail by
+    luck."""
+    low = jaxgrad.parity.flatten(reference32)
+    high = jaxgrad.parity.flatten(reference64)
+    ratios = {}
+    for path, t32 in low.items():
+        t64 = high.get(path)
+        if t64 is None or not np.issubdtype(np.asarray(t32).dtype, np.floating):
+            continue
+        t32, t64 = np.asarray(t32, np.float64), np.asarray(t64)
+        finite = np.isfinite(t64)
+        if not finite.any():
+            continue
+        exact = t64[finite]
+        rtol, atol = jaxgrad.parity.tolerance_for("float32", exact)
+        tolerance = np.maximum(atol + rtol * np.abs(exact), np.finfo(np.float64).tiny)
+        ratios[path] = float(np.max(np.abs(t32[finite] - exact) / tolerance))
+    return ratios
+
+
+# -------------------------------------------------------------------- training
+def _targets(output, seed: int = 2) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(leaf.shape)).astype(_np_dtype(leaf)
+                                                          if isinstance(leaf, torch.Tensor)
+                                                          else leaf.dtype)
+            for leaf in float_leaves(plain(output))]
+
+
+def _loss_torch(output, targets):
+    return sum(((o - torch.from_numpy(t)) ** 2).mean()
+               for o, t in zip(float_leaves(plain(output)), targets))
+
+
+def _loss_jax(output, targets):
+    return sum(jnp.mean((o - t) ** 2) for o, t in zip(float_leaves(plain(output)), targets))
+
+
+def square_loss_torch(output, _unused=None):
+    """``Σ mean(o²)`` over the floating outputs (the bench's loss: any model, any output
+    structure; the second argument, a label, is ignored)."""
+    return sum((o ** 2).mean() for o in float_leaves(plain(output)))
+
+
+def square_loss_jax(output, _unused=None):
+    """``square_loss_torch`` in JAX."""
+    return sum(jnp.mean(o ** 2) for o in float_leaves(plain(output)))
+
+
+def _dropped(draws) -> tuple[int, int]:
+    """Elements torch's keep masks dropped, and elements they cover (Bernoulli draws
+    only: a uniform or normal draw drops nothing by itself)."""
+    dropped = total = 0
+    for draw in draws:
+        if "bernoulli" in draw.op or "dropout" in draw.op:
+            values = draw.values
+            dropped += int((values == 0).sum())
+            total += values.numel()
+    return dropped, total
+
+
+def torch_draws_in_training(module, args, kwargs) -> list:
+    """The random draws of one training-mode forward, module state restored after."""
+    saved = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    module.train()
+    try:
+        with torch.no_grad(), recording() as draws:
+            module(*[_torch(a) for a in args], **{k: _torch(v) for k, v in kwargs.items()})
+    finally:
+        module.load_state_dict(saved)
+    return draws
+
+
+def torch_trajectory(module, args, kwargs, *, steps: int = STEPS, hyper: dict = SGD,
+                     seed: int = SEED_TRAIN, channels_last: bool = False) -> tuple[dict, list]:
+    """``steps`` training-mode SGD steps of ``module`` (trained in place) on
+    ``loss = Σ mean((output − target)²)``; torch's RNG seeded with ``seed`` first.
+
+    ``channels_last=True`` runs the same steps with 4-D tensors in channels-last memory
+    layout: the same arithmetic summed in another order, so the gap to the default
+    layout is torch's own rounding noise on this trajectory.
+
+    Returns:
+      ``(record, draws)``: ``{"loss": (steps,), "params", "momentum", "buffers"}``
+      (each ``{name: (steps, *shape)}``, after every step) and each step's list of
+      random draws (``torchref.random_draws.Draw``).
+    """
+    torch_args = [_torch(a) for a in args]
+    torch_kwargs = {k: _torch(v) for k, v in kwargs.items()}
+    if channels_last:
+        module = module.to(memory_format=torch.channels_last)
+        torch_args = [a.contiguous(memory_format=torch.channels_last)
+                      if isinstance(a, torch.Tensor) and a.ndim == 4 else a for a in torch_args]
+    module.train()
+    optimizer = toptim.make_optimizer("sgd", module.parameters(), **hyper)
+    record = {"loss": [], "params": [], "momentum": [], "buffers": []}
+    all_draws, targets = [], _targets(_output_shapes(module, torch_args, torch_kwargs))
+    torch.manual_seed(seed)
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        with recording() as draws:
+            output = module(*torch_args, **torch_kwargs)
+        loss = _loss_torch(output, targets)
+        loss.backward()
+        optimizer.step()
+        all_draws.append(draws)
+        record["loss"].append(loss.detach().numpy().copy())
+        record["params"].append({n: p.detach().numpy().copy()
+                                 for n, p in named_parameters(module).items()})
+        record["momentum"].append(toptim.named_state(module, optimizer))
+        record["buffers"].append({n: b.detach().numpy().copy()
+                                  for n, b in persistent_buffers(module).items()})
+    return _stacked(record), all_draws
+
+
+def jax_trajectory(model, params, buffers, args, kwargs, draws, targets, *,
+                   names, hyper: dict = SGD) -> tuple[dict, float]:
+    """The jaxgrad side of ``torch_trajectory``: one jitted step per entry of ``draws``
+    (torch's draws of that step, given to the captured program's random ops).
+
+    Returns:
+      ``(record, first_call_seconds)``; the first call is compilation plus one step.
+    """
+    jax_args = [_jax(a) for a in args]
+    jax_kwargs = {k: _jax(v) for k, v in kwargs.items()}
+    exported = isinstance(model, ExportedModule)
+    optimizer = joptim.sgd(**hyper)
+
+    def step(params, buffers, opt_state, injected, targets):
+        def objective(params):
+            options = {"random_draws": injected} if exported else {}
+            output, new_buffers = _apply(model, params, jax_args, jax_kwargs, buffers,
+                                         train=True, key=jax.random.key(0), **options)
+            return _loss_jax(output, targets), new_buffers
+
+        (loss, new_buffers), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_buffers, opt_state, loss
+
+    jitted = jax.jit(step)
+    opt_state = optimizer.init(params)
+    record = {"loss": [], "params": [], "momentum": [], "buffers": []}
+    first_call = None
+    for step_draws in draws:
+        if exported:
+            injected = {k: jnp.asarray(v) for k, v in draws_for(model, step_draws).items()}
+        elif step_draws:
+            raise ValueError(f"torch drew {len(step_draws)} random tensors in training, and "
+                             "the layer path takes no injected draws (convert with "
+                             "capture='export').")
+        else:
+            injected = {}
+        began = time.perf_counter()
+        params, buffers, opt_state, loss = jitted(params, buffers, opt_state, injected, targets)
+        jax.block_until_ready((params, buffers, opt_state))
+        if first_call is None:
+            first_call = time.perf_counter() - began
+        record["loss"].append(np.asarray(loss))
+        record["params"].append({k: np.asarray(v) for k, v in params.items()})
+        record["momentum"].append(
+            {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
+             for n, fields in joptim.torch_style_state(opt_state, names).items()})
+        record["buffers"].append({k: np.asarray(v) for k, v in buffers.items()})
+    return _stacked(record), first_call
+
+
+def train_steps(module, model, params, buffers, args, kwargs, *, steps: int = STEPS,
+                hyper: dict = SGD) -> tuple[dict, dict, dict]:
+    """``steps`` training-mode SGD steps in both frameworks from the same state
+    (``module`` is trained in place).
+
+    Returns:
+      ``(reference, candidate, info)``: the records of ``torch_trajectory`` and
+      ``jax_trajectory``, and ``{"first_call_seconds", "random_ops", "dropped"}``.
+    """
+    names = list(named_parameters(module))
+    targets = _targets(_output_shapes(module, args, kwargs))
+    reference, draws = torch_trajectory(module, args, kwargs, steps=steps, hyper=hyper)
+    candidate, first_call = jax_trajectory(model, params, buffers, args, kwargs, draws,
+                                           targets, names=names, hyper=hyper)
+    dropped = [_dropped(step_draws) for step_draws in draws]
+    exported = isinstance(model, ExportedModule)
+    info = {"first_call_seconds": first_call,
+            "random_ops": len(model.train_program.random_nodes()) if exported else 0,
+            "dropped": (sum(d for d, _ in dropped), sum(t for _, t in dropped))}
+    return reference, candidate, info
+
+
+def _output_shapes(module, args, kwargs):
+    """The output of one evaluation-mode forward (for the targets' shapes), without
+    gradients and with the module's mode restored."""
+    training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            return module(*[_torch(a) for a in args], **{k: _torch(v) for k, v in kwargs.items()})
+    finally:
+        module.train(training)
+
+
+def _stacked(record: dict) -> dict:
+    def stack(items):
+        if isinstance(items[0], dict):
+            return {k: stack([item[k] for item in items]) for k in items[0]}
+        return np.stack(items)
+    return {key: stack(values) for key, values in record.items() if values and values[0] != {}}
+
+
+# ------------------------------------------------------------------- one model
+@contextlib.contextmanager
+def _precision():
+    """float64 available (float64 rows, int64 token ids, ``num_batches_tracked``) and
+    highest-precision matmuls; float32 rows still compute in float32 (their params and
+    inputs are float32, and every leaf's dtype is compared)."""
+    with jax.default_matmul_precision("highest"), jax.enable_x64(True):
+        yield
+
+
+def _example(args):
+    return tuple(_torch(a) for a in args)
+
+
+def convert(module, args, kwargs, capture: str = "auto"):
+    """``from_torch(module, example=..., with_buffers=True, capture=capture)`` and its
+    wall time: ``(model, params, buffers, seconds)``."""
+    began = time.perf_counter()
+    model, params, buffers = jaxgrad.nn.from_torch(
+        module, example=_example(args), example_kwargs={k: _torch(v) for k, v in kwargs.items()}
+        or None, with_buffers=True, capture=capture)
+    return model, params, buffers, time.perf_counter() - began
+
+
+def _front_end(model) -> str:
+    return "export" if isinstance(model, ExportedModule) else "layers"
+
+
+def _parameter_count(module) -> int:
+    return sum(p.numel() for p in module.parameters())  # tied weights counted once
+
+
+def run_model(entry, *, columns=COLUMNS, capture: str | None = None,
+              progress=None) -> ZooResult:
+    """Every comparison of ``columns`` for one zoo entry (see the module docstring), the
+    model converted with ``capture`` (default: the entry's own).
+
+    ``progress(message)`` is called before each stage (the CLI prints it on stderr).
+    Nothing raises for a model that fails: the row records the error.
+    """
+    say = progress or (lambda message: None)
+    result = ZooResult(entry.name, entry.library, entry.notes)
+    began = time.perf_counter()
+    absent = zoo_models.missing(entry)
+    if absent:
+        result.skipped = f"{absent} is not installed ({zoo_models.INSTALL})"
+        return result
+    try:
+        with _precision():
+            _run(entry, result, columns, capture or entry.capture, say)
+    finally:
+        result.seconds = time.perf_counter() - began
+    return result
+
+
+def _run(entry, result, columns, capture, say):
+    say("build")
+    built = zoo_models.build(entry)
+    result.parameters = _parameter_count(built[0])
+    module64, args64, kwargs64 = zoo_models.instance(built, "float64")
+    say("convert float64")
+    try:
+        model, params, buffers, seconds = convert(module64, args64, kwargs64, capture)
+    except Exception as error:  # noqa: BLE001 - the row records why
+        result.error = _first_line(error)
+        return
+    result.front_end, result.convert_seconds = _front_end(model), seconds
+    if isinstance(model, ExportedModule):
+        result.constants = tuple(sorted(model.constants.arrays))
+    reference64 = cotangents = None
+    if "float64" in columns or "float32" in columns:
+        say("float64 forward and gradients")
+        reference64, cotangents = torch_eval(module64, args64, kwargs64)
+    if "float64" in columns:
+        result.columns["float64"] = _column(
+            lambda: jaxgrad.parity.compare(
+                reference64, jax_eval(model, params, buffers, args64, kwargs64, cotangents),
+                name=f"{entry.name} float64"))
+    if "float32" in columns:
+        say("float32 forward and gradients")
+        result.columns["float32"] = _column(
+            lambda: _float32(entry, built, cotangents, reference64, capture))
+    if "train" in columns:
+        say(f"{STEPS} training steps")
+        result.columns["train"] = _column(
+            lambda: _train(entry, built, module64, model, params, buffers, args64, kwargs64,
+                           result))
+
+
+def _column(run) -> Column:
+    try:
+        report = run()
+    except Exception as error:  # noqa: BLE001 - a crashing comparison is an error cell
+        return Column("error", error=_first_line(error) + _where(error))
+    note = getattr(report, "zoo_note", None)
+    return Column("pass" if report.passed else "fail", report=report, note=note)
+
+
+def _where(error: BaseException) -> str:
+    """The innermost frame of an unexpected error (a bug to report, not a refusal)."""
+    if isinstance(error, ValueError):
+        return ""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename.rsplit('/', 2)[-2:][-1]}:{last.lineno})"
+
+
+def _float32(entry, built, cotangents, reference64, capture) -> ParityReport:
+    module32, args32, kwargs32 = zoo_models.instance(built, "float32")
+    model, params, buffers, _ = convert(module32, args32, kwargs32, capture)
+    reference32, _ = torch_eval(module32, args32, kwargs32, cotangents)
+    report = jaxgrad.parity.compare(
+        reference32, jax_eval(model, params, buffers, args32, kwargs32, cotangents),
+        name=f"{entry.name} float32")
+    if not report.passed and reference64 is not None:
+        headroom = float32_headroom(reference32, reference64)
+        failed = [leaf.path for leaf in report.failures()]
+        worst = max((headroom.get(p, 0.0) for p in failed), default=0.0)
+        report.zoo_note = (f"torch's own float32 rounding uses up to {worst:.2f}x the tier on "
+                           f"the failing leaves" + (" (ill-conditioned in float32)"
+                                                    if worst >= 0.5 else ""))
+    return report
+
+
+def _train(entry, built, module64, model, params, buffers, args, kwargs,
+           result) -> ParityReport:
+    if not isinstance(model, ExportedModule) and torch_draws_in_training(module64, args, kwargs):
+        model, params, buffers, _ = convert(module64, args, kwargs, "export")
+        result.random_note = ("trained through capture='export': the layer path takes no "
+                              "injected random draws")
+    reference, candidate, info = train_steps(module64, model, dict(params), dict(buffers),
+                                             args, kwargs)
+    result.compile_seconds = info["first_call_seconds"]
+    result.random_ops = info["random_ops"]
+    result.dropped = info["dropped"]
+    report = jaxgrad.parity.compare(reference, candidate,
+                                    name=f"{entry.name} {STEPS} train steps")
+    if not report.passed and any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args):
+        report.zoo_note = noise_floor(built, args, kwargs, reference)
+    return report
+
+
+def noise_floor(built, args, kwargs, reference) -> str:
+    """torch against itself on the training trajectory: the same steps with 4-D tensors
+    channels-last (another summation order), compared with ``reference`` at the tier."""
+    module, _, _ = zoo_models.instance(built, "float64")
+    again, _ = torch_trajectory(module, args, kwargs, channels_last=True)
+    check = jaxgrad.parity.compare(reference, again)
+    if check.passed:
+        return ("torch against itself (channels-last layout) stays within the tier: a "
+                "discrepancy, not rounding")
+    return (f"torch against itself (channels-last layout: another summation order) puts "
+            f"{len(check.failures())} leaves outside the float64 tier too, up to "
+            f"{check.max_abs_err:.1e}: this trajectory is ill-conditioned at the tier")
+
+
+__all__ = ["run_model", "ZooResult", "Column", "COLUMNS", "COLUMN_TITLES", "STEPS", "SGD",
+           "torch_eval", "jax_eval", "train_steps", "convert", "plain", "float32_headroom",
+           "square_loss_torch", "square_loss_jax"]
