@@ -55,6 +55,11 @@ def wrap_dim(op: str, dim: int, ndim: int, *, what: str = "dim") -> int:
     return dim % span
 
 
+def _check_not_scalar(op: str, input) -> None:
+    if input.ndim == 0:
+        raise IndexError(f"{op}: cannot be applied to a 0-dim tensor.")
+
+
 # ------------------------------------------------------------------ views
 @register("aten.view.default")
 def view(input, size):
@@ -107,6 +112,7 @@ def slice_(input, dim=0, start=None, end=None, step=1):
     """``input[..., start:end:step]`` along ``dim`` (bounds clamp as in torch)."""
     if step <= 0:
         raise ValueError(f"slice: `step` (={step}) must be positive.")
+    _check_not_scalar("slice", input)
     dim = wrap_dim("slice", dim, input.ndim)
     # Python's slice rules are torch's for a positive step: None is the whole extent,
     # negatives count from the end, bounds clamp to [0, size]
@@ -116,6 +122,7 @@ def slice_(input, dim=0, start=None, end=None, step=1):
 @register("aten.select.int")
 def select(input, dim, index):
     """``input.select(dim, index)``: the ``dim`` axis removed at ``index``."""
+    _check_not_scalar("select", input)
     dim = wrap_dim("select", dim, input.ndim)
     size = input.shape[dim]
     if not -size <= index < size:
