@@ -7,7 +7,8 @@ torch: outputs and the vector-Jacobian product at the float64 tier
 (``scripts/parity_checks/_conformance_aten.py``). Each overload must be reached by at
 least one sample (or be listed in ``UNSAMPLED`` with the test that holds it instead),
 and each of torch's ``error_inputs`` must be rejected. A sample that writes its own input in
-place (``inplace=True``) is refused, as ``from_torch`` refuses such a forward.
+place (``inplace=True``), or reads a view's storage through ``as_strided``, is refused, as
+``from_torch`` refuses such a forward, naming why.
 """
 
 from collections import Counter
@@ -22,9 +23,11 @@ FAMILIES = ("_pointwise", "_reduce", "_shape", "_index", "_factory", "_nn", "_ra
 # overloads no op_db sample reaches, and where each is held to torch instead
 UNSAMPLED = {
     # make_fx records `x - 2`, `2 ** x`, `x // 2` as .Tensor overloads; no float64
-    # OpInfo has bitwise ops; copy.default only in linspace/logspace (1,000+ samples)
+    # OpInfo has bitwise ops; the OpInfos that reach the others are slow (linspace,
+    # logspace: 1,000+ samples) or cost seconds for one trivial overload
     **dict.fromkeys(
-        ("aten.sub.Scalar", "aten.pow.Scalar", "aten.copy.default", "aten.div.Scalar_mode",
+        ("aten.sub.Scalar", "aten.div.Scalar", "aten.div.Scalar_mode", "aten.pow.Scalar",
+         "aten.copy.default", "aten.lift_fresh_copy.default", "aten.bitwise_not.default",
          "aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar", "aten.bitwise_or.Tensor",
          "aten.bitwise_or.Scalar", "aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"),
         "test_aten_pointwise.py::test_unsampled_pointwise_overloads_match_torch"),
@@ -32,8 +35,8 @@ UNSAMPLED = {
     # OpInfo calls (rand_like's OpInfo calls randn_like): compared on torch's draws
     "aten.native_dropout.default": "test_capture.py::test_stochastic_depth_and_dropout_"
                                    "are_active_in_training_and_match_torchs_draws",
-    "aten.rand.default": "test_capture.py::test_uniform_and_normal_draws_match_torch",
-    "aten.rand_like.default": "test_capture.py::test_uniform_and_normal_draws_match_torch",
+    **dict.fromkeys(("aten.rand.default", "aten.rand_like.default", "aten.randperm.default"),
+                    "test_capture.py::test_uniform_normal_and_permutation_draws_match_torch"),
     # .item(): make_fx cannot trace it, so no sample reaches it; refused, named
     "aten._local_scalar_dense.default":
         "test_aten_indexing.py::test_item_is_refused_naming_the_op",
@@ -57,7 +60,8 @@ def test_family_passes_its_op_db_samples(family):
         pytest.skip(f"no overloads in {family} yet")
     outcomes, reached = conformance.op_outcomes(overloads)
     bad = [o for o in outcomes if o.status not in ("pass", "rejected", "refused")]
-    assert all("writes its input" in o.detail for o in outcomes if o.status == "refused")
+    refusals = ("writes its input", "jaxgrad's arrays have no strides")  # by design, named
+    assert all(any(r in o.detail for r in refusals) for o in outcomes if o.status == "refused")
     counts = Counter((o.source, o.status) for o in outcomes)
     assert not bad, f"{len(bad)} of {len(outcomes)} samples: " + "\n".join(
         f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:600]}" for o in bad[:20])

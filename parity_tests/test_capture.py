@@ -362,7 +362,8 @@ def test_traced_integer_division_with_a_rounding_mode_stays_integer_like_torch(x
 
 
 class NoisyLayer(tnn.Module):
-    """Noise injection the way research code writes it: rand, rand_like, randn_like."""
+    """Noise injection the way research code writes it: rand, rand_like, randn_like,
+    and a shuffle of the batch (randperm)."""
 
     def __init__(self):
         super().__init__()
@@ -373,16 +374,18 @@ class NoisyLayer(tnn.Module):
         if self.training:
             h = h + 0.1 * torch.rand_like(h) + 0.01 * torch.randn_like(h)
             h = h * (torch.rand(h.shape[0], 1, dtype=h.dtype) < 0.8)
+            h = h[torch.randperm(h.shape[0])]
         return h
 
 
-def test_uniform_and_normal_draws_match_torch(x64, rng):
+def test_uniform_normal_and_permutation_draws_match_torch(x64, rng):
     torch.manual_seed(7)
     module = NoisyLayer().double()
     x = rng.standard_normal((5, 4))
     model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
     targets = sorted(n.target for n in model.train_program.random_nodes())
-    assert targets == ["aten.rand.default", "aten.rand_like.default", "aten.randn_like.default"]
+    assert targets == ["aten.rand.default", "aten.rand_like.default", "aten.randn_like.default",
+                       "aten.randperm.default"]
     assert_parity(*_grads_both(module, model, params, [x], train=True, draws=True))
     draws = jax.random.key(0)
     ours = np.asarray(model.apply(params, jnp.asarray(x), train=True, key=draws))

@@ -129,6 +129,13 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
         target = "getitem" if node.target is operator.getitem else str(node.target)
         if target in _NO_OPS:
             continue
+        if target == "aten._local_scalar_dense.default":
+            raise ValueError(
+                f"from_torch: {describe()} reads a tensor's value as a Python number "
+                "(`.item()`, `int(t)`, `float(t)`): the forward computes a size or a branch "
+                "from tensor values, which a captured program cannot do. Compute it from "
+                "shapes, or outside the forward."
+            )
         if target != "getitem" and aten.lookup(target) is None:
             raise ValueError(
                 f"from_torch: unmapped op {target} at {describe()}; jaxgrad's ATen table "

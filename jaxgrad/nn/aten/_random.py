@@ -103,4 +103,19 @@ register("aten.rand_like.default", sample=_like_sample(jax.random.uniform))(_lik
 register("aten.randn_like.default", sample=_like_sample(jax.random.normal))(_like)
 
 
-__all__ = ["native_dropout", "bernoulli_p", "bernoulli"]
+# ------------------------------------------------------------- permutations
+def _randperm_sample(key, n, *, dtype=None, layout=None, device=None, pin_memory=None,
+                     generator=None):
+    del layout, device, pin_memory, generator
+    return jax.random.permutation(key, n)
+
+
+@register("aten.randperm.default", sample=_randperm_sample)
+def randperm(draw, n, *, dtype=None, layout=None, device=None, pin_memory=None,
+             generator=None):
+    """A random permutation of ``range(n)``, int64 unless ``dtype`` says otherwise."""
+    del n, layout, device, pin_memory, generator
+    return jnp.asarray(draw).astype(canonical(np.int64 if dtype is None else dtype))
+
+
+__all__ = ["native_dropout", "bernoulli_p", "bernoulli", "randperm"]
