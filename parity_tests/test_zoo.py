@@ -117,3 +117,11 @@ def test_torchvision_imports_with_or_without_its_c_extension():
     torchvision = _zoo_models.import_torchvision()
     assert hasattr(torchvision.models, "resnet18")
     assert _zoo_models.import_torchvision() is torchvision  # a second call changes nothing
+
+
+def test_bench_zoo_rows_are_opt_in_and_name_zoo_models():
+    import bench
+
+    assert not bench.parse_args([]).zoo
+    assert bench.parse_args(["--only", "resnet18 b16"]).zoo  # a zoo row implies --zoo
+    assert all(model in _zoo_models.BY_NAME for _, model, *_ in bench.ZOO_CONFIGS)

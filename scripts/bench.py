@@ -31,6 +31,14 @@ and matmuls, forward and backward), and add a contender:
   jax unrolled  the fused epoch with the scan fully unrolled (XLA's CPU backend runs
                 convolutions inside a rolled loop several times slower)
 
+With --zoo (opt-in: each model's conversion and first compile add a minute or more)
+it also times real models converted with from_torch(module, example=...) from the zoo
+(scripts/zoo.py; the `zoo` extra): torchvision's resnet18 and mobilenet_v3_small, timm's
+vit_tiny_patch16_224 (32x32 images) and a tiny Hugging Face BERT. The contenders are
+the jitted jaxgrad step (buffers threaded, dropout drawing from a key) and torch eager,
+both training mode, loss sum(mean(output**2)) over the model's floating outputs; FLOPs
+counted by FlopCounterMode. These rows have no goal: their ratios are reported.
+
 Goals it reports (never asserts): at batch 128 the jax epoch >= 2.0x torch
 eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 85% of the matmul
 peak (compute-bound); on both CNNs at batch 128 >= 1.5x; on the transformer and LSTM
@@ -50,6 +58,7 @@ Examples:
   python scripts/bench.py --compile --device gpu
   python scripts/bench.py --strict --xla-flag=--xla_cpu_use_xnnpack=true
   python scripts/bench.py --bf16 --only "14.2M b1024"
+  python scripts/bench.py --zoo --only "resnet18 b16"
 """
 
 from __future__ import annotations
@@ -76,6 +85,14 @@ CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--qu
     ("transformer b128", "transformer", 128, 10, 3),
     ("lstm b128", "lstm", 128, 30, 6),
 ]
+# real models converted from the zoo (--zoo): name, zoo model, batch, steps per round
+# (full), steps per round (--quick); the inputs are the zoo's example shapes at this batch
+ZOO_CONFIGS = [
+    ("resnet18 b16", "torchvision:resnet18", 16, 5, 2),
+    ("mobilenetv3 b16", "torchvision:mobilenet_v3_small", 16, 10, 3),
+    ("vit_tiny b16", "timm:vit_tiny_patch16_224", 16, 10, 3),
+    ("bert_tiny b16", "transformers:BertModel", 16, 20, 5),
+]
 GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0,
          "cnn b128": 1.5, "resnet b128": 1.5, "transformer b128": 1.5, "lstm b128": 1.5}
 PEAK_GOALS = {"14.2M b1024": 0.85}  # jax epoch's fraction of the matmul peak (compute-bound)
@@ -93,8 +110,14 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5, --quick 3)")
     parser.add_argument("--steps", type=int, help="steps per round for every configuration "
                         "(default: 100/30/4, --quick 20/6/2)")
-    parser.add_argument("--only", choices=[c[0] for c in CONFIGS], action="append",
-                        help="run only this configuration (repeatable)")
+    parser.add_argument("--only", choices=[c[0] for c in CONFIGS + ZOO_CONFIGS],
+                        action="append",
+                        help="run only this configuration (repeatable; a --zoo row implies "
+                             "--zoo)")
+    parser.add_argument("--zoo", action="store_true",
+                        help="also time real models converted with from_torch (resnet18, "
+                             "mobilenet_v3_small, vit_tiny, BERT tiny; needs the zoo extra: "
+                             "pip install -c constraints.txt -e \".[zoo]\")")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile (opt-in)")
     parser.add_argument("--peak-size", type=int, help="n of the n×n matmul that measures the "
                         "peak (default 2048, --quick 1024)")
@@ -132,6 +155,9 @@ def parse_args(argv=None):
             parser.error(f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true "
                          f"(got {flag!r})")
     _cli.output_file(parser, "--json", args.json)
+    zoo_names = {c[0] for c in ZOO_CONFIGS}
+    if args.only and any(name in zoo_names for name in args.only):
+        args.zoo = True
     return args
 
 
@@ -387,6 +413,22 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
                                          (bf16.xs[0], bf16.ys[0]), "bfloat16")
         contenders["jax epoch bf16"] = bf16.run_epoch
         compile_seconds["jax epoch bf16"] = bf16.compile_seconds["jax epoch"]
+    flops = cnn_train_flops(sizes, batch) if cnn else train_flops(sizes, batch)
+    if cnn:
+        params = jax_side.model.num_parameters()
+    else:
+        params = (None if isinstance(sizes, str) else
+                  sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
+    result = measure(name, contenders, compile_seconds, steps, flops, args, peak)
+    result.update({"sizes": sizes, "batch": batch, "parameters": params,
+                   "bf16_error": bf16_error})
+    return result
+
+
+def measure(name, contenders, compile_seconds, steps, flops, args, peak) -> dict:
+    """Warm each contender up, time interleaved rounds, and summarise them: the rows of
+    one configuration (every contender's rates, its ratio to torch eager, spreads and
+    warm-ups for the trust verdict)."""
     from jaxgrad.train import benchmark
 
     # warm up each contender to steady state, then interleave the timed rounds
@@ -397,7 +439,6 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         for contender, run in contenders.items():
             seconds[contender].append(timed(run))
         print(f"  {name}: round {round_index + 1}/{args.rounds} done", file=sys.stderr)
-    flops = cnn_train_flops(sizes, batch) if cnn else train_flops(sizes, batch)
     rows = {}
     for contender, times in seconds.items():
         rates = [steps / t for t in times]
@@ -415,16 +456,150 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     eager = rows["torch eager"]["steps_per_s_median"]
     for row in rows.values():
         row["vs_torch_eager"] = row["steps_per_s_median"] / eager
-    if cnn:
-        params = jax_side.model.num_parameters()
-    else:
-        params = (None if isinstance(sizes, str) else
-                  sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
-    return {"name": name, "sizes": sizes, "batch": batch, "parameters": params,
-            "steps_per_round": steps, "flops_per_step": flops, "contenders": rows,
-            "bf16_error": bf16_error,
+    return {"name": name, "steps_per_round": steps, "flops_per_step": flops,
+            "contenders": rows, "bf16_error": None,
             "spreads": {k: benchmark.spread(t) for k, t in seconds.items()},
             "warmups": warmups}
+
+
+# ------------------------------------------------------------------ zoo rows (--zoo)
+def zoo_batches(entry_name: str, batch: int, steps: int):
+    """The zoo model (float32, seeded weights) and ``steps`` synthetic inputs of the zoo
+    example's shape at ``batch``: standard-normal floats, token ids below 100."""
+    import _zoo_models
+
+    module, args, _ = _zoo_models.build(_zoo_models.BY_NAME[entry_name])
+    example = args[0]
+    rng = np.random.default_rng(0)
+    shape = (steps, batch, *example.shape[1:])
+    if example.dtype.kind == "f":
+        xs = rng.standard_normal(shape).astype(np.float32)
+    else:
+        xs = rng.integers(0, 100, size=shape).astype(example.dtype)
+    return module, xs
+
+
+class ZooJaxSide:
+    """A zoo model converted with ``from_torch(module, example=...)``: the jitted
+    stateful step (buffers threaded, dropout keyed), called once per batch. 64-bit
+    types are on while it traces and runs (token ids and ``num_batches_tracked`` are
+    int64 in torch's program); the parameters and activations stay float32."""
+
+    def __init__(self, module, xs, device):
+        import jax
+
+        with jax.enable_x64(True):
+            self._build(module, xs, device)
+
+    def _build(self, module, xs, device):
+        import jax
+        import torch
+        from jaxgrad import nn, optim
+        from jaxgrad.train import select_devices
+        from jaxgrad.train.stateful import make_stateful_train_step
+        from parity_checks._zoo import square_loss_jax
+
+        self.jax = jax
+        self.device = select_devices(device)[0]
+        began = time.perf_counter()
+        self.model, params, buffers = nn.from_torch(
+            module, example=(torch.from_numpy(xs[0]),), with_buffers=True)
+        self.convert_seconds = time.perf_counter() - began
+        self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
+        with jax.default_device(self.device):
+            self.params = jax.device_put(params, self.device)
+            self.buffers = jax.device_put(buffers, self.device)
+            self.opt_state = self.optimizer.init(self.params)
+        self.xs = jax.device_put(xs, self.device)
+        self.no_label = jax.device_put(np.zeros((), np.float32), self.device)
+        self.key = jax.random.key(0)
+        self.step = make_stateful_train_step(self.model, square_loss_jax, self.optimizer)
+        self.compile_seconds = {"jax step": timed(self._one_step)}
+
+    def _one_step(self):
+        self.params, self.buffers, self.opt_state, _ = self.step(
+            self.params, self.buffers, self.opt_state, (self.xs[0], self.no_label), self.key)
+        self.jax.block_until_ready((self.params, self.opt_state))
+
+    def run_steps(self):
+        with self.jax.enable_x64(True):
+            state = (self.params, self.buffers, self.opt_state)
+            for i in range(self.xs.shape[0]):
+                *state, _ = self.step(*state, (self.xs[i], self.no_label),
+                                      self.jax.random.fold_in(self.key, i))
+            self.jax.block_until_ready(state)
+        self.params, self.buffers, self.opt_state = state
+
+
+class ZooTorchSide:
+    """The same zoo model in torch: ``torchref.train.train_step`` in training mode."""
+
+    def __init__(self, module, xs, device, *, compiled: bool):
+        import torch
+        from parity_checks._zoo import square_loss_torch
+        from torchref import train as ttrain
+
+        self.ttrain = ttrain
+        self.device = ttrain.torch_device(device)
+        self.module = module.to(self.device).train()
+        self.forward = torch.compile(self.module) if compiled else self.module
+        self.optimizer = torch.optim.SGD(self.module.parameters(), lr=LR, momentum=MOMENTUM)
+        self.loss_fn = square_loss_torch
+        self.xs = torch.from_numpy(xs).to(self.device)
+        self.no_label = torch.zeros(self.xs.shape[1], device=self.device)
+        self.compile_seconds = timed(lambda: self._one_step(0))
+
+    def _one_step(self, i):
+        self.ttrain.train_step(self.forward, self.optimizer, self.loss_fn, self.xs[i],
+                               self.no_label)
+        self.ttrain.synchronize(self.device)
+
+    def run_steps(self):
+        for i in range(self.xs.shape[0]):
+            self.ttrain.train_step(self.forward, self.optimizer, self.loss_fn, self.xs[i],
+                                   self.no_label)
+        self.ttrain.synchronize(self.device)
+
+
+def zoo_train_flops(module, x) -> int:
+    """FLOPs of one training step of ``module`` on ``x`` (numpy), forward and backward,
+    counted by ``torch.utils.flop_counter.FlopCounterMode``."""
+    import copy
+
+    import torch
+    from parity_checks._zoo import square_loss_torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    probe = copy.deepcopy(module).train()
+    with FlopCounterMode(display=False) as counter:
+        square_loss_torch(probe(torch.from_numpy(x))).backward()
+    return counter.get_total_flops()
+
+
+def bench_zoo_config(name, entry_name, batch, steps, args, peak) -> dict:
+    import copy
+
+    module, xs = zoo_batches(entry_name, batch, steps)
+    flops = zoo_train_flops(module, xs[0])
+    # the same initial weights on both sides (conversion copies them; torch trains its own)
+    jax_side = ZooJaxSide(copy.deepcopy(module), xs, args.device)
+    contenders = {"jax step": jax_side.run_steps}
+    compile_seconds = dict(jax_side.compile_seconds)
+    torch_side = ZooTorchSide(copy.deepcopy(module), xs, args.device, compiled=False)
+    contenders["torch eager"] = torch_side.run_steps
+    compile_seconds["torch eager"] = torch_side.compile_seconds
+    if args.compile:
+        compiled = ZooTorchSide(copy.deepcopy(module), xs, args.device, compiled=True)
+        contenders["torch compile"] = compiled.run_steps
+        compile_seconds["torch compile"] = compiled.compile_seconds
+    result = measure(name, contenders, compile_seconds, steps, flops, args, peak)
+    front = "export" if type(jax_side.model).__name__ == "ExportedModule" else "layers"
+    result.update({"sizes": entry_name, "batch": batch,
+                   "parameters": jax_side.model.num_parameters(),
+                   "zoo": {"model": entry_name, "front_end": front,
+                           "convert_seconds": jax_side.convert_seconds,
+                           "input_shape": list(xs.shape[1:])}})
+    return result
 
 
 def judge_results(results, peak, run_reasons) -> None:
@@ -475,6 +650,13 @@ def print_results(results, peak, check) -> None:
             print(f"{result['name']}: jax epoch bf16 computes matmuls in bfloat16, not float32: "
                   f"on the first batch its loss differs by {error['loss']:.1e} (relative) and "
                   f"its gradients by {error['grads']:.1e} (relative 2-norm) from float32")
+    for result in results:
+        zoo = result.get("zoo")
+        if zoo:
+            print(f"{result['name']}: {zoo['model']} (zoo), batches of shape "
+                  f"{tuple(zoo['input_shape'])}, converted through the {zoo['front_end']} "
+                  f"front end in "
+                  f"{zoo['convert_seconds']:.1f} s; {result['parameters']:,} parameters")
     print(f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
           f"torch {peak['torch_gflops']:.1f} GFLOP/s; peak = {peak['peak_gflops']:.1f}")
     print(f"\nrun check: load average {check['load_before']:.2f} before, "
@@ -563,6 +745,19 @@ def main(argv=None) -> int:
             continue
         steps = args.steps or (quick_steps if args.quick else steps)
         results.append(bench_config(name, sizes, batch, steps, args, peak))
+    if args.zoo:
+        import _zoo_models
+
+        for name, entry_name, batch, steps, quick_steps in ZOO_CONFIGS:
+            if args.only and name not in args.only:
+                continue
+            library = _zoo_models.BY_NAME[entry_name].library
+            if not _zoo_models.installed(library):
+                print(f"  {name}: skipped, {library} is not installed "
+                      f"({_zoo_models.INSTALL})", file=sys.stderr)
+                continue
+            steps = args.steps or (quick_steps if args.quick else steps)
+            results.append(bench_zoo_config(name, entry_name, batch, steps, args, peak))
     check["load_after"] = os.getloadavg()[0]
     run_reasons = benchmark.load_reasons(check["load_before"], check["load_after"],
                                          check["usable_cpus"])
