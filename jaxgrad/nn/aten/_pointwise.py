@@ -42,8 +42,8 @@ import numpy as np
 
 from jaxgrad.nn import functional
 from jaxgrad.nn.aten import register
-from jaxgrad.nn.aten._promote import (canonical, float_of, is_floating, is_tensor, promote,
-                                      result_type)
+from jaxgrad.nn.aten._promote import (canonical, compiled, float_of, is_floating, is_tensor,
+                                      promote, result_type)
 from jaxgrad.nn.functional._embedding import concrete_or_none
 
 
@@ -101,6 +101,7 @@ def _floor_divide_float(a, b):
     return jnp.where(b == 0, a / b, floored)
 
 
+@compiled  # a dozen primitives: one program, not a compile each
 def _rounded_divide(a, b, rounding_mode: str, dtype):
     if jnp.issubdtype(dtype, jnp.integer) or dtype == np.bool_:
         _check_divisor(b, f"div(rounding_mode={rounding_mode!r})")
@@ -148,6 +149,7 @@ def _remainder_jvp(primals, tangents):
 
 
 @register("aten.remainder.Tensor", "aten.remainder.Scalar")
+@compiled
 def remainder(input, other):
     """``torch.remainder``: the remainder takes the sign of the divisor."""
     (input, other), dtype = promote(input, other)
@@ -184,6 +186,7 @@ def _integer_power(base, exponent):
 
 
 @register("aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar")
+@compiled
 def pow(input, exponent):
     """``torch.pow`` (``input`` or ``exponent`` may be a number): integers stay
     integers (a negative integer exponent is refused, as torch does)."""
@@ -374,6 +377,7 @@ def leaky_relu(input, negative_slope=0.01):
 
 
 @register("aten.gelu.default")
+@compiled
 def gelu(input, *, approximate="none"):
     return functional.gelu(input, approximate)
 
@@ -393,6 +397,7 @@ def _elu_jvp(alpha, scale, input_scale, primals, tangents):
 
 
 @register("aten.elu.default")
+@compiled
 def elu(input, alpha=1, scale=1, input_scale=1):
     """``scale·x`` for ``x > 0``, else ``scale·alpha·expm1(input_scale·x)`` (SELU is
     ``elu`` with its two constants)."""
@@ -412,6 +417,7 @@ def _hardtanh_jvp(low, high, primals, tangents):
 
 
 @register("aten.hardtanh.default")
+@compiled
 def hardtanh(input, min_val=-1, max_val=1):
     """``clamp(x, min_val, max_val)``; gradient 0 at both bounds (``relu6`` is
     ``hardtanh(0, 6)``)."""

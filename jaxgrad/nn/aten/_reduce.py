@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxgrad.nn import functional
 from jaxgrad.nn.aten import register
-from jaxgrad.nn.aten._promote import canonical, is_floating
+from jaxgrad.nn.aten._promote import canonical, compiled, is_floating
 
 
 def _axes(ndim: int, dim, op: str):
@@ -80,11 +80,13 @@ def mean(input, *, dtype=None):
 
 
 @register("aten.prod.default")
+@compiled
 def prod(input, *, dtype=None):
     return jnp.prod(_accumulating(input, dtype))
 
 
 @register("aten.prod.dim_int")
+@compiled
 def prod_dim(input, dim, keepdim=False, *, dtype=None):
     axes = _axes(input.ndim, dim, "prod")
     return jnp.prod(_accumulating(input, dtype), axis=axes, keepdims=keepdim)
@@ -248,11 +250,13 @@ def linalg_vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 # ----------------------------------------------------------------- softmax
 @register("aten._softmax.default")
+@compiled
 def softmax(input, dim, half_to_float=False):
     return functional.softmax(input, dim)
 
 
 @register("aten._log_softmax.default")
+@compiled
 def log_softmax(input, dim, half_to_float=False):
     return functional.log_softmax(input, dim)
 
@@ -278,6 +282,7 @@ def cumprod(input, dim, *, dtype=None):
 
 
 @register("aten.logcumsumexp.default")
+@compiled
 def logcumsumexp(input, dim):
     axis = _cumulative(input, dim, "logcumsumexp")
     return input if axis is None else jax.lax.cumlogsumexp(input, axis=axis)
