@@ -226,6 +226,11 @@ def compare_sample(info, sample) -> tuple[parity.ParityReport, set]:
         inp, args, kwargs = rebuild(tensors)
         return info.op(inp, *args, **kwargs)
 
+    if info.name.startswith("as_strided") and any(
+            t.storage_offset() or t.untyped_storage().nbytes() != t.numel() * t.element_size()
+            for t in tensors):
+        raise ValueError(f"{info.name}: as_strided reads a view's whole storage, and "
+                         "jaxgrad's arrays have no strides (from_torch refuses it)")
     captured = capture(call, [t.detach() for t in tensors], name=info.name)
     # detached, not cloned: a sample may hand the op a view into a larger storage
     leaves = [t.detach().requires_grad_(_differentiable(t) and info.supports_autograd)
