@@ -136,16 +136,9 @@ def fmod(input, other):
     return jnp.fmod(input, other)
 
 
-@jax.custom_jvp
-def _remainder(a, b):
-    return jnp.remainder(a, b)
-
-
-@_remainder.defjvp
-def _remainder_jvp(primals, tangents):
-    (a, b), (da, db) = primals, tangents
-    quotient = _floor_divide_float(a, b)
-    return _remainder(a, b), da - db * quotient
+_remainder = jax.custom_jvp(jnp.remainder)  # operands broadcast to one shape
+_remainder.defjvps(lambda da, out, a, b: da,
+                   lambda db, out, a, b: -db * _floor_divide_float(a, b))
 
 
 @register("aten.remainder.Tensor", "aten.remainder.Scalar")
@@ -160,19 +153,12 @@ def remainder(input, other):
 
 
 # ------------------------------------------------------------------------ pow
-@jax.custom_jvp
-def _pow(base, exponent):
-    return jnp.power(base, exponent)
-
-
-@_pow.defjvp
-def _pow_jvp(primals, tangents):
-    (base, exponent), (dbase, dexponent) = primals, tangents
-    result = _pow(base, exponent)
-    zero = jnp.zeros((), result.dtype)
-    d_base = jnp.where(exponent == 0, zero, exponent * jnp.power(base, exponent - 1))
-    d_exponent = jnp.where((base == 0) & (exponent >= 0), zero, result * jnp.log(base))
-    return result, dbase * d_base + dexponent * d_exponent
+_pow = jax.custom_jvp(jnp.power)  # operands broadcast to one shape
+_pow.defjvps(
+    lambda dbase, result, base, exponent:
+        dbase * jnp.where(exponent == 0, 0, exponent * jnp.power(base, exponent - 1)),
+    lambda dexponent, result, base, exponent:
+        dexponent * jnp.where((base == 0) & (exponent >= 0), 0, result * jnp.log(base)))
 
 
 def _integer_power(base, exponent):
