@@ -169,6 +169,27 @@ def test_traced_forward_with_batch_norm_trains_like_torch(x64, seed):
     assert_parity(reference, candidate)
 
 
+class _KeywordTensors(torch.nn.Module):
+    """A traced function call whose keyword arguments are the module's own tensors,
+    as timm's ConvNeXt calls ``F.layer_norm(x, shape, weight=..., bias=...)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4))
+        self.bias = torch.nn.Parameter(torch.randn(4))
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(torch.nn.functional.layer_norm(x, (4,), weight=self.weight,
+                                                      bias=self.bias, eps=1e-6))
+
+
+def test_traced_call_with_tensors_as_keyword_arguments(x64):
+    module = _KeywordTensors().double()
+    x = np.random.default_rng(0).standard_normal((2, 4))
+    assert_parity(module(torch.from_numpy(x)).detach().numpy(), np.asarray(to_nnx(module)(x)))
+
+
 def test_twin_starts_in_the_torch_modules_mode(x64):
     module = _Residual().double()
     module(torch.randn(8, 6, dtype=torch.float64))  # running stats away from 0 and 1

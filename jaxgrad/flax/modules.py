@@ -320,7 +320,8 @@ class TorchGraph(nnx.Module):
                 elementwise = node.target in _ELEMENTWISE and same
                 op = fx_ops.lookup(node.target)
                 args = args_of(node.args, keep_cl=elementwise)
-                kwargs = dict((k, v) for k, v in node.kwargs)
+                # keyword arguments may be earlier nodes too (F.layer_norm(..., weight=w))
+                kwargs = dict((k, args_of((v,), keep_cl=False)[0]) for k, v in node.kwargs)
                 if op.stateful:
                     raise ValueError(f"to_nnx: the op {node.target} at node {node.name!r} draws "
                                      "random numbers; use an nn.Dropout module instead.")
