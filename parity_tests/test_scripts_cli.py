@@ -65,6 +65,13 @@ def _bad_cases(tmp):
     with zipfile.ZipFile(weights["not_torch.pt"], "w") as archive:
         archive.writestr("notes.txt", "a zip, but not from torch.save")
     port = ["--input-shape", "2,3", "--out", os.path.join(tmp, "out.safetensors")]
+    star = os.path.join(tmp, "star_pkg")  # a package that builds its names by star imports
+    os.makedirs(star)
+    with open(os.path.join(star, "__init__.py"), "w") as handle:
+        handle.write("from .nets import *\n")
+    with open(os.path.join(star, "nets.py"), "w") as handle:
+        handle.write("__all__ = ['resnet']\n\n\ndef resnet():\n    pass\n\n\n"
+                     "def helper():\n    pass\n")
     return [
         ("port.py", ["/nonexistent/model.py:Net", *port], "'/nonexistent/model.py' does not exist"),
         ("port.py", ["no_such_module_anywhere:Net", *port],
@@ -83,6 +90,8 @@ def _bad_cases(tmp):
         ("port.py", [f"{model}:Net", "--state-dict", weights["not_torch.pt"], *port],
          "a zip archive without data.pkl"),
         ("port.py", [f"{model}:Net", "--state-dict", missing + ".pt", *port], "does not exist"),
+        ("port.py", [f"{star}/__init__.py:resnt", *port], "has no 'resnt' (did you mean resnet?)"),
+        ("port.py", [f"{star}/__init__.py:helper", *port], "has no 'helper'"),  # not in __all__
         ("doctor.py", [f"{model}:Net", "--port", f"{model}:port", "--input-shape", "2,3"],
          "--port: "),
         ("explore.py", ["no_such_module_anywhere:f", "--out", os.path.join(tmp, "x.html")],

@@ -267,19 +267,22 @@ def _source_names(spec) -> set | None:
         return None
     try:
         with open(origin, "rb") as handle:
-            return _top_level_names(handle.read().decode("utf-8"))
+            return _top_level_names(handle.read().decode("utf-8"), origin)
     except (OSError, UnicodeDecodeError, SyntaxError):
         return None
 
 
-def _top_level_names(source: str) -> set | None:
+def _top_level_names(source: str, path: str | None = None, _seen: set | None = None) -> set | None:
     """The names a module's top-level statements bind, or None when they cannot be
-    known without running it (a star import, a module ``__getattr__``, ``globals()``
-    or ``exec``)."""
+    known without running it (a module ``__getattr__``, ``globals()``, ``exec``, or a
+    star import it cannot follow). With the module's ``path``, a relative star import
+    (``from .resnet import *``, as ``torchvision.models`` builds its namespace) is
+    followed into the sibling's source (``_exported_names``)."""
     import ast
 
     tree = ast.parse(source)
     names: set = set()
+    seen = set() if _seen is None else _seen
 
     def bind(target):
         for node in ast.walk(target):
@@ -293,7 +296,12 @@ def _top_level_names(source: str) -> set | None:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     if alias.name == "*":
-                        raise LookupError
+                        starred = (_star_names(path, node.level, node.module, seen)
+                                   if path and isinstance(node, ast.ImportFrom) else None)
+                        if starred is None:
+                            raise LookupError
+                        names.update(starred)
+                        continue
                     names.add(alias.asname or alias.name.split(".")[0])
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -316,12 +324,24 @@ def _top_level_names(source: str) -> set | None:
                     visit(case.body)
 
     # what binds module names at run time: globals()/exec/eval/sys.modules anywhere,
-    # `global` in a function, setattr at the top level
+    # vars()/locals() without arguments, `global` in a function, setattr at the top
+    # level (`self.modules()`, a torch model's own method, is not sys.modules)
+    sys_names, modules_names = {"sys"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            sys_names |= {a.asname for a in node.names if a.name == "sys" and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and not node.level:
+            modules_names |= {a.asname or a.name for a in node.names if a.name == "modules"}
     dynamic = False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in ("globals", "exec", "eval"):
+        if isinstance(node, ast.Name) and (node.id in ("globals", "exec", "eval")
+                                           or node.id in modules_names):
             dynamic = True
-        elif isinstance(node, ast.Attribute) and node.attr == "modules":
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("vars", "locals") and not node.args):
+            dynamic = True
+        elif (isinstance(node, ast.Attribute) and node.attr == "modules"
+              and isinstance(node.value, ast.Name) and node.value.id in sys_names):
             dynamic = True
         elif isinstance(node, ast.Global):
             dynamic = True
@@ -335,9 +355,69 @@ def _top_level_names(source: str) -> set | None:
         visit(tree.body)
     except LookupError:
         return None
+    if path and os.path.basename(path) == "__init__.py":
+        # a package's submodules become its attributes once anything imports them
+        # (``from .resnet import *`` binds ``resnet``): every one counts as bound
+        for entry in os.listdir(os.path.dirname(os.path.abspath(path))):
+            stem, ext = os.path.splitext(entry)
+            if stem.startswith("__"):
+                continue
+            if (ext == ".py" and stem.isidentifier()) or (not ext and entry.isidentifier()):
+                names.add(stem)
     if dynamic or "__getattr__" in names:
         return None
     return names
+
+
+def _star_names(path: str, level: int, module: str | None, seen: set) -> set | None:
+    """The names ``from <level dots><module> import *`` binds in the module at
+    ``path``, or None when that cannot be told from source (an absolute import, a
+    compiled or missing module, more than 64 modules deep)."""
+    if level == 0:
+        return None
+    base = os.path.dirname(os.path.abspath(path))
+    for _ in range(level - 1):
+        base = os.path.dirname(base)
+    stem = os.path.join(base, *(module.split(".") if module else []))
+    for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(candidate):
+            return _exported_names(candidate, seen)
+    return None
+
+
+def _exported_names(path: str, seen: set) -> set | None:
+    """What a star import of the module at ``path`` binds: its ``__all__`` when that is
+    a literal list or tuple of strings, else every public name it binds (a superset:
+    a check built on it never refuses a name the import would bind)."""
+    import ast
+
+    if path in seen or len(seen) > 64:  # a cycle, or too deep to be worth it
+        return None
+    seen.add(path)
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read().decode("utf-8")
+        names = _top_level_names(source, path, seen)
+        tree = ast.parse(source)
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return None
+    if names is None:
+        return None
+    exported: set | None = set()
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            continue
+        value = node.value
+        if exported is not None and isinstance(value, (ast.List, ast.Tuple)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+            exported |= {e.value for e in value.elts}
+        else:
+            exported = None  # built at run time (``mv2_all + mv3_all``)
+    if exported and "__all__" in names:
+        return exported
+    return {n for n in names if not n.startswith("_")}
 
 
 def check_target(parser: argparse.ArgumentParser, option: str, target: Target) -> None:
@@ -364,20 +444,27 @@ def check_target(parser: argparse.ArgumentParser, option: str, target: Target) -
     except (OSError, UnicodeDecodeError) as exc:
         parser.error(f"{option}: cannot read {source_path!r}: {exc}")
     try:
-        names = _top_level_names(source)
+        names = _top_level_names(source, source_path)
     except SyntaxError as exc:
         parser.error(f"{option}: {source_path!r} does not parse: {exc.msg} (line {exc.lineno})")
     first = target.name.split(".")[0]
     if names is not None and first not in names:
-        parser.error(f"{option}: {target.where!r} has no {first!r} (it defines "
-                     f"{_names_hint(names)})")
+        parser.error(f"{option}: {target.where!r} has no {first!r} "
+                     f"({_names_hint(names, first)})")
 
 
-def _names_hint(names: set) -> str:
+def _names_hint(names: set, wanted: str | None = None) -> str:
+    """``"did you mean a, b?"`` when some of ``names`` are close to ``wanted``, else
+    the first few public names."""
+    import difflib
+
+    close = difflib.get_close_matches(wanted, sorted(names), n=4) if wanted else []
+    if close:
+        return "did you mean " + ", ".join(close) + "?"
     public = sorted(n for n in names if not n.startswith("_"))
     if not public:
-        return "no public names"
-    return ", ".join(public[:8]) + (", ..." if len(public) > 8 else "")
+        return "it defines no public names"
+    return "it defines " + ", ".join(public[:8]) + (", ..." if len(public) > 8 else "")
 
 
 class _current_directory_on_path:
