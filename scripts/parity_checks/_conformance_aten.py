@@ -64,6 +64,7 @@ OPINFOS = {
     "grid_sampler_2d": ("nn.functional.grid_sample",),
     "_cdist_forward": ("cdist",),
     "_pdist_forward": ("nn.functional.pdist",),
+    "_embedding_bag_forward_only": ("nn.functional.embedding_bag",),
     "mean": ("mean",),
     "view": ("view", "reshape", "flatten"),
     "permute": ("permute",),

@@ -42,6 +42,7 @@ from jax import lax
 from jaxgrad.nn.aten import register
 from jaxgrad.nn.functional._conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d,
                                          transposed_output_size)
+from jaxgrad.nn.functional._embedding import embedding
 from jaxgrad.nn.functional._layernorm import layer_norm
 from jaxgrad.nn.functional._norm import batch_norm_with_stats, group_norm
 from jaxgrad.nn.functional._pool import _adaptive_pool, _avg_pool, _max_pool
@@ -512,6 +513,72 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     """Sample `(N, C, H, W)` at ``grid`` `(N, H_out, W_out, 2)` (or the 3-d forms)."""
     return _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+# ------------------------------------------------------------- embedding bags
+_SUM, _MEAN, _MAX = 0, 1, 2
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights,
+                   include_last_offset, padding_idx, forward_only):
+    """``(output, offset2bag, bag_size, max_indices)`` of torch's embedding bags.
+
+    Bag ``b`` holds ``indices[offsets[b]:offsets[b + 1]]`` (the last runs to the end,
+    or ``offsets`` ends with the end when ``include_last_offset``); entries equal to
+    ``padding_idx`` (-1: none) are left out of every mode and of the mean's count; an
+    empty bag is zeros. ``max`` takes, per feature, the first maximal row and passes
+    it the whole gradient. Rows are gathered by ``functional.embedding``: its id
+    check (a concrete id out of range is a ``ValueError``; under ``jit`` such an id
+    reads NaN) and ``scale_grad_by_freq`` (frequencies over all of ``indices``).
+    """
+    bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    count, features = indices.shape[0], weight.shape[1]
+    padding = padding_idx if padding_idx is not None and padding_idx >= 0 else None
+    rows = embedding(indices, weight, padding, scale_grad_by_freq=scale_grad_by_freq,
+                     _where="_embedding_bag")
+    bag = jnp.searchsorted(offsets, jnp.arange(count, dtype=offsets.dtype),
+                           side="right").astype(indices.dtype) - 1
+    valid = (bag >= 0) & (bag < bags)
+    if padding is not None:
+        valid = valid & (indices != padding)
+    segment = jnp.where(valid, bag, bags)  # out of range: dropped by the segment sums
+    sizes = jax.ops.segment_sum(valid.astype(indices.dtype), segment, bags)
+    if mode == _MAX:
+        masked = jnp.where(valid[:, None], rows, -jnp.inf)
+        best = jax.ops.segment_max(masked, segment, bags)
+        positions = jnp.where(valid[:, None] & (masked == best[jnp.clip(segment, 0, bags - 1)]),
+                              jnp.arange(count)[:, None], count)
+        first = jax.ops.segment_min(positions, segment, bags)  # (bags, features)
+        padded = jnp.concatenate([rows, jnp.zeros((1, features), rows.dtype)])
+        output = jnp.take_along_axis(padded, jnp.minimum(first, count), axis=0)
+        padded_ids = jnp.concatenate([indices, jnp.full((1,), -1, indices.dtype)])
+        max_indices = padded_ids[jnp.minimum(first, count)]
+        return output, jnp.clip(bag, 0), sizes, max_indices
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights[:, None]
+    output = jax.ops.segment_sum(jnp.where(valid[:, None], rows, 0), segment, bags)
+    if mode == _MEAN:
+        output = output / jnp.maximum(sizes, 1)[:, None].astype(output.dtype)
+        return output, jnp.clip(bag, 0), sizes, sizes
+    # torch's sum mode fills neither; the forward-only kernel sizes them by `offsets`
+    unused = jnp.zeros((offsets.shape[0] if forward_only else bags,), indices.dtype)
+    return output, jnp.clip(bag, 0), unused, unused
+
+
+@register("aten._embedding_bag.default")
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """``mode`` 0 sum (``per_sample_weights`` scale the rows), 1 mean, 2 max."""
+    return _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode,
+                          per_sample_weights, include_last_offset, padding_idx, False)
+
+
+@register("aten._embedding_bag_forward_only.default")
+def embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq=False, mode=0,
+                               sparse=False, per_sample_weights=None,
+                               include_last_offset=False, padding_idx=-1):
+    return _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode,
+                          per_sample_weights, include_last_offset, padding_idx, True)
 
 
 # ------------------------------------------------------------------ distances
