@@ -4,12 +4,14 @@
 models of ``_zoo_models.QUICK`` here, chosen to cover what the export front end must get
 right on a real model at the least cost:
 
-- a BatchNorm CNN (torchvision's shufflenet_v2_x0_5): 3 training-mode SGD-momentum steps
-  in float64, the running statistics threaded as buffers and compared after every step;
-- a transformer with dropout and constants (Hugging Face BERT, tiny): its training
-  program's dropout ops take torch's own draws, its non-persistent buffers
-  (``position_ids``, ``token_type_ids``) are constants, not params; forward and every
-  parameter gradient in float32, and 3 training steps in float64 with dropout active.
+- a BatchNorm CNN with dropout and stochastic depth (timm's own test-size EfficientNet,
+  through ``torch.export``): 3 training-mode SGD-momentum steps in float64, the running
+  statistics threaded as buffers and compared after every step, the random ops on
+  torch's own draws;
+- a transformer with dropout and constants (Hugging Face BERT, tiny): its
+  non-persistent buffers (``position_ids``, ``token_type_ids``) are constants, not
+  params; evaluation-mode forward and every parameter gradient, and 3 training steps
+  with dropout active, in float64.
 
 Skipped, saying what to install, when the ``zoo`` extra is absent. Also: the CLI's
 argument handling, and the torchvision import shim.
@@ -39,16 +41,19 @@ def _assert_passed(result, column):
 
 
 @pytest.mark.slow
-def test_batchnorm_cnn_trains_like_torch_with_its_running_statistics():
-    entry = _zoo_models.BY_NAME["timm:resnet10t"]
-    # through torch.export: BatchNorm's buffer mutations become the program's new buffers
+def test_batchnorm_cnn_with_stochastic_depth_trains_like_torch():
+    entry = _zoo_models.BY_NAME["timm:test_efficientnet"]
     result = _zoo.run_model(entry, columns=_zoo_models.QUICK[entry.name])
+    # through torch.export: BatchNorm's buffer writes become the program's new buffers
     assert result.front_end == "export"
     report = _assert_passed(result, "train")
     paths = [leaf.path for leaf in report.leaves]
     for name in ("running_mean", "running_var", "num_batches_tracked", "momentum_buffer"):
         assert any(name in path for path in paths), f"no {name} compared"
-    assert result.random_ops == 0
+    # stochastic depth and dropout were active, on torch's own draws
+    assert result.random_ops > 0
+    dropped, drawn = result.dropped
+    assert 0 < dropped < drawn
 
 
 @pytest.mark.slow
@@ -95,7 +100,7 @@ def test_model_names_are_checked_before_torch_is_imported(tmp_path):
 
 def test_a_missing_library_is_skipped_with_the_install_command(monkeypatch, capsys):
     monkeypatch.setattr(_zoo_models, "installed", lambda name: name != "timm")
-    assert zoo_script.main(["--models", "timm:resnet10t"]) == 0
+    assert zoo_script.main(["--models", "timm:test_efficientnet"]) == 0
     captured = capsys.readouterr()
     assert _zoo_models.INSTALL in captured.err
     assert "nothing ran" in captured.out and "SKIP" in captured.out

@@ -152,9 +152,17 @@ MODELS = [
              "image_size=32, 2 images (full width: 12 layers of 768, 86M parameters)"),
     ZooModel("torchvision:swin_t", "torchvision", _tv("swin_t"),
              "8 images of 64x64 (stochastic depth 0.2: default)"),
-    ZooModel("timm:resnet10t", "timm", _timm("resnet10t"),
-             "8 images of 64x64; capture='export' (the CI subset's BatchNorm CNN: its "
-             "running statistics as the program's buffer writes)", capture="export"),
+    ZooModel("timm:test_efficientnet", "timm",
+             _timm("test_efficientnet", 32, batch=4, **TIMM_DROPS),
+             "extra (the CI subset's CNN): timm's own test-size EfficientNet, 4 images of "
+             "32x32, drop_rate=0.1, drop_path_rate=0.1; capture='export' (BatchNorm's "
+             "running statistics as the program's buffer writes, stochastic depth and "
+             "dropout as keyed random ops)", capture="export"),
+    ZooModel("timm:test_coatnet", "timm",
+             _timm("test_coatnet", 64, batch=4, img_size=64, **TIMM_DROPS),
+             "extra: timm's own test-size CoAtNet, 4 images of 64x64, img_size=64, "
+             "drop_rate=0.1, drop_path_rate=0.1 (BatchNorm, attention, relative-position "
+             "indices as constants)"),
     ZooModel("timm:vit_tiny_patch16_224", "timm",
              _timm("vit_tiny_patch16_224", 32, img_size=32, **TIMM_DROPS),
              "img_size=32, 8 images, drop_rate=0.1, drop_path_rate=0.1"),
@@ -197,10 +205,11 @@ MODELS = [
 ]
 BY_NAME = {entry.name: entry for entry in MODELS}
 # the CI subset (parity_tests/test_zoo.py, `scripts/zoo.py --quick`) and the comparisons
-# it makes: a BatchNorm CNN's training steps (buffers) and a transformer with dropout and
-# constants, float64 (its float32 twin is the same program at another dtype; the full
-# zoo runs it)
-QUICK = {"timm:resnet10t": ("train",), "transformers:BertModel": ("float64", "train")}
+# it makes, the cheapest that cover the export front end's state on real models: a
+# BatchNorm CNN with dropout and stochastic depth (training steps: buffers, random ops
+# on torch's draws) and a transformer with dropout and constants (both modes), float64
+# only (float32 runs the same program at another dtype; the full zoo runs it)
+QUICK = {"timm:test_efficientnet": ("train",), "transformers:BertModel": ("float64", "train")}
 
 
 def versions() -> dict:

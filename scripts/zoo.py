@@ -63,8 +63,9 @@ def parse_args(argv=None):
                         help="list the models (with their library's install state) and exit")
     parser.add_argument("--capture", choices=["auto", "layers", "export"],
                         help="from_torch's front end for every model (default: each model's "
-                             "own, auto for all but timm:resnet10t: the layer path when the "
-                             "model traces with torch.fx, else torch.export)")
+                             "own; auto for all but timm:test_efficientnet, which exists to "
+                             "exercise export): auto takes the layer path when the model "
+                             "traces with torch.fx, else torch.export")
     parser.add_argument("--json", metavar="PATH",
                         help="also write every row (per-leaf errors of failures) as JSON")
     parser.add_argument("--verbose", action="store_true",
