@@ -57,7 +57,7 @@ def _torch_value(value):
 
 
 def _cotangent(shape):
-    return 1.0 + 0.125 * (np.arange(int(np.prod(shape))) % 7).reshape(shape)
+    return np.asarray(1.0 + 0.125 * (np.arange(int(np.prod(shape))) % 7)).reshape(shape)
 
 
 def _torch_op(overload):
@@ -107,6 +107,33 @@ def test_unsampled_pointwise_overloads_match_torch(x64, overload, args, kwargs):
     reference = _reference(overload, args, kwargs)
     candidate = _candidate(overload, args, kwargs, "grads" in reference)
     report = parity.compare(reference, candidate)
+    assert report.passed, report.table()
+
+
+_SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-300, -2.5, 1.0, 3.0])
+_PAIRS = (np.repeat(_SPECIAL, _SPECIAL.size), np.tile(_SPECIAL, _SPECIAL.size))
+
+SPECIAL_CASES = [  # where autodiff of the forward differs from torch's backward formula
+    ("aten.abs.default", (_SPECIAL,), {}),  # sgn(NaN) = 0
+    ("aten.sign.default", (_SPECIAL,), {}),  # sign(NaN) = 0
+    ("aten.relu.default", (_SPECIAL,), {}),  # passes the gradient where the result is NaN
+    ("aten.rsqrt.default", (_SPECIAL,), {}),  # -0.5·result³: +inf at -0.0
+    ("aten.div.Tensor", _PAIRS, {}),  # d/dother = -(a/b)/b: finite at b = 1e-300
+    ("aten.atan2.default", _PAIRS, {}),  # 1/(a² + b²) masked to 0 where that is 0
+    ("aten.maximum.default", _PAIRS, {}),  # NaN: both operands get the gradient
+    ("aten.minimum.default", _PAIRS, {}),
+    ("aten.max.default", (np.array([1.0, np.nan, 2.0, np.nan]),), {}),  # split among NaNs
+    ("aten.var.correction", (np.stack(_PAIRS, 1), [1]), {}),  # 2(x - mean)/(N - c) at inf
+    ("aten.linalg_vector_norm.default", (np.stack(_PAIRS, 1), 1, [1]), {}),
+    ("aten.linalg_vector_norm.default", (np.stack(_PAIRS, 1), float("inf"), [1]), {}),
+]
+
+
+@pytest.mark.parametrize("overload, args, kwargs", SPECIAL_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(SPECIAL_CASES)])
+def test_nan_inf_and_signed_zero_follow_torchs_backward(x64, overload, args, kwargs):
+    reference = _reference(overload, args, kwargs)
+    report = parity.compare(reference, _candidate(overload, args, kwargs, True))
     assert report.passed, report.table()
 
 

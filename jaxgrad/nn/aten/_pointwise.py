@@ -11,7 +11,13 @@ torch's rule next to its forward:
 ================  ==============================================================
 op                torch's derivative (where autodiff of the forward differs)
 ================  ==============================================================
-abs               ``sgn(x)``: 0 at 0 (JAX: 1)
+abs               ``sgn(x)``: 0 at 0 and at NaN (JAX: 1, NaN); ``sign(NaN)`` is 0
+relu              passes the gradient where the result is > 0 or NaN
+rsqrt             ``−½·result³`` (+inf at −0.0, where JAX's ``−½·result/x`` is −inf)
+div               d/dother: ``−(self/other)/other`` (JAX's ``−self·other⁻²``
+                  overflows to inf·0 = NaN for ``other`` ≈ 1e-300)
+atan2             ``other/(self² + other²)``, ``−self/(…)``, 0 where the sum is 0
+maximum, minimum  ties split ½/½; where one operand is NaN both get the gradient
 clamp             passes the gradient to ``self`` on ``min ≤ x ≤ max`` (the
                   boundaries included; JAX's max/min split ties ½/½); ``min``
                   gets it where ``x < min < max``, ``max`` where ``x > max`` or
@@ -113,6 +119,11 @@ def _rounded_divide(a, b, rounding_mode: str, dtype):
     return jax.lax.stop_gradient(out)
 
 
+# d/dother is torch's -(a / b) / b, finite where JAX's -a·b⁻² overflows (b = 1e-300)
+_divide = jax.custom_jvp(jnp.divide)  # operands broadcast to one shape
+_divide.defjvps(lambda da, out, a, b: da / b, lambda db, out, a, b: -db * (out / b))
+
+
 @register("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
 def div(input, other, *, rounding_mode=None):
     """``torch.div``: true division (integers divide as the default float) unless
@@ -123,7 +134,7 @@ def div(input, other, *, rounding_mode=None):
                          "or 'floor'.")
     (input, other), dtype = promote(input, other)
     if rounding_mode is None:
-        return _as_float(input) / _as_float(other)
+        return _divide(*jnp.broadcast_arrays(_as_float(input), _as_float(other)))
     return _rounded_divide(input, other, rounding_mode, dtype)
 
 
@@ -202,17 +213,34 @@ for _name, _compare in (("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.les
     register(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_comparison(_compare))
 
 
+def _share(loses, tie):
+    """torch's weight of one operand of ``maximum``/``minimum``: 0 where it loses, ½ on
+    a tie, else 1 (both operands 1 where one is NaN: neither loses nor ties)."""
+    return jnp.where(loses, 0.0, jnp.where(tie, 0.5, 1.0))
+
+
+_maximum = jax.custom_jvp(jnp.maximum)  # operands broadcast to one shape
+_maximum.defjvps(lambda da, out, a, b: da * _share(a < b, a == b).astype(da.dtype),
+                 lambda db, out, a, b: db * _share(a > b, a == b).astype(db.dtype))
+_minimum = jax.custom_jvp(jnp.minimum)
+_minimum.defjvps(lambda da, out, a, b: da * _share(a > b, a == b).astype(da.dtype),
+                 lambda db, out, a, b: db * _share(a < b, a == b).astype(db.dtype))
+
+
+def _extremum(pick, input, other):
+    (input, other), _ = promote(input, other)
+    return pick(*jnp.broadcast_arrays(input, other))
+
+
 @register("aten.maximum.default")
 def maximum(input, other):
-    """Ties split the gradient ½/½, as torch's ``maximum`` (and JAX's ``max``)."""
-    (input, other), _ = promote(input, other)
-    return jnp.maximum(input, other)
+    """NaN propagates; ties split the gradient ½/½, as torch's ``maximum``."""
+    return _extremum(_maximum, input, other)
 
 
 @register("aten.minimum.default")
 def minimum(input, other):
-    (input, other), _ = promote(input, other)
-    return jnp.minimum(input, other)
+    return _extremum(_minimum, input, other)
 
 
 @register("aten.where.self")
@@ -262,12 +290,16 @@ def bitwise_not(input):
 
 
 # ------------------------------------------------------------ math functions
+_rsqrt = jax.custom_jvp(jax.lax.rsqrt)
+_rsqrt.defjvps(lambda dx, out, x: dx * (-0.5 * out * out * out))  # torch's: ±inf right at ±0
+
+
 _FLOAT_FUNCTIONS = {
     "acos": jnp.arccos, "acosh": jnp.arccosh, "asin": jnp.arcsin, "asinh": jnp.arcsinh,
     "atan": jnp.arctan, "atanh": jnp.arctanh, "cos": jnp.cos, "cosh": jnp.cosh,
     "erf": jax.scipy.special.erf, "erfinv": jax.scipy.special.erfinv, "exp": jnp.exp,
     "expm1": jnp.expm1, "log": jnp.log, "log10": jnp.log10, "log1p": jnp.log1p,
-    "log2": jnp.log2, "reciprocal": jnp.reciprocal, "rsqrt": jax.lax.rsqrt,
+    "log2": jnp.log2, "reciprocal": jnp.reciprocal, "rsqrt": _rsqrt,
     "sigmoid": jax.nn.sigmoid, "sin": jnp.sin, "sinh": jnp.sinh, "sqrt": jnp.sqrt,
     "tan": jnp.tan, "tanh": jnp.tanh,
 }
@@ -285,10 +317,21 @@ for _name, _fn in _FLOAT_FUNCTIONS.items():
     register(f"aten.{_name}.default")(_float_function(_name, _fn))
 
 
+def _atan2_scale(a, b):
+    """torch's ``1 / (a² + b²)``, 0 where that sum is 0 (or underflows)."""
+    denominator = a * a + b * b
+    return jnp.where(denominator == 0, 0, 1 / denominator)
+
+
+_atan2 = jax.custom_jvp(jnp.arctan2)  # operands broadcast to one shape
+_atan2.defjvps(lambda da, out, a, b: da * b * _atan2_scale(a, b),
+               lambda db, out, a, b: db * -a * _atan2_scale(a, b))
+
+
 @register("aten.atan2.default")
 def atan2(input, other):
     (input, other), _ = promote(input, other)
-    return jnp.arctan2(_as_float(input), _as_float(other))
+    return _atan2(*jnp.broadcast_arrays(_as_float(input), _as_float(other)))
 
 
 @jax.custom_jvp
@@ -296,20 +339,25 @@ def _abs(x):
     return jnp.abs(x)
 
 
-_abs.defjvps(lambda dx, result, x: dx * jnp.sign(x))
+_abs.defjvps(lambda dx, result, x: dx * torch_sign(x))
 
 
 @register("aten.abs.default")
 def abs(input):
-    """``torch.abs``: gradient ``sign(x)``, 0 at 0."""
+    """``torch.abs``: gradient ``sign(x)``, 0 at 0 and NaN."""
     if input.dtype == np.bool_:
         return input
     return _abs(input) if is_floating(input.dtype) else jnp.abs(input)
 
 
+def torch_sign(x):
+    """torch's ``(0 < x) - (x < 0)``: 0 for NaN (JAX's sign: NaN)."""
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
 @register("aten.sign.default")
 def sign(input):
-    return input if input.dtype == np.bool_ else jnp.sign(input)
+    return input if input.dtype == np.bool_ else torch_sign(input)
 
 
 def _step(fn):
@@ -349,12 +397,18 @@ def isinf(input):
 
 
 # ---------------------------------------------------------------- activations
+@jax.custom_jvp
+def _relu(x):
+    return jnp.maximum(x, jnp.zeros((), x.dtype))
+
+
+_relu.defjvps(lambda dx, out, x: jnp.where(out <= 0, 0, dx))  # torch's threshold_backward
+
+
 @register("aten.relu.default")
 def relu(input):
-    """Gradient 0 at 0, as torch's."""
-    if not is_floating(input.dtype):
-        return jnp.maximum(input, jnp.zeros((), input.dtype))
-    return functional.relu(input)
+    """Gradient 0 where the result is ≤ 0, passed where it is NaN, as torch's."""
+    return _relu(input)
 
 
 @register("aten.leaky_relu.default")

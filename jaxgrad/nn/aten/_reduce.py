@@ -9,10 +9,16 @@ Conventions (torch's, each checked against ``op_db``):
 - ``amax``/``amin``/``max()``/``min()`` split the gradient evenly among tied
   extrema; ``max.dim``/``min.dim``, ``sort`` and ``topk`` give it to the index they
   return (the first extremum; NaN counts as the largest value and propagates);
-- ``var`` divides by ``max(N − correction, 0)`` (``correction`` 1 by default);
+- ``max()``/``min()`` of a tensor holding NaN split the gradient among its NaNs;
+- ``var`` divides by ``max(N − correction, 0)`` (``correction`` 1 by default) and
+  differentiates as ``2 (x − mean) / (N − correction)``;
 - ``linalg_vector_norm`` differentiates as torch's ``norm_backward``: 0 where the
-  norm is 0 (ord 2 and above), ``sgn(x)`` for ord 1, evenly split ties for ord ±inf,
-  no gradient for ord 0.
+  norm is 0 (ord 2 and above), ``sgn(x)`` for ord 1 (0 at NaN), evenly split ties
+  for ord ±inf, no gradient for ord 0.
+
+Left as JAX differentiates them (the same values wherever inputs are finite):
+``cumprod`` and ``logcumsumexp`` next to NaN or inf, where torch's backward formulas
+(a division by the input; log-space sums) give NaN for elements JAX keeps finite.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 
 from jaxgrad.nn import functional
 from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._pointwise import torch_sign
 from jaxgrad.nn.aten._promote import canonical, compiled, is_floating
 
 
@@ -92,15 +99,30 @@ def prod_dim(input, dim, keepdim=False, *, dtype=None):
     return jnp.prod(_accumulating(input, dtype), axis=axes, keepdims=keepdim)
 
 
-@register("aten.var.correction")
-def var(input, dim=None, *, correction=None, keepdim=False):
-    """``sum(|x − mean|²) / max(N − correction, 0)`` over ``dim``."""
-    axes = _axes(input.ndim, dim, "var")
-    count = math.prod(input.shape[a] for a in axes)
-    correction = 1 if correction is None else correction
-    deviation = input - jnp.mean(input, axis=axes, keepdims=True)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+def _variance(x, axes, keepdim, count, correction):
+    deviation = x - jnp.mean(x, axis=axes, keepdims=True)
     squares = jnp.sum(deviation * deviation, axis=axes, keepdims=keepdim)
     return squares / max(count - correction, 0)
+
+
+@_variance.defjvp
+def _variance_jvp(axes, keepdim, count, correction, primals, tangents):
+    # torch's var_backward: 2 (x − mean) / (N − correction), with no max(·, 0), and
+    # without autodiff's term through the mean (0 in exact arithmetic, NaN next to inf)
+    (x,), (dx,) = primals, tangents
+    slope = (2.0 / (count - correction)) * (x - jnp.mean(x, axis=axes, keepdims=True))
+    return (_variance(x, axes, keepdim, count, correction),
+            jnp.sum(slope * dx, axis=axes, keepdims=keepdim))
+
+
+@register("aten.var.correction")
+def var(input, dim=None, *, correction=None, keepdim=False):
+    """``sum(|x − mean|²) / max(N − correction, 0)`` over ``dim`` (``correction`` 1 by
+    default)."""
+    axes = _axes(input.ndim, dim, "var")
+    count = math.prod(input.shape[a] for a in axes)
+    return _variance(input, axes, keepdim, count, 1 if correction is None else correction)
 
 
 # ----------------------------------------------------------------- extrema
@@ -114,16 +136,32 @@ def amin(input, dim=(), keepdim=False):
     return jnp.min(input, axis=_axes(input.ndim, dim, "amin"), keepdims=keepdim)
 
 
+def _evenly_distributed(reduce):
+    """``reduce`` (a full reduction) differentiated as torch's ``max()``/``min()``: the
+    gradient split evenly among the elements equal to the result, or among the NaNs
+    when the result is NaN (JAX: NaN everywhere then)."""
+    def slope(dx, out, x):
+        chosen = jnp.where(jnp.isnan(out), jnp.isnan(x), x == out)
+        return jnp.sum(jnp.where(chosen, dx, 0)) / jnp.sum(chosen)
+
+    reduction = jax.custom_jvp(lambda x: reduce(x))
+    reduction.defjvps(slope)
+    return reduction
+
+
+_max_all, _min_all = _evenly_distributed(jnp.max), _evenly_distributed(jnp.min)
+
+
 @register("aten.max.default")
 def max_all(input):
     _check_nonempty(input, "max")
-    return jnp.max(input)
+    return _max_all(input) if is_floating(input.dtype) else jnp.max(input)
 
 
 @register("aten.min.default")
 def min_all(input):
     _check_nonempty(input, "min")
-    return jnp.min(input)
+    return _min_all(input) if is_floating(input.dtype) else jnp.min(input)
 
 
 def _check_nonempty(input, op):
@@ -202,7 +240,7 @@ def _norm_forward(x, ord, axes, keepdim):
 
 def _norm_slope(x, ord, axes, norm):
     """torch's ``norm_backward`` for a unit gradient: d norm / d x (``norm`` kept)."""
-    sign = jnp.sign(x)
+    sign = torch_sign(x)
     magnitude = jnp.abs(x)
     zero = jnp.zeros((), x.dtype)
     if ord == 0:
