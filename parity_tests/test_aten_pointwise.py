@@ -12,6 +12,8 @@ Integer division by zero raises in torch; the table raises too when the divisor 
 concrete (a program run eagerly), and under ``jit`` gives XLA's value.
 """
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -159,3 +161,29 @@ def test_a_negative_integer_power_is_refused_as_in_torch(x64):
         torch.ops.aten.pow.Tensor_Scalar(torch.from_numpy(_INTS), -1)
     with pytest.raises(ValueError, match="negative integer powers"):
         aten.lookup("aten.pow.Tensor_Scalar").fn(jnp.asarray(_INTS), -1)
+
+
+_DTYPES = {torch.bool: np.bool_, torch.uint8: np.uint8, torch.int8: np.int8,
+           torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64,
+           torch.float16: np.float16, torch.bfloat16: jnp.bfloat16,
+           torch.float32: np.float32, torch.float64: np.float64}
+
+
+def test_type_promotion_is_torchs_result_type(x64):
+    """Every pair of dtypes, as dimensioned or zero-dim tensors, and each dtype with a
+    Python bool, int and float: ``_promote.result_type`` against ``torch.result_type``."""
+    from jaxgrad.nn.aten._promote import result_type
+
+    wrong = []
+    for (a, np_a), (b, np_b) in itertools.product(_DTYPES.items(), repeat=2):
+        for shape_a, shape_b in (((2,), (2,)), ((2,), ()), ((), (2,)), ((), ())):
+            expected = torch.result_type(torch.zeros(shape_a, dtype=a), torch.zeros(shape_b, dtype=b))
+            got = result_type(jnp.zeros(shape_a, np_a), jnp.zeros(shape_b, np_b))
+            if np.dtype(got) != np.dtype(_DTYPES[expected]):
+                wrong.append((a, shape_a, b, shape_b, expected, got))
+    for (a, np_a), number, shape in itertools.product(_DTYPES.items(), (True, 2, 2.5), ((2,), ())):
+        expected = torch.result_type(torch.zeros(shape, dtype=a), number)
+        got = result_type(jnp.zeros(shape, np_a), number)
+        if np.dtype(got) != np.dtype(_DTYPES[expected]):
+            wrong.append((a, shape, number, expected, got))
+    assert not wrong, wrong

@@ -287,16 +287,25 @@ def linalg_vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 # ----------------------------------------------------------------- softmax
+def _in_float32(fn, input, dim, half_to_float):
+    """``fn`` computed in float32 for a float16/bfloat16 input, as torch's kernels do,
+    and returned in float32 with ``half_to_float`` (else in the input's dtype)."""
+    if np.dtype(input.dtype).itemsize >= 4 or not is_floating(input.dtype):
+        return fn(input, dim)
+    out = fn(input.astype(np.float32), dim)
+    return out if half_to_float else out.astype(input.dtype)
+
+
 @register("aten._softmax.default")
 @compiled
 def softmax(input, dim, half_to_float=False):
-    return functional.softmax(input, dim)
+    return _in_float32(functional.softmax, input, dim, half_to_float)
 
 
 @register("aten._log_softmax.default")
 @compiled
 def log_softmax(input, dim, half_to_float=False):
-    return functional.log_softmax(input, dim)
+    return _in_float32(functional.log_softmax, input, dim, half_to_float)
 
 
 # -------------------------------------------------------------- cumulative
