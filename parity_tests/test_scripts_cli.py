@@ -92,6 +92,14 @@ def _bad_cases(tmp):
         ("port.py", [f"{model}:Net", "--state-dict", missing + ".pt", *port], "does not exist"),
         ("port.py", [f"{star}/__init__.py:resnt", *port], "has no 'resnt' (did you mean resnet?)"),
         ("port.py", [f"{star}/__init__.py:helper", *port], "has no 'helper'"),  # not in __all__
+        ("port.py", [f"{model}:Net", "--config", "{}", *port],
+         "--config is a Hugging Face config, for a transformers:CLASS spec only"),
+        ("port.py", ["transformers:BertModel", "--config", "[1]", *port],
+         "--config must be a JSON object, got '[1]'"),
+        ("port.py", ["transformers:BertModel", "--config", "{hidden", *port],
+         "--config must be a JSON object"),
+        ("port.py", ["timm:", *port], "expected timm:MODEL_NAME"),
+        *_zoo_spec_cases(port),
         ("doctor.py", [f"{model}:Net", "--port", f"{model}:port", "--input-shape", "2,3"],
          "--port: "),
         ("explore.py", ["no_such_module_anywhere:f", "--out", os.path.join(tmp, "x.html")],
@@ -133,6 +141,34 @@ def _bad_cases(tmp):
         ("freeze.py", ["--steps", "0"], "--steps"),
         ("errors.py", ["--width", "5"], "--width"),
     ]
+
+
+def _zoo_spec_cases(port):
+    """Bad specs naming the zoo's libraries, where they are installed (the refusal of a
+    missing one is in test_port_specs.py): each found from source, or from transformers'
+    lazy namespace, which imports no torch."""
+    from importlib.util import find_spec
+
+    cases = []
+    if find_spec("torchvision") is not None:
+        cases += [
+            ("port.py", ["torchvision.models:resnet99", *port],
+             "'torchvision.models' has no 'resnet99' (did you mean resnet"),
+            ("port.py", ["torchvision:resnet99", *port], "'torchvision.models' has no 'resnet99'"),
+            ("port.py", ["torchvision.models:resnet18", "--kwargs", '{"weights": "DEFAULT"}',
+                         *port], "port.py downloads nothing"),
+        ]
+    if find_spec("timm") is not None:
+        cases.append(("port.py", ["timm:convnext_attto", *port],
+                      "timm has no model 'convnext_attto' (did you mean convnext_atto"))
+    if find_spec("transformers") is not None:
+        cases += [
+            ("port.py", ["transformers:BertModell", *port],
+             "transformers has no 'BertModell' (did you mean BertModel"),
+            ("port.py", ["transformers:AutoModel", "--config", '{"hidden_size": 8}', *port],
+             "picks its class from the config's model_type"),
+        ]
+    return cases
 
 
 def _run_stubbed(cases, tmp_path):

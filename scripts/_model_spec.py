@@ -1,0 +1,318 @@
+"""Where ``scripts/port.py``'s torch model comes from: the model spec on its command line.
+
+Four forms, each building a module with random weights (nothing is downloaded):
+
+  path/to/file.py:Name, pkg.module:Name
+      a class, or any callable returning an ``nn.Module``, called with ``--kwargs``
+      (``torchvision.models:resnet18``, ``mymodels:Net``)
+  torchvision:NAME
+      ``torchvision.models.NAME(**kwargs)`` (the names ``scripts/zoo.py`` prints)
+  timm:NAME
+      ``timm.create_model(NAME, pretrained=False, **kwargs)``
+  transformers:CLASS
+      ``CLASS(config, **kwargs)``, the config from ``--config`` (JSON):
+      ``AutoConfig.for_model(model_type, **config)`` when it names a ``model_type``,
+      else ``CLASS.config_class(**config)``; an ``Auto*`` class
+      (``AutoModelForCausalLM``) is built with ``from_config`` and needs the
+      ``model_type``. ``use_cache`` is off unless ``--config`` says otherwise (a
+      KV cache is not an output ``torch.export`` can return).
+
+A spec is checked in two steps, as ``_cli``'s targets are: ``parse_spec`` and
+``check_spec`` before anything heavy is imported (the library installed, the name
+known: a module's source, timm's registry read from its source, transformers' lazy
+namespace, which imports no torch), each failure one ``error:`` line and exit 2;
+``factory`` imports the library and returns a function building the module.
+
+torchvision's wheel on some indexes is a CUDA build whose import fails against a
+CPU-only torch; the zoo's documented shim (``_zoo_models.import_torchvision``)
+imports it, and runs before timm and transformers, which
+import torchvision themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib.util
+import json
+import os
+import re
+from typing import Callable, NamedTuple
+
+import _cli
+
+LIBRARIES = ("torchvision", "timm", "transformers")
+# keyword arguments that would download weights: port.py takes random weights, or yours
+# through --state-dict
+_DOWNLOADS = ("pretrained", "weights", "pretrained_cfg_overlay")
+
+
+class ModelSpec(NamedTuple):
+    """A parsed model spec.
+
+    Attributes:
+      kind: ``"callable"`` (a file's or module's callable), ``"timm"`` or
+        ``"transformers"``.
+      target: where the callable lives (``_cli.Target``); for ``timm`` and
+        ``transformers``, the library and the model or class name.
+      config: ``--config`` as a dict (``transformers`` only), else None.
+      text: the spec as given, for messages.
+    """
+
+    kind: str
+    target: _cli.Target
+    config: dict | None
+    text: str
+
+    @property
+    def library(self) -> str | None:
+        """The optional library (one of ``LIBRARIES``) the spec needs, if any."""
+        root = self.target.where.split(".")[0]
+        return root if not self.target.is_file and root in LIBRARIES else None
+
+
+def parse_spec(parser: argparse.ArgumentParser, option: str, text: str,
+               config: str | None) -> ModelSpec:
+    """``text`` (and ``--config``'s JSON) -> ``ModelSpec``; a usage error otherwise."""
+    where, sep, name = text.rpartition(":")
+    if where == "timm":
+        if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_-]+)?", name):
+            parser.error(f"{option} {text!r}: expected timm:MODEL_NAME (e.g. timm:convnext_atto)")
+        kind, target = "timm", _cli.Target("timm", name)
+    elif where == "transformers":
+        if not name.isidentifier():
+            parser.error(f"{option} {text!r}: expected transformers:CLASS (e.g. "
+                         "transformers:BertModel)")
+        kind, target = "transformers", _cli.Target("transformers", name)
+    else:
+        target = _cli.parse_target(parser, option, text)
+        if target.where == "torchvision":  # the zoo's names: torchvision:resnet18
+            target = _cli.Target("torchvision.models", target.name)
+        kind = "callable"
+    parsed = None
+    if config is not None:
+        if kind != "transformers":
+            parser.error(f"--config is a Hugging Face config, for a transformers:CLASS spec "
+                         f"only; {text!r} takes its keyword arguments from --kwargs")
+        try:
+            parsed = json.loads(config)
+        except ValueError as exc:
+            parser.error(f"--config must be a JSON object, got {config!r} ({exc})")
+        if not isinstance(parsed, dict):
+            parser.error(f"--config must be a JSON object, got {config!r}")
+    return ModelSpec(kind, target, parsed, text)
+
+
+def _missing_library(parser, option: str, spec: ModelSpec) -> None:
+    library = spec.library
+    if library is not None and importlib.util.find_spec(library) is None:
+        from _zoo_models import INSTALL  # imports no torch
+
+        parser.error(f"{option} {spec.text!r}: {library} is not installed; install the zoo "
+                     f"extra: {INSTALL}")
+
+
+def timm_model_names() -> set | None:
+    """timm's registered model names (and deprecated aliases), read from its sources
+    without importing it (which imports torch): every ``@register_model`` function
+    and every key of a ``register_model_deprecations`` map. None when the sources
+    show no registry (another layout: ``timm.is_model`` decides after the import)."""
+    spec = importlib.util.find_spec("timm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    models = os.path.join(list(spec.submodule_search_locations)[0], "models")
+    registered = re.compile(r"^@register_model\s*\n\s*def\s+(\w+)\s*\(", re.M)
+    deprecations = re.compile(r"^register_model_deprecations\(\s*__name__\s*,\s*\{(.*?)\}\s*\)",
+                              re.M | re.S)
+    names: set = set()
+    try:
+        entries = sorted(os.listdir(models))
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.endswith(".py"):
+            continue
+        try:
+            with open(os.path.join(models, entry), encoding="utf-8") as handle:
+                source = handle.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        names.update(registered.findall(source))
+        for block in deprecations.findall(source):
+            names.update(re.findall(r"^\s*['\"]([\w.-]+)['\"]\s*:", block, re.M))
+    return names or None
+
+
+def _suggest(name: str, names) -> str:
+    close = difflib.get_close_matches(name, sorted(names), n=4, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def check_spec(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
+               kwargs: dict) -> None:
+    """What can be told before torch is imported: the library installed, no keyword
+    argument asking a library for pretrained weights, the callable found in its
+    module's source, a timm model name in timm's registry, a transformers class in its
+    namespace (``import transformers`` alone imports no torch, a few seconds). Each
+    failure is a usage error (exit 2)."""
+    _missing_library(parser, option, spec)
+    _refuse_downloads(parser, spec, kwargs)
+    if spec.kind == "callable":
+        _cli.check_target(parser, option, spec.target)
+        return
+    if spec.kind == "timm":
+        names = timm_model_names()
+        architecture = spec.target.name.split(".")[0]  # a pretrained tag is not an architecture
+        if names is not None and architecture not in names:
+            parser.error(f"{option}: timm has no model {architecture!r}"
+                         f"{_suggest(architecture, names)}")
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded, whatever is asked
+    try:
+        import transformers  # a lazy namespace: no torch, no model code yet
+    except Exception as exc:  # a broken install: say so in one line
+        parser.error(f"{option}: cannot import transformers: {type(exc).__name__}: "
+                     f"{_cli._first_line(exc)}")
+    names = set(dir(transformers))
+    if spec.target.name not in names:
+        parser.error(f"{option}: transformers has no {spec.target.name!r}"
+                     f"{_suggest(spec.target.name, names)}")
+    if spec.target.name.startswith("Auto") and "model_type" not in (spec.config or {}):
+        parser.error(f"{option}: transformers.{spec.target.name} picks its class from the "
+                     "config's model_type: give it in --config (e.g. "
+                     '\'{"model_type": "bert", "hidden_size": 64}\')')
+
+
+def _refuse_downloads(parser, spec: ModelSpec, kwargs: dict) -> None:
+    asked = [k for k in _DOWNLOADS if kwargs.get(k) not in (None, False)]
+    if asked and (spec.library is not None or spec.kind != "callable"):
+        parser.error(f"--kwargs {asked[0]}={kwargs[asked[0]]!r}: port.py downloads nothing; "
+                     "it ports random weights, or yours with --state-dict PATH")
+
+
+def _call_text(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+class Factory(NamedTuple):
+    """``build()`` makes the module (random weights, drawn from torch's global
+    generator); ``code`` is the Python expression that builds it, for the "to load it"
+    lines; ``notes`` what the spec changed from the library's defaults."""
+
+    build: Callable
+    code: str
+    notes: tuple
+
+
+def factory(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
+            kwargs: dict) -> Factory:
+    """Import what ``spec`` names (torch and the library) and return its ``Factory``;
+    a name that turns out not to be a model is a usage error (exit 2)."""
+    if spec.library is not None or _mentions_libraries(spec):
+        from _zoo_models import import_torchvision
+
+        if importlib.util.find_spec("torchvision") is not None:
+            import_torchvision()  # a no-op where torchvision imports cleanly
+    if spec.kind == "callable":
+        obj = _cli.load_object(parser, spec.target, option)
+        return Factory(lambda: obj(**kwargs), f"{spec.target.name}({_call_text(kwargs)})", ())
+    if spec.kind == "timm":
+        import timm
+
+        if not timm.is_model(spec.target.name):
+            parser.error(f"{option}: timm has no model {spec.target.name!r}"
+                         f"{_suggest(spec.target.name, timm.list_models())}")
+        call = _call_text(dict(pretrained=False, **kwargs))
+        return Factory(lambda: timm.create_model(spec.target.name, pretrained=False, **kwargs),
+                       f"timm.create_model({spec.target.name!r}, {call})", ())
+    return _transformers_factory(parser, option, spec, kwargs)
+
+
+def _mentions_libraries(spec: ModelSpec) -> bool:
+    """Whether the user's own model source names one of ``LIBRARIES`` (so torchvision's
+    shim must run before it is imported); plain models skip torchvision's import."""
+    if spec.kind != "callable":
+        return True
+    path = spec.target.where
+    if not spec.target.is_file:
+        with _cli._current_directory_on_path():
+            path, _ = _cli._module_source(spec.target.where)
+    if not path:
+        return False
+    try:
+        with open(path, encoding="utf-8") as handle:
+            source = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(re.search(rf"\b(import|from)\s+{name}\b", source) for name in LIBRARIES)
+
+
+def _transformers_factory(parser, option: str, spec: ModelSpec, kwargs: dict) -> Factory:
+    import torch
+    import transformers
+
+    name = spec.target.name
+    try:
+        cls = getattr(transformers, name)
+    except Exception as exc:  # transformers' lazy import names what it lacks
+        parser.error(f"{option}: cannot import transformers.{name}: {type(exc).__name__}: "
+                     f"{_cli._first_line(exc)}")
+    auto = name.startswith("Auto")
+    if not auto and not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        parser.error(f"{option}: transformers.{name} is not a model class (a torch.nn.Module); "
+                     "give one such as BertModel or GPT2LMHeadModel")
+    config = dict(spec.config or {})
+    model_type = config.pop("model_type", None)
+    try:
+        config_class = (transformers.AutoConfig.for_model(model_type).__class__
+                        if model_type is not None else cls.config_class)
+    except ValueError as exc:
+        parser.error(f"--config: model_type {model_type!r}: {_cli._first_line(exc)[:200]}")
+    if not auto and not issubclass(config_class, cls.config_class):
+        parser.error(f"--config: model_type {model_type!r} gives a {config_class.__name__}; "
+                     f"transformers.{name} takes a {cls.config_class.__name__}")
+    defaults = config_class()
+    known = (set(defaults.to_dict()) | set(getattr(config_class, "attribute_map", {}))
+             | set(_parameters(config_class)) | {"num_labels", "attn_implementation"})
+    unknown = [k for k in config if k not in known]
+    if unknown:  # transformers would keep a misspelt key as a stray attribute, silently
+        parser.error(f"--config: {config_class.__name__} has no {unknown[0]!r}"
+                     f"{_suggest(unknown[0], known)}; transformers would ignore it and build "
+                     "the default size")
+    notes = []
+    if "use_cache" in defaults.to_dict() and "use_cache" not in config:
+        config["use_cache"] = False
+        notes.append("use_cache=False (a KV cache is not an output torch.export can return; "
+                     'give "use_cache": true in --config to keep it)')
+    try:
+        built = (transformers.AutoConfig.for_model(model_type, **config) if model_type is not None
+                 else config_class(**config))
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--config: {config_class.__name__} refuses it: {_cli._first_line(exc)}")
+    config_code = (f"transformers.AutoConfig.for_model({model_type!r}, {_call_text(config)})"
+                   if model_type is not None else
+                   f"transformers.{config_class.__name__}({_call_text(config)})")
+    extra = f", {_call_text(kwargs)}" if kwargs else ""
+    if auto:
+        return Factory(lambda: cls.from_config(built, **kwargs),
+                       f"transformers.{name}.from_config({config_code}{extra})", tuple(notes))
+    return Factory(lambda: cls(built, **kwargs), f"transformers.{name}({config_code}{extra})",
+                   tuple(notes))
+
+
+def _parameters(cls) -> list:
+    import inspect
+
+    try:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    except (TypeError, ValueError):
+        return []
+
+
+def token_vocab(module) -> int | None:
+    """The vocabulary size of a model that takes token ids (a Hugging Face model whose
+    ``main_input_name`` is ``input_ids``), else None."""
+    if getattr(module, "main_input_name", None) != "input_ids":
+        return None
+    vocab = getattr(getattr(module, "config", None), "vocab_size", None)
+    return vocab if isinstance(vocab, int) and vocab > 0 else None
