@@ -49,8 +49,6 @@ OPINFOS = {
     "native_batch_norm": ("nn.functional.batch_norm",),
     "native_layer_norm": ("nn.functional.layer_norm",),
     "native_group_norm": ("nn.functional.group_norm",),
-    "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
-    "max_pool3d_with_indices": ("nn.functional.max_pool3d",),
     "avg_pool2d": ("nn.functional.avg_pool1d",),
     "_adaptive_avg_pool2d": ("nn.functional.adaptive_avg_pool1d",
                              "nn.functional.adaptive_avg_pool2d"),

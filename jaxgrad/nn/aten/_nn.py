@@ -1,5 +1,5 @@
 """Neural-network ATen ops: matrix products, convolution, normalisation, pooling,
-resampling (upsampling, ``grid_sampler``) and pairwise distances.
+resampling (upsampling, ``grid_sampler``), embedding bags and pairwise distances.
 
 Each entry takes the ATen schema's arguments and computes what torch's CPU kernel
 computes, value *and* derivative, in the input's dtype (matmuls at precision
@@ -21,6 +21,9 @@ adapts ATen's argument forms. ATen's conventions beyond ``torch.nn.functional``:
 - ``grid_sampler_2d`` / ``_3d`` take ``interpolation_mode`` 0 bilinear, 1 nearest,
   2 bicubic and ``padding_mode`` 0 zeros, 1 border, 2 reflection; coordinates
   clipped to the border pass no gradient to the grid, as in torch;
+- ``_embedding_bag`` leaves entries equal to ``padding_idx`` out of sums, means (and
+  their counts) and maxima; ``max`` passes each feature's gradient to the first
+  maximal row only;
 - ``_cdist_forward`` follows torch's choice of algorithm (for ``p = 2``, the
   ``‖x‖² + ‖y‖² − 2x·y`` matrix-product form beyond 25 rows, or as
   ``compute_mode`` says) and torch's derivative, which uses the differences
@@ -114,6 +117,9 @@ def _conv_nd(input, weight, stride, padding, dilation, transposed, output_paddin
 @register("aten.convolution.default")
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups):
+    """`(N, C_in, *spatial)` with weight `(C_out, C_in / groups, *kernel)`, or
+    `(C_in, C_out / groups, *kernel)` when ``transposed``; 1-d and 2-d run
+    ``functional``'s convolutions, other ranks ``_conv_nd``."""
     n = weight.ndim - 2
     if n in _CONVOLUTIONS:
         forward, transpose = _CONVOLUTIONS[n]
@@ -481,7 +487,7 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
     # one coordinate per spatial dim, slowest (D or H) first: grid holds (x, y[, z])
     coords = [_unnormalize(grid[..., k].reshape((n, -1)), size, align_corners)
               for k, size in zip(reversed(range(len(sizes))), sizes)]
-    int_dtype = jnp.int32 if flat.size < 2**31 else jnp.int64
+    int_dtype = jnp.int32 if flat.shape[2] < 2**31 else jnp.int64  # flat positions in a plane
     if interpolation_mode == _BICUBIC:
         floors = [jnp.floor(c) for c in coords]
         weights = [_cubic_coefficients(c - f) for c, f in zip(coords, floors)]
