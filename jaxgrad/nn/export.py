@@ -16,8 +16,9 @@ tensor constants are constants. In-place ops and writes through views arrive
 functionalised by ``torch.export``; a forward that writes its own *input* or a
 parameter is refused. Randomness torch cannot see (NumPy or Python's ``random``
 drawn while the forward runs, e.g. Wav2Vec2's SpecAugment masks) would be frozen
-into the program as a constant: the training program is captured twice under
-different seeds and any constant that changes is refused, named.
+into the program as a constant: when the training program holds tensors the forward
+made (lifted constants, not a module's buffers), it is captured again under other
+seeds and any such constant that changes is refused, named.
 
 Every refusal is a ``ValueError`` naming the node, the op and the torch module path.
 """
@@ -432,6 +433,7 @@ def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
     persistent = {name for name, _ in buffers} | {a for a in aliases if a not in
                                                    {n for n, _ in params}}
     flags = {name: child.training for name, child in module.named_modules(remove_duplicate=False)}
+    module_buffers = {name for name, _ in module.named_buffers(remove_duplicate=False)}
     try:
         programs, constants, input_metas = {}, {}, {}
         for train in (True, False):
@@ -441,8 +443,11 @@ def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
                                   lambda: f"the inputs of {class_name}")
             program, mode_constants, input_metas[train] = _program(
                 exported, class_name, path, persistent, aliases)
-            if train and mode_constants:
-                changed = _baked_randomness(module, args, kwargs, mode_constants, class_name, path)
+            # a tensor the forward made (not a module's buffer) may hold a NumPy draw
+            made = {name: value for name, value in mode_constants.items()
+                    if name not in module_buffers}
+            if train and made:
+                changed = _baked_randomness(module, args, kwargs, made, class_name, path)
                 if changed:
                     raise ValueError(
                         f"from_torch: {class_name} {_where(path)} draws random numbers outside "

@@ -103,6 +103,26 @@ class Program:
         """The nodes that draw random numbers, in execution order."""
         return [n for n in self.nodes if n.key_path is not None]
 
+    def float_dtypes(self) -> dict[str, list[str]]:
+        """``{float dtype name: [module paths]}`` of the floating results the program
+        computes: a float64 model whose program also computes in float32 (Hugging
+        Face's ``LlamaRMSNorm`` casts to float32 inside) carries float32 rounding into
+        its float64 outputs, and is compared at the float32 tier."""
+        found: dict[str, list[str]] = {}
+
+        def visit(meta, path):
+            if isinstance(meta, tuple):
+                for item in meta:
+                    visit(item, path)
+            elif isinstance(meta, TensorMeta) and np.dtype(meta.dtype).kind == "f":
+                paths = found.setdefault(meta.dtype, [])
+                if path not in paths:
+                    paths.append(path)
+
+        for node in self.nodes:
+            visit(node.meta, node.path)
+        return found
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Constants:
