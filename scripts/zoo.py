@@ -118,7 +118,9 @@ def print_notes(results, *, verbose: bool, out=None) -> None:
     out = out or sys.stdout
     print("\nnotes:", file=out)
     for result in results:
-        notes = [result.notes] + ([result.random_note] if result.random_note else [])
+        notes = [result.notes] + [n for n in (result.random_note, result.computed_in_note) if n]
+        notes += [f"{column}: {cell.note}" for column, cell in result.columns.items()
+                  if cell.note and cell.status == "pass"]
         print(f"  {result.name}: {'; '.join(n for n in notes if n)}", file=out)
     skipped = [r for r in results if r.skipped]
     if skipped:
@@ -176,6 +178,8 @@ def main(argv=None) -> int:
                                 progress=progress)
         print(f"[{index}/{len(entries)}] {entry.name}: {result.verdict} "
               f"({result.seconds:.0f} s)", file=sys.stderr, flush=True)
+        for line in result.failures():
+            print(f"    {line}", file=sys.stderr, flush=True)
         results.append(result)
     elapsed = time.perf_counter() - began
     print_table(results)
