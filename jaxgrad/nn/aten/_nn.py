@@ -467,52 +467,55 @@ def _unnormalize(coordinate, size, align_corners):
 
 
 def _gather_points(flat, sizes, positions):
-    """``flat`` `(N, C, P)` at integer ``positions`` (one `(N, Q)` per spatial dim,
-    slowest first); points outside the input read 0 and pass no gradient."""
+    """``flat`` `(N, C, P)` at integer ``positions`` (one `(K, N, Q)` array per spatial
+    dim, slowest first): `(N, C, K, Q)`; points outside the input read 0 and pass no
+    gradient."""
     inside = functools.reduce(jnp.logical_and, [(p >= 0) & (p < size)
                                                 for p, size in zip(positions, sizes)])
     index = jnp.zeros_like(positions[0])
     for p, size in zip(positions, sizes):
         index = index * size + jnp.clip(p, 0, size - 1)
-    values = jnp.take_along_axis(flat, index[:, None, :], axis=2)
-    return jnp.where(inside[:, None, :], values, jnp.zeros((), flat.dtype))
+    k, n, q = index.shape
+    index = jnp.moveaxis(index, 0, 1).reshape((n, 1, k * q))
+    values = jnp.take_along_axis(flat, index, axis=2).reshape((n, flat.shape[1], k, q))
+    return jnp.where(jnp.moveaxis(inside, 0, 1)[:, None], values, jnp.zeros((), flat.dtype))
 
 
 def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
     """`(N, C, *spatial)` sampled at ``grid`` `(N, *out, n)` (``x`` first in the last
-    dim, as torch)."""
+    dim, as torch). The ``K`` neighbours of every point (1 nearest, 2ⁿ linear, 4ⁿ
+    cubic) are gathered at once and summed with their weights."""
     n, channels, sizes = input.shape[0], input.shape[1], input.shape[2:]
     out_shape = grid.shape[1:-1]
-    flat = input.reshape((n, channels, -1))
-    # one coordinate per spatial dim, slowest (D or H) first: grid holds (x, y[, z])
-    coords = [_unnormalize(grid[..., k].reshape((n, -1)), size, align_corners)
-              for k, size in zip(reversed(range(len(sizes))), sizes)]
+    flat = input.reshape((n, channels, math.prod(sizes)))
     int_dtype = jnp.int32 if flat.shape[2] < 2**31 else jnp.int64  # flat positions in a plane
-    if interpolation_mode == _BICUBIC:
-        floors = [jnp.floor(c) for c in coords]
-        weights = [_cubic_coefficients(c - f) for c, f in zip(coords, floors)]
-        total = 0
-        for taps in itertools.product(range(4), repeat=len(sizes)):
-            positions = [_pad_coordinate(f + (t - 1), size, padding_mode, align_corners)
-                         for f, t, size in zip(floors, taps, sizes)]
-            values = _gather_points(flat, sizes, [p.astype(int_dtype) for p in positions])
-            weight = functools.reduce(jnp.multiply, [w[t] for w, t in zip(weights, taps)])
-            total = total + values * weight[:, None, :]
-        return total.reshape((n, channels) + out_shape)
-    coords = [_pad_coordinate(c, size, padding_mode, align_corners)
-              for c, size in zip(coords, sizes)]
+    # one coordinate `(1, N, Q)` per spatial dim, slowest (D or H) first: grid holds (x, y[, z])
+    coords = [_unnormalize(grid[..., k].reshape((1, n, -1)), size, align_corners)
+              for k, size in zip(reversed(range(len(sizes))), sizes)]
     if interpolation_mode == _NEAREST:
-        values = _gather_points(flat, sizes, [jnp.round(c).astype(int_dtype) for c in coords])
+        positions = [jnp.round(_pad_coordinate(c, size, padding_mode, align_corners))
+                     for c, size in zip(coords, sizes)]
+        values = _gather_points(flat, sizes, [p.astype(int_dtype) for p in positions])
         return values.reshape((n, channels) + out_shape)
-    floors = [jnp.floor(c) for c in coords]
-    fractions = [c - f for c, f in zip(coords, floors)]
-    total = 0
-    for corner in itertools.product((0, 1), repeat=len(sizes)):
-        positions = [f.astype(int_dtype) + k for f, k in zip(floors, corner)]
-        weight = functools.reduce(jnp.multiply, [t if k else 1 - t
-                                                 for t, k in zip(fractions, corner)])
-        total = total + _gather_points(flat, sizes, positions) * weight[:, None, :]
-    return total.reshape((n, channels) + out_shape)
+    if interpolation_mode == _BICUBIC:  # padding applies to each tap, not to the point
+        taps = np.array(list(itertools.product(range(4), repeat=len(sizes))))
+        floors = [jnp.floor(c) for c in coords]
+        positions = [_pad_coordinate(f + (taps[:, axis, None, None] - 1), size, padding_mode,
+                                     align_corners)
+                     for axis, (f, size) in enumerate(zip(floors, sizes))]
+        per_dim = [jnp.concatenate(_cubic_coefficients(c - f)) for c, f in zip(coords, floors)]
+    else:
+        taps = np.array(list(itertools.product(range(2), repeat=len(sizes))))
+        coords = [_pad_coordinate(c, size, padding_mode, align_corners)
+                  for c, size in zip(coords, sizes)]
+        floors = [jnp.floor(c) for c in coords]
+        positions = [f + taps[:, axis, None, None] for axis, f in enumerate(floors)]
+        per_dim = [jnp.concatenate([1 - (c - f), c - f]) for c, f in zip(coords, floors)]
+    weights = functools.reduce(jnp.multiply, [w[taps[:, axis]]
+                                              for axis, w in enumerate(per_dim)])
+    values = _gather_points(flat, sizes, [p.astype(int_dtype) for p in positions])
+    output = jnp.sum(values * jnp.moveaxis(weights, 0, 1)[:, None], axis=2)
+    return output.reshape((n, channels) + out_shape)
 
 
 @register("aten.grid_sampler_2d.default", "aten.grid_sampler_3d.default")
