@@ -194,20 +194,23 @@ def modes(info, all_modes: bool = False) -> tuple[bool, ...]:
     return (True, False) if all_modes or info.train_and_eval_differ else (True,)
 
 
-def run_class(name: str, all_modes: bool = False, reuse: bool = True) -> list[SampleResult]:
+def run_class(name: str, all_modes: bool = False, reuse: bool = True,
+              every: int = 1) -> list[SampleResult]:
     """Every sample of ``name``, in training then (see ``modes``) evaluation mode.
 
     ``reuse``: an evaluation-mode sample on which the twin runs a program already held
     to torch in training mode, and on which torch's two modes agree, is not run again
-    (see ``run_sample``); ``False`` runs every sample in full."""
+    (see ``run_sample``); ``False`` runs every sample in full. ``every``: one sample in
+    ``every`` (the first, then at that stride: module_db's samples are a product of
+    constructor options, so a stride prime to its factors still varies each option),
+    the suite's selection for the classes whose samples cost minutes."""
     info = module_infos()[name]
     entry = REGISTRY[name]
-    if entry.run:
-        return [entry.run(info, sample, training)
-                for training in modes(info, all_modes) for sample in samples(info, training)]
-    verified = {} if reuse and len(modes(info, all_modes)) > 1 else None
-    return [run_sample(info, sample, training, verified)
-            for training in modes(info, all_modes) for sample in samples(info, training)]
+    run = entry.run or functools.partial(
+        run_sample, verified={} if reuse and len(modes(info, all_modes)) > 1 else None)
+    return [run(info, sample, training)
+            for training in modes(info, all_modes)
+            for sample in samples(info, training)[::every]]
 
 
 def run_sample(info, sample, training: bool, verified: dict | None = None) -> SampleResult:

@@ -209,10 +209,13 @@ def test_graph_modules_keep_to_their_framework():
         assert not packages & {"jax", "jaxgrad", "optax", "flax"}, (name, packages)
     for name, packages in _imported_packages(pathlib.Path(jaxgrad.__file__).parent):
         assert "torchref" not in packages, (name, packages)
-        # the one exception: from_torch's tracer imports torch.fx, lazily, in nn/fx.py
-        assert "torch" not in packages or name == "fx.py", (name, packages)
-    fx_source = (pathlib.Path(jaxgrad.__file__).parent / "nn" / "fx.py").read_text()
-    assert "\n    import torch.fx" in fx_source and "\nimport torch" not in fx_source
+        # the exceptions: from_torch's two front ends import torch.fx (nn/fx.py) and
+        # torch.export (nn/export.py), lazily, inside functions
+        assert "torch" not in packages or name in ("fx.py", "export.py"), (name, packages)
+    for name in ("fx.py", "export.py"):
+        source = (pathlib.Path(jaxgrad.__file__).parent / "nn" / name).read_text()
+        assert "\n    import torch" in source or "\n    from torch" in source, name
+        assert "\nimport torch" not in source and "\nfrom torch" not in source, name
 
 
 def test_custom_vjp_is_expanded_and_its_hand_written_backward_shown(x64):

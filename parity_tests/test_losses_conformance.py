@@ -31,20 +31,27 @@ def _assert_all_accepted(outcomes):
                               for o in bad)
 
 
-@pytest.mark.slow  # every sample of a PyTorch test database
+# one sample in three of each loss (the first included) and every error input: the
+# suite's selection; `python scripts/conformance_losses_optim.py --only losses` runs
+# every sample (590 op_db samples in torch 2.13), and CI runs it after the suite
+EVERY = 3
+
+
+@pytest.mark.slow
 def test_op_db_loss_samples_and_error_inputs():
-    outcomes = conformance.op_outcomes()
+    outcomes = conformance.op_outcomes(every=EVERY)
     _assert_all_accepted(outcomes)
     names = {o.name for o in outcomes if o.source == "op_db"}
     assert names == {n.replace("nn.functional.", "") for n in conformance.LOSS_OPS}
-    passed = sum(o.status == "pass" for o in outcomes)
-    assert passed >= 580, passed  # 590 samples in torch 2.13; refusals stay rare
+    samples = [o for o in outcomes if o.source == "op_db"]
+    passed = sum(o.status == "pass" for o in samples)
+    assert passed >= 0.98 * len(samples) and len(samples) >= 590 // EVERY, (passed, len(samples))
     assert any(o.source == "op_db errors" for o in outcomes)
 
 
-@pytest.mark.slow  # every sample of a PyTorch test database
+@pytest.mark.slow
 def test_module_db_loss_samples_and_error_inputs():
-    outcomes = conformance.module_outcomes()
+    outcomes = conformance.module_outcomes(every=EVERY)
     _assert_all_accepted(outcomes)
     assert {o.name for o in outcomes} == set(losses.LOSS_MODULES)
     assert all(o.status == "pass" for o in outcomes if o.source == "module_db")

@@ -183,7 +183,9 @@ def test_unsupported_loss_is_refused_naming_class_path_and_supported_set():
     with pytest.raises(ValueError) as info:
         jaxgrad.nn.from_torch(torch.nn.TripletMarginLoss())
     assert str(info.value) == ("from_torch: unsupported loss TripletMarginLoss at the top "
-                               f"level; supported losses are {supported}.")
+                               f"level; supported losses are {supported}. (from_torch "
+                               "tries torch.export next when it has an example input: "
+                               "`from_torch(module, example=(x,))`.)")
     with pytest.raises(ValueError, match=r"unsupported loss CTCLoss at 'loss'; supported "
                                          r"losses are BCELoss, "):
         jaxgrad.nn.from_torch(_Classifier(torch.nn.CTCLoss()))

@@ -1,4 +1,9 @@
-"""The parity report: every registered check passes, and the script's output is well formed."""
+"""The parity report: its checks pass, and the script's output is well formed.
+
+The suite replays one report row in three (every third in registration order, so each
+section of the report is sampled); the report itself, ``python scripts/parity.py`` (the
+README's first command, and CI's first step), runs every row and exits 1 on a failure.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,13 @@ import pytest
 import parity as parity_script
 from parity_checks import all_checks
 
-CHECKS = all_checks()
+ALL_CHECKS = all_checks()
+EVERY = 3
+CHECKS = ALL_CHECKS[::EVERY]
 
 
 def test_checks_have_unique_names():
-    names = [(c.name, c.dtype) for c in CHECKS]
+    names = [(c.name, c.dtype) for c in ALL_CHECKS]
     assert len(names) == len(set(names))
 
 

@@ -159,8 +159,10 @@ def _no_test_function_lookup():
         common_utils.extract_test_fn, core.extract_test_fn = saved
 
 
-def op_outcomes() -> list[Outcome]:
-    """Every float64 ``op_db`` sample and ``error_inputs`` case of the supported losses."""
+def op_outcomes(every: int = 1) -> list[Outcome]:
+    """Every float64 ``op_db`` sample and ``error_inputs`` case of the supported losses
+    (``every``: one sample in ``every`` of each loss, the first included; every error
+    input still)."""
     outcomes = []
     with jax.enable_x64(True), _no_test_function_lookup():
         for op in loss_ops():
@@ -168,6 +170,8 @@ def op_outcomes() -> list[Outcome]:
             name = op.name.replace("nn.functional.", "")
             samples = op.sample_inputs("cpu", torch.float64, requires_grad=True)
             for i, s in enumerate(samples):
+                if i % every:
+                    continue
                 outcomes.append(_classify("op_db", name, i, lambda s=s: compare_call(
                     op.op, jax_fn, (s.input, *s.args), s.kwargs)))
             if op.error_inputs_func is None:
@@ -201,8 +205,9 @@ def _same_loss(a, b) -> bool:
     return True
 
 
-def module_outcomes() -> list[Outcome]:
-    """Every float64 ``module_db`` sample and error input of the supported loss modules.
+def module_outcomes(every: int = 1) -> list[Outcome]:
+    """Every float64 ``module_db`` sample and error input of the supported loss modules
+    (``every``: one sample in ``every`` of each class, the first included).
 
     The jaxgrad module is built twice, from torch's constructor arguments and with
     ``losses.from_torch`` of the torch module; the two must be equal, and the
@@ -217,6 +222,9 @@ def module_outcomes() -> list[Outcome]:
             samples = info.module_inputs_func(info, device="cpu", dtype=torch.float64,
                                               requires_grad=True, training=True)
             for i, s in enumerate(samples):
+                if i % every:
+                    continue
+
                 def run(s=s):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")

@@ -20,6 +20,8 @@ from flax import nnx
 from jaxgrad import losses as jlosses
 from jaxgrad.flax import grads_to_torch, modules, nnx_state_dict, to_nnx
 from jaxgrad.parity import compare
+from parity_checks._twin import (ACCURACY_FACTOR, ILL_CONDITIONED,  # noqa: F401 - port.py's
+                                 float32_ill_conditioned)      # float32 rule, the zoo's too
 from parity_checks.harness import Check, jax_precision
 
 F64 = torch.float64
@@ -730,52 +732,6 @@ def port_parity(module, x, layout: str, dtype: str) -> PortParity:
                      "grads": grads_to_torch(nnx_module, grads)}
         report = compare(reference, candidate, name=f"port {type(module).__name__} {dtype}")
         return PortParity(report, nnx_module, channels_last, model, reference, candidate)
-
-
-# A float32 leaf can be ill-conditioned: torch's own float32 rounding already uses much of
-# the float32 tier against the exact (float64) answer on it, so two float32 results each
-# close to that answer can still fall outside the tier of each other, by luck (see
-# ``_twin.reference_rounding``, whose rows hold this under one half). A gradient that is
-# zero in exact arithmetic (BERT's attention key bias: softmax ignores a shift of a whole
-# row of scores) is float32 noise on both sides; BatchNorm over two values (ResNet-18's
-# last stage on a 32x32 image) cancels. There the twin is judged by accuracy instead.
-ILL_CONDITIONED = 0.5  # torch's float32 error, in units of the tier, from which a leaf is
-ACCURACY_FACTOR = 10.0  # where torch misses the tier: the twin may be this much farther off
-
-
-def float32_ill_conditioned(report32, reference32: dict, candidate32: dict,
-                            reference64: dict) -> dict:
-    """Leaves that fail the float32 tier against torch's float32 only because they are
-    ill-conditioned in float32, with the twin as accurate as torch:
-    ``{path: (torch's headroom, the twin's headroom)}``, a headroom being
-    ``max |value − t64| / tolerance`` in units of the float32 tier's tolerance for the
-    float64 values ``t64``. A failing leaf is listed when torch's headroom is at least
-    ``ILL_CONDITIONED`` and the twin's is at most 1 (within the tier of the float64
-    answer) — or, where torch's own float32 value misses the tier too (headroom above
-    1: a gradient that is zero in exact arithmetic is float32 noise), at most
-    ``ACCURACY_FACTOR`` times torch's. Every other failing leaf is a real disagreement. ``reference64`` must come from the
-    same float32 values cast up (``port_parity``'s float64 run of a float32 model and
-    input)."""
-    from jaxgrad.parity import flatten, tolerance_for
-
-    low, high, ours = flatten(reference32), flatten(reference64), flatten(candidate32)
-    found = {}
-    for leaf in report32.failures():
-        t32, t64, c32 = low.get(leaf.path), high.get(leaf.path), ours.get(leaf.path)
-        if t32 is None or t64 is None or c32 is None:
-            continue
-        t32, t64, c32 = (np.asarray(a, np.float64) for a in (t32, t64, c32))
-        if not (t32.shape == t64.shape == c32.shape) or not (
-                np.isfinite(t64).all() and np.isfinite(t32).all() and np.isfinite(c32).all()):
-            continue
-        rtol, atol = tolerance_for("float32", t64)
-        tolerance = np.maximum(atol + rtol * np.abs(t64), np.finfo(np.float64).tiny)
-        torch_headroom = float(np.max(np.abs(t32 - t64) / tolerance))
-        twin_headroom = float(np.max(np.abs(c32 - t64) / tolerance))
-        allowed = max(1.0, ACCURACY_FACTOR * torch_headroom) if torch_headroom > 1.0 else 1.0
-        if torch_headroom >= ILL_CONDITIONED and twin_headroom <= allowed:
-            found[leaf.path] = (torch_headroom, twin_headroom)
-    return found
 
 
 def round_trip(saved, reloaded, feed):

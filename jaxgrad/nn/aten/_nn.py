@@ -173,11 +173,20 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     return output.astype(input.dtype), mean, rstd, new_mean, new_var
 
 
-@register("aten.native_batch_norm.default", "aten._native_batch_norm_legit.default")
+@register("aten.native_batch_norm.default")
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
                       eps):
-    """``(output, save_mean, save_rstd)``; the running statistics torch updates in
-    place are not returned (``_native_batch_norm_legit_functional`` returns them)."""
+    """``(output, save_mean, save_rstd)``. Training with running statistics updates
+    them in place, which a functional program cannot: refused (a functionalised
+    capture, as ``torch.export`` makes, records ``_native_batch_norm_legit_functional``
+    instead, which returns them)."""
+    if training and running_mean is not None:
+        raise ValueError(
+            "aten.native_batch_norm in training writes its inputs running_mean and "
+            "running_var in place, which jaxgrad's functional program would drop; capture "
+            "the model with "
+            "torch.export (from_torch(module, example=..., capture='export')), whose "
+            "functionalised graph returns the updated statistics")
     return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
                        eps)[:3]
 
@@ -200,14 +209,6 @@ def native_batch_norm_no_training(input, weight, bias, running_mean, running_var
                                   eps):
     return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum,
                        eps)[:3]
-
-
-@register("aten._batch_norm_with_update.default")
-def batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
-    """``(output, save_mean, save_rstd, reserve)``: the reserve (cuDNN's workspace) is
-    an empty uint8 tensor on CPU."""
-    return (*_batch_norm(input, weight, bias, running_mean, running_var, True, momentum,
-                         eps)[:3], jnp.zeros((0,), jnp.uint8))
 
 
 @register("aten.native_layer_norm.default")
@@ -310,16 +311,21 @@ def _source_scale(length_in, length_out, scale, align_corners):
     return 1.0 / scale if scale is not None and scale > 0 else length_in / length_out
 
 
+def _cubic_near(x, a):
+    """Cubic convolution's kernel for ``|x| <= 1``."""
+    return ((a + 2) * x - (a + 3)) * x * x + 1
+
+
+def _cubic_far(x, a):
+    """Cubic convolution's kernel for ``1 < |x| < 2``."""
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+
 def _cubic_coefficients(t, a=-0.75):
     """The four weights of torch's cubic convolution (``A = −0.75``) at offset ``t``
     from the left neighbour; numpy or JAX arrays."""
-    def near(x):  # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x):  # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    return [_cubic_far(t + 1, a), _cubic_near(t, a), _cubic_near(1 - t, a),
+            _cubic_far(2 - t, a)]
 
 
 def _linear_table(length_in, length_out, scale, align_corners):
@@ -337,24 +343,34 @@ def _cubic_table(length_in, length_out, scale, align_corners):
     return index, np.stack(_cubic_coefficients(t), 1)
 
 
-def _antialias_table(length_in, length_out, scale, align_corners):
-    """torch's anti-aliased bilinear weights (``_compute_weights_aa``): a triangle
-    filter stretched by the scale when downsampling, normalised to sum 1."""
+def _triangle(x):
+    return np.maximum(1 - np.abs(x), 0.0)
+
+
+def _keys_cubic(x):
+    """Keys' cubic with ``A = −0.5`` (PIL's, which torch's anti-aliased bicubic follows)."""
+    x = np.abs(x)
+    return np.where(x < 1, _cubic_near(x, -0.5), np.where(x < 2, _cubic_far(x, -0.5), 0.0))
+
+
+def _antialias_table(length_in, length_out, scale, align_corners, *, filter=_triangle,
+                     taps=2):
+    """torch's anti-aliased weights (``_compute_weights_aa``): ``filter`` (``taps``
+    wide) stretched by the scale when downsampling, normalised to sum 1."""
     step = _source_scale(length_in, length_out, scale, align_corners)
-    support = step if step >= 1.0 else 1.0
+    support = taps / 2 * step if step >= 1.0 else taps / 2
     width = int(math.ceil(support)) * 2 + 1
     invscale = 1.0 / step if step >= 1.0 else 1.0
     center = step * (np.arange(length_out) + 0.5)
     start = np.maximum(np.trunc(center - support + 0.5), 0).astype(np.int64)
     stop = np.minimum(np.trunc(center + support + 0.5).astype(np.int64), length_in)
     size = np.clip(stop - start, 0, width)
-    taps = np.arange(width)
-    weight = np.maximum(1 - np.abs((start[:, None] + taps - center[:, None] + 0.5) * invscale),
-                        0.0)
-    weight = np.where(taps < size[:, None], weight, 0.0)
+    offsets = np.arange(width)
+    weight = filter((start[:, None] + offsets - center[:, None] + 0.5) * invscale)
+    weight = np.where(offsets < size[:, None], weight, 0.0)
     total = weight.sum(1, keepdims=True)
     weight = np.where(total != 0, weight / np.where(total != 0, total, 1), weight)
-    return np.minimum(start[:, None] + taps, length_in - 1), weight
+    return np.minimum(start[:, None] + offsets, length_in - 1), weight
 
 
 def _nearest_table(length_in, length_out, scale, align_corners):
@@ -423,6 +439,13 @@ def upsample_bicubic2d(input, output_size, align_corners, scales_h=None, scales_
 @register("aten._upsample_bilinear2d_aa.default")
 def upsample_bilinear2d_aa(input, output_size, align_corners, scales_h=None, scales_w=None):
     return _resample(input, output_size, (scales_h, scales_w), _antialias_table,
+                     align_corners)
+
+
+@register("aten._upsample_bicubic2d_aa.default")
+def upsample_bicubic2d_aa(input, output_size, align_corners, scales_h=None, scales_w=None):
+    return _resample(input, output_size, (scales_h, scales_w),
+                     functools.partial(_antialias_table, filter=_keys_cubic, taps=4),
                      align_corners)
 
 
