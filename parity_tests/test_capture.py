@@ -256,6 +256,31 @@ def test_non_persistent_buffers_are_constants_and_tied_weights_one_parameter(x64
                   {"output": ours, "grads": grads})
 
 
+class PositionIds(tnn.Module):
+    """Hugging Face's pattern: an int64 ``position_ids`` buffer, sliced to the length."""
+
+    def __init__(self, n=6, d=4):
+        super().__init__()
+        self.embed, self.pos = tnn.Embedding(10, d), tnn.Embedding(n, d)
+        self.register_buffer("position_ids", torch.arange(n)[None], persistent=False)
+
+    def forward(self, ids):
+        return self.embed(ids) + self.pos(self.position_ids[:, :ids.shape[1]])
+
+
+def test_int64_constants_run_without_x64_as_jax_canonicalises_them():
+    """Without ``jax_enable_x64`` torch's int64 is JAX's int32; a NumPy int64 constant
+    sliced by a node is held to that, not refused as a wrong dtype (the README's BERT
+    example crashed on ``position_ids`` so)."""
+    torch.manual_seed(0)
+    module = PositionIds()
+    ids = np.array([[1, 2, 3], [4, 5, 6]])
+    model, params = nn.from_torch(module, example=(torch.from_numpy(ids),))
+    with torch.no_grad():
+        assert_parity(module(torch.from_numpy(ids)).numpy(),
+                      model.apply(params, jnp.asarray(ids)))
+
+
 # ------------------------------------------------------- the fx op table
 class CommonOps(tnn.Module):
     def __init__(self):

@@ -203,7 +203,10 @@ def _check_meta(node: OpNode, value, meta, where) -> None:
             _check_meta(node, item, item_meta, f"{where}[{i}]")
         return
     shape, dtype = tuple(np.shape(value)), getattr(value, "dtype", None)
-    if shape != tuple(meta.shape) or dtype is None or np.dtype(dtype) != _canonical(meta.dtype):
+    # canonical on both sides: a NumPy constant (HF's int64 position_ids) keeps int64
+    # where JAX without x64 computes int32; jnp canonicalises it at its next op
+    if shape != tuple(meta.shape) or dtype is None or (
+            _canonical(np.dtype(dtype).name) != _canonical(meta.dtype)):
         got = f"{np.dtype(dtype).name if dtype is not None else type(value).__name__}{list(shape)}"
         raise ValueError(
             f"jaxgrad's ATen table computed {got} for node {where} ({node.target}) at "
