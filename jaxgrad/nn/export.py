@@ -297,7 +297,8 @@ def decompositions():
       output strides make a later ``view`` of GPT-2's attention fail to decompose;
       torch's math kernel expects a boolean mask converted first, as
       ``scaled_dot_product_attention`` itself does.
-    - ``bernoulli(probs)`` stays one op (see below).
+    - ``bernoulli(probs)`` stays one op (see below), and ``hardsigmoid`` (torch's
+      backward constant).
     """
     import torch
 
@@ -318,6 +319,10 @@ def decompositions():
     # `rand(...) < probs`, whose uniform draw torch never makes: keep it whole, so a
     # recorded torch draw maps onto it
     table.pop(aten_ops.bernoulli.default, None)
+    # hardsigmoid's backward multiplies by float32(1/6) in every dtype: decomposed to
+    # add/clamp/div, JAX would differentiate the exact 1/6 (3e-8 relative in float64,
+    # mobilenet_v3's squeeze-excitation gradients): keep it whole
+    table.pop(aten_ops.hardsigmoid.default, None)
     return table
 
 

@@ -89,6 +89,7 @@ OPINFOS = {
     "ge": ("ge", "triu"),
     "clamp": ("clamp", "nn.functional.hardswish"),
     "hardtanh": ("nn.functional.hardtanh", "nn.functional.relu6"),
+    "hardsigmoid": ("nn.functional.hardsigmoid",),
     "elu": ("nn.functional.elu", "nn.functional.selu"),
     "sigmoid": ("sigmoid", "nn.functional.silu"),
     "log1p": ("log1p", "nn.functional.softplus", "nn.functional.mish"),

@@ -466,6 +466,14 @@ def hardtanh(input, min_val=-1, max_val=1):
     return _hardtanh(input, min_val, max_val)
 
 
+@register("aten.hardsigmoid.default")
+def hardsigmoid(input):
+    """``min(max(x + 3, 0), 6) / 6``, kept whole by ``export.decompositions``: torch's
+    backward multiplies by float32(1/6) = 0.16666667163… in every dtype, which the
+    decomposed form (add, clamp, div) would not (3e-8 relative in float64)."""
+    return functional.hardsigmoid(input)
+
+
 # ---------------------------------------------------------------------- clamp
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4))
 def _clamp(x, low, high, has_low, has_high):
