@@ -227,8 +227,8 @@ def _port(parser, args) -> int:
               f"max abs err {report.max_abs_err:.2e}, max rel err {report.max_rel_err:.2e}: "
               f"{'PASS' if passed else 'FAIL'}")
         if excused:
-            print(f"  {len(excused)} of the leaves ill-conditioned in float32: torch's own "
-                  f"float32 rounding uses at least {ILL_CONDITIONED:g}x the tier on them "
+            print(f"  {len(excused)} of the leaves ill-conditioned in float32: torch's or the "
+                  f"twin's own float32 rounding uses at least {ILL_CONDITIONED:g}x the tier on them "
                   "(against float64), so two float32 results pass or fail against each other "
                   "by luck; held instead to the float64 answer (errors in units of the tier): "
                   f"within the tier, or where torch misses it too, within {ACCURACY_FACTOR:g}x "

@@ -199,9 +199,10 @@ def float32_ill_conditioned(report32, reference32: dict, candidate32: dict,
     ill-conditioned in float32, with the twin as accurate as torch:
     ``{path: (torch's headroom, the twin's headroom)}``, a headroom being
     ``max |value − t64| / tolerance`` in units of the float32 tier's tolerance for the
-    float64 values ``t64``. A failing leaf is listed when torch's headroom is at least
-    ``ILL_CONDITIONED`` and the twin's is at most 1 (within the tier of the float64
-    answer) — or, where torch's own float32 value misses the tier too (headroom above
+    float64 values ``t64``. A failing leaf is listed when torch's headroom or the twin's
+    is at least ``ILL_CONDITIONED`` (either float32 computation shows the leaf
+    ill-conditioned: a failing leaf on which torch is accurate has the twin's at least
+    about one half) and the twin's is at most 1 (within the tier of the float64 answer) — or, where torch's own float32 value misses the tier too (headroom above
     1: a gradient that is zero in exact arithmetic is float32 noise), at most
     ``ACCURACY_FACTOR`` times torch's. Every other failing leaf is a real disagreement. ``reference64`` must come from the
     same float32 values cast up (``port_parity``'s float64 run of a float32 model and
@@ -223,6 +224,8 @@ def float32_ill_conditioned(report32, reference32: dict, candidate32: dict,
         torch_headroom = float(np.max(np.abs(t32 - t64) / tolerance))
         twin_headroom = float(np.max(np.abs(c32 - t64) / tolerance))
         allowed = max(1.0, ACCURACY_FACTOR * torch_headroom) if torch_headroom > 1.0 else 1.0
-        if torch_headroom >= ILL_CONDITIONED and twin_headroom <= allowed:
+        # ill-conditioned when either float32 computation (torch's kernels, XLA's: two
+        # summation orders) uses half the tier or more against the exact answer
+        if max(torch_headroom, twin_headroom) >= ILL_CONDITIONED and twin_headroom <= allowed:
             found[leaf.path] = (torch_headroom, twin_headroom)
     return found

@@ -632,10 +632,10 @@ def _float32(entry, built, cotangents, reference64, capture) -> ParityReport:
 def judged_float32(report: ParityReport, excused: dict) -> ParityReport:
     """The float32 verdict by the rule ``port.py`` uses too
     (``_twin.float32_ill_conditioned``): a leaf outside the float32 tier against torch's
-    float32 on which torch's own float32 rounding (against torch in float64, on the
-    same values: the float64 model is an exact copy of the float32 one) uses
-    ``ILL_CONDITIONED`` or more of the tier passes or fails against torch by luck (which
-    CPU, which summation order). It is held to the float64 answer instead: within the
+    float32 on which torch's or jaxgrad's own float32 rounding (against torch in
+    float64, on the same values: the float64 model is an exact copy of the float32 one)
+    uses ``ILL_CONDITIONED`` or more of the tier passes or fails against torch by luck
+    (which CPU, which summation order). It is held to the float64 answer instead: within the
     tier of it, or where torch misses the tier too, within ``ACCURACY_FACTOR`` times
     torch's own error. ``excused`` lists those leaves; every other failing leaf fails.
     The returned report leaves them out (``zoo_all`` keeps every leaf) and its
@@ -649,8 +649,8 @@ def judged_float32(report: ParityReport, excused: dict) -> ParityReport:
     worst_twin = max(c for _, c in excused.values())
     judged.zoo_note = (
         f"{len(excused)} of {len(report.leaves)} float32 leaves outside the tier against "
-        f"torch's float32 are ill-conditioned in float32 (torch's own rounding uses up to "
-        f"{worst_torch:.1f}x the tier against float64): held to the float64 answer "
+        f"torch's float32 are ill-conditioned in float32 (against float64, torch's own "
+        f"rounding uses up to {worst_torch:.1f}x the tier): held to the float64 answer "
         f"instead, jaxgrad within {worst_twin:.2f}x the tier of it")
     judged.zoo_all = report
     return judged
