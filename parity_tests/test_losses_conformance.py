@@ -31,27 +31,28 @@ def _assert_all_accepted(outcomes):
                               for o in bad)
 
 
-# one sample in three of each loss (the first included) and every error input: the
-# suite's selection; `python scripts/conformance_losses_optim.py --only losses` runs
-# every sample (590 op_db samples in torch 2.13), and CI runs it after the suite
+# one sample in three of each loss (the first included) and every error input in the
+# default run; every sample (590 op_db samples in torch 2.13) in the exhaustive run (CI)
 EVERY = 3
+SELECTIONS = [pytest.param(EVERY, marks=pytest.mark.slow, id="one-in-three"),
+              pytest.param(1, marks=pytest.mark.exhaustive, id="every-sample")]
 
 
-@pytest.mark.slow
-def test_op_db_loss_samples_and_error_inputs():
-    outcomes = conformance.op_outcomes(every=EVERY)
+@pytest.mark.parametrize("every", SELECTIONS)
+def test_op_db_loss_samples_and_error_inputs(every):
+    outcomes = conformance.op_outcomes(every=every)
     _assert_all_accepted(outcomes)
     names = {o.name for o in outcomes if o.source == "op_db"}
     assert names == {n.replace("nn.functional.", "") for n in conformance.LOSS_OPS}
     samples = [o for o in outcomes if o.source == "op_db"]
     passed = sum(o.status == "pass" for o in samples)
-    assert passed >= 0.98 * len(samples) and len(samples) >= 590 // EVERY, (passed, len(samples))
+    assert passed >= 0.98 * len(samples) and len(samples) >= 590 // every, (passed, len(samples))
     assert any(o.source == "op_db errors" for o in outcomes)
 
 
-@pytest.mark.slow
-def test_module_db_loss_samples_and_error_inputs():
-    outcomes = conformance.module_outcomes(every=EVERY)
+@pytest.mark.parametrize("every", SELECTIONS)
+def test_module_db_loss_samples_and_error_inputs(every):
+    outcomes = conformance.module_outcomes(every=every)
     _assert_all_accepted(outcomes)
     assert {o.name for o in outcomes} == set(losses.LOSS_MODULES)
     assert all(o.status == "pass" for o in outcomes if o.source == "module_db")

@@ -1,6 +1,6 @@
 """Every ``module_db`` sample of every registered class, forward and gradients, float64
-(one in three for the seven recurrent and attention classes; ``scripts/conformance.py``
-runs every sample of every class, in CI too).
+(one in three for the seven recurrent and attention classes in the default run; every
+sample in the ``exhaustive`` test, which CI runs).
 
 One test per class (its samples are looped inside, so the report stays readable);
 the harness is ``parity_tests/module_db.py``. The harness itself is checked to fail:
@@ -20,8 +20,8 @@ from parity_tests import module_db as harness
 
 
 # 30-40 s each for all their samples on a 2-core machine (16-67 samples per mode, each
-# compiled programs): the suite runs one in three of them (every option still varies);
-# `python scripts/conformance.py` runs all of them, and CI runs it after the suite
+# compiled programs): the default run takes one in three of them (every option still
+# varies); the exhaustive test runs all of them (CI: `pytest -m exhaustive`)
 SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "TransformerDecoderLayer",
         "TransformerEncoder", "TransformerEncoderLayer"}
 SLOW_EVERY = 3
@@ -37,6 +37,15 @@ def test_module_db_samples(name):
     errors = harness.run_error_samples(name)  # what torch rejects, jaxgrad rejects
     assert all(r.status == "rejected" for r in errors), [r.desc for r in errors if r.status != "rejected"]
     # a refusal is counted only when jaxgrad's error named the argument (run_sample)
+    assert all(r.detail for r in results if r.status in ("refused", "skipped"))
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_module_db_every_sample(name):
+    results = harness.run_class(name)
+    failed = [r for r in results if r.status == "failed"]
+    assert results and not failed, "\n".join(f"{r.label}: {r.detail}" for r in failed)
     assert all(r.detail for r in results if r.status in ("refused", "skipped"))
 
 
