@@ -24,7 +24,7 @@ import numpy as np
 
 from jaxgrad.nn.aten import register
 from jaxgrad.nn.aten._promote import DEFAULT_FLOAT, _wrapped_dtype, canonical
-from jaxgrad.nn.aten._shape import compiled
+from jaxgrad.nn.aten._promote import compiled
 
 
 def _dtype(dtype, fallback) -> np.dtype:
@@ -77,7 +77,7 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
     return _arange(first, stride, length, canonical(dtype), exact)
 
 
-@compiled("start", "step", "length", "dtype", "exact")
+@compiled
 def _arange(start, step, length, dtype, exact):
     # torch computes start + step·i in int64 for integers, else in the accumulate type
     # (double on CPU), then casts

@@ -33,7 +33,8 @@ import numpy as np
 
 from jaxgrad.nn.aten import register
 from jaxgrad.nn.aten._promote import canonical
-from jaxgrad.nn.aten._shape import compiled, wrap_dim
+from jaxgrad.nn.aten._promote import compiled
+from jaxgrad.nn.aten._shape import wrap_dim
 from jaxgrad.nn.functional._embedding import concrete_or_none
 from jaxgrad.nn.functional._embedding import embedding as _embedding
 
@@ -114,12 +115,12 @@ def _joined(arrays, kinds) -> tuple:
     return tuple(next(arrays) if is_array else slice(None) for is_array in kinds)
 
 
-@compiled("kinds")
+@compiled
 def _index(input, arrays, kinds):
     return input[_joined(arrays, kinds)]
 
 
-@compiled("kinds", "accumulate")
+@compiled
 def _index_put(input, arrays, values, kinds, accumulate):
     where = _joined(arrays, kinds)
     values = values.astype(input.dtype)
@@ -221,7 +222,7 @@ def gather(input, dim, index, *, sparse_grad=False):
     return _gather(input, index, dim)
 
 
-@compiled("dim")
+@compiled
 def _gather(input, index, dim):
     return input[_grid(index, dim)]
 
@@ -237,7 +238,7 @@ def scatter(input, dim, index, src):
     return _scatter(input, index, src, dim)
 
 
-@compiled("dim")
+@compiled
 def _scatter(input, index, src, dim):
     input, index, src, restore = _lifted(input, index, src)
     return restore(_overwrite(input, _grid(index, dim),
@@ -253,7 +254,7 @@ def scatter_value(input, dim, index, value):
     return _scatter_value(input, index, dim, value)
 
 
-@compiled("dim", "value")
+@compiled
 def _scatter_value(input, index, dim, value):
     input, index, _, restore = _lifted(input, index)
     return restore(input.at[_grid(index, dim)].set(jnp.asarray(value, input.dtype),
@@ -269,7 +270,7 @@ def scatter_add(input, dim, index, src):
     return _scatter_add(input, index, src, dim)
 
 
-@compiled("dim")
+@compiled
 def _scatter_add(input, index, src, dim):
     input, index, src, restore = _lifted(input, index, src)
     return restore(input.at[_grid(index, dim)].add(
@@ -377,7 +378,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     return _scatter_reduce(input, index, src, dim, reduce, bool(include_self))
 
 
-@compiled("dim", "reduce", "include_self")
+@compiled
 def _scatter_reduce(input, index, src, dim, reduce, include_self):
     input, index, src, restore = _lifted(input, index, src)
     src = _within(src, index.shape).astype(input.dtype)
@@ -405,7 +406,7 @@ def masked_scatter(input, mask, source):
     return _masked_scatter(input, mask, source)
 
 
-@compiled()
+@compiled
 def _masked_scatter(input, mask, source):
     shape = jnp.broadcast_shapes(input.shape, mask.shape)
     mask = jnp.broadcast_to(mask, shape)
@@ -432,7 +433,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
                            bool(scale_grad_by_freq))
 
 
-@compiled("padding_idx", "scale_grad_by_freq")
+@compiled
 def _embedding_rows(weight, indices, padding_idx, scale_grad_by_freq):
     return _embedding(indices, weight, padding_idx=padding_idx,
                       scale_grad_by_freq=scale_grad_by_freq, _where="embedding")

@@ -19,8 +19,8 @@ Overloads that ``torch.export``'s core-ATen decompositions never leave in a prog
 ``split.Tensor``, ``unbind``, ``narrow``, ``roll``, ``tril``/``triu``,
 ``select_scatter``, the reflection and replication pads) are not in the table.
 
-An entry made of several primitives is one ``jax.jit`` program (``compiled``), its
-int and tuple arguments static: run eagerly (as the interpreter runs a program op by
+An entry made of several primitives is one ``jax.jit`` program (``_promote.compiled``,
+shared by every family), its int and tuple arguments static: run eagerly (as the interpreter runs a program op by
 op) it costs one XLA compilation per signature instead of one per primitive, and
 under an outer ``jit`` it is inlined. A single-primitive entry stays a plain function
 (a ``jit`` around it would compile its derivative as a program of its own).
@@ -28,22 +28,12 @@ under an outer ``jit`` it is inlined. A single-primitive entry stays a plain fun
 
 from __future__ import annotations
 
-import functools
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad.nn.aten import register
-from jaxgrad.nn.aten._promote import promote
+from jaxgrad.nn.aten._promote import compiled, promote
 from jaxgrad.nn.functional._padding import pad as _pad
-
-
-def compiled(*static: str):
-    """``jax.jit`` with the arguments named ``static`` static (ints, tuples, strings,
-    None): the decorator every entry of the shape, indexing and factory families
-    uses for its array computation."""
-    return functools.partial(jax.jit, static_argnames=static)
 
 
 def wrap_dim(op: str, dim: int, ndim: int, *, what: str = "dim") -> int:
@@ -142,7 +132,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 
 
 @register("aten.unfold.default")
-@compiled('dimension', 'size', 'step')
+@compiled
 def unfold(input, dimension, size, step):
     """``input.unfold(dimension, size, step)``: windows of ``size`` every ``step`` along
     ``dimension``, the window as a new last dim."""
@@ -161,7 +151,7 @@ def unfold(input, dimension, size, step):
 
 
 @register("aten.as_strided.default")
-@compiled('size', 'stride', 'storage_offset')
+@compiled
 def as_strided(input, size, stride, storage_offset=None):
     """``torch.as_strided(input, size, stride, storage_offset)`` on a contiguous input:
     element ``i`` of the result is ``input.flatten()[storage_offset + Σ i_k·stride_k]``
@@ -194,7 +184,7 @@ def flip(input, dims):
 
 
 @register("aten.repeat.default")
-@compiled('repeats')
+@compiled
 def repeat(input, repeats):
     """``input.repeat(repeats)``: tiled; extra leading repeats add dims."""
     repeats = tuple(repeats)
@@ -234,7 +224,7 @@ def cat(tensors, dim=0):
 
 
 @register("aten.split_with_sizes.default")
-@compiled('split_sizes', 'dim')
+@compiled
 def split_with_sizes(input, split_sizes, dim=0):
     """``input.split(split_sizes, dim)`` with explicit sizes summing to the dim's size."""
     dim = wrap_dim("split_with_sizes", dim, input.ndim)
@@ -255,7 +245,7 @@ def constant_pad_nd(input, pad, value=0):
 
 # ----------------------------------------------------------- *_scatter
 @register("aten.slice_scatter.default")
-@compiled('dim', 'start', 'end', 'step')
+@compiled
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """``input`` with ``input[..., start:end:step]`` (along ``dim``) replaced by ``src``."""
     target = slice_(input, dim, start, end, step)
@@ -268,7 +258,7 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
 
 
 @register("aten.diagonal_scatter.default")
-@compiled('offset', 'dim1', 'dim2')
+@compiled
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     """``input`` with its ``(dim1, dim2)`` diagonal at ``offset`` replaced by ``src``."""
     target = diagonal(input, offset, dim1, dim2)
