@@ -29,37 +29,7 @@ from torch import nn as tnn
 from jaxgrad import nn
 from jaxgrad.nn import fx_ops
 from jaxgrad.parity import assert_parity
-from parity_checks._capture_parity import draws_for, torch_run
-
-
-def _grads_both(module, model, params, args, *, train=False, key=None, draws=None,
-                buffers=None):
-    """Output and parameter gradients of ``sum(output * c)`` in both frameworks."""
-    module.train(train)
-    module.zero_grad(set_to_none=True)
-    torch_args = [torch.from_numpy(a) for a in args]
-    if draws is None:
-        out = module(*torch_args)
-    else:
-        out, recorded = torch_run(module, torch_args, train=train)
-        draws = draws_for(model, recorded, train=train)
-    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
-    (out * torch.from_numpy(cotangent)).sum().backward()
-    reference = {"output": out.detach().numpy(),
-                 "grads": {n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
-                           for n, p in module.named_parameters()}}
-
-    def objective(params):
-        options = {} if draws is None else {"random_draws": draws}
-        if buffers is not None:
-            options["buffers"] = buffers
-        result = model.apply(params, *[jnp.asarray(a) for a in args], train=train, key=key,
-                             **options)
-        out = result[0] if buffers is not None else result
-        return jnp.sum(out * cotangent), out
-
-    grads, out = jax.grad(objective, has_aux=True)(params)
-    return reference, {"output": out, "grads": grads}
+from parity_checks._capture_parity import draws_for, grads_both, torch_run
 
 
 # ----------------------------------------------------- writes through views
@@ -84,7 +54,7 @@ def test_write_through_a_view_is_reproduced_by_export_and_refused_by_layers(x64,
         nn.from_torch(module, capture="layers")
     model, params = nn.from_torch(module, example=(torch.from_numpy(x),))
     assert type(model).__name__ == "ExportedModule"
-    assert_parity(*_grads_both(module, model, params, [x]))
+    assert_parity(*grads_both(module, model, params, [x]))
     # the doubled result, not the unwritten one: 2·fc(x) against torch's own fc
     np.testing.assert_allclose(np.asarray(model.apply(params, jnp.asarray(x))),
                                2 * module.fc(torch.from_numpy(x)).detach().numpy(), rtol=1e-15)
@@ -110,7 +80,7 @@ def test_in_place_writes_nothing_aliases_are_reproduced_on_the_layer_path(x64, r
     module = SafeInPlace().double()
     model, params = nn.from_torch(module, capture="layers")
     assert type(model).__name__ == "GraphModule"
-    assert_parity(*_grads_both(module, model, params, [rng.standard_normal((4, 3))]))
+    assert_parity(*grads_both(module, model, params, [rng.standard_normal((4, 3))]))
 
 
 class WritesItsInput(tnn.Module):
@@ -150,7 +120,7 @@ def test_apply_follows_torchs_mode_whatever_mode_the_module_was_converted_in(
     model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture)
     assert module.training is (converted_in == "train")  # the module's flags are restored
     for train in (True, False):
-        assert_parity(*_grads_both(module, model, params, [x], train=train))
+        assert_parity(*grads_both(module, model, params, [x], train=train))
 
 
 # ----------------------------------------------- randomness in training
@@ -183,7 +153,7 @@ def test_stochastic_depth_and_dropout_are_active_in_training_and_match_torchs_dr
     assert sorted(random_ops) == ["aten.bernoulli.p", "aten.native_dropout.default"]
     assert model.eval_program.random_nodes() == []
     # torch's draws injected: the training forward and gradients match torch
-    assert_parity(*_grads_both(module, model, params, [x], train=True, draws=True))
+    assert_parity(*grads_both(module, model, params, [x], train=True, draws=True))
     # our own draws: keyed, different per key, rows dropped, none in eval mode
     xj = jnp.asarray(x)
     first = model.apply(params, xj, train=True, key=jax.random.key(0))
@@ -307,7 +277,7 @@ def test_common_ops_on_the_layer_path_match_torch(x64, rng):
     module = CommonOps().double()
     model, params = nn.from_torch(module, capture="layers")
     assert type(model).__name__ == "GraphModule"
-    assert_parity(*_grads_both(module, model, params, [rng.standard_normal((4, 6))]))
+    assert_parity(*grads_both(module, model, params, [rng.standard_normal((4, 6))]))
 
 
 def test_register_op_refuses_to_replace_a_built_in_unless_asked():
@@ -411,7 +381,7 @@ def test_uniform_normal_and_permutation_draws_match_torch(x64, rng):
     targets = sorted(n.target for n in model.train_program.random_nodes())
     assert targets == ["aten.rand.default", "aten.rand_like.default", "aten.randn_like.default",
                        "aten.randperm.default"]
-    assert_parity(*_grads_both(module, model, params, [x], train=True, draws=True))
+    assert_parity(*grads_both(module, model, params, [x], train=True, draws=True))
     draws = jax.random.key(0)
     ours = np.asarray(model.apply(params, jnp.asarray(x), train=True, key=draws))
     assert not np.array_equal(ours, model.apply(params, jnp.asarray(x), train=True,

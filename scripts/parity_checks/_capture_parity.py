@@ -9,7 +9,10 @@ not statistically.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import torch
 
 from jaxgrad.nn.program import ExportedModule
 from torchref.random_draws import recording
@@ -54,3 +57,37 @@ def draws_for(model: ExportedModule, draws, *, train: bool = True) -> dict:
 def _draw_shape(node):
     meta = node.meta[0] if isinstance(node.meta, tuple) else node.meta
     return None if meta is None else tuple(meta.shape)
+
+
+def grads_both(module, model, params, args, *, train=False, key=None, draws=None,
+               buffers=None):
+    """``(torch, jaxgrad)``: the output and every parameter gradient of
+    ``sum(output * c)`` (``c`` a fixed ramp) in torch's ``train`` mode and in
+    ``model.apply(train=...)``; ``draws=True`` records torch's random draws and hands
+    them to the captured program's random ops; ``buffers`` are passed and the new ones
+    dropped from the comparison."""
+    module.train(train)
+    module.zero_grad(set_to_none=True)
+    torch_args = [torch.from_numpy(a) for a in args]
+    if draws is None:
+        out = module(*torch_args)
+    else:
+        out, recorded = torch_run(module, torch_args, train=train)
+        draws = draws_for(model, recorded, train=train)
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    reference = {"output": out.detach().numpy(),
+                 "grads": {n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+                           for n, p in module.named_parameters()}}
+
+    def objective(params):
+        options = {} if draws is None else {"random_draws": draws}
+        if buffers is not None:
+            options["buffers"] = buffers
+        result = model.apply(params, *[jnp.asarray(a) for a in args], train=train, key=key,
+                             **options)
+        out = result[0] if buffers is not None else result
+        return jnp.sum(out * cotangent), out
+
+    grads, out = jax.grad(objective, has_aux=True)(params)
+    return reference, {"output": out, "grads": grads}
