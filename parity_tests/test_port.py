@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import numpy as np
 import pytest
@@ -199,8 +200,9 @@ _TINY_BERT = {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 0,
                            'pip install -c constraints.txt -e ".[zoo]")')
 def test_port_of_a_tiny_bert_captured_with_torch_export(tmp_path, capsys, monkeypatch):
     """transformers:BertModel --config: only torch.export captures it; the port proves
-    the ModelOutput's fields and every gradient in float64 and float32, says the nnx
-    side is one TorchLayer, saves, rebuilds from the spec and reloads bit for bit."""
+    the ModelOutput's fields and every gradient in float64 and float32, runs its Linear,
+    Embedding and LayerNorm layers as stock nnx layers (each in the per-layer table) and
+    the rest as one TorchProgram, saves, rebuilds from the spec and reloads bit for bit."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "bert.safetensors"
     code = port.main(["transformers:BertModel", "--config", json.dumps(_TINY_BERT),
@@ -209,7 +211,10 @@ def test_port_of_a_tiny_bert_captured_with_torch_export(tmp_path, capsys, monkey
     assert code == 0, printed
     assert "token ids (2, 8) in [0, 50)" in printed  # the config's vocab_size by default
     assert "captured with torch.export" in printed and "use_cache=False" in printed
-    assert "one TorchLayer (ATen program), not stock nnx layers" in printed
+    assert "stock nnx layers (below), the rest one TorchProgram" in printed
+    for layer, kind in [("pooler.dense", "Linear"), ("embeddings.word_embeddings", "Embedding"),
+                        ("embeddings.LayerNorm", "LayerNorm")]:
+        assert re.search(rf"^  {re.escape(layer)} +{kind} +\S+  PASS$", printed, re.M), printed
     assert "parity float64: output and 8 parameter gradients" in printed
     assert "FAIL" not in printed and printed.count(": PASS") == 3
     assert "bit-identical: PASS" in printed
@@ -218,5 +223,8 @@ def test_port_of_a_tiny_bert_captured_with_torch_export(tmp_path, capsys, monkey
 
     with safe_open(str(out), "np") as handle:
         metadata = handle.metadata()
-        assert "params.embeddings.word_embeddings.weight" in handle.keys()
+        keys = set(handle.keys())
+    # flax's names and layouts for the stock layers, torch's for the program's own
+    assert {"layers.embeddings.word_embeddings.embedding",
+            "layers.pooler.dense.kernel"} <= keys, sorted(keys)
     assert metadata["capture"] == "export" and json.loads(metadata["config"]) == _TINY_BERT

@@ -12,9 +12,11 @@ built model (``jaxgrad.flax.load_nnx``), which must hold every variable and give
 output bit for bit.
 
 A model ``torch.fx`` cannot trace (a Hugging Face transformer, a vision transformer)
-is captured with ``torch.export`` on the example input: its nnx twin is one
-``TorchLayer`` running the captured ATen program, in torch's layout, not stock nnx
-layers, and it is specialised to the example's shape.
+is captured with ``torch.export`` on the example input: its nnx twin is a
+``TorchProgram`` that runs the torch layers flax has as stock nnx layers (``Linear``,
+``Embedding``, ``LayerNorm``, convolutions; named in the per-layer table) and torch's
+captured ATen program for the rest, in torch's layout; it is specialised to the
+example's shape.
 
 Model specs:
   path/to/file.py:Name, pkg.module:Name
@@ -241,10 +243,13 @@ def _port(parser, args) -> int:
         if dtype == "float32":
             break
         if captured:
-            print("  per-layer table: none: captured with torch.export: one TorchLayer (ATen "
-                  "program), not stock nnx layers; jaxgrad.doctor.diagnose localises it by "
-                  "torch module path")
-            continue
+            twin = run.nnx_module
+            left = twin.program_layers()
+            print(f"  captured with torch.export: {len(twin.layers)} stock nnx layers "
+                  f"(below), the rest one TorchProgram running torch's ATen program"
+                  + (f"; known layers left in it: {', '.join(left)}" if left else ""))
+            if not twin.layers:
+                continue
         with jax.default_matmul_precision("highest"):
             rows = layer_table(module.double(), run.nnx_module, x, run.channels_last)
         width = max([len(row["layer"]) for row in rows] + [5])

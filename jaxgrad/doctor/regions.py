@@ -1,14 +1,12 @@
 """The layers of a captured program, for the doctor: leaf torch modules as regions.
 
 An ``ExportedModule`` (``from_torch`` through ``torch.export``) has no jaxgrad layers,
-but every ATen node keeps the torch module path it ran in. A *region* is one call of a
-leaf torch module (a module none of whose submodules ran: ``Linear``, ``LayerNorm``,
-``GELUActivation``…): the consecutive nodes of that path. Its input is the one value
-its nodes read from outside it (parameters, buffers and constants aside), its output
-the values read after it. So the doctor compares the port at each torch module's
-output with torch's forward hook, and runs a region alone on torch's recorded input
-(input injection), by torch path. A region reading several outside values (an
-attention module fed query and key) is not compared on its own.
+but every ATen node keeps the torch module path it ran in; its regions
+(``jaxgrad.nn.regions``: one call of a leaf torch module each) are the doctor's layers.
+So the doctor compares the port at each torch module's output with torch's forward
+hook, and runs a region alone on torch's recorded input (input injection), by torch
+path. A region reading several outside values (an attention module fed query and key)
+is not compared on its own.
 """
 
 from __future__ import annotations
@@ -16,70 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jaxgrad.nn.fx import Ref
 from jaxgrad.nn.module import Module
-from jaxgrad.nn.program import ExportedModule, Program, run
-
-
-@dataclasses.dataclass(frozen=True)
-class Region:
-    """One call of a leaf module: ``path``, ``index`` (its call number), ``nodes``,
-    ``input`` (the outside value it reads) and ``outputs`` (its values read later)."""
-
-    path: str
-    index: int
-    nodes: tuple
-    input: str
-    outputs: tuple
-
-
-def _refs(value, found: list) -> list:
-    if isinstance(value, Ref):
-        found.append(value.name)
-    elif isinstance(value, tuple):
-        for item in value:
-            _refs(item, found)
-    return found
-
-
-def regions(program: Program) -> list[Region]:
-    """The regions of ``program`` with one outside input, in execution order."""
-    state = {name for name, kind, _ in program.inputs if kind != "input"}
-    paths = {node.path for node in program.nodes}
-    leaves = {p for p in paths if p and not any(q.startswith(p + ".") for q in paths)}
-    runs: list[list[int]] = []
-    for i, node in enumerate(program.nodes):
-        if node.path not in leaves:
-            continue
-        if runs and program.nodes[runs[-1][-1]].path == node.path and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    read_after: dict[str, int] = {}  # value name -> index of its last reader
-    for i, node in enumerate(program.nodes):
-        for name in _refs((node.args, node.kwargs), []):
-            read_after[name] = i
-    final = len(program.nodes)
-    for item in (*program.outputs, *(ref for _, ref in program.buffer_updates)):
-        for name in _refs(item, []):
-            read_after[name] = final
-    counts: dict[str, int] = {}
-    found = []
-    for indices in runs:
-        nodes = tuple(program.nodes[i] for i in indices)
-        inside = {n.name for n in nodes}
-        outside = []
-        for node in nodes:
-            for name in _refs((node.args, node.kwargs), []):
-                if name not in inside and name not in state and name not in outside:
-                    outside.append(name)
-        path = nodes[0].path
-        index = counts.get(path, 0)
-        counts[path] = index + 1
-        outputs = tuple(n.name for n in nodes if read_after.get(n.name, -1) > indices[-1])
-        if len(outside) == 1 and outputs:
-            found.append(Region(path, index, nodes, outside[0], outputs))
-    return found
+from jaxgrad.nn.program import ExportedModule, run
+from jaxgrad.nn.regions import Region, regions
 
 
 def _output(region: Region, env: dict):

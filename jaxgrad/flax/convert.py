@@ -36,6 +36,7 @@ from jaxgrad.flax import attention
 from jaxgrad.flax import conv
 from jaxgrad.flax import modules as m
 from jaxgrad.flax import norms
+from jaxgrad.flax import program as program_twin
 from jaxgrad.flax import sequence
 from jaxgrad.flax import transformer
 from jaxgrad.flax._util import as_numpy as _np
@@ -252,11 +253,28 @@ class _Builder:
         output = "cl" if self.layout == "NHWC" else "torch"
         return m.TorchGraph(graph, layers, needs, tensors, state, output), output
 
+    def program(self, model, params, buffers):
+        """An ``ExportedModule``: stock layers where the program has them
+        (``jaxgrad.flax.program``), torch's ATen ops for the rest."""
+        def make_layer(layer, layer_params, path):
+            builder, need = _TO_NNX.get(type(layer).__name__, (None, None))
+            if builder is None:
+                return None
+            try:
+                return builder(layer, layer_params, {}, self.dtype), need
+            except ValueError:  # a setting stock flax lacks: the layer stays in the program
+                return None
+        return program_twin.build(model, params, buffers, make_layer)
+
     def layer(self, layer, params, buffers, state: str, path: str):
         name = type(layer).__name__
         if name == "GraphModule":
             module, state = self.graph(layer, params, buffers, state, path)
             return [module], state
+        if name == "ExportedModule":
+            if state == "cl":
+                return [m.ChannelsFirst(), self.program(layer, params, buffers)], "torch"
+            return [self.program(layer, params, buffers)], "torch"
         builder, need = _TO_NNX.get(name, (_torch_layer, "torch"))
         items = []
         if need == "cl" and state == "torch":
@@ -290,8 +308,9 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
         matters for a model whose input is an image.
       example, example_kwargs: example inputs of a torch module that only
         ``torch.export`` can capture (``jaxgrad.nn.from_torch``). Such a model becomes
-        one ``TorchLayer`` (its captured program inside an nnx module, torch's layout),
-        not stock nnx layers.
+        a ``TorchProgram``: stock nnx layers for the torch layers flax has (``Linear``,
+        ``Embedding``, ``LayerNorm``, convolutions…), torch's captured ATen program
+        (torch's layout) for the rest (``jaxgrad.flax.program``).
 
     Returns:
       An ``nnx.Sequential`` whose every parameter holds torch's values.
@@ -392,6 +411,7 @@ _FROM_NNX: dict[type, Callable] = {
     m.TorchLayer: lambda module, context: (
         module.layer, {k: _value(v) for k, v in module.params.items()},
         {k: _value(v) for k, v in module.buffers.items()}),
+    program_twin.TorchProgram: lambda module, context: _read_program(module, context),
 }
 _FUNCTIONS: dict[Any, Callable[[], Any]] = {
     nnx.relu: lambda: nn.ReLU(),
@@ -429,6 +449,19 @@ def _read_graph(module, context):
     for name, variable in module.tensors.items():
         (params if kinds.get(name) == "param" else buffers)[name] = _value(variable)
     return dataclasses.replace(module.graph, layers=tuple(layers)), params, buffers
+
+
+def _read_program(module, context):
+    """A ``TorchProgram``: its stock layers read back to torch's layout, under their
+    module paths, with the program's own params and buffers."""
+    base = context.path
+    params = {k: _value(v) for k, v in module.params.items()}
+    for path, layer_module in module.layers.items():
+        context.path = f"{base}.{path}" if base else path
+        _, sub_params, _ = _read(layer_module, context)
+        params.update({f"{path}.{k}": v for k, v in sub_params.items()})
+    context.path = base
+    return module.model, params, {k: _value(v) for k, v in module.buffers.items()}
 
 
 def _read(item, context):

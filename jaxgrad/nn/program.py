@@ -216,10 +216,18 @@ def _check_meta(node: OpNode, value, meta, where) -> None:
 
 
 def run(program: Program, env: dict, *, key, path: str, random_draws, class_name: str,
-        nodes=None):
+        nodes=None, regions=()):
     """Run ``program``'s nodes (or ``nodes``, a part of them) on ``env``, which holds the
     placeholders' values and receives every node's; returns the user outputs (flat)
-    and the buffer updates."""
+    and the buffer updates.
+
+    ``regions``: ``((Region, fn), ...)`` (``jaxgrad.nn.regions``, each with one output):
+    each region's nodes are skipped and, at its first node, ``fn(env[region.input])``
+    gives the value of its output (checked against torch's recorded shape and dtype
+    like any node): how the nnx twin runs a layer of the program as a stock nnx layer
+    (``jaxgrad.flax.program``)."""
+    starts = {region.nodes[0].name: (region, fn) for region, fn in regions}
+    inside = {node.name for region, _ in regions for node in region.nodes}
     draws = dict(random_draws or {})
     unknown = set(draws) - {n.name for n in program.random_nodes()}
     if unknown:
@@ -229,6 +237,15 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
             f"{[n.name for n in program.random_nodes()] or 'none'}."
         )
     for node in program.nodes if nodes is None else nodes:
+        if node.name in inside:
+            if node.name in starts:
+                region, fn = starts[node.name]
+                (result,) = region.outputs
+                value = fn(env[region.input])
+                last = next(n for n in region.nodes if n.name == result)
+                _check_meta(last, value, last.meta, repr(result))
+                env[result] = value
+            continue
         args = _materialize(node.args, env)
         kwargs = dict(_materialize(node.kwargs, env))
         if node.target == "getitem":
@@ -383,12 +400,16 @@ class ExportedModule(Module):
                 )
         return leaves
 
-    def bind(self, params, inputs, kwargs, buffers, train) -> tuple[Program, dict]:
-        """The program of ``train``'s mode and its placeholders' values."""
+    def bind(self, params, inputs, kwargs, buffers, train,
+             unread=frozenset()) -> tuple[Program, dict]:
+        """The program of ``train``'s mode and its placeholders' values; the params
+        named in ``unread`` (read only by regions run otherwise) are left unbound."""
         leaves = self._leaves(inputs, kwargs)
         program = self.train_program if train else self.eval_program
         env = {}
         for name, kind, target in program.inputs:
+            if kind == "param" and target in unread:
+                continue
             if kind == "param":
                 if target not in params:
                     raise ValueError(

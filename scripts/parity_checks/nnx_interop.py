@@ -598,7 +598,7 @@ def _to_torch_order(tree, reference):
 
 def is_captured(model) -> bool:
     """Whether ``model`` (from ``from_torch``) is a program captured with
-    ``torch.export`` (an ``ExportedModule``: one ``TorchLayer`` on the nnx side)."""
+    ``torch.export`` (an ``ExportedModule``: a ``TorchProgram`` on the nnx side)."""
     from jaxgrad.nn.program import ExportedModule
 
     return isinstance(model, ExportedModule)
@@ -639,7 +639,11 @@ def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
         return {"layer": layer, "type": kind, "max_abs_err": report.max_abs_err,
                 "passed": report.passed}
 
-    if isinstance(nnx_module, m.TorchGraph):
+    from jaxgrad.flax.program import TorchProgram
+
+    if isinstance(nnx_module, (m.TorchGraph, TorchProgram)):
+        paths = ([path for path, _ in nnx_module.graph.layers]
+                 if isinstance(nnx_module, m.TorchGraph) else list(nnx_module.layers.keys()))
         captured, hooks, torch_outputs = {}, [], {}
 
         def record(path, out):  # returns None: a hook's return value replaces the output
@@ -647,7 +651,7 @@ def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
             # as a ResNet block's one ReLU, has one row)
             torch_outputs[path] = _torch_tree(out)
 
-        for path, _ in nnx_module.graph.layers:
+        for path in paths:
             hooks.append(module.get_submodule(path).register_forward_hook(
                 lambda mod, args, out, path=path: record(path, out)))
         try:
@@ -658,8 +662,7 @@ def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
         nnx_module(feed, capture=captured)
         return [row(path, type(module.get_submodule(path)).__name__, torch_outputs[path],
                     _jax_tree(captured[path]))
-                for path, _ in nnx_module.graph.layers
-                if path in captured and path in torch_outputs]
+                for path in paths if path in captured and path in torch_outputs]
     if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
         return [row("(whole model)", type(module).__name__, _torch_tree(module(x_t)),
                     _jax_tree(nnx_module(feed)))]
