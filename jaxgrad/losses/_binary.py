@@ -56,14 +56,15 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
 
     Args:
       input: probabilities in [0, 1], `(*)`.
-      target: `(*)`, ``input``'s shape.
+      target: probabilities in [0, 1], `(*)`, ``input``'s shape.
       weight: optional rescaling weights broadcastable to `(*)`.
       reduction: ``"mean" | "sum" | "none"``.
 
     Each log is clamped at −100, as torch's, so p = 0 or 1 gives a finite loss; the
     gradients are torch's formulas (``(p − t)/max(p(1 − p), 1e-12)`` for ``input``). A
-    probability outside [0, 1] raises ``ValueError`` when ``input`` is concrete; under
-    ``jit`` the loss is NaN there (``jaxgrad.losses.checked`` raises instead).
+    probability outside [0, 1] — in ``input`` or ``target``, NaN included — raises
+    ``ValueError`` when the values are concrete; under ``jit`` the loss is NaN there
+    (``jaxgrad.losses.checked`` raises instead).
     """
     loss = "binary_cross_entropy"
     check_reduction(reduction)
@@ -72,8 +73,14 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     _check_weight(loss, "weight", weight, input)
     inside = (input >= 0) & (input <= 1)
     require(inside, f"{loss}: every element of `input` must be a probability in [0, 1].")
-    # a probability outside [0, 1] gives log of a negative number: NaN, never a number
-    losses = _bce_terms(input, target)
+    # torch checks the target too (NaN included): "all elements of target should be
+    # between 0 and 1"; 1.5 would otherwise give a plausible finite loss
+    target_inside = (target >= 0) & (target <= 1)
+    require(target_inside, f"{loss}: every element of `target` must be a probability in "
+                           "[0, 1]; found one outside it or NaN.")
+    # a probability outside [0, 1] gives log of a negative number: NaN, never a number;
+    # a target outside it is made NaN explicitly, for jit where nothing can raise
+    losses = jnp.where(target_inside, _bce_terms(input, target), jnp.nan)
     if weight is not None:
         losses = losses * weight
     return reduce(losses, reduction)

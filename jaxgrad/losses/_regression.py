@@ -37,6 +37,23 @@ def _reduce_weighted_mean(losses, weight, reduction):
     return reduce(losses, reduction)
 
 
+@jax.custom_jvp
+def _abs(diff):
+    """``|diff|`` with torch's derivative ``sign(diff)``, which is 0 at a tie and at NaN.
+
+    JAX's ``abs`` differentiates to +1 at 0 and −1 at NaN (``select(x >= 0, 1, −1)``),
+    so a NaN target would pass −1 to the input where torch passes 0.
+    """
+    return jnp.abs(diff)
+
+
+@_abs.defjvp
+def _abs_jvp(primals, tangents):
+    (diff,), (tangent,) = primals, tangents
+    sign = (diff > 0).astype(diff.dtype) - (diff < 0).astype(diff.dtype)
+    return jnp.abs(diff), sign * tangent
+
+
 def mse_loss(input, target, reduction: str = "mean", weight=None):
     """``F.mse_loss``: ``(input − target)²``, reduced. Shapes `(*)`, equal."""
     _prepare("mse_loss", input, target, reduction, weight)
@@ -44,9 +61,12 @@ def mse_loss(input, target, reduction: str = "mean", weight=None):
 
 
 def l1_loss(input, target, reduction: str = "mean", weight=None):
-    """``F.l1_loss``: ``|input − target|``, reduced. Shapes `(*)`, equal."""
+    """``F.l1_loss``: ``|input − target|``, reduced. Shapes `(*)`, equal.
+
+    The gradient is torch's ``sign(input − target)``: 0 where they tie or either is NaN.
+    """
     _prepare("l1_loss", input, target, reduction, weight)
-    return _reduce_weighted_mean(jnp.abs(input - target), weight, reduction)
+    return _reduce_weighted_mean(_abs(input - target), weight, reduction)
 
 
 def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
@@ -55,9 +75,9 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
     loss = "smooth_l1_loss"
     check_number(loss, "beta", beta, nonnegative=True)
     _prepare(loss, input, target, reduction)
+    if beta == 0:  # torch calls l1_loss here, gradient included
+        return reduce(_abs(input - target), reduction)
     diff = jnp.abs(input - target)
-    if beta == 0:
-        return reduce(diff, reduction)
     losses = jnp.where(diff < beta, 0.5 * diff * diff / beta, diff - 0.5 * beta)
     return reduce(losses, reduction)
 

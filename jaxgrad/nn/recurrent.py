@@ -22,8 +22,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxgrad._arrays import canonical_dtype, check_dtype_available
+from jaxgrad._arrays import canonical_dtype, check_dtype_available, check_input_dtype
 from jaxgrad.nn.embedding import where_of
 from jaxgrad.nn.functional._recurrent import (GATES, gru_cell, lstm_cell, recurrent,
                                               rnn_relu_cell, rnn_tanh_cell)
@@ -47,6 +48,23 @@ def _check_state(where: str, name: str, state, expected: tuple):
     if tuple(state.shape) != expected:
         raise ValueError(
             f"{where}: `{name}` has shape {tuple(state.shape)}, expected {expected}."
+        )
+
+
+def _check_dtype(where: str, name: str, array, weight_dtype):
+    """torch's RNN, LSTM and GRU refuse an input (or state) whose dtype is not their
+    weights' ("RNN input dtype (torch.float64) does not match weight dtype
+    (torch.float32)"), where JAX would promote and run a float32 model in float64.
+    Dtypes are compared after JAX's canonicalisation: with ``jax_enable_x64`` off a
+    float64 numpy input *is* float32 to JAX and passes."""
+    got = np.dtype(jax.dtypes.canonicalize_dtype(jnp.result_type(array)))
+    expected = np.dtype(jax.dtypes.canonicalize_dtype(weight_dtype))
+    if got != expected:
+        raise ValueError(
+            f"{where}: `{name}` dtype ({got.name}) must match the weight dtype "
+            f"({expected.name}), as torch requires. Cast it "
+            f"(`{name}.astype({expected.name!r})`) or build the layer in {got.name} "
+            f"(`dtype={got.name!r}`)."
         )
 
 
@@ -114,6 +132,8 @@ class _RNNBase(Module):
                 f"{where}: `input` last dimension must be input_size={self.input_size}, "
                 f"got shape {tuple(input.shape)}."
             )
+        weight_dtype = jnp.result_type(params["weight_ih_l0"])
+        _check_dtype(where, "input", input, weight_dtype)
         batched = input.ndim == 3
         if not batched:
             input = input[:, None]
@@ -132,6 +152,9 @@ class _RNNBase(Module):
                 h0, c0 = map(jnp.asarray, hx)
             else:
                 h0 = jnp.asarray(hx)
+            states = {"h_0": h0, "c_0": c0} if self.mode == "LSTM" else {"hx": h0}
+            for label, state in states.items():
+                _check_dtype(where, label, state, weight_dtype)
             _check_state(where, "h_0" if self.mode == "LSTM" else "hx", h0,
                          h_shape if batched else (stacked, self.output_size))
             if c0 is not None:
@@ -273,6 +296,8 @@ class _CellBase(Module):
                 f"{where}: `input` must be (N, {self.input_size}) or ({self.input_size},), "
                 f"got shape {tuple(input.shape)}."
             )
+        # torch's cells raise "mat1 and mat2 must have the same dtype" (a TypeError here)
+        check_input_dtype(where, input, jnp.result_type(params["weight_ih"]))
         batched = input.ndim == 2
         if not batched:
             input = input[None]
@@ -285,6 +310,7 @@ class _CellBase(Module):
             states = [jnp.asarray(s) for s in states]
             for label, s in zip(("h_0", "c_0") if len(states) == 2 else ("hx",), states):
                 _check_state(where, label, s, expected if batched else (self.hidden_size,))
+                check_input_dtype(where, s, jnp.result_type(params["weight_hh"]), argument=label)
             if not batched:
                 states = [s[None] for s in states]
         else:

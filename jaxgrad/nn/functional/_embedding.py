@@ -21,8 +21,8 @@ three twists, each reproduced here in value *and* gradient:
 
 Out-of-range ids: torch raises ``IndexError``. jaxgrad raises ``ValueError`` when
 ``input`` is concrete (not traced). Under ``jit`` the values are unknown at trace
-time; the gather then uses ``mode="fill"`` so an out-of-range id yields a row of NaN
-(never a silently clamped valid row), and ``check_ids=True`` adds a
+time; the gather then fills so an out-of-range id — negative ones included — yields a
+row of NaN (never a silently clamped or wrapped valid row), and ``check_ids=True`` adds a
 ``jax.experimental.checkify`` check: run the function through
 ``checkify.checkify`` to get the error out of a jitted call.
 """
@@ -66,6 +66,16 @@ def _check_indices(input, num_embeddings: int, where: str, check_ids: bool):
         )
 
 
+def _gather(table, ids, fill_value):
+    """``table[ids]`` along axis 0, ``fill_value`` for every id outside ``[0, len(table))``.
+
+    ``jnp.take(..., mode="fill")`` wraps negative ids numpy-style first, so under
+    ``jit`` id −1 would silently read the last row; here it is out of range like 5.
+    """
+    return table.at[ids].get(mode="fill", fill_value=fill_value,
+                             wrap_negative_indices=False)
+
+
 def _padding_index(padding_idx, num_embeddings: int, where: str):
     if padding_idx is None:
         return None
@@ -89,7 +99,8 @@ def embedding_renorm(weight, input, max_norm: float, norm_type: float = 2.0):
     """
     weight = jnp.asarray(weight)
     norms = jnp.linalg.norm(weight, ord=norm_type, axis=1)
-    referenced = jnp.zeros(weight.shape[0], bool).at[jnp.ravel(input)].set(True, mode="drop")
+    referenced = jnp.zeros(weight.shape[0], bool).at[jnp.ravel(input)].set(
+        True, mode="drop", wrap_negative_indices=False)
     scale = jnp.where(
         referenced & (norms > max_norm),
         max_norm / (norms + _RENORM_EPS),
@@ -135,10 +146,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         weight = weight + jax.lax.stop_gradient(
             embedding_renorm(weight, input, max_norm, norm_type) - weight
         )
-    rows = jnp.take(weight, input, axis=0, mode="fill", fill_value=jnp.nan)
+    rows = _gather(weight, input, jnp.nan)
     if scale_grad_by_freq:
-        counts = jnp.bincount(jnp.ravel(input), length=num_embeddings)
-        per_occurrence = jnp.take(counts, input, mode="fill", fill_value=1).astype(weight.dtype)
+        # (jnp.bincount would count a negative id as a 0)
+        counts = jnp.zeros(num_embeddings, jnp.int32).at[jnp.ravel(input)].add(
+            1, mode="drop", wrap_negative_indices=False)
+        per_occurrence = _gather(counts, input, 1).astype(weight.dtype)
         # value unchanged (adds an exact 0), gradient divided by the frequency
         frozen = jax.lax.stop_gradient(rows)
         rows = frozen + (rows - frozen) / per_occurrence[..., None]
