@@ -138,14 +138,19 @@ def _to_torch_copy(optimizer):
             "param_groups": optimizer.state_dict()["param_groups"]}
 
 
+@pytest.mark.parametrize("name,kwargs", [
+    ("OneCycleLR", dict(max_lr=0.05, total_steps=20, three_phase=True)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.05, step_size_up=3, mode="triangular2"))])
 @pytest.mark.parametrize("factory,torch_cls", [(joptim.sgd, torch.optim.SGD),
                                                (joptim.adam, torch.optim.Adam)])
-def test_one_cycle_groups_hold_what_torchs_scheduler_wrote(x64, factory, torch_cls):
-    kwargs = dict(max_lr=0.05, total_steps=20, three_phase=True)
+def test_one_cycle_groups_hold_what_torchs_scheduler_wrote(x64, factory, torch_cls, name,
+                                                           kwargs):
+    # OneCycleLR and CyclicLR write their entries (initial_lr, max_momentum, ...) and the
+    # momentum / betas[0] they cycle into every group
     module = _module()
     optimizer = torch_cls(module.parameters(), lr=0.1)
-    _torch_steps(module, optimizer, 7, tsched.OneCycleLR(optimizer, **kwargs))
-    sched = schedulers.OneCycleLR(**kwargs)
+    _torch_steps(module, optimizer, 7, getattr(tsched, name)(optimizer, **kwargs))
+    sched = getattr(schedulers, name)(**kwargs)
     options = schedulers.with_cycled_momentum(factory, {"lr": sched})
     model, params = jaxgrad.nn.from_torch(_module())
     jax_optimizer = factory(**options)

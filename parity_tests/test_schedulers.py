@@ -38,6 +38,19 @@ CASES = [
                         anneal_strategy="linear")),
     ("OneCycleLR", dict(max_lr=0.5, total_steps=STEPS, cycle_momentum=False, three_phase=True,
                         pct_start=0.25)),
+    # the edges: torch's get_last_lr() stays factor * lr when total_iters=0 (its closed
+    # form says lr); PolynomialLR reaches 0 exactly, also under jit, for a power < 1
+    ("ConstantLR", dict(factor=0.0, total_iters=0)),
+    ("ConstantLR", dict(factor=0.4, total_iters=0)),
+    ("PolynomialLR", dict(total_iters=30, power=0.5)),
+    ("PolynomialLR", dict(total_iters=5, power=0.5)),
+    ("MultiplicativeLR", dict(lr_lambda=lambda epoch: 0.95)),
+    ("MultiplicativeLR", dict(lr_lambda=lambda epoch: 0.9 + 0.01 * (epoch % 3))),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=5, cycle_momentum=False)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4, step_size_down=7,
+                      mode="triangular2", cycle_momentum=False)),
+    ("CyclicLR", dict(base_lr=0.02, max_lr=0.3, step_size_up=3, step_size_down=5,
+                      mode="exp_range", gamma=0.97, cycle_momentum=False)),
 ]
 
 
@@ -56,7 +69,7 @@ def _torch_lrs(build, steps=STEPS, optimizer_cls=torch.optim.SGD):
 
 def _ours(name, kwargs):
     factory = getattr(schedulers, name)
-    return factory(**kwargs) if name == "OneCycleLR" else factory(lr=LR, **kwargs)
+    return factory(**kwargs) if name in ("OneCycleLR", "CyclicLR") else factory(lr=LR, **kwargs)
 
 
 @pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}{i}" for i, (n, _) in enumerate(CASES)])
@@ -67,6 +80,10 @@ def test_schedule_equals_get_last_lr_step_by_step(x64, name, kwargs):
     jitted = np.asarray(jax.jit(jax.vmap(sched))(jnp.arange(STEPS)))
     assert_parity(reference, eager)
     assert_parity(reference, jitted)
+    assert eager.dtype == jitted.dtype == np.float64
+    # an lr torch takes to 0 is 0 here too, not 1e-10 (a power < 1 magnifies jit's rounding)
+    np.testing.assert_array_equal(eager[reference == 0], 0.0)
+    np.testing.assert_array_equal(jitted[reference == 0], 0.0)
 
 
 def test_lambda_and_sequential_lr(x64):
@@ -199,13 +216,23 @@ def test_plateau_lr_drives_an_injected_optimizer(x64):
     assert_parity(np.array([-0.05, -0.05]), updates["w"])
 
 
+def test_every_torch_scheduler_has_a_factory():
+    theirs = {name for name, cls in vars(tsched).items() if isinstance(cls, type)
+              and issubclass(cls, tsched.LRScheduler) and not name.startswith("_")
+              and name != "LRScheduler"}
+    assert len(theirs) == 15
+    assert theirs == set(schedulers.SCHEDULERS) | {"ReduceLROnPlateau"}
+    assert set(tsched.__all__) - {"LRScheduler"} == theirs
+
+
 @pytest.mark.parametrize("name", sorted(schedulers.SCHEDULERS))
 def test_factory_signatures_are_torchs(name):
     ours = dict(inspect.signature(schedulers.SCHEDULERS[name]).parameters)
     theirs = dict(inspect.signature(getattr(tsched, name).__init__).parameters)
-    for drop in ("self", "optimizer"):
-        theirs.pop(drop)
-    if name != "OneCycleLR" and name != "SequentialLR":
+    theirs.pop("self")
+    if list(theirs)[0] == "optimizer":  # ChainedScheduler's is an optional last argument
+        theirs.pop("optimizer")
+    if name not in ("OneCycleLR", "CyclicLR", "SequentialLR", "ChainedScheduler"):
         assert list(ours)[0] == "lr"
         ours.pop("lr")
     assert list(ours) == list(theirs)

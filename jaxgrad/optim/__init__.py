@@ -8,8 +8,11 @@ clipping, all as optax parts.
   ``optimizer.state_dict()`` with ``optimizer_state_dict``, read back with
   ``load_optimizer_state_dict``);
 - ``param_groups``: torch's per-group hyperparameters, groups chosen by name patterns;
-- ``schedulers``: torch's learning-rate schedulers as optax schedules (``OneCycleLR``
-  with its momentum schedule, ``jaxgrad.optim.cycling``);
+- ``schedulers``: torch's 15 learning-rate schedulers as optax schedules
+  (``OneCycleLR`` and ``CyclicLR`` with their momentum schedules,
+  ``jaxgrad.optim.cycling``; ``ChainedScheduler`` and ``SequentialLR`` composing them
+  as torch steps them, ``jaxgrad.optim.chaining``) and ``ReduceLROnPlateau`` as a state
+  machine;
 - ``freeze(optimizer, frozen)``: ``requires_grad=False`` for the optimizer;
 - ``clip_grad_norm`` / ``clip_grad_value`` (functions) and ``clip_grad_norm_transform`` /
   ``clip_grad_value_transform`` (optax transforms) with torch's formulas.

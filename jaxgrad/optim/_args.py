@@ -53,6 +53,14 @@ def float_count(count) -> jax.Array:
     return jnp.asarray(count).astype(jnp.result_type(float))
 
 
+def int_count(count) -> jax.Array:
+    """A step count as the default int dtype, for a user's function of the epoch: optax
+    counts in int32, and ``1 / (epoch + 1)`` of an int32 is float32 even with x64."""
+    count = jnp.asarray(count)
+    return count.astype(jnp.result_type(int)) if jnp.issubdtype(count.dtype, jnp.integer) \
+        else count
+
+
 def check_betas(betas) -> tuple:
     """``(beta1, beta2)``: Python floats in [0, 1); ``beta1`` may be a schedule."""
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:

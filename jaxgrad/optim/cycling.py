@@ -1,29 +1,34 @@
-"""torch's ``OneCycleLR``, whose default ``cycle_momentum=True`` also schedules momentum.
+"""torch's ``OneCycleLR`` and ``CyclicLR``, whose default ``cycle_momentum=True`` also
+schedules momentum.
 
-torch's ``OneCycleLR`` writes two hyperparameters into the optimizer every step: the
-learning rate, and — with ``cycle_momentum=True``, its default — the momentum, which
-it anneals inversely to the rate between ``max_momentum`` and ``base_momentum``. It
-writes SGD's and RMSprop's ``momentum`` and the Adam family's ``betas[0]`` (torch's
-``use_beta1``: the optimizer's defaults have ``betas``), and it sets the momentum to
-``max_momentum`` when it is constructed, so the optimizer's own momentum is never
-used. A pure schedule cannot write into an optimizer, so the jaxgrad twin is a
-``CyclingSchedule``: callable as the learning-rate schedule, with the momentum
-schedule as ``.momentum``, which the optimizer is given explicitly::
+torch's ``OneCycleLR`` and ``CyclicLR`` write two hyperparameters into the optimizer
+every step: the learning rate, and — with ``cycle_momentum=True``, their default — the
+momentum, which they cycle inversely to the rate between ``max_momentum`` and
+``base_momentum``. They write SGD's and RMSprop's ``momentum`` and the Adam family's
+``betas[0]`` (torch's ``use_beta1``: the optimizer's defaults have ``betas``), and they
+set the momentum to ``max_momentum`` when they are constructed, so the optimizer's own
+momentum is never used. A pure schedule cannot write into an optimizer, so the jaxgrad
+twin is a ``CyclingSchedule``: callable as the learning-rate schedule, with the
+momentum schedule as ``.momentum``, which the optimizer is given explicitly::
 
     sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
+    sched = schedulers.CyclicLR(base_lr=0.01, max_lr=0.1, step_size_up=20)
     optimizer = jaxgrad.optim.sgd(lr=sched, momentum=sched.momentum)
     optimizer = jaxgrad.optim.adam(lr=sched, betas=(sched.momentum, 0.999))
 
 An optimizer handed such an ``lr`` with any other momentum raises (torch would cycle
-it; a constant would silently differ), and so does one without momentum or ``betas``
-(Adagrad, ASGD), as torch does. ``cycle_momentum=False`` gives ``.momentum = None``.
+it; a constant would silently differ — SGD's default ``momentum=0`` too: torch's
+scheduler turns it into ``max_momentum``), and so does one without momentum or
+``betas`` (Adagrad, ASGD), as torch does. ``cycle_momentum=False`` gives
+``.momentum = None``.
 
 ``sched(t)`` and ``sched.momentum(t)`` are the values of the optimizer step numbered
 ``t`` (0-based), i.e. ``get_last_lr()`` and the group's momentum after ``t`` calls of
-``scheduler.step()``. Past ``total_steps`` torch raises; both schedules return NaN.
-``sched.group_entries`` are the keys torch's scheduler adds to each parameter group
-(``initial_lr``, ``max_lr``, ``min_lr``, and ``max_momentum`` / ``base_momentum``),
-which ``jaxgrad.optim.optimizer_state_dict`` writes as torch's ``state_dict()`` has them.
+``scheduler.step()``. Past ``total_steps`` OneCycleLR raises in torch; both its
+schedules return NaN. ``sched.group_entries`` are the keys torch's scheduler adds to
+each parameter group (``initial_lr``; OneCycleLR's ``max_lr``, ``min_lr``; and
+``max_momentum`` / ``base_momentum`` when it cycles momentum), which
+``jaxgrad.optim.optimizer_state_dict`` writes as torch's ``state_dict()`` has them.
 """
 
 from __future__ import annotations
@@ -35,26 +40,23 @@ from typing import Callable
 
 import jax.numpy as jnp
 
-from jaxgrad.optim._args import check_hyper, check_int, check_last_epoch, float_count
+from jaxgrad.optim._args import (check_hyper, check_int, check_last_epoch, float_count,
+                                 int_count)
+from jaxgrad.optim.chaining import Schedule
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class CyclingSchedule:
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class CyclingSchedule(Schedule):
     """A learning-rate schedule ``count -> lr`` that also schedules the momentum.
 
-    Attributes:
-      lr: ``count -> lr``; calling the schedule itself is the same.
+    Attributes (besides ``Schedule``'s):
       momentum: ``count -> momentum`` (SGD/RMSprop ``momentum``, Adam-family
         ``betas[0]``), or None when the momentum is not cycled.
       group_entries: the entries torch's scheduler adds to every parameter group.
     """
 
-    lr: Callable
     momentum: Callable | None
     group_entries: dict
-
-    def __call__(self, count):
-        return self.lr(count)
 
 
 def cycled_momentum(lr):
@@ -181,4 +183,84 @@ def OneCycleLR(max_lr: float, total_steps: int | None = None, epochs: int | None
                                    anneal)
         entries.update(max_momentum=high, base_momentum=low)
     lr = _phase_schedule([(e, *v) for e, v in zip(ends, lrs)], total_steps, anneal)
-    return CyclingSchedule(lr, momentum, entries)
+    return CyclingSchedule(lr=lr, name="OneCycleLR", base_lr=None, kind="sets",
+                           momentum=momentum, group_entries=entries)
+
+
+_CYCLIC_MODES = {
+    # mode: (scale function of its argument, torch's scale_mode for it)
+    "triangular": (lambda x: 1.0, "cycle"),
+    "triangular2": (lambda x: 1 / (2.0 ** (x - 1)), "cycle"),
+    "exp_range": (None, "iterations"),  # gamma ** x, built with gamma
+}
+
+
+def CyclicLR(base_lr: float, max_lr: float, step_size_up: int = 2000,
+             step_size_down: int | None = None, mode: str = "triangular", gamma: float = 1.0,
+             scale_fn: Callable | None = None, scale_mode: str = "cycle",
+             cycle_momentum: bool = True, base_momentum: float = 0.8,
+             max_momentum: float = 0.9, last_epoch: int = -1) -> CyclingSchedule:
+    """The cyclical policy: up from ``base_lr`` towards ``max_lr`` in ``step_size_up``
+    steps and down in ``step_size_down`` (default: the same), the amplitude scaled by
+    ``scale_fn`` of the cycle number (from 1) or of the step (``scale_mode``); the
+    momentum from ``max_momentum`` towards ``base_momentum`` and back (module docstring).
+
+    ``mode`` picks torch's scale functions: ``"triangular"`` (1), ``"triangular2"``
+    (``1 / 2^(cycle − 1)``) and ``"exp_range"`` (``gamma^t``); a ``scale_fn`` replaces
+    them and ``mode`` is ignored, as in torch. ``scale_fn`` is called with an integer
+    array and must be written with ``jnp`` to run under ``jit``.
+
+    torch does not check ``scale_mode`` (anything but ``"cycle"`` counts as
+    ``"iterations"``) nor the momenta; here ``scale_mode`` must be one of the two and each
+    momentum in ``[0, 1)``. ``step_size_down=0`` (a sawtooth) is allowed as in torch;
+    ``step_size_up=0`` is refused (torch divides by zero).
+    """
+    base_lr = check_hyper("base_lr", base_lr)
+    max_lr = check_hyper("max_lr", max_lr)
+    up = check_int("step_size_up", step_size_up)
+    down = up if step_size_down is None else check_int("step_size_down", step_size_down, low=0)
+    if scale_fn is None and mode not in _CYCLIC_MODES:
+        raise ValueError(f"`mode` (={mode!r}) must be one of {', '.join(_CYCLIC_MODES)} when "
+                         "`scale_fn` is None (torch: 'mode is invalid and scale_fn is None').")
+    gamma = check_hyper("gamma", gamma)
+    if scale_fn is not None and not callable(scale_fn):
+        raise TypeError(f"`scale_fn` (={scale_fn!r}) must be a function of the cycle or step.")
+    if scale_mode not in ("cycle", "iterations"):
+        raise ValueError(f"`scale_mode` (={scale_mode!r}) must be 'cycle' or 'iterations'.")
+    check_last_epoch(last_epoch)
+    if scale_fn is None:  # torch's built-in modes fix their own scale_mode
+        scale_fn, scale_mode = _CYCLIC_MODES[mode]
+        if mode == "exp_range":
+            scale_fn = lambda x: gamma ** x  # noqa: E731
+    total = up + down
+
+    def position(count):
+        """``(scale, scale_fn(...))``: where step ``count`` is in its cycle, from 0 at
+        ``base_lr`` to 1 at ``max_lr``, and the amplitude's scale."""
+        count = int_count(count)
+        cycle = 1 + count // total
+        into = count % total  # torch: x = 1 + t / total - cycle, in floats
+        if down == 0:
+            scale = float_count(into) / up
+        else:
+            scale = jnp.where(into <= up, float_count(into) / up,
+                              float_count(total - into) / down)
+        return scale, scale_fn(cycle if scale_mode == "cycle" else count)
+
+    def lr(count):
+        scale, amplitude = position(count)
+        return base_lr + (max_lr - base_lr) * scale * amplitude
+
+    entries = {"initial_lr": base_lr}
+    momentum = None
+    if cycle_momentum:
+        high = check_hyper("max_momentum", max_momentum, high=1.0, open_high=True)
+        low = check_hyper("base_momentum", base_momentum, high=1.0, open_high=True)
+
+        def momentum(count):
+            scale, amplitude = position(count)
+            return high - (high - low) * scale * amplitude
+
+        entries.update(max_momentum=high, base_momentum=low)
+    return CyclingSchedule(lr=lr, name="CyclicLR", base_lr=None, kind="sets",
+                           momentum=momentum, group_entries=entries)

@@ -18,11 +18,11 @@ The optimizer is described as ``param_groups`` describes it — the factory, its
 keyword arguments and, for parameter groups, the same ``groups`` list — because an
 optax transformation does not keep its hyperparameters. A scheduled ``lr`` (or
 momentum / ``betas[0]``) is written as its value for the next step, as torch's group
-holds it after as many ``scheduler.step()`` calls as steps taken; a ``OneCycleLR``
-schedule adds the entries torch's scheduler writes into each group (``initial_lr``,
-``max_lr``, ``min_lr``, ``max_momentum``, ``base_momentum``). Other schedulers'
-``initial_lr`` is not known to a schedule and is left out (torch's
-``load_state_dict`` does not need it).
+holds it after as many ``scheduler.step()`` calls as steps taken; a ``OneCycleLR`` or
+``CyclicLR`` schedule adds the entries torch's scheduler writes into each group
+(``initial_lr``; OneCycleLR's ``max_lr``, ``min_lr``; ``max_momentum``,
+``base_momentum``). Other schedulers' ``initial_lr`` is not known to a schedule and is
+left out (torch's ``load_state_dict`` does not need it).
 """
 
 from __future__ import annotations

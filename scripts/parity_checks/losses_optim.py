@@ -4,14 +4,17 @@ Losses: value and input gradients of the torch conventions that are easy to get
 wrong (weighted mean over non-ignored targets, label smoothing with both, `(N, C, d)`
 inputs, BCE weights, ``kl_div`` batchmean, Gaussian NLL's clamped variance). The
 exhaustive op_db / module_db / optim_db runs are ``scripts/conformance_losses_optim.py``.
-Optimizers: 30 float64 steps, parameters and every state tensor. Schedulers: every
-factory's learning rates against ``get_last_lr()``.
+Optimizers: 30 float64 steps, parameters and every state tensor. Schedulers: the
+factories' learning rates against ``get_last_lr()`` (ReduceLROnPlateau, a state machine
+of a metric, is in parity_tests/test_schedulers.py only).
 """
 
 from __future__ import annotations
 
 import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -133,6 +136,51 @@ def scheduler_parity():
     return compare(reference, candidate)
 
 
+def _lr_scheduler_parity(cases, steps=40):
+    """``(label, torch scheduler of an SGD optimizer, jaxgrad schedule)``: the rates, the
+    jaxgrad ones jitted (as an optimizer's update reads them)."""
+    reference, candidate = {}, {}
+    for label, theirs, ours in cases:
+        optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+        scheduler = theirs(optimizer)
+        lrs = []
+        for _ in range(steps):
+            lrs.append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+        reference[label] = np.asarray(lrs)
+        with jax_precision("float64"):
+            candidate[label] = np.asarray(jax.jit(jax.vmap(ours()))(jnp.arange(steps)))
+    return compare(reference, candidate)
+
+
+# the other schedulers, composed as torch steps them, and two edges where torch's
+# get_last_lr() leaves its closed form (ConstantLR total_iters=0) or jit's rounding
+# would leave 0 (PolynomialLR power < 1)
+MORE_SCHEDULER_CASES = [
+    ("CyclicLR triangular2",
+     lambda o: tsched.CyclicLR(o, 0.01, 0.1, 4, 7, "triangular2", cycle_momentum=False),
+     lambda: schedulers.CyclicLR(0.01, 0.1, 4, 7, "triangular2", cycle_momentum=False)),
+    ("MultiplicativeLR", lambda o: tsched.MultiplicativeLR(o, lambda e: 0.9 + 0.01 * (e % 3)),
+     lambda: schedulers.MultiplicativeLR(lr=0.1, lr_lambda=lambda e: 0.9 + 0.01 * (e % 3))),
+    ("ChainedScheduler LambdaLR, ExponentialLR",
+     lambda o: tsched.ChainedScheduler([tsched.LambdaLR(o, lambda e: 1 + e),
+                                        tsched.ExponentialLR(o, 0.9)]),
+     lambda: schedulers.ChainedScheduler([schedulers.LambdaLR(lr=0.1, lr_lambda=lambda e: 1 + e),
+                                          schedulers.ExponentialLR(lr=0.1, gamma=0.9)])),
+    ("ChainedScheduler CosineAnnealingLR, StepLR",
+     lambda o: tsched.ChainedScheduler([tsched.CosineAnnealingLR(o, T_max=6, eta_min=1e-3),
+                                        tsched.StepLR(o, 4, 0.5)]),
+     lambda: schedulers.ChainedScheduler([
+         schedulers.CosineAnnealingLR(lr=0.1, T_max=6, eta_min=1e-3),
+         schedulers.StepLR(lr=0.1, step_size=4, gamma=0.5)])),
+    ("ConstantLR total_iters=0", lambda o: tsched.ConstantLR(o, factor=0.5, total_iters=0),
+     lambda: schedulers.ConstantLR(lr=0.1, factor=0.5, total_iters=0)),
+    ("PolynomialLR power=0.5", lambda o: tsched.PolynomialLR(o, total_iters=30, power=0.5),
+     lambda: schedulers.PolynomialLR(lr=0.1, total_iters=30, power=0.5)),
+]
+
+
 # OneCycleLR with torch's default cycle_momentum=True: the MLP trained 30 steps, params
 # and optimizer state compared after every step (jaxgrad gets `sched.momentum`)
 ONE_CYCLE_ROWS = [
@@ -163,6 +211,8 @@ CHECKS = (
        for label, (name, kwargs) in zip(OPTIMIZER_LABELS, OPTIMIZER_ROWS)]
     + [Check(name="schedulers: 9 classes x40 get_last_lr", dtype="float64", area="optim",
              run=scheduler_parity)]
+    + [Check(name="schedulers: Cyclic,Multiplicative,Chained,edges x40", dtype="float64",
+             area="optim", run=functools.partial(_lr_scheduler_parity, MORE_SCHEDULER_CASES))]
     + [Check(name=f"schedulers: OneCycleLR momentum {label} x30", dtype="float64",
              area="optim", run=functools.partial(one_cycle_parity, name, hyper, kwargs))
        for label, name, hyper, kwargs in ONE_CYCLE_ROWS]
