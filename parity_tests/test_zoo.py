@@ -130,3 +130,33 @@ def test_bench_zoo_rows_are_opt_in_and_name_zoo_models():
     assert not bench.parse_args([]).zoo
     assert bench.parse_args(["--only", "resnet18 b16"]).zoo  # a zoo row implies --zoo
     assert all(model in _zoo_models.BY_NAME for _, model, *_ in bench.ZOO_CONFIGS)
+
+
+def _result_with(entry, failing_column):
+    import numpy as np
+
+    import jaxgrad
+
+    result = _zoo.ZooResult(entry.name, entry.library, entry.notes)
+    good = jaxgrad.parity.compare({"x": np.ones(3)}, {"x": np.ones(3)})
+    bad = jaxgrad.parity.compare({"x": np.ones(3)}, {"x": np.array([1.0, 1.0, 1.1])})
+    for column in _zoo.COLUMNS:
+        report = bad if column == failing_column else good
+        result.columns[column] = _zoo.Column("fail" if column == failing_column else "pass",
+                                             report=report)
+    return result
+
+
+@pytest.mark.parametrize("column, verdict, code",
+                         [("float32_grads", "PASS", 0), ("float32", "FAIL", 1),
+                          ("float64", "FAIL", 1), ("train", "FAIL", 1)])
+def test_the_verdict_holds_float64_the_float32_forward_and_training(monkeypatch, capsys,
+                                                                    column, verdict, code):
+    """The float32 gradients are judged and shown in their own column, outside the
+    verdict; a failing forward in float32 (or any float64 comparison) fails the model."""
+    monkeypatch.setattr(_zoo, "run_model", lambda entry, **options: _result_with(entry, column))
+    assert zoo_script.main(["--models", "resnet18"]) == code
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("torchvision:resnet18"))
+    assert f" {verdict} " in row and "FAIL 1.0e-01" in row
+    assert f"torchvision:resnet18: {column}: 1 leaves outside the tier" in out

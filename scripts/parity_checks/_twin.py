@@ -193,6 +193,38 @@ ILL_CONDITIONED = 0.5  # torch's float32 error, in units of the tier, from which
 ACCURACY_FACTOR = 10.0  # where torch misses the tier: the twin may be this much farther off
 
 
+def headroom(values, reference64) -> float:
+    """``max |values − reference64| / tolerance`` in units of the float32 tier's
+    tolerance for ``reference64`` (inf where either is not finite)."""
+    from jaxgrad.parity import tolerance_for
+
+    values, exact = np.asarray(values, np.float64), np.asarray(reference64, np.float64)
+    if values.shape != exact.shape or not (np.isfinite(values).all() and np.isfinite(exact).all()):
+        return float("inf")
+    rtol, atol = tolerance_for("float32", exact)
+    tolerance = np.maximum(atol + rtol * np.abs(exact), np.finfo(np.float64).tiny)
+    return float(np.max(np.abs(values - exact) / tolerance)) if values.size else 0.0
+
+
+def torch_float32_accuracy(reference64: dict, torch_runs: list) -> tuple[float, str | None]:
+    """How close torch's own float32 gets to the float64 answer on one model, over
+    several float32 runs of it (``torch_runs``: flat ``{path: array}`` dicts, the same
+    values summed in different orders: the default kernels, channels-last, the batch
+    reversed): the largest headroom (``headroom``) over every leaf and run, and the
+    leaf where it is. Leaves beyond ``ACCURACY_FACTOR`` (a value zero in exact
+    arithmetic: float32 noise, judged leaf by leaf by ``float32_ill_conditioned``) do
+    not set it."""
+    worst, where = 0.0, None
+    for path, exact in reference64.items():
+        for run in torch_runs:
+            if path not in run:
+                continue
+            value = headroom(run[path], exact)
+            if value <= ACCURACY_FACTOR and value > worst:
+                worst, where = value, path
+    return worst, where
+
+
 def float32_ill_conditioned(report32, reference32: dict, candidate32: dict,
                             reference64: dict) -> dict:
     """Leaves that fail the float32 tier against torch's float32 only because they are
