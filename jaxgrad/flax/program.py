@@ -59,7 +59,8 @@ def _fits(module, channels_last: bool, meta_in, meta_out) -> bool:
         return module(x)
 
     try:
-        out = jax.eval_shape(call, jax.ShapeDtypeStruct(meta_in.shape, meta_in.dtype))
+        out = jax.eval_shape(call, jax.ShapeDtypeStruct(
+            meta_in.shape, jax.dtypes.canonicalize_dtype(meta_in.dtype)))
     except Exception:  # noqa: BLE001 - a layer that cannot take this input stays in the program
         return False
     return tuple(out.shape) == tuple(meta_out.shape) and (
