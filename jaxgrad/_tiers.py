@@ -17,6 +17,15 @@ from jaxgrad._arrays import to_numpy
 
 
 class Tolerance(NamedTuple):
+    """One tier of the parity policy: an element passes when
+    ``|candidate − reference| ≤ atol + rtol·|reference|``.
+
+    Attributes:
+      rtol: relative to ``|reference|``, elementwise.
+      atol: absolute; for float32 a multiple of ``max|reference leaf|``.
+      atol_scaled: True when ``atol`` is multiplied by ``max|reference leaf|``.
+    """
+
     rtol: float  # relative to |reference| elementwise
     atol: float  # absolute; for float32 a multiple of max|reference|
     atol_scaled: bool  # True when atol is multiplied by max|reference leaf|
@@ -26,15 +35,29 @@ TOLERANCES = {
     "float64": Tolerance(rtol=1e-10, atol=1e-12, atol_scaled=False),
     "float32": Tolerance(rtol=1e-5, atol=1e-6, atol_scaled=True),
 }
+"""The tiers by dtype name: float64 rtol 1e-10, atol 1e-12; float32 rtol 1e-5, atol
+1e-6 × max|reference leaf|. Integer and bool leaves are compared exactly."""
 BIT_IDENTICAL = dict(rtol=0.0, atol=0.0)
+"""``compare(..., **BIT_IDENTICAL)``: bit-identical values, for two runs within one
+framework only (checkpointed vs plain gradients, frozen parameters)."""
 # A float64 leaf is "round" (a value any precision can produce exactly, such as 6.0
 # or 0.375) when no element has more than this many significant bits; see the module
 # docstring. A float32 result has up to 24; a float64 one, 53.
 ROUND_BITS = 12
+"""Significant bits above which a float64 leaf holding only float32 values is judged
+at the float32 tier (``looks_float32``); rounder values keep the float64 tier."""
 
 
 def tolerance_for(dtype, reference: np.ndarray | None = None) -> tuple[float, float]:
     """``(rtol, atol)`` the parity policy gives a leaf of ``dtype``.
+
+    Args:
+      dtype: the leaf's dtype (anything ``np.dtype`` takes).
+      reference: the reference leaf, whose ``max|reference|`` (finite elements) scales
+        the float32 tier's ``atol``; None or empty scales it by 0.
+
+    Returns:
+      ``(rtol, atol)``, ``atol`` already scaled; ``(0, 0)`` for integer and bool dtypes.
 
     Raises:
       ValueError: for a floating dtype without a policy tier (float16, bfloat16).
@@ -59,7 +82,14 @@ def tolerance_for(dtype, reference: np.ndarray | None = None) -> tuple[float, fl
 
 
 def significant_bits(values: np.ndarray) -> np.ndarray:
-    """Significant bits of each finite float64 element (0 for zero): 6.0 → 2, 0.1 → 53."""
+    """Significant bits of each finite float64 element (0 for zero): 6.0 → 2, 0.1 → 53.
+
+    Args:
+      values: an array of any shape, read as float64.
+
+    Returns:
+      An int64 array of ``values``' shape.
+    """
     values = np.asarray(values, dtype=np.float64)
     mantissa, _ = np.frexp(np.abs(values))  # in [0.5, 1): 53 bits scaled below 1
     integer = (mantissa * 2.0**53).astype(np.int64)
@@ -74,6 +104,12 @@ def looks_float32(values: np.ndarray) -> bool:
 
     That is what a float32 result up-cast to float64 looks like, and almost never
     what a float64 computation produces (see the module docstring).
+
+    Args:
+      values: an array of any shape; anything but float64 gives False.
+
+    Returns:
+      A Python bool (False when no element is finite).
     """
     values = np.asarray(values)
     if values.dtype != np.float64:
@@ -91,7 +127,8 @@ def leaf_tier(reference: np.ndarray, candidate: np.ndarray,
     """``(tier, reason)``: the policy tier of one leaf pair (module docstring).
 
     Args:
-      reference, candidate: the two leaves, same dtype.
+      reference: the reference leaf.
+      candidate: the candidate leaf, of the reference's dtype.
       declared: ``"float32"``/``"float64"`` from ``computed_in``, or None.
     """
     dtype = np.dtype(reference.dtype)
@@ -148,8 +185,15 @@ def ambiguous_argmax(logits, dtype=None) -> np.ndarray:
     reference's by at most these rows, so compare accuracies as counts that differ by
     no more than ``ambiguous_argmax(logits).sum()``, never by ``==`` luck.
 
+    Args:
+      logits: the reference logits, `(n, classes)`.
+      dtype: the tier to judge at (default: the logits' dtype).
+
     Returns:
       A boolean mask `(n,)`.
+
+    Raises:
+      ValueError: ``logits`` that are not `(n, classes)`.
     """
     logits = to_numpy(logits)
     if logits.ndim != 2 or logits.shape[1] < 1:

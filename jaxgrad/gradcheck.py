@@ -48,6 +48,7 @@ from jaxgrad._labels import leaf_labels
 from jaxgrad.parity import ParityReport, compare
 
 MODES = ("full", "directions")
+"""``gradcheck``'s modes: every element, or random unit directions."""
 # Rows of the (directions × parameters) perturbation matrix evaluated in one vmap
 # call: bounds the memory of "full" mode to _CHUNK × n_parameters floats.
 _CHUNK = 128
@@ -172,8 +173,9 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
       *args: the point to check at. Floating leaves of the ``argnums`` arguments are
         differentiated; integer leaves (class targets) are held fixed.
       eps: the step ``h`` of the central difference.
-      atol, rtol: an element passes when
+      atol: the absolute part of the tolerance: an element passes when
         ``|analytic − numeric| ≤ atol + rounding + rtol·|numeric|``.
+      rtol: the relative part of the same tolerance.
       rounding_ulps: ``rounding = rounding_ulps · ε · |f(θ)| / eps`` (ε = 2⁻⁵²), the
         rounding error of the difference quotient (module docstring); 0 turns it off.
       mode: ``"full"`` (every element) or ``"directions"`` (random unit directions).

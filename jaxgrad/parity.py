@@ -248,7 +248,15 @@ def _is_none(x) -> bool:
 
 
 def flatten(tree) -> dict[str, Any]:
-    """``{"path": leaf}`` for any pytree; a flat dict keeps its own keys as paths."""
+    """``{"path": leaf}`` for any pytree; a flat dict keeps its own keys as paths.
+
+    Args:
+      tree: any pytree; ``None`` is a leaf (torch's ``.grad`` of a frozen parameter).
+
+    Returns:
+      A flat dict: a flat ``{str: leaf}`` dict as it is, else jax's ``keystr`` of each
+      leaf's path (``"['grads']['0.weight']"``; ``"<root>"`` for a bare array).
+    """
     if isinstance(tree, dict) and all(isinstance(k, str) for k in tree) and all(
         not isinstance(v, (dict, list, tuple)) for v in tree.values()
     ):
@@ -341,10 +349,13 @@ _RECORDINGS: list = []  # the lists of open ``recording()`` blocks
 def recording():
     """Record the leaves of every ``compare`` call made inside the block.
 
-    Yields a list that fills with one ``{"name", "reference", "candidate"}`` dict per
-    call, each side ``{leaf path: numpy array}``. Used to check that each framework
-    reproduces its own bits run after run (``leaf_digests``), which a comparison's
-    verdict alone cannot show.
+    A context manager: ``with recording() as calls: ...``. Used to check that each
+    framework reproduces its own bits run after run (``leaf_digests``), which a
+    comparison's verdict alone cannot show.
+
+    Yields:
+      A list that fills with one ``{"name", "reference", "candidate"}`` dict per
+      ``compare`` call, each side ``{leaf path: numpy array}`` (copies).
     """
     calls: list = []
     _RECORDINGS.append(calls)
@@ -355,7 +366,15 @@ def recording():
 
 
 def leaf_digests(leaves: dict) -> dict:
-    """``{path: sha256 of the leaf's dtype, shape and bytes}``; None leaves stay None."""
+    """``{path: sha256 of the leaf's dtype, shape and bytes}``; None leaves stay None.
+
+    Args:
+      leaves: ``{path: array}`` (numpy, jax or torch arrays, or None), as ``flatten``
+        or ``recording`` give them.
+
+    Returns:
+      ``{path: hex digest}``: equal digests mean bit-identical leaves.
+    """
     digests = {}
     for path, leaf in leaves.items():
         if leaf is None:
@@ -374,8 +393,10 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
     Args:
       reference: the trusted pytree (usually torch's values).
       candidate: the pytree under test (usually jaxgrad's).
-      rtol, atol: override the policy tolerances for every leaf (both 0 asks for
-        bit-identical values). None takes each leaf's tier from the policy.
+      rtol: override the policy's relative tolerance for every leaf (with ``atol``;
+        both 0 asks for bit-identical values). None takes each leaf's tier from the
+        policy.
+      atol: override the policy's absolute tolerance for every leaf, as ``rtol``.
       computed_in: the precision the leaves were *computed* in, where it differs from
         the dtype holding them: ``"float32"`` for every floating leaf, or
         ``{leaf path: "float32"}``; ``"float64"`` pins the float64 tier (no
@@ -416,7 +437,24 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
 
 def assert_parity(reference, candidate, *, rtol: float | None = None,
                   atol: float | None = None, computed_in=None, name: str = "") -> ParityReport:
-    """``compare`` and raise ``AssertionError`` with the per-leaf table on any failure."""
+    """``compare`` and raise ``AssertionError`` with the per-leaf table on any failure.
+
+    Args:
+      reference: the trusted pytree (usually torch's values).
+      candidate: the pytree under test (usually jaxgrad's).
+      rtol: as ``compare``: None takes each leaf's tier from the policy.
+      atol: as ``compare``.
+      computed_in: as ``compare``: the precision the leaves were computed in.
+      name: a label carried into the report and the error.
+
+    Returns:
+      The ``ParityReport``, when everything passed.
+
+    Raises:
+      AssertionError: any structure problem or failing leaf; the message is the
+        report's per-leaf table.
+      ValueError: a bad ``computed_in``, as ``compare``.
+    """
     report = compare(reference, candidate, rtol=rtol, atol=atol, computed_in=computed_in,
                      name=name)
     if not report.passed:

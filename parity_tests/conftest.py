@@ -126,7 +126,7 @@ def rng(seed) -> np.random.Generator:
 
 
 def pytest_collection_modifyitems(items):
-    """Tests marked ``slow`` run first, in their usual order, then the rest: with xdist's
+    """Tests marked ``slow`` (or ``long``) run first, in their usual order, then the rest: with xdist's
     work stealing the run then ends on short tests that spread over both workers, not on
     one 20-s test that keeps one worker busy while the other waits (13 s of a run)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "long")))

@@ -240,7 +240,7 @@ class PositionIds(tnn.Module):
 
 def test_int64_constants_run_without_x64_as_jax_canonicalises_them():
     """Without ``jax_enable_x64`` torch's int64 is JAX's int32; a NumPy int64 constant
-    sliced by a node is held to that, not refused as a wrong dtype (the README's BERT
+    sliced by a node is held to that, not refused as a wrong dtype (docs/capture.md's BERT
     example crashed on ``position_ids`` so)."""
     torch.manual_seed(0)
     module = PositionIds()

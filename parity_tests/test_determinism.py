@@ -40,7 +40,7 @@ def _differences(first: dict, second: dict) -> list:
     return problems
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
 def test_float32_rows_reproduce_their_own_bits_under_load(tmp_path):
     checks = select(all_checks(), "float32", ROWS)
     assert len(checks) == len(ROWS)

@@ -194,7 +194,7 @@ _TINY_BERT = {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 0,
               "max_position_embeddings": 16}
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
 @pytest.mark.skipif(not _INSTALLED["transformers"],
                     reason="transformers is not installed (the zoo extra: "
                            'pip install -c constraints.txt -e ".[zoo]")')

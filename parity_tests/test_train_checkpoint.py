@@ -220,7 +220,7 @@ def _script(*args, env=None):
                           capture_output=True, text=True, env=env, timeout=180)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsys):
     """A real SIGKILL between checkpoints; --resume must end bit-identical."""
     env = dict(os.environ, PYTHONPATH=ROOT)

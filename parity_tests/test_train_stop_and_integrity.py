@@ -24,7 +24,7 @@ from parity_tests.test_train_checkpoint import _torch_trainer, _trainer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
 def test_sigint_writes_final_checkpoints_and_the_exact_resume_command(tmp_path):
     """SIGINT as soon as training may start (the table header is printed once the
     handlers are installed): each framework saves the state after its current step."""

@@ -1,8 +1,9 @@
 """The zoo's CI subset: real models through ``from_torch``, held to torch.
 
 ``scripts/zoo.py`` runs the whole development set (minutes per model); CI runs the
-models of ``_zoo_models.QUICK`` here, chosen to cover what the export front end must get
-right on a real model at the least cost:
+models of ``_zoo_models.QUICK`` here (marked ``long``: ``pytest -m "exhaustive or
+long"``), chosen to cover what the export front end must get right on a real model at
+the least cost:
 
 - a BatchNorm CNN with dropout and stochastic depth (timm's own test-size EfficientNet,
   through ``torch.export``): 3 training-mode SGD-momentum steps in float64, the running
@@ -40,7 +41,7 @@ def _assert_passed(result, column):
     return cell.report
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
 def test_batchnorm_cnn_with_stochastic_depth_trains_like_torch():
     entry = _zoo_models.BY_NAME["timm:test_efficientnet"]
     result = _zoo.run_model(entry, columns=_zoo_models.QUICK[entry.name])
@@ -56,7 +57,7 @@ def test_batchnorm_cnn_with_stochastic_depth_trains_like_torch():
     assert 0 < dropped < drawn
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
 def test_transformer_with_dropout_and_constants_matches_torch():
     entry = _zoo_models.BY_NAME["transformers:BertModel"]
     result = _zoo.run_model(entry, columns=_zoo_models.QUICK[entry.name])

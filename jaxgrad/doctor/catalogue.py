@@ -61,6 +61,16 @@ class Trial:
 
 @dataclasses.dataclass(frozen=True)
 class Convention:
+    """One porting convention the doctor can test on a diverging layer.
+
+    Attributes:
+      name: a short identifier (``"norm_eps"``, ``"gelu_approximate"``…).
+      description: what the convention is, in one sentence.
+      signature: the measured size and pattern of the error it leaves.
+      candidates: ``candidates(case) -> [(detail, trial), ...]``: the variants of the
+        port's layer that follow torch on this convention (empty when it cannot apply).
+    """
+
     name: str
     description: str  # what the convention is, in one sentence
     signature: str  # the measured size and pattern of the error it leaves
@@ -364,3 +374,4 @@ CATALOGUE = (
         "a 16-wide Linear with outputs up to 1.7)",
         _precision),
 )
+"""Every layer ``Convention`` ``diagnose`` tries, in the order it tries them."""

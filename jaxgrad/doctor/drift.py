@@ -18,6 +18,16 @@ from jaxgrad.doctor.localise import error, within_tier
 
 @dataclasses.dataclass
 class DriftReport:
+    """What ``training_drift`` found; ``str(report)`` prints the per-step errors and
+    the verdict.
+
+    Attributes:
+      step: 0-based index of the step whose update left the tier; None when the runs
+        stay within it.
+      cause: ``"forward"``, ``"gradient"`` or ``"update"`` (None with ``step``).
+      errors: per recorded entry, the largest absolute error of the params.
+    """
+
     step: int | None  # 0-based index of the step whose update left the tier
     cause: str | None  # "forward", "gradient" or "update"
     errors: list  # per recorded entry, max abs error of the params
@@ -42,8 +52,22 @@ def _items(tree):
 
 
 def training_drift(reference: list, port: list) -> DriftReport:
-    """See the module docstring. Raises ValueError for runs of different lengths or
-    params whose names differ."""
+    """The first step where two recorded runs' parameters leave the tier, and why.
+
+    Args:
+      reference: the trusted run (usually torch's): a list of steps
+        ``{"params": {...}, "output": ..., "grads": {...}}`` (params *before* the
+        step, the forward's output or loss, the gradients), then the params after the
+        last step as a final ``{"params": ...}`` entry.
+      port: the run under test, recorded the same way.
+
+    Returns:
+      A ``DriftReport``: the step, and whether the forward, the gradient or the
+      optimizer update made the params leave the tier (module docstring).
+
+    Raises:
+      ValueError: runs of different lengths, or params whose names differ.
+    """
     if len(reference) != len(port):
         raise ValueError(f"training_drift: runs of different lengths: reference "
                          f"{len(reference)} entries, port {len(port)}.")

@@ -195,10 +195,28 @@ OPTIMIZER_CATALOGUE = (
         "relative ~1e-6/norm, only on clipped steps",
         lambda n, d, c: c is not None, {"optax_clip": True}),
 )
+"""Every optimizer convention ``diagnose_optimizer`` tries: Adam's eps placement,
+coupled or decoupled decay, momentum initialisation, RMSprop's eps and alpha, the
+clipping epsilon…"""
 
 
 @dataclasses.dataclass
 class OptimizerReport:
+    """What ``diagnose_optimizer`` found; ``str(report)`` is what ``scripts/doctor.py``
+    prints, ``verdict`` the conclusion in words.
+
+    Attributes:
+      optimizer: torch's optimizer class name.
+      first_step: the first step (1-based) where the port leaves the tier; None when
+        it never does (``clean``).
+      errors: per step, the largest absolute error of the port's params against torch's.
+      causes: ``[(name, description, distance to the port, explains)]``, best first.
+      twin_error: the error of the doctor's own un-flipped twin against torch (its
+        self-check).
+      steps: per step, the ``ParityReport.to_dict()`` of the port's params (leaves
+        ``params.0``… in the optimizer's order) against torch's.
+    """
+
     optimizer: str
     first_step: int | None  # first step (1-based) where the port leaves the tier
     errors: list  # per step, max abs error of the port's params vs torch's
@@ -265,6 +283,10 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
       grads: ``[[g_param0, g_param1, ...], ...]`` per step, in the order of the
         optimizer's params; arrays or tensors.
       max_norm: torch clips with ``clip_grad_norm_(params, max_norm)`` before each step.
+
+    Returns:
+      An ``OptimizerReport``: the first step where the port leaves the tier, the
+      per-step errors and the conventions ranked by how well each explains them.
 
     Raises:
       ValueError: more than one param group, gradients that do not match the params'

@@ -23,6 +23,18 @@ from jaxgrad.parity import tolerance_for
 
 @dataclasses.dataclass
 class Cause:
+    """One catalogue convention that changes the first diverging layer's error.
+
+    Attributes:
+      name: the ``Convention``'s name.
+      description: what the convention is.
+      detail: what the port does and what torch does, for this layer.
+      error_before: the layer's own max error as ported.
+      error_after: its max error with the convention undone (torch's way).
+      explains: the transformed layer is within the tier.
+      signature: the measured size and pattern of the error the convention leaves.
+    """
+
     name: str
     description: str
     detail: str  # what the port does and what torch does, for this layer
@@ -40,6 +52,29 @@ def _e(value: float) -> str:
 
 @dataclasses.dataclass
 class Report:
+    """What ``diagnose`` found; ``str(report)`` is what ``scripts/doctor.py`` prints
+    (module docstring: the fields of each ``layers`` entry).
+
+    Attributes:
+      model: the torch module's class name.
+      first_layer: the torch module path of the first layer whose own
+        (input-injected) error exceeds the tier (``""`` for a one-layer model); None
+        for a clean port.
+      layers: one dict per layer call: ``path``, ``index``, ``class_name``,
+        ``end_to_end``, ``injected``, ``exceeds`` and the per-leaf comparisons behind
+        them.
+      causes: the ``Cause``s that bring that layer's error down, best first.
+      output_error: the largest absolute error of the model's output.
+      output_within_tier: whether the output is within the tier.
+      dtype: the dtype whose tier judges the port (``"float32"``, ``"float64"``).
+      train: compared in training mode.
+      pattern: where in the layer's output the error sits, in words (or None).
+      glue: when no layer is over the tier but the output is, the layer before which
+        the forward code makes the error (``"<output>"``: after the last layer).
+      note: a remark replacing the layer analysis (a plain function, a captured
+        program's region).
+    """
+
     model: str
     first_layer: str | None
     layers: list

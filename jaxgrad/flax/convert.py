@@ -49,6 +49,7 @@ from jaxgrad.flax._util import set_value as _set
 from jaxgrad.flax._util import value_of as _value
 
 LAYOUTS = ("NHWC", "NCHW")
+"""``to_nnx``'s ``layout`` values: channels-last (flax's idiom) or torch's channels-first."""
 _ADAPTERS = (m.ChannelsLast, m.ChannelsFirst)
 
 
@@ -196,6 +197,7 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
        for name, builder in module.TO_NNX.items()},
 }
 SUPPORTED = tuple(sorted([*_TO_NNX, "Sequential"]))
+"""The jaxgrad layer classes ``to_nnx`` maps to ``flax.nnx`` modules, sorted."""
 
 
 def _need(layer) -> str:
@@ -306,11 +308,12 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
       buffers: the jaxgrad model's buffers, when it has any.
       layout: ``"NHWC"`` (flax's idiom) or ``"NCHW"`` (torch-shaped batches); only
         matters for a model whose input is an image.
-      example, example_kwargs: example inputs of a torch module that only
+      example: example positional inputs of a torch module that only
         ``torch.export`` can capture (``jaxgrad.nn.from_torch``). Such a model becomes
         a ``TorchProgram``: stock nnx layers for the torch layers flax has (``Linear``,
         ``Embedding``, ``LayerNorm``, convolutions…), torch's captured ATen program
         (torch's layout) for the rest (``jaxgrad.flax.program``).
+      example_kwargs: example keyword inputs of such a module, as ``example``.
 
     Returns:
       An ``nnx.Sequential`` whose every parameter holds torch's values.
@@ -544,6 +547,10 @@ def _shape_problems(model, path: str = "") -> list[str]:
 def from_nnx(module):
     """A ``flax.nnx`` module back to a torch-keyed jaxgrad model.
 
+    Args:
+      module: an ``nnx`` module built by ``to_nnx``, or by hand from the supported
+        stock layers (``nnx.Sequential`` of ``nnx.Linear``, ``nnx.Conv``…).
+
     Returns:
       ``(model, params)``, or ``(model, params, buffers)`` when the model has buffers
       (BatchNorm), keyed like the torch module's ``state_dict()`` and in torch's
@@ -577,7 +584,17 @@ def _from_nnx(module, gradients: bool = False):
 def nnx_state_dict(module) -> dict[str, np.ndarray]:
     """The torch ``state_dict`` (numpy arrays, torch keys and layouts) of an nnx module
     built by ``to_nnx`` or by hand from the supported layers:
-    ``torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in ...})``."""
+    ``torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in ...})``.
+
+    Args:
+      module: the ``nnx`` module, as ``from_nnx`` takes it.
+
+    Returns:
+      ``{torch key: numpy array}``, params and buffers, in torch's layouts.
+
+    Raises:
+      ValueError: as ``from_nnx``.
+    """
     read = from_nnx(module)
     model, params = read[0], read[1]
     buffers = read[2] if len(read) == 3 else None
@@ -587,7 +604,15 @@ def nnx_state_dict(module) -> dict[str, np.ndarray]:
 def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
     """``nnx.grad``'s gradients of ``module`` as a torch-keyed dict in torch's layouts
     (``weight`` `(out, in)`, OIHW): what ``{n: p.grad for n, p in named_parameters()}``
-    holds after ``backward()`` on the twin."""
+    holds after ``backward()`` on the twin.
+
+    Args:
+      module: the ``nnx`` module the gradients were taken of (left unchanged).
+      grads: ``nnx.grad``'s result for ``module`` (an ``nnx.State`` of its params).
+
+    Returns:
+      ``{torch parameter name: numpy array}``.
+    """
     copy = nnx.clone(module)  # split/merge would share the variables: the module keeps its params
     nnx.update(copy, grads)
     return _from_nnx(copy, gradients=True)[1]
@@ -595,5 +620,12 @@ def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
 
 def is_image_model(model) -> bool:
     """Whether ``model``'s first layer that cares about layout works on images
-    (convolution, pooling, batch or group norm): ``to_nnx``'s ``layout`` applies."""
+    (convolution, pooling, batch or group norm): ``to_nnx``'s ``layout`` applies.
+
+    Args:
+      model: a ``jaxgrad.nn`` model.
+
+    Returns:
+      A bool.
+    """
     return _need(model) == "cl"

@@ -57,6 +57,9 @@ def save_nnx(module, path: str, metadata: dict[str, str] | None = None) -> None:
       path: the file to write (its directory must exist).
       metadata: string entries stored in the file's header (``"jaxgrad.prng_keys"``
         is reserved: it records which entries are PRNG key data).
+
+    Raises:
+      ValueError: ``metadata`` that uses the reserved key.
     """
     from safetensors.numpy import save_file
 
@@ -84,6 +87,11 @@ def save_nnx(module, path: str, metadata: dict[str, str] | None = None) -> None:
 
 def load_nnx(module, path: str) -> None:
     """Load ``path`` (written by ``save_nnx``) into ``module`` in place.
+
+    Args:
+      module: an ``nnx.Module`` of the saved model's structure (a fresh ``to_nnx``
+        twin); its variables are overwritten.
+      path: the safetensors file.
 
     Raises:
       ValueError: every missing or unexpected key, every shape or dtype mismatch, and

@@ -3,32 +3,16 @@
 Each is used by ``jaxgrad.flax.to_nnx`` only where the stock layer would compute
 something else; the table in ``docs/flax.md`` lists them:
 
-=====================  =================================================================
-module                 why stock flax is not enough
-=====================  =================================================================
-``TorchBatchNorm``     torch accumulates the *unbiased* batch variance into
-                       ``running_var`` (normalising with the biased one) and supports
-                       ``momentum=None`` (cumulative average); ``nnx.BatchNorm``
-                       accumulates the biased variance
-``ChannelsFirst`` /    layout adapters: NCHW ↔ NHWC at the model's edges and before an
-``ChannelsLast``       operation that reads torch's channel-first order (``Flatten``)
-``TorchFlatten``       ``torch.flatten(x, start_dim, end_dim)``; flax has no flatten layer
-``TorchPaddedConv``    torch's ``padding_mode`` ``'replicate'`` (and reflect / circular
-                       with pads other than flax's ``'REFLECT'``/``'CIRCULAR'``, which
-                       pad ``((k−1)//2, k//2)``): ``TorchPad`` then a VALID ``nnx.Conv``
-``TorchGrouped``       ``ConvTranspose`` with ``groups > 1``: one stock
-``ConvTranspose``      ``nnx.ConvTranspose`` per group (``nnx.ConvTranspose`` has no
-                       ``feature_group_count``)
-``TorchInstanceNorm``  ``InstanceNorm`` with ``track_running_stats=True``: per-instance
-                       statistics in training, running ones (torch's momentum, the batch
-                       average of the unbiased instance variances) in eval; stock
-                       ``nnx.GroupNorm`` keeps no statistics
-``TorchPool``          pooling with ``ceil_mode``, ``divisor_override``, dilation or
-                       adaptive windows that do not divide the input (``nnx.max_pool`` /
-                       ``nnx.avg_pool`` have none of these)
-``TorchEmbed``         ``padding_idx``: that row's gradient is zero (``nnx.Embed`` has no
-                       ``padding_idx``)
-=====================  =================================================================
+| module | why stock flax is not enough |
+|---|---|
+| ``TorchBatchNorm`` | torch accumulates the *unbiased* batch variance into ``running_var`` (normalising with the biased one) and supports ``momentum=None`` (cumulative average); ``nnx.BatchNorm`` accumulates the biased variance |
+| ``ChannelsFirst`` / ``ChannelsLast`` | layout adapters: NCHW ↔ NHWC at the model's edges and before an operation that reads torch's channel-first order (``Flatten``) |
+| ``TorchFlatten`` | ``torch.flatten(x, start_dim, end_dim)``; flax has no flatten layer |
+| ``TorchPaddedConv`` | torch's ``padding_mode`` ``'replicate'`` (and reflect / circular with pads other than flax's ``'REFLECT'``/``'CIRCULAR'``, which pad ``((k−1)//2, k//2)``): ``TorchPad`` then a VALID ``nnx.Conv`` |
+| ``TorchGroupedConvTranspose`` | ``ConvTranspose`` with ``groups > 1``: one stock ``nnx.ConvTranspose`` per group (``nnx.ConvTranspose`` has no ``feature_group_count``) |
+| ``TorchInstanceNorm`` | ``InstanceNorm`` with ``track_running_stats=True``: per-instance statistics in training, running ones (torch's momentum, the batch average of the unbiased instance variances) in eval; stock ``nnx.GroupNorm`` keeps no statistics |
+| ``TorchPool`` | pooling with ``ceil_mode``, ``divisor_override``, dilation or adaptive windows that do not divide the input (``nnx.max_pool`` / ``nnx.avg_pool`` have none of these) |
+| ``TorchEmbed`` | ``padding_idx``: that row's gradient is zero (``nnx.Embed`` has no ``padding_idx``) |
 
 All of them work on channels-last activations, flax's idiom.
 """

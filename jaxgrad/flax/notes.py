@@ -61,7 +61,17 @@ NOTES = {
 
 def conversion_notes(model, path: str = "") -> list[tuple[str, str, str]]:
     """``(path, class name, what to_nnx maps)`` for every layer of ``model`` that
-    carries a convention, in order."""
+    carries a convention, in order (what ``scripts/port.py`` prints as "conventions
+    mapped").
+
+    Args:
+      model: a ``jaxgrad.nn`` model (``Sequential`` and traced ``GraphModule``s are
+        walked).
+      path: the torch module path of ``model`` itself (``""`` at the top).
+
+    Returns:
+      A list of ``(path, class name, note)`` tuples.
+    """
     if type(model).__name__ in ("Sequential", "GraphModule"):
         children = (zip(model.names, model.layers) if type(model).__name__ == "Sequential"
                     else model.layers)

@@ -65,6 +65,15 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     probability outside [0, 1] — in ``input`` or ``target``, NaN included — raises
     ``ValueError`` when the values are concrete; under ``jit`` the loss is NaN there
     (``jaxgrad.losses.checked`` raises instead).
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, a ``target`` of another shape, a
+        ``weight`` that does not broadcast, or (concrete values) a probability outside
+        [0, 1].
+      TypeError: a non-floating ``input`` or ``weight``.
     """
     loss = "binary_cross_entropy"
     check_reduction(reduction)
@@ -93,6 +102,22 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     ``(1 − t)·x − (1 + (pw − 1)·t)·log σ(x)``, times ``weight``; ``pw`` is ``pos_weight``
     (1 when None), broadcast along the last axis like torch's. Finite for any logit,
     where ``binary_cross_entropy(sigmoid(x))`` saturates at |x| ≳ 17 in float32.
+
+    Args:
+      input: logits `(*)`, floating.
+      target: probabilities `(*)`, ``input``'s shape.
+      weight: optional rescaling weights broadcastable to `(*)`.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+      pos_weight: optional weights of the positive term, broadcastable to `(*)` (one
+        per class on the last axis).
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, a ``target`` of another shape,
+        or a ``weight`` / ``pos_weight`` that does not broadcast.
+      TypeError: a non-floating ``input``, ``weight`` or ``pos_weight``.
     """
     loss = "binary_cross_entropy_with_logits"
     check_reduction(reduction)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax.experimental import checkify
 
 REDUCTIONS = ("mean", "sum", "none")
+"""The ``reduction`` values every loss takes (``kl_div`` also ``"batchmean"``)."""
 
 _CHECKIFY = contextvars.ContextVar("jaxgrad_losses_checkify", default=False)
 
@@ -104,6 +105,13 @@ def checked(loss_fn):
     ``checked(cross_entropy)(logits, target)`` returns ``(error, loss)``; call
     ``error.throw()`` to raise when a class index was out of range (``error.get()`` is
     None when all checks passed). ``jax.jit(checked(cross_entropy))`` works.
+
+    Args:
+      loss_fn: a ``jaxgrad.losses`` function (or a function calling them).
+
+    Returns:
+      ``loss_fn`` wrapped by ``jax.experimental.checkify``: same arguments, returns
+      ``(error, loss)``.
     """
 
     def with_checks(*args, **kwargs):

@@ -109,6 +109,12 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
 
     Returns:
       A scalar, or the per-element losses with ``target``'s shape for ``"none"``.
+
+    Raises:
+      ValueError: an unknown ``reduction``, shapes that do not fit, a ``weight`` that
+        is not `(C,)`, or (concrete values) a class index outside ``[0, C)``; under
+        ``jit`` such an element's loss is NaN (``checked`` raises instead).
+      TypeError: a non-floating ``input`` or a non-integer ``target``.
     """
     loss = "nll_loss"
     check_reduction(reduction)
@@ -144,6 +150,12 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
 
     Returns:
       A scalar, or per-element losses (``input``'s shape without the class axis).
+
+    Raises:
+      ValueError: an unknown ``reduction``, a ``label_smoothing`` outside [0, 1],
+        shapes that do not fit, or (concrete values) a class index outside ``[0, C)``;
+        under ``jit`` such an element's loss is NaN (``checked`` raises instead).
+      TypeError: a non-floating ``input`` or a ``label_smoothing`` that is not a number.
     """
     loss = "cross_entropy"
     check_reduction(reduction)

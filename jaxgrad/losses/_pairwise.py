@@ -18,6 +18,19 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False):
     ``log_target=True`` takes ``target`` as log-probabilities too. ``reduction`` is
     ``"mean"`` (over every element, torch's default, not the KL divergence),
     ``"batchmean"`` (sum / batch size: the KL divergence), ``"sum"`` or ``"none"``.
+
+    Args:
+      input: log-probabilities `(*)` (batch first for ``"batchmean"``), floating.
+      target: probabilities (or log-probabilities with ``log_target``), ``input``'s shape.
+      reduction: ``"mean"``, ``"batchmean"``, ``"sum"`` or ``"none"``.
+      log_target: whether ``target`` holds log-probabilities.
+
+    Returns:
+      A scalar, or the per-element terms `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: an unknown ``reduction``, or a ``target`` of another shape.
+      TypeError: a non-floating ``input``.
     """
     loss = "kl_div"
     check_reduction(reduction, ("mean", "batchmean", "sum", "none"))
@@ -38,7 +51,19 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0,
     """``F.cosine_embedding_loss``: ``1 − cos`` where target is 1, ``max(0, cos − margin)``
     where it is −1 (0 for any other target value, as torch).
 
-    Shapes: ``input1``, ``input2`` `(N, D)` with ``target`` `(N,)`, or `(D,)` with `()`.
+    Args:
+      input1: embeddings `(N, D)`, or one `(D,)`; floating.
+      input2: embeddings of ``input1``'s shape.
+      target: `(N,)` (or `()`) of 1 (similar) and −1 (dissimilar).
+      margin: subtracted from the cosine of the dissimilar pairs.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Returns:
+      A scalar, or the per-pair losses `(N,)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: an unknown ``reduction``, or shapes other than the above.
+      TypeError: a non-floating ``input1`` or a ``margin`` that is not a number.
     """
     loss = "cosine_embedding_loss"
     check_reduction(reduction)
@@ -68,7 +93,20 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0,
                         reduction: str = "mean"):
     """``F.margin_ranking_loss``: ``max(0, −target·(input1 − input2) + margin)``.
 
-    Shapes `(*)`, all equal (torch requires it too).
+    Args:
+      input1: scores `(*)`, floating.
+      input2: scores of ``input1``'s shape.
+      target: ``input1``'s shape, 1 where ``input1`` should rank higher, −1 where lower.
+      margin: the margin the ranking must hold by.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: an unknown ``reduction``, or shapes that are not all equal (torch
+        requires it too).
+      TypeError: a non-floating ``input1`` or a ``margin`` that is not a number.
     """
     loss = "margin_ranking_loss"
     check_reduction(reduction)

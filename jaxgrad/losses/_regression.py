@@ -55,7 +55,23 @@ def _abs_jvp(primals, tangents):
 
 
 def mse_loss(input, target, reduction: str = "mean", weight=None):
-    """``F.mse_loss``: ``(input − target)²``, reduced. Shapes `(*)`, equal."""
+    """``F.mse_loss``: ``(input − target)²``, reduced. Shapes `(*)`, equal.
+
+    Args:
+      input: predictions `(*)`, floating.
+      target: `(*)`, ``input``'s shape.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+      weight: optional per-element weights, ``input``'s shape: ``"mean"`` is then
+        ``sum(w·l) / sum(w)``, as torch.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, or a ``target`` or ``weight`` whose shape differs
+        from ``input``'s (jaxgrad does not broadcast).
+      TypeError: a non-floating ``input`` or ``weight``.
+    """
     _prepare("mse_loss", input, target, reduction, weight)
     return _reduce_weighted_mean(jnp.square(input - target), weight, reduction)
 
@@ -64,6 +80,21 @@ def l1_loss(input, target, reduction: str = "mean", weight=None):
     """``F.l1_loss``: ``|input − target|``, reduced. Shapes `(*)`, equal.
 
     The gradient is torch's ``sign(input − target)``: 0 where they tie or either is NaN.
+
+    Args:
+      input: predictions `(*)`, floating.
+      target: `(*)`, ``input``'s shape.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+      weight: optional per-element weights, ``input``'s shape: ``"mean"`` is then
+        ``sum(w·l) / sum(w)``, as torch.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, or a ``target`` or ``weight`` whose shape differs
+        from ``input``'s (jaxgrad does not broadcast).
+      TypeError: a non-floating ``input`` or ``weight``.
     """
     _prepare("l1_loss", input, target, reduction, weight)
     return _reduce_weighted_mean(_abs(input - target), weight, reduction)
@@ -71,7 +102,22 @@ def l1_loss(input, target, reduction: str = "mean", weight=None):
 
 def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
     """``F.smooth_l1_loss``: ``0.5·z²/beta`` for ``z = |input − target| < beta``, else
-    ``z − 0.5·beta``; ``beta=0`` is ``l1_loss``."""
+    ``z − 0.5·beta``; ``beta=0`` is ``l1_loss``.
+
+    Args:
+      input: predictions `(*)`, floating.
+      target: `(*)`, ``input``'s shape.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+      beta: the threshold between the quadratic and the linear part, ≥ 0.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, or a negative ``beta``, or a ``target`` whose shape differs
+        from ``input``'s (jaxgrad does not broadcast).
+      TypeError: a non-floating ``input``.
+    """
     loss = "smooth_l1_loss"
     check_number(loss, "beta", beta, nonnegative=True)
     _prepare(loss, input, target, reduction)
@@ -84,7 +130,23 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
 
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
     """``F.huber_loss``: ``0.5·z²`` for ``z = |input − target| < delta``, else
-    ``delta·(z − 0.5·delta)``; ``weight`` multiplies each term (plain mean, as torch)."""
+    ``delta·(z − 0.5·delta)``; ``weight`` multiplies each term (plain mean, as torch).
+
+    Args:
+      input: predictions `(*)`, floating.
+      target: `(*)`, ``input``'s shape.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+      delta: the threshold between the quadratic and the linear part, > 0.
+      weight: optional per-element weights, ``input``'s shape.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, or a ``delta`` ≤ 0, or a ``target`` or ``weight`` whose shape differs
+        from ``input``'s (jaxgrad does not broadcast).
+      TypeError: a non-floating ``input`` or ``weight``.
+    """
     loss = "huber_loss"
     check_number(loss, "delta", delta, positive=True)
     _prepare(loss, input, target, reduction, weight)
@@ -98,7 +160,24 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
 def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,
                      eps: float = 1e-8, reduction: str = "mean"):
     """``F.poisson_nll_loss``: ``exp(input) − target·input`` (``log_input``) or
-    ``input − target·log(input + eps)``; ``full`` adds Stirling's term where target > 1."""
+    ``input − target·log(input + eps)``; ``full`` adds Stirling's term where target > 1.
+
+    Args:
+      input: the predicted log-rates (``log_input``) or rates, `(*)`, floating.
+      target: counts `(*)`, ``input``'s shape.
+      log_input: whether ``input`` holds log-rates.
+      full: add Stirling's approximation of ``log(target!)``.
+      eps: added inside the log when ``log_input`` is False.
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, or a ``target`` whose shape differs
+        from ``input``'s (jaxgrad does not broadcast).
+      TypeError: a non-floating ``input``.
+    """
     loss = "poisson_nll_loss"
     check_number(loss, "eps", eps)
     _prepare(loss, input, target, reduction)
@@ -128,8 +207,18 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
       target: `(*)`, or a shape broadcasting to it (torch documents size-1 axes).
       var: a float, or variances with ``input``'s shape, that shape without the last
         axis, or one axis of size 1 (homoscedastic). Negative entries raise when concrete.
+      full: add the constant ``0.5·log(2π)``.
       eps: ``var`` is clamped at ``eps`` for the value only: the gradient passes the
         clamp unchanged, as in torch (which clamps in place under ``no_grad``).
+      reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Returns:
+      A scalar, or the per-element losses `(*)` with ``reduction="none"``.
+
+    Raises:
+      ValueError: a ``reduction`` torch does not know, a ``target`` or ``var`` of
+        another shape than described, or a negative ``var`` (concrete values).
+      TypeError: a non-floating ``input``, ``target`` or ``var``.
     """
     loss = "gaussian_nll_loss"
     check_number(loss, "eps", eps)

@@ -254,6 +254,7 @@ LOSS_MODULES = {cls.__name__: cls for cls in (
     CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
     HuberLoss, KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, PoissonNLLLoss,
     GaussianNLLLoss)}
+"""The loss modules by torch class name (what ``from_torch`` converts)."""
 _BUFFERS = ("weight", "pos_weight")
 
 
@@ -263,6 +264,12 @@ def from_torch(module):
     Hyperparameters are read from the attributes torch stores (``reduction``,
     ``ignore_index``, ``label_smoothing``, ``beta``, ``delta``…); the ``weight`` /
     ``pos_weight`` buffers are copied as numpy arrays.
+
+    Args:
+      module: a torch loss module (``nn.CrossEntropyLoss(weight=...)``…).
+
+    Returns:
+      The loss module of the same name (``jaxgrad.losses.CrossEntropyLoss``…).
 
     Raises:
       ValueError: for a class that is not a supported loss, naming the supported set.

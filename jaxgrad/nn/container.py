@@ -113,6 +113,8 @@ ACTIVATIONS = {
     "leaky_relu": LeakyReLU,
     "identity": Identity,
 }
+"""``mlp``'s activation names: each a factory of the layer placed between two
+``Linear`` layers (``"gelu_tanh"`` is ``GELU(approximate="tanh")``)."""
 
 
 def mlp(sizes, activation: str = "relu", *, bias: bool = True, dtype=None) -> Sequential:
@@ -125,6 +127,14 @@ def mlp(sizes, activation: str = "relu", *, bias: bool = True, dtype=None) -> Se
       sizes: layer widths, at least two: input, hidden…, output.
       activation: one of ``ACTIVATIONS`` (``"relu"``, ``"sigmoid"``, ``"tanh"``,
         ``"gelu"``, ``"gelu_tanh"``, ``"leaky_relu"``, ``"identity"``).
+      bias: give every ``Linear`` a bias.
+      dtype: the parameters' dtype (None: float32, torch's default).
+
+    Returns:
+      A ``Sequential``: input `(*, sizes[0])`, output `(*, sizes[-1])`.
+
+    Raises:
+      ValueError: fewer than two sizes, or an unknown activation.
     """
     sizes = list(sizes)
     if len(sizes) < 2:

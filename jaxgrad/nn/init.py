@@ -3,7 +3,7 @@
 ``nn.Linear`` (and every torch layer built on ``reset_parameters``) draws
 ``weight ~ kaiming_uniform(a=√5)``, which works out to ``U(-1/√fan_in, 1/√fan_in)``,
 and ``bias ~ U(-1/√fan_in, 1/√fan_in)``. Flax and stax default to lecun_normal and
-zero bias instead — a porting pitfall (README, "Porting pitfalls").
+zero bias instead — a porting pitfall (docs/library.md, "Porting pitfalls").
 """
 
 from __future__ import annotations

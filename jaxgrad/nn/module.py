@@ -53,6 +53,15 @@ class Module:
     layer's ``init``, ``init_buffers`` and ``forward`` / ``forward_with_state``."""
 
     def init(self, key) -> Params:  # pragma: no cover - every layer overrides
+        """Fresh parameters drawn from torch's default initialisation.
+
+        Args:
+          key: a ``jax.random`` key.
+
+        Returns:
+          A flat dict under torch's ``named_parameters()`` keys, in torch's shapes and
+          layouts, of the layer's ``dtype``.
+        """
         raise NotImplementedError
 
     def init_buffers(self) -> Buffers:
@@ -60,6 +69,16 @@ class Module:
         return {}
 
     def forward(self, params: Params, *inputs, **options):  # pragma: no cover
+        """The stateless, deterministic forward a layer implements (``apply`` calls it).
+
+        Args:
+          params: this layer's params.
+          *inputs: the forward's inputs, as torch's ``forward`` takes them.
+          **options: the forward's keyword options.
+
+        Returns:
+          The output.
+        """
         raise NotImplementedError(
             f"{type(self).__name__} implements neither `forward` nor `forward_with_state`."
         )
@@ -156,6 +175,12 @@ class Module:
         """Validate the buffers in ``mapping`` (a torch ``state_dict``; parameter keys
         are expected and skipped) and return them as jax arrays, every buffer required.
 
+        Args:
+          mapping: ``{name: array}`` with torch ``state_dict()`` keys.
+
+        Returns:
+          A new flat dict of jax arrays under the buffers' names.
+
         Raises:
           ValueError: listing every missing, unexpected, misshapen or mistyped buffer.
         """
@@ -165,6 +190,17 @@ class Module:
         """``params`` and ``buffers`` merged as numpy arrays in torch's key order.
 
         ``torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in ...})``.
+
+        Args:
+          params: this model's params.
+          buffers: this model's buffers; required when it has any.
+
+        Returns:
+          ``{torch key: numpy array}``, exactly torch's ``state_dict()`` keys and order.
+
+        Raises:
+          ValueError: a model with buffers and none given, or keys missing from
+            ``params`` or ``buffers``.
         """
         param_names = list(self.param_shapes())
         buffer_names = list(self.buffer_shapes())

@@ -67,6 +67,7 @@ OPTIMIZERS = {
     "radam": radam,
     "asgd": asgd,
 }
+"""The optimizer factories by lower-case name (``scripts/train.py --optimizer``)."""
 
 __all__ = [
     "AdagradState",

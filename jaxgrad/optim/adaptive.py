@@ -55,6 +55,13 @@ def _needs_params(name, params):
 
 @register_state
 class AdagradState(NamedTuple):
+    """``adagrad``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      sum: like params: torch's ``state[p]["sum"]``.
+    """
+
     step: jax.Array  # `()` int32
     sum: Any  # like params: torch's state[p]["sum"]
 
@@ -63,7 +70,33 @@ def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
             initial_accumulator_value: float = 0.0, eps: float = 1e-10, foreach=None, *,
             maximize: bool = False, differentiable: bool = False,
             fused=None) -> optax.GradientTransformation:
-    """``torch.optim.Adagrad``: ``sum += g²``, ``p -= clr · g / (sqrt(sum) + eps)``."""
+    """``torch.optim.Adagrad``: ``sum += g²``, ``p -= clr · g / (sqrt(sum) + eps)``.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      lr_decay: learning-rate decay: step ``t`` uses ``lr / (1 + (t − 1)·lr_decay)``.
+      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
+      initial_accumulator_value: the starting value of every element of ``sum``.
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+      fused: must be None or False: torch's fused kernel rounds differently, so True is
+        refused.
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``AdagradState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
     check_momentum_follows(lr, None, None, "adagrad")
@@ -95,6 +128,14 @@ def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
 
 @register_state
 class AdamaxState(NamedTuple):
+    """``adamax``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      exp_avg: like params: the first moment.
+      exp_inf: like params: the exponentially weighted infinity norm.
+    """
+
     step: jax.Array  # `()` int32
     exp_avg: Any  # like params
     exp_inf: Any  # like params: the exponentially weighted infinity norm
@@ -103,7 +144,33 @@ class AdamaxState(NamedTuple):
 def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
            foreach=None, *, maximize: bool = False, differentiable: bool = False,
            capturable: bool = False) -> optax.GradientTransformation:
-    """``torch.optim.Adamax``: ``p -= lr / (1 − beta1^t) · exp_avg / exp_inf``."""
+    """``torch.optim.Adamax``: ``p -= lr / (1 − beta1^t) · exp_avg / exp_inf``.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
+        be a schedule.
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``AdamaxState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
@@ -136,6 +203,15 @@ def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float =
 
 @register_state
 class NadamState(NamedTuple):
+    """``nadam``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      exp_avg: like params: the first moment.
+      exp_avg_sq: like params: the second moment.
+      mu_product: like params, each leaf a ``()`` float32: torch's ``state[p]["mu_product"]``.
+    """
+
     step: jax.Array  # `()` int32
     exp_avg: Any  # like params
     exp_avg_sq: Any  # like params
@@ -146,7 +222,37 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
           momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
           foreach=None, maximize: bool = False, capturable: bool = False,
           differentiable: bool = False) -> optax.GradientTransformation:
-    """``torch.optim.NAdam`` (Nesterov Adam with torch's ``momentum_decay`` schedule)."""
+    """``torch.optim.NAdam`` (Nesterov Adam with torch's ``momentum_decay`` schedule).
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
+        be a schedule.
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      weight_decay: L2 penalty, added to the gradient, unless
+        ``decoupled_weight_decay``.
+      momentum_decay: NAdam's momentum decay ψ: ``mu_t = beta1·(1 − 0.5·0.96^(t·ψ))``.
+      decoupled_weight_decay: decay the parameters directly (``p *= 1 - lr·weight_decay``,
+        AdamW's rule) instead of adding ``weight_decay·p`` to the gradient.
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``NadamState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
@@ -204,6 +310,14 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
 
 @register_state
 class RadamState(NamedTuple):
+    """``radam``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      exp_avg: like params: the first moment.
+      exp_avg_sq: like params: the second moment.
+    """
+
     step: jax.Array  # `()` int32
     exp_avg: Any  # like params
     exp_avg_sq: Any  # like params
@@ -212,7 +326,36 @@ class RadamState(NamedTuple):
 def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
           decoupled_weight_decay: bool = False, *, foreach=None, maximize: bool = False,
           capturable: bool = False, differentiable: bool = False) -> optax.GradientTransformation:
-    """``torch.optim.RAdam``: Adam with the variance rectification once ``rho_t > 5``."""
+    """``torch.optim.RAdam``: Adam with the variance rectification once ``rho_t > 5``.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
+        be a schedule.
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      weight_decay: L2 penalty, added to the gradient, unless
+        ``decoupled_weight_decay``.
+      decoupled_weight_decay: decay the parameters directly (``p *= 1 - lr·weight_decay``,
+        AdamW's rule) instead of adding ``weight_decay·p`` to the gradient.
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``RadamState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
@@ -268,6 +411,15 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
 
 @register_state
 class AsgdState(NamedTuple):
+    """``asgd``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      eta: like params, each leaf ``()`` float32: the current step size.
+      mu: like params, each leaf ``()`` float32: the averaging weight.
+      ax: like params: the averaged parameters.
+    """
+
     step: jax.Array  # `()` int32
     eta: Any  # like params, each leaf `()` float32: the current step size
     mu: Any  # like params, each leaf `()` float32: the averaging weight
@@ -281,6 +433,30 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
 
     ``eta`` and ``mu`` are float32 scalars as torch keeps them (its default scalar
     dtype), so the step size is the float32 rounding of ``lr / (1 + lambd·lr·t)^alpha``.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      lambd: the decay term.
+      alpha: the power of the step size's decay.
+      t0: the step at which averaging starts.
+      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``AsgdState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
     """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)

@@ -39,7 +39,19 @@ def _leaf_norm(leaf: jax.Array, norm_type: float) -> jax.Array:
 
 
 def global_norm(grads, norm_type: float = 2.0) -> jax.Array:
-    """torch's ``total_norm``: the ``norm_type``-norm of the per-leaf norms, shape `()`."""
+    """torch's ``total_norm``: the ``norm_type``-norm of the per-leaf norms, shape `()`.
+
+    Args:
+      grads: a pytree of gradient arrays.
+      norm_type: the p of the p-norm (> 0); ``float("inf")`` for the max-abs norm.
+
+    Returns:
+      The total norm, a `()` array of the gradients' dtype.
+
+    Raises:
+      ValueError: ``grads`` without array leaves, or ``norm_type`` ≤ 0.
+      TypeError: a ``norm_type`` that is not a number.
+    """
     norm_type = _check_number("norm_type", norm_type, positive=True)
     leaves = jax.tree.leaves(grads)
     if not leaves:
@@ -59,6 +71,11 @@ def clip_grad_norm(grads, max_norm: float, norm_type: float = 2.0):
     Returns:
       ``(clipped, total_norm)``: ``grads`` times ``min(max_norm / (total_norm + 1e-6), 1)``
       and the total norm *before* clipping, shape `()`.
+
+    Raises:
+      ValueError: a negative or NaN ``max_norm``, a ``norm_type`` ≤ 0, or ``grads``
+        without array leaves.
+      TypeError: a ``max_norm`` or ``norm_type`` that is not a number.
     """
     max_norm = _check_number("max_norm", max_norm)
     total_norm = global_norm(grads, norm_type)
@@ -68,13 +85,38 @@ def clip_grad_norm(grads, max_norm: float, norm_type: float = 2.0):
 
 
 def clip_grad_value(grads, clip_value: float):
-    """Clamp every element of ``grads`` into ``[-clip_value, clip_value]`` (torch's ``clip_grad_value_``)."""
+    """Clamp every element of ``grads`` into ``[-clip_value, clip_value]`` (torch's
+    ``clip_grad_value_``).
+
+    Args:
+      grads: a pytree of gradient arrays.
+      clip_value: the bound, ≥ 0.
+
+    Returns:
+      The clamped pytree, same structure, shapes and dtypes.
+
+    Raises:
+      ValueError: a negative or NaN ``clip_value``.
+      TypeError: a ``clip_value`` that is not a number.
+    """
     clip_value = _check_number("clip_value", clip_value)
     return jax.tree.map(lambda g: jnp.clip(g, -clip_value, clip_value), grads)
 
 
 def clip_grad_norm_transform(max_norm: float, norm_type: float = 2.0) -> optax.GradientTransformation:
-    """``clip_grad_norm`` as a stateless optax transformation (chain it before the optimizer)."""
+    """``clip_grad_norm`` as a stateless optax transformation (chain it before the optimizer).
+
+    Args:
+      max_norm: the largest allowed total norm.
+      norm_type: the p of the p-norm; ``float("inf")`` for the max-abs norm.
+
+    Returns:
+      An ``optax.GradientTransformation`` with an empty state.
+
+    Raises:
+      ValueError: as ``clip_grad_norm``, when the transformation is built.
+      TypeError: as ``clip_grad_norm``.
+    """
     _check_number("max_norm", max_norm)
     _check_number("norm_type", norm_type, positive=True)
 
@@ -87,7 +129,18 @@ def clip_grad_norm_transform(max_norm: float, norm_type: float = 2.0) -> optax.G
 
 
 def clip_grad_value_transform(clip_value: float) -> optax.GradientTransformation:
-    """``clip_grad_value`` as a stateless optax transformation."""
+    """``clip_grad_value`` as a stateless optax transformation.
+
+    Args:
+      clip_value: the bound, ≥ 0.
+
+    Returns:
+      An ``optax.GradientTransformation`` with an empty state.
+
+    Raises:
+      ValueError: as ``clip_grad_value``, when the transformation is built.
+      TypeError: as ``clip_grad_value``.
+    """
     _check_number("clip_value", clip_value)
 
     def update_fn(updates, state, params=None):

@@ -51,9 +51,19 @@ def frozen_predicate(frozen) -> Callable[[str], bool]:
 def frozen_mask(params, frozen):
     """A pytree of bools shaped like ``params``: True where the parameter is frozen.
 
+    Args:
+      params: the parameters (a flat dict under torch's keys, or any pytree).
+      frozen: a predicate ``name -> bool`` on dotted parameter names, or a collection
+        of name prefixes (``{"0"}`` matches ``0.weight`` and ``0.bias``, not
+        ``01.weight``).
+
+    Returns:
+      A pytree of Python bools with ``params``' structure.
+
     Raises:
       ValueError: when a prefix in ``frozen`` matches no parameter (a typo would
         otherwise freeze nothing, silently).
+      TypeError: ``frozen`` that is neither a predicate nor a collection of strings.
     """
     names = dotted_names(params)
     predicate = frozen_predicate(frozen)
@@ -77,6 +87,15 @@ def freeze(optimizer: optax.GradientTransformation, frozen) -> optax.GradientTra
       optimizer: any optax transformation (``jaxgrad.optim.adamw(...)``, a chain, …).
       frozen: a predicate ``name -> bool`` on dotted parameter names (``"0.weight"``),
         or a collection of name prefixes (``{"0"}`` freezes ``0.weight`` and ``0.bias``).
+
+    Returns:
+      An ``optax.GradientTransformation`` (``optax.multi_transform`` of ``optimizer``
+      and zero updates): a frozen parameter gets no optimizer state, as in torch.
+
+    Raises:
+      TypeError: an ``optimizer`` that is not an optax transformation, or a bad
+        ``frozen``.
+      ValueError: at ``init``, a prefix that matches no parameter.
     """
     if not isinstance(optimizer, optax.GradientTransformation):
         raise TypeError(
@@ -92,7 +111,18 @@ def freeze(optimizer: optax.GradientTransformation, frozen) -> optax.GradientTra
 
 
 def count_trainable(params, frozen=()) -> int:
-    """Number of scalar parameters not frozen (torch: ``sum(p.numel() for p if p.requires_grad)``)."""
+    """Number of scalar parameters not frozen (torch: ``sum(p.numel() for p if p.requires_grad)``).
+
+    Args:
+      params: the parameters.
+      frozen: as ``freeze``; ``()`` (the default) or None counts every parameter.
+
+    Returns:
+      An int.
+
+    Raises:
+      ValueError: as ``frozen_mask``.
+    """
     if frozen == () or frozen is None:
         return sum(leaf.size for leaf in jax.tree.leaves(params))
     mask = frozen_mask(params, frozen)

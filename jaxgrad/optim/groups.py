@@ -62,6 +62,13 @@ def _check_groups(groups) -> list[list[str] | None]:
 def group_order(params, groups) -> list[list[str]]:
     """The dotted parameter names of each group, in ``params``' order.
 
+    Args:
+      params: the parameters (flat torch-keyed dict, or a nested pytree).
+      groups: the groups, as ``param_groups`` takes them.
+
+    Returns:
+      One list of names per group, in the order of ``groups``.
+
     Raises:
       ValueError: for a pattern matching nothing, a name in two groups, or a name in
         no group without a catch-all group.
@@ -109,6 +116,10 @@ def param_groups(optimizer: Callable[..., optax.GradientTransformation], groups,
 
     Returns:
       An optax transformation; ``init`` validates the groups against the params.
+
+    Raises:
+      TypeError: an ``optimizer`` that is not a factory, or a malformed group.
+      ValueError: at ``init``, as ``group_order``.
     """
     if not callable(optimizer):
         raise TypeError(f"`optimizer` (={optimizer!r}) must be an optimizer factory such "

@@ -19,5 +19,12 @@ def dotted_name(path) -> str:
 
 
 def dotted_names(tree):
-    """A pytree shaped like ``tree`` whose leaves are their dotted names."""
+    """A pytree shaped like ``tree`` whose leaves are their dotted names.
+
+    Args:
+      tree: any pytree (``{"0": {"weight": w}}`` names ``w`` ``"0.weight"``).
+
+    Returns:
+      A pytree of strings with ``tree``'s structure.
+    """
     return jax.tree_util.tree_map_with_path(lambda path, _: dotted_name(path), tree)

@@ -54,6 +54,13 @@ def _scalar_like(value, leaf):
 
 @register_state(torch_step=False)
 class SgdMomentumState(NamedTuple):
+    """``sgd``'s momentum state (``scale_by_torch_momentum``), torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: steps taken; 0 means the buffer is not yet set.
+      momentum_buffer: like params: torch's ``state[p]["momentum_buffer"]``.
+    """
+
     step: jax.Array  # `()` int32: steps taken; 0 means the buffer is not yet set
     momentum_buffer: Any  # like params: torch's state[p]["momentum_buffer"]
 
@@ -65,6 +72,15 @@ def scale_by_torch_momentum(momentum, dampening: float = 0.0,
     ``momentum`` is a float or a schedule ``count -> momentum`` (torch's
     ``cycle_momentum``), read for each step; at a step where it is exactly 0, torch
     skips the buffer (left unchanged) and the direction is the gradient itself.
+
+    Args:
+      momentum: the momentum factor, a float or a schedule.
+      dampening: dampening of the gradient's term.
+      nesterov: return ``grad + momentum·buf`` instead of ``buf``.
+
+    Returns:
+      An ``optax.GradientTransformation`` with ``SgdMomentumState`` (the update is
+      the direction; scale it by ``-lr`` after).
     """
     scheduled = callable(momentum)
 
@@ -108,6 +124,30 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
     ``buf`` as in ``scale_by_torch_momentum`` and ``d = buf`` (or ``d + momentum * buf``
     for Nesterov). ``momentum`` may be a schedule, and must be ``lr.momentum`` when
     ``lr`` is a ``OneCycleLR`` schedule that cycles momentum (``jaxgrad.optim.cycling``).
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      momentum: the momentum factor: a float or a schedule ``count -> momentum``.
+      dampening: dampening for momentum.
+      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
+      nesterov: Nesterov momentum (needs ``momentum`` > 0 and ``dampening`` 0).
+      maximize: maximise the objective (the gradient's sign flipped).
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+      fused: must be None or False: torch's fused kernel rounds differently, so True is
+        refused.
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``SgdMomentumState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
     """
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
@@ -145,6 +185,15 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
 
 @register_state
 class AdamState(NamedTuple):
+    """``adam`` / ``adamw``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      exp_avg: like params: first moment, torch's ``state[p]["exp_avg"]``.
+      exp_avg_sq: like params: second moment, torch's ``state[p]["exp_avg_sq"]``.
+      max_exp_avg_sq: like params with amsgrad, else None.
+    """
+
     step: jax.Array  # `()` int32: torch's state[p]["step"]
     exp_avg: Any  # like params: first moment, torch's state[p]["exp_avg"]
     exp_avg_sq: Any  # like params: second moment, torch's state[p]["exp_avg_sq"]
@@ -178,6 +227,19 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
     ``lr`` is a float, a 0-d array or a schedule evaluated at the steps taken so far;
     ``b1`` a float or a schedule, whose current value torch uses in the moving average
     *and* in the bias correction ``1 - beta1**t``.
+
+    Args:
+      lr: the learning rate (float, 0-d array or schedule).
+      b1: ``beta1``, the first moment's coefficient (float or schedule).
+      b2: ``beta2``, the second moment's coefficient.
+      eps: added to ``sqrt(v_hat)``.
+      decoupled_weight_decay: AdamW's ``weight_decay`` (0: none).
+      amsgrad: normalise by the running maximum of ``exp_avg_sq``.
+
+    Returns:
+      An ``optax.GradientTransformation`` with ``AdamState``; its update is the whole
+      step (add it to the params), and it needs ``params`` when
+      ``decoupled_weight_decay`` is set.
     """
 
     def init_fn(params):
@@ -233,7 +295,39 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0
     """``torch.optim.Adam``; ``weight_decay`` is coupled L2 (``grad += wd * p``) unless
     ``decoupled_weight_decay`` (then it is ``adamw``). ``betas[0]`` may be a schedule,
     and must be ``lr.momentum`` when ``lr`` is a ``OneCycleLR`` schedule that cycles
-    momentum."""
+    momentum.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
+        be a schedule.
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      weight_decay: L2 penalty, added to the gradient, unless
+        ``decoupled_weight_decay``.
+      amsgrad: normalise by the running maximum of ``exp_avg_sq``.
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+      fused: must be None or False: torch's fused kernel rounds differently, so True is
+        refused.
+      decoupled_weight_decay: decay the parameters directly (``p *= 1 - lr·weight_decay``,
+        AdamW's rule) instead of adding ``weight_decay·p`` to the gradient.
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``AdamState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable,
                 capturable=capturable, lr=lr)
@@ -254,7 +348,37 @@ def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
           amsgrad: bool = False, *, maximize: bool = False, foreach=None,
           capturable: bool = False, differentiable: bool = False,
           fused=None) -> optax.GradientTransformation:
-    """``torch.optim.AdamW``: decoupled decay ``p *= 1 - lr * wd``, torch's default wd 1e-2."""
+    """``torch.optim.AdamW``: decoupled decay ``p *= 1 - lr * wd``, torch's default wd 1e-2.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
+        be a schedule.
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      weight_decay: decoupled decay: ``p *= 1 − lr·weight_decay`` before the Adam
+        step (torch's default 1e-2; optax's ``adamw`` defaults to 1e-4).
+      amsgrad: normalise by the running maximum of ``exp_avg_sq``.
+      maximize: maximise the objective (the gradient's sign flipped).
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+      fused: must be None or False: torch's fused kernel rounds differently, so True is
+        refused.
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``AdamState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     return adam(lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
                 capturable=capturable, differentiable=differentiable, fused=fused,
                 decoupled_weight_decay=True)
@@ -265,6 +389,15 @@ def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
 
 @register_state
 class RmspropState(NamedTuple):
+    """``rmsprop``'s state, torch's ``optimizer.state[p]``.
+
+    Attributes:
+      step: ``()`` int32: torch's ``state[p]["step"]``.
+      square_avg: like params: torch's ``state[p]["square_avg"]``.
+      grad_avg: like params when centered, else None: torch's ``state[p]["grad_avg"]``.
+      momentum_buffer: like params when momentum > 0, else None.
+    """
+
     step: jax.Array  # `()` int32: torch's state[p]["step"]
     square_avg: Any  # like params: torch's state[p]["square_avg"]
     grad_avg: Any  # like params when centered, else None: torch's state[p]["grad_avg"]
@@ -307,6 +440,16 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
 
     With momentum the direction is ``buf = momentum * buf + grad / (...)`` (zeros-initialised);
     ``momentum`` may be a schedule (torch then skips the buffer at steps where it is 0).
+
+    Args:
+      alpha: the smoothing constant of ``square_avg``.
+      eps: added to the square root.
+      momentum: the momentum factor, a float or a schedule.
+      centered: normalise by ``square_avg − grad_avg²``.
+
+    Returns:
+      An ``optax.GradientTransformation`` with ``RmspropState`` (the update is the
+      direction; scale it by ``-lr`` after).
     """
 
     scheduled = callable(momentum)
@@ -357,7 +500,34 @@ def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float
             momentum: float = 0.0, centered: bool = False, capturable: bool = False,
             foreach=None, maximize: bool = False,
             differentiable: bool = False) -> optax.GradientTransformation:
-    """``torch.optim.RMSprop``: ``p -= lr * grad / (sqrt(square_avg) + eps)``."""
+    """``torch.optim.RMSprop``: ``p -= lr * grad / (sqrt(square_avg) + eps)``.
+
+    Args:
+      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
+        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
+      alpha: the smoothing constant of ``square_avg`` (optax's ``decay``).
+      eps: added to the denominator for numerical stability (outside the square root,
+        as torch).
+      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
+      momentum: the momentum factor: a float or a schedule ``count -> momentum``.
+      centered: normalise by the centred second moment, ``square_avg − grad_avg²``.
+      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
+        always capturable).
+      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
+        single-tensor rule).
+      maximize: maximise the objective (the gradient's sign flipped).
+      differentiable: torch's implementation flag; accepted and ignored (every JAX update
+        is differentiable).
+
+    Returns:
+      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
+      params)``) whose state holds torch's ``optimizer.state`` (``RmspropState``).
+
+    Raises:
+      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
+        ``capturable=True``, or a combination torch refuses.
+      TypeError: a hyperparameter or flag of the wrong type.
+    """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     alpha = check_hyper("alpha", alpha)

@@ -26,6 +26,16 @@ import optax
 
 
 class PlateauState(NamedTuple):
+    """``ReduceLROnPlateau``'s state: what torch's scheduler keeps between ``step`` calls.
+
+    Attributes:
+      lr: ``()`` float: the current learning rate (torch's ``group["lr"]``).
+      best: ``()`` float: the best metric so far (torch's ``best``).
+      num_bad_epochs: ``()`` int32: epochs without improvement.
+      cooldown_counter: ``()`` int32: epochs of cooldown left.
+      last_epoch: ``()`` int32: number of ``step()`` calls.
+    """
+
     lr: jax.Array  # `()` float: the current learning rate (torch's group["lr"])
     best: jax.Array  # `()` float: the best metric so far (torch's best)
     num_bad_epochs: jax.Array  # `()` int32: epochs without improvement

@@ -297,6 +297,8 @@ SCHEDULERS = {f.__name__: f for f in (
     StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
     LinearLR, ConstantLR, OneCycleLR, PolynomialLR, LambdaLR, SequentialLR,
     MultiplicativeLR, CyclicLR, ChainedScheduler)}
+"""The 14 schedule factories by torch class name (``ReduceLROnPlateau``, a state machine,
+is separate)."""
 # what for_run builds from a name and keyword arguments alone
 _NOT_FOR_RUN = ("LambdaLR", "SequentialLR", "MultiplicativeLR", "CyclicLR", "ChainedScheduler")
 

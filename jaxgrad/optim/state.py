@@ -82,6 +82,9 @@ def torch_style_state(opt_state, order=None) -> dict[str, dict[str, Any]]:
     Parameters that hold no state (frozen ones under ``freeze``; all of them for plain
     SGD without momentum, like torch's ``momentum_buffer=None``) are left out.
 
+    Returns:
+      ``{dotted param name: {field: array}}``, fields named as torch names them.
+
     Raises:
       ValueError: when ``order`` misses a name that has state.
     """
@@ -112,6 +115,16 @@ def torch_state_dict(opt_state, params) -> dict[int, dict[str, Any]]:
 
     ``index`` is the parameter's position in ``params`` (torch's
     ``named_parameters()`` order, which ``from_torch`` and ``init`` keep).
+
+    Args:
+      opt_state: the optimizer state (any nesting: chains, ``freeze``, param groups).
+      params: the params dict, or the parameter names in torch's order.
+
+    Returns:
+      ``{index: {field: array}}`` for the parameters that hold state.
+
+    Raises:
+      TypeError: ``params`` that is neither a dict nor a list of names.
     """
     names = _order_names(params)
     state = torch_style_state(opt_state, names)

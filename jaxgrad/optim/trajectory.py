@@ -20,11 +20,20 @@ def optimizer_trajectory(optimizer: optax.GradientTransformation,
                          loss_fn: Callable, params, steps: int, *, jit: bool = True) -> dict:
     """``steps`` steps of ``optimizer`` on ``loss_fn(params) -> scalar``.
 
+    Args:
+      optimizer: an optax transformation (``jaxgrad.optim.adam(...)``…).
+      loss_fn: ``loss_fn(params) -> scalar``.
+      params: the starting parameters.
+      steps: how many optimizer steps, ≥ 1.
+      jit: ``True`` runs one compiled ``lax.scan``; ``False`` runs step by step, eagerly.
+
     Returns:
       ``{"loss": (steps,), "params": pytree of (steps, *shape),
       "state": {name: {field: (steps, *shape)}}}``; ``loss`` is the loss before each
       step, ``state`` comes from ``torch_style_state`` without the step counter.
-      ``jit=True`` runs one compiled ``lax.scan``; ``jit=False`` runs step by step, eagerly.
+
+    Raises:
+      ValueError: ``steps`` that is not an int ≥ 1.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"`steps` (={steps!r}) must be an int >= 1.")

@@ -98,7 +98,18 @@ def _numpy_tree(tree) -> dict[str, np.ndarray]:
 
 
 def save_params(path: str, params, *, metadata: dict[str, str] | None = None) -> str:
-    """Write ``params`` (flat, torch keys) to a safetensors file atomically; return path."""
+    """Write ``params`` (flat, torch keys) to a safetensors file atomically; return path.
+
+    Args:
+      path: the file to write; its directory is created if missing. Written to a
+        temporary file, synced, then renamed: a crash leaves the old file or the new.
+      params: a flat ``{torch key: array}`` dict (jax or numpy arrays).
+      metadata: string entries for the file's header.
+
+    Returns:
+      ``path``. ``torch_module.load_state_dict(safetensors.torch.load_file(path))``
+      reads it on the torch side.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}-{os.path.basename(path)}")
@@ -117,6 +128,18 @@ def load_params(path: str, model=None):
 
     With ``model`` the arrays are validated (names, shapes, dtypes) by
     ``model.load_state_dict`` and returned as jax arrays; otherwise as numpy.
+
+    Args:
+      path: a ``.safetensors`` file keyed like torch's ``state_dict()``.
+      model: a ``jaxgrad.nn`` model to validate and load into (optional).
+
+    Returns:
+      ``{torch key: array}``: jax arrays with ``model``, numpy arrays without.
+
+    Raises:
+      CheckpointError: a missing or unreadable file.
+      ValueError: with ``model``, every missing or unexpected key and every shape or
+        dtype mismatch (``load_state_dict``).
     """
     arrays = _read_safetensors(path)
     return arrays if model is None else model.load_state_dict(arrays)
@@ -137,6 +160,12 @@ def checkpoint_name(global_step: int) -> str:
 
 def latest_checkpoint(directory: str) -> str | None:
     """The path ``DIR/LATEST`` names, or None when no checkpoint was ever completed.
+
+    Args:
+      directory: the checkpoint directory of a run.
+
+    Returns:
+      The checkpoint's path, or None.
 
     Raises:
       CheckpointError: when ``LATEST`` names a checkpoint that is not there.
@@ -217,6 +246,12 @@ def verify_checkpoint(path: str) -> dict:
     Checks that ``meta.json`` is readable, of this format and version, unmodified
     (``meta_sha256``), and that every file it lists is present with its sha256.
 
+    Args:
+      path: a ``ckpt-*`` directory.
+
+    Returns:
+      The checkpoint's ``meta.json`` as a dict.
+
     Raises:
       CheckpointError: naming the checkpoint and the file that fails.
     """
@@ -248,7 +283,15 @@ def verify_checkpoint(path: str) -> dict:
 
 
 def newest_intact(directory: str, *, exclude: str | None = None) -> str | None:
-    """The newest ``ckpt-*`` of ``directory`` that passes ``verify_checkpoint``."""
+    """The newest ``ckpt-*`` of ``directory`` that passes ``verify_checkpoint``.
+
+    Args:
+      directory: the checkpoint directory of a run.
+      exclude: a checkpoint path to skip (the damaged one ``LATEST`` names).
+
+    Returns:
+      The checkpoint's path, or None when no intact one is left.
+    """
     names = sorted((n for n in os.listdir(directory) if n.startswith("ckpt-")), reverse=True)
     for name in names:
         path = os.path.join(directory, name)
@@ -264,6 +307,12 @@ def newest_intact(directory: str, *, exclude: str | None = None) -> str | None:
 
 def latest_verified(directory: str) -> str | None:
     """``latest_checkpoint`` after ``verify_checkpoint``; None when there is no ``LATEST``.
+
+    Args:
+      directory: the checkpoint directory of a run.
+
+    Returns:
+      The verified checkpoint's path, or None.
 
     Raises:
       CheckpointError: when ``LATEST`` names a missing or damaged checkpoint; the

@@ -74,6 +74,16 @@ def check_batch(batch_size: int, accumulate: int, num_devices: int,
     A step takes ``batch_size · accumulate`` examples, split evenly over
     ``num_devices`` (data parallelism); ``drop_last`` batching needs at least one
     full step in ``num_examples``.
+
+    Args:
+      batch_size: examples per micro-batch.
+      accumulate: micro-batches per step.
+      num_devices: data-parallel devices the step is split over.
+      num_examples: training examples (None: not checked against the data).
+
+    Raises:
+      ValueError: a step that does not split evenly over the devices, or is larger
+        than the training set.
     """
     step = batch_size * accumulate
     if step % num_devices:
@@ -93,15 +103,19 @@ class Trainer:
     """A resumable, checkpointing training run of a ``jaxgrad.nn`` model.
 
     Args:
-      model, loss_fn: as ``make_train_step``.
+      model: the ``jaxgrad.nn`` model, as ``make_train_step``.
+      loss_fn: ``loss_fn(outputs, targets) -> scalar``, as ``make_train_step``.
       optimizer: an optax transformation, already composed with clipping/freezing.
       params: initial parameters (flat dict, torch keys).
       batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
       seed: the data-order seed.
-      accumulate, compute_dtype: passed to the step.
+      accumulate: micro-batches per step, passed to the step.
+      compute_dtype: the step's compute dtype (``bfloat16``), passed to the step.
       fused: run stretches of steps as one ``lax.scan`` call.
       devices: data-parallel over these devices (default: one, the default device).
-      checkpoint_dir, checkpoint_every, keep: periodic checkpoints (steps).
+      checkpoint_dir: where periodic checkpoints go (None: no checkpoints).
+      checkpoint_every: write a checkpoint every this many steps.
+      keep: how many of the newest checkpoints to keep.
       config: JSON-able description of the run, stored in checkpoints and required
         to match on resume.
     """

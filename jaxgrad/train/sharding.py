@@ -34,6 +34,9 @@ def initialize_distributed() -> bool:
     Reads ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``
     (or the cluster's own variables, which ``jax.distributed.initialize`` detects on
     Slurm and Cloud TPU). Without them this is a no-op: a single-host run.
+
+    Returns:
+      True when ``jax.distributed.initialize`` was called, False for a single host.
     """
     address = next((os.environ[v] for v in _DISTRIBUTED_ENV if os.environ.get(v)), None)
     if address is None:
@@ -49,6 +52,12 @@ def initialize_distributed() -> bool:
 
 def select_devices(platform: str | None = None) -> list:
     """Every visible device of ``platform`` (``"cpu"``, ``"gpu"``, ``"tpu"``; None: default).
+
+    Args:
+      platform: ``"cpu"``, ``"gpu"``, ``"tpu"``, or None for jax's default backend.
+
+    Returns:
+      A list of jax devices (at least one).
 
     Raises:
       ValueError: naming the platform asked for and the ones that are available.
@@ -71,7 +80,14 @@ def select_devices(platform: str | None = None) -> list:
 
 
 def data_parallel_mesh(devices=None) -> Mesh:
-    """A one-axis mesh (``"batch"``) over ``devices`` (default: all visible devices)."""
+    """A one-axis mesh (``"batch"``) over ``devices`` (default: all visible devices).
+
+    Args:
+      devices: the devices to split batches over (None: ``jax.devices()``).
+
+    Returns:
+      A ``jax.sharding.Mesh`` with the one axis ``"batch"``.
+    """
     devices = list(jax.devices() if devices is None else devices)
     return Mesh(np.array(devices), (BATCH_AXIS,))
 
@@ -91,6 +107,13 @@ def replicate(tree, mesh: Mesh):
 
     Always a copy (``may_alias=False``): the train step donates what it is given,
     and the caller's arrays must survive that.
+
+    Args:
+      tree: any pytree of arrays.
+      mesh: the data-parallel mesh (``data_parallel_mesh``).
+
+    Returns:
+      The same pytree, every leaf replicated over ``mesh``.
     """
     return jax.device_put(tree, replicated(mesh), may_alias=False)
 
@@ -101,6 +124,15 @@ def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):
     ``batch`` is the global batch, as every process of a run computes it from
     ``(seed, epoch)``; with several processes each keeps its own contiguous slice
     (``jax.make_array_from_process_local_data``) and never sends the rest anywhere.
+
+    Args:
+      batch: a pytree of arrays whose example axis is axis 0 (or axis 1 of stacked
+        `(steps, batch, ...)` arrays with ``stacked=True``).
+      mesh: the data-parallel mesh.
+      stacked: the leaves are stacked steps, `(steps, batch, ...)`.
+
+    Returns:
+      The same pytree, every leaf a global array sharded along its example axis.
 
     Raises:
       ValueError: when the example count does not divide by the number of devices.

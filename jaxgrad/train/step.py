@@ -49,6 +49,17 @@ def build_optimizer(optimizer: optax.GradientTransformation, *, clip: float | No
 
     Clipping sees only trainable parameters, as torch's ``clip_grad_norm_`` over
     ``model.parameters()`` skips frozen ones (their ``.grad`` is None).
+
+    Args:
+      optimizer: an optax transformation (``jaxgrad.optim.sgd(...)``…).
+      clip: ``clip_grad_norm_``'s ``max_norm`` (None: no clipping).
+      frozen: parameters to freeze, as ``jaxgrad.optim.freeze`` takes them (None: none).
+
+    Returns:
+      An optax transformation.
+
+    Raises:
+      ValueError: a ``clip`` that is not positive.
     """
     if clip is not None:
         if not clip > 0:
@@ -92,8 +103,18 @@ def compute_dtype_error(model, loss_fn: Callable, params, batch, compute_dtype) 
 
     The price of a faster, lower-precision path (``"bfloat16"``: bf16 matmuls, AMX
     tiles on CPUs that have them) measured on the batch itself, to print beside its
-    speed. Returns ``{"loss": |l - l_ref| / |l_ref|, "grads": ||g - g_ref|| / ||g_ref||}``
-    (global 2-norms over every parameter), as Python floats.
+    speed.
+
+    Args:
+      model: a ``jaxgrad.nn`` model.
+      loss_fn: ``loss_fn(outputs, targets) -> scalar``.
+      params: the parameters (in the dtype the reference step computes in).
+      batch: ``(x, y)``.
+      compute_dtype: the lower precision to measure (``"bfloat16"``).
+
+    Returns:
+      ``{"loss": |l - l_ref| / |l_ref|, "grads": ||g - g_ref|| / ||g_ref||}`` (global
+      2-norms over every parameter), as Python floats.
     """
     _check_options(1, compute_dtype)
 
@@ -156,6 +177,10 @@ def make_train_step(model, loss_fn: Callable, optimizer: optax.GradientTransform
       compute_dtype: None (the params' dtype) or ``"bfloat16"`` for mixed precision.
       donate: donate ``params`` and ``opt_state`` to the call (in-place update).
       jit: False returns the plain Python function, for debugging and parity tests.
+
+    Returns:
+      The step function; ``metrics`` holds the step's ``loss``, the gradients'
+      ``grad_norm`` (before clipping) and whether they were finite (module docstring).
     """
     step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
                    compute_dtype=compute_dtype)
@@ -172,6 +197,17 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
     epoch's batches stacked; ``jax.lax.scan`` runs the steps in order inside one
     compiled call, and every metric comes back with a leading `(steps,)` axis.
     Each distinct ``steps`` compiles once.
+
+    Args:
+      model: a ``jaxgrad.nn`` layer, as ``make_train_step``.
+      loss_fn: ``loss_fn(outputs, targets) -> scalar``.
+      optimizer: an optax transformation.
+      accumulate: micro-batches per step.
+      compute_dtype: None (the params' dtype) or ``"bfloat16"``.
+      donate: donate ``params`` and ``opt_state`` to the call.
+
+    Returns:
+      The jitted epoch function; ``metrics`` as ``make_train_step``'s, each `(steps,)`.
     """
     step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
                    compute_dtype=compute_dtype)
@@ -199,8 +235,13 @@ def evaluate(model, params, x, y, *, loss_fn: Callable, batch_size: int = 1024,
     """Mean loss and accuracy of ``model`` on ``(x, y)``, batched, no gradients.
 
     Args:
-      x: inputs `(n, *features)`; y: integer class labels `(n,)`.
+      model: a ``jaxgrad.nn`` model.
+      params: its parameters.
+      x: inputs `(n, *features)`.
+      y: integer class labels `(n,)`.
       loss_fn: a mean-reduced ``loss_fn(outputs, targets)``.
+      batch_size: examples per forward pass.
+      compute_dtype: None (the params' dtype) or ``"bfloat16"``.
 
     Returns:
       ``{"loss": float, "accuracy": float in [0, 1], "examples": n}``.
