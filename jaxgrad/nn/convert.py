@@ -18,6 +18,9 @@ from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
 from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
                                     SiLU, Softmax, Softplus)
+from jaxgrad.nn.activations import (CELU, GLU, SELU, Hardshrink, Hardtanh, LogSigmoid, PReLU,
+                                    Softmax2d, Softmin, Softshrink, Softsign, Tanhshrink,
+                                    Threshold)
 from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
@@ -225,6 +228,20 @@ _CONVERTERS = {
     "SiLU": lambda m: SiLU(),
     "Softmax": lambda m: Softmax(dim=m.dim),
     "Softplus": lambda m: Softplus(beta=m.beta, threshold=m.threshold),
+    # the rest of torch.nn's activations
+    "CELU": lambda m: CELU(alpha=m.alpha),
+    "GLU": lambda m: GLU(dim=m.dim),
+    "Hardshrink": lambda m: Hardshrink(lambd=m.lambd),
+    "Hardtanh": lambda m: Hardtanh(min_val=m.min_val, max_val=m.max_val),
+    "LogSigmoid": lambda m: LogSigmoid(),
+    "PReLU": lambda m: PReLU(m.num_parameters, m.init, dtype=canonical_dtype(m.weight.dtype)),
+    "SELU": lambda m: SELU(),
+    "Softmax2d": lambda m: Softmax2d(),
+    "Softmin": lambda m: Softmin(dim=m.dim),
+    "Softshrink": lambda m: Softshrink(lambd=m.lambd),
+    "Softsign": lambda m: Softsign(),
+    "Tanhshrink": lambda m: Tanhshrink(),
+    "Threshold": lambda m: Threshold(m.threshold, m.value),
     # convolutions
     "Conv1d": _conv(Conv1d),
     "Conv2d": _conv(Conv2d),
@@ -273,6 +290,8 @@ _CONVERTERS = {
     "TransformerDecoder": _transformer_stack,
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
+"""The torch layer classes ``from_torch`` converts to jaxgrad layers, sorted (anything
+else is traced with ``torch.fx`` or captured with ``torch.export``)."""
 
 
 def _is_torch_module(cls) -> bool:

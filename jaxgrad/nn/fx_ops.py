@@ -339,6 +339,10 @@ _FUNCTIONS = {
     "torch.mean": _reduce(jnp.mean), "torch.sum": _reduce(jnp.sum),
     "torch.nn.functional.linear": _linear,
     "torch.softmax": functional.softmax, "torch.log_softmax": functional.log_softmax,
+    # F.threshold is torch's `_threshold` (the first name fx finds for it)
+    "torch.nn.functional._threshold": functional.threshold,
+    "torch.threshold": functional.threshold,
+    "torch.celu": functional.celu, "torch.selu": functional.selu,
     "torch.nn.functional.batch_norm": _stateful_norm("batch_norm"),
     "torch.nn.functional.instance_norm": _stateful_norm("instance_norm"),
 }

@@ -7,20 +7,32 @@ these, and ``from_torch``'s ``torch.fx`` table maps ``torch.nn.functional.X`` to
 re-exported here one name per line.
 """
 
+from jaxgrad.nn.functional._activation import celu
 from jaxgrad.nn.functional._activation import elu
 from jaxgrad.nn.functional._activation import gelu
+from jaxgrad.nn.functional._activation import glu
+from jaxgrad.nn.functional._activation import hardshrink
 from jaxgrad.nn.functional._activation import hardsigmoid
 from jaxgrad.nn.functional._activation import hardswish
+from jaxgrad.nn.functional._activation import hardtanh
 from jaxgrad.nn.functional._activation import leaky_relu
 from jaxgrad.nn.functional._activation import log_softmax
+from jaxgrad.nn.functional._activation import logsigmoid
 from jaxgrad.nn.functional._activation import mish
+from jaxgrad.nn.functional._activation import prelu
 from jaxgrad.nn.functional._activation import relu
 from jaxgrad.nn.functional._activation import relu6
+from jaxgrad.nn.functional._activation import selu
 from jaxgrad.nn.functional._activation import sigmoid
 from jaxgrad.nn.functional._activation import silu
 from jaxgrad.nn.functional._activation import softmax
+from jaxgrad.nn.functional._activation import softmin
 from jaxgrad.nn.functional._activation import softplus
+from jaxgrad.nn.functional._activation import softshrink
+from jaxgrad.nn.functional._activation import softsign
 from jaxgrad.nn.functional._activation import tanh
+from jaxgrad.nn.functional._activation import tanhshrink
+from jaxgrad.nn.functional._activation import threshold
 from jaxgrad.nn.functional._conv import conv1d
 from jaxgrad.nn.functional._conv import conv2d
 from jaxgrad.nn.functional._conv import conv_transpose1d

@@ -15,12 +15,30 @@ hardswish          x · min(max(x + 3, 0), 6) / 6              0 for x ≤ −3,
                                                               1 for x ≥ 3
 elu(α)             x if x > 0 else α·expm1(x)                 1 if x > 0 else α·eˣ (α at 0;
                                                               not autodiff's α(expm1(x) + 1))
+celu(α)            x if x > 0 else α·expm1(x/α)               1 if x > 0 else e^{x/α} (1 at 0)
+selu               s·x if x > 0 else s·a·expm1(x)             s if x > 0 else s·a·eˣ (s·a at 0)
 softplus(β, t)     x if β·x > t else log1p(e^{βx}) / β        1 if β·x > t else σ(βx)
 silu               x · σ(x)                                   σ(x)(1 + x(1 − σ(x)))
 mish               x · tanh(log1p(eˣ))                        tanh(sp) + x·σ(x)(1 − tanh²(sp))
 softmax(dim)       e^{x − max} / Σ e^{x − max}                (autodiff)
 log_softmax(dim)   x − max − log Σ e^{x − max}                (autodiff)
+softmin(dim)       softmax(−x)                                (autodiff)
+hardtanh(lo, hi)   min(max(x, lo), hi)                        1 on lo < x < hi, else 0
+threshold(t, v)    x if x > t else v                          1 if x > t else 0 (0 at t)
+hardshrink(λ)      0 on [−λ, λ], else x                       0 on [−λ, λ], else 1
+softshrink(λ)      0 on [−λ, λ], else x ∓ λ                   0 on [−λ, λ], else 1
+prelu(w)           x if x > 0 else w·x                        1 if x > 0 else w (w at 0);
+                                                              ∂/∂w: 0 if x > 0 else x
+logsigmoid         −softplus(−x)                              σ(−x)
+softsign           x / (1 + |x|)                              1 / (1 + |x|)²
+tanhshrink         x − tanh x                                 tanh² x
+glu(dim)           a·σ(b), (a, b) the halves along dim        (autodiff)
 =================  =========================================  =================================
+
+The piecewise-linear ones (hardtanh to prelu) are ``jnp.where`` on torch's own
+comparisons, so autodiff already gives torch's kernel, NaN included (the
+non-constant branch: gradient 1, or ``w`` for prelu). At NaN torch's backward
+kernels, like these, take the branch whose comparison is false.
 
 ``inplace=`` is accepted for signature parity (nothing in JAX is in place).
 ``softmax``/``log_softmax`` with ``dim=None`` follow torch's legacy implicit choice —
@@ -117,25 +135,53 @@ def hardswish(input, inplace: bool = False):
     return _hardswish(input)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _elu(x, alpha):
-    # expm1 of the non-positive part only: the unselected branch must not overflow
-    negative = jnp.asarray(alpha, x.dtype) * jnp.expm1(jnp.where(x > 0, 0, x))
-    return jnp.where(x > 0, x, negative)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3))
+def _elu(x, alpha, scale=1.0, input_scale=1.0):
+    # torch's one ELU kernel serves elu, celu and selu: x <= 0 ? scale·α·expm1(
+    # input_scale·x) : scale·x, tested on x <= 0 as torch's is, so NaN takes the linear
+    # branch. expm1 of the non-positive part only: the unselected branch must not overflow
+    negative_part = x <= 0
+    scaled = jnp.asarray(input_scale, x.dtype) * jnp.where(negative_part, x, 0)
+    negative = jnp.asarray(alpha * scale, x.dtype) * jnp.expm1(scaled)
+    return jnp.where(negative_part, negative, x * jnp.asarray(scale, x.dtype))
 
 
 @_elu.defjvp
-def _elu_jvp(alpha, primals, tangents):
+def _elu_jvp(alpha, scale, input_scale, primals, tangents):
     (x,), (dx,) = primals, tangents
-    # torch's α·eˣ, not autodiff's (expm1(x) + 1)·α, which cancels for x ≪ 0
-    # (relative error 2e-4 at x = −30), and α at exactly 0 (the x ≤ 0 branch)
-    slope = jnp.where(x > 0, 1, jnp.asarray(alpha, x.dtype) * jnp.exp(jnp.where(x > 0, 0, x)))
-    return _elu(x, alpha), dx * slope.astype(dx.dtype)
+    # torch's input_scale·scale·α·e^{input_scale·x}, not autodiff's derivative of
+    # expm1, which cancels for x ≪ 0 (relative error 2e-4 at x = −30); the x ≤ 0
+    # branch at exactly 0, and the linear branch's `scale` at NaN, as torch's kernel
+    negative_part = x <= 0
+    scaled = jnp.asarray(input_scale, x.dtype) * jnp.where(negative_part, x, 0)
+    negative = jnp.asarray(input_scale * alpha * scale, x.dtype) * jnp.exp(scaled)
+    slope = jnp.where(negative_part, negative, jnp.asarray(scale, x.dtype))
+    return _elu(x, alpha, scale, input_scale), dx * slope.astype(dx.dtype)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """``torch.nn.functional.elu``: ``x`` if ``x > 0`` else ``alpha·expm1(x)``."""
     return _elu(input, alpha)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """``torch.nn.functional.celu``: ``x`` if ``x > 0`` else ``alpha·expm1(x / alpha)``;
+    gradient ``e^{x/alpha}`` for ``x ≤ 0`` (1 at 0)."""
+    if alpha == 0:
+        raise ValueError("celu: `alpha` (=0) cannot be 0 (torch: \"ZeroDivisionError: "
+                         "alpha cannot be 0 for CELU\").")
+    return _elu(input, alpha, 1.0, 1.0 / alpha)
+
+
+# torch's constants (Klambauer et al. 2017), as written in its ELU kernel's callers
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace: bool = False):
+    """``torch.nn.functional.selu``: ``scale·(x if x > 0 else alpha·expm1(x))``;
+    gradient ``scale·alpha`` at 0."""
+    return _elu(input, _SELU_ALPHA, _SELU_SCALE)
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):
@@ -205,3 +251,109 @@ def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None)
     if input.ndim == 0:
         return jax.nn.log_softmax(input[None], axis=0)[0]
     return jax.nn.log_softmax(input, axis=dim)
+
+
+def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.softmin``: ``softmax(-x)`` along ``dim``."""
+    if dtype is not None:
+        input = input.astype(dtype)
+    dim = _softmax_dim("softmin", input.ndim, dim)
+    if input.ndim == 0:
+        return jax.nn.softmax(-input[None], axis=0)[0]
+    return jax.nn.softmax(-input, axis=dim)
+
+
+# --- piecewise-linear activations. Written with ``jnp.where`` on torch's own
+# comparisons, so autodiff of the forward *is* torch's backward kernel: 0 at each
+# boundary (the constant branch includes it) and the identity's 1 at NaN (every
+# comparison with NaN is false, in both kernels)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    """``torch.nn.functional.hardtanh``: ``min(max(x, min_val), max_val)``; gradient 1
+    strictly inside, 0 at and beyond ``min_val`` and ``max_val``."""
+    low, high = jnp.asarray(min_val, input.dtype), jnp.asarray(max_val, input.dtype)
+    return jnp.where(input <= low, low, jnp.where(input >= high, high, input))
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """``torch.nn.functional.threshold``: ``x`` if ``x > threshold`` else ``value``;
+    gradient 0 at ``threshold``."""
+    return jnp.where(input <= threshold, jnp.asarray(value, input.dtype), input)
+
+
+def hardshrink(input, lambd: float = 0.5):
+    """``torch.nn.functional.hardshrink``: 0 on ``[-lambd, lambd]``, else ``x``."""
+    inside = (input >= -lambd) & (input <= lambd)
+    return jnp.where(inside, jnp.zeros_like(input), input)
+
+
+def softshrink(input, lambd: float = 0.5):
+    """``torch.nn.functional.softshrink``: 0 on ``[-lambd, lambd]``, else ``x`` moved
+    ``lambd`` towards 0. ``lambd`` must be ≥ 0, as torch checks."""
+    if not lambd >= 0:
+        raise ValueError(f"softshrink: `lambd` (={lambd!r}) must be ≥ 0.")
+    inside = (input >= -lambd) & (input <= lambd)
+    lambd = jnp.asarray(lambd, input.dtype)
+    shrunk = jnp.where(input > lambd, input - lambd, input + lambd)
+    return jnp.where(inside, jnp.zeros_like(input), shrunk)
+
+
+# --- smooth elementwise forms: autodiff of the formula is torch's backward
+
+
+def logsigmoid(input):
+    """``torch.nn.functional.logsigmoid``: ``−softplus(−x)``, stable at both ends."""
+    return jax.nn.log_sigmoid(input)
+
+
+def softsign(input):
+    """``torch.nn.functional.softsign``: ``x / (1 + |x|)`` (|x|'s gradient 0 at 0)."""
+    return input / (1 + jnp.abs(input))
+
+
+def tanhshrink(input):
+    """``torch.nn.functional.tanhshrink``: ``x − tanh x``."""
+    return input - jnp.tanh(input)
+
+
+def glu(input, dim: int = -1):
+    """``torch.nn.functional.glu``: ``a·σ(b)`` of the two halves of ``input`` along
+    ``dim``, whose size must be even."""
+    if input.ndim == 0:
+        raise ValueError("glu: `input` is 0-dimensional; glu does not support scalars "
+                         "because halving size must be even.")
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -input.ndim <= dim < input.ndim:
+        raise ValueError(f"glu: `dim` (={dim!r}) is out of range for an input of "
+                         f"{input.ndim} dims.")
+    size = input.shape[dim]
+    if size % 2:
+        raise ValueError(f"glu: halving dimension `dim` (={dim}) must be even, but it is "
+                         f"of size {size}.")
+    first, second = jnp.split(input, 2, axis=dim)
+    return first * jax.nn.sigmoid(second)
+
+
+def prelu(input, weight):
+    """``torch.nn.functional.prelu``: ``x`` if ``x > 0`` else ``weight·x``.
+
+    ``weight`` `(1,)` or `(C,)`: one slope, or one per channel, the input's dimension 1
+    (an input of fewer than 2 dimensions has one channel, and a 0-d input takes one
+    slope only). The gradient at 0 is ``weight``, as torch's kernel.
+    """
+    if weight.ndim > 1:
+        raise ValueError(f"prelu: `weight` must be a scalar or 1-D, got {weight.ndim} dims.")
+    slopes = weight.size
+    if slopes != 1:
+        if input.ndim == 0:
+            raise ValueError(f"prelu: a 0-dimensional `input` takes one slope, `weight` "
+                             f"has {slopes} (torch: \"Not allow zero-dim input tensor\").")
+        channels = input.shape[1] if input.ndim > 1 else 1
+        if channels != slopes:
+            raise ValueError(
+                f"prelu: `weight` has {slopes} parameters but the input has {channels} "
+                "channels (dimension 1; 1 for an input of fewer than 2 dimensions).")
+        weight = weight.reshape((slopes,) + (1,) * (input.ndim - 2))
+    else:
+        weight = weight.reshape(())
+    return jnp.where(input > 0, input, weight * input)
