@@ -130,3 +130,20 @@ def pytest_collection_modifyitems(items):
     work stealing the run then ends on short tests that spread over both workers, not on
     one 20-s test that keeps one worker busy while the other waits (13 s of a run)."""
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "long")))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium (``jaxgrad.html.browser``) for one test module; the test skips,
+    saying why, where no Chromium is installed or it cannot start."""
+    from jaxgrad.html.browser import Browser, BrowserError, find_chromium
+
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("no Chromium on PATH (install Debian's `chromium`, as .ci/run does)")
+    try:
+        opened = Browser(executable, width=1280, height=900)
+    except BrowserError as exc:
+        pytest.skip(f"Chromium at {executable} could not be launched: {exc}")
+    yield opened
+    opened.close()

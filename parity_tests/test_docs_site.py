@@ -197,18 +197,9 @@ SIGNATURE = """(() => {
 
 
 @pytest.mark.slow
-def test_site_pages_in_headless_chromium(site):
+def test_site_pages_in_headless_chromium(site, browser):
     """The home page's search box finds an API entry; the API page shows a signature."""
-    from jaxgrad.html.browser import Browser, BrowserError, find_chromium
-
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium on PATH (install Debian's `chromium`, as .ci/run does)")
-    try:
-        browser = Browser(executable, width=1280, height=900)
-    except BrowserError as exc:
-        pytest.skip(f"Chromium at {executable} could not be launched: {exc}")
-    with browser, _served(site) as base:
+    with _served(site) as base:
         browser.open(base)
         assert browser.evaluate("document.querySelector('h1').firstChild.textContent") == \
             "jaxgrad"

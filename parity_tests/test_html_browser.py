@@ -36,7 +36,6 @@ import torch
 
 import parity as parity_script
 from jaxgrad.html import explorer_page, export_graph, write_page
-from jaxgrad.html.browser import Browser, BrowserError, find_chromium
 from jaxgrad.html.doctor import write_doctor_report
 from jaxgrad.html.examples import EXAMPLES, bind
 from jaxgrad.html.report import write_parity_report
@@ -51,18 +50,6 @@ from torchref.replay import replay
 FD_TIER = dict(atol=1e-8, rtol=1e-6)
 VECTOR_POINT = dict(w=[0.3, -0.2, 0.5], x=[1.0, 2.0, -1.5], b=0.25, t=0.1)
 
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium on PATH (install Debian's `chromium`, as .ci/run does)")
-    try:
-        opened = Browser(executable, width=1280, height=900)
-    except BrowserError as exc:
-        pytest.skip(f"Chromium at {executable} could not be launched: {exc}")
-    yield opened
-    opened.close()
 
 
 def _explorer(folder, name, fn, values, title):

@@ -8,7 +8,10 @@ embedding (one parameter), a write through a view (reproduced), a squeeze-excita
 gate through ``hardsigmoid`` (torch's float32(1/6) in its backward), dropout and
 stochastic depth in training. Each row compares the output and every parameter
 gradient of ``sum(c · output)`` with torch in float64: evaluation mode, and training
-mode on torch's own random draws (recorded, then handed to the program's random ops).
+mode on torch's own random draws (recorded, then handed to the program's random ops);
+and the same model's flax twin (``to_nnx``: a ``TorchProgram`` running ``fc`` and
+``gate`` as stock ``nnx.Linear`` layers, the tied embedding/head in torch's program),
+its gradients read back to torch's names and layouts with ``grads_to_torch``.
 """
 
 from __future__ import annotations
@@ -63,9 +66,39 @@ def _row(train: bool) -> jaxgrad.ParityReport:
         return jaxgrad.compare(reference, candidate)
 
 
+def _nnx_row() -> jaxgrad.ParityReport:
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from jaxgrad.flax import grads_to_torch, to_nnx
+
+    torch.manual_seed(5)
+    module = _Captured().double().eval()
+    ids = np.random.default_rng(5).integers(0, 11, (4, 5))
+    out = module(torch.from_numpy(ids))
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    reference = {"output": out.detach().numpy(),
+                 "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    with jax_precision("float64"):
+        twin = to_nnx(module, example=(torch.from_numpy(ids),))
+        stock = getattr(twin, "stock_layers", {})
+        if stock.get("fc") != "Linear" or stock.get("gate") != "Linear":
+            raise AssertionError(f"expected fc and gate as stock nnx.Linear, got {stock!r}")
+
+        def objective(twin):
+            value = twin(jnp.asarray(ids))
+            return jnp.sum(value * cotangent), value
+
+        (_, value), grads = nnx.value_and_grad(objective, has_aux=True)(twin)
+        return jaxgrad.compare(reference, {"output": value,
+                                           "grads": grads_to_torch(twin, grads)})
+
+
 CHECKS = [
     Check("captured (export) forward+grads", "float64", functools.partial(_row, False),
           area="capture"),
     Check("captured (export) train, torch's draws", "float64", functools.partial(_row, True),
           area="capture"),
+    Check("captured (export) nnx twin forward+grads", "float64", _nnx_row, area="capture"),
 ]
