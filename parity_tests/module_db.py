@@ -165,6 +165,36 @@ REGISTRY: dict[str, Entry] = {
     "TransformerDecoderLayer": Entry(jit=False),
     "TransformerEncoder": Entry(jit=False),
     "TransformerEncoderLayer": Entry(jit=False),
+    # 3-d family, LPPool, LocalResponseNorm, FractionalMaxPool
+    "AdaptiveAvgPool3d": Entry(),
+    "AdaptiveMaxPool3d": Entry(),
+    "AvgPool3d": Entry(),
+    "BatchNorm3d": Entry(),
+    "CircularPad3d": Entry(),
+    "ConstantPad3d": Entry(),
+    "Conv3d": Entry(),
+    "ConvTranspose3d": Entry(),
+    "FractionalMaxPool2d": Entry(),
+    "FractionalMaxPool3d": Entry(),
+    "InstanceNorm3d": Entry(),
+    "LPPool1d": Entry(),
+    "LPPool2d": Entry(),
+    "LPPool3d": Entry(),
+    "LocalResponseNorm": Entry(),
+    "MaxPool3d": Entry(),
+    "ReflectionPad3d": Entry(),
+    "ReplicationPad3d": Entry(),
+    "ZeroPad3d": Entry(),
+    # Bilinear, Transformer, Lazy convolutions
+    "Bilinear": Entry(),
+    "Transformer": Entry(jit=False),
+    # (lazy: from_torch refuses them until torch's first forward has materialised them)
+    "LazyConv1d": Entry(run=lambda *sample: run_sample(*sample, materialise=True)),
+    "LazyConv2d": Entry(run=lambda *sample: run_sample(*sample, materialise=True)),
+    "LazyConv3d": Entry(run=lambda *sample: run_sample(*sample, materialise=True)),
+    "LazyConvTranspose1d": Entry(run=lambda *sample: run_sample(*sample, materialise=True)),
+    "LazyConvTranspose2d": Entry(run=lambda *sample: run_sample(*sample, materialise=True)),
+    "LazyConvTranspose3d": Entry(run=lambda *sample: run_sample(*sample, materialise=True)),
 }
 
 
@@ -227,7 +257,8 @@ def run_class(name: str, all_modes: bool = False, reuse: bool = True,
             for sample in samples(info, training)[::every]]
 
 
-def run_sample(info, sample, training: bool, verified: dict | None = None) -> SampleResult:
+def run_sample(info, sample, training: bool, verified: dict | None = None,
+               materialise: bool = False) -> SampleResult:
     """Run one sample in both frameworks and compare (see the module docstring).
 
     ``verified`` (``{program: label}``), when given, collects the twin's forward programs
@@ -251,6 +282,9 @@ def run_sample(info, sample, training: bool, verified: dict | None = None) -> Sa
     c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
     module = info.module_cls(*c_args, **c_kwargs).to(torch.float64).train(training)
     args, kwargs = _positional(module, sample.forward_input.args, sample.forward_input.kwargs)
+    if materialise:  # a lazy module: torch's first forward gives it its shapes and class
+        with torch.no_grad():
+            module(*args, **kwargs)
     with jax.enable_x64(True), jax.default_matmul_precision("highest"):
         try:  # converted before torch's forward updates any buffer
             model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)

@@ -57,11 +57,23 @@ CASES = {
     "PoissonNLLLoss": (dict(full=True), (_normal(4, 3), _RNG.poisson(2.0, (4, 3)) * 1.0), (0,)),
     "GaussianNLLLoss": (dict(full=True), (_normal(4, 3), _normal(4, 3),
                                           0.1 + _RNG.random((4, 3))), (0, 2)),
+    "SoftMarginLoss": ({}, (_normal(4, 3), _signs(12).reshape(4, 3)), (0,)),
+    "MultiLabelSoftMarginLoss": (dict(weight=WEIGHT, reduction="none"),
+                                 (_normal(4, 3), _classes(12, 2).reshape(4, 3)), (0,)),
+    "HingeEmbeddingLoss": (dict(margin=0.5), (_normal(6), _signs(6)), (0,)),
+    "MultiMarginLoss": (dict(p=2, margin=0.7, weight=WEIGHT), (_normal(5, 3), _classes(5, 3)),
+                        (0,)),
+    "MultiLabelMarginLoss": (dict(reduction="sum"),
+                             (_normal(2, 3), np.array([[2, 0, -1], [1, -1, 0]])), (0,)),
+    "CTCLoss": (dict(blank=1, zero_infinity=True),
+                (_log_softmax(7, 2, 4), np.array([[2, 3, 3], [0, 2, 2]]), np.array([7, 6]),
+                 np.array([3, 2])), (0,)),
 }
+# LinearCrossEntropyLoss has params (its Linear's): test_losses_margin.py converts it
 
 
 def test_every_supported_loss_has_a_case():
-    assert sorted(CASES) == sorted(losses.LOSS_MODULES)
+    assert sorted(CASES) == sorted(set(losses.LOSS_MODULES) - {"LinearCrossEntropyLoss"})
 
 
 def _torch_kwargs(kwargs):
@@ -186,6 +198,6 @@ def test_unsupported_loss_is_refused_naming_class_path_and_supported_set():
                                f"level; supported losses are {supported}. (from_torch "
                                "tries torch.export next when it has an example input: "
                                "`from_torch(module, example=(x,))`.)")
-    with pytest.raises(ValueError, match=r"unsupported loss CTCLoss at 'loss'; supported "
-                                         r"losses are BCELoss, "):
-        jaxgrad.nn.from_torch(_Classifier(torch.nn.CTCLoss()))
+    with pytest.raises(ValueError, match=r"unsupported loss TripletMarginLoss at 'loss'; "
+                                         r"supported losses are BCELoss, "):
+        jaxgrad.nn.from_torch(_Classifier(torch.nn.TripletMarginLoss()))

@@ -1,6 +1,6 @@
 """Every ``module_db`` sample of every registered class, forward and gradients, float64
-(one in three for the seven recurrent and attention classes in the default run; every
-sample in the ``exhaustive`` test, which CI runs).
+(one in three for the eight recurrent, attention and transformer classes in the default
+run; every sample in the ``exhaustive`` test, which CI runs).
 
 One test per class (its samples are looped inside, so the report stays readable);
 the harness is ``parity_tests/module_db.py``. The harness itself is checked to fail:
@@ -22,7 +22,7 @@ from parity_tests import module_db as harness
 # 30-40 s each for all their samples on a 2-core machine (16-67 samples per mode, each
 # compiled programs): the default run takes one in three of them (every option still
 # varies); the exhaustive test runs all of them (CI: `pytest -m exhaustive`)
-SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "TransformerDecoderLayer",
+SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "Transformer", "TransformerDecoderLayer",
         "TransformerEncoder", "TransformerEncoderLayer"}
 SLOW_EVERY = 3
 

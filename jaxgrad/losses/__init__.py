@@ -22,6 +22,13 @@ from jaxgrad.losses._checks import REDUCTIONS
 from jaxgrad.losses._checks import checked
 from jaxgrad.losses._classification import cross_entropy
 from jaxgrad.losses._classification import nll_loss
+from jaxgrad.losses._ctc import ctc_loss
+from jaxgrad.losses._linear import linear_cross_entropy
+from jaxgrad.losses._margin import hinge_embedding_loss
+from jaxgrad.losses._margin import multi_margin_loss
+from jaxgrad.losses._margin import multilabel_margin_loss
+from jaxgrad.losses._margin import multilabel_soft_margin_loss
+from jaxgrad.losses._margin import soft_margin_loss
 from jaxgrad.losses._pairwise import cosine_embedding_loss
 from jaxgrad.losses._pairwise import kl_div
 from jaxgrad.losses._pairwise import margin_ranking_loss
@@ -34,48 +41,69 @@ from jaxgrad.losses._regression import smooth_l1_loss
 from jaxgrad.losses.modules import LOSS_MODULES
 from jaxgrad.losses.modules import BCELoss
 from jaxgrad.losses.modules import BCEWithLogitsLoss
+from jaxgrad.losses.modules import CTCLoss
 from jaxgrad.losses.modules import CosineEmbeddingLoss
 from jaxgrad.losses.modules import CrossEntropyLoss
 from jaxgrad.losses.modules import GaussianNLLLoss
+from jaxgrad.losses.modules import HingeEmbeddingLoss
 from jaxgrad.losses.modules import HuberLoss
 from jaxgrad.losses.modules import KLDivLoss
 from jaxgrad.losses.modules import L1Loss
+from jaxgrad.losses.modules import LinearCrossEntropyLoss
 from jaxgrad.losses.modules import MarginRankingLoss
 from jaxgrad.losses.modules import MSELoss
+from jaxgrad.losses.modules import MultiLabelMarginLoss
+from jaxgrad.losses.modules import MultiLabelSoftMarginLoss
+from jaxgrad.losses.modules import MultiMarginLoss
 from jaxgrad.losses.modules import NLLLoss
 from jaxgrad.losses.modules import PoissonNLLLoss
 from jaxgrad.losses.modules import SmoothL1Loss
+from jaxgrad.losses.modules import SoftMarginLoss
 from jaxgrad.losses.modules import from_torch
 
 __all__ = [
     "BCELoss",
     "BCEWithLogitsLoss",
+    "CTCLoss",
     "CosineEmbeddingLoss",
     "CrossEntropyLoss",
     "GaussianNLLLoss",
+    "HingeEmbeddingLoss",
     "HuberLoss",
     "KLDivLoss",
     "L1Loss",
     "LOSS_MODULES",
+    "LinearCrossEntropyLoss",
     "MSELoss",
     "MarginRankingLoss",
+    "MultiLabelMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "MultiMarginLoss",
     "NLLLoss",
     "PoissonNLLLoss",
     "REDUCTIONS",
     "SmoothL1Loss",
+    "SoftMarginLoss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "checked",
     "cosine_embedding_loss",
     "cross_entropy",
+    "ctc_loss",
     "from_torch",
     "gaussian_nll_loss",
+    "hinge_embedding_loss",
     "huber_loss",
     "kl_div",
     "l1_loss",
+    "linear_cross_entropy",
     "margin_ranking_loss",
     "mse_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "multilabel_soft_margin_loss",
     "nll_loss",
     "poisson_nll_loss",
     "smooth_l1_loss",
+    "soft_margin_loss",
 ]

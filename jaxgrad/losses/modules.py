@@ -17,11 +17,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import math
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgrad._arrays import canonical_dtype, check_dtype_available
+from jaxgrad.nn import init as initializers
 from jaxgrad.nn._layer import Layer
-from jaxgrad.losses import _binary, _classification, _pairwise, _regression
+from jaxgrad.losses import (_binary, _classification, _ctc, _linear, _margin, _pairwise,
+                            _regression)
 from jaxgrad.losses._checks import REDUCTIONS, check_number, check_reduction
 
 
@@ -250,10 +256,173 @@ class GaussianNLLLoss(_Loss):
                                              self.reduction)
 
 
+@_frozen
+class SoftMarginLoss(_Loss):
+    """``torch.nn.SoftMarginLoss``; see ``jaxgrad.losses.soft_margin_loss``."""
+
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _margin.soft_margin_loss(input, target, self.reduction)
+
+
+@_frozen
+class MultiLabelSoftMarginLoss(_Loss):
+    """``torch.nn.MultiLabelSoftMarginLoss``; see
+    ``jaxgrad.losses.multilabel_soft_margin_loss``."""
+
+    weight: Any = None
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _margin.multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
+
+
+@_frozen
+class HingeEmbeddingLoss(_Loss):
+    """``torch.nn.HingeEmbeddingLoss``; see ``jaxgrad.losses.hinge_embedding_loss``."""
+
+    margin: float = 1.0
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    _numbers = (("margin", False, False),)
+
+    def __call__(self, input, target):
+        return _margin.hinge_embedding_loss(input, target, self.margin, self.reduction)
+
+
+@_frozen
+class MultiMarginLoss(_Loss):
+    """``torch.nn.MultiMarginLoss``; see ``jaxgrad.losses.multi_margin_loss``."""
+
+    p: int = 1
+    margin: float = 1.0
+    weight: Any = None
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+    _numbers = (("margin", False, False),)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.p not in (1, 2) or isinstance(self.p, bool):
+            raise ValueError(f"MultiMarginLoss: `p` (={self.p!r}) must be 1 or 2.")
+        if self.weight is not None and getattr(self.weight, "ndim", None) != 1:
+            raise ValueError("MultiMarginLoss: `weight` must be one-dimensional `(C,)`, got "
+                             f"shape {tuple(getattr(self.weight, 'shape', ()))}.")
+
+    def __call__(self, input, target):
+        return _margin.multi_margin_loss(input, target, self.p, self.margin, self.weight,
+                                         self.reduction)
+
+
+@_frozen
+class MultiLabelMarginLoss(_Loss):
+    """``torch.nn.MultiLabelMarginLoss``; see ``jaxgrad.losses.multilabel_margin_loss``."""
+
+    size_average: Any = None
+    reduce: Any = None
+    reduction: str = "mean"
+
+    def __call__(self, input, target):
+        return _margin.multilabel_margin_loss(input, target, self.reduction)
+
+
+@_frozen
+class CTCLoss(_Loss):
+    """``torch.nn.CTCLoss``; see ``jaxgrad.losses.ctc_loss``."""
+
+    blank: int = 0
+    reduction: str = "mean"
+    zero_infinity: bool = False
+
+    def __call__(self, log_probs, targets, input_lengths, target_lengths):
+        return _ctc.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                             self.reduction, self.zero_infinity)
+
+
+@_frozen
+class LinearCrossEntropyLoss(_Loss):
+    """``torch.nn.LinearCrossEntropyLoss``: a ``Linear`` layer and ``cross_entropy``.
+
+    Params (torch's names): ``linear.weight`` `(num_classes·prod(out_features),
+    in_features)` and, with ``bias=True``, ``linear.bias``; torch's ``Linear`` init.
+    Buffer: ``weight`` (class weights), when given. Unlike the other losses it has
+    params, so it is called as a layer: ``loss(params, input, target)``; see
+    ``jaxgrad.losses.linear_cross_entropy``.
+    """
+
+    in_features: int
+    num_classes: int
+    out_features: tuple = dataclasses.field(default=(), kw_only=True)
+    bias: bool = dataclasses.field(default=False, kw_only=True)
+    device: Any = dataclasses.field(default=None, kw_only=True)
+    dtype: Any = dataclasses.field(default=None, kw_only=True)
+    reduction: str = dataclasses.field(default="mean", kw_only=True)
+    weight: Any = dataclasses.field(default=None, kw_only=True)
+    ignore_index: Any = dataclasses.field(default=None, kw_only=True)
+    label_smoothing: float = dataclasses.field(default=0.0, kw_only=True)
+    options: Any = dataclasses.field(default=None, kw_only=True)
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        object.__setattr__(self, "out_features", tuple(self.out_features))
+        for name in ("in_features", "num_classes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"LinearCrossEntropyLoss: `{name}` (={value!r}) must be a "
+                                 "non-negative int.")
+        if self.weight is not None and tuple(self.weight.shape) != (self.num_classes,):
+            raise ValueError(f"LinearCrossEntropyLoss: `weight` shape "
+                             f"{tuple(self.weight.shape)} must be ({self.num_classes},).")
+        check_number("LinearCrossEntropyLoss", "label_smoothing", self.label_smoothing)
+        if not 0.0 <= self.label_smoothing <= 1.0:
+            raise ValueError(f"LinearCrossEntropyLoss: `label_smoothing` "
+                             f"(={self.label_smoothing}) must be in [0, 1].")
+
+    def init(self, key):
+        dtype = check_dtype_available(self.dtype, what="dtype")
+        rows = math.prod(self.out_features, start=self.num_classes)
+        weight_key, bias_key = jax.random.split(key)
+        params = {"linear.weight": initializers.torch_default_weight(
+            weight_key, (rows, self.in_features), dtype, fan_in=self.in_features)}
+        if self.bias:
+            params["linear.bias"] = initializers.fan_in_uniform(
+                bias_key, (rows,), dtype, fan_in=self.in_features)
+        return params
+
+    def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
+        del train, key
+        loss = dataclasses.replace(self, **buffers) if buffers else self
+        try:
+            output = loss(params, *inputs, **options)
+        except (ValueError, TypeError) as exc:
+            if not path:
+                raise
+            raise type(exc)(f"{type(self).__name__} at {path!r}: {exc}") from exc
+        return output, dict(buffers)
+
+    def __call__(self, params, input, target):
+        shape = (self.num_classes, *self.out_features)
+        linear_weight = params["linear.weight"].reshape(*shape, self.in_features)
+        linear_bias = params["linear.bias"].reshape(shape) if self.bias else None
+        return _linear.linear_cross_entropy(
+            input, linear_weight, target, linear_bias=linear_bias, weight=self.weight,
+            reduction=self.reduction, ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing, options=self.options)
+
+
 LOSS_MODULES = {cls.__name__: cls for cls in (
     CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
     HuberLoss, KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, PoissonNLLLoss,
-    GaussianNLLLoss)}
+    GaussianNLLLoss, SoftMarginLoss, MultiLabelSoftMarginLoss, HingeEmbeddingLoss,
+    MultiMarginLoss, MultiLabelMarginLoss, CTCLoss, LinearCrossEntropyLoss)}
 """The loss modules by torch class name (what ``from_torch`` converts)."""
 _BUFFERS = ("weight", "pos_weight")
 
@@ -280,8 +449,12 @@ def from_torch(module):
                          f"{', '.join(sorted(LOSS_MODULES))}.")
     cls = LOSS_MODULES[name]
     kwargs = {}
+    if cls is LinearCrossEntropyLoss:
+        # torch keeps in_features and the bias flag on its inner Linear
+        kwargs.update(in_features=module.linear.in_features, bias=module.linear.bias is not None,
+                      dtype=canonical_dtype(module.linear.weight.dtype), device=None)
     for field in dataclasses.fields(cls):
-        if field.name in ("size_average", "reduce"):
+        if field.name in ("size_average", "reduce") or field.name in kwargs:
             continue
         value = getattr(module, field.name, None)
         if field.name in _BUFFERS:

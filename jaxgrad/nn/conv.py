@@ -1,7 +1,7 @@
-"""Convolutions mirroring ``torch.nn``: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``,
-``ConvTranspose2d``, thin over ``jaxgrad.nn.functional``.
+"""Convolutions mirroring ``torch.nn``: ``Conv1d/2d/3d``, ``ConvTranspose1d/2d/3d``, thin
+over ``jaxgrad.nn.functional``.
 
-Each layer keeps torch's conventions, not flax's: NCHW inputs (or unbatched CHW),
+Each layer keeps torch's conventions, not flax's: NCHW / NCDHW inputs (or unbatched),
 weights ``(out_channels, in_channels / groups, *kernel)`` — ``(in_channels,
 out_channels / groups, *kernel)`` for the transposed ones — explicit symmetric
 ``padding`` defaulting to 0 (flax: ``'SAME'``), ``padding_mode`` ``'zeros'``,
@@ -28,6 +28,8 @@ from jaxgrad.nn.functional._conv import same_padding
 from jaxgrad.nn.module import require_params
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+_CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
 def _check_channels(name: str, in_channels, out_channels, groups) -> None:
@@ -108,9 +110,8 @@ class _ConvNd(Layer):
             torch_order = tuple(p for pair in reversed(pairs) for p in pair)
             x = F.pad(x, torch_order, mode=self.padding_mode)
             padding = 0
-        conv = F.conv1d if self._n == 1 else F.conv2d
-        return conv(x, params["weight"], params.get("bias"), self.stride, padding,
-                    self.dilation, self.groups)
+        return _CONVOLUTIONS[self._n](x, params["weight"], params.get("bias"), self.stride,
+                                      padding, self.dilation, self.groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +136,19 @@ class Conv2d(_ConvNd):
     """
 
     _n = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv3d(_ConvNd):
+    """``torch.nn.Conv3d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    dilation=1, groups=1, bias=True, padding_mode='zeros', device=None, dtype=None)``.
+
+    Params: ``weight`` `(out_channels, in_channels / groups, kD, kH, kW)` (OIDHW),
+    ``bias`` `(out_channels,)`. Input `(N, in_channels, D, H, W)` (NCDHW) or
+    `(in_channels, D, H, W)`.
+    """
+
+    _n = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,9 +201,8 @@ class _ConvTransposeNd(Layer):
         output_padding = self.output_padding
         if output_size is not None:
             output_padding = self._output_padding(x, output_size)
-        conv = F.conv_transpose1d if self._n == 1 else F.conv_transpose2d
-        return conv(x, params["weight"], params.get("bias"), self.stride, self.padding,
-                    output_padding, self.groups, self.dilation)
+        return _TRANSPOSED[self._n](x, params["weight"], params.get("bias"), self.stride,
+                                    self.padding, output_padding, self.groups, self.dilation)
 
     def _output_padding(self, x, output_size) -> tuple:
         name, n = type(self).__name__, self._n
@@ -233,3 +246,16 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _n = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvTranspose3d(_ConvTransposeNd):
+    """``torch.nn.ConvTranspose3d(in_channels, out_channels, kernel_size, stride=1,
+    padding=0, output_padding=0, groups=1, bias=True, dilation=1, padding_mode='zeros',
+    device=None, dtype=None)``: the gradient of ``Conv3d``.
+
+    Params: ``weight`` `(in_channels, out_channels / groups, kD, kH, kW)`, ``bias``
+    `(out_channels,)`. Input `(N, in_channels, D, H, W)` or `(in_channels, D, H, W)`.
+    """
+
+    _n = 3

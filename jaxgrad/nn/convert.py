@@ -22,15 +22,22 @@ from jaxgrad.nn.activations import (CELU, GLU, SELU, Hardshrink, Hardtanh, LogSi
                                     Softmax2d, Softmin, Softshrink, Softsign, Tanhshrink,
                                     Threshold)
 from jaxgrad.nn.container import Sequential
-from jaxgrad.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from jaxgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
+                             ConvTranspose3d)
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
-from jaxgrad.nn.linear import Flatten, Identity, Linear
+from jaxgrad.nn.linear import Bilinear, Flatten, Identity, Linear
+from jaxgrad.nn.fractional import FractionalMaxPool2d, FractionalMaxPool3d
 from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
+from jaxgrad.nn.norm import BatchNorm3d, InstanceNorm3d, LocalResponseNorm
 from jaxgrad.nn.padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
                                 ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                                 ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from jaxgrad.nn.padding import (CircularPad3d, ConstantPad3d, ReflectionPad3d,
+                                ReplicationPad3d, ZeroPad3d)
 from jaxgrad.nn.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
                              AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
+from jaxgrad.nn.pool import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, LPPool1d,
+                             LPPool2d, LPPool3d, MaxPool3d)
 from jaxgrad.nn.upsample import Upsample
 
 
@@ -41,6 +48,11 @@ def _linear(module):
         bias=module.bias is not None,
         dtype=canonical_dtype(module.weight.dtype),
     )
+
+
+def _bilinear(module):
+    return Bilinear(module.in1_features, module.in2_features, module.out_features,
+                    bias=module.bias is not None, dtype=canonical_dtype(module.weight.dtype))
 
 
 def _dtype_of(module):
@@ -154,6 +166,28 @@ def _transformer_stack(module):
     return transformer.TransformerDecoder(layer, module.num_layers, norm)
 
 
+def _transformer(module):
+    """``nn.Transformer``: its two stacks converted as they are (so a custom encoder or
+    decoder, or attributes changed after construction, carry over), the rest read from
+    them for the hyperparameters torch does not store."""
+    from jaxgrad.nn import transformer
+
+    encoder = _convert(module.encoder, "encoder")
+    decoder = _convert(module.decoder, "decoder")
+    first = getattr(encoder, "encoder_layer", None)
+    settings = {}
+    if first is not None:
+        settings = dict(dim_feedforward=first.dim_feedforward, dropout=first.dropout,
+                        activation=first.activation, layer_norm_eps=first.layer_norm_eps,
+                        norm_first=first.norm_first, bias=first.bias, dtype=first.dtype)
+    return transformer.Transformer(
+        module.d_model, module.nhead,
+        num_encoder_layers=getattr(encoder, "num_layers", 0),
+        num_decoder_layers=getattr(decoder, "num_layers", 0),
+        custom_encoder=encoder, custom_decoder=decoder, batch_first=module.batch_first,
+        **settings)
+
+
 def _state_dtype(module):
     """The dtype of a layer's params or buffers (float32 when it has neither)."""
     for tensor in (getattr(module, "weight", None), getattr(module, "running_mean", None)):
@@ -201,8 +235,17 @@ def _conv_transpose(cls):
     return convert
 
 
+def _fractional(cls):
+    def convert(module):
+        # torch's _random_samples is a buffer (None: drawn per call, here from `key`)
+        return cls(module.kernel_size, module.output_size, module.output_ratio,
+                   module.return_indices, module._random_samples)
+    return convert
+
+
 _CONVERTERS = {
     "Linear": _linear,
+    "Bilinear": _bilinear,
     "ReLU": lambda m: ReLU(),
     "Sigmoid": lambda m: Sigmoid(),
     "Tanh": lambda m: Tanh(),
@@ -212,8 +255,10 @@ _CONVERTERS = {
     "Flatten": lambda m: Flatten(start_dim=m.start_dim, end_dim=m.end_dim),
     "BatchNorm1d": _norm(BatchNorm1d),
     "BatchNorm2d": _norm(BatchNorm2d),
+    "BatchNorm3d": _norm(BatchNorm3d),
     "InstanceNorm1d": _norm(InstanceNorm1d),
     "InstanceNorm2d": _norm(InstanceNorm2d),
+    "InstanceNorm3d": _norm(InstanceNorm3d),
     "GroupNorm": _group_norm,
     "Dropout": lambda m: Dropout(p=m.p, inplace=m.inplace),
     "Dropout1d": lambda m: Dropout1d(p=m.p, inplace=m.inplace),
@@ -245,8 +290,10 @@ _CONVERTERS = {
     # convolutions
     "Conv1d": _conv(Conv1d),
     "Conv2d": _conv(Conv2d),
+    "Conv3d": _conv(Conv3d),
     "ConvTranspose1d": _conv_transpose(ConvTranspose1d),
     "ConvTranspose2d": _conv_transpose(ConvTranspose2d),
+    "ConvTranspose3d": _conv_transpose(ConvTranspose3d),
     # pooling
     "AdaptiveAvgPool1d": lambda m: AdaptiveAvgPool1d(m.output_size),
     "AdaptiveAvgPool2d": lambda m: AdaptiveAvgPool2d(m.output_size),
@@ -271,6 +318,24 @@ _CONVERTERS = {
     "ReplicationPad2d": lambda m: ReplicationPad2d(m.padding),
     "ZeroPad1d": lambda m: ZeroPad1d(m.padding),
     "ZeroPad2d": lambda m: ZeroPad2d(m.padding),
+    # the 3-d family, power-average and fractional pooling, local response norm
+    "AdaptiveAvgPool3d": lambda m: AdaptiveAvgPool3d(m.output_size),
+    "AdaptiveMaxPool3d": lambda m: AdaptiveMaxPool3d(m.output_size, m.return_indices),
+    "AvgPool3d": lambda m: AvgPool3d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                     m.count_include_pad, m.divisor_override),
+    "MaxPool3d": lambda m: MaxPool3d(m.kernel_size, m.stride, m.padding, m.dilation,
+                                     m.return_indices, m.ceil_mode),
+    "CircularPad3d": lambda m: CircularPad3d(m.padding),
+    "ConstantPad3d": lambda m: ConstantPad3d(m.padding, m.value),
+    "ReflectionPad3d": lambda m: ReflectionPad3d(m.padding),
+    "ReplicationPad3d": lambda m: ReplicationPad3d(m.padding),
+    "ZeroPad3d": lambda m: ZeroPad3d(m.padding),
+    "LPPool1d": lambda m: LPPool1d(m.norm_type, m.kernel_size, m.stride, m.ceil_mode),
+    "LPPool2d": lambda m: LPPool2d(m.norm_type, m.kernel_size, m.stride, m.ceil_mode),
+    "LPPool3d": lambda m: LPPool3d(m.norm_type, m.kernel_size, m.stride, m.ceil_mode),
+    "LocalResponseNorm": lambda m: LocalResponseNorm(m.size, m.alpha, m.beta, m.k),
+    "FractionalMaxPool2d": _fractional(FractionalMaxPool2d),
+    "FractionalMaxPool3d": _fractional(FractionalMaxPool3d),
     "Upsample": lambda m: Upsample(m.size, m.scale_factor, m.mode, m.align_corners,
                                    m.recompute_scale_factor),
     # sequence layers (issue 11)
@@ -288,6 +353,7 @@ _CONVERTERS = {
     "TransformerDecoderLayer": _transformer_layer,
     "TransformerEncoder": _transformer_stack,
     "TransformerDecoder": _transformer_stack,
+    "Transformer": _transformer,
 }
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 """The torch layer classes ``from_torch`` converts to jaxgrad layers, sorted (anything
@@ -335,6 +401,12 @@ def convert_layer(module, path: str):
 
     if name in loss_modules.LOSS_MODULES:
         return loss_modules.from_torch(module)
+    if name is not None and name.startswith("Lazy") and name not in _CONVERTERS:
+        raise ValueError(
+            f"from_torch: {type(module).__name__} {where(path)} is a lazy module whose "
+            "parameters have no shape yet; run one forward in torch first (torch then "
+            f"turns it into {name[len('Lazy'):]}), and convert that."
+        )
     if name not in _CONVERTERS and type(module).__name__.endswith("Loss"):
         raise ValueError(
             f"from_torch: unsupported loss {type(module).__name__} {where(path)}; supported "

@@ -1,4 +1,4 @@
-"""``Linear``, ``Identity`` and ``Flatten``, mirroring ``torch.nn``.
+"""``Linear``, ``Bilinear``, ``Identity`` and ``Flatten``, mirroring ``torch.nn``.
 
 ``Linear.weight`` has torch's layout ``(out_features, in_features)`` and
 ``y = x @ weight.T + bias`` — flax's ``Dense`` stores the transpose, ``(in, out)``.
@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax
@@ -63,6 +64,63 @@ class Linear(Module):
             )
         check_input_dtype("Linear", x, params["weight"].dtype)
         y = jnp.matmul(x, params["weight"].T)
+        if self.bias:
+            y = y + params["bias"]
+        return y
+
+
+@dataclasses.dataclass(frozen=True)
+class Bilinear(Module):
+    """``torch.nn.Bilinear(in1_features, in2_features, out_features, bias=True, device=None,
+    dtype=None)``: ``y[k] = x1 @ weight[k] @ x2 + bias[k]``.
+
+    Params: ``weight`` `(out_features, in1_features, in2_features)`, ``bias``
+    `(out_features,)`; both uniform in ``±1/sqrt(in1_features)`` (torch's init).
+    Inputs `(*, in1_features)` and `(*, in2_features)` with the same leading shape
+    (or unbatched `(in1_features,)` and `(in2_features,)`); output `(*, out_features)`.
+    """
+
+    in1_features: int
+    in2_features: int
+    out_features: int
+    bias: bool = True
+    device: Any = None  # accepted for signature parity with torch; placement is jax's
+    dtype: Any = None  # None means torch's default, float32
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        for name in ("in1_features", "in2_features", "out_features"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"`{name}` (={value!r}) must be a non-negative int.")
+        if self.in1_features == 0:
+            raise ValueError("`in1_features` (=0) must be > 0 (torch's init divides by it).")
+
+    def init(self, key):
+        dtype = check_dtype_available(self.dtype, what="dtype")
+        w_key, b_key = jax.random.split(key)
+        bound = 1.0 / math.sqrt(self.in1_features)
+        shape = (self.out_features, self.in1_features, self.in2_features)
+        params = {"weight": jax.random.uniform(w_key, shape, dtype, -bound, bound)}
+        if self.bias:
+            params["bias"] = jax.random.uniform(b_key, (self.out_features,), dtype, -bound,
+                                                bound)
+        return params
+
+    def forward(self, params, x1, x2):
+        require_params("Bilinear", params, ("weight", "bias") if self.bias else ("weight",))
+        if x1.shape[-1:] != (self.in1_features,) or x2.shape[-1:] != (self.in2_features,):
+            raise ValueError(
+                f"Bilinear: `in1_features` (={self.in1_features}) and `in2_features` "
+                f"(={self.in2_features}) must match the inputs' last dimensions (input1 "
+                f"shape {tuple(x1.shape)}, input2 shape {tuple(x2.shape)})."
+            )
+        if x1.shape[:-1] != x2.shape[:-1]:
+            raise ValueError(f"Bilinear: `input1` and `input2` must have the same batch "
+                             f"shape, got {tuple(x1.shape)} and {tuple(x2.shape)}.")
+        check_input_dtype("Bilinear", x1, params["weight"].dtype)
+        check_input_dtype("Bilinear", x2, params["weight"].dtype)
+        y = jnp.einsum("...i,kij,...j->...k", x1, params["weight"], x2)
         if self.bias:
             y = y + params["bias"]
         return y

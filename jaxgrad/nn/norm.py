@@ -1,4 +1,5 @@
-"""``BatchNorm1d/2d``, ``InstanceNorm1d/2d``, ``GroupNorm``, mirroring ``torch.nn``.
+"""``BatchNorm1d/2d/3d``, ``InstanceNorm1d/2d/3d``, ``GroupNorm``, ``LocalResponseNorm``,
+mirroring ``torch.nn``.
 
 Running statistics are explicit buffers under torch's names (``running_mean``,
 ``running_var``, ``num_batches_tracked``), threaded by ``forward_with_state``:
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad._arrays import canonical_dtype, check_dtype_available
+from jaxgrad.nn._layer import Layer
 from jaxgrad.nn.functional import _norm
 from jaxgrad.nn.module import Module, require_params
 
@@ -171,6 +173,18 @@ class BatchNorm2d(_BatchNorm):
     _LAYOUT = "(N, C, H, W)"
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchNorm3d(_BatchNorm):
+    """``torch.nn.BatchNorm3d(num_features, eps=1e-05, momentum=0.1, affine=True,
+    track_running_stats=True, device=None, dtype=None)``.
+
+    Input `(N, C, D, H, W)`; statistics per channel over `(N, D, H, W)`.
+    """
+
+    _RANKS = (5,)
+    _LAYOUT = "(N, C, D, H, W)"
+
+
 class _InstanceNorm(_NormBase):
     _SPATIAL = 0
     _LAYOUT = ""
@@ -227,6 +241,21 @@ class InstanceNorm2d(_InstanceNorm):
 
 
 @dataclasses.dataclass(frozen=True)
+class InstanceNorm3d(_InstanceNorm):
+    """``torch.nn.InstanceNorm3d(num_features, eps=1e-05, momentum=0.1, affine=False,
+    track_running_stats=False, device=None, dtype=None)``.
+
+    Input `(N, C, D, H, W)` or `(C, D, H, W)`; each `(n, c)` volume normalised over
+    `(D, H, W)`.
+    """
+
+    affine: bool = False
+    track_running_stats: bool = False
+    _SPATIAL = 3
+    _LAYOUT = "(N, C, D, H, W) or (C, D, H, W)"
+
+
+@dataclasses.dataclass(frozen=True)
 class GroupNorm(Module):
     """``torch.nn.GroupNorm(num_groups, num_channels, eps=1e-05, affine=True,
     device=None, dtype=None)``.
@@ -273,3 +302,26 @@ class GroupNorm(Module):
         check_input(self, x, path, (x.ndim,), "(N, C, *)", 1, self.num_channels)
         weight, bias = _affine_params(self, params, self.affine, self.bias)
         return _norm.group_norm(x, self.num_groups, weight, bias, self.eps), dict(buffers)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalResponseNorm(Layer):
+    """``torch.nn.LocalResponseNorm(size, alpha=0.0001, beta=0.75, k=1.0)``.
+
+    Input `(N, C, *)` with at least one dim after ``C``; each value divided by
+    ``(k + alpha/size · Σ x²)^beta``, the sum over ``size`` neighbouring channels (zero
+    beyond the first and last: ``size`` may exceed ``C``). No params, no buffers.
+    """
+
+    size: int
+    alpha: float = 1e-4
+    beta: float = 0.75
+    k: float = 1.0
+
+    def __post_init__(self):
+        if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 1:
+            raise ValueError(f"LocalResponseNorm: `size` (={self.size!r}) must be a positive "
+                             "int.")
+
+    def forward(self, params, x):
+        return _norm.local_response_norm(x, self.size, self.alpha, self.beta, self.k)

@@ -1,8 +1,9 @@
 """Padding layers mirroring ``torch.nn``: ``ZeroPad``, ``ConstantPad``, ``ReflectionPad``,
-``ReplicationPad`` and ``CircularPad``, 1d and 2d, thin over ``F.pad``.
+``ReplicationPad`` and ``CircularPad``, 1d, 2d and 3d, thin over ``F.pad``.
 
 ``padding`` is an int (every side) or torch's tuple, last dim first: ``(left, right)``
-for 1d, ``(left, right, top, bottom)`` for 2d; the layer stores the tuple, as torch.
+for 1d, ``(left, right, top, bottom)`` for 2d, ``(left, right, top, bottom, front,
+back)`` for 3d; the layer stores the tuple, as torch.
 Inputs are `(N, C, *spatial)` or unbatched `(C, *spatial)`. Reflection needs each pad
 smaller than the padded size, circular at most the size; zero and constant pads may be
 negative (they crop), as torch's.
@@ -119,4 +120,42 @@ class CircularPad2d(_PadNd):
     """``torch.nn.CircularPad2d(padding)``: wrap around."""
 
     _n = 2
+    _mode = "circular"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantPad3d(_ConstantPadNd):
+    """``torch.nn.ConstantPad3d(padding, value)``."""
+
+    _n = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroPad3d(_PadNd):
+    """``torch.nn.ZeroPad3d(padding)``: ``(left, right, top, bottom, front, back)``."""
+
+    _n = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ReflectionPad3d(_PadNd):
+    """``torch.nn.ReflectionPad3d(padding)``: mirror without repeating the edge."""
+
+    _n = 3
+    _mode = "reflect"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicationPad3d(_PadNd):
+    """``torch.nn.ReplicationPad3d(padding)``: repeat the edge value."""
+
+    _n = 3
+    _mode = "replicate"
+
+
+@dataclasses.dataclass(frozen=True)
+class CircularPad3d(_PadNd):
+    """``torch.nn.CircularPad3d(padding)``: wrap around."""
+
+    _n = 3
     _mode = "circular"

@@ -1,5 +1,5 @@
 """``TransformerEncoderLayer``, ``TransformerEncoder``, ``TransformerDecoderLayer``,
-``TransformerDecoder``, mirroring ``torch.nn``.
+``TransformerDecoder`` and ``Transformer``, mirroring ``torch.nn``.
 
 The layers are containers of torch's children under torch's names —
 ``self_attn`` (and ``multihead_attn``) = ``MultiheadAttention``, ``linear1``,
@@ -30,6 +30,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from jaxgrad.nn import init as initializers
 from jaxgrad.nn.attention import MultiheadAttention
 from jaxgrad.nn.functional import _dropout
 from jaxgrad.nn.functional._attention import dropout_keep
@@ -343,3 +344,117 @@ class TransformerDecoder(_Stack):
                          buffers=buffers, train=train, key=key, path=path,
                          dropout_masks=dropout_masks)
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Transformer(_Children):
+    """``torch.nn.Transformer(d_model=512, nhead=8, num_encoder_layers=6,
+    num_decoder_layers=6, dim_feedforward=2048, dropout=0.1, activation='relu',
+    custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5, batch_first=False,
+    norm_first=False, bias=True, device=None, dtype=None)``: an encoder stack and a
+    decoder stack, each closed by a ``LayerNorm``.
+
+    Params under torch's names: ``encoder.layers.0.self_attn.in_proj_weight``…,
+    ``encoder.norm.weight``, ``decoder.layers.0.multihead_attn.…``, ``decoder.norm.bias``.
+    ``init`` is torch's: the layers' default init, then ``xavier_uniform`` on every
+    parameter with more than one dimension (each layer drawn separately, unlike a
+    bare ``TransformerEncoder``'s identical copies). ``custom_encoder`` /
+    ``custom_decoder`` (jaxgrad modules) replace the stacks, as torch's.
+
+    ``apply(params, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+    src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    src_is_causal=None, tgt_is_causal=None, memory_is_causal=False, *, train=False,
+    key=None)``: src `(S, N, E)`, tgt `(T, N, E)` (batch first with ``batch_first``, or
+    unbatched `(S, E)`, `(T, E)`); output tgt's shape. Masks as ``MultiheadAttention``:
+    boolean True = masked, or additive floats (``generate_square_subsequent_mask``).
+    """
+
+    d_model: int = 512
+    nhead: int = 8
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    dim_feedforward: int = 2048
+    dropout: float = 0.1
+    activation: Any = "relu"
+    custom_encoder: Module | None = None
+    custom_decoder: Module | None = None
+    layer_norm_eps: float = 1e-5
+    batch_first: bool = False
+    norm_first: bool = False
+    bias: bool = True
+    device: Any = None
+    dtype: Any = None
+
+    def __post_init__(self):
+        _layer_fields_check(self, "Transformer")
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"Transformer: `{name}` (={value!r}) must be a "
+                                 "non-negative int.")
+
+    def children(self):
+        layer = dict(dim_feedforward=self.dim_feedforward, dropout=self.dropout,
+                     activation=self.activation, layer_norm_eps=self.layer_norm_eps,
+                     batch_first=self.batch_first, norm_first=self.norm_first,
+                     bias=self.bias, dtype=self.dtype)
+        norm = LayerNorm(self.d_model, eps=self.layer_norm_eps, bias=self.bias,
+                         dtype=self.dtype)
+        encoder = self.custom_encoder or TransformerEncoder(
+            TransformerEncoderLayer(self.d_model, self.nhead, **layer),
+            self.num_encoder_layers, norm)
+        decoder = self.custom_decoder or TransformerDecoder(
+            TransformerDecoderLayer(self.d_model, self.nhead, **layer),
+            self.num_decoder_layers, norm)
+        return [("encoder", encoder), ("decoder", decoder)]
+
+    def init(self, key):
+        layers_key, xavier_key = jax.random.split(key)
+        params = super().init(layers_key)
+        # torch's _reset_parameters: xavier_uniform_ on every matrix, in parameter order
+        keys = jax.random.split(xavier_key, max(len(params), 1))
+        return {name: (initializers.xavier_uniform(k, value.shape, value.dtype)
+                       if value.ndim > 1 else value)
+                for (name, value), k in zip(params.items(), keys)}
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, dtype=jnp.float32):
+        """``torch.nn.Transformer.generate_square_subsequent_mask``: the causal mask.
+
+        Args:
+          sz: the sequence length.
+          dtype: the mask's floating dtype (torch's default float32).
+
+        Returns:
+          `(sz, sz)`: ``-inf`` above the diagonal (masked), 0 elsewhere.
+
+        Raises:
+          ValueError: a negative ``sz``.
+        """
+        if isinstance(sz, bool) or not isinstance(sz, int) or sz < 0:
+            raise ValueError(f"`sz` (={sz!r}) must be a non-negative int.")
+        upper = jnp.triu(jnp.ones((sz, sz), bool), k=1)
+        return jnp.where(upper, -jnp.inf, 0.0).astype(dtype)
+
+    def forward_with_state(self, params, src, tgt, src_mask=None, tgt_mask=None,
+                           memory_mask=None, src_key_padding_mask=None,
+                           tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                           src_is_causal=None, tgt_is_causal=None, memory_is_causal=False,
+                           *, buffers, train, key, path, dropout_masks=None):
+        src, tgt = jnp.asarray(src), jnp.asarray(tgt)
+        batch_axis = 0 if self.batch_first else 1
+        if src.ndim == 3 and (tgt.ndim != 3 or src.shape[batch_axis] != tgt.shape[batch_axis]):
+            raise ValueError(f"Transformer: the batch sizes of `src` {tuple(src.shape)} and "
+                             f"`tgt` {tuple(tgt.shape)} must be equal (batch axis "
+                             f"{batch_axis}).")
+        if src.shape[-1:] != (self.d_model,) or tgt.shape[-1:] != (self.d_model,):
+            raise ValueError(f"Transformer: the feature sizes of `src` {tuple(src.shape)} and "
+                             f"`tgt` {tuple(tgt.shape)} must equal `d_model` (={self.d_model}).")
+        kids = dict(self.children())
+        ctx = dict(train=train, key=key, path=path, dropout_masks=dropout_masks)
+        memory = self._call("encoder", kids["encoder"], params, src, src_mask,
+                            src_key_padding_mask, src_is_causal, **ctx)
+        output = self._call("decoder", kids["decoder"], params, tgt, memory, tgt_mask,
+                            memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                            tgt_is_causal, memory_is_causal, **ctx)
+        return output, dict(buffers)

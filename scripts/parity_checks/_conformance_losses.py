@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import re
 import warnings
 
@@ -28,15 +29,22 @@ LOSS_OPS = {
     "nn.functional.binary_cross_entropy_with_logits": jlosses.binary_cross_entropy_with_logits,
     "nn.functional.cosine_embedding_loss": jlosses.cosine_embedding_loss,
     "nn.functional.cross_entropy": jlosses.cross_entropy,
+    "nn.functional.ctc_loss": jlosses.ctc_loss,
     "nn.functional.gaussian_nll_loss": jlosses.gaussian_nll_loss,
+    "nn.functional.hinge_embedding_loss": jlosses.hinge_embedding_loss,
     "nn.functional.huber_loss": jlosses.huber_loss,
     "nn.functional.kl_div": jlosses.kl_div,
     "nn.functional.l1_loss": jlosses.l1_loss,
+    "nn.functional.linear_cross_entropy": jlosses.linear_cross_entropy,
     "nn.functional.margin_ranking_loss": jlosses.margin_ranking_loss,
     "nn.functional.mse_loss": jlosses.mse_loss,
+    "nn.functional.multi_margin_loss": jlosses.multi_margin_loss,
+    "nn.functional.multilabel_margin_loss": jlosses.multilabel_margin_loss,
+    "nn.functional.multilabel_soft_margin_loss": jlosses.multilabel_soft_margin_loss,
     "nn.functional.nll_loss": jlosses.nll_loss,
     "nn.functional.poisson_nll_loss": jlosses.poisson_nll_loss,
     "nn.functional.smooth_l1_loss": jlosses.smooth_l1_loss,
+    "nn.functional.soft_margin_loss": jlosses.soft_margin_loss,
 }
 _NAMED = re.compile(r"`[A-Za-z_][A-Za-z0-9_\[\]]*`")
 
@@ -71,37 +79,77 @@ def _cotangent(shape, dtype=np.float64) -> np.ndarray:
     return (1.0 + 0.125 * (np.arange(size) % 7)).reshape(shape).astype(dtype)
 
 
-def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None):
-    """``ParityReport`` of value and gradients, or raises what jaxgrad raised."""
+def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None,
+                 params=None):
+    """``ParityReport`` of value and gradients, or raises what jaxgrad raised.
+
+    ``params`` (a loss module with parameters, ``LinearCrossEntropyLoss``): torch's
+    ``named_parameters()``; their gradients are compared too, and ``jax_fn`` is called
+    as ``jax_fn(params, *args)``."""
     torch_kwargs = kwargs if torch_kwargs is None else torch_kwargs
-    leaves = [a.detach().clone().requires_grad_(True) if _is_float_tensor(a) else a for a in args]
-    diff = [i for i, a in enumerate(leaves) if _is_float_tensor(a)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = torch_fn(*leaves, **torch_kwargs)
+    params = dict(params or {})
+    constant = set()
+    while True:
+        leaves = [a.detach().clone().requires_grad_(i not in constant)
+                  if _is_float_tensor(a) else a for i, a in enumerate(args)]
+        diff = [i for i, a in enumerate(leaves) if _is_float_tensor(a) and i not in constant]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = torch_fn(*leaves, **torch_kwargs)
+            break
+        except RuntimeError as error:
+            # torch refuses a gradient for some arguments (soft_margin_loss's target):
+            # that argument is then a constant on both sides
+            position = _not_differentiable(torch_fn, str(error))
+            if position is None or position in constant:
+                raise
+            constant.add(position)
     cot = _cotangent(tuple(out.shape))
-    grads = torch.autograd.grad(out, [leaves[i] for i in diff], torch.from_numpy(cot),
-                                allow_unused=True)
-    reference = {"value": out.detach(),
-                 "grads": [np.zeros(tuple(leaves[i].shape)) if g is None else g
-                           for i, g in zip(diff, grads)]}
+    wrt = [leaves[i] for i in diff] + list(params.values())
+    grads = torch.autograd.grad(out, wrt, torch.from_numpy(cot), allow_unused=True)
+    grads = [np.zeros(tuple(leaf.shape)) if g is None else g for leaf, g in zip(wrt, grads)]
+    reference = {"value": out.detach(), "grads": grads[:len(diff)]}
+    if params:
+        reference["params"] = dict(zip(params, grads[len(diff):]))
     jax_args = [_to_jax(a) for a in args]
     jax_kwargs = _to_jax(kwargs)
 
-    def call(*diff_values):
+    def call(jax_params, *diff_values):
         full = list(jax_args)
         for i, v in zip(diff, diff_values):
             full[i] = v
+        if params:
+            return jax_fn(jax_params, *full, **jax_kwargs)
         return jax_fn(*full, **jax_kwargs)
 
-    def value_and_grads(diff_values, cotangent):
-        value, vjp = jax.vjp(call, *diff_values)
-        return value, vjp(cotangent.astype(value.dtype))
+    def value_and_grads(jax_params, diff_values, cotangent):
+        value, vjp = jax.vjp(call, jax_params, *diff_values)
+        param_grads, *input_grads = vjp(cotangent.astype(value.dtype))
+        return value, input_grads, param_grads
 
     # eager on purpose: op-by-op dispatch compiles each primitive once per shape and
     # reuses it across samples; one jitted program per sample compiles ~2x longer here
-    value, grads = value_and_grads([jax_args[i] for i in diff], jax.device_put(cot))
-    return compare(reference, {"value": value, "grads": list(grads)})
+    value, grads, param_grads = value_and_grads(
+        {k: _to_jax(v) for k, v in params.items()}, [jax_args[i] for i in diff],
+        jax.device_put(cot))
+    result = {"value": value, "grads": list(grads)}
+    if params:
+        result["params"] = dict(param_grads)
+    return compare(reference, result)
+
+
+def _not_differentiable(torch_fn, message: str):
+    """The position of the argument torch says is "not differentiable", or None."""
+    found = re.search(r"not differentiable with respect to argument '(\w+)'", message)
+    if found is None:
+        return None
+    function = getattr(torch_fn, "forward", torch_fn)
+    try:
+        names = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index(found.group(1)) if found.group(1) in names else None
 
 
 def _classify(source, name, index, run) -> Outcome:
@@ -194,6 +242,8 @@ def _same_loss(a, b) -> bool:
     if type(a) is not type(b):
         return False
     for field in dataclasses.fields(a):
+        if field.name == "device":  # placement is jax's; accepted for torch's signature
+            continue
         x, y = getattr(a, field.name), getattr(b, field.name)
         if (x is None) != (y is None):
             return False
@@ -207,7 +257,8 @@ def _same_loss(a, b) -> bool:
 
 def module_outcomes(every: int = 1) -> list[Outcome]:
     """Every float64 ``module_db`` sample and error input of the supported loss modules
-    (``every``: one sample in ``every`` of each class, the first included).
+    (``every``: one sample in ``every`` of each class, the first included; one in
+    ``every·(n // 120)`` of a class with ``n >= 240`` samples).
 
     The jaxgrad module is built twice, from torch's constructor arguments and with
     ``losses.from_torch`` of the torch module; the two must be equal, and the
@@ -219,10 +270,13 @@ def module_outcomes(every: int = 1) -> list[Outcome]:
         for info in loss_modules():
             cls_name = info.module_cls.__name__
             jax_cls = jlosses.LOSS_MODULES[cls_name]
-            samples = info.module_inputs_func(info, device="cpu", dtype=torch.float64,
-                                              requires_grad=True, training=True)
+            samples = list(info.module_inputs_func(info, device="cpu", dtype=torch.float64,
+                                                   requires_grad=True, training=True))
+            # a thinned run stays short for a class with hundreds of samples
+            # (LinearCrossEntropyLoss: 857): about 120 / every of them
+            stride = every if every == 1 else every * max(1, len(samples) // 120)
             for i, s in enumerate(samples):
-                if i % every:
+                if i % stride:
                     continue
 
                 def run(s=s):
@@ -237,7 +291,8 @@ def module_outcomes(every: int = 1) -> list[Outcome]:
                         raise RuntimeError(f"from_torch gave {converted}, the constructor "
                                            f"arguments give {built}")
                     return compare_call(module, converted, tuple(s.forward_input.args),
-                                        dict(s.forward_input.kwargs))
+                                        dict(s.forward_input.kwargs),
+                                        params=dict(module.named_parameters()))
                 outcomes.append(_classify("module_db", cls_name, i, run))
             if info.module_error_inputs_func is None:
                 continue
@@ -251,8 +306,10 @@ def module_outcomes(every: int = 1) -> list[Outcome]:
                     built = jax_cls(*args, **kwargs)
                     if e.error_on == ModuleErrorEnum.CONSTRUCTION_ERROR:
                         return built
-                    return built(*[_to_jax(a) for a in s.forward_input.args],
-                                 **_to_jax(s.forward_input.kwargs))
+                    inputs = [_to_jax(a) for a in s.forward_input.args]
+                    if hasattr(built, "in_features"):  # a loss with params
+                        inputs = [built.init(jax.random.key(0))] + inputs
+                    return built(*inputs, **_to_jax(s.forward_input.kwargs))
                 outcomes.append(_classify_error("module_db errors", cls_name, i, run_error))
     return outcomes
 

@@ -85,7 +85,28 @@ def loss_cases(rng: np.random.Generator) -> dict:
                                 dict(margin=0.1)),
         "poisson_nll_loss": (L.poisson_nll_loss, (logits, targets * 3), {}),
         "gaussian_nll_loss": (L.gaussian_nll_loss, (logits, targets, probs), {}),
+        # margin losses: standard normal scores sit away from the kinks
+        "soft_margin_loss": (L.soft_margin_loss, (logits, np.sign(targets - 0.5)), {}),
+        "multilabel_soft_margin_loss": (L.multilabel_soft_margin_loss,
+                                        (logits, (targets > 0.5) * 1.0), {}),
+        "hinge_embedding_loss": (L.hinge_embedding_loss, (logits, np.sign(targets - 0.5)),
+                                 dict(margin=0.3)),
+        "multi_margin_loss p=2": (L.multi_margin_loss, (logits * 2, classes),
+                                  dict(p=2, weight=np.array([0.5, 2.0, 3.0]))),
+        "multilabel_margin_loss": (L.multilabel_margin_loss,
+                                   (logits * 2, np.array([[0, -1, 0]] * 4)), {}),
+        "linear_cross_entropy": (L.linear_cross_entropy, (logits, rng.standard_normal((5, 3)),
+                                                          rng.integers(0, 5, (4,))), {}),
+        # torch's (and jaxgrad's) ctc gradient is the logits' through a log_softmax
+        # (see jaxgrad/losses/_ctc.py): checked there, against central differences
+        "ctc_loss": (_ctc_after_log_softmax, (rng.standard_normal((6, 2, 4)),
+                                              np.array([[1, 2, 2], [3, 1, 0]])), {}),
     }
+
+
+@functools.wraps(L.ctc_loss)
+def _ctc_after_log_softmax(logits, targets):
+    return L.ctc_loss(jax.nn.log_softmax(logits, axis=2), targets, (6, 5), (3, 2))
 
 
 def _planted(fn, backward_scale: float):

@@ -55,7 +55,7 @@ def check_input_rank(where: str, x, spatial: int, *, channels: int | None = None
         when the channel count differs from ``channels``.
     """
     if x.ndim not in (spatial + 1, spatial + 2):
-        dims = {1: " L", 2: " H W"}.get(spatial, "")
+        dims = {1: " L", 2: " H W", 3: " D H W"}.get(spatial, "")
         raise ValueError(
             f"{where}: expected a {spatial + 1}-d (unbatched, C{dims}) or "
             f"{spatial + 2}-d (batched, N C{dims}) input, got shape {tuple(x.shape)}.")

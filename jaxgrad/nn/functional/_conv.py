@@ -1,4 +1,4 @@
-"""Convolutions of ``torch.nn.functional``: NCHW inputs, OIHW weights, torch's padding.
+"""Convolutions of ``torch.nn.functional`` over 1 to 3 spatial dims, in torch's layouts.
 
 ``lax.conv_general_dilated`` takes torch's layouts as they are (dimension numbers
 ``NCHW, OIHW, NCHW``), so no transpose is needed. What differs from the JAX
@@ -22,7 +22,8 @@ from jax import lax
 
 from jaxgrad.nn.functional._args import check_input_rank, ntuple
 
-_DIMENSION_NUMBERS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW")}
+_DIMENSION_NUMBERS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"),
+                      3: ("NCDHW", "OIDHW", "NCDHW")}
 
 
 def _check_weight(where: str, input, weight, n: int, groups: int, transposed: bool):
@@ -102,6 +103,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """``torch.nn.functional.conv3d``: input `(N, C_in, D, H, W)` or `(C_in, D, H, W)`,
+    weight `(C_out, C_in / groups, kD, kH, kW)` (OIDHW), bias `(C_out,)`."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
 def transposed_output_size(size, kernel_size, stride, padding, output_padding, dilation):
     """``(L − 1)·s − 2p + d·(k − 1) + output_padding + 1`` per spatial dim."""
     return tuple((length - 1) * s - 2 * p + d * (k - 1) + op + 1 for length, k, s, p, op, d
@@ -164,4 +171,12 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """``torch.nn.functional.conv_transpose2d``: input `(N, C_in, H, W)` or
     `(C_in, H, W)`, weight `(C_in, C_out / groups, kH, kW)`, bias `(C_out,)`."""
     return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """``torch.nn.functional.conv_transpose3d``: input `(N, C_in, D, H, W)` or
+    `(C_in, D, H, W)`, weight `(C_in, C_out / groups, kD, kH, kW)`, bias `(C_out,)`."""
+    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding,
                            output_padding, groups, dilation)

@@ -1,4 +1,5 @@
-"""Normalisation: ``batch_norm``, ``instance_norm``, ``group_norm``, as pure functions.
+"""Normalisation: ``batch_norm``, ``instance_norm``, ``group_norm``,
+``local_response_norm``, as pure functions.
 
 torch's functional forms update ``running_mean`` / ``running_var`` in place; nothing
 here mutates, so each has two faces:
@@ -24,6 +25,9 @@ torch's conventions, each a porting pitfall (flax / equinox differ):
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+from jaxgrad.nn.functional._padding import pad
+from jaxgrad.nn.functional._pool import avg_pool2d, avg_pool3d
 
 
 def _per_channel(array, ndim: int):
@@ -177,3 +181,36 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     var = jnp.mean(centred * centred, axis=-1, keepdims=True)
     out = (centred / jnp.sqrt(var + eps)).reshape(input.shape)
     return _affine(out, weight, bias)
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0):
+    """``torch.nn.functional.local_response_norm``: ``x / (k + alpha · mean x²)^beta``, the
+    mean over a window of ``size`` channels centred on each (``size // 2`` before,
+    ``(size − 1) // 2`` after, zero-padded: the divisor stays ``size`` at the edges).
+
+    torch's own steps (square, pad the channel dim, average pool, power), so the
+    float64 results agree to rounding.
+
+    Args:
+      input: `(N, C, *)` with at least 3 dims.
+
+    Raises:
+      ValueError: for an input of fewer than 3 dims.
+    """
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected a 3-D or higher input `(N, C, *)`, "
+                         f"got shape {tuple(input.shape)} ({input.ndim} dims).")
+    if input.size == 0:
+        return input
+    div = input * input
+    if input.ndim == 3:
+        div = pad(div[:, None], (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1)[:, 0]
+    else:
+        sizes = input.shape
+        div = div.reshape((sizes[0], 1, sizes[1], sizes[2], -1))
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1)[:, 0].reshape(sizes)
+    div = (div * alpha + k) ** beta
+    return input / div

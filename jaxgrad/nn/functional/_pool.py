@@ -20,7 +20,15 @@ and every rule is a line of integer arithmetic, matched to ATen's kernels:
   divides by ``k``;
 - adaptive pooling: window ``i`` is ``[⌊i·L/out⌋, ⌈(i + 1)·L/out⌉)``; the windows
   overlap or differ in size when ``out`` does not divide ``L``. An ``output_size``
-  entry ``None`` keeps that input size.
+  entry ``None`` keeps that input size;
+- power-average (``lp_pool``) pooling is torch's formula to the letter:
+  ``(sign(a)·relu(|a|)·prod(k))^(1/p)`` with ``a`` the average of ``x^p`` (no padding).
+  ``sign(a)·relu(|a|)`` is ``a`` but routes the gradient: where a window's ``a`` is 0
+  the infinite derivative of ``^(1/p)`` meets ``relu``'s zero and the gradient is 0,
+  as torch's, not NaN. ``p = ±inf`` is the max of ``|x|`` (minus the max of ``−|x|``).
+
+Every function takes 1 to 3 spatial dims (`(N, C, L)`, `(N, C, H, W)`,
+`(N, C, D, H, W)`, or unbatched without ``N``); flat indices are ``d·H·W + h·W + w``.
 """
 
 from __future__ import annotations
@@ -159,6 +167,14 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices)
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """``torch.nn.functional.max_pool3d``: input `(N, C, D, H, W)` or `(C, D, H, W)`; with
+    ``return_indices``, ``(output, indices)`` (flat ``d·H·W + h·W + w`` into each volume)."""
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
 def _avg_pool(where, n, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
     kernel, stride, padding, _ = _window_args(where, n, kernel_size, stride, padding, 1)
@@ -212,6 +228,13 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, divisor_override)
 
 
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """``torch.nn.functional.avg_pool3d``: input `(N, C, D, H, W)` or `(C, D, H, W)`."""
+    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
 def _output_size(where, n, output_size, spatial) -> tuple[int, ...]:
     sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n
     if len(sizes) == 1 and n > 1:
@@ -255,3 +278,52 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """``torch.nn.functional.adaptive_max_pool2d``."""
     return _adaptive_pool("adaptive_max_pool2d", 2, input, output_size, "max", return_indices)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """``torch.nn.functional.adaptive_avg_pool3d``: input `(N, C, D, H, W)` or
+    `(C, D, H, W)`."""
+    return _adaptive_pool("adaptive_avg_pool3d", 3, input, output_size, "avg")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """``torch.nn.functional.adaptive_max_pool3d``."""
+    return _adaptive_pool("adaptive_max_pool3d", 3, input, output_size, "max", return_indices)
+
+
+def _lp_pool(where, n, input, norm_type, kernel_size, stride, ceil_mode):
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
+        raise TypeError(f"{where}: `norm_type` (={norm_type!r}) must be a number.")
+    if norm_type == 0:  # torch: ZeroDivisionError computing the 1/p power
+        raise ValueError(f"{where}: `norm_type` (=0) must be non-zero: the power is 1/p.")
+    kernel = ntuple("kernel_size", kernel_size, n, minimum=1, where=where)
+    if math.isinf(norm_type):
+        sign = 1 if norm_type > 0 else -1
+        return sign * _max_pool(where, n, sign * jnp.abs(input), kernel, stride, 0, 1,
+                                ceil_mode, False)
+    # torch's stride=None is kernel_size, as for avg_pool
+    out = _avg_pool(where, n, input ** norm_type, kernel, stride, 0, ceil_mode, True, None)
+    scaled = jnp.sign(out) * _torch_relu(jnp.abs(out)) * math.prod(kernel)
+    return scaled ** (1.0 / norm_type)
+
+
+def _torch_relu(x):
+    """relu with torch's backward ``x <= 0 ? 0 : grad``: a NaN passes its gradient on
+    (``jax.nn.relu``'s ``x > 0 ? grad : 0`` stops it), as a NaN window must in torch."""
+    return jnp.where(x <= 0, jnp.zeros((), x.dtype), x)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool1d``: ``(Σ x^p)^(1/p)`` over each window of
+    `(N, C, L)` or `(C, L)`, torch's gradient at 0 (see the module docstring)."""
+    return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool2d``: input `(N, C, H, W)` or `(C, H, W)`."""
+    return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``torch.nn.functional.lp_pool3d``: input `(N, C, D, H, W)` or `(C, D, H, W)`."""
+    return _lp_pool("lp_pool3d", 3, input, norm_type, kernel_size, stride, ceil_mode)
