@@ -330,14 +330,27 @@ def test_flatten_order_in_a_layer_and_between_layers(x64):
 
 
 def test_plain_function_port(x64):
+    """``(fn, params, names)``: the names override the search by value; a plain
+    function is localised like any traced port (parity_tests/test_doctor_any_port.py)."""
     tm = torch.nn.Linear(3, 2).to(D)
     w, b = tm.weight.detach().numpy(), tm.bias.detach().numpy()
     x = torch.randn(4, 3, dtype=D)
     fn = lambda p, x: x @ p["kernel"] + p["b"]  # noqa: E731
     ok = diagnose(tm, (fn, {"kernel": w.T, "b": b}, {"kernel": "weight", "b": "bias"}), x)
-    assert ok.output_within_tier and ok.layers == []
-    with pytest.raises(ValueError, match="no torch name for b"):
-        diagnose(tm, (fn, {"kernel": w.T, "b": b}, {"kernel": "weight"}), x)
+    assert ok.clean and [r["path"] for r in ok.layers] == [""], str(ok)
+    assert "weight -> kernel (transposed)" in ok.params
+    partial = diagnose(tm, (fn, {"kernel": w.T, "b": b}, {"kernel": "weight"}), x)
+    assert partial.clean and "bias -> b" in partial.params  # the rest found by value
+    with pytest.raises(ValueError, match="port leaves bias not in the port"):
+        diagnose(tm, (fn, {"kernel": w.T, "b": b}, {"bias": "bias"}), x)
+    with pytest.raises(ValueError, match="torch names b not in the torch module"):
+        diagnose(tm, (fn, {"kernel": w.T, "b": b}, {"b": "b"}), x)
+    keyword = diagnose(tm, (fn, {"kernel": w.T, "b": b}), x, names={"b": "bias"})
+    assert keyword.clean and "bias -> b" in keyword.params
+    with pytest.raises(ValueError, match="`names` maps a traced port's leaves"):
+        diagnose(tm, _port(tm)[:2], x, names={"b": "bias"})
+    bad = diagnose(tm, (lambda p, x: x @ p["kernel"] + 2 * p["b"], {"kernel": w.T, "b": b}), x)
+    assert bad.first_layer == "" and not bad.clean, str(bad)
 
 
 def test_bad_input(x64):

@@ -5,16 +5,30 @@ Demo sessions (float64, tiny models):
 
   --demo resnet     a ResNet port (jaxgrad, torch.fx-traced) with three planted
                     mistakes, diagnosed and fixed one after another;
+  --demo ports      a transformer block ported by hand as a plain JAX function with
+                    flax's names and defaults (eps 1e-6, the tanh GELU): the doctor
+                    finds torch's parameters and modules among its values;
   --demo optimizer  torch optimizers vs optax transformations that disagree on the
                     same gradients.
 
 Your own model: ``REFERENCE`` is ``module:Class`` or ``path/to/file.py:Class`` of the
-torch model (built with no arguments, seeded), ``--port`` a function
-``module:function`` called with the torch module that returns the port:
-``(model, params)`` or ``(model, params, buffers)`` for a jaxgrad model, an
-``nnx.Module``, or ``(fn, params, names)``.
+torch model (built with no arguments, seeded), ``--port`` one of
+
+- a function ``module:build`` called with the torch module that returns the port:
+  ``(model, params)`` or ``(model, params, buffers)`` for a jaxgrad model, an
+  ``nnx.Module`` (stock layers or a custom one with its own ``__call__``), an
+  equinox-style pytree module, ``(fn, params)`` for ``fn(params, x)``, any callable
+  ``fn(x)``, or ``(fn, params, names)``;
+- a plain ``fn(params, x)`` with ``--params module:convert``: ``convert(torch_module)``
+  returns its params pytree (or ``--params`` names the pytree itself);
+- an ``nnx.Module`` or pytree module instance, used as it is.
+
+A port that is not a jaxgrad model is traced: its parameters are found by value
+among torch's and each torch module's output among the port's values (docs/doctor.md).
 
   python scripts/doctor.py mymodels:Net --port myport:build --input-shape 2,1,8,8
+  python scripts/doctor.py mymodels:Net --port myport:forward --params myport:convert \
+      --input-shape 2,8
 
 ``--html PATH`` also writes what was diagnosed as one self-contained page: the
 per-layer table (first diverging layer highlighted, each layer folded to its
@@ -45,26 +59,31 @@ def parse_args(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("reference", nargs="?",
                         help="module:Class or file.py:Class of the torch model")
-    parser.add_argument("--port", metavar="MODULE:FUNCTION",
-                        help="builds the port from the torch module")
+    parser.add_argument("--port", metavar="MODULE:NAME",
+                        help="builds the port from the torch module; or fn(params, x) with "
+                             "--params; or an nnx.Module / pytree module instance")
+    parser.add_argument("--params", metavar="MODULE:NAME",
+                        help="the params of a --port fn(params, x): a function called with "
+                             "the torch module that returns them, or the pytree itself")
     parser.add_argument("--input-shape", type=_cli.shape, metavar="N,C,H,W",
                         help="example input shape (normal samples, seed 0)")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                         help="the torch model's dtype and the tier (default float64)")
     parser.add_argument("--train", action="store_true",
                         help="compare in training mode (BatchNorm statistics)")
-    parser.add_argument("--demo", choices=("resnet", "optimizer"), help="run a demo session")
+    parser.add_argument("--demo", choices=("resnet", "ports", "optimizer"), help="run a demo session")
     parser.add_argument("--html", metavar="PATH", help="also write the diagnosis as one "
                         "self-contained HTML page to PATH")
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--html", args.html)
-    if args.demo and (args.reference or args.port):
-        parser.error("--demo takes no REFERENCE or --port")
+    if args.demo and (args.reference or args.port or args.params):
+        parser.error("--demo takes no REFERENCE, --port or --params")
     if not args.demo:
         if not args.reference or not args.port or not args.input_shape:
             parser.error("give --demo NAME, or REFERENCE with --port and --input-shape")
         targets = [(name, _cli.parse_target(parser, name, value))
-                   for name, value in (("REFERENCE", args.reference), ("--port", args.port))]
+                   for name, value in (("REFERENCE", args.reference), ("--port", args.port),
+                                       ("--params", args.params)) if value is not None]
         for name, target in targets:  # the forms first, then whether they exist
             _cli.check_target(parser, name, target)
     return parser, args
@@ -77,10 +96,10 @@ def _user_session(parser, args, sessions):
     from jaxgrad.doctor import diagnose
 
     cls = _cli.load_object(parser, args.reference, "REFERENCE")
-    build = _cli.load_object(parser, args.port, "--port")
+    target = _cli.load_object(parser, args.port, "--port")
     torch.manual_seed(0)
     module = cls().to(getattr(torch, args.dtype))
-    port = build(module)
+    port = _build_port(parser, args, target, module)
     buffers = None
     if isinstance(port, tuple) and len(port) == 3 and not callable(port[0]):
         port, buffers = port[:2], port[2]
@@ -96,6 +115,20 @@ def _user_session(parser, args, sessions):
                              f"example input {args.input_shape}, {args.dtype}, normal "
                              f"samples (seed 0), {'train' if args.train else 'eval'} mode"))
     return 0 if report.clean else 1
+
+
+def _build_port(parser, args, target, module):
+    """The port ``--port`` (and ``--params``) name: see the module docstring."""
+    import inspect
+
+    if args.params:
+        params = _cli.load_object(parser, args.params, "--params")
+        if inspect.isfunction(params) or inspect.ismethod(params):
+            params = params(module)
+        return target, params
+    if inspect.isfunction(target) or inspect.isclass(target) or inspect.ismethod(target):
+        return target(module)  # a builder
+    return target  # an nnx.Module or pytree module instance
 
 
 def _session(title, report, note=""):
@@ -159,6 +192,84 @@ def _resnet_session(sessions):
     return 0
 
 
+def _ports_session(sessions):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    from jaxgrad.doctor import diagnose
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = torch.nn.LayerNorm(8)
+            self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            self.ln2, self.fc1 = torch.nn.LayerNorm(8), torch.nn.Linear(8, 16)
+            self.act, self.fc2 = torch.nn.GELU(), torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+    torch.manual_seed(0)
+    tm = Block().to(torch.float64).eval()
+    sd = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+
+    def dense(w, b):  # flax's DenseGeneral: kernel (in, heads, head_dim)
+        return {"kernel": w.T.reshape(8, 2, 4), "bias": b.reshape(2, 4)}
+    q, k, v = np.split(sd["attn.in_proj_weight"], 3)
+    bq, bk, bv = np.split(sd["attn.in_proj_bias"], 3)
+    params = {"ln_1": {"scale": sd["ln1.weight"], "bias": sd["ln1.bias"]},
+              "attn": {"query": dense(q, bq), "key": dense(k, bk), "value": dense(v, bv),
+                       "out": {"kernel": sd["attn.out_proj.weight"].T.reshape(2, 4, 8),
+                               "bias": sd["attn.out_proj.bias"]}},
+              "ln_2": {"scale": sd["ln2.weight"], "bias": sd["ln2.bias"]},
+              "mlp": {"wi": {"kernel": sd["fc1.weight"].T, "bias": sd["fc1.bias"]},
+                      "wo": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]}}}
+
+    def port(eps, approximate):
+        def layer_norm(x, p):
+            mean = x.mean(-1, keepdims=True)
+            return (x - mean) * jax.lax.rsqrt(x.var(-1, keepdims=True) + eps) * p["scale"] \
+                + p["bias"]
+
+        def forward(p, x):
+            h, a = layer_norm(x, p["ln_1"]), p["attn"]
+            q, k, v = (jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
+                       for n in ("query", "key", "value"))
+            weights = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 2.0)
+            out = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
+            x = x + jnp.einsum("bqhd,hde->bqe", out, a["out"]["kernel"]) + a["out"]["bias"]
+            m = p["mlp"]
+            h = jax.nn.gelu(layer_norm(x, p["ln_2"]) @ m["wi"]["kernel"] + m["wi"]["bias"],
+                            approximate=approximate)
+            return x + h @ m["wo"]["kernel"] + m["wo"]["bias"]
+        return forward
+
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+    note = ("A plain function forward(params, x) with flax's names and layouts; planted: "
+            "eps=1e-6 (flax's LayerNorm default), jax.nn.gelu's default approximate=True.")
+    print(note + "\n")
+    eps, approximate = 1e-6, True
+    for round_ in range(1, 4):
+        report = diagnose(tm, (port(eps, approximate), params), x)
+        title = f"round {round_}"
+        print(f"--- {title}")
+        print(report)
+        sessions.append(_session(title, report, note))
+        if report.clean:
+            break
+        name = report.causes[0].name if report.causes else None
+        note = {"norm_eps": "fix: eps=1e-5", "gelu_variant": "fix: approximate=False"}.get(
+            name, "no fix known")
+        print(f"\n{note}\n")
+        eps = 1e-5 if name == "norm_eps" else eps
+        approximate = False if name == "gelu_variant" else approximate
+    return 0
+
+
 def _optimizer_session(sessions):
     import numpy as np
     import optax
@@ -212,7 +323,8 @@ def main(argv=None) -> int:
     if args.demo is None:
         code = _user_session(parser, args, sessions)
     else:
-        code = (_resnet_session if args.demo == "resnet" else _optimizer_session)(sessions)
+        code = {"resnet": _resnet_session, "ports": _ports_session,
+                "optimizer": _optimizer_session}[args.demo](sessions)
     if args.html and sessions:
         from jaxgrad.html.doctor import write_doctor_report
 

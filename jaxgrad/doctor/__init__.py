@@ -2,7 +2,9 @@
 
 - ``diagnose(torch_module, port, example_input)``: per-layer errors end to end and
   with input injection, then the ``CATALOGUE`` of porting conventions tested on the
-  first layer whose own error exceeds the tier (``jaxgrad.doctor.diagnose``);
+  first layer whose own error exceeds the tier (``jaxgrad.doctor.diagnose``); a port
+  it cannot see into (a custom ``nnx.Module``, a pytree module, ``fn(params, x)``) is
+  traced and matched to torch by value (``jaxgrad.doctor.anyport``);
 - ``diagnose_optimizer``: a torch optimizer vs an optax transformation on the same
   gradients, against the ``OPTIMIZER_CATALOGUE`` (``jaxgrad.doctor.optimizer``);
 - ``training_drift``: the first step where two training runs' parameters leave the

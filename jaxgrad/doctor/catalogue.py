@@ -46,6 +46,8 @@ class Case:
     kwargs: dict
     train: bool
     buffers: dict = dataclasses.field(default_factory=dict)
+    chw: tuple = ()  # (C, H, W) of torch's 4-d activations (flatten order)
+    port_dtype: Any = None  # dtype of the port's value nearest the layer's output
 
 
 @dataclasses.dataclass
@@ -69,12 +71,17 @@ class Convention:
       signature: the measured size and pattern of the error it leaves.
       candidates: ``candidates(case) -> [(detail, trial), ...]``: the variants of the
         port's layer that follow torch on this convention (empty when it cannot apply).
+      mistakes: ``mistakes(case) -> [(detail, trial), ...]`` where ``case.layer`` is
+        torch's own layer: the variants of *torch's* layer that make the mistake a
+        port commonly makes (for a port whose layers the doctor cannot vary: it
+        looks for the variant's output among the port's values).
     """
 
     name: str
     description: str  # what the convention is, in one sentence
     signature: str  # the measured size and pattern of the error it leaves
     candidates: Callable[[Case], list]
+    mistakes: Callable[[Case], list] | None = None
 
 
 def _field_differs(case: Case, field: str, classes: tuple) -> bool:
@@ -369,9 +376,21 @@ CATALOGUE = (
         "O(1) in the hidden state from the first step",
         _gru_gate_order),
     Convention(
+        "attention_softmax_float32",
+        "attention softmax in float32 (jax.nn.dot_product_attention, called by "
+        "nnx.MultiHeadAttention without dropout) vs torch's input dtype",
+        "float64 ports only: about 1e-8 absolute in the attention output (measured 3.3e-8 "
+        "max on a 2-head, 8-wide block with unit-normal inputs), everywhere",
+        lambda case: []),
+    Convention(
         "precision", "the port's dtype (float32 vs torch's float64, x64 off)",
         "about 1e-7 relative (float32 rounding), everywhere (measured 1.5e-7 max abs on "
         "a 16-wide Linear with outputs up to 1.7)",
         _precision),
 )
 """Every layer ``Convention`` ``diagnose`` tries, in the order it tries them."""
+
+from jaxgrad.doctor.mistakes import MISTAKES  # noqa: E402 - it builds on Trial above
+
+CATALOGUE = tuple(dataclasses.replace(entry, mistakes=MISTAKES.get(entry.name))
+                  for entry in CATALOGUE)

@@ -10,13 +10,15 @@ layers' hyperparameters are read through ``jaxgrad.nn.convert.convert_layer``.
   a captured ``ExportedModule`` — localised by the torch path of each leaf module,
   ``jaxgrad.doctor.regions`` — or a single layer) with torch-keyed params; pass
   ``buffers=`` where it has some;
-- an ``nnx.Module``: read back into torch layouts with ``jaxgrad.flax.from_nnx``;
-- ``(fn, params, names)``: any ``fn(params, x)`` and a mapping ``{port name: torch
-  name}`` of its params. A plain function has no layers the doctor can see: it is
-  compared at the output only (``layers`` is empty, ``first_layer`` is None, and the
-  report says so).
+- an ``nnx.Module`` of stock layers: read back into torch layouts with
+  ``jaxgrad.flax.from_nnx``;
+- anything else the user wrote — a custom ``nnx.Module`` with its own ``__call__``, a
+  pytree module (equinox style), ``(fn, params)`` for ``fn(params, x)``, a callable
+  ``fn(x)``, or ``(fn, params, names)`` with ``names`` ``{port leaf: torch name}``
+  overriding the search by value: traced and matched to torch by value
+  (``jaxgrad.doctor.anyport``).
 
-Steps: run torch with hooks and the port with taps (``capture``); check that the
+For the first two forms, the steps: run torch with hooks and the port with taps (``capture``); check that the
 port's params and layers line up with torch's (``localise.check_*``: a ValueError
 listing what does not); per layer, the error end to end and with input injection;
 for the first layer whose own error exceeds the tier, run every ``CATALOGUE`` entry's
@@ -40,18 +42,21 @@ from jaxgrad.nn.module import Module, sub_dict
 
 
 def _port_parts(port, buffers):
-    """``(model, params, buffers, fn)``: a jaxgrad model or a plain function."""
+    """``(model, params, buffers, traced)``: a jaxgrad or stock nnx model, or a port
+    to trace (``traced``: ``(PortFunction, names)``)."""
+    from jaxgrad.doctor.trace import as_function
+
     if isinstance(port, tuple) and len(port) == 2 and isinstance(port[0], Module):
         return port[0], dict(port[1]), buffers, None
+    if isinstance(port, Module):
+        raise TypeError("diagnose: `port` must be (model, params) for a jaxgrad model; got "
+                        f"a bare {type(port).__name__} without its params.")
     if isinstance(port, tuple) and len(port) == 3 and callable(port[0]):
         fn, params, names = port
         if not isinstance(names, dict):
             raise TypeError(f"diagnose: `port` names must be a dict {{port name: torch name}}, "
                             f"got {type(names).__name__}.")
-        missing = [k for k in params if k not in names]
-        if missing:
-            raise ValueError(f"diagnose: `port` names has no torch name for {', '.join(missing)}.")
-        return None, {names[k]: v for k, v in params.items()}, buffers, (fn, params)
+        return None, None, buffers, (as_function((fn, params)), dict(names))
     try:
         from flax import nnx
     except ImportError:  # pragma: no cover
@@ -59,11 +64,32 @@ def _port_parts(port, buffers):
     if nnx is not None and isinstance(port, nnx.Module):
         from jaxgrad.flax import from_nnx
 
-        read = from_nnx(port)
+        try:
+            read = from_nnx(port)
+        except (ValueError, TypeError, NotImplementedError):  # a custom module: trace it
+            return None, None, buffers, (as_function(port), None)
         return read[0], dict(read[1]), (read[2] if len(read) == 3 else buffers), None
-    raise TypeError(
-        "diagnose: `port` must be (model, params) for a jaxgrad model, an nnx.Module, or "
-        f"(fn, params, names) for a plain function; got {type(port).__name__}.")
+    traced = as_function(port)
+    if traced is None:
+        raise TypeError(
+            "diagnose: `port` must be (model, params) for a jaxgrad model, an nnx.Module, a "
+            "pytree module or other callable, (fn, params) for fn(params, x), or "
+            f"(fn, params, names); got {type(port).__name__}.")
+    return None, None, buffers, (traced, None)
+
+
+def _check_names(names, traced, torch_names):
+    unknown_port = [k for k in names if k not in traced.names]
+    unknown_torch = [v for v in names.values() if v not in torch_names]
+    if unknown_port or unknown_torch:
+        raise ValueError(
+            "diagnose: `port` names do not line up: "
+            + "; ".join(part for part in (
+                f"port leaves {', '.join(unknown_port)} not in the port (its leaves: "
+                f"{', '.join(traced.names)})" if unknown_port else "",
+                f"torch names {', '.join(unknown_torch)} not in the torch module (its "
+                f"parameters: {', '.join(torch_names)})" if unknown_torch else "") if part)
+            + ".")
 
 
 def _precision_context(arrays):
@@ -145,43 +171,60 @@ def _rank(case, path, ref_call, before, train):
 
 
 def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = False,
-             kwargs: dict | None = None) -> Report:
+             kwargs: dict | None = None, names: dict | None = None) -> Report:
     """Find the first port layer whose own error exceeds the tier and name the cause.
 
     Args:
       torch_module: the reference ``torch.nn.Module``.
-      port: ``(model, params)``, an ``nnx.Module`` or ``(fn, params, names)`` (see the
-        module docstring).
+      port: ``(model, params)`` for a jaxgrad model, an ``nnx.Module`` (stock layers or
+        custom), a pytree module, ``(fn, params)``, a callable ``fn(x)``, or
+        ``(fn, params, names)`` (module docstring). A port that is not a jaxgrad or
+        stock nnx model is traced and matched to torch by value
+        (``jaxgrad.doctor.anyport``): its report lists where each torch parameter was
+        found (``params``) and what could not be matched (``unmatched``).
       example_input: a torch tensor or an array, or a tuple of them for several inputs.
       buffers: the jaxgrad model's buffers (BatchNorm statistics), torch-keyed.
       train: compare in training mode (BatchNorm batch statistics and running-stat
         updates); dropout must then be off (p=0), the doctor cannot replay torch's masks.
       kwargs: keyword inputs of the forward (an attention mask), given to both sides.
+      names: ``{port leaf: torch parameter name}`` for a traced port (leaves named by
+        their pytree path, ``fc1.kernel``): overrides the search by value for the
+        parameters it names (the third item of ``(fn, params, names)`` does the same).
 
     Returns:
       A ``Report``: ``first_layer`` (torch module path or None), ``layers``, ``causes``.
 
     Raises:
-      ValueError: unmatched parameter names (both sides listed, with suggestions by
-        shape), port layers without a torch twin or in a different order, or an input
-        the torch module rejects.
+      ValueError: for a jaxgrad model, unmatched parameter names (both sides listed,
+        with suggestions by shape), port layers without a torch twin or in a different
+        order; ``names`` naming a leaf or a torch parameter that does not exist;
+        ``train=True`` with a traced port; an input the torch module rejects.
       TypeError: a ``port`` of none of the accepted forms.
     """
     inputs = example_input if isinstance(example_input, tuple) else (example_input,)
     kwargs = dict(kwargs or {})
-    model, params, buffers, fn = _port_parts(port, buffers)
+    model, params, buffers, traced = _port_parts(port, buffers)
     torch_params = {k: tuple(v.shape) for k, v in torch_module.named_parameters()}
+    if names is not None and traced is None:
+        raise ValueError("diagnose: `names` maps a traced port's leaves to torch's names; "
+                         "a jaxgrad or stock nnx port already has torch's names.")
+    if traced is not None:
+        from jaxgrad.doctor.anyport import diagnose_traced
+
+        mapping = {**(traced[1] or {}), **(names or {})} if (traced[1] or names) else None
+        if mapping is not None:
+            if not isinstance(mapping, dict):
+                raise TypeError(f"diagnose: `names` must be a dict {{port leaf: torch name}}, "
+                                f"got {type(names).__name__}.")
+            _check_names(mapping, traced[0], list(torch_params))
+        return diagnose_traced(torch_module, traced[0], inputs, kwargs, train=train,
+                               names=mapping, precision=_precision_context)
     check_params(torch_params, params)
     ref_out, torch_calls = cap.capture_torch(torch_module, inputs, kwargs, train=train)
     arrays = [cap._np(x) for x in inputs]
     port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}  # torch tensors -> numpy
     name = type(torch_module).__name__
     with _precision_context([*arrays, *(_flat_arrays(ref_out))]):
-        if fn is not None:
-            out = cap._np_tree(fn[0](fn[1], *arrays, **port_kwargs))
-            return Report(name, None, [], [], error(ref_out, out), within_tier(ref_out, out),
-                          _dtype_name(ref_out), train, note="a plain function: compared at the "
-                          "output only (pass a jaxgrad model or nnx.Module to localise)")
         buffers = dict(buffers or {})
         e2e = cap.Recorder()
         try:

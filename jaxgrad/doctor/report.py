@@ -44,7 +44,9 @@ class Cause:
     signature: str
 
 
-def _e(value: float) -> str:
+def _e(value: float | None) -> str:
+    if value is None:
+        return "-"
     if value == 0:
         return "0"
     return "inf" if math.isinf(value) else f"{value:.2g}"
@@ -71,8 +73,17 @@ class Report:
       pattern: where in the layer's output the error sits, in words (or None).
       glue: when no layer is over the tier but the output is, the layer before which
         the forward code makes the error (``"<output>"``: after the last layer).
-      note: a remark replacing the layer analysis (a plain function, a captured
-        program's region).
+      note: a remark replacing the layer analysis (a captured program's region, a
+        port that cannot be traced).
+      params: for a traced port (any port that is not a jaxgrad or stock nnx model):
+        where each torch parameter was found among the port's leaves, one line each
+        (``"0.weight -> fc1.kernel (transposed)"``); None otherwise.
+      unused: the port's leaves in which no torch parameter was found.
+      unmatched: ``[(torch module path, why), ...]``: the modules the doctor could not
+        pair with the port (parameters not found or ambiguous, no value of the size).
+      port_kind: ``"nnx module"``, ``"pytree module"``, ``"function"``, ``"closure"``
+        for a traced port; None for a jaxgrad or stock nnx model.
+      values: how many of the port's values were recorded (a traced port).
     """
 
     model: str
@@ -86,6 +97,11 @@ class Report:
     pattern: str | None = None
     glue: str | None = None
     note: str | None = None
+    params: list | None = None
+    unused: list = dataclasses.field(default_factory=list)
+    unmatched: list = dataclasses.field(default_factory=list)
+    port_kind: str | None = None
+    values: int = 0
 
     @property
     def clean(self) -> bool:
@@ -95,7 +111,8 @@ class Report:
     def verdict(self) -> str:
         if self.clean:
             return (f"clean bill: every layer and the output are within the {self.dtype} tier "
-                    f"(output max error {_e(self.output_error)}).")
+                    f"(output max error {_e(self.output_error)})"
+                    + (f"; {self.note}." if self.note else "."))
         if self.first_layer is None:
             if self.note:
                 return f"the output differs (max error {_e(self.output_error)}); {self.note}."
@@ -135,17 +152,30 @@ class Report:
 
     def __str__(self) -> str:
         lines = [self.heading]
+        traced = self.port_kind is not None
+        if traced:
+            found = sum(1 for p in self.params or () if "not found" not in p)
+            lines.append(f"port: a {self.port_kind}, traced ({self.values} values recorded); "
+                         f"{found} of {len(self.params or ())} torch parameters and buffers "
+                         "found in it by value:")
+            lines += [f"  {p}" for p in self.params or ()]
+            if self.unused:
+                lines.append(f"  port leaves holding no torch parameter: {', '.join(self.unused)}")
         if self.layers:
             width = max(len(r["path"]) + (4 if r["index"] else 0) for r in self.layers)
             width = max(width, 5)
-            lines.append(f"  {'layer':<{width}}  {'class':<20} {'end-to-end':>10} {'own':>10}")
+            lines.append(f"  {'layer':<{width}}  {'class':<20} {'end-to-end':>10} {'own':>10}"
+                         + ("  port value" if traced else ""))
             for r in self.layers:
                 name = r["path"] + (f" #{r['index']}" if r["index"] else "")
                 mark = "  <- first over the tier" if r["path"] == self.first_layer and \
                     r["exceeds"] and not any(x["exceeds"] for x in self.layers[:self.layers.index(r)]) \
                     else ("  (over)" if r["exceeds"] else "")
+                port = f"  {r['port']}" if traced else ""
                 lines.append(f"  {name:<{width}}  {r['class_name']:<20} "
-                             f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{mark}")
+                             f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{port}{mark}")
+        for path, why in self.unmatched:
+            lines.append(f"could not match `{path or '(the module)'}`: {why}")
         lines.append(f"output max error: {_e(self.output_error)}")
         if self.causes:
             lines.append("ranked causes (the layer's max error with the convention undone):")

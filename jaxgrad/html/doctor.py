@@ -66,6 +66,20 @@ def _verdict(report) -> str:
             f'{html.escape(report.verdict)}</p>')
 
 
+def _correspondence(report) -> str:
+    """A traced port: where each torch parameter was found, what could not be matched."""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in report.params or ())
+    unused = (f"<p>port leaves holding no torch parameter: "
+              f"{html.escape(', '.join(report.unused))}</p>" if report.unused else "")
+    unmatched = "".join(f'<li data-unmatched="{html.escape(path)}">could not match '
+                        f"<b>{html.escape(path or '(the module)')}</b>: {html.escape(why)}</li>"
+                        for path, why in report.unmatched)
+    return (f'<h3>the port: a {html.escape(report.port_kind)}, traced ({report.values} values '
+            'recorded); torch\'s parameters found in it by value</h3>'
+            f'<ul class="correspondence">{items}</ul>{unused}'
+            + (f'<ul class="unmatched">{unmatched}</ul>' if unmatched else ""))
+
+
 def _model_section(number: int, session: Session) -> str:
     report = session.report
     anchor = f"session-{number}"
@@ -100,6 +114,8 @@ def _model_section(number: int, session: Session) -> str:
     body = [f'<p class="tier">{html.escape(report.heading)}; output max error '
             f'<span class="output-error" data-value="{data_number(report.output_error)}">'
             f'{scientific(report.output_error)}</span></p>', _verdict(report)]
+    if getattr(report, "port_kind", None) is not None:
+        body.append(_correspondence(report))
     if rows:
         body.append(
             '<table class="layers"><thead><tr><th>layer</th><th>class</th><th>end to end</th>'
