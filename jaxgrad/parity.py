@@ -37,6 +37,23 @@ float32 tier for it (``LeafResult.tier`` and ``tier_reason`` record which applie
   sides must look float32, a candidate that silently computed in float32 against a
   float64 reference is still judged (and failed) at the float64 tier, with a hint.
 
+**float32 calibrated by the reference's own rounding.** ``compare(reference, candidate,
+reference64=...)`` takes the reference computed again in float64 on the same values
+(the float32 weights and inputs cast up: the exact answer the float32 run
+approximates). A float32-tier leaf outside the tier against the float32 reference then
+passes when the candidate is within the float32 tier of the float64 answer, or within
+``CALIBRATION_MULTIPLE`` (5) times the float32 reference's own distance from it, both
+measured in units of the tier (``headroom``). Two correct float32 computations sum in
+different orders and either may round further; where the reference itself misses the
+tier against float64 (a convolution's weight gradient that nearly cancels) the tier
+cannot tell them apart, and the reference's own rounding is the measure. A leaf zero
+in exact arithmetic (its float64 reference at most ``ZERO_IN_EXACT`` (1e-11) of its
+neighbours' largest value: the bias of a convolution feeding BatchNorm) is float32
+noise on both sides: its tolerance is scaled by its neighbours' magnitude, the scale of
+that noise, instead of its own. ``LeafResult.rule`` says which rule passed a leaf.
+Integer leaves of int32 against int64 compare by value when ``jax_enable_x64`` is off
+(JAX then has no int64: ``num_batches_tracked``), and say so.
+
 ``rtol=0, atol=0`` asks for bit-identical leaves: the "within one framework" tier,
 never valid between two frameworks for float32 results. float16/bfloat16 have no
 policy tier: pass ``rtol`` and ``atol`` explicitly.
@@ -57,16 +74,28 @@ import numpy as np
 from jaxgrad._arrays import to_numpy
 from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public names)
     BIT_IDENTICAL,
+    CALIBRATION_MULTIPLE,
     ROUND_BITS,
     TOLERANCES,
+    ZERO_IN_EXACT,
     Tolerance,
     declared_tiers,
     ambiguous_argmax,
+    float32_tolerance,
+    headroom,
     leaf_tier,
     looks_float32,
+    neighbour_scales,
     significant_bits,
     tolerance_for,
 )
+
+# ``LeafResult.rule``: which rule passed a leaf
+RULE_TIER = "tier"
+RULE_FLOAT64 = "float64 answer"
+RULE_ROUNDING = "reference rounding"
+RULE_ZERO = "zero in exact arithmetic"
+RULE_INTEGER = "integer value"
 
 
 @dataclasses.dataclass
@@ -101,6 +130,17 @@ class LeafResult:
       tier_reason: why that tier: ``"dtype"`` (the leaf's dtype), ``"declared"``
         (``computed_in``) or ``"float32-exact values"`` (detected; module docstring);
         ``""`` for an explicit tolerance or when not reached.
+      rule: which rule passed the leaf: ``"tier"`` (within its tolerance of the
+        reference), and with ``reference64`` for a float32 leaf outside it:
+        ``"float64 answer"`` (within the float32 tier of the float64 answer),
+        ``"reference rounding"`` (within ``CALIBRATION_MULTIPLE`` times the float32
+        reference's own distance from it) or ``"zero in exact arithmetic"`` (either,
+        at its neighbours' scale); ``"integer value"`` for int32 against int64 with
+        x64 off; ``""`` for a failed leaf.
+      headroom: with ``reference64``, the candidate's ``max |c − r64| / tolerance`` in
+        units of the float32 tier around the float64 answer (≤ 1: within it); NaN
+        when not measured (no ``reference64``, or the leaf passed at the tier).
+      reference_headroom: the same for the float32 reference: its own rounding.
       passed: (property) ``problem is None``.
     """
 
@@ -114,6 +154,9 @@ class LeafResult:
     problem: str | None = None
     tier: str = ""  # the tolerance tier applied: a dtype name, or "explicit"
     tier_reason: str = ""  # "dtype", "declared" or "float32-exact values"; "" if none
+    rule: str = ""  # which rule passed it ("tier", "float64 answer", …); "" if failed
+    headroom: float = math.nan  # candidate vs the float64 answer, in float32 tiers
+    reference_headroom: float = math.nan  # the float32 reference vs the float64 answer
 
     @property
     def passed(self) -> bool:
@@ -140,7 +183,8 @@ class ParityReport:
       dtypes: (property) the reference leaves' dtype names, sorted, comma-joined.
       failures(): the leaves that did not pass.
       table(): a per-leaf text table (path, shape, dtype with its tier when it differs,
-        both errors, verdict), then the structure problems, then PASS or FAIL.
+        both errors, verdict; a leaf passed by another rule than the tier says which,
+        with both headrooms), then the structure problems, then PASS or FAIL.
       to_dict(), to_json(): the same as plain data (NaN written as ``null``); each
         leaf with every field above, ``rtol``, ``atol`` and ``passed``.
     """
@@ -178,7 +222,7 @@ class ParityReport:
                 _dtype_label(leaf),
                 _fmt(leaf.max_abs_err),
                 _fmt(leaf.max_rel_err),
-                "PASS" if leaf.passed else f"FAIL: {leaf.problem}",
+                _verdict(leaf),
             ))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         lines = []
@@ -208,6 +252,9 @@ class ParityReport:
                     "atol": _json_float(leaf.atol),
                     "tier": leaf.tier,
                     "tier_reason": leaf.tier_reason,
+                    "rule": leaf.rule,
+                    "headroom": _json_float(leaf.headroom),
+                    "reference_headroom": _json_float(leaf.reference_headroom),
                     "passed": leaf.passed,
                     "problem": leaf.problem,
                 }
@@ -220,6 +267,22 @@ class ParityReport:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def _verdict(leaf) -> str:
+    if not leaf.passed:
+        return f"FAIL: {leaf.problem}"
+    if leaf.rule in ("", RULE_TIER):
+        return "PASS"
+    if leaf.rule == RULE_INTEGER:
+        return "PASS (integer value: int32 against int64, x64 off)"
+    return (f"PASS ({leaf.rule}: {_in_tiers(leaf.headroom)}x the float32 tier from float64, "
+            f"reference {_in_tiers(leaf.reference_headroom)}x)")
+
+
+def _in_tiers(value: float) -> str:
+    """A distance in units of the tier: two decimals, or two digits when below 0.01."""
+    return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.1e}"
 
 
 def _dtype_label(leaf) -> str:
@@ -265,7 +328,8 @@ def flatten(tree) -> dict[str, Any]:
     return {jax.tree_util.keystr(path) or "<root>": leaf for path, leaf in leaves}
 
 
-def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> LeafResult:
+def _compare_leaf(path, reference, candidate, rtol, atol, declared=None,
+                  exact=None, neighbours: float = 0.0) -> LeafResult:
     if reference is None or candidate is None:
         result = LeafResult(path=path, shape=(), dtype="None")
         if reference is None and candidate is None:
@@ -281,6 +345,24 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> Leaf
         result.problem = f"shape {tuple(cand.shape)} != reference {tuple(ref.shape)}"
         return result
     if ref.dtype != cand.dtype:
+        if _integers_without_x64(ref.dtype, cand.dtype):
+            result.tier, result.tier_reason, result.rtol, result.atol = (
+                ref.dtype.name, "dtype", 0.0, 0.0)
+            wide_ref, wide_cand = ref.astype(np.int64), cand.astype(np.int64)
+            diff = np.abs(wide_ref - wide_cand).ravel()
+            result.max_abs_err = float(diff.max()) if diff.size else 0.0
+            result.max_rel_err = _max_finite([0.0] + [
+                float(d / abs(r)) if r else (math.inf if d else 0.0)
+                for d, r in zip(diff, wide_ref.ravel()) if d])
+            if diff.any():
+                worst = int(np.argmax(diff))
+                result.problem = (
+                    f"{int((diff > 0).sum())}/{diff.size} integer values differ (compared by "
+                    f"value: {cand.dtype.name} against {ref.dtype.name}, x64 off; worst: "
+                    f"reference {wide_ref.ravel()[worst]}, candidate {wide_cand.ravel()[worst]})")
+            else:
+                result.rule = RULE_INTEGER
+            return result
         result.problem = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
         return result
     if rtol is None or atol is None:
@@ -321,6 +403,13 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> Leaf
     result.max_abs_err = float(abs_err.max())
     result.max_rel_err = float(rel_err.max())
     bad = abs_err > atol + rtol * magnitude
+    zero = False
+    if not bad.any():
+        result.rule = RULE_TIER
+    elif exact is not None and result.tier == "float32":
+        zero = _calibrate(result, ref64, cand64, exact.ravel()[finite], neighbours)
+        if result.rule:
+            return result
     if bad.any():
         worst = int(np.argmax(abs_err - (atol + rtol * magnitude)))
         result.problem = (
@@ -335,7 +424,36 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None) -> Leaf
                     f"; the {sides[0]}'s values are all float32 values: computed in float32 "
                     "while the other side computed in float64?"
                 )
+        if not math.isnan(result.headroom):
+            where = " at its neighbours' scale (zero in exact arithmetic)" if zero else ""
+            result.problem += (
+                f"; against the float64 answer{where}: candidate {result.headroom:.3g}x the "
+                f"float32 tier, reference {result.reference_headroom:.3g}x (passes within "
+                f"max(1, {CALIBRATION_MULTIPLE:g} x reference))")
     return result
+
+
+def _integers_without_x64(a: np.dtype, b: np.dtype) -> bool:
+    """int32 against int64 (either side) while JAX has no 64-bit integers."""
+    return (a.kind == b.kind == "i" and {a.itemsize, b.itemsize} == {4, 8}
+            and not jax.config.jax_enable_x64)
+
+
+def _calibrate(result: LeafResult, ref32, cand32, exact, neighbours: float) -> bool:
+    """The float32 rule with the float64 answer ``exact`` (flat, the reference's finite
+    elements): sets ``headroom``, ``reference_headroom`` and, when one of the rules
+    passes the leaf, ``rule``. Returns whether the leaf is zero in exact arithmetic."""
+    if not np.isfinite(exact).all() or not np.isfinite(cand32).all():
+        return False
+    scale = _zero_scale(exact, neighbours)
+    zero = scale is not None
+    result.headroom = headroom(cand32, exact, scale)
+    result.reference_headroom = headroom(ref32, exact, scale)
+    if result.headroom <= 1.0:
+        result.rule = RULE_ZERO if zero else RULE_FLOAT64
+    elif result.headroom <= CALIBRATION_MULTIPLE * result.reference_headroom:
+        result.rule = RULE_ZERO if zero else RULE_ROUNDING
+    return zero
 
 
 def _copy(leaf):
@@ -386,8 +504,84 @@ def leaf_digests(leaves: dict) -> dict:
     return digests
 
 
+def _float64_answer(reference64, paths) -> tuple[dict, dict]:
+    """``({path: float64 leaf}, {path: neighbours' scale})`` of ``compare``'s
+    ``reference64``, keyed as ``flatten`` keys the reference."""
+    flat = flatten(reference64)
+    if isinstance(reference64, dict) and list(flat) == list(reference64):
+        keys = {path: (path,) for path in flat}
+    else:
+        leaves, _ = jax.tree_util.tree_flatten_with_path(reference64, is_leaf=_is_none)
+        keys = {jax.tree_util.keystr(path) or "<root>": tuple(path) for path, _ in leaves}
+    exact, magnitudes = {}, {}
+    for path, leaf in flat.items():
+        if leaf is None:
+            continue
+        value = to_numpy(leaf)
+        if value.dtype.kind != "f":
+            continue
+        if value.dtype != np.float64:
+            raise ValueError(
+                f"`reference64` leaf {path} is {value.dtype.name}; it must hold the float64 "
+                "answer (the reference computed in float64 on the same values)."
+            )
+        exact[path] = value
+        finite = value[np.isfinite(value)]
+        magnitudes[path] = float(np.max(np.abs(finite))) if finite.size else 0.0
+    unknown = [p for p in exact if p not in paths]
+    if exact and len(unknown) == len(exact):
+        raise ValueError(
+            f"`reference64` shares no leaf path with the reference (its paths: "
+            f"{', '.join(list(exact)[:4])}…; the reference's: {', '.join(list(paths)[:4])}…)."
+        )
+    return exact, neighbour_scales(keys, magnitudes)
+
+
+def _zero_scale(exact: np.ndarray, neighbours: float) -> float | None:
+    """``neighbours`` when ``exact`` (a float64 answer) is zero in exact arithmetic
+    beside them (``ZERO_IN_EXACT``), else None (the leaf's own scale)."""
+    own = float(np.max(np.abs(exact))) if exact.size else 0.0
+    return neighbours if 0.0 < neighbours and own <= ZERO_IN_EXACT * neighbours else None
+
+
+def rounding(values, reference64) -> dict:
+    """How far each float32 leaf lies from the float64 answer, in units of the float32
+    tier: ``{path: headroom}`` (``headroom``: ≤ 1 within the tier), a leaf zero in
+    exact arithmetic measured at its neighbours' scale, as ``compare`` does with
+    ``reference64``. Applied to the float32 reference itself, it measures the reference's
+    own rounding: how much of the tier is already used before any port.
+
+    Args:
+      values: a pytree of float32 results (torch tensors, numpy or jax arrays).
+      reference64: the same computation in float64 on the same values, the same
+        structure (or any part of it).
+
+    Returns:
+      ``{leaf path: float}`` over the floating leaves on both sides, keyed as
+      ``flatten`` keys ``values``; ``inf`` where a value is not finite and its
+      answer is, or the shapes differ.
+
+    Raises:
+      ValueError: a ``reference64`` as ``compare`` refuses it.
+    """
+    flat = flatten(values)
+    exact, scales = _float64_answer(reference64, flat)
+    found = {}
+    for path, answer in exact.items():
+        if flat.get(path) is None:
+            continue
+        value = to_numpy(flat[path]).astype(np.float64)
+        finite = np.isfinite(answer)
+        if value.shape != answer.shape:
+            found[path] = math.inf
+            continue
+        kept = answer[finite]
+        found[path] = headroom(value[finite], kept, _zero_scale(kept, scales.get(path, 0.0)))
+    return found
+
+
 def compare(reference, candidate, *, rtol: float | None = None, atol: float | None = None,
-            computed_in=None, name: str = "") -> ParityReport:
+            computed_in=None, reference64=None, name: str = "") -> ParityReport:
     """Compare ``candidate`` against ``reference``, structure first, then each leaf.
 
     Args:
@@ -401,6 +595,12 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
         the dtype holding them: ``"float32"`` for every floating leaf, or
         ``{leaf path: "float32"}``; ``"float64"`` pins the float64 tier (no
         detection). See the module docstring.
+      reference64: the reference computed in float64 on the same values (a pytree of
+        ``reference``'s structure, or any part of it; its floating leaves float64).
+        A float32-tier leaf outside the tier against ``reference`` then passes when
+        the candidate lies within the float32 tier of this float64 answer, or within
+        ``CALIBRATION_MULTIPLE`` times ``reference``'s own distance from it (module
+        docstring); ``LeafResult.rule`` says which. None: the tier alone.
       name: a label carried into the report.
 
     Returns:
@@ -408,7 +608,8 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
 
     Raises:
       ValueError: a ``computed_in`` that names no leaf or no tier, or declares float64
-        for a float32 leaf.
+        for a float32 leaf; a ``reference64`` whose floating leaves are not float64,
+        that shares no leaf path with ``reference``, or whose leaf has another shape.
     """
     ref_leaves = flatten(reference)
     cand_leaves = flatten(candidate)
@@ -426,17 +627,29 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
     if not ref_leaves and not cand_leaves:
         # an empty comparison proves nothing; it is usually a check that lost its data
         structure.append("nothing to compare: reference and candidate have no leaves")
+    exact, scales = ({}, {}) if reference64 is None else _float64_answer(reference64, ref_leaves)
+    for path, value in exact.items():
+        ref = ref_leaves.get(path)
+        if ref is not None and tuple(np.shape(to_numpy(ref))) != value.shape:
+            raise ValueError(
+                f"`reference64` leaf {path} has shape {value.shape}, the reference's "
+                f"{tuple(np.shape(to_numpy(ref)))}: it must be the same computation in float64."
+            )
     leaves = [
         _compare_leaf(path, ref_leaves[path], cand_leaves[path], rtol, atol,
-                      declared.get(path))
+                      declared.get(path), exact.get(path), scales.get(path, 0.0))
         for path in ref_leaves
         if path in cand_leaves
     ]
+    for leaf in leaves:
+        if leaf.passed and not leaf.rule:
+            leaf.rule = RULE_TIER  # two None leaves, or an empty one
     return ParityReport(leaves=leaves, structure_problems=structure, name=name)
 
 
 def assert_parity(reference, candidate, *, rtol: float | None = None,
-                  atol: float | None = None, computed_in=None, name: str = "") -> ParityReport:
+                  atol: float | None = None, computed_in=None, reference64=None,
+                  name: str = "") -> ParityReport:
     """``compare`` and raise ``AssertionError`` with the per-leaf table on any failure.
 
     Args:
@@ -445,6 +658,8 @@ def assert_parity(reference, candidate, *, rtol: float | None = None,
       rtol: as ``compare``: None takes each leaf's tier from the policy.
       atol: as ``compare``.
       computed_in: as ``compare``: the precision the leaves were computed in.
+      reference64: as ``compare``: the reference computed in float64, which
+        calibrates the float32 verdicts.
       name: a label carried into the report and the error.
 
     Returns:
@@ -453,10 +668,10 @@ def assert_parity(reference, candidate, *, rtol: float | None = None,
     Raises:
       AssertionError: any structure problem or failing leaf; the message is the
         report's per-leaf table.
-      ValueError: a bad ``computed_in``, as ``compare``.
+      ValueError: a bad ``computed_in`` or ``reference64``, as ``compare``.
     """
     report = compare(reference, candidate, rtol=rtol, atol=atol, computed_in=computed_in,
-                     name=name)
+                     reference64=reference64, name=name)
     if not report.passed:
         raise AssertionError("parity check failed\n" + report.table())
     return report
@@ -465,18 +680,23 @@ def assert_parity(reference, candidate, *, rtol: float | None = None,
 __all__ = [
     "ambiguous_argmax",
     "BIT_IDENTICAL",
+    "CALIBRATION_MULTIPLE",
     "LeafResult",
     "ParityReport",
     "ROUND_BITS",
     "TOLERANCES",
     "Tolerance",
+    "ZERO_IN_EXACT",
     "assert_parity",
     "compare",
     "flatten",
+    "float32_tolerance",
+    "headroom",
     "leaf_digests",
     "leaf_tier",
     "looks_float32",
     "recording",
+    "rounding",
     "significant_bits",
     "tolerance_for",
 ]

@@ -191,8 +191,9 @@ def test_report_fields_mean_what_the_documentation_says():
     out = by_path["['out']"]  # NaN compared by mask, left out; r = 0 vs 1e-13: rel inf, atol passes
     assert out.passed and out.max_abs_err == 1e-13 and out.max_rel_err == math.inf
     assert (out.rtol, out.atol, out.tier, out.tier_reason) == (1e-10, 1e-12, "float64", "dtype")
+    assert out.rule == "tier" and math.isnan(out.headroom)  # no reference64: the tier only
     w = by_path["['grads']['w']"]  # stopped at the shape: nothing measured
-    assert w.problem == "shape (2, 3) != reference (2, 2)" and w.shape == (2, 2)
+    assert w.problem == "shape (2, 3) != reference (2, 2)" and w.shape == (2, 2) and w.rule == ""
     assert math.isnan(w.max_abs_err) and math.isnan(w.atol) and w.tier == ""
     assert by_path["['count']"].tier == "int64" and by_path["['count']"].atol == 0.0
     assert not report.passed and report.failures() == [w] and report.max_rel_err == math.inf

@@ -6,7 +6,10 @@ are handed to both frameworks; the outputs (a tensor or nested tuples, ``None``
 entries kept) are compared leaf by leaf, then the gradients of ``Σ c·output`` (one
 fixed random cotangent ``c`` per floating output) with respect to every parameter
 and to the floating positional inputs. NaN outputs (fully masked attention rows)
-are compared by their NaN masks and their NaN gradients likewise.
+are compared by their NaN masks and their NaN gradients likewise. A float32 module is
+also run as a float64 copy on the same values (``float64_reference``): its float32
+leaves are judged by ``compare``'s calibrated rule (``reference64``), and
+``reference_rounding`` measures torch's own float32 rounding against it.
 """
 
 from __future__ import annotations
@@ -60,11 +63,18 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
       convert: ``module -> (model, params)``; default ``jaxgrad.nn.from_torch``.
       jax_only: keyword arguments for the jaxgrad side only, read after torch's
         forward (e.g. ``dropout_masks`` filled by forward hooks on torch's dropouts).
+
+    A float32 row is compared with ``reference64``, torch's float64 answer on the same
+    values (``float64_reference``), unless ``jax_only`` hands over torch's draws.
     """
     kwargs = dict(kwargs or {})
     floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
     dtype = str(next(module.parameters()).dtype).replace("torch.", "") if any(
         True for _ in module.parameters()) else floats[0].dtype.name
+    # a float32 row is judged against torch's float64 answer too (``compare``'s
+    # ``reference64``: the float32 tier calibrated by torch's own rounding), except where
+    # the jaxgrad side is handed torch's random draws, which a float64 copy redraws
+    wide = float64_copy(module) if dtype == "float32" and not jax_only else None
     with jax_precision(dtype):
         # converted before torch's forward: Embedding(max_norm) mutates its weight
         model, params = (convert or jaxgrad.nn.from_torch)(module)
@@ -91,7 +101,9 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
         (_, output), (grads, input_grads) = fn(params, [jax_args[i] for i in float_positions])
         candidate = {"output": _tree_of(output), "grads": grads,
                      "input_grads": list(input_grads)}
-        return jaxgrad.parity.compare(reference, candidate, name=name)
+    exact = None if wide is None else float64_reference(wide, args, kwargs, train=train,
+                                                        grad_inputs=grad_inputs)
+    return jaxgrad.parity.compare(reference, candidate, reference64=exact, name=name)
 
 
 def _torch_side(module, args, kwargs, dtype: str, *, train: bool, grad_inputs: bool,
@@ -134,130 +146,46 @@ def _upcast(value):
             else value)
 
 
+def float64_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A float64 copy of a float32 ``module``: the same function on the same values
+    (RMSNorm's ``eps=None``, which means ``finfo(dtype).eps``, keeps float32's)."""
+    import copy
+
+    wide = copy.deepcopy(module).double()
+    for layer in wide.modules():
+        if isinstance(layer, torch.nn.RMSNorm) and layer.eps is None:
+            layer.eps = torch.finfo(torch.float32).eps
+    return wide
+
+
+def float64_reference(wide: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
+                      train: bool = False, grad_inputs: bool = True) -> dict:
+    """The reference tree of a float32 row (``{"output", "grads", "input_grads"}``)
+    computed by ``wide`` (``float64_copy`` of its module) on the same values: inputs and
+    cotangents cast up. ``jaxgrad.parity.compare``'s ``reference64``."""
+    kwargs = dict(kwargs or {})
+    _, _, high = _torch_side(wide, _upcast(tuple(args)),
+                             {k: _upcast(v) for k, v in kwargs.items()}, "float32",
+                             train=train, grad_inputs=grad_inputs, cast_to=np.float64)
+    return high
+
+
 def reference_rounding(module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
                        train: bool = False, grad_inputs: bool = True) -> dict:
     """How much of the float32 tier torch's own float32 rounding uses, per leaf.
 
     Runs the float32 ``module`` (the reference of a float32 twin row) and a float64 copy
     on the same values (inputs, weights and cotangents cast up), and returns
-    ``{leaf path: max_i |t32_i - t64_i| / (atol + rtol·|t64_i|)}`` with the float32
-    tier's rtol and atol (``jaxgrad.parity.tolerance_for``: 1e-5 and 1e-6·max|t64|). A
-    row can give a verdict that does not depend on which CPU or compiler made the
-    float32 bits only where this is well below 1 (the twin rows hold it under 0.5):
-    two float32 results, each that close to the exact answer, stay within the tier of
-    each other. Near 1 or above, the leaf is ill-conditioned in float32 (a
+    ``jaxgrad.parity.rounding``: ``{leaf path: max_i |t32_i - t64_i| / (atol +
+    rtol·|t64_i|)}`` at the float32 tier (rtol 1e-5, atol 1e-6·max|t64|; a leaf zero in
+    exact arithmetic at its neighbours' scale). Well below 1, a float32 row's verdict
+    does not depend on which CPU or compiler made the float32 bits (the twin rows hold
+    it under 0.5). Near 1 or above, the leaf is ill-conditioned in float32 (a
     cancellation, such as LayerNorm's input gradient where ``g - mean(g) - x̂·mean(g·x̂)``
-    nearly vanishes) and passes or fails by luck.
+    nearly vanishes); ``twin_parity`` then judges it by ``compare``'s calibrated rule.
     """
-    import copy
-
-    kwargs = dict(kwargs or {})
-    _, _, low = _torch_side(module, args, kwargs, "float32", train=train,
+    wide = float64_copy(module)  # before torch's forward: Embedding(max_norm) mutates
+    _, _, low = _torch_side(module, args, dict(kwargs or {}), "float32", train=train,
                             grad_inputs=grad_inputs)
-    wide = copy.deepcopy(module).double()
-    for layer in wide.modules():
-        # RMSNorm's eps=None means finfo(dtype).eps: keep float32's, the same function
-        if isinstance(layer, torch.nn.RMSNorm) and layer.eps is None:
-            layer.eps = torch.finfo(torch.float32).eps
-    _, _, high = _torch_side(wide, _upcast(tuple(args)),
-                             {k: _upcast(v) for k, v in kwargs.items()}, "float32",
-                             train=train, grad_inputs=grad_inputs, cast_to=np.float64)
-    ratios = {}
-    flat_low = jax.tree_util.tree_flatten_with_path(low, is_leaf=lambda v: v is None)[0]
-    flat_high = jax.tree_util.tree_leaves(high, is_leaf=lambda v: v is None)
-    for (path, t32), t64 in zip(flat_low, flat_high):
-        if t32 is None:
-            continue
-        t32 = t32.detach().numpy().astype(np.float64)
-        t64 = t64.detach().numpy()
-        finite = np.isfinite(t64)
-        if not finite.any():
-            continue
-        exact = t64[finite]
-        rtol, atol = jaxgrad.parity.tolerance_for("float32", exact)  # the one tier table
-        tolerance = atol + rtol * np.abs(exact)
-        ratios[jax.tree_util.keystr(path)] = float(
-            np.max(np.abs(t32[finite] - exact) / np.maximum(tolerance, np.finfo(np.float64).tiny)))
-    return ratios
-
-
-# A float32 leaf can be ill-conditioned: torch's own float32 rounding already uses much of
-# the float32 tier against the exact (float64) answer on it, so two float32 results each
-# close to that answer can still fall outside the tier of each other, by luck (see
-# ``reference_rounding`` above, whose rows hold this under one half). port.py and the zoo
-# both judge float32 by this rule. A gradient that is
-# zero in exact arithmetic (BERT's attention key bias: softmax ignores a shift of a whole
-# row of scores) is float32 noise on both sides; BatchNorm over two values (ResNet-18's
-# last stage on a 32x32 image) cancels. There the twin is judged by accuracy instead.
-ILL_CONDITIONED = 0.5  # torch's float32 error, in units of the tier, from which a leaf is
-ACCURACY_FACTOR = 10.0  # where torch misses the tier: the twin may be this much farther off
-
-
-def headroom(values, reference64) -> float:
-    """``max |values − reference64| / tolerance`` in units of the float32 tier's
-    tolerance for ``reference64`` (inf where either is not finite)."""
-    from jaxgrad.parity import tolerance_for
-
-    values, exact = np.asarray(values, np.float64), np.asarray(reference64, np.float64)
-    if values.shape != exact.shape or not (np.isfinite(values).all() and np.isfinite(exact).all()):
-        return float("inf")
-    rtol, atol = tolerance_for("float32", exact)
-    tolerance = np.maximum(atol + rtol * np.abs(exact), np.finfo(np.float64).tiny)
-    return float(np.max(np.abs(values - exact) / tolerance)) if values.size else 0.0
-
-
-def torch_float32_accuracy(reference64: dict, torch_runs: list) -> tuple[float, str | None]:
-    """How close torch's own float32 gets to the float64 answer on one model, over
-    several float32 runs of it (``torch_runs``: flat ``{path: array}`` dicts, the same
-    values summed in different orders: the default kernels, channels-last, the batch
-    reversed): the largest headroom (``headroom``) over every leaf and run, and the
-    leaf where it is. Leaves beyond ``ACCURACY_FACTOR`` (a value zero in exact
-    arithmetic: float32 noise, judged leaf by leaf by ``float32_ill_conditioned``) do
-    not set it."""
-    worst, where = 0.0, None
-    for path, exact in reference64.items():
-        for run in torch_runs:
-            if path not in run:
-                continue
-            value = headroom(run[path], exact)
-            if value <= ACCURACY_FACTOR and value > worst:
-                worst, where = value, path
-    return worst, where
-
-
-def float32_ill_conditioned(report32, reference32: dict, candidate32: dict,
-                            reference64: dict) -> dict:
-    """Leaves that fail the float32 tier against torch's float32 only because they are
-    ill-conditioned in float32, with the twin as accurate as torch:
-    ``{path: (torch's headroom, the twin's headroom)}``, a headroom being
-    ``max |value − t64| / tolerance`` in units of the float32 tier's tolerance for the
-    float64 values ``t64``. A failing leaf is listed when torch's headroom or the twin's
-    is at least ``ILL_CONDITIONED`` (either float32 computation shows the leaf
-    ill-conditioned: a failing leaf on which torch is accurate has the twin's at least
-    about one half) and the twin's is at most 1 (within the tier of the float64 answer) — or, where torch's own float32 value misses the tier too (headroom above
-    1: a gradient that is zero in exact arithmetic is float32 noise), at most
-    ``ACCURACY_FACTOR`` times torch's. Every other failing leaf is a real disagreement. ``reference64`` must come from the
-    same float32 values cast up (``port_parity``'s float64 run of a float32 model and
-    input; the zoo's float64 copy of its float32 model)."""
-    from jaxgrad.parity import flatten, tolerance_for
-
-    low, high, ours = flatten(reference32), flatten(reference64), flatten(candidate32)
-    found = {}
-    for leaf in report32.failures():
-        t32, t64, c32 = low.get(leaf.path), high.get(leaf.path), ours.get(leaf.path)
-        if t32 is None or t64 is None or c32 is None:
-            continue
-        t32, t64, c32 = (np.asarray(a, np.float64) for a in (t32, t64, c32))
-        if not (t32.shape == t64.shape == c32.shape) or not (
-                np.isfinite(t64).all() and np.isfinite(t32).all() and np.isfinite(c32).all()):
-            continue
-        rtol, atol = tolerance_for("float32", t64)
-        tolerance = np.maximum(atol + rtol * np.abs(t64), np.finfo(np.float64).tiny)
-        torch_headroom = float(np.max(np.abs(t32 - t64) / tolerance))
-        twin_headroom = float(np.max(np.abs(c32 - t64) / tolerance))
-        allowed = max(1.0, ACCURACY_FACTOR * torch_headroom) if torch_headroom > 1.0 else 1.0
-        # ill-conditioned when either float32 computation (torch's kernels, XLA's: two
-        # summation orders) uses half the tier or more against the exact answer
-        if max(torch_headroom, twin_headroom) >= ILL_CONDITIONED and twin_headroom <= allowed:
-            found[leaf.path] = (torch_headroom, twin_headroom)
-    return found
+    high = float64_reference(wide, args, kwargs, train=train, grad_inputs=grad_inputs)
+    return jaxgrad.parity.rounding(low, high)

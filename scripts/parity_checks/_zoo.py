@@ -8,10 +8,11 @@ copied weights and the same inputs, every comparison made with
   fixed random cotangent ``c`` per floating output leaf, so the whole vector-Jacobian
   product is checked) with respect to every parameter;
 - **float32, evaluation mode**: the same on the float32 model (its own conversion; the
-  captured program is specialised to its dtype). A float32 leaf that fails is put
-  beside torch's own float32 rounding (torch float32 against torch float64 on the same
-  values, in units of the float32 tier), which says whether the leaf is
-  ill-conditioned in float32 rather than wrong;
+  captured program is specialised to its dtype), judged by ``compare``'s calibrated
+  float32 rule (``reference64``: the float64 run above computes exactly what the float32
+  one approximates): a leaf outside the tier against torch's float32 passes when
+  jaxgrad is within the tier of the float64 answer, or within
+  ``jaxgrad.parity.CALIBRATION_MULTIPLE`` times torch's own float32 distance from it;
 - **training, float64**: ``STEPS`` steps of SGD with momentum (``SGD``) in training
   mode on ``loss = Σ mean((output − target)²)`` over the floating outputs (fixed random
   targets), torch's loop against a jitted jaxgrad step, compared after every step:
@@ -50,10 +51,9 @@ import torch
 import jaxgrad
 from jaxgrad import optim as joptim
 from jaxgrad.nn.program import ExportedModule, TensorMeta
-from jaxgrad.parity import ParityReport, flatten
+from jaxgrad.parity import ParityReport
 import _zoo_models as zoo_models
 from parity_checks._capture_parity import draws_for
-from parity_checks._twin import float32_ill_conditioned, headroom, torch_float32_accuracy
 from torchref import optim as toptim
 from torchref.random_draws import recording
 
@@ -77,14 +77,11 @@ class Column:
     report: ParityReport | None = None
     error: str | None = None
     note: str | None = None
-    compared: ParityReport | None = None  # every leaf compared, when the verdict has fewer
-    # (float32 leaves held to the float64 answer instead: ``judged_float32``)
 
     @property
     def max_abs_err(self) -> float | None:
-        """The largest error against torch over every leaf compared (held leaves too)."""
-        report = self.compared if self.compared is not None else self.report
-        return None if report is None else report.max_abs_err
+        """The largest error against torch over every leaf compared."""
+        return None if self.report is None else self.report.max_abs_err
 
     def summary(self) -> str:
         if self.status in ("pass", "fail"):
@@ -95,14 +92,8 @@ class Column:
         report = None if self.report is None else self.report.to_dict()
         if report is not None and self.status == "pass":
             report.pop("leaves", None)  # a passing row keeps its maxima only
-        unjudged = None
-        if self.compared is not None:
-            kept = {leaf.path for leaf in self.report.leaves}
-            unjudged = [leaf for leaf in self.compared.to_dict()["leaves"]
-                        if leaf["path"] not in kept]
         return {"status": self.status, "max_abs_err": _finite(self.max_abs_err),
-                "error": self.error, "note": self.note, "report": report,
-                "held_to_float64": unjudged}
+                "error": self.error, "note": self.note, "report": report}
 
 
 @dataclasses.dataclass
@@ -573,7 +564,7 @@ def _run(entry, result, columns, capture, say):
     if isinstance(model, ExportedModule):
         result.constants = tuple(sorted(model.constants.arrays))
     reference64 = cotangents = None
-    if "float64" in columns or "float32" in columns:
+    if {"float64", "float32", "float32_grads"} & set(columns):
         say("float64 forward and gradients")
         reference64, cotangents = torch_eval(module64, args64, kwargs64)
     lowered = float32_regions(model)
@@ -614,8 +605,7 @@ def _column(run) -> Column:
     except Exception as error:  # noqa: BLE001 - a crashing comparison is an error cell
         return Column("error", error=_first_line(error) + _where(error))
     note = getattr(report, "zoo_note", None)
-    return Column("pass" if report.passed else "fail", report=report, note=note,
-                  compared=getattr(report, "zoo_all", None))
+    return Column("pass" if report.passed else "fail", report=report, note=note)
 
 
 def _where(error: BaseException) -> str:
@@ -636,32 +626,22 @@ def _raised(value):
 
 
 def _float32(entry, built, cotangents, reference64, capture) -> tuple:
-    """``(forward report, gradients report)`` of the float32 model: the forward at the
-    float32 tier, an output ill-conditioned in float32 held to the float64 answer (the
-    rule ``port.py`` applies: ``judged_float32`` without ``accuracy``); the gradients by
-    ``judged_float32``, also calibrated by torch's own float32 accuracy on the same
-    model (``torch_float32_runs``)."""
+    """``(forward report, gradients report)`` of the float32 model, each judged by
+    ``compare``'s calibrated float32 rule against ``reference64`` (torch's float64 run of
+    an exact copy of the float32 model, on the same inputs and cotangents); each report's
+    ``zoo_note`` counts the leaves passed by each rule (``calibrated_note``)."""
     module32, args32, kwargs32 = zoo_models.instance(built, "float32")
     model, params, buffers, _ = convert(module32, args32, kwargs32, capture)
     reference32, _ = torch_eval(module32, args32, kwargs32, cotangents)
     candidate32 = jax_eval(model, params, buffers, args32, kwargs32, cotangents)
-    forward = jaxgrad.parity.compare({"output": reference32["output"]},
-                                     {"output": candidate32["output"]},
-                                     name=f"{entry.name} float32 forward")
-    forward = judged_float32(forward, float32_ill_conditioned(
-        forward, {"output": reference32["output"]}, {"output": candidate32["output"]},
-        {"output": reference64["output"]}))
-    report = jaxgrad.parity.compare({"grads": reference32["grads"]},
-                                    {"grads": candidate32["grads"]},
-                                    name=f"{entry.name} float32 gradients")
-    runs = [reference32] + torch_float32_runs(module32, args32, kwargs32, cotangents)
-    high = flatten({"grads": reference64["grads"]})
-    accuracy = torch_float32_accuracy(high, [flatten({"grads": r["grads"]}) for r in runs])
-    excused = float32_ill_conditioned(report, {"grads": reference32["grads"]},
-                                      {"grads": candidate32["grads"]},
-                                      {"grads": reference64["grads"]})
-    return forward, judged_float32(report, excused, accuracy=accuracy,
-                                   candidate=flatten({"grads": candidate32["grads"]}), high=high)
+    reports = []
+    for part, label in (("output", "forward"), ("grads", "gradients")):
+        report = jaxgrad.parity.compare({part: reference32[part]}, {part: candidate32[part]},
+                                        reference64={part: reference64[part]},
+                                        name=f"{entry.name} float32 {label}")
+        report.zoo_note = calibrated_note(report)
+        reports.append(report)
+    return tuple(reports)
 
 
 def torch_float32_runs(module, args, kwargs, cotangents) -> list[dict]:
@@ -698,70 +678,23 @@ def _torch_grads(module, torch_args, torch_kwargs, cotangents) -> dict:
     return {"grads": grads}
 
 
-def judged_float32(report: ParityReport, excused: dict, *, accuracy=None, candidate=None,
-                   high=None) -> ParityReport:
-    """The float32 gradients' verdict. A leaf outside the float32 tier against torch's
-    float32 passes when
-
-    - it is ill-conditioned in float32 (``excused``, from
-      ``_twin.float32_ill_conditioned``, the rule ``port.py`` uses too): torch's or
-      jaxgrad's own float32 rounding (against torch in float64 on the same values: the
-      float64 model is an exact copy of the float32 one) uses ``ILL_CONDITIONED`` or
-      more of the tier, so the two pass or fail against each other by luck, and
-      jaxgrad is within the tier of the float64 answer (or, where torch misses it too,
-      within ``ACCURACY_FACTOR`` times torch's error); or
-    - jaxgrad is as close to the float64 answer as torch's own float32 gets on this
-      model: ``accuracy = (headroom, leaf)`` from ``_twin.torch_float32_accuracy``,
-      torch's largest error against float64 over every gradient and several summation
-      orders, in units of the tier; jaxgrad's headroom on the leaf (``candidate``
-      against ``high``, flat dicts) must not exceed it. Deep networks reach it: torch's
-      own float32 misses the tier against float64 by up to 1.8x on resnet18 and 4.4x on
-      efficientnet_b0 (a BatchNorm bias).
-
-    Every other failing leaf fails. The returned report leaves the passing leaves out
-    (``zoo_all`` keeps every leaf) and its ``zoo_note`` says how many there were and how
-    far each side was."""
-    calibrated = {}
-    if accuracy is not None and accuracy[0] > 1.0:
-        for leaf in report.failures():
-            if leaf.path in excused or leaf.path not in candidate or leaf.path not in high:
-                continue
-            twin = headroom(candidate[leaf.path], high[leaf.path])
-            if twin <= accuracy[0]:
-                calibrated[leaf.path] = twin
-    if not excused and not calibrated:
-        if accuracy is not None:
-            report.zoo_note = _accuracy_note(accuracy)
-        return report
-    kept = [leaf for leaf in report.leaves if leaf.path not in excused and
-            leaf.path not in calibrated]
-    judged = ParityReport(leaves=kept, structure_problems=report.structure_problems,
-                          name=report.name)
-    notes = []
-    if excused:
-        worst_torch = max(t for t, _ in excused.values())
-        worst_twin = max(c for _, c in excused.values())
-        notes.append(
-            f"{len(excused)} of {len(report.leaves)} float32 leaves outside the tier against "
-            f"torch's float32 are ill-conditioned in float32 (against float64, torch's own "
-            f"rounding uses up to {worst_torch:.1f}x the tier): held to the float64 answer "
-            f"instead, jaxgrad within {worst_twin:.2f}x the tier of it")
-    if calibrated:
-        notes.append(
-            f"{len(calibrated)} within torch's own float32 accuracy on this model (jaxgrad up "
-            f"to {max(calibrated.values()):.2f}x the tier against float64; "
-            + _accuracy_note(accuracy) + ")")
-    elif accuracy is not None:
-        notes.append(_accuracy_note(accuracy))
-    judged.zoo_note = "; ".join(notes)
-    judged.zoo_all = report
-    return judged
-
-
-def _accuracy_note(accuracy) -> str:
-    worst, where = accuracy
-    return (f"torch's own float32 reaches {worst:.2f}x the tier against float64"
-            + (f" at {where}" if where else ""))
+def calibrated_note(report: ParityReport) -> str | None:
+    """How many float32 leaves outside the tier against torch's float32 passed by each
+    calibrated rule of ``compare`` (``LeafResult.rule``), and how far jaxgrad and torch
+    were from the float64 answer on them (in units of the float32 tier); None when the
+    tier passed every leaf."""
+    calibrated = [leaf for leaf in report.leaves if leaf.passed and leaf.rule != "tier"]
+    if not calibrated:
+        return None
+    counts = {}
+    for leaf in calibrated:
+        counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
+    worst = max(calibrated, key=lambda leaf: leaf.headroom)
+    return (f"{len(calibrated)} of {len(report.leaves)} float32 leaves outside the tier "
+            f"against torch's float32 pass against its float64 answer ("
+            + ", ".join(f"{rule}: {n}" for rule, n in sorted(counts.items()))
+            + f"; jaxgrad up to {worst.headroom:.2f}x the tier from float64, torch "
+            f"{worst.reference_headroom:.2f}x on that leaf)")
 
 
 def _train(entry, built, module64, model, params, buffers, args, kwargs, result,
@@ -789,5 +722,5 @@ def _train(entry, built, module64, model, params, buffers, args, kwargs, result,
 
 __all__ = ["run_model", "ZooResult", "Column", "COLUMNS", "VERDICT", "COLUMN_TITLES", "STEPS", "SGD",
            "torch_eval", "jax_eval", "train_steps", "torch_step", "step_noise", "convert", "plain",
-           "judged_float32",
+           "calibrated_note", "torch_float32_runs",
            "square_loss_torch", "square_loss_jax"]

@@ -20,8 +20,6 @@ from flax import nnx
 from jaxgrad import losses as jlosses
 from jaxgrad.flax import grads_to_torch, modules, nnx_state_dict, to_nnx
 from jaxgrad.parity import compare
-from parity_checks._twin import (ACCURACY_FACTOR, ILL_CONDITIONED,  # noqa: F401 - port.py's
-                                 float32_ill_conditioned)      # float32 rule, the zoo's too
 from parity_checks.harness import Check, jax_precision
 
 F64 = torch.float64
@@ -696,7 +694,7 @@ def port_parity(module, x, layout: str, dtype: str) -> PortParity:
     every parameter) of ``module`` and its nnx twin at the ``dtype`` tier (``x`` is
     also the example a capture with ``torch.export`` needs). The cotangents are drawn
     in float32 whatever ``dtype``, so with float32 weights and input the float64 run
-    computes exactly what the float32 run approximates (``float32_ill_conditioned``).
+    computes exactly what the float32 run approximates (``compare``'s ``reference64``).
 
     Raises ``ValueError`` when the module cannot be converted (see ``nnx_port``)."""
     import copy
