@@ -53,6 +53,10 @@ if _XLA_CACHE is None or not os.path.isdir(_XLA_CACHE):
     os.environ["JAXGRAD_TEST_XLA_CACHE"] = _XLA_CACHE
     atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
 
+# the trainer's strategy cache (jaxgrad.train.strategy): a run's own, never the user's
+# ~/.cache/jaxgrad, inherited by the workers and by the scripts tests run as subprocesses
+os.environ["JAXGRAD_CACHE_DIR"] = os.path.join(_XLA_CACHE, "jaxgrad-cache")
+
 
 def _set_up_jax_and_torch() -> None:
     """Every process that runs tests, before its first test (and its first compilation:

@@ -231,3 +231,146 @@ def test_compute_dtype_error_against_a_hand_cast():
     assert error["grads"] > 0
     with pytest.raises(ValueError, match="compute_dtype"):
         compute_dtype_error(model, losses.cross_entropy, params, (x, y), "float16")
+
+
+# ------------------------------------------------------- per-row verdicts (issue 28)
+STEADY = benchmark.spread([1.0, 1.01, 1.02, 1.03])  # 2.0% IQR/median
+NOISY = benchmark.spread([1.0, 1.2, 1.5, 2.0])      # a starved contender
+NOISY_PEAK = {"jax": benchmark.spread([0.10, 0.11, 0.12]),
+              "torch": benchmark.spread([0.10, 0.12, 0.14, 0.17])}  # 25% IQR/median
+
+
+def _rows(**noisy):
+    """Two rows of three contenders, steady unless named in ``noisy``."""
+    return {row: {c: (NOISY if noisy.get(row) == c else STEADY)
+                  for c in ("jax default", "jax step", "torch eager")}
+            for row in ("cnn b128", "lstm b128")}
+
+
+def test_noisy_peak_probe_should_pass_the_rows():
+    v = benchmark.verdict(row_spreads=_rows(), peak_spreads=NOISY_PEAK)
+    assert v.trusted and v.run.trusted and v.untrusted_rows == []
+    assert all(t.trusted for t in v.rows.values())
+    assert benchmark.goal_verdict(1.6, 1.5, v.rows["cnn b128"]) == "met"
+    # only the fraction-of-peak column is marked
+    assert not v.peak.trusted
+    assert v.peak.reasons[0].startswith("peak probe noisy: matmul peak (torch) rounds spread")
+    assert len(v.peak.reasons) == 1  # the jax side spread 9.1%, within 10%
+    assert benchmark.goal_verdict(0.95, 0.9, v.peak_column("cnn b128")).startswith(
+        "untrusted: peak probe noisy")
+
+
+def test_steady_peak_probe_should_pass_the_peak_column():
+    steady_peak = {"jax": STEADY, "torch": STEADY}
+    v = benchmark.verdict(row_spreads=_rows(), peak_spreads=steady_peak)
+    assert v.peak.trusted and v.peak_column("lstm b128").trusted
+    assert benchmark.goal_verdict(0.95, 0.9, v.peak_column("lstm b128")) == "met"
+
+
+def test_noisy_row_should_fail_only_that_row():
+    v = benchmark.verdict(row_spreads=_rows(**{"cnn b128": "torch eager"}),
+                          peak_spreads={"jax": STEADY})
+    assert not v.trusted and v.untrusted_rows == ["cnn b128"]
+    assert v.run.trusted and v.rows["lstm b128"].trusted
+    assert v.rows["cnn b128"].reasons[0].startswith("torch eager rounds spread")
+    assert benchmark.goal_verdict(1.6, 1.5, v.rows["lstm b128"]) == "met"
+    assert benchmark.goal_verdict(1.6, 1.5, v.rows["cnn b128"]).startswith("untrusted")
+    # the untrusted row's peak column is untrusted for the row's reasons, not the probe's
+    assert not v.peak_column("cnn b128").trusted and v.peak.trusted
+
+
+def test_steady_rows_should_pass_unnoisy_warmups_too():
+    warm = {"cnn b128": {"jax default": benchmark.WarmUp((2.0, 1.0, 1.05), True)}}
+    assert benchmark.verdict(row_spreads=_rows(), row_warmups=warm).trusted
+    cold = {"cnn b128": {"jax default": benchmark.WarmUp((2.0, 1.0, 1.5), False)}}
+    v = benchmark.verdict(row_spreads=_rows(), row_warmups=cold)
+    assert v.untrusted_rows == ["cnn b128"]
+    assert v.rows["cnn b128"].reasons[0].startswith("jax default never steady")
+
+
+def test_high_load_should_fail_the_whole_run():
+    load = benchmark.load_reasons(7.0, 8.0, 2)
+    v = benchmark.verdict(run_reasons=load, row_spreads=_rows(),
+                          peak_spreads={"jax": STEADY})
+    assert not v.trusted and not v.run.trusted
+    assert v.untrusted_rows == ["cnn b128", "lstm b128"]
+    for trust in v.rows.values():
+        assert trust.reasons[0] == "load 7.0 on 2 cores before the run (limit 1.0)"
+
+
+def test_low_load_should_pass_the_run():
+    v = benchmark.verdict(run_reasons=benchmark.load_reasons(0.4, 2.9, 2),
+                          row_spreads=_rows(), peak_spreads={})
+    assert v.trusted and v.peak.trusted
+
+
+def test_combine_keeps_each_reason_once():
+    a, b = benchmark.Trust(("x", "y")), benchmark.Trust(("y", "z"))
+    assert benchmark.combine(a, b).reasons == ("x", "y", "z")
+    assert benchmark.combine().trusted
+
+
+def _bench_result(name, round_seconds):
+    """A ``scripts/bench.py`` row built from per-contender round times (seconds)."""
+    contenders = {}
+    for contender, times in round_seconds.items():
+        rates = [10 / t for t in times]
+        contenders[contender] = {
+            "steps_per_s_median": sorted(rates)[len(rates) // 2], "steps_per_s_min": min(rates),
+            "steps_per_s_max": max(rates), "spread": vars(benchmark.spread(times)),
+            "vs_torch_eager": 1.6, "gflops": 1.0, "fraction_of_peak": 0.5,
+            "first_call_seconds": 0.1}
+    return {"name": name, "contenders": contenders,
+            "spreads": {k: benchmark.spread(t) for k, t in round_seconds.items()},
+            "warmups": {k: benchmark.WarmUp((1.0, 1.0), True) for k in round_seconds},
+            "strategy": {"strategy": "epoch", "source": "probed", "timings": {}}}
+
+
+def _run_bench_verdict(capsys, rows, peak_seconds, load=(0.2, 2.0)):
+    import bench  # scripts/bench.py (scripts/ is on the test path)
+
+    results = [_bench_result(name, times) for name, times in rows.items()]
+    peak = {"n": 128, "jax_gflops": 2.0, "torch_gflops": 2.0, "peak_gflops": 2.0,
+            "seconds": peak_seconds}
+    check = {"load_before": load[0], "load_after": load[1], "usable_cpus": 2}
+    run_reasons = benchmark.load_reasons(*load, 2)
+    verdict = bench.judge_results(results, peak, run_reasons)
+    check["run_reasons"] = run_reasons
+    bench.print_results(results, peak, check, verdict)
+    return verdict, bench.to_json(results), capsys.readouterr().out
+
+
+STEADY_ROUNDS = [1.0, 1.01, 1.02]
+NOISY_ROUNDS = [1.0, 1.5, 2.5]
+
+
+def test_bench_noisy_peak_should_pass_rows_and_mark_the_column(capsys):
+    rows = {"cnn b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS}}
+    verdict, data, out = _run_bench_verdict(
+        capsys, rows, {"jax": NOISY_ROUNDS, "torch": STEADY_ROUNDS})
+    assert verdict.trusted and data[0]["trusted"] and not data[0]["peak_column_trusted"]
+    assert "UNTRUSTED" not in out
+    assert "50.0%*" in out and "* peak probe noisy" in out
+    assert "1.60x [epoch] (goal >= 1.50x): met" in out
+
+
+def test_bench_noisy_row_should_fail_only_that_row(capsys):
+    rows = {"cnn b128": {"jax default": STEADY_ROUNDS, "torch eager": NOISY_ROUNDS},
+            "lstm b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS}}
+    verdict, data, out = _run_bench_verdict(
+        capsys, rows, {"jax": STEADY_ROUNDS, "torch": STEADY_ROUNDS})
+    assert verdict.untrusted_rows == ["cnn b128"] and not verdict.trusted
+    assert [r["trusted"] for r in data] == [False, True]
+    assert "UNTRUSTED ROWS: cnn b128" in out and "UNTRUSTED RUN" not in out
+    assert "50.0%*" not in out and "50.0% " in out
+    assert "cnn b128          goal >= 1.50x: untrusted, no verdict" in out
+    assert "lstm b128         1.60x [epoch] (goal >= 1.50x): met" in out
+
+
+def test_bench_high_load_should_fail_every_row(capsys):
+    rows = {"lstm b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS}}
+    verdict, data, out = _run_bench_verdict(
+        capsys, rows, {"jax": STEADY_ROUNDS}, load=(7.0, 8.0))
+    assert not verdict.trusted and not data[0]["trusted"]
+    assert "UNTRUSTED RUN" in out and "untrusted, no verdict" in out
+    assert " met" not in out

@@ -224,8 +224,9 @@ def _script(*args, env=None):
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsys):
     """A real SIGKILL between checkpoints; --resume must end bit-identical."""
     env = dict(os.environ, PYTHONPATH=ROOT)
+    # --strategy step: the kill lands after step 13 itself, not after a fused stretch
     common = ["--model", "16", "--epochs", "2", "--batch-size", "64", "--no-progress",
-              "--checkpoint-every", "5"]
+              "--checkpoint-every", "5", "--strategy", "step"]
     ckpt = str(tmp_path / "ckpt")
     killed = _script(*common, "--checkpoint-dir", ckpt, "--debug-kill-at-step", "13", env=env)
     assert killed.returncode == -signal.SIGKILL, killed.stderr

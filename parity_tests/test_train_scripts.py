@@ -106,7 +106,8 @@ def test_bench_quick_json(tmp_path, capsys):
     assert code == (0 if data["trusted"] else bench.UNTRUSTED_EXIT)
     result = data["results"][0]
     row = result["contenders"]
-    assert set(row) == {"jax step", "jax epoch", "torch eager"}
+    assert set(row) == {"jax step", "jax epoch", "jax default", "torch eager"}
+    assert result["strategy"]["strategy"] in ("step", "epoch", "unrolled")  # 2-step rows
     assert row["torch eager"]["vs_torch_eager"] == 1.0
     assert data["matmul_peak"]["peak_gflops"] > 0
     assert result["trusted"] == (not result["untrusted_reasons"])
@@ -114,7 +115,7 @@ def test_bench_quick_json(tmp_path, capsys):
     assert data["check"]["cpu"]["model"] and data["check"]["load_after"] >= 0
     printed = capsys.readouterr().out
     assert "vector extensions:" in printed and "run check: load average" in printed
-    goals = printed[printed.index("goals (jax epoch vs torch eager"):printed.index("\nwrote ")]
+    goals = printed[printed.index("goals (jax default vs torch eager"):printed.index("\nwrote ")]
     if data["trusted"]:
         assert re.search(r"\(goal >= 2\.00x\): (met|NOT met)", goals)
     else:  # an untrusted run gives no verdict and no ratio in the goals

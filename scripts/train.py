@@ -111,7 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="cpu", choices=["cpu", "gpu", "tpu"],
                      help="jax: data-parallel over every device of this kind; torch: cpu/cuda")
     run.add_argument("--fused", action="store_true",
-                     help="jax: run each stretch of steps as one lax.scan call")
+                     help="jax: run each stretch of steps as one lax.scan call (= --strategy "
+                          "epoch)")
+    run.add_argument("--strategy", metavar="NAME",
+                     help="jax execution strategy: auto (default: probe step, epoch, unroll:4 "
+                          "and unrolled on a few batches, keep the fastest for this run's "
+                          "length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), step, "
+                          "epoch, unroll:K or unrolled")
     run.add_argument("--compile", action="store_true", help="torch: torch.compile the model")
     out = parser.add_argument_group("checkpoints and output")
     out.add_argument("--checkpoint-dir", help="write checkpoints here (with --framework both: "
@@ -136,6 +142,15 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv  # to print the exact command that resumes this run
+    from jaxgrad.train.strategy import parse_strategy
+
+    try:  # --fused is --strategy epoch
+        args.strategy = parse_strategy(args.strategy or ("epoch" if args.fused else "auto"),
+                                       "--strategy")
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.fused and args.strategy != "epoch":
+        parser.error(f"--fused is --strategy epoch; it contradicts --strategy {args.strategy}")
     # ---- convolutional models (torchref.models.cnn / resnet, converted with from_torch)
     if args.model in CNN_MODELS:
         args.hidden = ()
@@ -345,7 +360,8 @@ class JaxRun(_Run):
         self.trainer = jtrain.Trainer(
             self.model, self.loss_fn, optimizer, params, batch_size=args.batch_size,
             seed=args.seed, accumulate=args.accumulate, compute_dtype=self.compute_dtype,
-            fused=args.fused, devices=devices, checkpoint_dir=checkpoint_dir(args, "jax"),
+            strategy=args.strategy, total_steps=total_steps(args, dataset), devices=devices,
+            checkpoint_dir=checkpoint_dir(args, "jax"),
             checkpoint_every=args.checkpoint_every, config=run_config(args, dataset))
         self.devices = jtrain.sharding.describe_devices(devices)
         self._evaluate = jtrain.evaluate
@@ -375,7 +391,9 @@ class JaxCnnRun(_Run):
         self.model, params, buffers = nn.from_torch(module, with_buffers=True)
         optimizer = getattr(optim, args.optimizer)(**optimizer_kwargs(args))
         self.trainer = StatefulTrainer(self.model, losses.cross_entropy, optimizer, params,
-                                       buffers, batch_size=args.batch_size, seed=args.seed)
+                                       buffers, batch_size=args.batch_size, seed=args.seed,
+                                       strategy=args.strategy,
+                                       total_steps=total_steps(args, dataset))
         self.devices = "jax " + ", ".join(str(d) for d in __import__("jax").devices()[:1])
 
     def evaluate(self, x, y) -> dict:
@@ -546,6 +564,9 @@ def train(args) -> int:
         return _error(exc)
     for run in runs:
         print(f"{run.framework} devices: {run.devices}")
+        if hasattr(run.trainer, "choose_strategy"):  # jax: "auto" probes (or reads its cache)
+            choice = run.trainer.choose_strategy(dataset.x_train, dataset.y_train)
+            print(f"{run.framework} strategy: {choice.describe()}", flush=True)
 
     step_examples = args.batch_size * args.accumulate
     steps_per_epoch = len(dataset.x_train) // step_examples

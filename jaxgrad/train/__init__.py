@@ -5,7 +5,10 @@
 - ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
 - ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
   non-finite-loss stop;
-- ``benchmark``: a speed measurement's verdict on itself (load, spread, warm-up, CPU);
+- ``strategy``: which execution strategy a run uses (per-step jit, scan-fused epoch,
+  ``unroll=K``, fully unrolled), forced or chosen by a cached probe (``"auto"``);
+- ``benchmark``: a speed measurement's verdict on itself (load, per-row spread,
+  warm-up, the peak probe, CPU);
 - ``xla_cpu``: which kernels XLA:CPU compiled a step into (``hlo_summary``).
 """
 
@@ -32,3 +35,5 @@ from jaxgrad.train.step import compute_dtype_error
 from jaxgrad.train.step import evaluate
 from jaxgrad.train.step import make_train_epoch
 from jaxgrad.train.step import make_train_step
+from jaxgrad.train.strategy import Choice
+from jaxgrad.train.strategy import parse_strategy

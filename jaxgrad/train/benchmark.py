@@ -6,7 +6,8 @@ synthetic timings. Only ``warm_up`` runs anything: it calls the function it is
 given and reads the clock it is given (``time.perf_counter`` by default). Nothing
 here imports a framework; ``scripts/bench.py`` does the timing and prints.
 
-A benchmark run is *trusted* only when all of these hold:
+Each configuration (row) of a run gets its own verdict (``verdict``). A row is
+*trusted* only when all of these hold:
 
 - **load**: the 1-minute load average before the run is at most
   ``load_per_cpu × cpus`` (other work already running), and after it at most
@@ -14,15 +15,18 @@ A benchmark run is *trusted* only when all of these hold:
   it adds up to ``cpus`` to the average). On a busy machine torch's OpenMP threads
   spin-wait for cores other processes hold, and one framework is slowed far more
   than the other: a ratio measured there describes the machine, not the frameworks.
-- **spread**: for every contender, the interquartile range of its per-round times
-  is at most ``max_spread`` × their median (the min-max ratio is reported beside it
-  but one outlier round does not condemn a run).
-- **steady state**: each contender's warm-up reached two consecutive rounds that
-  agree within ``tolerance`` before its cap.
+- **spread**: for every contender of the row, the interquartile range of its
+  per-round times is at most ``max_spread`` × their median (the min-max ratio is
+  reported beside it but one outlier round does not condemn a run).
+- **steady state**: each contender of the row reached two consecutive warm-up rounds
+  that agree within ``tolerance`` before its cap.
 
-An untrusted run still prints its measurements, but never a goal verdict: the
-verdict is "untrusted" with the reasons, and ``--strict`` turns it into a non-zero
-exit status.
+Load is run-wide: a loaded machine makes every row untrusted. A row's own noise
+makes only that row untrusted. The matmul-peak probe's noise marks only what is
+measured against the peak (the fraction-of-peak column, the peak goals): its rounds
+are a few matmuls, far shorter than a row's, and one noisy probe must not void
+rows that were steady. An untrusted row still prints its measurements, but never a
+goal verdict; ``--strict`` turns any untrusted row into a non-zero exit status.
 """
 
 from __future__ import annotations
@@ -165,6 +169,77 @@ def judge(*, run_reasons: Sequence[str] = (), spreads: Mapping[str, Spread] = {}
     """One measurement's ``Trust``: the run-wide reasons plus its own spread and warm-up."""
     return Trust(tuple(run_reasons) + tuple(spread_reasons(spreads, max_spread=max_spread))
                  + tuple(warmup_reasons(warmups, tolerance=tolerance)))
+
+
+def combine(*trusts: Trust) -> Trust:
+    """One ``Trust`` with every reason of ``trusts``, each once, in order."""
+    reasons = []
+    for trust in trusts:
+        reasons.extend(r for r in trust.reasons if r not in reasons)
+    return Trust(tuple(reasons))
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """A whole run's verdict: run-wide (load), per row, and for the matmul-peak probe.
+
+    ``rows[name]`` holds the run-wide reasons plus that row's own spreads and
+    warm-ups: it decides whether the row's ratios are results. ``peak`` holds only
+    the probe's own spread: it decides whether fractions of the peak are results
+    (``peak_column``). ``trusted`` (every row trusted) is what ``--strict`` requires.
+    """
+
+    run: Trust
+    rows: Mapping[str, Trust]
+    peak: Trust
+
+    @property
+    def trusted(self) -> bool:
+        return self.run.trusted and all(t.trusted for t in self.rows.values())
+
+    @property
+    def untrusted_rows(self) -> list[str]:
+        return [name for name, trust in self.rows.items() if not trust.trusted]
+
+    def peak_column(self, row: str) -> Trust:
+        """The trust of ``row``'s fraction of the peak: the row's and the probe's reasons."""
+        return combine(self.rows[row], self.peak)
+
+
+PEAK_NOISY = "peak probe noisy"
+
+
+def peak_reasons(peak_spreads: Mapping[str, Spread], *,
+                 max_spread: float = MAX_SPREAD) -> list[str]:
+    """Why the matmul-peak probe's rounds make fractions of the peak untrustworthy."""
+    return [f"{PEAK_NOISY}: {reason}" for reason in spread_reasons(
+        {f"matmul peak ({side})": s for side, s in peak_spreads.items()},
+        max_spread=max_spread)]
+
+
+def verdict(*, run_reasons: Sequence[str] = (),
+            row_spreads: Mapping[str, Mapping[str, Spread]],
+            row_warmups: Mapping[str, Mapping[str, WarmUp]] = {},
+            peak_spreads: Mapping[str, Spread] = {}, max_spread: float = MAX_SPREAD,
+            tolerance: float = WARMUP_TOLERANCE) -> Verdict:
+    """Judge a run: each row by the load and its own contenders, the peak by its probe.
+
+    Args:
+      run_reasons: run-wide reasons (``load_reasons``); they make every row untrusted.
+      row_spreads: ``{row: {contender: Spread}}``.
+      row_warmups: ``{row: {contender: WarmUp}}`` (rows missing here: not checked).
+      peak_spreads: ``{side: Spread}`` of the matmul-peak probe (``"jax"``, ``"torch"``).
+      max_spread, tolerance: as ``judge``.
+
+    Returns:
+      A ``Verdict``.
+    """
+    rows = {name: judge(run_reasons=run_reasons, spreads=spreads,
+                        warmups=row_warmups.get(name, {}), max_spread=max_spread,
+                        tolerance=tolerance)
+            for name, spreads in row_spreads.items()}
+    return Verdict(run=Trust(tuple(run_reasons)), rows=rows,
+                   peak=Trust(tuple(peak_reasons(peak_spreads, max_spread=max_spread))))
 
 
 def goal_verdict(ratio: float, goal: float, trust: Trust) -> str:

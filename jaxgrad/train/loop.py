@@ -8,11 +8,14 @@ just ``(epoch, batch within the epoch)`` and a resumed run regenerates the order
 That pair, the seed and the step are the run's whole RNG state: the step itself
 draws no random numbers (the supported layers have none).
 
-- ``fused=False`` runs one jitted step per batch; ``fused=True`` runs each stretch
-  between checkpoints as one ``lax.scan`` call (``make_train_epoch``). Stretch
-  boundaries depend only on the global step, so an interrupted and resumed run
-  compiles and executes the very same stretches as an uninterrupted one: resume
-  is bit-exact either way.
+- ``strategy="step"`` (the default, ``fused=False``) runs one jitted step per batch;
+  ``"epoch"`` (``fused=True``) runs each stretch between checkpoints as one
+  ``lax.scan`` call (``make_train_epoch``), ``"unroll:K"`` the same scan with
+  ``unroll=K``, ``"unrolled"`` fully unrolled; ``"auto"`` measures them on the first
+  batches and keeps the fastest for this run's length (``jaxgrad.train.strategy``).
+  Stretch boundaries depend only on the global step, and a resumed run keeps the
+  strategy its checkpoint records, so an interrupted and resumed run compiles and
+  executes the very same stretches as an uninterrupted one: resume is bit-exact.
 - Every ``checkpoint_every`` steps a checkpoint is written atomically
   (``jaxgrad.train.checkpoint``).
 - A non-finite loss raises ``NonFiniteLossError`` naming the step and the first
@@ -36,6 +39,7 @@ import numpy as np
 
 from jaxgrad.data import batch_indices
 from jaxgrad.train import checkpoint as ckpt
+from jaxgrad.train import strategy as strategies
 from jaxgrad.train.sharding import data_parallel_mesh, replicate, shard_batch
 from jaxgrad.train.step import make_train_epoch, make_train_step
 
@@ -111,7 +115,14 @@ class Trainer:
       seed: the data-order seed.
       accumulate: micro-batches per step, passed to the step.
       compute_dtype: the step's compute dtype (``bfloat16``), passed to the step.
-      fused: run stretches of steps as one ``lax.scan`` call.
+      fused: run stretches of steps as one ``lax.scan`` call (``strategy="epoch"``).
+      strategy: ``"step"``, ``"epoch"``, ``"unroll:K"``, ``"unrolled"`` or ``"auto"``
+        (probe each on the first batches, keep the fastest; ``choose_strategy``). None:
+        ``"epoch"`` if ``fused`` else ``"step"``.
+      total_steps: the run's planned steps, for ``"auto"``'s cost model (compile time
+        weighs more in a short run). None: one epoch.
+      strategy_cache: let ``"auto"`` read and write its probe cache
+        (``jaxgrad.train.strategy.cache_path()``).
       devices: data-parallel over these devices (default: one, the default device).
       checkpoint_dir: where periodic checkpoints go (None: no checkpoints).
       checkpoint_every: write a checkpoint every this many steps.
@@ -122,7 +133,8 @@ class Trainer:
 
     def __init__(self, model, loss_fn: Callable, optimizer, params, *, batch_size: int,
                  seed: int = 0, accumulate: int = 1, compute_dtype=None, fused: bool = False,
-                 devices=None, checkpoint_dir: str | None = None,
+                 strategy: str | None = None, total_steps: int | None = None,
+                 strategy_cache: bool = True, devices=None, checkpoint_dir: str | None = None,
                  checkpoint_every: int | None = None, keep: int = 2,
                  config: dict | None = None):
         if checkpoint_every is not None and checkpoint_every < 1:
@@ -131,7 +143,17 @@ class Trainer:
             raise ValueError("`checkpoint_every` needs a `checkpoint_dir`.")
         self.model, self.optimizer = model, optimizer
         self.batch_size, self.accumulate, self.seed = batch_size, accumulate, seed
-        self.fused = fused
+        if strategy is None:
+            strategy = "epoch" if fused else "step"
+        elif fused and strategies.parse_strategy(strategy) == "step":
+            raise ValueError(f"`fused=True` contradicts `strategy` (={strategy!r}); give one.")
+        self.requested_strategy = strategies.parse_strategy(strategy)
+        self.strategy_choice = (None if self.requested_strategy == "auto" else
+                                strategies.Choice(self.requested_strategy, "forced"))
+        if total_steps is not None and (not isinstance(total_steps, int) or total_steps < 1):
+            raise ValueError(f"`total_steps` (={total_steps!r}) must be an int >= 1 or None.")
+        self.total_steps, self.strategy_cache = total_steps, strategy_cache
+        self.loss_fn, self.compute_dtype = loss_fn, compute_dtype
         self.checkpoint_dir, self.checkpoint_every, self.keep = (
             checkpoint_dir, checkpoint_every, keep)
         self.config = dict(config or {})
@@ -145,7 +167,92 @@ class Trainer:
         check_batch(batch_size, accumulate, self.mesh.devices.size)
         options = dict(accumulate=accumulate, compute_dtype=compute_dtype)
         self._step = make_train_step(model, loss_fn, optimizer, **options)
-        self._epoch = make_train_epoch(model, loss_fn, optimizer, **options)
+        self._options = options
+        self._epochs: dict = {}  # strategy -> jitted epoch function
+
+    def _epoch_fn(self, strategy: str) -> Callable:
+        """The jitted fused call for ``strategy`` (built once per strategy)."""
+        if strategy not in self._epochs:
+            self._epochs[strategy] = make_train_epoch(
+                self.model, self.loss_fn, self.optimizer,
+                unroll=strategies.scan_unroll(strategy), **self._options)
+        return self._epochs[strategy]
+
+    @property
+    def strategy(self) -> str | None:
+        """The strategy in use (None while ``"auto"`` has not chosen yet)."""
+        return None if self.strategy_choice is None else self.strategy_choice.strategy
+
+    @property
+    def fused(self) -> bool:
+        """Whether steps run as fused ``lax.scan`` calls (every strategy but ``"step"``)."""
+        return self.strategy not in (None, "step")
+
+    def _call_lengths(self, steps_per_epoch: int) -> list[int]:
+        """Distinct lengths of the fused calls of the next two epochs (checkpoint stretches)."""
+        lengths, step = set(), self.global_step
+        for _ in range(2):
+            i = 0
+            while i < steps_per_epoch:
+                length = steps_per_epoch - i
+                if self.checkpoint_every:
+                    length = min(length, self.checkpoint_every - step % self.checkpoint_every)
+                lengths.add(length)
+                i, step = i + length, step + length
+        return sorted(lengths)
+
+    def choose_strategy(self, x: np.ndarray, y: np.ndarray, *,
+                        total_steps: int | None = None) -> strategies.Choice:
+        """Resolve ``"auto"`` now (a probe on the first batches of ``(x, y)``, or the cache).
+
+        The probe runs on copies of the parameters: the run's state is untouched. A
+        forced or already chosen strategy is returned as it is.
+
+        Args:
+          x: `(n, *features)` training inputs; y: `(n,)` labels (numpy).
+          total_steps: the run's steps for the cost model (default: ``total_steps``
+            given to the trainer, else one epoch).
+
+        Returns:
+          The ``jaxgrad.train.strategy.Choice`` (``describe()`` for a printed line).
+        """
+        if self.strategy_choice is not None:
+            return self.strategy_choice
+        if jax.process_count() > 1:  # each process would probe alone and might disagree
+            self.strategy_choice = strategies.Choice("step", "multi-process")
+            return self.strategy_choice
+        batches = self.batches(len(x), self.epoch)
+        lengths = self._call_lengths(len(batches))
+        total = total_steps or self.total_steps or len(batches)
+
+        def make_runners(names, steps):
+            idx = np.stack(batches[:steps])
+            stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
+            singles = [shard_batch((x[i], y[i]), self.mesh) for i in batches[:steps]]
+            runners = {}
+            for name in names:
+                state = [replicate(self.params, self.mesh), replicate(self.opt_state, self.mesh)]
+
+                def run(name=name, state=state):
+                    if name == "step":
+                        for batch in singles:
+                            state[0], state[1], _ = self._step(state[0], state[1], batch)
+                    else:
+                        state[0], state[1], _ = self._epoch_fn(name)(state[0], state[1], stacked)
+                    jax.block_until_ready(state)
+                runners[name] = run
+            return runners
+
+        key_parts = {"trainer": "Trainer", "model": strategies.describe_model(self.model),
+                     "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
+                     "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
+                     "batch_size": self.batch_size, "accumulate": self.accumulate,
+                     "compute_dtype": str(self.compute_dtype), "devices": len(self.devices),
+                     **strategies.environment(self.devices[0])}
+        self.strategy_choice = strategies.select(
+            make_runners, key_parts=key_parts, total_steps=total, call_lengths=lengths,
+            cache=self.strategy_cache)
+        return self.strategy_choice
 
     @property
     def devices(self) -> list:
@@ -158,6 +265,7 @@ class Trainer:
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
             "seed": self.seed,
+            "strategy": self.strategy,
             "rng": {"data_order": f"numpy default_rng([{self.seed}, epoch])"},
             "config": self.config,
         }
@@ -198,6 +306,10 @@ class Trainer:
         self.global_step = int(meta["global_step"])
         self.epoch, self.step_in_epoch = int(meta["epoch"]), int(meta["step_in_epoch"])
         self.last_checkpoint = path
+        if self.requested_strategy == "auto" and meta.get("strategy"):
+            # the resumed run's own strategy: the same compiled stretches, bit-exact
+            self.strategy_choice = strategies.Choice(
+                strategies.parse_strategy(meta["strategy"]), "checkpoint")
         return meta
 
     # ---------------------------------------------------------------------- stopping
@@ -243,6 +355,8 @@ class Trainer:
           on_steps: called after every call into compiled code with
             ``(global_step, losses of those steps)``: progress bars, fault injection.
         """
+        if self.strategy_choice is None:
+            self.choose_strategy(x, y)
         epoch, start = self.epoch, self.step_in_epoch
         batches = self.batches(len(x), epoch)
         losses, began = [], time.perf_counter()
@@ -254,7 +368,8 @@ class Trainer:
             if self.fused:
                 idx = np.stack(batches[first:stop])
                 batch = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
-                params, opt_state, metrics = self._epoch(self.params, self.opt_state, batch)
+                params, opt_state, metrics = self._epoch_fn(self.strategy)(
+                    self.params, self.opt_state, batch)
             else:
                 idx = batches[first]
                 batch = shard_batch((x[idx], y[idx]), self.mesh)

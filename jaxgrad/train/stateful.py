@@ -15,8 +15,12 @@ Gradients are taken with respect to ``params`` only, as torch's buffers get none
 - ``make_stateful_train_epoch`` scans a stack of batches in one compiled call, the
   step's key being ``fold_in(key, step index)``.
 - ``evaluate_stateful``: evaluation mode (running statistics, no dropout).
-- ``StatefulTrainer``: epochs of the fused step on numpy data, the same batches as
-  ``torchref.train.TorchTrainer`` (what ``scripts/train.py --model cnn|resnet`` runs).
+- ``StatefulTrainer``: epochs on numpy data, the same batches as
+  ``torchref.train.TorchTrainer`` (what ``scripts/train.py --model cnn|resnet`` runs),
+  under an execution strategy (``jaxgrad.train.strategy``): one fused scan per epoch
+  (``"epoch"``, the default), ``"unroll:K"``, ``"unrolled"``, one jitted step per batch
+  (``"step"``), or ``"auto"`` (probed). Step ``i`` of an epoch gets
+  ``fold_in(epoch key, i)`` under every strategy, so all draw the same randomness.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import optax
 
 from jaxgrad.data import batch_indices
 from jaxgrad.optim import global_norm
+from jaxgrad.train import strategy as strategies
 from jaxgrad.train.loop import EpochResult
 
 
@@ -121,25 +126,108 @@ def evaluate_stateful(model, params, buffers, x, y, *, loss_fn: Callable,
 
 
 class StatefulTrainer:
-    """Epochs of a model with buffers, one fused ``lax.scan`` call per epoch.
+    """Epochs of a model with buffers, under an execution strategy (default: one fused
+    ``lax.scan`` call per epoch).
 
     The buffer-threading counterpart of ``jaxgrad.train.Trainer`` (without its
     checkpoints, accumulation, clipping or sharding): the same batches
     (``jaxgrad.data.batch_indices`` with ``seed`` and the epoch, full batches only)
     as ``torchref.train.TorchTrainer``, so both frameworks see the same data.
 
+    Args:
+      model, loss_fn, optimizer: as ``make_stateful_train_step``.
+      params, buffers: the initial state (flat dicts, torch keys).
+      batch_size: examples per step; seed: the data-order and dropout seed.
+      strategy: ``"epoch"`` (default), ``"step"``, ``"unroll:K"``, ``"unrolled"`` or
+        ``"auto"`` (``jaxgrad.train.strategy``; resolved by ``choose_strategy``).
+      total_steps: the run's planned steps for ``"auto"``'s cost model (None: one epoch).
+      strategy_cache: let ``"auto"`` read and write its probe cache.
+
     Attributes:
       params, buffers, opt_state: the current state (replaced after every epoch).
       epoch, global_step: epochs and steps done.
+      strategy_choice: the ``Choice`` in use (None until ``"auto"`` has chosen).
     """
 
     def __init__(self, model, loss_fn: Callable, optimizer: optax.GradientTransformation,
-                 params, buffers, *, batch_size: int, seed: int = 0):
+                 params, buffers, *, batch_size: int, seed: int = 0, strategy: str = "epoch",
+                 total_steps: int | None = None, strategy_cache: bool = True):
         self.model, self.loss_fn, self.batch_size, self.seed = model, loss_fn, batch_size, seed
-        self.params, self.buffers = dict(params), dict(buffers)
+        self.optimizer = optimizer
+        # copies: the steps donate their inputs, and the caller's arrays must survive
+        self.params, self.buffers = jax.tree_util.tree_map(jnp.array, (dict(params),
+                                                                       dict(buffers)))
         self.opt_state = optimizer.init(self.params)
         self.epoch = self.global_step = 0
-        self._epoch = make_stateful_train_epoch(model, loss_fn, optimizer)
+        self.requested_strategy = strategies.parse_strategy(strategy)
+        self.strategy_choice = (None if self.requested_strategy == "auto" else
+                                strategies.Choice(self.requested_strategy, "forced"))
+        if total_steps is not None and (not isinstance(total_steps, int) or total_steps < 1):
+            raise ValueError(f"`total_steps` (={total_steps!r}) must be an int >= 1 or None.")
+        self.total_steps, self.strategy_cache = total_steps, strategy_cache
+        self._step = make_stateful_train_step(model, loss_fn, optimizer)
+        self._epochs: dict = {}
+
+    @property
+    def strategy(self) -> str | None:
+        """The strategy in use (None while ``"auto"`` has not chosen yet)."""
+        return None if self.strategy_choice is None else self.strategy_choice.strategy
+
+    def _epoch_fn(self, strategy: str) -> Callable:
+        if strategy not in self._epochs:
+            self._epochs[strategy] = make_stateful_train_epoch(
+                self.model, self.loss_fn, self.optimizer,
+                unroll=strategies.scan_unroll(strategy))
+        return self._epochs[strategy]
+
+    def _run(self, strategy: str, state, xs, ys, key):
+        """``(params, buffers, opt_state)`` after the stacked batches; losses `(steps,)`."""
+        if strategy != "step":
+            *state, metrics = self._epoch_fn(strategy)(*state, (xs, ys), key)
+            return state, metrics["loss"]
+        losses = []
+        for i in range(xs.shape[0]):
+            *state, metrics = self._step(*state, (xs[i], ys[i]), jax.random.fold_in(key, i))
+            losses.append(metrics["loss"])
+        return state, jnp.stack(losses)
+
+    def choose_strategy(self, x, y, *, total_steps: int | None = None) -> strategies.Choice:
+        """Resolve ``"auto"`` now: probe the candidates on copies of the state and the
+        first batches of ``(x, y)`` (or read the cache); returns the ``Choice``."""
+        if self.strategy_choice is not None:
+            return self.strategy_choice
+        batches = batch_indices(len(x), self.batch_size, seed=self.seed, epoch=self.epoch,
+                                drop_last=True)
+        if not batches:
+            raise ValueError(f"{len(x)} training examples make no full batch of "
+                             f"{self.batch_size}.")
+        key = jax.random.key(self.seed)
+
+        def make_runners(names, steps):
+            idx = np.stack(batches[:steps])
+            xs, ys = jnp.asarray(x[idx]), jnp.asarray(y[idx])
+            runners = {}
+            for name in names:
+                copy = jax.tree_util.tree_map(jnp.array, (self.params, self.buffers,
+                                                           self.opt_state))
+                state = [copy]
+
+                def run(name=name, state=state):
+                    state[0], _ = self._run(name, state[0], xs, ys, key)
+                    jax.block_until_ready(state[0])
+                runners[name] = run
+            return runners
+
+        key_parts = {"trainer": "StatefulTrainer",
+                     "model": strategies.describe_model(self.model),
+                     "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
+                     "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
+                     "batch_size": self.batch_size, **strategies.environment()}
+        self.strategy_choice = strategies.select(
+            make_runners, key_parts=key_parts,
+            total_steps=total_steps or self.total_steps or len(batches),
+            call_lengths=[len(batches)], cache=self.strategy_cache)
+        return self.strategy_choice
 
     def train_epoch(self, x, y, *, on_steps: Callable | None = None):
         """One epoch over ``(x, y)`` (numpy); returns a ``jaxgrad.train.EpochResult``."""
@@ -148,13 +236,15 @@ class StatefulTrainer:
         if not batches:
             raise ValueError(f"{len(x)} training examples make no full batch of "
                              f"{self.batch_size}.")
+        if self.strategy_choice is None:
+            self.choose_strategy(x, y)
         idx = np.stack(batches)
         began = time.perf_counter()
         key = jax.random.fold_in(jax.random.key(self.seed), self.epoch)
-        self.params, self.buffers, self.opt_state, metrics = self._epoch(
-            self.params, self.buffers, self.opt_state, (jnp.asarray(x[idx]), jnp.asarray(y[idx])),
-            key)
-        losses = np.asarray(metrics["loss"], np.float32)
+        (self.params, self.buffers, self.opt_state), losses = self._run(
+            self.strategy, (self.params, self.buffers, self.opt_state),
+            jnp.asarray(x[idx]), jnp.asarray(y[idx]), key)
+        losses = np.asarray(losses, np.float32)
         seconds = time.perf_counter() - began
         if not np.all(np.isfinite(losses)):
             step = self.global_step + int(np.argmin(np.isfinite(losses))) + 1

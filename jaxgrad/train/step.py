@@ -190,7 +190,8 @@ def make_train_step(model, loss_fn: Callable, optimizer: optax.GradientTransform
 
 
 def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
-                     accumulate: int = 1, compute_dtype=None, donate: bool = True) -> Callable:
+                     accumulate: int = 1, compute_dtype=None, donate: bool = True,
+                     unroll: int | bool = 1) -> Callable:
     """A jitted ``(params, opt_state, (xs, ys)) -> (params, opt_state, metrics)``.
 
     ``xs`` `(steps, batch, *features)` and ``ys`` `(steps, batch, *)` hold the
@@ -205,6 +206,8 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
       accumulate: micro-batches per step.
       compute_dtype: None (the params' dtype) or ``"bfloat16"``.
       donate: donate ``params`` and ``opt_state`` to the call.
+      unroll: ``lax.scan``'s ``unroll``: 1 a rolled loop, K copies of the step per loop
+        iteration, True no loop at all (compile time grows with ``steps``).
 
     Returns:
       The jitted epoch function; ``metrics`` as ``make_train_step``'s, each `(steps,)`.
@@ -217,7 +220,8 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
             params, opt_state, metrics = step(*carry, batch)
             return (params, opt_state), metrics
 
-        (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), batches)
+        (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), batches,
+                                                    unroll=unroll)
         return params, opt_state, metrics
 
     return jax.jit(epoch, donate_argnums=(0, 1) if donate else ())

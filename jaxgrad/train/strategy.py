@@ -1,0 +1,389 @@
+"""Which execution strategy runs a training run fastest: candidates, cost model, cache.
+
+A run of ``total_steps`` steps can be executed as:
+
+- ``"step"``: one jitted step per batch (one compile, one dispatch per step);
+- ``"epoch"``: each stretch of steps as one ``lax.scan`` call (rolled loop);
+- ``"unroll:K"``: the same scan with ``unroll=K`` (K copies of the step in the loop body);
+- ``"unrolled"``: the scan fully unrolled (no loop; compile time grows with the length).
+
+They compute the same float32 arithmetic (float32 tier, see the trainers' tests) but run
+at very different speeds depending on the model and the backend: on XLA:CPU
+convolutions inside a rolled loop run several times slower, while small MLPs gain
+most from one dispatch per epoch. So ``"auto"`` measures instead of guessing: each
+candidate runs a few steps (``probe``), the first call's compile time is counted, and
+``choose`` picks the smallest estimated total
+
+    ``compile × compiles + total_steps × seconds per step``
+
+(a fully unrolled call's compile time is scaled by its length over the probe's). The
+probe's timings are cached on disk (``read_cache`` / ``write_cache``), keyed by what
+decides them: the model, shapes and dtypes, jax and jaxlib versions, the CPU model and
+vector extensions (``jaxgrad.train.benchmark.cpu_info``) and the device kind; the
+choice itself is recomputed from them for each run's length. A corrupt cache warns and
+is probed again, never an error.
+
+Everything here is a pure function of numbers and mappings except ``probe`` (calls the
+runners it is given, reads the clock it is given) and the cache's file I/O, so the
+choice is testable with injected timings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+import warnings
+from typing import Callable, Mapping, Sequence
+
+STRATEGIES = ("auto", "step", "epoch", "unroll:K", "unrolled")
+PROBE_STEPS = 8          # steps per probe call (fewer when a call is shorter)
+PROBE_REPEATS = 2        # timed calls after the first (compile) call; the fastest counts
+UNROLL_FACTOR = 4        # the partially unrolled candidate, "unroll:4"
+MAX_UNROLLED_STEPS = 256  # longer calls are not fully unrolled: compile would take minutes
+CACHE_VERSION = 1
+CACHE_FILE = "strategy.json"
+
+
+def parse_strategy(value, argument: str = "strategy") -> str:
+    """The canonical form of a strategy string; raises ``ValueError`` naming ``argument``.
+
+    Args:
+      value: ``"auto"``, ``"step"``, ``"epoch"``, ``"unroll:K"`` (an int K >= 2) or
+        ``"unrolled"``.
+      argument: the name the error message gives the value (``"strategy"``, ``"--strategy"``).
+
+    Returns:
+      The strategy, e.g. ``"unroll:4"``.
+
+    Raises:
+      ValueError: anything else.
+    """
+    expected = (f"one of 'auto', 'step', 'epoch', 'unroll:K' (an int K >= 2) or "
+                f"'unrolled'")
+    if not isinstance(value, str):
+        raise ValueError(f"`{argument}` (={value!r}) must be {expected}.")
+    text = value.strip().lower()
+    if text in ("auto", "step", "epoch", "unrolled"):
+        return text
+    match = re.fullmatch(r"unroll:(\d+)", text)
+    if match and int(match.group(1)) >= 2:
+        return f"unroll:{int(match.group(1))}"
+    raise ValueError(f"`{argument}` (={value!r}) must be {expected}.")
+
+
+def scan_unroll(strategy: str) -> int | bool:
+    """``lax.scan``'s ``unroll`` for a fused strategy: ``"epoch"`` 1, ``"unroll:K"`` K,
+    ``"unrolled"`` True. Raises ``ValueError`` for ``"step"`` and ``"auto"`` (no scan)."""
+    strategy = parse_strategy(strategy)
+    if strategy == "epoch":
+        return 1
+    if strategy == "unrolled":
+        return True
+    if strategy.startswith("unroll:"):
+        return int(strategy.split(":")[1])
+    raise ValueError(f"`strategy` (={strategy!r}) runs no scan; it has no `unroll`.")
+
+
+def candidates(longest_call: int, *, unroll: int = UNROLL_FACTOR,
+               max_unrolled: int = MAX_UNROLLED_STEPS) -> list[str]:
+    """The strategies worth probing when a fused call runs at most ``longest_call`` steps.
+
+    A one-step call has nothing to fuse (``["step"]``); ``"unroll:K"`` only where a
+    call is longer than K; ``"unrolled"`` only up to ``max_unrolled`` steps per call.
+    """
+    if not isinstance(longest_call, int) or longest_call < 1:
+        raise ValueError(f"`longest_call` (={longest_call!r}) must be an int >= 1.")
+    if longest_call == 1:
+        return ["step"]
+    names = ["step", "epoch"]
+    if longest_call > unroll:
+        names.append(f"unroll:{unroll}")
+    if longest_call <= max_unrolled:
+        names.append("unrolled")
+    return names
+
+
+def probe_steps(call_lengths: Sequence[int], steps: int = PROBE_STEPS) -> int:
+    """Steps per probe call: ``steps``, or the longest call when that is shorter."""
+    return max(1, min(steps, max(call_lengths)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """One candidate's probe: compile seconds (first call minus a warm call) and
+    seconds per step of a warm call."""
+
+    compile_seconds: float
+    step_seconds: float
+
+
+def probe(runners: Mapping[str, Callable[[], object]], *, steps: int,
+          repeats: int = PROBE_REPEATS,
+          clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
+    """Time each runner: one first call (compile + run), then ``repeats`` warm calls.
+
+    Each runner must run ``steps`` steps and block until they are done. The fastest
+    warm call gives the seconds per step; the first call minus it, the compile time.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"`steps` (={steps!r}) must be an int >= 1.")
+    timings = {}
+    for name, run in runners.items():
+        began = clock()
+        run()
+        first = clock() - began
+        warm = []
+        for _ in range(max(1, repeats)):
+            began = clock()
+            run()
+            warm.append(clock() - began)
+        fastest = min(warm)
+        timings[name] = Timing(compile_seconds=max(first - fastest, 0.0),
+                               step_seconds=fastest / steps)
+    return timings
+
+
+def estimate_seconds(strategy: str, timing: Timing, *, total_steps: int,
+                     call_lengths: Sequence[int], probe_steps: int) -> float:
+    """Estimated wall time of a run: compiles plus ``total_steps`` × seconds per step.
+
+    ``call_lengths`` are the distinct lengths of the run's fused calls (each compiles
+    once); ``"step"`` compiles once whatever they are; ``"unrolled"`` compiles in time
+    proportional to the call's length, scaled from the probe's ``probe_steps``.
+    """
+    if total_steps < 0:
+        raise ValueError(f"`total_steps` (={total_steps!r}) must be >= 0.")
+    strategy = parse_strategy(strategy)
+    lengths = sorted(set(int(n) for n in call_lengths)) or [1]
+    if strategy == "step":
+        compile_total = timing.compile_seconds
+    elif strategy == "unrolled":
+        compile_total = sum(timing.compile_seconds * n / probe_steps for n in lengths)
+    else:
+        compile_total = timing.compile_seconds * len(lengths)
+    return compile_total + total_steps * timing.step_seconds
+
+
+def choose(timings: Mapping[str, Timing], *, total_steps: int, call_lengths: Sequence[int],
+           probe_steps: int) -> tuple[str, dict[str, float]]:
+    """The candidate with the smallest estimated total, and every estimate (seconds).
+
+    Ties go to the earlier candidate in ``timings``' order (``"step"`` first: the
+    simplest). ``"unrolled"`` is dropped where a call is longer than
+    ``MAX_UNROLLED_STEPS``.
+    """
+    if not timings:
+        raise ValueError("`timings` is empty: nothing to choose from.")
+    longest = max(call_lengths) if call_lengths else 1
+    estimates = {name: estimate_seconds(name, timing, total_steps=total_steps,
+                                        call_lengths=call_lengths, probe_steps=probe_steps)
+                 for name, timing in timings.items()
+                 if not (name == "unrolled" and longest > MAX_UNROLLED_STEPS)}
+    if not estimates:
+        raise ValueError("no candidate can run calls of this length.")
+    best = min(estimates, key=lambda name: (estimates[name], list(estimates).index(name)))
+    return best, estimates
+
+
+# ------------------------------------------------------------------------------ cache
+def cache_path(environ: Mapping[str, str] = os.environ) -> str:
+    """Where probed timings are cached: ``$JAXGRAD_CACHE_DIR/strategy.json``, else
+    ``$XDG_CACHE_HOME/jaxgrad/strategy.json``, else ``~/.cache/jaxgrad/strategy.json``."""
+    if environ.get("JAXGRAD_CACHE_DIR"):
+        return os.path.join(environ["JAXGRAD_CACHE_DIR"], CACHE_FILE)
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxgrad", CACHE_FILE)
+
+
+def describe_model(model) -> str:
+    """A model's configuration as text (its dataclass repr, object addresses removed)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(model))
+
+
+def environment(device=None) -> dict:
+    """What besides the model decides the timings: jax, jaxlib, CPU model and vector
+    extensions, and ``device``'s kind (the default device when None)."""
+    import jax
+    import jaxlib
+
+    from jaxgrad.train.benchmark import cpu_info
+
+    device = device if device is not None else jax.devices()[0]
+    cpu = cpu_info()
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": cpu["model"],
+            "cpu_flags": cpu["flags"], "platform": device.platform,
+            "device_kind": device.device_kind}
+
+
+def cache_key(parts: Mapping) -> str:
+    """A stable key for ``parts`` (JSON-able): a SHA-256 of their sorted JSON, 32 hex digits."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _load(path: str) -> dict:
+    """The cache file's entries; ``{}`` when missing; warns and returns ``{}`` when corrupt."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"strategy cache {path} is unreadable ({exc}); probing again.",
+                      RuntimeWarning, stacklevel=3)
+        return {}
+    if (not isinstance(data, dict) or data.get("version") != CACHE_VERSION
+            or not isinstance(data.get("entries"), dict)):
+        warnings.warn(f"strategy cache {path} is not a version-{CACHE_VERSION} cache; "
+                      "probing again.", RuntimeWarning, stacklevel=3)
+        return {}
+    return data["entries"]
+
+
+def timings_from_json(entry) -> dict[str, Timing] | None:
+    """An entry's ``timings`` as ``Timing`` objects, or None if they are malformed."""
+    try:
+        timings = {str(name): Timing(float(t["compile_seconds"]), float(t["step_seconds"]))
+                   for name, t in entry["timings"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if not timings or any(not (t.compile_seconds >= 0 and t.step_seconds > 0)
+                          for t in timings.values()):
+        return None
+    return timings
+
+
+def read_cache(path: str, key: str) -> dict[str, Timing] | None:
+    """The timings cached under ``key`` in ``path``, or None (missing, or corrupt: warned)."""
+    entries = _load(path)
+    if key not in entries:
+        return None
+    timings = timings_from_json(entries[key])
+    if timings is None:
+        warnings.warn(f"strategy cache {path}: entry {key} is malformed; probing again.",
+                      RuntimeWarning, stacklevel=2)
+    return timings
+
+
+def write_cache(path: str, key: str, timings: Mapping[str, Timing], *,
+                description: Mapping | None = None) -> bool:
+    """Store ``timings`` under ``key`` (atomically: a temporary file renamed over ``path``).
+
+    A corrupt existing file is replaced; a file that cannot be written warns and
+    returns False (the run goes on uncached).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a corrupt file was already reported by the read
+        entries = _load(path)
+    entries[key] = {"timings": {k: dataclasses.asdict(t) for k, t in timings.items()},
+                    "description": dict(description or {}),
+                    "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".strategy-", suffix=".json")
+        with os.fdopen(handle, "w") as out:
+            json.dump({"version": CACHE_VERSION, "entries": entries}, out, indent=1)
+        os.replace(temporary, path)
+    except OSError as exc:
+        warnings.warn(f"strategy cache {path} could not be written ({exc}).", RuntimeWarning,
+                      stacklevel=2)
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- choice
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The strategy a run uses and where it came from.
+
+    ``source`` is ``"forced"`` (asked for by name), ``"only"`` (calls of one step:
+    nothing to fuse), ``"multi-process"`` (``"auto"`` in a run of several processes,
+    which must not choose apart: ``"step"``), ``"probed"`` (measured now),
+    ``"cached"`` (measured earlier, read from ``cache_path``) or ``"checkpoint"``
+    (the strategy of the run being resumed, so a resumed run repeats its arithmetic).
+    """
+
+    strategy: str
+    source: str
+    timings: Mapping[str, Timing] = dataclasses.field(default_factory=dict)
+    estimates: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    cache_path: str | None = None
+
+    def describe(self) -> str:
+        """``"epoch (probed: step 12.1 ms, epoch 9.8 ms, ...; cached in PATH)"``."""
+        if self.source == "forced":
+            return f"{self.strategy} (forced)"
+        if self.source == "multi-process":
+            return (f"{self.strategy} (several processes would each probe alone and might "
+                    "disagree; force another with strategy=...)")
+        if self.source == "only":
+            return f"{self.strategy} (one step per call: nothing to fuse)"
+        if self.source == "checkpoint":
+            return f"{self.strategy} (the resumed checkpoint's)"
+        per_step = ", ".join(f"{name} {1e3 * t.step_seconds:.2f} ms/step + "
+                             f"{t.compile_seconds:.1f} s compile"
+                             for name, t in self.timings.items())
+        where = (f"; cached in {self.cache_path}" if self.source == "probed" and self.cache_path
+                 else f"; from {self.cache_path}" if self.cache_path else "")
+        return f"{self.strategy} ({self.source}: {per_step}{where})"
+
+    def to_json(self) -> dict:
+        """The choice as plain JSON-able data."""
+        return {"strategy": self.strategy, "source": self.source,
+                "timings": {k: dataclasses.asdict(t) for k, t in self.timings.items()},
+                "estimates": dict(self.estimates), "cache_path": self.cache_path}
+
+
+def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[], object]]], *,
+           key_parts: Mapping, total_steps: int, call_lengths: Sequence[int],
+           cache: bool = True, path: str | None = None,
+           clock: Callable[[], float] = time.perf_counter,
+           probe_fn: Callable[..., Mapping[str, Timing]] | None = None) -> Choice:
+    """Choose a strategy for a run: cached timings if any, else a probe (then cached).
+
+    Args:
+      make_runners: ``(candidate names, probe steps) -> {name: runner}``; each runner
+        runs that many steps of its strategy and blocks. Called only on a cache miss.
+      key_parts: JSON-able description of everything the timings depend on (model,
+        shapes, dtypes, ``environment()``); the candidates and probe length are added.
+      total_steps: the run's steps, for the cost model.
+      call_lengths: the distinct lengths of the run's fused calls.
+      cache: read and write the cache at ``path``.
+      path: the cache file (default ``cache_path()``).
+      clock: the probe's clock; probe_fn: replaces ``probe`` (tests).
+
+    Returns:
+      A ``Choice`` with the timings and every candidate's estimate.
+    """
+    longest = max(call_lengths) if call_lengths else 1
+    names = candidates(longest)
+    steps = probe_steps(call_lengths or [1])
+    if names == ["step"]:
+        return Choice("step", "only")
+    path = path or cache_path()
+    key = cache_key({**key_parts, "candidates": names, "probe_steps": steps})
+    timings = read_cache(path, key) if cache else None
+    source = "cached"
+    if timings is None or set(timings) != set(names):
+        runners = make_runners(names, steps)
+        timings = dict((probe_fn or probe)(runners, steps=steps, clock=clock))
+        source = "probed"
+        if cache:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # already reported by the first read
+                meanwhile = read_cache(path, key)
+            if meanwhile is not None and set(meanwhile) == set(names):
+                # another process probed the same key meanwhile: the first writer wins,
+                # so every run sharing the cache makes the same choice
+                timings, source = meanwhile, "cached"
+            elif not write_cache(path, key, timings, description=key_parts):
+                path = None
+    best, estimates = choose(timings, total_steps=total_steps, call_lengths=call_lengths,
+                             probe_steps=steps)
+    return Choice(best, source, timings, estimates, path if cache else None)

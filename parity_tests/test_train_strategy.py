@@ -1,0 +1,315 @@
+"""jaxgrad.train.strategy: the execution strategy a trainer runs, chosen or forced.
+
+The cost model, the choice and the cache are checked on injected timings (worked by
+hand below, nothing timed); the trainers run every strategy on a tiny MLP and must end
+with the same parameters (float32 tier, as ``test_train.test_fused_epoch_equals_step_loop``
+holds the fused epoch to the step loop).
+"""
+
+import itertools
+import json
+import os
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+from jaxgrad import losses, nn, optim
+from jaxgrad.parity import assert_parity
+from jaxgrad.train import Trainer
+from jaxgrad.train import strategy as st
+from jaxgrad.train.stateful import StatefulTrainer
+
+
+# ------------------------------------------------------------------ strings and candidates
+@pytest.mark.parametrize("value, expected", [("auto", "auto"), ("step", "step"),
+                                             ("EPOCH", "epoch"), ("unroll:4", "unroll:4"),
+                                             ("unroll:08", "unroll:8"), ("unrolled", "unrolled")])
+def test_parse_strategy(value, expected):
+    assert st.parse_strategy(value) == expected
+
+
+@pytest.mark.parametrize("value", ["fast", "unroll", "unroll:1", "unroll:0", "unroll:x", 4, None])
+def test_parse_strategy_rejects_naming_the_argument(value):
+    with pytest.raises(ValueError, match=r"`strategy` \(="):
+        st.parse_strategy(value)
+    with pytest.raises(ValueError, match="`--strategy`"):
+        st.parse_strategy(value, "--strategy")
+
+
+def test_scan_unroll():
+    assert (st.scan_unroll("epoch"), st.scan_unroll("unroll:4"), st.scan_unroll("unrolled")) == (
+        1, 4, True)
+    with pytest.raises(ValueError, match="no scan"):
+        st.scan_unroll("step")
+
+
+def test_candidates():
+    assert st.candidates(1) == ["step"]
+    assert st.candidates(3) == ["step", "epoch", "unrolled"]  # no unroll:4 in a 3-step call
+    assert st.candidates(44) == ["step", "epoch", "unroll:4", "unrolled"]
+    assert st.candidates(st.MAX_UNROLLED_STEPS + 1) == ["step", "epoch", "unroll:4"]
+    with pytest.raises(ValueError, match="`longest_call`"):
+        st.candidates(0)
+
+
+# ------------------------------------------------------------------------- cost model
+TIMINGS = {"step": st.Timing(1.0, 0.010), "epoch": st.Timing(2.0, 0.005),
+           "unroll:4": st.Timing(3.0, 0.0048), "unrolled": st.Timing(4.0, 0.004)}
+
+
+def test_estimates_by_hand():
+    # step: 1 + 100 × 0.010 = 2.0; epoch: 2 + 0.5 = 2.5; unroll:4: 3 + 0.48 = 3.48;
+    # unrolled, 50-step calls probed at 8 steps: 4 × 50/8 = 25 compile, + 0.4
+    kwargs = dict(total_steps=100, call_lengths=[50], probe_steps=8)
+    best, estimates = st.choose(TIMINGS, **kwargs)
+    assert estimates == pytest.approx({"step": 2.0, "epoch": 2.5, "unroll:4": 3.48,
+                                       "unrolled": 25.4}, rel=1e-12)
+    assert best == "step"  # a short run: compile time decides
+
+
+def test_long_run_amortises_compile():
+    # 10,000 steps: step 101, epoch 52, unroll:4 51, unrolled 25 + 40 = 65
+    best, estimates = st.choose(TIMINGS, total_steps=10_000, call_lengths=[50], probe_steps=8)
+    assert estimates["epoch"] == pytest.approx(52.0) and best == "unroll:4"
+    assert estimates["unroll:4"] == pytest.approx(51.0)
+    assert estimates["unrolled"] == pytest.approx(65.0)
+
+
+def test_each_distinct_call_length_compiles_once():
+    # checkpoint stretches of 30 and 14 steps: two compiles of the rolled scan
+    e = st.estimate_seconds("epoch", st.Timing(2.0, 0.0), total_steps=0,
+                            call_lengths=[30, 14, 30], probe_steps=8)
+    assert e == 4.0
+    e = st.estimate_seconds("step", st.Timing(2.0, 0.0), total_steps=0,
+                            call_lengths=[30, 14], probe_steps=8)
+    assert e == 2.0
+
+
+def test_ties_go_to_the_first_candidate():
+    same = {"step": st.Timing(1.0, 0.01), "epoch": st.Timing(1.0, 0.01)}
+    assert st.choose(same, total_steps=10, call_lengths=[5], probe_steps=5)[0] == "step"
+
+
+def test_unrolled_is_dropped_for_long_calls():
+    fast_unrolled = {"step": st.Timing(1.0, 1.0), "unrolled": st.Timing(0.0, 1e-6)}
+    best, estimates = st.choose(fast_unrolled, total_steps=10,
+                                call_lengths=[st.MAX_UNROLLED_STEPS + 1], probe_steps=8)
+    assert best == "step" and "unrolled" not in estimates
+
+
+def fake_clock(call_seconds):
+    """Successive (start, stop) readings ``call_seconds`` apart."""
+    ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, t) for t in call_seconds))
+    return lambda: next(ticks)
+
+
+def test_probe_counts_compile_as_first_call_minus_fastest_warm_call():
+    calls = []
+    runners = {"step": lambda: calls.append("step"), "epoch": lambda: calls.append("epoch")}
+    # step: 3.0 first, warm 0.8, 0.9 -> compile 2.2, 0.1 s/step; epoch: 5, 0.4, 0.5
+    timings = st.probe(runners, steps=8, repeats=2,
+                       clock=fake_clock([3.0, 0.8, 0.9, 5.0, 0.5, 0.4]))
+    assert calls == ["step"] * 3 + ["epoch"] * 3
+    assert timings["step"].compile_seconds == pytest.approx(2.2)
+    assert timings["step"].step_seconds == pytest.approx(0.1)
+    assert timings["epoch"].compile_seconds == pytest.approx(4.6)
+    assert timings["epoch"].step_seconds == pytest.approx(0.05)
+
+
+# ----------------------------------------------------------------------------- cache
+def test_cache_path_precedence():
+    assert st.cache_path({"JAXGRAD_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x"}) == \
+        "/c/strategy.json"
+    assert st.cache_path({"XDG_CACHE_HOME": "/x"}) == "/x/jaxgrad/strategy.json"
+    assert st.cache_path({}).endswith(os.path.join(".cache", "jaxgrad", "strategy.json"))
+
+
+def test_cache_key_is_stable_and_sensitive():
+    parts = {"model": "Sequential(...)", "x": [[4], "float32"], "jax": "0.10.2",
+             "cpu": "AMD EPYC", "cpu_flags": ["avx2"], "device_kind": "cpu"}
+    assert st.cache_key(parts) == st.cache_key(dict(reversed(list(parts.items()))))
+    for name, other in [("x", [[5], "float32"]), ("jax", "0.10.3"), ("cpu_flags", ["avx512f"]),
+                        ("device_kind", "NVIDIA H200"), ("cpu", "Intel Xeon")]:
+        assert st.cache_key({**parts, name: other}) != st.cache_key(parts), name
+
+
+def test_describe_model_drops_addresses():
+    class Thing:
+        def __repr__(self):
+            return "Thing(fn=<function f at 0x7f4470793a60>)"
+
+    assert st.describe_model(Thing()) == "Thing(fn=<function f>)"
+
+
+def test_cache_roundtrip(tmp_path):
+    path = str(tmp_path / "sub" / "strategy.json")
+    assert st.read_cache(path, "k") is None
+    assert st.write_cache(path, "k", TIMINGS, description={"model": "m"})
+    assert st.read_cache(path, "k") == TIMINGS
+    assert st.write_cache(path, "k2", {"step": st.Timing(0.5, 0.001)})
+    assert st.read_cache(path, "k") == TIMINGS  # other entries are kept
+    with open(path) as handle:
+        data = json.load(handle)
+    assert data["version"] == st.CACHE_VERSION
+    assert data["entries"]["k"]["description"] == {"model": "m"}
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"version": 99, "entries": {}}',
+                                     '{"version": 1, "entries": {"k": {"timings": 3}}}',
+                                     '{"version": 1, "entries": {"k": {"timings": '
+                                     '{"step": {"compile_seconds": 1, "step_seconds": -1}}}}}'])
+def test_corrupt_cache_warns_and_is_reprobed(tmp_path, content):
+    path = tmp_path / "strategy.json"
+    path.write_text(content)
+    with pytest.warns(RuntimeWarning, match="probing again"):
+        assert st.read_cache(str(path), "k") is None
+    assert st.write_cache(str(path), "k", TIMINGS)  # replaced, not a crash
+    assert st.read_cache(str(path), "k") == TIMINGS
+
+
+def test_unwritable_cache_warns(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.warns(RuntimeWarning, match="could not be written"):
+        assert not st.write_cache(str(blocker / "strategy.json"), "k", TIMINGS)
+
+
+def test_select_probes_once_then_reads_the_cache(tmp_path):
+    path = str(tmp_path / "strategy.json")
+    made = []
+
+    def make_runners(names, steps):
+        made.append((tuple(names), steps))
+        return {name: (lambda: None) for name in names}
+
+    def fake_probe(runners, *, steps, clock):
+        return {name: TIMINGS[name] for name in runners}
+
+    kwargs = dict(key_parts={"model": "m"}, total_steps=10_000, call_lengths=[50], path=path,
+                  probe_fn=fake_probe)
+    first = st.select(make_runners, **kwargs)
+    assert made == [(("step", "epoch", "unroll:4", "unrolled"), 8)]
+    assert (first.strategy, first.source, first.cache_path) == ("unroll:4", "probed", path)
+    assert "cached in " + path in first.describe()
+    second = st.select(make_runners, **{**kwargs, "total_steps": 100})
+    assert len(made) == 1  # no second probe
+    # the cached timings, re-costed for this run's length: a short run picks the step
+    assert (second.strategy, second.source) == ("step", "cached")
+    assert second.describe().startswith("step (cached: step 10.00 ms/step + 1.0 s compile")
+    third = st.select(make_runners, **{**kwargs, "cache": False})
+    assert len(made) == 2 and third.cache_path is None
+    assert st.select(make_runners, **{**kwargs, "call_lengths": [1]}).describe() == (
+        "step (one step per call: nothing to fuse)")
+
+
+# ---------------------------------------------------------------------------- trainers
+SIZES = [4, 8, 3]
+
+
+def _data(n=48):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((n, SIZES[0])).astype(np.float32),
+            rng.integers(0, SIZES[-1], n).astype(np.int32))
+
+
+def _trainer(strategy, **kwargs):
+    model = nn.mlp(SIZES)
+    params = model.init(jax.random.key(0))
+    return Trainer(model, losses.cross_entropy, optim.sgd(lr=0.1, momentum=0.9), params,
+                   batch_size=4, seed=1, strategy=strategy, **kwargs)
+
+
+def test_trainer_forcing_and_errors():
+    trainer = _trainer("unroll:4")
+    assert trainer.strategy == "unroll:4" and trainer.fused
+    assert trainer.strategy_choice.describe() == "unroll:4 (forced)"
+    assert _trainer(None).strategy == "step" and not _trainer(None).fused
+    assert _trainer(None, fused=True).strategy == "epoch"
+    with pytest.raises(ValueError, match=r"`strategy` \(='fastest'\)"):
+        _trainer("fastest")
+    with pytest.raises(ValueError, match="`fused=True` contradicts `strategy`"):
+        _trainer("step", fused=True)
+    with pytest.raises(ValueError, match="`total_steps`"):
+        _trainer("auto", total_steps=0)
+
+
+def test_every_strategy_ends_with_the_same_params():
+    x, y = _data()
+    final = {}
+    for strategy in ("step", "epoch", "unroll:4", "unrolled"):
+        trainer = _trainer(strategy)
+        result = trainer.train_epoch(x, y)  # 12 steps
+        assert result.steps == 12 and trainer.global_step == 12
+        final[strategy] = {k: np.asarray(v) for k, v in trainer.params.items()}
+    for strategy, params in final.items():  # the float32 tier, as step vs epoch
+        assert_parity(final["step"], params)
+
+
+def test_auto_probes_on_copies_then_reads_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXGRAD_CACHE_DIR", str(tmp_path))
+    x, y = _data()
+    trainer = _trainer("auto", total_steps=24)
+    before = {k: np.asarray(v) for k, v in trainer.params.items()}
+    choice = trainer.choose_strategy(x, y)
+    assert choice.source == "probed"
+    assert choice.cache_path == str(tmp_path / "strategy.json")
+    assert os.path.exists(choice.cache_path)
+    assert set(choice.timings) == {"step", "epoch", "unroll:4", "unrolled"}
+    assert trainer.strategy == choice.strategy and trainer.global_step == 0
+    for k, v in trainer.params.items():  # the probe ran on copies
+        np.testing.assert_array_equal(np.asarray(v), before[k])
+    again = _trainer("auto", total_steps=24)
+    assert again.choose_strategy(x, y).source == "cached"
+
+
+def test_resume_keeps_the_checkpoints_strategy(tmp_path):
+    x, y = _data()
+    first = _trainer("unroll:4", checkpoint_dir=str(tmp_path), checkpoint_every=5)
+    first.train_epoch(x, y)
+    resumed = _trainer("auto", checkpoint_dir=str(tmp_path), checkpoint_every=5)
+    resumed.resume()
+    assert resumed.strategy == "unroll:4"
+    assert resumed.strategy_choice.describe() == "unroll:4 (the resumed checkpoint's)"
+
+
+def test_stateful_trainer_strategies_agree():
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6),
+                                 torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    model, params, buffers = nn.from_torch(module, with_buffers=True)
+    x, y = _data(40)
+    final = {}
+    for strategy in ("epoch", "step"):
+        trainer = StatefulTrainer(model, losses.cross_entropy, optim.sgd(lr=0.1, momentum=0.9),
+                                  params, buffers, batch_size=8, seed=3, strategy=strategy)
+        losses_ = trainer.train_epoch(x, y).losses
+        assert losses_.shape == (5,)
+        final[strategy] = trainer.state_dict_numpy()
+    for state in final.values():
+        assert_parity(final["epoch"], state)
+    with pytest.raises(ValueError, match="`strategy`"):
+        StatefulTrainer(model, losses.cross_entropy, optim.sgd(lr=0.1), params, buffers,
+                        batch_size=8, strategy="rolled")
+
+
+def test_select_first_writer_wins(tmp_path):
+    """Two runs probing the same key at once: the one that finishes second takes the
+    first one's timings, so both make the same choice."""
+    path = str(tmp_path / "strategy.json")
+    key_parts = {"model": "m"}
+    theirs = {name: st.Timing(0.0, 0.001 if name == "unrolled" else 1.0)
+              for name in ("step", "epoch", "unroll:4", "unrolled")}
+
+    def make_runners(names, steps):  # another process writes while this one probes
+        key = st.cache_key({**key_parts, "candidates": list(names), "probe_steps": steps})
+        st.write_cache(path, key, theirs)
+        return {name: (lambda: None) for name in names}
+
+    choice = st.select(make_runners, key_parts=key_parts, total_steps=100, call_lengths=[50],
+                       path=path, probe_fn=lambda runners, **_: dict(TIMINGS))
+    assert (choice.strategy, choice.source) == ("unrolled", "cached")
+    assert dict(choice.timings) == theirs
