@@ -2,11 +2,16 @@
 clipping, all as optax parts.
 
 - ``sgd``, ``adam``, ``adamw``, ``rmsprop``, ``adagrad``, ``adamax``, ``nadam``,
-  ``radam``, ``asgd``: torch's argument names, defaults and single-tensor update rules,
+  ``radam``, ``asgd``, ``adadelta``, ``rprop``, ``adafactor``, ``muon`` (its
+  Newton–Schulz step in bfloat16, as torch): torch's argument names, defaults and
+  single-tensor update rules,
   ``maximize``, ``amsgrad``, array or scheduled ``lr`` and momentum (state readable
   with ``torch_style_state`` / ``torch_state_dict``; torch's whole
   ``optimizer.state_dict()`` with ``optimizer_state_dict``, read back with
   ``load_optimizer_state_dict``);
+- ``lbfgs``: torch's L-BFGS (fixed step or strong-Wolfe line search) as a pure
+  ``step(value_and_grad, params, state)``; torch's ``SparseAdam`` has no counterpart (a
+  JAX gradient is dense: nothing says which entries torch would leave untouched);
 - ``param_groups``: torch's per-group hyperparameters, groups chosen by name patterns;
 - ``schedulers``: torch's 15 learning-rate schedulers as optax schedules
   (``OneCycleLR`` and ``CyclicLR`` with their momentum schedules,
@@ -34,11 +39,23 @@ from jaxgrad.optim.clipping import clip_grad_norm_transform
 from jaxgrad.optim.clipping import clip_grad_value
 from jaxgrad.optim.clipping import clip_grad_value_transform
 from jaxgrad.optim.clipping import global_norm
+from jaxgrad.optim.elementwise import AdadeltaState
+from jaxgrad.optim.elementwise import RpropState
+from jaxgrad.optim.elementwise import adadelta
+from jaxgrad.optim.elementwise import rprop
+from jaxgrad.optim.factored import AdafactorState
+from jaxgrad.optim.factored import adafactor
 from jaxgrad.optim.freezing import count_trainable
 from jaxgrad.optim.freezing import freeze
 from jaxgrad.optim.freezing import frozen_mask
 from jaxgrad.optim.groups import group_order
 from jaxgrad.optim.groups import param_groups
+from jaxgrad.optim.orthogonal import MuonState
+from jaxgrad.optim.orthogonal import muon
+from jaxgrad.optim.orthogonal import newton_schulz
+from jaxgrad.optim.quasi_newton import Lbfgs
+from jaxgrad.optim.quasi_newton import LbfgsState
+from jaxgrad.optim.quasi_newton import lbfgs
 from jaxgrad.optim.names import dotted_names
 from jaxgrad.optim.optimizers import AdamState
 from jaxgrad.optim.optimizers import RmspropState
@@ -66,19 +83,32 @@ OPTIMIZERS = {
     "nadam": nadam,
     "radam": radam,
     "asgd": asgd,
+    "adadelta": adadelta,
+    "rprop": rprop,
+    "adafactor": adafactor,
 }
-"""The optimizer factories by lower-case name (``scripts/train.py --optimizer``)."""
+"""The optimizer factories by lower-case name (``scripts/train.py --optimizer``): every
+``optax`` one that takes any parameter (``muon`` takes 2-d ones only; ``lbfgs`` is a
+step over a closure)."""
 
 __all__ = [
+    "AdadeltaState",
+    "AdafactorState",
     "AdagradState",
     "AdamState",
     "AdamaxState",
     "AsgdState",
+    "Lbfgs",
+    "LbfgsState",
+    "MuonState",
     "NadamState",
     "OPTIMIZERS",
     "RadamState",
     "RmspropState",
+    "RpropState",
     "SgdMomentumState",
+    "adadelta",
+    "adafactor",
     "adagrad",
     "adam",
     "adamax",
@@ -94,13 +124,17 @@ __all__ = [
     "frozen_mask",
     "global_norm",
     "group_order",
+    "lbfgs",
     "load_optimizer_state_dict",
+    "muon",
     "nadam",
+    "newton_schulz",
     "optimizer_state_dict",
     "optimizer_trajectory",
     "param_groups",
     "radam",
     "rmsprop",
+    "rprop",
     "scale_by_torch_adam",
     "scale_by_torch_momentum",
     "scale_by_torch_rmsprop",

@@ -7,9 +7,11 @@
   the Adam family's ``betas[0]`` are a float or a schedule (``OneCycleLR(...).momentum``,
   torch's ``cycle_momentum``); ``value_at`` resolves either for a step;
 - torch's implementation flags: ``foreach`` (None/False/True) and ``differentiable``
-  (False/True) cannot change the mathematics here — jaxgrad always computes torch's
-  single-tensor rule, and every JAX update is differentiable — so they are accepted
-  and ignored; ``fused=True`` (a different kernel with its own rounding) and
+  (False/True) do not change torch's arithmetic on CPU for most optimizers — jaxgrad
+  computes torch's single-tensor rule, and every JAX update is differentiable — so they
+  are accepted and ignored; where they do, they are refused by name (ASGD's
+  ``foreach=True``; Adam's, AdamW's and NAdam's ``differentiable=True``, which take
+  torch's capturable path); ``fused=True`` (a different kernel with its own rounding) and
   ``capturable=True`` (which torch refuses for CPU tensors; a jitted JAX step is
   always capturable) are refused by name, as are the combinations torch refuses.
 """
@@ -140,6 +142,18 @@ def check_flags(*, foreach=None, fused=None, differentiable=False, capturable=Fa
             "`lr` as an array is not supported with `foreach=True` (torch: 'lr as a Tensor "
             "is not supported for capturable=False and foreach=True')."
         )
+
+
+def refuse_differentiable(optimizer: str, differentiable) -> None:
+    """``differentiable=True`` where torch then takes its capturable path (Adam, AdamW,
+    NAdam): the bias corrections on the float32 ``step`` tensor, in float32 arithmetic
+    (7e-9 relative from the single-tensor rule after one step)."""
+    if differentiable:
+        raise ValueError(
+            f"{optimizer}: `differentiable=True` is not supported: torch then computes the "
+            "bias corrections on its float32 `step` tensor (its capturable path), 7e-9 "
+            "relative from the single-tensor rule jaxgrad reproduces; every jaxgrad update "
+            "is differentiable already, pass differentiable=False.")
 
 
 def value_at(value, count):

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr,
-                                 maximize_transform, value_at)
+                                 maximize_transform, refuse_differentiable, value_at)
 from jaxgrad.optim.cycling import check_momentum_follows
 from jaxgrad.optim.optimizers import _one_minus_power, _scalar_like
 from jaxgrad.optim.state import register_state
@@ -42,6 +42,16 @@ def _chain(maximize: bool, weight_decay: float, rule) -> optax.GradientTransform
 def _lerp(m, g, weight):
     """torch's ``m.lerp_(g, weight)``: ``m + weight * (g − m)``."""
     return m + _scalar_like(weight, m) * (g - m)
+
+
+def _decay(lr, weight_decay):
+    """``lr·weight_decay`` as torch's ``p.mul_(1 - lr * weight_decay)`` applies it: with a
+    tensor ``lr`` the factor ``1 - lr·wd`` is a tensor of lr's dtype, rounded there
+    (float32: 2e-8 from the double factor after one step)."""
+    decay = lr * like_lr(lr, weight_decay)
+    if hasattr(decay, "dtype"):
+        decay = 1 - (1 - decay)
+    return decay
 
 
 def _needs_params(name, params):
@@ -241,8 +251,9 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
       maximize: maximise the objective (the gradient's sign flipped).
       capturable: must be False (torch refuses True for CPU tensors; a jitted step is
         always capturable).
-      differentiable: torch's implementation flag; accepted and ignored (every JAX update
-        is differentiable).
+      differentiable: must be False: torch's ``differentiable=True`` takes its capturable
+        path (float32 bias corrections), so True is refused (every JAX update is
+        differentiable already).
 
     Returns:
       An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
@@ -256,6 +267,7 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
     b1, b2 = check_betas(betas)
+    refuse_differentiable("nadam", differentiable)
     check_momentum_follows(lr, "betas[0]", b1, "nadam")
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
@@ -296,8 +308,8 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
 
         new = jax.tree.map(step_of, updates, exp_avg, exp_avg_sq, mu_product)
         if decoupled:
-            decay = lr_t * like_lr(lr_t, weight_decay)
-            new = jax.tree.map(lambda u, p: u - _scalar_like(decay, p) * p, new, params)
+            new = jax.tree.map(lambda u, p: u - _scalar_like(_decay(lr_t, weight_decay), p) * p,
+                               new, params)
         return new, NadamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
                                mu_product=mu_product)
 
@@ -398,8 +410,8 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
 
         new = jax.tree.map(step_of, exp_avg, exp_avg_sq)
         if decoupled:
-            decay = lr_t * like_lr(lr_t, weight_decay)
-            new = jax.tree.map(lambda u, p: u - _scalar_like(decay, p) * p, new, params)
+            new = jax.tree.map(lambda u, p: u - _scalar_like(_decay(lr_t, weight_decay), p) * p,
+                               new, params)
         return new, RadamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
 
     rule = optax.GradientTransformation(init_fn, update_fn)
@@ -441,8 +453,8 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
       alpha: the power of the step size's decay.
       t0: the step at which averaging starts.
       weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
-      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
-        single-tensor rule).
+      foreach: None or False (torch's default on CPU, its single-tensor rule); True is
+        refused: torch's foreach ASGD rounds differently (eta in float32 arithmetic).
       maximize: maximise the objective (the gradient's sign flipped).
       differentiable: torch's implementation flag; accepted and ignored (every JAX update
         is differentiable).
@@ -460,6 +472,13 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
     """
     lr = check_lr(lr)
     check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    if foreach:
+        raise ValueError(
+            "asgd: `foreach=True` is not supported: torch's foreach ASGD is another "
+            "computation (eta in float32 arithmetic, lr / (1 + lambd·lr·step)^alpha on the "
+            "float32 step; p -= eta·(g + lambd·p); ax always lerped), 1e-9 relative from its "
+            "single-tensor rule after 3 steps, which is the one jaxgrad reproduces; pass "
+            "foreach=None or False (torch's default on CPU).")
     check_momentum_follows(lr, None, None, "asgd")
     if hasattr(lr, "shape"):
         raise TypeError("asgd: `lr` must be a float or a schedule; an array `lr` is not supported.")

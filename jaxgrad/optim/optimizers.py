@@ -39,7 +39,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, check_momentum,
-                                 like_lr, maximize_transform, scale_by_lr, value_at)
+                                 like_lr, maximize_transform, refuse_differentiable,
+                                 scale_by_lr, value_at)
 from jaxgrad.optim.cycling import check_momentum_follows
 from jaxgrad.optim.state import register_state
 
@@ -312,8 +313,9 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0
       maximize: maximise the objective (the gradient's sign flipped).
       capturable: must be False (torch refuses True for CPU tensors; a jitted step is
         always capturable).
-      differentiable: torch's implementation flag; accepted and ignored (every JAX update
-        is differentiable).
+      differentiable: must be False: torch's ``differentiable=True`` takes its capturable
+        path (float32 bias corrections), so True is refused (every JAX update is
+        differentiable already).
       fused: must be None or False: torch's fused kernel rounds differently, so True is
         refused.
       decoupled_weight_decay: decay the parameters directly (``p *= 1 - lr·weight_decay``,
@@ -331,6 +333,7 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0
     lr = check_lr(lr)
     check_flags(foreach=foreach, fused=fused, differentiable=differentiable,
                 capturable=capturable, lr=lr)
+    refuse_differentiable("adamw" if decoupled_weight_decay else "adam", differentiable)
     b1, b2 = check_betas(betas)
     check_momentum_follows(lr, "betas[0]", b1, "adamw" if decoupled_weight_decay else "adam")
     eps = check_hyper("eps", eps)
@@ -365,8 +368,9 @@ def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
         single-tensor rule).
       capturable: must be False (torch refuses True for CPU tensors; a jitted step is
         always capturable).
-      differentiable: torch's implementation flag; accepted and ignored (every JAX update
-        is differentiable).
+      differentiable: must be False: torch's ``differentiable=True`` takes its capturable
+        path (float32 bias corrections), so True is refused (every JAX update is
+        differentiable already).
       fused: must be None or False: torch's fused kernel rounds differently, so True is
         refused.
 

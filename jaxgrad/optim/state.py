@@ -22,9 +22,20 @@ import jax
 from jaxgrad.optim.names import dotted_names
 
 TORCH_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg",
-                "grad_avg", "sum", "exp_inf", "mu_product", "eta", "mu", "ax")
+                "grad_avg", "sum", "exp_inf", "mu_product", "eta", "mu", "ax", "acc_delta",
+                "prev", "step_size", "row_var", "col_var", "variance")
 _STATE_TYPES: list[type] = []
 _WITHOUT_STEP: set[type] = set()
+_WHOLE_STATES: dict[type, Any] = {}
+
+
+def register_whole_state(cls: type, torch_view) -> None:
+    """Mark a NamedTuple state that torch keeps whole under its first parameter
+    (LBFGS: flat vectors and lists, not trees shaped like the params);
+    ``torch_view(state) -> {field: value}`` gives torch's entry."""
+    _STATE_TYPES.append(cls)
+    _WITHOUT_STEP.add(cls)
+    _WHOLE_STATES[cls] = torch_view
 
 
 def register_state(cls: type | None = None, *, torch_step: bool = True):
@@ -86,10 +97,19 @@ def torch_style_state(opt_state, order=None) -> dict[str, dict[str, Any]]:
       ``{dotted param name: {field: array}}``, fields named as torch names them.
 
     Raises:
-      ValueError: when ``order`` misses a name that has state.
+      ValueError: when ``order`` misses a name that has state, or is missing for a
+        state torch keeps whole under the first parameter (``lbfgs``).
     """
     result: dict[str, dict[str, Any]] = {}
     for state in _find_torch_states(opt_state):
+        if type(state) in _WHOLE_STATES:
+            if order is None:
+                raise ValueError("`order` is needed: this optimizer's state (torch keeps it "
+                                 "whole under the first parameter) is not shaped like the "
+                                 "params; pass the params dict or the names.")
+            first = _order_names(order)[0]
+            result[first] = _WHOLE_STATES[type(state)](state)
+            continue
         for field in TORCH_FIELDS:
             tree = getattr(state, field, None)
             if tree is None:
