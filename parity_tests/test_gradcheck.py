@@ -13,7 +13,8 @@ import jaxgrad.nn as jnn
 from jaxgrad.gradcheck import gradcheck
 from jaxgrad.manual import scaled_backward
 from jaxgrad.parity import compare
-from parity_checks.gradcheck import layer_cases, layer_gradcheck, loss_cases, loss_gradcheck
+from parity_checks.gradcheck import (input_shapes, layer_cases, layer_gradcheck, loss_cases,
+                                     loss_gradcheck)
 from torchref.gradcheck import strict_gradcheck
 from torchref.manual import scaled_backward as torch_scaled_backward
 
@@ -39,8 +40,8 @@ def test_gradcheck_passes_on_layer(name, x64, rng):
     report = layer_gradcheck(name, rng)
     assert report.passed, report.table()
     layer, shape = layer_cases()[name]
-    assert report.n_checked == report.n_parameters == int(np.prod(shape)) + (
-        layer.num_parameters())
+    assert report.n_checked == report.n_parameters == sum(
+        int(np.prod(s)) for s in input_shapes(shape)) + layer.num_parameters()
 
 
 def test_every_loss_has_a_case():
@@ -60,14 +61,35 @@ def test_gradcheck_passes_on_loss(name, rng):
     assert report.n_parameters == sum(x.size for x in inputs if x.dtype.kind == "f")
 
 
-@pytest.mark.parametrize("kind", ["layer", "loss"])
-def test_backward_scaled_by_1_001_caught_on_every_row(kind):
+@pytest.mark.parametrize("kind, name", [
+    *[("layer", name) for name in layer_cases()],
+    *[("loss", name) for name in loss_cases(np.random.default_rng(0))]])
+def test_backward_scaled_by_1_001_caught_on_every_row(kind, name):
     """Every layer and loss with a gradcheck row: a 0.1 % wrong backward fails it."""
-    check, names = ((layer_gradcheck, layer_cases()) if kind == "layer"
-                    else (loss_gradcheck, loss_cases(np.random.default_rng(0))))
-    missed = [name for name in names
-              if check(name, np.random.default_rng(0), backward_scale=1.001).passed]
-    assert not missed
+    check = layer_gradcheck if kind == "layer" else loss_gradcheck
+    assert not check(name, np.random.default_rng(0), backward_scale=1.001).passed
+
+
+@pytest.mark.parametrize("row, wrong", [
+    ("BatchNorm1d, BatchNorm2d, BatchNorm3d", "BatchNorm3d"),
+    ("InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm", "InstanceNorm3d affine"),
+])
+def test_backward_scaled_by_1_001_caught_on_a_state_layer_row(row, wrong):
+    """A 0.1 % wrong backward of one layer of a multi-layer state-layer row fails the
+    row, on that layer's leaves only (the rows' passing runs are the parity report's)."""
+    from parity_checks.state_layers import GRADCHECKS, state_layer_gradcheck
+
+    report = state_layer_gradcheck(GRADCHECKS[row], wrong=wrong)
+    failing = {leaf.path for leaf in report.leaves if not leaf.passed}
+    assert failing == {f"params['{wrong}']['weight']", f"params['{wrong}']['bias']",
+                       f"inputs['{wrong}']"}
+
+
+@pytest.mark.long  # compiles a transformer twice (~10 s on a loaded machine)
+def test_backward_scaled_by_1_001_caught_on_the_transformer_row():
+    from parity_checks.sequence import layer_gradcheck as sequence_gradcheck
+
+    assert not sequence_gradcheck("Transformer", backward_scale=1.001).passed
 
 
 def _large_sum_of_squares(seed):

@@ -22,7 +22,8 @@ from parity_checks.harness import Check
 
 
 def layer_cases() -> dict:
-    """``{name: (layer, input shape)}``: every ``jaxgrad.nn`` layer, in float64."""
+    """``{name: (layer, input shape)}``: every ``jaxgrad.nn`` layer, in float64; a list
+    of shapes for a layer of several inputs (``input_shapes``)."""
     f64 = "float64"
     return {
         "Linear": (jnn.Linear(3, 2, dtype=f64), (4, 3)),
@@ -50,7 +51,54 @@ def layer_cases() -> dict:
         "Identity": (jnn.Identity(), (3, 4)),
         "Flatten": (jnn.Flatten(), (2, 3, 2)),
         "Sequential": (jnn.mlp([3, 4, 2], "tanh", dtype=f64), (5, 3)),
+        # the 3-d family, tiny (every element of a 3-d conv is a vmapped pair of
+        # forwards); standard normal inputs have no ties within a max-pool window
+        "Conv3d(s2, p1)": (jnn.Conv3d(2, 2, 2, stride=2, padding=1, dtype=f64),
+                           (1, 2, 3, 3, 3)),
+        "ConvTranspose3d(s2, p1, out_pad 1, groups 2)": (
+            jnn.ConvTranspose3d(2, 2, 2, stride=2, padding=1, output_padding=1, groups=2,
+                                dtype=f64), (1, 2, 2, 2, 2)),
+        "MaxPool3d(2, 2, 1, ceil_mode)": (jnn.MaxPool3d(2, 2, 1, ceil_mode=True),
+                                          (1, 2, 3, 4, 3)),
+        "AvgPool3d(3, 2, 1, ceil_mode, excl. pad)": (
+            jnn.AvgPool3d(3, 2, 1, ceil_mode=True, count_include_pad=False), (1, 1, 4, 3, 3)),
+        "AvgPool3d(divisor 3)": (jnn.AvgPool3d((1, 2, 2), divisor_override=3), (2, 2, 2, 2)),
+        "AdaptiveAvgPool3d(3x4x5 -> 2x3x2)": (jnn.AdaptiveAvgPool3d((2, 3, 2)), (1, 1, 3, 4, 5)),
+        "AdaptiveMaxPool3d(3x4x5 -> 2x2x3)": (jnn.AdaptiveMaxPool3d((2, 2, 3)), (1, 1, 3, 4, 5)),
+        "ZeroPad3d((1, -1, 0, 1, 2, 0))": (jnn.ZeroPad3d((1, -1, 0, 1, 2, 0)), (1, 1, 2, 2, 3)),
+        "ConstantPad3d(1, 0.5)": (jnn.ConstantPad3d(1, 0.5), (1, 2, 2, 2)),
+        "ReflectionPad3d((1, 1, 0, 2, 1, 0))": (jnn.ReflectionPad3d((1, 1, 0, 2, 1, 0)),
+                                                (1, 1, 2, 3, 2)),
+        "ReplicationPad3d((2, 0, 1, 1, 0, 1))": (jnn.ReplicationPad3d((2, 0, 1, 1, 0, 1)),
+                                                 (1, 1, 2, 2, 2)),
+        "CircularPad3d((1, 0, 0, 2, 1, 1))": (jnn.CircularPad3d((1, 0, 0, 2, 1, 1)),
+                                              (1, 1, 2, 2, 2)),
+        # power averages with even p (an odd or fractional p is NaN on a negative window
+        # sum, torch's as well), ceil_mode's partial windows, p = inf (the max of |x|:
+        # inputs sit >= 0.1 from 0 and without ties)
+        "LPPool1d(4, 3, 2)": (jnn.LPPool1d(4, 3, 2), (2, 2, 7)),
+        "LPPool1d(inf, 3, 2)": (jnn.LPPool1d(float("inf"), 3, 2), (2, 2, 7)),
+        "LPPool2d(2, 2, ceil_mode)": (jnn.LPPool2d(2, 2, ceil_mode=True), (1, 2, 5, 5)),
+        "LPPool3d(2.0, 2)": (jnn.LPPool3d(2.0, 2), (1, 2, 2, 4, 2)),
+        # alpha large enough that the neighbours' term is a real part of the gradient
+        "LocalResponseNorm(3, alpha 0.5, k 2)": (jnn.LocalResponseNorm(3, 0.5, 0.75, 2.0),
+                                                 (2, 4, 2, 3)),
+        "LocalResponseNorm(size 6 > C)": (jnn.LocalResponseNorm(6, 0.3), (2, 4, 3)),
+        # fixed windows: torch's _random_samples buffer, so the function is deterministic
+        "FractionalMaxPool2d(2, output 3)": (jnn.FractionalMaxPool2d(
+            2, output_size=3, _random_samples=np.array([[[0.2, 0.7], [0.55, 0.35]]])),
+            (1, 2, 5, 5)),
+        "FractionalMaxPool3d(2, ratio 0.5)": (jnn.FractionalMaxPool3d(
+            2, output_ratio=0.5, _random_samples=np.array([[[0.3, 0.8, 0.45]]])),
+            (1, 1, 5, 4, 4)),
+        # two inputs: a list of shapes
+        "Bilinear": (jnn.Bilinear(3, 2, 4, dtype=f64), [(5, 3), (5, 2)]),
     }
+
+
+def input_shapes(shape) -> list[tuple]:
+    """The shapes of a ``layer_cases`` entry's inputs: one shape, or a list of them."""
+    return list(shape) if isinstance(shape, list) else [shape]
 
 
 def loss_cases(rng: np.random.Generator) -> dict:
@@ -121,11 +169,20 @@ def layer_gradcheck(name: str, rng: np.random.Generator,
         # random parameters of the right shapes; init's distributions are not under test
         # (numpy, and the output's shape from eval_shape: nothing compiled before gradcheck)
         params = {k: rng.standard_normal(s.shape) for k, s in layer.param_shapes().items()}
-        x = rng.standard_normal(shape)
-        x = np.where(np.abs(x) < 0.1, x + 0.2 * np.sign(x), x)  # away from ReLU's kink
-        cotangent = rng.standard_normal(jax.eval_shape(layer.apply, params, x).shape)
-        return gradcheck(_planted(lambda params, x: jnp.sum(cotangent * layer.apply(params, x)),
-                                  backward_scale), params, x, name=f"gradcheck {name}")
+        xs = [rng.standard_normal(s) for s in input_shapes(shape)]
+        xs = [np.where(np.abs(x) < 0.1, x + 0.2 * np.sign(x), x)  # away from ReLU's kink
+              for x in xs]
+        # fixed buffers (FractionalMaxPool's _random_samples), held constant
+        buffers = layer.init_buffers() or None
+
+        def forward(params, *xs):
+            if buffers is None:
+                return layer.apply(params, *xs)
+            return layer.apply(params, *xs, buffers=buffers)[0]
+
+        cotangent = rng.standard_normal(jax.eval_shape(forward, params, *xs).shape)
+        return gradcheck(_planted(lambda params, *xs: jnp.sum(cotangent * forward(params, *xs)),
+                                  backward_scale), params, *xs, name=f"gradcheck {name}")
 
 
 def loss_gradcheck(name: str, rng: np.random.Generator,

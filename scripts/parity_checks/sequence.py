@@ -31,6 +31,7 @@ from torch import nn
 import jaxgrad
 from jaxgrad import losses as jlosses
 from jaxgrad.gradcheck import gradcheck
+from jaxgrad.manual import scaled_backward
 from jaxgrad.optim.trajectory import optimizer_trajectory as jax_trajectory
 from parity_checks._twin import twin_parity
 from parity_checks.harness import TORCH_DTYPES, Check, jax_precision
@@ -216,6 +217,8 @@ def gradcheck_cases() -> dict:
         "TransformerDecoderLayer": (
             nn_.TransformerDecoderLayer(4, 2, 6, dropout=0.0, activation="gelu",
                                         norm_first=True, dtype=f64), (x, x[:2])),
+        # src (3, 2, 4) and tgt (2, 2, 4): both inputs differentiated
+        "Transformer": (nn_.Transformer(4, 2, 1, 1, 6, dropout=0.0, dtype=f64), (x, x[:2])),
     }
 
 
@@ -224,8 +227,9 @@ def gradcheck_cases() -> dict:
 FULL_GRADCHECK = ("Embedding", "LayerNorm", "RMSNorm")
 
 
-def layer_gradcheck(name: str):
-    """Central differences of ``Σ c·output`` w.r.t. random params and float inputs."""
+def layer_gradcheck(name: str, backward_scale: float = 1.0):
+    """Central differences of ``Σ c·output`` w.r.t. random params and float inputs;
+    ``backward_scale`` != 1 plants a wrong backward the check must catch."""
     layer, inputs = gradcheck_cases()[name]
     mode = "full" if name in FULL_GRADCHECK else "directions"
     rng = np.random.default_rng(8)
@@ -244,6 +248,8 @@ def layer_gradcheck(name: str):
         def objective(params, *floats):
             return sum(jnp.sum(c * o) for c, o in zip(cotangents, outputs(params, *floats)))
 
+        if backward_scale != 1.0:
+            objective = scaled_backward(objective, backward_scale)
         return gradcheck(objective, params, *floats, mode=mode, n_directions=16,
                          name=f"gradcheck {name} ({mode})")
 

@@ -21,6 +21,7 @@ import torch
 
 import jaxgrad
 from jaxgrad.gradcheck import gradcheck
+from jaxgrad.manual import scaled_backward
 from parity_checks.harness import TORCH_DTYPES, Check, jax_precision
 
 nn = torch.nn
@@ -33,11 +34,13 @@ CASES = {
         lambda: nn.BatchNorm2d(2, momentum=0.3, affine=False, eps=1e-3), (3, 2, 2, 3)),
     "BatchNorm2d track_running_stats=False": (
         lambda: nn.BatchNorm2d(2, track_running_stats=False), (3, 2, 2, 2)),
+    "BatchNorm3d": (lambda: nn.BatchNorm3d(2), (3, 2, 2, 2, 3)),
     "InstanceNorm1d affine track": (
         lambda: nn.InstanceNorm1d(2, affine=True, track_running_stats=True), (3, 2, 5)),
     "InstanceNorm2d": (lambda: nn.InstanceNorm2d(3), (2, 3, 3, 4)),
     "InstanceNorm2d affine track unbatched": (
         lambda: nn.InstanceNorm2d(2, affine=True, track_running_stats=True), (2, 3, 3)),
+    "InstanceNorm3d affine": (lambda: nn.InstanceNorm3d(2, affine=True), (2, 2, 2, 3, 2)),
     "GroupNorm": (lambda: nn.GroupNorm(2, 4), (3, 4, 5)),
     "Dropout injected masks": (lambda: nn.Dropout(0.3), (4, 5)),
     "Dropout1d injected masks": (lambda: nn.Dropout1d(0.5), (3, 4, 5)),
@@ -49,7 +52,9 @@ STEPS = ("train", "train", "eval")
 # gradcheck inputs: small enough that each check's elements fit one vmapped chunk
 GRADCHECK_SHAPES = {
     "BatchNorm1d (N,C,L) momentum=None": (3, 3, 3), "BatchNorm2d": (2, 3, 2, 2),
+    "BatchNorm3d": (2, 2, 2, 1, 2),
     "InstanceNorm1d affine track": (2, 2, 4), "InstanceNorm2d": (1, 3, 2, 3),
+    "InstanceNorm3d affine": (1, 2, 2, 2, 2),
     "GroupNorm": (2, 4, 3), "Dropout injected masks": (3, 4),
     "Dropout1d injected masks": (2, 3, 2), "Dropout2d injected masks": (2, 2, 2, 2),
 }
@@ -136,10 +141,13 @@ def state_layer_parity(name: str, dtype: str, *, jit: bool = True, seed: int = 0
         return jaxgrad.parity.compare(reference, candidate, name=f"{name} train, train, eval")
 
 
-def state_layer_gradcheck(names: tuple):
+def state_layer_gradcheck(names: tuple, wrong: str | None = None):
     """Central differences of the twins' training-mode ``sum(c · output)`` with respect
     to params and inputs (dropout with a fixed mask), float64; several layers in one
-    check (one compilation)."""
+    check (one compilation). ``wrong``: the layer (a ``names`` entry) whose backward is
+    scaled by 1.001, a planted bug the check must catch."""
+    if wrong is not None and wrong not in names:
+        raise ValueError(f"`wrong` (={wrong!r}) must be one of `names` (={names!r}).")
     rng = np.random.default_rng(1)
     with jax.enable_x64(True):
         layers, params, inputs = {}, {}, {}
@@ -152,12 +160,18 @@ def state_layer_gradcheck(names: tuple):
             layers[name] = (model, buffers, options, cotangent)
             inputs[name] = rng.standard_normal(shape)
 
+        def term(name, params, x):
+            model, buffers, options, cotangent = layers[name]
+            out, _ = model.apply(params, x, buffers=buffers, train=True, **options)
+            return jnp.sum(cotangent * out)
+
         def objective(params, inputs):
             total = 0.0
-            for name, (model, buffers, options, cotangent) in layers.items():
-                out, _ = model.apply(params[name], inputs[name], buffers=buffers, train=True,
-                                     **options)
-                total = total + jnp.sum(cotangent * out)
+            for name in layers:
+                fn = functools.partial(term, name)
+                if name == wrong:
+                    fn = scaled_backward(fn, 1.001)
+                total = total + fn(params[name], inputs[name])
             return total
 
         # jitted here too: gradcheck's first, un-jitted call would compile op by op
@@ -166,9 +180,10 @@ def state_layer_gradcheck(names: tuple):
 
 
 GRADCHECKS = {
-    "BatchNorm1d, BatchNorm2d": ("BatchNorm1d (N,C,L) momentum=None", "BatchNorm2d"),
-    "InstanceNorm1d, InstanceNorm2d, GroupNorm": (
-        "InstanceNorm1d affine track", "InstanceNorm2d", "GroupNorm"),
+    "BatchNorm1d, BatchNorm2d, BatchNorm3d": (
+        "BatchNorm1d (N,C,L) momentum=None", "BatchNorm2d", "BatchNorm3d"),
+    "InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm": (
+        "InstanceNorm1d affine track", "InstanceNorm2d", "InstanceNorm3d affine", "GroupNorm"),
     "Dropout, Dropout1d, Dropout2d": (
         "Dropout injected masks", "Dropout1d injected masks", "Dropout2d injected masks"),
 }
