@@ -48,12 +48,16 @@ class _Loss(Layer):
         del train, key
         loss = dataclasses.replace(self, **buffers) if buffers else self
         try:
-            output = loss(*inputs, **options)
+            output = loss._compute(params, *inputs, **options)
         except (ValueError, TypeError) as exc:
             if not path:
                 raise
             raise type(exc)(f"{type(self).__name__} at {path!r}: {exc}") from exc
         return output, dict(buffers)
+
+    def _compute(self, params, *inputs, **options):
+        del params  # a loss has none (LinearCrossEntropyLoss overrides this)
+        return self(*inputs, **options)
 
     def __post_init__(self):
         for legacy in ("size_average", "reduce"):
@@ -397,16 +401,8 @@ class LinearCrossEntropyLoss(_Loss):
                 bias_key, (rows,), dtype, fan_in=self.in_features)
         return params
 
-    def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
-        del train, key
-        loss = dataclasses.replace(self, **buffers) if buffers else self
-        try:
-            output = loss(params, *inputs, **options)
-        except (ValueError, TypeError) as exc:
-            if not path:
-                raise
-            raise type(exc)(f"{type(self).__name__} at {path!r}: {exc}") from exc
-        return output, dict(buffers)
+    def _compute(self, params, *inputs, **options):
+        return self(params, *inputs, **options)  # the one loss with params
 
     def __call__(self, params, input, target):
         shape = (self.num_classes, *self.out_features)
