@@ -58,6 +58,61 @@ def test_masks_hide_only_what_no_machine_reproduces():
     assert mask("mlp relu  PASS", True) != mask("mlp relu  FAIL", True)
 
 
+def test_rounding_blocks_compare_at_the_tier_of_the_arithmetic():
+    line = regen_docs.Line
+    # the rows of one report on two CPUs: float32 noise in the error columns, one verdict
+    row = "freezing: AdamW, layer 0 frozen   float32   4.47e-08   2.14e-05  PASS"
+    other = "freezing: AdamW, layer 0 frozen   float32   4.47e-08   1.54e-04  PASS"
+    assert line(row, True) == line(other, True) and line(row, False) != line(other, False)
+    # ... but not when the verdict or the name changed, and not on a line without one
+    assert line(row, True) != line(other.replace("PASS", "FAIL"), True)
+    assert line(row, True) != line(other.replace("layer 0", "layer 1"), True)
+    assert line("effect 4.7e-04", True) != line("effect 5.7e-04", True)
+    # a zero error written in scientific notation is an error size like any other
+    assert line("Linear layout  0.0e+00   8.0e-01", True) == line("Linear layout  1.1e-16   8.0e-01", True)
+    assert line("Linear layout  0.0e+00   8.0e-01", True) != line("Linear layout  0.0e+00   9.0e-01", True)
+    # a float32 loss printed at 10 digits: one ulp apart matches, a real change does not
+    step = "      1    0.9320652485    {}       1.5e-08"
+    assert line(step.format("0.9320652485"), True) == line(step.format("0.9320651889"), True)
+    assert line(step.format("0.9320652485"), True) != line(step.format("0.9320752485"), True)
+    assert line(step.format("0.9320652485"), False) != line(step.format("0.9320651889"), False)
+    # numbers a float32 holds exactly (7 digits or fewer) still compare digit by digit
+    assert line("loss 1.054417", True) != line("loss 1.054418", True)
+    # equal lines hash alike, so difflib pairs them
+    assert hash(line(row, True)) == hash(line(other, True))
+
+
+def test_measured_blocks_check_the_words_not_the_numbers():
+    line = regen_docs.Line
+    row = "resnet b128       jax epoch       161.43       6.2           6.0-6.3    0.18x      0.6    2.4%      12.28"
+    other = "resnet b128       jax epoch        31.02      32.2         30.1-33.0    1.12x      nan    nan%       9.70"
+    assert line(row, False, True) == line(other, False, True) and line(row, False) != line(other, False)
+    assert line(row, False, True) != line(row.replace("jax epoch", "jax step"), False, True)
+    goal = "  resnet b128       0.18x (goal >= 1.50x): NOT met; jax epoch reaches 2.4% of the matmul peak"
+    assert line(goal, False, True) == line(goal.replace("NOT met", "met"), False, True)
+    assert line(goal, False, True) != line(goal.replace("matmul peak", "dot peak"), False, True)
+
+
+def test_check_puts_back_the_files_a_command_writes(tmp_path, monkeypatch):
+    monkeypatch.setattr(regen_docs, "ROOT", str(tmp_path))
+    (tmp_path / "docs").mkdir()
+    kept = tmp_path / "docs" / "curve.png"
+    kept.write_bytes(b"documented")
+
+    def writes(command):
+        kept.write_bytes(b"rewritten")
+        (tmp_path / "explorer.html").write_text("new")
+        return 0, ["ok"], ""
+
+    monkeypatch.setattr(regen_docs, "run", writes)
+    command = "python scripts/x.py --plot docs/curve.png --out explorer.html --out /tmp/elsewhere.json"
+    assert regen_docs.named_files(command) == [str(kept.resolve()),
+                                               str((tmp_path / "explorer.html").resolve())]
+    assert regen_docs.run_leaving_files(command) == (0, ["ok"], "")
+    assert kept.read_bytes() == b"documented"
+    assert not (tmp_path / "explorer.html").exists()
+
+
 def test_excerpt_refreshes_shown_lines_and_reports_vanished_ones():
     output = ["header", "a = 1.0 (2.1 s)", "b = 2", "c = 3", "footer"]
     block = _block(["header", "...", "a = 1.0 (9.9 s)", "c = 3"], ["excerpt"])

@@ -287,8 +287,10 @@ def _print_calibrated(report) -> None:
     calibrated = [leaf for leaf in report.leaves if leaf.passed and leaf.rule != "tier"]
     if not calibrated:
         return
-    print(f"  {len(calibrated)} float32 leaves outside the tier against torch's float32 "
-          "pass against torch's float64 answer on the same values (distances in units of "
+    count = ("1 float32 leaf" if len(calibrated) == 1
+             else f"{len(calibrated)} float32 leaves")
+    print(f"  {count} outside the tier against torch's float32 "
+          f"{'passes' if len(calibrated) == 1 else 'pass'} against torch's float64 answer on the same values (distances in units of "
           "the float32 tier): within the tier of it (float64 answer), or within "
           f"{CALIBRATION_MULTIPLE:g}x torch's own float32 distance (reference rounding); "
           "a gradient zero in exact arithmetic at its neighbours' scale:")

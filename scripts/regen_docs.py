@@ -20,15 +20,31 @@ comma-separated:
              marks an omission. Regeneration refreshes each shown line (matched to
              the output with the masks below); a shown line the output no longer
              has is reported as drift, never dropped silently.
-  rounding   also mask rounding-level magnitudes: numbers in scientific notation
-             below 1e-4 (float32 and float64 error sizes, whose digits depend on the
-             CPU's vector width and on thread timing).
+  rounding   compare at the tier of the arithmetic, not digit by digit (whose last
+             digits depend on the CPU's vector width and on thread timing):
+             - error sizes below 1e-4 in scientific notation, and a zero written
+               that way (0.0e+00), are masked;
+             - on a line that carries a PASS verdict, every error size in scientific
+               notation is masked: the verdict, compared exactly, is the tier's
+               judgement of them (a float32 row's largest relative error sits on
+               its smallest element and moves with every ulp);
+             - a number printed with more significant digits than a float32 holds
+               (8 or more: a float32 loss at 10 digits) matches one within the
+               float32 tier, relative 1e-5.
+  measured   every number is a measurement of the machine that ran it, bounded by no
+             tier: timings and speed ratios (bench.py), and float32 training runs of
+             hundreds of steps, whose rounding differences the dynamics amplify until
+             two CPUs end an epoch on different losses. Numbers are masked, and so is
+             a goal's met / NOT met; the rows, columns, names and every other word
+             must still match.
 
 --check regenerates nothing: it exits 1 and prints a diff when a block differs from
-what its command prints now. The comparison masks what no machine can reproduce:
+what its command prints now, and leaves the repository as it found it (a file inside
+the repository that a command names as an argument, such as `--plot docs/x.png` or
+`--out explorer.html`, is put back as it was, or removed if the run created it). The comparison masks what no machine can reproduce:
 durations and rates (a number followed by s, ms, µs, min, ex/s, GFLOP/s, GB/s),
-the seconds and examples/s columns of train.py's epoch table, and torch's thread
-count; runs of spaces count as one (column widths follow the numbers). Everything
+the seconds and examples/s columns of train.py's epoch table, torch's thread
+count, and the strategy train.py chose by timing each on the machine; runs of spaces count as one (column widths follow the numbers). Everything
 else — names, verdicts, every value above the rounding level — must match.
 
 Examples:
@@ -57,7 +73,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!-- jaxgrad:run (?P<command>python scripts/[\w-]+\.py[^|]*?)"
                     r"(?:\s*\|\s*(?P<options>[\w ,-]*?))?\s*-->\s*$")
-OPTIONS = ("excerpt", "rounding")
+OPTIONS = ("excerpt", "rounding", "measured")
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 MASKS = [  # (what, pattern, replacement): applied before every comparison
     ("durations", re.compile(rf"{NUMBER}\s?(?:s|ms|µs|us|min)\b"), "<time>"),
@@ -65,8 +81,17 @@ MASKS = [  # (what, pattern, replacement): applied before every comparison
     ("train.py epoch table: seconds, ex/s", re.compile(rf"(%\s+){NUMBER}(\s+){NUMBER}$"),
      r"\1<time>\2<rate>"),
     ("torch threads", re.compile(r"\b\d+ threads\b"), "<n> threads"),
+    ("train.py's strategy, chosen by timing it on this machine",
+     re.compile(r"(jax strategy: )\S+ \((?:probed|cached|forced).*$"), r"\1<measured>"),
 ]
-ROUNDING = re.compile(r"-?\d(?:\.\d+)?e-(?:0[5-9]|[1-9]\d)\b")
+ROUNDING = re.compile(r"-?\d(?:\.\d+)?e-(?:0[5-9]|[1-9]\d)\b|\b0(?:\.0+)?e[+-]00\b")
+ERROR_SIZE = re.compile(r"-?\d(?:\.\d+)?e-\d+\b")  # any error size, where a verdict judged it
+VERDICT = re.compile(r"\bPASS\b")
+LONG_DECIMAL = re.compile(r"-?\d+\.\d+")
+FLOAT32_DIGITS, FLOAT32_RTOL = 8, 1e-5
+MEASURED = [(re.compile(r"\bnan\b|\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?"), "<n>"),
+            (re.compile(r"\b(?:NOT )?met\b"), "<goal>"),
+            (re.compile(r"%\*"), "%")]  # bench.py's mark on a noisy peak probe's column
 ELLIPSIS = "..."
 
 
@@ -77,6 +102,10 @@ class Block:
     command: str
     options: tuple[str, ...]
     body: list[str]  # the lines after `$ command`, before the closing fence
+
+    def key(self, line: str) -> "Line":
+        """``line`` as this block's options compare it."""
+        return Line(line, "rounding" in self.options, "measured" in self.options)
 
     @property
     def where(self) -> str:
@@ -113,12 +142,46 @@ def find_blocks(path: str, lines: list[str]) -> list[Block]:
     return blocks
 
 
-def mask(line: str, rounding: bool) -> str:
+def mask(line: str, rounding: bool, measured: bool = False) -> str:
     for _, pattern, replacement in MASKS:
         line = pattern.sub(replacement, line)
+    if measured:
+        for pattern, replacement in MEASURED:
+            line = pattern.sub(replacement, line)
     if rounding:
         line = ROUNDING.sub("<rounding>", line)
+        if VERDICT.search(line):
+            line = ERROR_SIZE.sub("<rounding>", line)
     return " ".join(line.split())
+
+
+def _significant(number: str) -> int:
+    return len(number.lstrip("-").replace(".", "").lstrip("0"))
+
+
+class Line:
+    """A line as the comparison sees it: masked, and in ``rounding`` blocks with the
+    float32-precision numbers compared at the float32 tier (equal lines hash alike)."""
+
+    def __init__(self, line: str, rounding: bool, measured: bool = False):
+        masked = mask(line, rounding, measured)
+        self.numbers: list[float] = []
+        if rounding:
+            def take(match):
+                if _significant(match[0]) < FLOAT32_DIGITS:
+                    return match[0]
+                self.numbers.append(float(match[0]))
+                return "<float32>"
+            masked = LONG_DECIMAL.sub(take, masked)
+        self.skeleton = masked
+
+    def __hash__(self):
+        return hash(self.skeleton)
+
+    def __eq__(self, other):
+        return (isinstance(other, Line) and self.skeleton == other.skeleton
+                and all(abs(a - b) <= FLOAT32_RTOL * max(abs(a), abs(b))
+                        for a, b in zip(self.numbers, other.numbers)))
 
 
 def run(command: str) -> tuple[int, list[str], str]:
@@ -134,6 +197,40 @@ def run(command: str) -> tuple[int, list[str], str]:
     return proc.returncode, lines, proc.stderr
 
 
+def named_files(command: str) -> list[str]:
+    """Files inside the repository that ``command`` names as arguments (it may write them)."""
+    paths = []
+    for token in shlex.split(command)[2:]:
+        if token.startswith("-") or not os.path.splitext(token)[1]:
+            continue
+        root = os.path.realpath(ROOT)
+        path = os.path.realpath(os.path.join(root, token))
+        if path.startswith(root + os.sep) and not os.path.isdir(path):
+            paths.append(path)
+    return paths
+
+
+def run_leaving_files(command: str) -> tuple[int, list[str], str]:
+    """``run(command)``, then every file it names put back as it was before (--check)."""
+    saved = {}
+    for path in named_files(command):
+        if os.path.isfile(path):
+            with open(path, "rb") as handle:
+                saved[path] = handle.read()
+        else:
+            saved[path] = None
+    try:
+        return run(command)
+    finally:
+        for path, content in saved.items():
+            if content is None:
+                if os.path.isfile(path):
+                    os.remove(path)
+            else:
+                with open(path, "wb") as handle:
+                    handle.write(content)
+
+
 def regenerate(block: Block, output: list[str], *,
                refresh_masked: bool = False) -> tuple[list[str], list[str]]:
     """``(new body, shown lines the output no longer has)``.
@@ -141,24 +238,23 @@ def regenerate(block: Block, output: list[str], *,
     A documented line equal to the output's line up to the masks is kept as it is
     unless ``refresh_masked``.
     """
-    rounding = "rounding" in block.options
     if "excerpt" not in block.options:
         if refresh_masked:
             return output, []
-        old = [mask(line, rounding) for line in block.body]
-        new_masked = [mask(line, rounding) for line in output]
+        old = [block.key(line) for line in block.body]
+        new_masked = [block.key(line) for line in output]
         matcher = difflib.SequenceMatcher(a=old, b=new_masked, autojunk=False)
         new = []
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             new += block.body[i1:i2] if tag == "equal" else output[j1:j2]
         return new, []
     new, missing, at = [], [], 0
-    wanted = [mask(line, rounding) for line in output]
+    wanted = [block.key(line) for line in output]
     for line in block.body:
         if line.strip() == ELLIPSIS:
             new.append(line)
             continue
-        key = mask(line, rounding)
+        key = block.key(line)
         found = next((k for k in range(at, len(output)) if wanted[k] == key), None)
         if found is None:
             missing.append(line)
@@ -173,9 +269,8 @@ def drift(block: Block, new: list[str], missing: list[str]) -> str:
     """A readable description of how ``block`` differs from ``new`` (empty: no drift)."""
     if "excerpt" in block.options:
         return "".join(f"  no longer printed: {line}\n" for line in missing)
-    rounding = "rounding" in block.options
-    old_masked = [mask(line, rounding) for line in block.body]
-    new_masked = [mask(line, rounding) for line in new]
+    old_masked = [block.key(line) for line in block.body]
+    new_masked = [block.key(line) for line in new]
     if old_masked == new_masked:
         return ""
     return "\n".join(difflib.unified_diff(block.body, new, "documented", "printed now",
@@ -234,7 +329,7 @@ def main(argv=None) -> int:
     for block in blocks:
         if block.command not in outputs:
             print(f"running {block.command}", file=sys.stderr, flush=True)
-            outputs[block.command] = run(block.command)
+            outputs[block.command] = (run_leaving_files if args.check else run)(block.command)
         status, output, stderr = outputs[block.command]
         if status != 0:
             print(f"{block.where}: `{block.command}` exited {status}:\n{stderr[-2000:]}")
