@@ -239,7 +239,7 @@ def modes(info, all_modes: bool = False) -> tuple[bool, ...]:
 
 
 def run_class(name: str, all_modes: bool = False, reuse: bool = True,
-              every: int = 1) -> list[SampleResult]:
+              every: int = 1, dtype: str = "float64") -> list[SampleResult]:
     """Every sample of ``name``, in training then (see ``modes``) evaluation mode.
 
     ``reuse``: an evaluation-mode sample on which the twin runs a program already held
@@ -247,9 +247,21 @@ def run_class(name: str, all_modes: bool = False, reuse: bool = True,
     (see ``run_sample``); ``False`` runs every sample in full. ``every``: one sample in
     ``every`` (the first, then at that stride: module_db's samples are a product of
     constructor options, so a stride prime to its factors still varies each option),
-    the suite's selection for the classes whose samples cost minutes."""
+    the suite's selection for the classes whose samples cost minutes. ``dtype``
+    ``"float32"``: the float32 mode (``run_sample_float32``; a class with its own
+    ``Entry.run`` then runs the default float32 comparison, materialising lazy modules;
+    every sample runs in full, ``reuse`` aside: a float32 verdict depends on the values)."""
     info = module_infos()[name]
     entry = REGISTRY[name]
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"`dtype` (={dtype!r}) must be 'float64' or 'float32'")
+    if dtype == "float32":
+        # no reuse: an evaluation-mode sample has its own values, and a float32 verdict
+        # depends on the values (rounding), not only on the program
+        run = functools.partial(run_sample_float32, materialise=name.startswith("Lazy"))
+        return [run(info, sample, training)
+                for training in modes(info, all_modes)
+                for sample in samples(info, training)[::every]]
     run = entry.run or functools.partial(
         run_sample, verified={} if reuse and len(modes(info, all_modes)) > 1 else None)
     return [run(info, sample, training)
@@ -314,6 +326,127 @@ def run_sample(info, sample, training: bool, verified: dict | None = None,
         verified.setdefault(program, result("").label)
     return result("passed" if report.passed else "failed",
                   "" if report.passed else report.table(), report)
+
+
+def run_sample_float32(info, sample, training: bool, verified: dict | None = None,
+                       materialise: bool = False) -> SampleResult:
+    """One sample in float32 on both sides, judged with the calibrated float32 verdict.
+
+    The sample (drawn in float64, as ``run_sample`` draws it) runs with the module in
+    float32 (``.float()``) and its floating inputs cast to float32; jaxgrad's twin runs
+    with ``jax_enable_x64`` off, as a float32 user runs it. torch's float64 run of the
+    same sample — a copy of the float32 module made ``.double()``, the float32 inputs
+    cast up, the same cotangent — is the float64 answer both float32 runs approximate:
+    ``jaxgrad.parity.compare(torch32, jaxgrad32, reference64=torch64)`` passes a leaf
+    outside the float32 tier when jaxgrad is within the tier of the float64 answer, or
+    within ``CALIBRATION_MULTIPLE`` times torch float32's own distance from it; each
+    leaf's ``rule`` says which. Integer outputs and buffers (pooling indices,
+    ``num_batches_tracked``) compare by value across int32/int64. ``verified``: as
+    ``run_sample`` (``run_class`` passes none in this mode: float32 rounding depends on
+    the sample's values, so a program held to torch on other values proves less)."""
+    name = info.module_cls.__name__
+    entry = REGISTRY[name]
+    result = functools.partial(SampleResult, name, training, sample.desc)
+    reason = entry.skipped(sample)
+    if reason:
+        return result("skipped", reason)
+    argument = entry.refused(sample)
+
+    torch.manual_seed(0)
+    c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
+    module = info.module_cls(*c_args, **c_kwargs).to(torch.float32).train(training)
+    args, kwargs = _positional(module, sample.forward_input.args, sample.forward_input.kwargs)
+    args, kwargs = _cast_floats((args, kwargs), torch.float32)
+    if materialise:
+        with torch.no_grad():
+            module(*args, **kwargs)
+    # the float64 answer: the same values, cast up (copied before any forward moves a buffer)
+    module64 = copy.deepcopy(module).double()
+    args64, kwargs64 = _cast_floats((args, kwargs), torch.float64)
+    with jax.default_matmul_precision("highest"):
+        try:
+            model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+        except (ValueError, TypeError) as exc:
+            return _refusal(result, argument, exc)
+        program = None
+        if verified is not None and not argument:
+            try:
+                program = forward_program(model, params, buffers, args, kwargs, training)
+            except (ValueError, TypeError):
+                program = None
+            if not training and program in verified and _torch_modes_agree(module, args, kwargs):
+                return result("passed", f"same program as {verified[program]}; torch's "
+                              "evaluation and training results agree")
+        reference, torch_spec, cotangents = torch_side(module, args, kwargs)
+        reference64 = _torch_side_with(module64, args64, kwargs64, [
+            None if c is None else c.double() for c in cotangents])
+        try:
+            candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
+                                       cotangents, fast_compile=True, eager=not entry.jit)
+        except (ValueError, TypeError) as exc:
+            return _refusal(result, argument, exc)
+        if argument:
+            return result("failed", f"jaxgrad ran it, but the entry declares `{argument}` refused")
+        if spec != torch_spec:
+            return result("failed", f"output structure {spec} differs from torch's {torch_spec}")
+        report = jaxgrad.parity.compare(reference, candidate, reference64=reference64,
+                                        name=result("").label + " float32")
+    if training and report.passed and program is not None:
+        verified.setdefault(program, result("").label)
+    return result("passed" if report.passed else "failed",
+                  "" if report.passed else report.table(), report)
+
+
+def _cast_floats(tree, dtype):
+    """``tree`` (torch's args and kwargs) with every floating tensor cast to ``dtype``,
+    detached, keeping ``requires_grad``; a tensor that appears twice (self-attention's
+    query, key and value) stays one tensor."""
+    import torch.utils._pytree as torch_pytree
+
+    cast = {}
+
+    def one(leaf):
+        if not isinstance(leaf, torch.Tensor) or not leaf.is_floating_point():
+            return leaf
+        if id(leaf) not in cast:
+            cast[id(leaf)] = leaf.detach().to(dtype).requires_grad_(leaf.requires_grad)
+        return cast[id(leaf)]
+    return torch_pytree.tree_map(one, tree)
+
+
+def _torch_side_with(module, args, kwargs, cotangents) -> dict:
+    """``torch_side``'s results with the given ``cotangents`` (the float32 run's, cast
+    up: the float64 answer must differentiate the same vector-Jacobian product)."""
+    import torch.utils._pytree as torch_pytree
+
+    outputs = torch_pytree.tree_leaves(module(*args, **kwargs))
+    inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs))
+              if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
+    params = dict(module.named_parameters())
+    differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
+    grads = [torch.zeros_like(t) for t in [*inputs, *params.values()]]
+    if differentiable and grads:
+        grads = torch.autograd.grad([o for o, _ in differentiable], [*inputs, *params.values()],
+                                    grad_outputs=[c for _, c in differentiable],
+                                    allow_unused=True, materialize_grads=True)
+    state = module.state_dict()
+    return {
+        "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
+        "input_grads": list(grads[:len(inputs)]),
+        "param_grads": dict(zip(params, grads[len(inputs):])),
+        "buffers": {k: v for k, v in state.items() if k not in params},
+    }
+
+
+def rules(results: list[SampleResult]) -> dict[str, int]:
+    """``{rule: leaves}`` over the passed samples' reports: how many leaves each rule
+    of ``jaxgrad.parity.compare`` passed (``"tier"``, ``"float64 answer"``, …)."""
+    counts: dict[str, int] = {}
+    for r in results:
+        if r.status == "passed" and r.report is not None:
+            for leaf in r.report.leaves:
+                counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
+    return counts
 
 
 def _torch_modes_agree(module, args, kwargs) -> bool:

@@ -14,11 +14,22 @@ refuses (naming the argument) or skips (with the reason), how many of torch's er
 samples (``module_error_inputs_func``: inputs torch rejects) jaxgrad rejects too, then
 the totals, and the supported classes module_db has no entry for.
 
+``--dtype float32`` runs every sample in float32 on both sides instead (the module
+``.float()``, floating inputs cast, jaxgrad with x64 off) and judges it with the
+calibrated float32 verdict: torch's float64 run of the same sample (a ``.double()``
+copy of the module on the same values, the same cotangent) is the float64 answer, and
+``jaxgrad.parity.compare(..., reference64=...)`` passes a leaf outside the float32 tier
+when jaxgrad is within the tier of that answer or within 5x torch float32's own distance
+from it. Each class's row then says how many leaves of its passed samples passed by
+which rule; a failing sample is listed with its leaves and headrooms. Every
+evaluation-mode sample runs in full in this mode (float32 rounding depends on the values).
+
 Exit status: 0 when no sample fails, 1 otherwise, 2 for bad arguments.
 
 Examples:
   python scripts/conformance.py
   python scripts/conformance.py --class Conv2d --verbose
+  python scripts/conformance.py --dtype float32
 """
 
 from __future__ import annotations
@@ -43,6 +54,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-reuse", action="store_true",
                         help="run every evaluation-mode sample in both frameworks, also "
                         "where the twin's program was already held to torch in training mode")
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                        help="float64 (the default, at the float64 tier) or float32 on both "
+                        "sides, judged against torch's float64 run of each sample")
     parser.add_argument("--verbose", action="store_true",
                         help="print every sample's outcome, not only failures")
     args = parser.parse_args(argv)
@@ -54,6 +68,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from jaxgrad.nn import SUPPORTED
     from parity_tests import module_db as harness
+
+    float32 = args.dtype == "float32"
 
     names = sorted(harness.REGISTRY)
     unknown = [n for n in args.classes if n not in harness.REGISTRY]
@@ -70,9 +86,12 @@ def main(argv=None) -> int:
     print(header)
     print("-" * len(header))
     totals = dict.fromkeys((*harness.STATUSES, "errors", "samples"), 0)
+    rule_totals: dict[str, int] = {}
     for name in names:
-        errors = harness.run_error_samples(name)
-        results = harness.run_class(name, args.all_modes, reuse=not args.no_reuse)
+        # torch's error inputs are dtype-independent: run once, in the float64 mode
+        errors = [] if float32 else harness.run_error_samples(name)
+        results = harness.run_class(name, args.all_modes, reuse=not args.no_reuse,
+                                    dtype=args.dtype)
         counts = harness.summary(results)
         rejected = sum(r.status == "rejected" for r in errors)
         error_failures = [r for r in errors if r.status != "rejected"]
@@ -90,15 +109,32 @@ def main(argv=None) -> int:
               f"{counts['skipped']:>7} {counts['failed'] + len(error_failures):>6} "
               f"{f'{rejected}/{len(errors)}' if errors else '-':>7}  {', '.join(reasons)}"
               .rstrip(), flush=True)
+        if float32:
+            by_rule = harness.rules(results)
+            for rule, count in by_rule.items():
+                rule_totals[rule] = rule_totals.get(rule, 0) + count
+            print("    leaves of passed samples by rule: " + ", ".join(
+                f"{rule} {count}" for rule, count in sorted(by_rule.items(),
+                                                            key=lambda kv: -kv[1])), flush=True)
         for r in [*results, *error_failures]:
             if r.status == "failed" or args.verbose:
-                detail = r.detail.replace("\n", "\n      ")
+                detail = r.detail
+                if float32 and r.status == "failed" and r.report is not None:
+                    # the failing leaves only, each with its headrooms against float64
+                    detail = "\n".join([*r.report.structure_problems, *(
+                        f"{leaf.path} {leaf.shape} {leaf.dtype}: {leaf.problem}"
+                        for leaf in r.report.failures())])
+                detail = detail.replace("\n", "\n      ")
                 print(f"    {r.label}: {r.status.upper()}" + (f"\n      {detail}" if detail else ""))
     print("-" * len(header))
     errors_total = f"{totals['rejected']}/{totals['errors']}"
     print(f"{'total':<20} {'':<10} {totals['samples']:>7} {totals['passed']:>6} "
           f"{totals['refused']:>7} {totals['skipped']:>7} {totals['failed']:>6} "
           f"{errors_total:>7}")
+    if float32:
+        print("float32, judged against torch's float64 run; leaves of passed samples by rule: "
+              + ", ".join(f"{rule} {count}" for rule, count in
+                          sorted(rule_totals.items(), key=lambda kv: -kv[1])))
     print(f"\n{len(names)} classes of module_db's {len(infos)} run "
           f"({time.perf_counter() - start:.1f} s).")
     if not args.classes:

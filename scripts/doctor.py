@@ -101,7 +101,10 @@ def _user_session(parser, args, sessions):
     module = cls().to(getattr(torch, args.dtype))
     port = _build_port(parser, args, target, module)
     buffers = None
-    if isinstance(port, tuple) and len(port) == 3 and not callable(port[0]):
+    # (model, params, buffers), not (fn, params, names): a jaxgrad model is callable too,
+    # but its third item holds arrays where names holds strings
+    if isinstance(port, tuple) and len(port) == 3 and (not callable(port[0]) or (
+            isinstance(port[2], dict) and not all(isinstance(v, str) for v in port[2].values()))):
         port, buffers = port[:2], port[2]
     x = torch.from_numpy(np.random.default_rng(0).normal(size=args.input_shape)).to(
         getattr(torch, args.dtype))

@@ -11,6 +11,10 @@
   tier and whether the forward, the gradient or the update made it
   (``jaxgrad.doctor.drift``).
 
+A float32 torch module is also run in float64 (a copy, ``jaxgrad.doctor.calibrate``),
+and every float32 verdict is ``jaxgrad.parity.compare``'s calibrated one: a layer
+where torch's own float32 misses the tier does not blame a correct port.
+
 jaxgrad never imports torch: torch objects are driven by duck typing.
 """
 

@@ -14,6 +14,10 @@ model: a custom ``nnx.Module``, a pytree module, ``(fn, params)``, a closure, or
    module whose output no port value reproduces within the tier, while its inputs
    were reproduced, is the first diverging layer. A module whose inputs were not
    reproduced either means the error is made between modules (``glue``).
+   For a float32 torch module, torch's float64 run (``jaxgrad.doctor.calibrate``:
+   a float64 copy, the same hooks) gives each module's float64 answer, and a port
+   value outside the tier of torch's float32 value still reproduces it when the
+   calibrated float32 rule passes it (``match.calibrated``; the row's ``rule``).
 4. On that layer, every catalogue entry's ``mistakes`` — torch's layer made with the
    mistake — is run on torch's input and looked for among the port's values; the
    entries are ranked by the error left.
@@ -23,9 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxgrad.doctor import calibrate
 from jaxgrad.doctor import capture as cap
 from jaxgrad.doctor.catalogue import CATALOGUE, Case
-from jaxgrad.doctor.localise import comparison
+from jaxgrad.doctor.localise import comparison, rules
 from jaxgrad.doctor.match import Pool, match_params, unused_leaves
 from jaxgrad.doctor.report import Cause, Report
 from jaxgrad.doctor.trace import record
@@ -111,6 +116,19 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
                          "(the running statistics of a traced port are not compared); "
                          "diagnose this port in eval mode.")
     ref_out, calls = cap.capture_torch(torch_module, inputs, kwargs, train=False)
+    module64 = calibrate.twin64(torch_module) if calibrate.is_float32(ref_out) else None
+    out64, calls64 = (calibrate.capture64(module64, inputs, kwargs, train=False)
+                      if module64 is not None else (None, {}))
+
+    def output64(call):  # torch's float64 answer for the call's (main) output
+        twin = calls64.get((call.path, call.index))
+        return None if twin is None else _primary(twin.output)
+
+    def args64(call):  # ... and for its floating inputs, position by position
+        twin = calls64.get((call.path, call.index))
+        found = _float_args(twin.args) if twin is not None else []
+        return found if len(found) == len(_float_args(call.args)) else \
+            [None] * len(_float_args(call.args))
     arrays = [cap._np(x) for x in inputs]
     port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}
     name = type(torch_module).__name__
@@ -132,13 +150,15 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
         leaf_names = [f"constant {i}" for i in range(len(constants))]
         leaves = constants
     pool = Pool(values, chw, _residuals(arrays, calls))
-    output = Pool([_value(o) for o in outs], chw).find(ref_main)
+    output = Pool([_value(o) for o in outs], chw).find(
+        ref_main, None if out64 is None else _primary(out64))
     hints = {}
     for call in calls:  # the leaves each module brings in, from the values it reproduces
         main = _primary(call.output)
-        found = pool.find(main) if main is not None else None
+        found = pool.find(main, output64(call)) if main is not None else None
         if found is not None and found.ok:
-            before = frozenset().union(*(pool.find(a).leaves for a in _float_args(call.args)))
+            before = frozenset().union(*(pool.find(a, a64).leaves for a, a64 in
+                                         zip(_float_args(call.args), args64(call))))
             hints[call.path] = found.leaves - before
     torch_params = {k: cap._np(v) for k, v in torch_module.named_parameters()}
     torch_params.update({k: cap._np(v) for k, v in torch_module.named_buffers()
@@ -150,20 +170,22 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
     for i, call in enumerate(calls):
         main = _primary(call.output)
         if main is not None and main.dtype.kind in "fc":
-            found_of[i] = pool.find(main)
+            found_of[i] = pool.find(main, output64(call))
     for i in layers:
         call = calls[i]
         if i not in found_of:
             continue
         found, main = found_of[i], _primary(call.output)
-        inputs_ok = all(pool.find(a).ok or any(np.array_equal(a, f) for f in fused)
-                        for a in _float_args(call.args))
-        report = (comparison(found.reference, found.value) if found.value is not None
+        inputs_ok = all(pool.find(a, a64).ok or any(np.array_equal(a, f) for f in fused)
+                        for a, a64 in zip(_float_args(call.args), args64(call)))
+        report = (comparison(found.reference, found.value, reference64=found.reference64)
+                  if found.value is not None
                   else comparison(main, np.full(main.shape, np.nan)))
         rows.append(dict(path=call.path, index=call.index, class_name=call.class_name,
                          end_to_end=found.error,
                          injected=found.error if inputs_ok else None,
                          exceeds=False, port=_where(found), reproduced=found.ok,
+                         rule=rules(report) if found.ok else "",
                          end_to_end_comparison=report.to_dict(),
                          injected_comparison=report.to_dict()))
         if found.ok or first is not None or glue is not None:
@@ -181,13 +203,17 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
     unmatched = _unmatched(params, rows, first, glue, output.ok)
     causes, note, pattern = [], None, None
     if first is not None:
-        causes, note = _rank(torch_module, case_call, counterpart, pool, chw, _run_layer)
+        causes, note = _rank(torch_module, case_call, counterpart, pool, chw, _run_layer,
+                             module64, calls64.get((case_call.path, case_call.index)))
         if not any(c.explains for c in causes) and counterpart.value is not None:
             from jaxgrad.doctor.report import pattern_of
 
             pattern = pattern_of(counterpart.reference, counterpart.value)
+    output_rule = "" if output.value is None or not output.ok else rules(comparison(
+        output.reference, output.value, reference64=output.reference64))
     return Report(name, first, rows, causes, output.error, output.ok and first is None,
                   dtype, False, pattern=pattern, glue=glue, note=note,
+                  calibrated=module64 is not None, output_rule=output_rule,
                   params=[m.describe() for m in params],
                   unused=unused_leaves(params, leaf_names), unmatched=unmatched,
                   port_kind=port.kind, values=len(values))
@@ -252,8 +278,47 @@ def _unmatched(params, rows, first, glue, output_ok):
     return out
 
 
-def _rank(torch_module, call, counterpart, pool, chw, run_layer):
-    """The catalogue's mistakes on torch's layer, looked for among the port's values."""
+def _variants64(module64, call64, chw, run_layer) -> dict:
+    """``{(entry name, trial number, detail): output}``: each catalogue mistake made on
+    torch's float64 layer and run on its float64 end-to-end input: the float64 answer
+    a port value making that mistake approximates (``Pool.find``'s ``reference64``)."""
+    import jax
+
+    layer, params, buffers = _twin(module64, call64.path)
+    if layer is None:
+        return {}
+    case = Case(layer, params, layer, call64.class_name, call64.args, call64.kwargs, False,
+                buffers, chw=chw, port_dtype=None)
+    found = {}
+    with jax.enable_x64(True):
+        for entry in CATALOGUE:
+            if entry.mistakes is None:
+                continue
+            try:
+                trials = list(entry.mistakes(case))
+            except (ValueError, TypeError):
+                continue
+            for number, (detail, trial) in enumerate(trials):
+                try:
+                    out, new = run_layer(trial.layer or layer,
+                                         params if trial.params is None else trial.params,
+                                         buffers, trial.args or call64.args,
+                                         call64.kwargs if trial.kwargs is None else trial.kwargs,
+                                         False, call64.path)
+                    if trial.fix_output is not None:
+                        out, _ = trial.fix_output(out, new, case)
+                except (ValueError, TypeError):
+                    continue
+                variant = _primary(out)
+                if variant is not None and variant.dtype == np.float64:
+                    found[(entry.name, number, detail)] = variant
+    return found
+
+
+def _rank(torch_module, call, counterpart, pool, chw, run_layer, module64=None, call64=None):
+    """The catalogue's mistakes on torch's layer, looked for among the port's values
+    (for a float32 module, each calibrated by the same mistake made in float64 on
+    torch's float64 run: ``_variants64``)."""
     layer, params, buffers = _twin(torch_module, call.path)
     if layer is None:
         return [], (f"torch's {call.class_name} has no jaxgrad twin: the catalogue's "
@@ -261,12 +326,14 @@ def _rank(torch_module, call, counterpart, pool, chw, run_layer):
     case = Case(layer, params, layer, call.class_name, call.args, call.kwargs, False, buffers,
                 chw=chw, port_dtype=None if counterpart.value is None else counterpart.value.dtype)
     before = counterpart.error
+    variants64 = ({} if module64 is None or call64 is None
+                  else _variants64(module64, call64, chw, run_layer))
     causes = []
     for entry in CATALOGUE:
         if entry.mistakes is None:
             continue
         best = None
-        for detail, trial in entry.mistakes(case):
+        for number, (detail, trial) in enumerate(entry.mistakes(case)):
             try:
                 out, new = run_layer(trial.layer or layer,
                                      params if trial.params is None else trial.params,
@@ -280,7 +347,7 @@ def _rank(torch_module, call, counterpart, pool, chw, run_layer):
             variant = _primary(out)
             if variant is None:
                 continue
-            found = pool.find(variant)
+            found = pool.find(variant, variants64.get((entry.name, number, detail)))
             if best is None or (found.ok, -found.error) > (best[2], -best[1]):
                 best = (detail, found.error, found.ok)
         if best is not None and (best[1] < before or best[2]):

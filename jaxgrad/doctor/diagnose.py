@@ -23,6 +23,13 @@ port's params and layers line up with torch's (``localise.check_*``: a ValueErro
 listing what does not); per layer, the error end to end and with input injection;
 for the first layer whose own error exceeds the tier, run every ``CATALOGUE`` entry's
 transformations on torch's input and rank them by the error left.
+
+A float32 torch module is run again in float64 (``jaxgrad.doctor.calibrate``): each
+layer's output, the model's output and the catalogue's trials are judged with
+``jaxgrad.parity.compare(..., reference64=...)``, so a correct float32 port is not
+blamed for a layer where torch's own float32 result misses the tier, while a real
+float32 mistake still is. Each layer row says which rule passed it where it is not the
+tier (``rule``), and so does the report for the output (``output_rule``).
 """
 
 from __future__ import annotations
@@ -33,10 +40,11 @@ import functools
 import jax
 import numpy as np
 
+from jaxgrad.doctor import calibrate
 from jaxgrad.doctor import capture as cap
 from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
-from jaxgrad.doctor.localise import (check_layers, check_params, error, layer_comparison,
-                                     layer_error, within_tier)
+from jaxgrad.doctor.localise import (check_layers, check_params, comparison, error,
+                                     layer_comparison, layer_error, rules, within_tier)
 from jaxgrad.doctor.report import Cause, Report
 from jaxgrad.nn.module import Module, sub_dict
 
@@ -144,7 +152,7 @@ def _torch_twin(torch_module, path):
         return None
 
 
-def _rank(case, path, ref_call, before, train):
+def _rank(case, path, ref_call, before, train, answer64=None):
     causes = []
     for entry in CATALOGUE:
         best = None
@@ -157,7 +165,7 @@ def _rank(case, path, ref_call, before, train):
                                       train, path, jit=True)
                 if trial.fix_output is not None:
                     out, new = trial.fix_output(out, new, case)
-                after, exceeds = layer_error(ref_call, out, new, train)
+                after, exceeds = layer_error(ref_call, out, new, train, answer64)
             except (ValueError, TypeError) as failure:  # the transformed layer is invalid
                 del failure
                 continue
@@ -221,6 +229,9 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                                names=mapping, precision=_precision_context)
     check_params(torch_params, params)
     ref_out, torch_calls = cap.capture_torch(torch_module, inputs, kwargs, train=train)
+    module64 = calibrate.twin64(torch_module) if calibrate.is_float32(ref_out) else None
+    out64, e2e64 = (calibrate.capture64(module64, inputs, kwargs, train=train)
+                    if module64 is not None else (None, {}))
     arrays = [cap._np(x) for x in inputs]
     port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}  # torch tensors -> numpy
     name = type(torch_module).__name__
@@ -238,29 +249,42 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                 from failure
         check_layers(torch_calls, e2e.started)
         ref_calls = {(c.path, c.index): c for c in torch_calls}
+        ported = {(c.path, c.index) for c in e2e.calls}
+        answers64 = (calibrate.replay64(module64, [c for c in torch_calls
+                                                   if (c.path, c.index) in ported], train=train)
+                     if module64 is not None else {})
         layers, first, case, before, note = [], None, None, None, None
         for call in e2e.calls:
-            ref = ref_calls[(call.path, call.index)]
+            key = (call.path, call.index)
+            ref = ref_calls[key]
             layer = dict(cap.leaves(model))[call.path]
             lp, lb = _sub(params, call.path), _sub(buffers, call.path)
             own_out, own_new = _run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
-            own, exceeds, own_report = layer_comparison(ref, own_out, own_new, train)
-            carried, _, carried_report = layer_comparison(ref, call.output, call.buffers, train)
+            own, exceeds, own_report = layer_comparison(ref, own_out, own_new, train,
+                                                        answers64.get(key))
+            carried64 = (e2e64[key].output, e2e64[key].buffers) if key in e2e64 else None
+            carried, _, carried_report = layer_comparison(ref, call.output, call.buffers, train,
+                                                          carried64)
             layers.append(dict(path=call.path, index=call.index, class_name=ref.class_name,
                                end_to_end=carried, injected=own, exceeds=exceeds,
+                               rule="; ".join(filter(None, (
+                                   rules(own_report),
+                                   rules(carried_report) and
+                                   "end to end " + rules(carried_report)))),
                                end_to_end_comparison=carried_report.to_dict(),
                                injected_comparison=own_report.to_dict()))
             if exceeds and first is None:
                 first = call.path
                 case = Case(layer, lp, _torch_twin(torch_module, call.path), ref.class_name,
                             ref.args, ref.kwargs, train, lb)
-                before = (ref, own, own_out)
+                before = (ref, own, own_out, answers64.get(key))
         out = cap._np_tree(out)
         total = error(ref_out, out)
-        clean = within_tier(ref_out, out)
+        output_report = comparison(ref_out, out, reference64=out64)
+        clean = output_report.passed
         causes, pattern, glue = [], None, None
         if first is not None:
-            ref, own, own_out = before
+            ref, own, own_out, answer64 = before
             from jaxgrad.doctor.regions import RegionLayer
 
             # a captured program's region is ATen ops, not a layer the catalogue can vary
@@ -268,32 +292,39 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                 causes, note = [], ("the port is a program captured with torch.export: its "
                                     "ATen ops are not a layer the catalogue can vary")
             else:
-                causes = _rank(case, first, ref, own, train)
+                causes = _rank(case, first, ref, own, train, answer64)
             if not any(c.explains for c in causes):
                 from jaxgrad.doctor.report import pattern_of
 
                 pattern = ("not in the output (within the tier): in the updated buffers "
-                           "(running statistics)" if within_tier(ref.output, own_out)
+                           "(running statistics)" if within_tier(
+                               ref.output, own_out,
+                               reference64=None if answer64 is None else answer64[0])
                            else pattern_of(ref.output, own_out))
         elif not clean:
-            glue = _glue(e2e.calls, ref_calls)
+            glue = _glue(e2e.calls, ref_calls, e2e64)
             causes = _glue_causes(glue, e2e.calls, ref_calls, torch_calls)
     return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
-                  pattern=pattern, glue=glue, note=note)
+                  pattern=pattern, glue=glue, note=note, calibrated=module64 is not None,
+                  output_rule=rules(output_report))
 
 
 def _sub(tree, path):
     return dict(tree) if not path else sub_dict(tree, path)
 
 
-def _glue(port_calls, ref_calls):
+def _glue(port_calls, ref_calls, e2e64=None):
     """The first layer whose end-to-end *input* differs though every earlier output
-    was within the tier: the error is made by forward code between layers."""
+    was within the tier: the error is made by forward code between layers
+    (``e2e64``: torch's float64 calls, calibrating float32 verdicts)."""
     for call in port_calls:
-        ref = ref_calls[(call.path, call.index)]
-        if not within_tier(list(ref.args), list(call.args)):
+        key = (call.path, call.index)
+        ref, answer = ref_calls[key], (e2e64 or {}).get(key)
+        if not within_tier(list(ref.args), list(call.args),
+                           reference64=None if answer is None else list(answer.args)):
             return call.path
-        if not within_tier(ref.output, call.output):
+        if not within_tier(ref.output, call.output,
+                           reference64=None if answer is None else answer.output):
             return None
     return "<output>"
 

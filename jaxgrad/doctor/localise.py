@@ -2,9 +2,13 @@
 
 Errors are measured against torch's values at the tier of torch's dtype
 (``jaxgrad.parity``): a layer *exceeds the tier* when ``jaxgrad.parity.compare``
-fails on its output (and, in training mode, on its updated buffers). The number
-shown is the largest absolute difference (``inf`` for a shape, dtype-kind or NaN
-mask mismatch).
+fails on its output (and, in training mode, on its updated buffers). For a float32
+torch module the comparison takes torch's float64 run as ``reference64``
+(``jaxgrad.doctor.calibrate``): a layer torch's own float32 rounding puts outside the
+tier passes when the port is as close to the float64 answer (``LeafResult.rule``).
+Integer leaves (pooling indices) compare by value across int32/int64 (``compare``).
+The number shown is the largest absolute difference (``inf`` for a shape, dtype-kind
+or NaN mask mismatch).
 
 - *end to end*: the port run on the example input, each layer on its own
   predecessor's output, so errors made earlier are carried in;
@@ -14,6 +18,7 @@ mask mismatch).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -56,47 +61,87 @@ def error(reference, candidate) -> float:
     return worst
 
 
+def _float64_leaves(reference, flat64: dict) -> dict:
+    """The float64 answer's leaves that line up with the float32 reference's (same
+    name and shape, floating on both sides): ``compare``'s ``reference64``."""
+    return {k: v for k, v in flat64.items()
+            if k in reference and v.dtype == np.float64
+            and np.asarray(reference[k]).dtype == np.float32 and v.shape == reference[k].shape}
+
+
 def comparison(reference, candidate, ref_buffers=None, cand_buffers=None, *,
-               prefix: str = "out"):
+               prefix: str = "out", reference64=None, buffers64=None):
     """``jaxgrad.parity.compare`` of two output trees (and buffers, as ``buffer.NAME``
     leaves) at the tier of the reference's dtype; the leaves are named ``out``,
-    ``out.0``, … after ``prefix``."""
+    ``out.0``, … after ``prefix``. ``reference64`` (and ``buffers64``): torch's float64
+    run of the same call, the same structure: the float32 leaves are then judged with
+    the calibrated float32 rule (``compare``'s ``reference64``)."""
     ref, cand = _flat(reference, prefix), _flat(candidate, prefix)
     if ref_buffers:
         ref.update({f"buffer.{k}": np.asarray(v) for k, v in ref_buffers.items()})
         cand.update({f"buffer.{k}": np.asarray(v) for k, v in (cand_buffers or {}).items()})
-    if any(np.asarray(v).dtype.kind not in "fc" for v in ref.values()):
-        cand = {k: (np.asarray(v) if np.asarray(ref.get(k, v)).dtype.kind in "fc"
-                    else np.asarray(v).astype(np.asarray(ref.get(k, v)).dtype))
-                for k, v in cand.items()}
-    return compare(ref, cand)
+    exact = None
+    if reference64 is not None:
+        flat64 = _flat(reference64, prefix)
+        flat64.update({f"buffer.{k}": np.asarray(v) for k, v in (buffers64 or {}).items()})
+        exact = _float64_leaves(ref, flat64) or None
+    return compare(ref, cand, reference64=exact)
 
 
-def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None) -> bool:
-    return comparison(reference, candidate, ref_buffers, cand_buffers).passed
+def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None, *,
+                reference64=None) -> bool:
+    """Whether ``comparison`` passes (calibrated by ``reference64`` where given)."""
+    return comparison(reference, candidate, ref_buffers, cand_buffers,
+                      reference64=reference64).passed
 
 
-def layer_comparison(ref_call, output, new_buffers, train: bool):
+def layer_comparison(ref_call, output, new_buffers, train: bool, answer64=None):
     """``(error, exceeds, report)`` of one port call against torch's call: the largest
     absolute difference (``inf`` when the trees or buffers do not line up), whether
-    it leaves the tier, and the per-leaf ``ParityReport`` that decides it."""
+    it leaves the tier, and the per-leaf ``ParityReport`` that decides it.
+    ``answer64``: ``(output, buffers)`` of torch's float64 run of the call
+    (``jaxgrad.doctor.calibrate``), calibrating the float32 verdict."""
     err = error(ref_call.output, output)
     ref_bufs = {}
     if train:
-        ref_bufs = {k: v for k, v in ref_call.buffers.items() if k != "num_batches_tracked"}
+        ref_bufs = dict(ref_call.buffers)  # num_batches_tracked: int32 vs int64 by value
         for k, v in ref_bufs.items():
             err = max(err, error(v, new_buffers.get(k)) if k in new_buffers else math.inf)
     cand_bufs = {k: new_buffers[k] for k in ref_bufs if k in new_buffers}
-    report = comparison(ref_call.output, output, ref_bufs, cand_bufs)
+    out64, bufs64 = answer64 if answer64 is not None else (None, None)
+    report = comparison(ref_call.output, output, ref_bufs, cand_bufs, reference64=out64,
+                        buffers64={k: v for k, v in (bufs64 or {}).items() if k in ref_bufs})
     if len(cand_bufs) != len(ref_bufs):  # a missing buffer: the report lists it too
         return math.inf, True, report
     return err, not report.passed, report
 
 
-def layer_error(ref_call, output, new_buffers, train: bool) -> tuple[float, bool]:
-    """``(error, exceeds)`` of one port call against torch's call."""
-    err, exceeds, _ = layer_comparison(ref_call, output, new_buffers, train)
+def layer_error(ref_call, output, new_buffers, train: bool,
+                answer64=None) -> tuple[float, bool]:
+    """``(error, exceeds)`` of one port call against torch's call (``answer64``: as
+    ``layer_comparison``)."""
+    err, exceeds, _ = layer_comparison(ref_call, output, new_buffers, train, answer64)
     return err, exceeds
+
+
+def rules(report) -> str:
+    """The rules other than the tier that passed leaves of a ``ParityReport`` (or its
+    ``to_dict()``), in words with their headrooms (``""`` when every leaf passed at the
+    tier): ``"out: reference rounding (3.1x the float32 tier from float64, torch 1.2x)"``."""
+    leaves = report["leaves"] if isinstance(report, dict) else [
+        dataclasses.asdict(leaf) for leaf in report.leaves]
+    parts = []
+    for leaf in leaves:
+        rule = leaf.get("rule") or ""
+        if not leaf.get("passed", leaf.get("problem") is None) or rule in ("", "tier"):
+            continue
+        text = f"{leaf['path']}: {rule}"
+        own, torch_own = leaf.get("headroom"), leaf.get("reference_headroom")
+        if own is not None and torch_own is not None and not (
+                math.isnan(own) or math.isnan(torch_own)):
+            text += f" ({own:.2g}x the float32 tier from float64, torch {torch_own:.2g}x)"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def check_params(torch_shapes: dict, port_params: dict) -> None:

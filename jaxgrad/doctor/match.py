@@ -14,6 +14,13 @@ Values are compared at the tier of the reference's dtype (``jaxgrad.parity``
   columns are in H,W,C order; and, for packed parameters (``in_proj_weight``, LSTM and
   GRU ``weight_ih``/``weight_hh``/biases), each q/k/v or gate block on its own.
 
+For a float32 torch module, a module's output may also be given with torch's float64
+run of it (``Pool.find(reference, reference64)``): a port value outside the tier of
+torch's float32 value is then still its match when ``jaxgrad.parity.compare`` passes it
+by the calibrated float32 rule (within the tier of the float64 answer, or within
+``CALIBRATION_MULTIPLE`` times torch float32's own distance from it); ``Found.rule``
+says which rule matched.
+
 A torch parameter with several port leaves of the same values (two LayerNorms both at
 their initial ones) is *ambiguous*: the leaves are assigned in order and the report
 says so. Localisation never depends on it: it is done on the activations.
@@ -25,7 +32,7 @@ import dataclasses
 
 import numpy as np
 
-from jaxgrad.parity import tolerance_for
+from jaxgrad.parity import CALIBRATION_MULTIPLE, compare, headroom, tolerance_for
 
 
 def close(reference, candidate) -> tuple[float, bool]:
@@ -89,6 +96,29 @@ class Found:
     order: int = -1
     reference: np.ndarray | None = None  # torch's value in the port's layout
     leaves: frozenset = frozenset()  # the port leaves the value depends on
+    rule: str = ""  # the rule of ``jaxgrad.parity.compare`` that matched it ("tier", …)
+    reference64: np.ndarray | None = None  # torch's float64 run, in the port's layout
+
+
+def calibrated(reference, candidate, reference64, error: float) -> str:
+    """The rule of ``compare(..., reference64=...)`` that passes a float32 ``candidate``
+    outside the tier of ``reference`` (``error``: their max abs difference), or ``""``.
+    A candidate farther from ``reference`` than the rule could ever allow is not
+    compared (most of a pool's values)."""
+    ref = np.asarray(reference)
+    if ref.dtype != np.float32 or reference64 is None or np.shape(reference64) != ref.shape:
+        return ""
+    exact = np.asarray(reference64, np.float64)
+    if not np.isfinite(exact).all() or not ref.size:
+        return ""
+    rtol, atol = tolerance_for(np.float32, exact)
+    own = headroom(ref, exact)
+    # |c - r| <= |c - r64| + |r - r64| <= (max(1, k·own) + own) x the tier's widest point
+    if error > (max(1.0, CALIBRATION_MULTIPLE * own) + own) * (atol + rtol * np.abs(exact).max()):
+        return ""
+    leaf = compare({"value": ref}, {"value": np.asarray(candidate, np.float32)},
+                   reference64={"value": exact}).leaves[0]
+    return leaf.rule if leaf.passed else ""
 
 
 class Pool:
@@ -102,36 +132,45 @@ class Pool:
         for v in values:
             self.by_size.setdefault(v.array.size, []).append(v)
 
-    def find(self, reference) -> Found:
+    def find(self, reference, reference64=None) -> Found:
         """The port value that best reproduces ``reference`` (a torch value); failing
         that, one that holds it added to a residual (``x + f(x)`` computed in one
-        expression, ``f(x)`` never on its own)."""
+        expression, ``f(x)`` never on its own). ``reference64``: torch's float64 run
+        of the same value, calibrating a float32 match (module docstring)."""
         reference = np.asarray(reference)
-        key = (reference.shape, reference.dtype.str, reference.tobytes())
+        if reference64 is not None:
+            reference64 = np.asarray(reference64)
+            if reference64.shape != reference.shape or reference.dtype != np.float32:
+                reference64 = None
+        key = (reference.shape, reference.dtype.str, reference.tobytes(),
+               None if reference64 is None else reference64.tobytes())
         if key not in self.cache:
-            self.cache[key] = self._find_with_residuals(reference)
+            self.cache[key] = self._find_with_residuals(reference, reference64)
         return self.cache[key]
 
-    def _find_with_residuals(self, reference) -> Found:
-        best = self._find(reference)
+    def _find_with_residuals(self, reference, reference64=None) -> Found:
+        best = self._find(reference, reference64=reference64)
         if best.ok:
             return best
         reference = np.asarray(reference)
         for residual in self.residuals:
             if residual.shape != reference.shape or residual.dtype.kind not in "fc":
                 continue
-            found = self._find(reference + residual, only_ok=True)
+            found = self._find(reference + residual, only_ok=True, reference64=None
+                               if reference64 is None else reference64 + residual)
             if found.ok:
                 found.layout = (found.layout + ", " if found.layout else "") + "plus a residual"
                 return found
         return best
 
-    def _find(self, reference, only_ok=False) -> Found:
+    def _find(self, reference, only_ok=False, reference64=None) -> Found:
         reference = np.asarray(reference)
         best = Found(np.inf, False)
         if reference.dtype.kind not in "fc":
             return best
         layouts = activation_layouts(reference, self.chw)
+        layouts64 = dict(activation_layouts(reference64, self.chw)) \
+            if reference64 is not None else {}
         # a value within the tier has a sum within size x the worst allowed difference:
         # a cheap test that skips most candidates (sums ignore layouts)
         ref64 = reference.astype(np.float64)
@@ -148,12 +187,19 @@ class Pool:
             tried = [(name, ref) for name, ref in layouts if ref.shape == v.array.shape]
             if not tried and v.array.size == reference.size:
                 tried = [("reshaped", reference.reshape(v.array.shape))]
+                if reference64 is not None:
+                    layouts64["reshaped"] = reference64.reshape(v.array.shape)
             for name, ref in tried:
                 err, ok = close(ref, v.array)
+                rule = "tier" if ok else ""
+                if not ok and name in layouts64:
+                    rule = calibrated(ref, v.array, layouts64[name], err)
+                    ok = bool(rule)
                 # within the tier, the last value wins: the module's whole output (after
                 # a bias of zeros or a scale of ones), not a partial result equal to it
                 if (ok, v.order if ok else -err) > (best.ok, best.order if best.ok else -best.error):
-                    best = Found(err, ok, v.where, name, v.array, v.order, ref, v.leaves)
+                    best = Found(err, ok, v.where, name, v.array, v.order, ref, v.leaves,
+                                 rule, layouts64.get(name))
         return best
 
     def _sum(self, value) -> float:

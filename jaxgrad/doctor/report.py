@@ -5,7 +5,9 @@
 model), None for a clean port; ``layers`` holds one dict per layer call: ``path``,
 ``index`` (the call number), ``class_name``, ``end_to_end`` and ``injected`` (the
 largest absolute errors in both modes), ``exceeds`` (the injected error leaves the
-tier), and ``end_to_end_comparison`` / ``injected_comparison``, the per-leaf
+tier), ``rule`` (for a float32 module judged against torch's float64 run: the rules
+other than the tier that passed the layer's leaves, with their headrooms; ``""`` when
+the tier alone passed it), and ``end_to_end_comparison`` / ``injected_comparison``, the per-leaf
 ``jaxgrad.parity.ParityReport.to_dict()`` behind each (outputs ``out``, ``out.0``…,
 updated buffers ``buffer.NAME`` in training mode); ``causes`` the catalogue entries that bring that
 layer's error down, best first. ``str(report)`` is what ``scripts/doctor.py`` prints.
@@ -18,7 +20,8 @@ import math
 
 import numpy as np
 
-from jaxgrad.parity import tolerance_for
+from jaxgrad.parity import (CALIBRATION_MULTIPLE, RULE_FLOAT64, RULE_ROUNDING, RULE_ZERO,
+                            TOLERANCES)
 
 
 @dataclasses.dataclass
@@ -42,6 +45,12 @@ class Cause:
     error_after: float
     explains: bool  # the transformed layer is within the tier
     signature: str
+
+
+def _calibrated(rules: str) -> bool:
+    """Whether a row's ``rule`` text names a rule of the float64 calibration (not only
+    integers compared by value)."""
+    return any(rule in rules for rule in (RULE_FLOAT64, RULE_ROUNDING, RULE_ZERO))
 
 
 def _e(value: float | None) -> str:
@@ -84,6 +93,11 @@ class Report:
       port_kind: ``"nnx module"``, ``"pytree module"``, ``"function"``, ``"closure"``
         for a traced port; None for a jaxgrad or stock nnx model.
       values: how many of the port's values were recorded (a traced port).
+      calibrated: the torch module is float32 and its float64 run calibrated the
+        verdicts (``jaxgrad.doctor.calibrate``; ``jaxgrad.parity.compare``'s
+        ``reference64``).
+      output_rule: the rules other than the tier that passed the output's leaves, in
+        words (``""``: the tier, or the output failed).
     """
 
     model: str
@@ -102,6 +116,8 @@ class Report:
     unmatched: list = dataclasses.field(default_factory=list)
     port_kind: str | None = None
     values: int = 0
+    calibrated: bool = False
+    output_rule: str = ""
 
     @property
     def clean(self) -> bool:
@@ -110,6 +126,14 @@ class Report:
     @property
     def verdict(self) -> str:
         if self.clean:
+            calibrated = [r["path"] or "(the module)" for r in self.layers
+                          if _calibrated(r.get("rule", ""))] + (
+                ["the output"] if _calibrated(self.output_rule) else [])
+            if calibrated:  # torch's own float32 rounding put these outside the tier
+                return (f"clean bill: every layer and the output are within the {self.dtype} "
+                        f"tier, or as close to torch's float64 run as torch's own float32 "
+                        f"({', '.join(calibrated)}: calibrated; output max error "
+                        f"{_e(self.output_error)})" + (f"; {self.note}." if self.note else "."))
             return (f"clean bill: every layer and the output are within the {self.dtype} tier "
                     f"(output max error {_e(self.output_error)})"
                     + (f"; {self.note}." if self.note else "."))
@@ -145,9 +169,12 @@ class Report:
     @property
     def heading(self) -> str:
         """The model, the tier it is judged at and the mode, in one line."""
-        rtol, atol = tolerance_for(self.dtype) if self.dtype in ("float32", "float64") else (0, 0)
+        tier = TOLERANCES.get(self.dtype)
+        rtol, atol = (tier.rtol, tier.atol) if tier is not None else (0, 0)  # atol unscaled
+        calibrated = (f", or within {CALIBRATION_MULTIPLE:g}x torch float32's own distance "
+                      "from torch's float64 run (calibrated)" if self.calibrated else "")
         return (f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
-                f"{' x max|ref|' if self.dtype == 'float32' else ''}), "
+                f"{' x max|ref|' if self.dtype == 'float32' else ''}{calibrated}), "
                 f"{'train' if self.train else 'eval'} mode")
 
     def __str__(self) -> str:
@@ -172,11 +199,14 @@ class Report:
                     r["exceeds"] and not any(x["exceeds"] for x in self.layers[:self.layers.index(r)]) \
                     else ("  (over)" if r["exceeds"] else "")
                 port = f"  {r['port']}" if traced else ""
+                rule = f"  [passed by {r['rule']}]" if r.get("rule") and not r["exceeds"] else ""
                 lines.append(f"  {name:<{width}}  {r['class_name']:<20} "
-                             f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{port}{mark}")
+                             f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{port}{mark}"
+                             f"{rule}")
         for path, why in self.unmatched:
             lines.append(f"could not match `{path or '(the module)'}`: {why}")
-        lines.append(f"output max error: {_e(self.output_error)}")
+        lines.append(f"output max error: {_e(self.output_error)}"
+                     + (f" [passed by {self.output_rule}]" if self.output_rule else ""))
         if self.causes:
             lines.append("ranked causes (the layer's max error with the convention undone):")
             for i, c in enumerate(self.causes, 1):

@@ -90,7 +90,9 @@ def _model_section(number: int, session: Session) -> str:
         own, carried = layer["injected_comparison"], layer["end_to_end_comparison"]
         classes = ("first " if i == first_row else "") + ("fail" if layer["exceeds"] else "pass")
         result = ("FIRST OVER THE TIER" if i == first_row else
-                  "over the tier" if layer["exceeds"] else "within")
+                  "over the tier" if layer["exceeds"] else
+                  # a float32 layer torch's own rounding puts outside the tier
+                  f'within, by {html.escape(layer["rule"])}' if layer.get("rule") else "within")
         rows.append(
             f'<tr class="{classes}" data-layer="{html.escape(layer["path"])}" '
             f'data-index="{layer["index"]}" data-end-to-end="{data_number(layer["end_to_end"])}" '
@@ -113,7 +115,10 @@ def _model_section(number: int, session: Session) -> str:
             layer=layer["path"], index=layer["index"]))
     body = [f'<p class="tier">{html.escape(report.heading)}; output max error '
             f'<span class="output-error" data-value="{data_number(report.output_error)}">'
-            f'{scientific(report.output_error)}</span></p>', _verdict(report)]
+            f'{scientific(report.output_error)}</span>'
+            + (f' (passed by {html.escape(report.output_rule)})'
+               if getattr(report, "output_rule", "") else "")
+            + '</p>', _verdict(report)]
     if getattr(report, "port_kind", None) is not None:
         body.append(_correspondence(report))
     if rows:
