@@ -302,3 +302,23 @@ def test_compare_trajectory_refuses_unstacked_trees():
         compare_trajectory({"a": np.ones(3), "b": np.ones(4)}, {"a": np.ones(3), "b": np.ones(4)})
     with pytest.raises(ValueError, match="`candidate` has 2 steps, the reference 3"):
         compare_trajectory({"a": np.ones(3)}, {"a": np.ones(2)})
+
+
+# ---- scripts/optimizers.py --dtype float32: the report's optimizer configs, calibrated
+def test_optimizer_script_float32_trajectories_should_pass_and_a_wrong_lr_should_fail():
+    """Optimizer configurations of the report (a third of them: scripts/optimizers.py runs
+    every one), 10 float32 steps, judged step by step against torch's float64 run of the same starting values; the same AdamW with
+    its learning rate 1.001x off fails."""
+    from jaxgrad import optim as joptim
+    from parity_checks.optimizers import CONFIGS, trajectories
+
+    for name, hyper in CONFIGS[2::3]:
+        reference, candidate, reference64 = trajectories(name, hyper, "float32", 10,
+                                                         with_float64=True)
+        assert jax.tree.leaves(reference64)[0].dtype == np.float64
+        report = compare_trajectory(reference, candidate, reference64=reference64)
+        assert report.passed, (name, hyper, report.table())
+    reference, candidate, reference64 = trajectories(
+        "adamw", {"lr": 1e-2}, "float32", 10, with_float64=True,
+        jax_optimizer=joptim.adamw(lr=1e-2 * 1.001))
+    assert not compare_trajectory(reference, candidate, reference64=reference64).passed

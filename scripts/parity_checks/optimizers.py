@@ -8,6 +8,8 @@ every step, stacked along a leading axis.
 
 from __future__ import annotations
 
+import copy
+
 import functools
 
 import jax
@@ -69,13 +71,16 @@ def short_label(name: str, hyper: dict) -> str:
 def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *,
                  jit: bool = True, jax_optimizer=None, seed: int = 0,
                  max_norm: float | None = None,
-                 torch_scheduler=None) -> tuple[dict, dict]:
+                 torch_scheduler=None, with_float64: bool = False) -> tuple:
     """``(torch trajectory, jax trajectory)`` of one optimizer on the small MLP.
 
     ``jax_optimizer`` replaces jaxgrad's optimizer (to show another one differs, or to
     give it a schedule). ``max_norm`` clips gradients before each step (torch's
     ``clip_grad_norm_``, jaxgrad's ``clip_grad_norm_transform``). ``torch_scheduler``
     (``optimizer -> scheduler``) is stepped after every torch optimizer step.
+    ``with_float64``: also torch's run in float64 from the same starting values (the
+    float32 weights and batch cast up), the ``reference64`` of
+    ``jaxgrad.optim.trajectory.compare_trajectory``: returns three trajectories.
     """
     steps = STEPS[dtype] if steps is None else steps
     torch.manual_seed(seed)
@@ -93,14 +98,20 @@ def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *
             optimizer, lambda p: jlosses.mse_loss(model.apply(p, xj), yj), params, steps,
             jit=jit)
         candidate = np_tree(candidate)
-    torch_optimizer = toptim.make_optimizer(name, module.parameters(), **hyper)
-    if torch_scheduler is not None:
-        torch_optimizer = SteppedOptimizer(torch_optimizer, torch_scheduler(torch_optimizer))
-    reference = toptim.optimizer_trajectory(
-        module, torch_optimizer,
-        torch.from_numpy(x), torch.from_numpy(y), torch.nn.functional.mse_loss, steps,
-        max_norm=max_norm)
-    return reference, candidate
+    module64 = copy.deepcopy(module).double() if with_float64 else None
+
+    def torch_run(module, x, y):
+        torch_optimizer = toptim.make_optimizer(name, module.parameters(), **hyper)
+        if torch_scheduler is not None:
+            torch_optimizer = SteppedOptimizer(torch_optimizer, torch_scheduler(torch_optimizer))
+        return toptim.optimizer_trajectory(
+            module, torch_optimizer, torch.from_numpy(x), torch.from_numpy(y),
+            torch.nn.functional.mse_loss, steps, max_norm=max_norm)
+
+    reference = torch_run(module, x, y)
+    if not with_float64:
+        return reference, candidate
+    return reference, candidate, torch_run(module64, x.astype(np.float64), y.astype(np.float64))
 
 
 def np_tree(tree):
