@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from jaxgrad._arrays import canonical_dtype, check_dtype_available, check_input_dtype
 from jaxgrad.nn import init as initializers
+from jaxgrad.nn.functional._args import check_sizes
 from jaxgrad.nn.module import Module, require_params
 
 
@@ -35,10 +36,7 @@ class Linear(Module):
     def __post_init__(self):
         # numpy/jax/torch/str spellings of one dtype compare equal after this
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
-        for name in ("in_features", "out_features"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"`{name}` (={value!r}) must be a non-negative int.")
+        check_sizes(self, ("in_features", "out_features"))
 
     def init(self, key):
         dtype = check_dtype_available(self.dtype, what="dtype")
@@ -89,10 +87,7 @@ class Bilinear(Module):
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
-        for name in ("in1_features", "in2_features", "out_features"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"`{name}` (={value!r}) must be a non-negative int.")
+        check_sizes(self, ("in1_features", "in2_features", "out_features"))
         if self.in1_features == 0:
             raise ValueError("`in1_features` (=0) must be > 0 (torch's init divides by it).")
 

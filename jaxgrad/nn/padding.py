@@ -21,6 +21,8 @@ from jaxgrad.nn.functional._args import check_input_rank, ntuple
 
 @dataclasses.dataclass(frozen=True)
 class _PadNd(Layer):
+    """One padding family over ``_n`` spatial dims: ``F.pad`` in mode ``_mode``."""
+
     padding: Any
 
     _n = 0
@@ -48,17 +50,18 @@ class _ConstantPadNd(_PadNd):
 
 
 @dataclasses.dataclass(frozen=True)
-class ConstantPad1d(_ConstantPadNd):
-    """``torch.nn.ConstantPad1d(padding, value)``."""
-
-    _n = 1
+class _ReflectionPadNd(_PadNd):
+    _mode = "reflect"
 
 
 @dataclasses.dataclass(frozen=True)
-class ConstantPad2d(_ConstantPadNd):
-    """``torch.nn.ConstantPad2d(padding, value)``."""
+class _ReplicationPadNd(_PadNd):
+    _mode = "replicate"
 
-    _n = 2
+
+@dataclasses.dataclass(frozen=True)
+class _CircularPadNd(_PadNd):
+    _mode = "circular"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,51 +79,24 @@ class ZeroPad2d(_PadNd):
 
 
 @dataclasses.dataclass(frozen=True)
-class ReflectionPad1d(_PadNd):
-    """``torch.nn.ReflectionPad1d(padding)``: mirror without repeating the edge."""
+class ZeroPad3d(_PadNd):
+    """``torch.nn.ZeroPad3d(padding)``: ``(left, right, top, bottom, front, back)``."""
+
+    _n = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantPad1d(_ConstantPadNd):
+    """``torch.nn.ConstantPad1d(padding, value)``."""
 
     _n = 1
-    _mode = "reflect"
 
 
 @dataclasses.dataclass(frozen=True)
-class ReflectionPad2d(_PadNd):
-    """``torch.nn.ReflectionPad2d(padding)``: mirror without repeating the edge."""
+class ConstantPad2d(_ConstantPadNd):
+    """``torch.nn.ConstantPad2d(padding, value)``."""
 
     _n = 2
-    _mode = "reflect"
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplicationPad1d(_PadNd):
-    """``torch.nn.ReplicationPad1d(padding)``: repeat the edge value."""
-
-    _n = 1
-    _mode = "replicate"
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplicationPad2d(_PadNd):
-    """``torch.nn.ReplicationPad2d(padding)``: repeat the edge value."""
-
-    _n = 2
-    _mode = "replicate"
-
-
-@dataclasses.dataclass(frozen=True)
-class CircularPad1d(_PadNd):
-    """``torch.nn.CircularPad1d(padding)``: wrap around."""
-
-    _n = 1
-    _mode = "circular"
-
-
-@dataclasses.dataclass(frozen=True)
-class CircularPad2d(_PadNd):
-    """``torch.nn.CircularPad2d(padding)``: wrap around."""
-
-    _n = 2
-    _mode = "circular"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,31 +107,63 @@ class ConstantPad3d(_ConstantPadNd):
 
 
 @dataclasses.dataclass(frozen=True)
-class ZeroPad3d(_PadNd):
-    """``torch.nn.ZeroPad3d(padding)``: ``(left, right, top, bottom, front, back)``."""
+class ReflectionPad1d(_ReflectionPadNd):
+    """``torch.nn.ReflectionPad1d(padding)``: mirror without repeating the edge."""
 
-    _n = 3
+    _n = 1
 
 
 @dataclasses.dataclass(frozen=True)
-class ReflectionPad3d(_PadNd):
+class ReflectionPad2d(_ReflectionPadNd):
+    """``torch.nn.ReflectionPad2d(padding)``: mirror without repeating the edge."""
+
+    _n = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ReflectionPad3d(_ReflectionPadNd):
     """``torch.nn.ReflectionPad3d(padding)``: mirror without repeating the edge."""
 
     _n = 3
-    _mode = "reflect"
 
 
 @dataclasses.dataclass(frozen=True)
-class ReplicationPad3d(_PadNd):
+class ReplicationPad1d(_ReplicationPadNd):
+    """``torch.nn.ReplicationPad1d(padding)``: repeat the edge value."""
+
+    _n = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicationPad2d(_ReplicationPadNd):
+    """``torch.nn.ReplicationPad2d(padding)``: repeat the edge value."""
+
+    _n = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicationPad3d(_ReplicationPadNd):
     """``torch.nn.ReplicationPad3d(padding)``: repeat the edge value."""
 
     _n = 3
-    _mode = "replicate"
 
 
 @dataclasses.dataclass(frozen=True)
-class CircularPad3d(_PadNd):
+class CircularPad1d(_CircularPadNd):
+    """``torch.nn.CircularPad1d(padding)``: wrap around."""
+
+    _n = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CircularPad2d(_CircularPadNd):
+    """``torch.nn.CircularPad2d(padding)``: wrap around."""
+
+    _n = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class CircularPad3d(_CircularPadNd):
     """``torch.nn.CircularPad3d(padding)``: wrap around."""
 
     _n = 3
-    _mode = "circular"

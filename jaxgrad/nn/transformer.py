@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from jaxgrad.nn import init as initializers
 from jaxgrad.nn.attention import MultiheadAttention
 from jaxgrad.nn.functional import _dropout
+from jaxgrad.nn.functional._args import check_sizes
 from jaxgrad.nn.functional._attention import dropout_keep
 from jaxgrad.nn.layernorm import LayerNorm
 from jaxgrad.nn.linear import Linear
@@ -387,11 +388,7 @@ class Transformer(_Children):
 
     def __post_init__(self):
         _layer_fields_check(self, "Transformer")
-        for name in ("num_encoder_layers", "num_decoder_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"Transformer: `{name}` (={value!r}) must be a "
-                                 "non-negative int.")
+        check_sizes(self, ("num_encoder_layers", "num_decoder_layers"), where="Transformer")
 
     def children(self):
         layer = dict(dim_feedforward=self.dim_feedforward, dropout=self.dropout,

@@ -23,20 +23,12 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, like_lr,
-                                 maximize_transform, refuse_differentiable, value_at)
+                                 refuse_differentiable, value_at)
 from jaxgrad.optim.cycling import check_momentum_follows
-from jaxgrad.optim.optimizers import _one_minus_power, _scalar_like
+from jaxgrad.optim.optimizers import _chain, _initial_state, _one_minus_power, _scalar_like
 from jaxgrad.optim.state import register_state
 
 _SCALAR_DTYPE = jnp.float32  # torch's _get_scalar_dtype() under its default float32
-
-
-def _chain(maximize: bool, weight_decay: float, rule) -> optax.GradientTransformation:
-    parts = [maximize_transform()] if maximize else []
-    if weight_decay:
-        parts.append(optax.add_decayed_weights(weight_decay))
-    parts.append(rule)
-    return optax.chain(*parts)
 
 
 def _lerp(m, g, weight):
@@ -189,9 +181,7 @@ def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float =
     weight_decay = check_hyper("weight_decay", weight_decay)
 
     def init_fn(params):
-        return AdamaxState(step=jnp.zeros((), jnp.int32),
-                           exp_avg=jax.tree.map(jnp.zeros_like, params),
-                           exp_inf=jax.tree.map(jnp.zeros_like, params))
+        return _initial_state(AdamaxState, params)
 
     def update_fn(updates, state, params=None):
         lr_t = value_at(lr, state.step)
@@ -275,10 +265,8 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     decoupled = bool(decoupled_weight_decay) and weight_decay != 0
 
     def init_fn(params):
-        return NadamState(step=jnp.zeros((), jnp.int32),
-                          exp_avg=jax.tree.map(jnp.zeros_like, params),
-                          exp_avg_sq=jax.tree.map(jnp.zeros_like, params),
-                          mu_product=jax.tree.map(lambda p: jnp.ones((), _SCALAR_DTYPE), params))
+        return _initial_state(NadamState, params, mu_product=jax.tree.map(
+            lambda p: jnp.ones((), _SCALAR_DTYPE), params))
 
     def update_fn(updates, state, params=None):
         if decoupled:
@@ -378,9 +366,7 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
     rho_inf = 2 / (1 - b2) - 1
 
     def init_fn(params):
-        return RadamState(step=jnp.zeros((), jnp.int32),
-                          exp_avg=jax.tree.map(jnp.zeros_like, params),
-                          exp_avg_sq=jax.tree.map(jnp.zeros_like, params))
+        return _initial_state(RadamState, params)
 
     def update_fn(updates, state, params=None):
         if decoupled:
@@ -489,10 +475,8 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
 
     def init_fn(params):
         first = jnp.asarray(value_at(lr, jnp.zeros((), jnp.int32))).astype(_SCALAR_DTYPE)
-        return AsgdState(step=jnp.zeros((), jnp.int32),
-                         eta=jax.tree.map(lambda p: first, params),
-                         mu=jax.tree.map(lambda p: jnp.ones((), _SCALAR_DTYPE), params),
-                         ax=jax.tree.map(jnp.zeros_like, params))
+        return _initial_state(AsgdState, params, eta=jax.tree.map(lambda p: first, params),
+                              mu=jax.tree.map(lambda p: jnp.ones((), _SCALAR_DTYPE), params))
 
     def update_fn(updates, state, params=None):
         _needs_params("asgd", params)

@@ -22,19 +22,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import (check_flags, check_hyper, check_lr, maximize_transform,
-                                 value_at)
+from jaxgrad.optim._args import check_flags, check_hyper, check_lr, value_at
 from jaxgrad.optim.cycling import check_momentum_follows
-from jaxgrad.optim.optimizers import _scalar_like
+from jaxgrad.optim.optimizers import _chain, _initial_state, _scalar_like
 from jaxgrad.optim.state import register_state
-
-
-def _chain(maximize: bool, weight_decay: float, rule) -> optax.GradientTransformation:
-    parts = [maximize_transform()] if maximize else []
-    if weight_decay:
-        parts.append(optax.add_decayed_weights(weight_decay))
-    parts.append(rule)
-    return optax.chain(*parts)
 
 
 # ------------------------------------------------------------------------- Adadelta
@@ -92,9 +83,7 @@ def adadelta(lr=1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 
     weight_decay = check_hyper("weight_decay", weight_decay)
 
     def init_fn(params):
-        return AdadeltaState(step=jnp.zeros((), jnp.int32),
-                             square_avg=jax.tree.map(jnp.zeros_like, params),
-                             acc_delta=jax.tree.map(jnp.zeros_like, params))
+        return _initial_state(AdadeltaState, params)
 
     def update_fn(updates, state, params=None):
         del params
@@ -184,10 +173,8 @@ def rprop(lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable: bool =
 
     def init_fn(params):
         first = value_at(lr, jnp.zeros((), jnp.int32))
-        return RpropState(step=jnp.zeros((), jnp.int32),
-                          prev=jax.tree.map(jnp.zeros_like, params),
-                          step_size=jax.tree.map(
-                              lambda p: jnp.full_like(p, _scalar_like(first, p)), params))
+        return _initial_state(RpropState, params, step_size=jax.tree.map(
+            lambda p: jnp.full_like(p, _scalar_like(first, p)), params))
 
     def update_fn(updates, state, params=None):
         del params

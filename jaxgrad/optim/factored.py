@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxgrad.optim._args import check_flags, check_hyper, check_lr, maximize_transform, value_at
+from jaxgrad.optim._args import check_flags, check_hyper, check_lr, value_at
 from jaxgrad.optim.cycling import check_momentum_follows
-from jaxgrad.optim.optimizers import _scalar_like
+from jaxgrad.optim.optimizers import _chain, _scalar_like
 from jaxgrad.optim.state import register_state
 
 
@@ -182,6 +182,5 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps=(None, 1e-3), d: float = 1
                                       for i in range(4))
         return new, AdafactorState(step=step, row_var=rows, col_var=cols, variance=variances)
 
-    parts = [maximize_transform()] if maximize else []
-    parts.append(optax.GradientTransformation(init_fn, update_fn))
-    return optax.chain(*parts)
+    # weight decay is decoupled (inside the rule, as torch's), so none is chained here
+    return _chain(maximize, 0.0, optax.GradientTransformation(init_fn, update_fn))

@@ -50,6 +50,24 @@ def _scalar_like(value, leaf):
     return jnp.asarray(value).astype(leaf.dtype)
 
 
+def _chain(maximize: bool, weight_decay: float, rule) -> optax.GradientTransformation:
+    """torch's order around a whole-step ``rule``: the gradient negated (``maximize``),
+    then ``weight_decay·p`` added (L2, when non-zero), then the rule."""
+    parts = [maximize_transform()] if maximize else []
+    if weight_decay:
+        parts.append(optax.add_decayed_weights(weight_decay))
+    parts.append(rule)
+    return optax.chain(*parts)
+
+
+def _initial_state(state_type, params, **given):
+    """``state_type`` before the first step: ``step`` 0 (`()` int32), the fields in
+    ``given`` as given, every other field zeros like ``params``."""
+    zeros = {name: jax.tree.map(jnp.zeros_like, params) for name in state_type._fields
+             if name != "step" and name not in given}
+    return state_type(step=jnp.zeros((), jnp.int32), **zeros, **given)
+
+
 # --------------------------------------------------------------------------- SGD
 
 

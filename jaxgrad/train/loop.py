@@ -103,6 +103,22 @@ def check_batch(batch_size: int, accumulate: int, num_devices: int,
         )
 
 
+def _requested_strategy(strategy: str, total_steps: int | None
+                        ) -> tuple[str, strategies.Choice | None]:
+    """A trainer's ``strategy=`` parsed, and its ``Choice``: ``"forced"``, or None for
+    ``"auto"`` (chosen later by ``choose_strategy``); ``total_steps`` checked on the way.
+
+    Raises:
+      ValueError: an unknown ``strategy`` (``strategies.parse_strategy``), or a
+        ``total_steps`` that is neither None nor an int >= 1.
+    """
+    requested = strategies.parse_strategy(strategy)
+    choice = None if requested == "auto" else strategies.Choice(requested, "forced")
+    if total_steps is not None and (not isinstance(total_steps, int) or total_steps < 1):
+        raise ValueError(f"`total_steps` (={total_steps!r}) must be an int >= 1 or None.")
+    return requested, choice
+
+
 class Trainer:
     """A resumable, checkpointing training run of a ``jaxgrad.nn`` model.
 
@@ -147,11 +163,8 @@ class Trainer:
             strategy = "epoch" if fused else "step"
         elif fused and strategies.parse_strategy(strategy) == "step":
             raise ValueError(f"`fused=True` contradicts `strategy` (={strategy!r}); give one.")
-        self.requested_strategy = strategies.parse_strategy(strategy)
-        self.strategy_choice = (None if self.requested_strategy == "auto" else
-                                strategies.Choice(self.requested_strategy, "forced"))
-        if total_steps is not None and (not isinstance(total_steps, int) or total_steps < 1):
-            raise ValueError(f"`total_steps` (={total_steps!r}) must be an int >= 1 or None.")
+        self.requested_strategy, self.strategy_choice = _requested_strategy(
+            strategy, total_steps)
         self.total_steps, self.strategy_cache = total_steps, strategy_cache
         self.loss_fn, self.compute_dtype = loss_fn, compute_dtype
         self.checkpoint_dir, self.checkpoint_every, self.keep = (

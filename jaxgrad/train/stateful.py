@@ -36,7 +36,7 @@ import optax
 from jaxgrad.data import batch_indices
 from jaxgrad.optim import global_norm
 from jaxgrad.train import strategy as strategies
-from jaxgrad.train.loop import EpochResult
+from jaxgrad.train.loop import EpochResult, _requested_strategy
 
 
 def stateful_step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation):
@@ -159,11 +159,8 @@ class StatefulTrainer:
                                                                        dict(buffers)))
         self.opt_state = optimizer.init(self.params)
         self.epoch = self.global_step = 0
-        self.requested_strategy = strategies.parse_strategy(strategy)
-        self.strategy_choice = (None if self.requested_strategy == "auto" else
-                                strategies.Choice(self.requested_strategy, "forced"))
-        if total_steps is not None and (not isinstance(total_steps, int) or total_steps < 1):
-            raise ValueError(f"`total_steps` (={total_steps!r}) must be an int >= 1 or None.")
+        self.requested_strategy, self.strategy_choice = _requested_strategy(
+            strategy, total_steps)
         self.total_steps, self.strategy_cache = total_steps, strategy_cache
         self._step = make_stateful_train_step(model, loss_fn, optimizer)
         self._epochs: dict = {}

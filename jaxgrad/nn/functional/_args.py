@@ -3,7 +3,8 @@
 torch accepts ``int`` or a tuple of ``n`` ints for every spatial argument
 (``kernel_size``, ``stride``, ``padding``, ``dilation``); ``ntuple`` turns either into
 a tuple and rejects everything else with an error naming the argument, the value
-received and what was expected.
+received and what was expected. ``check_sizes`` does the same for a layer's feature
+and layer counts (``in_features``, ``num_encoder_layers``…).
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ def ntuple(name: str, value, n: int, *, minimum: int, where: str = "") -> tuple[
         what = "positive" if minimum == 1 else "non-negative" if minimum == 0 else f">= {minimum}"
         raise ValueError(f"{prefix}`{name}` (={value!r}) must be {what}.")
     return values
+
+
+def check_sizes(layer, names, *, where: str = "") -> None:
+    """Check that each field of ``layer`` named in ``names`` is a non-negative int.
+
+    Raises:
+      ValueError: naming the first field that is not (``bool`` included), its value and
+        what was expected, after ``where`` when given.
+    """
+    prefix = f"{where}: " if where else ""
+    for name in names:
+        value = getattr(layer, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{prefix}`{name}` (={value!r}) must be a non-negative int.")
 
 
 def check_input_rank(where: str, x, spatial: int, *, channels: int | None = None,
