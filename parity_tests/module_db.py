@@ -282,21 +282,11 @@ def run_sample(info, sample, training: bool, verified: dict | None = None,
     framework's modes differ — normalisation statistics, dropout, a twin that reads
     ``train`` — the sample runs in full. For the recurrent and attention classes, whose
     samples have no dropout, this halves their cost."""
-    name = info.module_cls.__name__
-    entry = REGISTRY[name]
-    result = functools.partial(SampleResult, name, training, sample.desc)
+    entry, result, argument = _entry(info, sample, training)
     reason = entry.skipped(sample)
     if reason:
         return result("skipped", reason)
-    argument = entry.refused(sample)
-
-    torch.manual_seed(0)
-    c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
-    module = info.module_cls(*c_args, **c_kwargs).to(torch.float64).train(training)
-    args, kwargs = _positional(module, sample.forward_input.args, sample.forward_input.kwargs)
-    if materialise:  # a lazy module: torch's first forward gives it its shapes and class
-        with torch.no_grad():
-            module(*args, **kwargs)
+    module, args, kwargs = _build(info, sample, training, torch.float64, materialise)
     with jax.enable_x64(True), jax.default_matmul_precision("highest"):
         try:  # converted before torch's forward updates any buffer
             model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
@@ -344,22 +334,11 @@ def run_sample_float32(info, sample, training: bool, verified: dict | None = Non
     ``num_batches_tracked``) compare by value across int32/int64. ``verified``: as
     ``run_sample`` (``run_class`` passes none in this mode: float32 rounding depends on
     the sample's values, so a program held to torch on other values proves less)."""
-    name = info.module_cls.__name__
-    entry = REGISTRY[name]
-    result = functools.partial(SampleResult, name, training, sample.desc)
+    entry, result, argument = _entry(info, sample, training)
     reason = entry.skipped(sample)
     if reason:
         return result("skipped", reason)
-    argument = entry.refused(sample)
-
-    torch.manual_seed(0)
-    c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
-    module = info.module_cls(*c_args, **c_kwargs).to(torch.float32).train(training)
-    args, kwargs = _positional(module, sample.forward_input.args, sample.forward_input.kwargs)
-    args, kwargs = _cast_floats((args, kwargs), torch.float32)
-    if materialise:
-        with torch.no_grad():
-            module(*args, **kwargs)
+    module, args, kwargs = _build(info, sample, training, torch.float32, materialise)
     # the float64 answer: the same values, cast up (copied before any forward moves a buffer)
     module64 = copy.deepcopy(module).double()
     args64, kwargs64 = _cast_floats((args, kwargs), torch.float64)
@@ -378,8 +357,8 @@ def run_sample_float32(info, sample, training: bool, verified: dict | None = Non
                 return result("passed", f"same program as {verified[program]}; torch's "
                               "evaluation and training results agree")
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
-        reference64 = _torch_side_with(module64, args64, kwargs64, [
-            None if c is None else c.double() for c in cotangents])
+        reference64 = torch_side(module64, args64, kwargs64, [  # the same product, cast up
+            None if c is None else c.double() for c in cotangents])[0]
         try:
             candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
                                        cotangents, fast_compile=True, eager=not entry.jit)
@@ -414,30 +393,6 @@ def _cast_floats(tree, dtype):
     return torch_pytree.tree_map(one, tree)
 
 
-def _torch_side_with(module, args, kwargs, cotangents) -> dict:
-    """``torch_side``'s results with the given ``cotangents`` (the float32 run's, cast
-    up: the float64 answer must differentiate the same vector-Jacobian product)."""
-    import torch.utils._pytree as torch_pytree
-
-    outputs = torch_pytree.tree_leaves(module(*args, **kwargs))
-    inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs))
-              if isinstance(leaf, torch.Tensor) and leaf.requires_grad]
-    params = dict(module.named_parameters())
-    differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
-    grads = [torch.zeros_like(t) for t in [*inputs, *params.values()]]
-    if differentiable and grads:
-        grads = torch.autograd.grad([o for o, _ in differentiable], [*inputs, *params.values()],
-                                    grad_outputs=[c for _, c in differentiable],
-                                    allow_unused=True, materialize_grads=True)
-    state = module.state_dict()
-    return {
-        "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
-        "input_grads": list(grads[:len(inputs)]),
-        "param_grads": dict(zip(params, grads[len(inputs):])),
-        "buffers": {k: v for k, v in state.items() if k not in params},
-    }
-
-
 def rules(results: list[SampleResult]) -> dict[str, int]:
     """``{rule: leaves}`` over the passed samples' reports: how many leaves each rule
     of ``jaxgrad.parity.compare`` passed (``"tier"``, ``"float64 answer"``, …)."""
@@ -447,6 +402,31 @@ def rules(results: list[SampleResult]) -> dict[str, int]:
             for leaf in r.report.leaves:
                 counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
     return counts
+
+
+def _entry(info, sample, training: bool):
+    """``(entry, result, argument)``: the class's ``Entry``, a ``SampleResult`` maker for
+    this sample, and the argument the entry declares refused (or None)."""
+    name = info.module_cls.__name__
+    entry = REGISTRY[name]
+    return (entry, functools.partial(SampleResult, name, training, sample.desc),
+            entry.refused(sample))
+
+
+def _build(info, sample, training: bool, dtype, materialise: bool) -> tuple:
+    """``(module, args, kwargs)``: the torch module of a sample (seed 0) in ``dtype`` and
+    mode, its forward inputs positional (floating ones cast to ``dtype``), a lazy module
+    materialised by one forward (torch's first forward gives it shapes and class)."""
+    torch.manual_seed(0)
+    c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
+    module = info.module_cls(*c_args, **c_kwargs).to(dtype).train(training)
+    args, kwargs = _positional(module, sample.forward_input.args, sample.forward_input.kwargs)
+    if dtype != torch.float64:  # the samples are drawn in float64
+        args, kwargs = _cast_floats((args, kwargs), dtype)
+    if materialise:
+        with torch.no_grad():
+            module(*args, **kwargs)
+    return module, args, kwargs
 
 
 def _torch_modes_agree(module, args, kwargs) -> bool:

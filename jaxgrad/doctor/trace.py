@@ -27,6 +27,8 @@ from typing import Callable
 import jax
 import numpy as np
 
+from jaxgrad.graph.trace import call_body
+
 
 @dataclasses.dataclass
 class PortFunction:
@@ -108,26 +110,12 @@ class Value:
     leaves: frozenset  # indices of the parameter leaves it depends on
 
 
-_CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
-
-
 def _inner(eqn):
-    """``(jaxpr, consts)`` of a call-like equation to evaluate inline, or None."""
-    from jax.extend import core
-
+    """``(jaxpr, consts)`` of a call-like equation to evaluate inline, or None (loops and
+    branches are evaluated whole)."""
     if eqn.primitive.name in ("scan", "while", "cond"):
         return None
-    for key in _CALLS:
-        inner = eqn.params.get(key)
-        if isinstance(inner, core.ClosedJaxpr):
-            jaxpr, consts = inner.jaxpr, inner.consts
-        elif isinstance(inner, core.Jaxpr):
-            jaxpr, consts = inner, []
-        else:
-            continue
-        if len(jaxpr.invars) == len(eqn.invars) and len(jaxpr.outvars) == len(eqn.outvars):
-            return jaxpr, consts
-    return None
+    return call_body(eqn)
 
 
 class _Recorder:

@@ -117,6 +117,13 @@ def _inner_jaxpr(eqn):
     """``(jaxpr, consts)`` of a call to expand, or None for a primitive to keep whole."""
     if eqn.primitive.name not in _CALLS:
         return None
+    return call_body(eqn)
+
+
+def call_body(eqn):
+    """``(jaxpr, consts)`` that a call-like equation (``pjit``, ``custom_jvp_call``,
+    ``checkpoint``…) evaluates, when it holds one with the equation's own inputs and
+    outputs; None otherwise."""
     for key in _JAXPR_PARAMS:
         inner = eqn.params.get(key)
         if isinstance(inner, jcore.ClosedJaxpr):

@@ -58,16 +58,18 @@ def _needs_grad(leaf) -> bool:
     return isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_floating_point()
 
 
-def torch_side(module, args, kwargs) -> tuple[dict, Any, list]:
+def torch_side(module, args, kwargs, cotangents: list | None = None) -> tuple[dict, Any, list]:
     """Outputs, gradients of ``<cotangents, outputs>`` with respect to the inputs that
     require grad and every parameter, and the buffers after the forward; with the
     output structure and the cotangents (standard normal, fixed seed; ``None`` for an
-    output without gradient, such as max-pooling indices)."""
+    output without gradient, such as max-pooling indices), or the ``cotangents`` given
+    (one per output leaf: another dtype's run differentiating the same product)."""
     output = module(*args, **kwargs)
     outputs, spec = torch_pytree.tree_flatten(output)
-    generator = torch.Generator().manual_seed(1)
-    cotangents = [torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
-                  if _needs_grad(leaf) else None for leaf in outputs]
+    if cotangents is None:
+        generator = torch.Generator().manual_seed(1)
+        cotangents = [torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
+                      if _needs_grad(leaf) else None for leaf in outputs]
     inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs)) if _needs_grad(leaf)]
     params = dict(module.named_parameters())
     differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
