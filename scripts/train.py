@@ -142,15 +142,6 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv  # to print the exact command that resumes this run
-    from jaxgrad.train.strategy import parse_strategy
-
-    try:  # --fused is --strategy epoch
-        args.strategy = parse_strategy(args.strategy or ("epoch" if args.fused else "auto"),
-                                       "--strategy")
-    except ValueError as exc:
-        parser.error(str(exc))
-    if args.fused and args.strategy != "epoch":
-        parser.error(f"--fused is --strategy epoch; it contradicts --strategy {args.strategy}")
     # ---- convolutional models (torchref.models.cnn / resnet, converted with from_torch)
     if args.model in CNN_MODELS:
         args.hidden = ()
@@ -199,6 +190,17 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
             path = os.path.join(checkpoint_dir(args, framework), args.resume_from)
             if not os.path.isdir(path):
                 parser.error(f"--resume-from {args.resume_from}: no checkpoint {path}")
+    # last: the strategy's parser lives in jaxgrad (whose import starts jax), so every
+    # other bad argument above is refused without it
+    from jaxgrad.train.strategy import parse_strategy
+
+    try:  # --fused is --strategy epoch
+        args.strategy = parse_strategy(args.strategy or ("epoch" if args.fused else "auto"),
+                                       "--strategy")
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.fused and args.strategy != "epoch":
+        parser.error(f"--fused is --strategy epoch; it contradicts --strategy {args.strategy}")
     return args
 
 
