@@ -56,6 +56,10 @@ if _XLA_CACHE is None or not os.path.isdir(_XLA_CACHE):
 # the trainer's strategy cache (jaxgrad.train.strategy): a run's own, never the user's
 # ~/.cache/jaxgrad, inherited by the workers and by the scripts tests run as subprocesses
 os.environ["JAXGRAD_CACHE_DIR"] = os.path.join(_XLA_CACHE, "jaxgrad-cache")
+# train.py's default strategy in the scripts the tests run: one jitted step per batch, as
+# before the trainer chose (its probe costs ~15 s per model); test_train_strategy.py and
+# the tests that pass --strategy exercise the choice itself
+os.environ.setdefault("JAXGRAD_STRATEGY", "step")
 
 
 def _set_up_jax_and_torch() -> None:

@@ -313,3 +313,21 @@ def test_select_first_writer_wins(tmp_path):
                        path=path, probe_fn=lambda runners, **_: dict(TIMINGS))
     assert (choice.strategy, choice.source) == ("unrolled", "cached")
     assert dict(choice.timings) == theirs
+
+
+def test_train_script_defaults_to_auto_and_takes_jaxgrad_strategy(monkeypatch, capsys):
+    """train.py: auto unless $JAXGRAD_STRATEGY says otherwise; --strategy wins over it;
+    a bad value is refused naming where it came from."""
+    import train
+
+    monkeypatch.delenv("JAXGRAD_STRATEGY", raising=False)
+    assert train.parse_args(["--epochs", "1"]).strategy == "auto"
+    monkeypatch.setenv("JAXGRAD_STRATEGY", "unroll:8")
+    assert train.parse_args(["--epochs", "1"]).strategy == "unroll:8"
+    assert train.parse_args(["--epochs", "1", "--strategy", "step"]).strategy == "step"
+    assert train.parse_args(["--epochs", "1", "--fused"]).strategy == "epoch"
+    monkeypatch.setenv("JAXGRAD_STRATEGY", "fastest")
+    with pytest.raises(SystemExit) as exit_info:
+        train.parse_args(["--epochs", "1"])
+    assert exit_info.value.code == 2
+    assert "`$JAXGRAD_STRATEGY` (='fastest') must be one of" in capsys.readouterr().err

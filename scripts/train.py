@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="jax execution strategy: auto (default: probe step, epoch, unroll:4 "
                           "and unrolled on a few batches, keep the fastest for this run's "
                           "length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), step, "
-                          "epoch, unroll:K or unrolled")
+                          "epoch, unroll:K or unrolled; $JAXGRAD_STRATEGY sets the default")
     run.add_argument("--compile", action="store_true", help="torch: torch.compile the model")
     out = parser.add_argument_group("checkpoints and output")
     out.add_argument("--checkpoint-dir", help="write checkpoints here (with --framework both: "
@@ -195,8 +195,10 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     from jaxgrad.train.strategy import parse_strategy
 
     try:  # --fused is --strategy epoch
-        args.strategy = parse_strategy(args.strategy or ("epoch" if args.fused else "auto"),
-                                       "--strategy")
+        given = args.strategy or ("epoch" if args.fused else None)
+        args.strategy = (parse_strategy(given, "--strategy") if given else
+                         parse_strategy(os.environ.get("JAXGRAD_STRATEGY", "auto"),
+                                        "$JAXGRAD_STRATEGY"))
     except ValueError as exc:
         parser.error(str(exc))
     if args.fused and args.strategy != "epoch":
