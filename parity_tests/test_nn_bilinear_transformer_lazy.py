@@ -105,9 +105,8 @@ def test_square_subsequent_mask_is_torchs():
         np.testing.assert_array_equal(np.asarray(ours), expected)
 
 
-@pytest.mark.parametrize("batch_first", [
-    pytest.param(False, marks=pytest.mark.long),  # ~20 s: the sequence-first layout runs in CI
-    True])
+@pytest.mark.long  # ~20 s each (CI runs them); one module_db sample in eight runs by default
+@pytest.mark.parametrize("batch_first", [False, True])
 def test_transformer_causal_masks_and_padding_match_torch(x64, batch_first):
     torch.manual_seed(0)
     module = torch.nn.Transformer(4, 2, 2, 2, 8, dropout=0.0, activation="gelu",
