@@ -302,15 +302,10 @@ def run_sample(info, sample, training: bool, verified: dict | None = None,
                 return result("passed", f"same program as {verified[program]}; torch's "
                               "evaluation and training results agree")
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
-        try:
-            candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
-                                       cotangents, fast_compile=True, eager=not entry.jit)
-        except (ValueError, TypeError) as exc:
-            return _refusal(result, argument, exc)
-        if argument:
-            return result("failed", f"jaxgrad ran it, but the entry declares `{argument}` refused")
-        if spec != torch_spec:
-            return result("failed", f"output structure {spec} differs from torch's {torch_spec}")
+        candidate = _jax_candidate(entry, result, argument, model, params, buffers, args,
+                                   kwargs, training, cotangents, torch_spec)
+        if isinstance(candidate, SampleResult):
+            return candidate
         report = jaxgrad.parity.compare(reference, candidate, name=result("").label)
     if training and report.passed and program is not None:
         verified.setdefault(program, result("").label)
@@ -359,15 +354,10 @@ def run_sample_float32(info, sample, training: bool, verified: dict | None = Non
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
         reference64 = torch_side(module64, args64, kwargs64, [  # the same product, cast up
             None if c is None else c.double() for c in cotangents])[0]
-        try:
-            candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
-                                       cotangents, fast_compile=True, eager=not entry.jit)
-        except (ValueError, TypeError) as exc:
-            return _refusal(result, argument, exc)
-        if argument:
-            return result("failed", f"jaxgrad ran it, but the entry declares `{argument}` refused")
-        if spec != torch_spec:
-            return result("failed", f"output structure {spec} differs from torch's {torch_spec}")
+        candidate = _jax_candidate(entry, result, argument, model, params, buffers, args,
+                                   kwargs, training, cotangents, torch_spec)
+        if isinstance(candidate, SampleResult):
+            return candidate
         report = jaxgrad.parity.compare(reference, candidate, reference64=reference64,
                                         name=result("").label + " float32")
     if training and report.passed and program is not None:
@@ -402,6 +392,23 @@ def rules(results: list[SampleResult]) -> dict[str, int]:
             for leaf in r.report.leaves:
                 counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
     return counts
+
+
+def _jax_candidate(entry, result, argument, model, params, buffers, args, kwargs, training,
+                   cotangents, torch_spec):
+    """The twin's outputs and gradients for ``cotangents``, or the ``SampleResult`` that
+    ends the sample: a refusal (declared or not), a run the entry declared refused, or
+    an output structure other than torch's."""
+    try:
+        candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
+                                   cotangents, fast_compile=True, eager=not entry.jit)
+    except (ValueError, TypeError) as exc:
+        return _refusal(result, argument, exc)
+    if argument:
+        return result("failed", f"jaxgrad ran it, but the entry declares `{argument}` refused")
+    if spec != torch_spec:
+        return result("failed", f"output structure {spec} differs from torch's {torch_spec}")
+    return candidate
 
 
 def _entry(info, sample, training: bool):

@@ -299,20 +299,29 @@ def _variants64(module64, call64, chw, run_layer) -> dict:
             except (ValueError, TypeError):
                 continue
             for number, (detail, trial) in enumerate(trials):
-                try:
-                    out, new = run_layer(trial.layer or layer,
-                                         params if trial.params is None else trial.params,
-                                         buffers, trial.args or call64.args,
-                                         call64.kwargs if trial.kwargs is None else trial.kwargs,
-                                         False, call64.path)
-                    if trial.fix_output is not None:
-                        out, _ = trial.fix_output(out, new, case)
-                except (ValueError, TypeError):
+                out = _run_trial(run_layer, trial, layer, params, buffers, call64, case)
+                if out is None:
                     continue
                 variant = _primary(out)
                 if variant is not None and variant.dtype == np.float64:
                     found[(entry.name, number, detail)] = variant
     return found
+
+
+def _run_trial(run_layer, trial, layer, params, buffers, call, case):
+    """A catalogue trial's output on torch's layer at ``call`` (its input), or None when
+    the variant is not a valid layer."""
+    try:
+        out, new = run_layer(trial.layer or layer,
+                             params if trial.params is None else trial.params,
+                             buffers, trial.args or call.args,
+                             call.kwargs if trial.kwargs is None else trial.kwargs,
+                             False, call.path)
+        if trial.fix_output is not None:
+            out, _ = trial.fix_output(out, new, case)
+    except (ValueError, TypeError):
+        return None
+    return out
 
 
 def _rank(torch_module, call, counterpart, pool, chw, run_layer, module64=None, call64=None):
@@ -334,15 +343,8 @@ def _rank(torch_module, call, counterpart, pool, chw, run_layer, module64=None, 
             continue
         best = None
         for number, (detail, trial) in enumerate(entry.mistakes(case)):
-            try:
-                out, new = run_layer(trial.layer or layer,
-                                     params if trial.params is None else trial.params,
-                                     buffers, trial.args or call.args,
-                                     call.kwargs if trial.kwargs is None else trial.kwargs,
-                                     False, call.path)
-                if trial.fix_output is not None:
-                    out, _ = trial.fix_output(out, new, case)
-            except (ValueError, TypeError):  # the variant is not a valid layer
+            out = _run_trial(run_layer, trial, layer, params, buffers, call, case)
+            if out is None:  # the variant is not a valid layer
                 continue
             variant = _primary(out)
             if variant is None:
