@@ -19,6 +19,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from jaxgrad.nn.functional._lowering import in_loop
+
 REDUCTIONS = ("mean", "sum")
 
 
@@ -117,7 +119,8 @@ def accumulate_grads(loss_fn: Callable, params, micro_batches, *, reduction: str
         return (loss_total + loss, jax.tree.map(jnp.add, grads_total, grads)), None
 
     zeros = (jnp.zeros((), loss_shape.dtype), jax.tree.map(jnp.zeros_like, params))
-    (loss, grads), _ = jax.lax.scan(body, zeros, micro_batches)
+    with in_loop():  # convolutions in a rolled loop: patches (nn.functional._lowering)
+        (loss, grads), _ = jax.lax.scan(body, zeros, micro_batches)
     if reduction == "mean":
         loss = loss / k
         grads = jax.tree.map(lambda g: g / k, grads)

@@ -103,3 +103,13 @@ def test_bad_constructor_arguments_and_layer_path():
     model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2))
     with pytest.raises(ValueError, match=r"MaxPool2d at '1': max_pool2d: the output size is 0"):
         model.apply(model.init(jax.random.key(0)), np.zeros((1, 1, 3, 3), np.float32))
+
+
+def test_max_pool_keeps_signed_zeros_as_torch():
+    """The chosen value is picked, not summed: exact, sign of zero included (torch
+    returns the first maximum, −0.0 where it ties with +0.0)."""
+    x = torch.tensor([[[-0.0, 0.0, 0.0, -0.0, -0.0, -0.0]]], dtype=D)
+    expected = torch.nn.functional.max_pool1d(x, 2)
+    with jax.enable_x64(True):
+        got = np.asarray(F.max_pool1d(x.numpy(), 2))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected.numpy()))

@@ -34,6 +34,7 @@ import numpy as np
 import optax
 
 from jaxgrad.data import batch_indices
+from jaxgrad.nn.functional._lowering import in_loop
 from jaxgrad.optim import global_norm
 from jaxgrad.train import strategy as strategies
 from jaxgrad.train.loop import EpochResult, _requested_strategy
@@ -74,10 +75,11 @@ def make_stateful_train_epoch(model, loss_fn: Callable,
     opt_state, metrics)`` over batches stacked `(steps, batch, *)`, with
     ``jax.lax.scan``; step ``i`` gets ``fold_in(key, i)``; metrics gain a `(steps,)` axis.
 
-    ``unroll`` is ``lax.scan``'s: on XLA's CPU backend, convolutions inside a rolled
-    loop ran about 6× slower than the same step called once per batch (measured on the
-    ResNet of ``torchref.models``; partial unrolling did not help); ``unroll=True``
-    removes the loop at the price of a compilation that grows with the step count."""
+    ``unroll`` is ``lax.scan``'s (True: no loop, at the price of a compilation that
+    grows with the step count). On XLA's CPU backend a convolution inside a rolled loop
+    body is not canonicalised and ran the ResNet of ``torchref.models`` 4–5× slower;
+    convolutions traced in the rolled loop are lowered as patches and a matrix product
+    instead (``jaxgrad.nn.functional._lowering``)."""
     step = stateful_step_fn(model, loss_fn, optimizer)
 
     def epoch(params, buffers, opt_state, batches, key):
@@ -90,8 +92,9 @@ def make_stateful_train_epoch(model, loss_fn: Callable,
             return (params, buffers, opt_state), metrics
 
         indices = jnp.arange(xs.shape[0])
-        (params, buffers, opt_state), metrics = jax.lax.scan(
-            body, (params, buffers, opt_state), (indices, xs, ys), unroll=unroll)
+        with in_loop(unroll is not True):  # convolutions in a rolled loop: patches
+            (params, buffers, opt_state), metrics = jax.lax.scan(
+                body, (params, buffers, opt_state), (indices, xs, ys), unroll=unroll)
         return params, buffers, opt_state, metrics
 
     return jax.jit(epoch, donate_argnums=(0, 1, 2) if donate else ())

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.accumulate import accumulate_grads, split_batch
+from jaxgrad.nn.functional._lowering import in_loop
 from jaxgrad.optim import clip_grad_norm_transform, freeze, global_norm
 
 COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
@@ -220,8 +221,9 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
             params, opt_state, metrics = step(*carry, batch)
             return (params, opt_state), metrics
 
-        (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), batches,
-                                                    unroll=unroll)
+        with in_loop(unroll is not True):  # convolutions in a rolled loop: patches
+            (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), batches,
+                                                        unroll=unroll)
         return params, opt_state, metrics
 
     return jax.jit(epoch, donate_argnums=(0, 1) if donate else ())

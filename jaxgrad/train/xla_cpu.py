@@ -14,6 +14,10 @@ anything:
   elements (a donated parameter that must survive its own update is copied);
 - ``fusions``: fusion instructions by kind (``kLoop``, ``kCustom``, ...).
 
+``conv_summary(text)`` counts convolutions by where they run (the entry computation
+or a loop body) and whether they are in the one form XLA:CPU runs through Eigen's
+convolution (see ``jaxgrad.nn.conv_lowering``).
+
 Why this matters: with jax 0.10.2 on x86 the forward ``x @ W.T`` and the input
 gradient ``g @ W`` of a ``Linear`` become YNNPACK fusions, while the weight
 gradient ``g.T @ x`` (contracting the batch, the left operand's dimension 0) stays
@@ -86,6 +90,68 @@ def hlo_summary(text: str, *, min_copy_elements: int = 1024) -> dict:
             "library_dots": {k: dict(v) for k, v in library_dots.items()},
             "plain_dots": dict(plain_dots), "copies": sorted(copies.items()),
             "fusions": dict(fusions)}
+
+
+_CALLEES = re.compile(r"(?:calls|body|condition|to_apply)=%(?P<callee>[\w.\-]+)")
+_WHILE_BODY = re.compile(r"body=%(?P<body>[\w.\-]+)")
+_DIM_LABELS = re.compile(r"dim_labels=(?P<labels>[\w>\-]+)")
+
+
+def canonical_labels(labels: str) -> bool:
+    """Whether convolution ``dim_labels`` are the form XLA:CPU hands to Eigen's
+    convolution: batch first and features last (``b01f``), kernel ``…io``, e.g.
+    ``b01f_01io->b01f``. Any other form XLA:CPU's ``ConvCanonicalization`` pass
+    transposes into it, but that pass only visits the entry computation."""
+    try:
+        lhs, rest = labels.split("_", 1)
+        rhs, out = rest.split("->")
+    except ValueError:
+        return False
+    return (lhs[0] == "b" and lhs[-1] == "f" and out[0] == "b" and out[-1] == "f"
+            and rhs[-2:] == "io")
+
+
+def conv_summary(text: str) -> dict:
+    """Convolutions of HLO ``text`` by where they run and their form.
+
+    Returns ``{"entry": {"canonical": n, "other": n}, "loop": {...}}``: ``loop`` counts
+    the convolutions inside a ``while`` body (a ``lax.scan``), including the fusions
+    it calls; ``entry`` every other one. ``canonical`` as ``canonical_labels``; on
+    XLA:CPU an ``other`` convolution inside a loop is emitted as a plain loop nest,
+    without Eigen's convolution.
+    """
+    computation = None
+    callees = collections.defaultdict(set)
+    bodies = set()
+    convs = collections.defaultdict(list)  # computation -> [canonical?]
+    for line in text.splitlines():
+        match = _COMPUTATION.match(line)
+        if match and "=" not in line.split("{")[0]:
+            computation = match.group("name")
+            continue
+        match = _INSTRUCTION.match(line)
+        if match is None:
+            continue
+        rest = match.group("rest")
+        callees[computation].update(m.group("callee") for m in _CALLEES.finditer(rest))
+        if match.group("op") == "while":
+            bodies.update(m.group("body") for m in _WHILE_BODY.finditer(rest))
+        elif match.group("op") == "convolution":
+            labels = _DIM_LABELS.search(rest)
+            convs[computation].append(bool(labels) and canonical_labels(labels.group("labels")))
+    in_loop, pending = set(), list(bodies)
+    while pending:
+        name = pending.pop()
+        if name not in in_loop:
+            in_loop.add(name)
+            pending.extend(callees.get(name, ()))
+    summary = {"entry": collections.Counter(canonical=0, other=0),
+               "loop": collections.Counter(canonical=0, other=0)}
+    for name, forms in convs.items():
+        for canonical in forms:
+            summary["loop" if name in in_loop else "entry"][
+                "canonical" if canonical else "other"] += 1
+    return {where: dict(counts) for where, counts in summary.items()}
 
 
 def compiled_hlo(fn, *args) -> str:

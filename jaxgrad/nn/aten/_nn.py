@@ -48,6 +48,7 @@ from jaxgrad.nn.functional._conv import (conv1d, conv2d, conv_transpose1d, conv_
 from jaxgrad.nn.functional._embedding import embedding
 from jaxgrad.nn.functional._layernorm import layer_norm
 from jaxgrad.nn.functional._norm import batch_norm_with_stats, group_norm
+from jaxgrad.nn.functional._lowering import convolve as lowered_convolution
 from jaxgrad.nn.functional._pool import _adaptive_pool, _avg_pool, _max_pool
 from jaxgrad.nn.functional._upsample import _linear_weights, _nearest_index
 
@@ -99,9 +100,8 @@ def _conv_nd(input, weight, stride, padding, dilation, transposed, output_paddin
         for v in (stride, padding, dilation, output_padding))
 
     def convolve(x):
-        return lax.conv_general_dilated(x, weight, stride, [(p, p) for p in padding],
-                                        rhs_dilation=dilation, feature_group_count=groups,
-                                        precision=HIGHEST)
+        return lowered_convolution(x, weight, stride, [(p, p) for p in padding], dilation,
+                                   groups, precision=HIGHEST)
 
     if not transposed:
         return convolve(input)

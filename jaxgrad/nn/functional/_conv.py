@@ -1,7 +1,9 @@
 """Convolutions of ``torch.nn.functional`` over 1 to 3 spatial dims, in torch's layouts.
 
 ``lax.conv_general_dilated`` takes torch's layouts as they are (dimension numbers
-``NCHW, OIHW, NCHW``), so no transpose is needed. What differs from the JAX
+``NCHW, OIHW, NCHW``), so no transpose is needed; on the CPU a convolution may instead
+be lowered as patches and one matrix product (``jaxgrad.nn.functional._lowering``:
+XLA:CPU's convolutions are slow inside loops). What differs from the JAX
 ecosystem (flax ``nn.Conv``: NHWC / HWIO, ``padding='SAME'`` by default):
 
 - ``padding`` is explicit and symmetric: an int or one int per spatial dim, default 0;
@@ -21,6 +23,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxgrad.nn.functional._args import check_input_rank, ntuple
+from jaxgrad.nn.functional._lowering import convolve
 
 _DIMENSION_NUMBERS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"),
                       3: ("NCDHW", "OIDHW", "NCDHW")}
@@ -83,9 +86,7 @@ def _conv(where: str, n: int, input, weight, bias, stride, padding, dilation, gr
                 f"{tuple(dilation)}) is larger than the padded input (shape "
                 f"{tuple(input.shape)}, padding {pads}).")
     x = input if batched else input[None]
-    y = lax.conv_general_dilated(x, weight, window_strides=stride, padding=pads,
-                                 rhs_dilation=dilation, feature_group_count=groups,
-                                 dimension_numbers=_DIMENSION_NUMBERS[n])
+    y = convolve(x, weight, stride, pads, dilation, groups)
     if bias is not None:
         y = y + bias.reshape((-1,) + (1,) * n)
     return y if batched else y[0]

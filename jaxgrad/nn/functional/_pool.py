@@ -1,6 +1,6 @@
 """Pooling of ``torch.nn.functional``: torch's window rules, gradients and indices.
 
-Every pool here gathers its windows explicitly: for each spatial dim a static table
+Every pool here takes its windows explicitly: for each spatial dim a static table
 of input positions `(out, k)` and a validity mask (positions in the padding or past
 the input are invalid), so one code path serves max, average and adaptive pooling
 and every rule is a line of integer arithmetic, matched to ATen's kernels:
@@ -69,15 +69,56 @@ def _adaptive(length, out):
     return positions, positions < ends[:, None]
 
 
+def _affine(positions):
+    """``(start, stride, dilation)`` when ``positions[o, j] = start + o·stride +
+    j·dilation`` with both steps ≥ 1 (every sliding window, and adaptive windows of
+    equal size), else None."""
+    out, k = positions.shape
+    start = int(positions[0, 0])
+    stride = int(positions[1, 0] - start) if out > 1 else 1
+    dilation = int(positions[0, 1] - start) if k > 1 else 1
+    expected = start + np.arange(out)[:, None] * stride + np.arange(k)[None, :] * dilation
+    if stride < 1 or dilation < 1 or not np.array_equal(positions, expected):
+        return None
+    return start, stride, dilation
+
+
+def _windows_along(values, positions, axis, length):
+    """Windows along one spatial dim: `(.., L, ..)` -> `(.., out, k, ..)`; positions
+    outside ``[0, L)`` hold any value (the caller masks them).
+
+    Regular windows are ``k`` strided slices of the input padded with zeros: their
+    gradient is a padded sum, where a gather's is a scatter-add (on XLA:CPU a scatter
+    took about 40 % of a small CNN's training step). Irregular ones (adaptive windows
+    of unequal sizes) are gathered."""
+    affine = _affine(positions)
+    if affine is None:
+        return jnp.take(values, np.clip(positions, 0, length - 1), axis=axis)
+    start, stride, dilation = affine
+    out, k = positions.shape
+    low, high = max(0, -int(positions.min())), max(0, int(positions.max()) - (length - 1))
+    widths = [(0, 0)] * values.ndim
+    widths[axis] = (low, high)
+    padded = jnp.pad(values, widths) if low or high else values
+    if dilation == 1 and stride == k:  # windows tile the axis: a reshape, no copy
+        first = start + low
+        tiles = jax.lax.slice_in_dim(padded, first, first + out * k, axis=axis)
+        return tiles.reshape(tiles.shape[:axis] + (out, k) + tiles.shape[axis + 1:])
+    slices = []
+    for j in range(k):
+        first = start + j * dilation + low
+        slices.append(jax.lax.slice_in_dim(padded, first, first + (out - 1) * stride + 1,
+                                           stride, axis))
+    return jnp.stack(slices, axis=axis + 1)
+
+
 def _gather(x, tables):
     """Windows of ``x`` `(N, C, *spatial)`: `(N, C, *out, K)` values and `(*out, K)`
     flat plane indices and validity, ``K`` the product of the window sizes."""
     n = len(tables)
     values = x
     for axis, (positions, _) in enumerate(tables):
-        # gather along one spatial dim: (.., L, ..) -> (.., out, k, ..)
-        clipped = np.clip(positions, 0, x.shape[2 + axis] - 1)
-        values = jnp.take(values, clipped, axis=2 + 2 * axis)
+        values = _windows_along(values, positions, 2 + 2 * axis, x.shape[2 + axis])
     # (N, C, o1, k1, o2, k2) -> (N, C, o1, o2, k1, k2) -> (N, C, o1, o2, K)
     order = [0, 1] + [2 + 2 * i for i in range(n)] + [3 + 2 * i for i in range(n)]
     values = jnp.transpose(values, order)
@@ -95,13 +136,29 @@ def _gather(x, tables):
 
 
 def _select_max(values, flat, valid, return_indices):
-    """torch's max: first maximum among valid positions, or the last NaN."""
-    masked = jnp.where(valid, values, -jnp.inf)
-    is_max = valid & (masked == jnp.max(masked, axis=-1, keepdims=True))
-    nans = valid & jnp.isnan(values)
+    """torch's max: first maximum among valid positions, or the last NaN.
+
+    ATen's scan over the window, unrolled over its ``K`` positions as elementwise
+    selects: position ``j`` takes over when ``value > best or isnan(value)``; a window
+    with no such position (all −∞) keeps its first valid position. The chosen value is
+    taken (exact, signed zeros included), so the gradient reaches it alone. On XLA:CPU
+    this made a max-pool's forward and backward 2–10× faster than finding the position
+    with argmax reductions (measured on 2×2, 3×3 stride 2 and 3×3 stride 1 windows;
+    a summed one-hot is faster still at 2×2 but turns −0.0 into +0.0)."""
     k = values.shape[-1]
-    last_nan = k - 1 - jnp.argmax(nans[..., ::-1], axis=-1)
-    choice = jnp.where(jnp.any(nans, axis=-1), last_nan, jnp.argmax(is_max, axis=-1))
+    valid = np.broadcast_to(valid, valid.shape[:-1] + (k,) if valid.ndim else (k,))
+    choice = jnp.asarray(np.argmax(valid, axis=-1))  # first valid position
+    scores = jax.lax.stop_gradient(values)
+    floating = jnp.issubdtype(values.dtype, jnp.floating)
+    lowest = -jnp.inf if floating else jnp.iinfo(values.dtype).min
+    best = jnp.full(values.shape[:-1], lowest, values.dtype)
+    for j in range(k):
+        value = scores[..., j]
+        take = (value > best) | jnp.isnan(value) if floating else value > best
+        if not valid[..., j].all():
+            take = take & valid[..., j]
+        best = jnp.where(take, value, best)
+        choice = jnp.where(take, j, choice)
     output = jnp.take_along_axis(values, choice[..., None], axis=-1)[..., 0]
     if not return_indices:
         return output

@@ -1,0 +1,160 @@
+"""How a convolution is lowered: XLA's convolution op, or patches and one matrix product.
+
+Both compute torch's ``conv{1,2,3}d`` (input `(N, C, *spatial)`, weight
+`(O, C / groups, *kernel)`, explicit pads, strides, dilations) and differentiate with
+``jax.grad``, ``jax.vjp`` and ``jax.jvp`` alike; they differ in what XLA receives:
+
+- ``"xla"``: one ``lax.conv_general_dilated`` in torch's layout. XLA:CPU runs it
+  through Eigen's convolution only after its ``ConvCanonicalization`` pass has
+  transposed it to NHWC / HWIO, and that pass visits the entry computation only
+  (xla/service/cpu/conv_canonicalization.cc): inside a ``lax.scan`` or
+  ``while_loop`` body, and for the gradients' convolutions, whose dimension numbers
+  JAX permutes, the convolution stays as it is and is emitted as an elementwise loop
+  nest. The ResNet of ``torchref.models`` trained 4–5× slower per step as one
+  scan-fused epoch than one jitted call per step;
+- ``"patches"``: the input padded, the ``prod(kernel)`` shifted strided slices stacked
+  into a patch matrix `(N·prod(out), C·prod(kernel))`, one ``dot_general`` with the
+  weight as `(O, C·prod(kernel))` (a batched one over the groups). Its gradients are
+  matrix products, pads and slices: no convolution anywhere, in or out of a loop. It
+  holds the patch matrix (``prod(kernel)`` times the input) for the backward pass;
+- ``"auto"`` (the default): ``"xla"`` where XLA canonicalises the convolution itself
+  (outside loops; on the per-step ResNet it was faster than patches), ``"patches"``
+  for ungrouped convolutions traced inside one of jaxgrad's own loops on the CPU
+  backend (the scan-fused epoch, ``unroll=K``, gradient accumulation: code inside
+  ``in_loop()``), when the patch matrix has at most ``PATCH_LIMIT`` elements.
+
+The mode is read when a function is traced: ``with conv_lowering("xla"): ...``
+around the first call of a jitted function (a function traced earlier keeps the
+lowering it was traced with), or ``$JAXGRAD_CONV`` for the process's default. Both
+lowerings sum the same products; their float32 results differ by summation order
+only (within the float32 tier), their float64 results within the float64 tier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+MODES = ("auto", "xla", "patches")
+PATCH_LIMIT = 1 << 22  # elements of the patch matrix (16 MiB in float32)
+_override: list[str] = []
+_loops: list[bool] = []
+
+
+def _check_mode(mode, where: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"{where} (={mode!r}) must be one of {', '.join(MODES)}.")
+    return mode
+
+
+def current_mode() -> str:
+    """The innermost ``conv_lowering`` mode, else ``$JAXGRAD_CONV``, else ``"auto"``."""
+    if _override:
+        return _override[-1]
+    return _check_mode(os.environ.get("JAXGRAD_CONV", "auto"), "$JAXGRAD_CONV")
+
+
+@contextlib.contextmanager
+def conv_lowering(mode: str):
+    """Compile the convolutions traced inside the block as ``mode``.
+
+    - ``"xla"``: one XLA convolution (``lax.conv_general_dilated`` in torch's layout);
+    - ``"patches"``: shifted strided slices stacked into a patch matrix and one matrix
+      product (grouped: one per group); no convolution op at all. XLA:CPU runs a
+      convolution inside a loop body (a ``lax.scan``) without its fast path, several
+      times slower; patches do not depend on that. They hold ``prod(kernel)`` times
+      the input for the backward pass;
+    - ``"auto"`` (the default, or ``$JAXGRAD_CONV``): patches for ungrouped
+      convolutions inside jaxgrad's own rolled loops (the scan-fused epoch,
+      ``unroll=K``, gradient accumulation) on the CPU backend with a patch matrix of
+      at most 2²² elements; XLA's convolution everywhere else.
+
+    Both compute torch's convolution; float32 results differ by summation order only.
+    The mode applies when a function is traced: wrap the first call of a jitted
+    function (one traced before keeps its lowering)::
+
+        with jaxgrad.nn.conv_lowering("xla"):
+            params, opt_state, metrics = epoch(params, opt_state, batches)
+    """
+    _override.append(_check_mode(mode, "conv_lowering: `mode`"))
+    try:
+        yield
+    finally:
+        _override.pop()
+
+
+@contextlib.contextmanager
+def in_loop(loop: bool = True):
+    """Mark the convolutions traced inside the block as inside a rolled loop body
+    (``loop=False``: as not, e.g. a fully unrolled scan); ``"auto"`` reads it."""
+    _loops.append(bool(loop))
+    try:
+        yield
+    finally:
+        _loops.pop()
+
+
+def output_lengths(spatial, kernel, stride, pads, dilation) -> tuple:
+    return tuple((length + lo + hi - d * (k - 1) - 1) // s + 1
+                 for length, k, s, (lo, hi), d in zip(spatial, kernel, stride, pads, dilation))
+
+
+def choose(x_shape, w_shape, stride, pads, dilation, groups) -> str:
+    """The lowering ``"auto"`` resolves to for these shapes (or the forced mode)."""
+    mode = current_mode()
+    if mode != "auto":
+        return mode
+    if not (_loops and _loops[-1]) or groups != 1 or jax.default_backend() != "cpu":
+        return "xla"
+    out = output_lengths(x_shape[2:], w_shape[2:], stride, pads, dilation)
+    elements = x_shape[0] * math.prod(out) * math.prod(w_shape[1:])
+    return "patches" if elements <= PATCH_LIMIT else "xla"
+
+
+def conv_patches(x, weight, stride, pads, dilation, groups: int = 1, precision=None):
+    """``x`` `(N, C, *spatial)` convolved with ``weight`` `(O, C / groups, *kernel)`
+    (no kernel flip, as torch), ``pads`` one ``(low, high)`` pair ≥ 0 per spatial dim:
+    `(N, O, *out)`, as patches and one matrix product."""
+    batch, channels = x.shape[:2]
+    kernel = weight.shape[2:]
+    padded = jnp.pad(x, [(0, 0), (0, 0)] + [tuple(p) for p in pads])
+    out = output_lengths(x.shape[2:], kernel, stride, pads, dilation)
+    shifts = []
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        start = [0, 0] + [o * d for o, d in zip(offset, dilation)]
+        limit = [batch, channels] + [s0 + (m - 1) * s + 1
+                                     for s0, m, s in zip(start[2:], out, stride)]
+        shifts.append(lax.slice(padded, start, limit, [1, 1] + list(stride)))
+    cols = jnp.stack(shifts, axis=2)  # (N, C, K, *out)
+    # (N, *out, C, K) -> rows of C·K, channel-major as the weight's (C, *kernel)
+    cols = jnp.moveaxis(cols, (1, 2), (-2, -1))
+    rows = batch * math.prod(out)
+    width = channels // groups * math.prod(kernel)
+    if groups == 1:
+        y = lax.dot_general(cols.reshape(rows, width), weight.reshape(weight.shape[0], width),
+                            (((1,), (1,)), ((), ())), precision=precision)
+    else:
+        w = weight.reshape(groups, weight.shape[0] // groups, width)
+        y = lax.dot_general(cols.reshape(rows, groups, width), w,
+                            (((2,), (2,)), ((1,), (0,))), precision=precision)
+        y = jnp.swapaxes(y, 0, 1)  # (G, rows, O/G) -> (rows, G, O/G): channel g·O/G + o
+    y = y.reshape((batch,) + out + (weight.shape[0],))
+    return jnp.moveaxis(y, -1, 1)
+
+
+def convolve(x, weight, stride, pads, dilation, groups: int = 1, precision=None):
+    """torch's convolution (`(N, C, *spatial)`, `(O, C / groups, *kernel)`, pads ≥ 0)
+    lowered as ``choose`` says."""
+    stride, dilation = tuple(stride), tuple(dilation)
+    pads = [tuple(p) for p in pads]
+    if choose(x.shape, weight.shape, stride, pads, dilation, groups) == "patches":
+        return conv_patches(x, weight, stride, pads, dilation, groups, precision)
+    # lax's default dimension numbers are torch's layouts (N C *spatial, O I *kernel)
+    return lax.conv_general_dilated(x, weight, stride, pads, rhs_dilation=dilation,
+                                    feature_group_count=groups, precision=precision)

@@ -1,0 +1,152 @@
+"""Convolutions lowered as patches and one matrix product, against torch.
+
+``jaxgrad.nn.conv_lowering`` chooses how a convolution is compiled: XLA's convolution
+op, or shifted strided slices stacked into a patch matrix and one ``dot_general``
+(what jaxgrad's own loops use on the CPU, where XLA runs a convolution inside a loop
+body without its fast path). Both must be torch's convolution: the patches lowering
+is held to ``torch.nn.functional.conv{1,2,3}d`` in float64 (output and both
+gradients), to XLA's lowering under ``jax.jvp``, and the ``"auto"`` rule is checked on
+what a traced epoch contains.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+import torch
+
+import jaxgrad
+from jaxgrad import losses, nn
+from jaxgrad.nn.functional import _lowering
+from jaxgrad.train.stateful import make_stateful_train_epoch, make_stateful_train_step
+
+TORCH_CONV = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
+              3: torch.nn.functional.conv3d}
+CASES = [  # (spatial dims, groups, stride, dilation, padding)
+    (n, groups, stride, dilation, padding)
+    for n, groups, stride, dilation, padding in itertools.product(
+        (1, 2, 3), (1, 2), (1, 2), (1, 2), (0, 1))
+]
+
+
+def _conv_case(n, groups, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 4) + (7, 6, 5)[:n])
+    w = rng.standard_normal((6, 4 // groups) + (3, 2, 2)[:n])
+    return x, w
+
+
+@pytest.mark.parametrize("n, groups, stride, dilation, padding", CASES)
+def test_patches_match_torch_output_and_gradients(n, groups, stride, dilation, padding):
+    x, w = _conv_case(n, groups)
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    expected = TORCH_CONV[n](tx, tw, stride=stride, padding=padding, dilation=dilation,
+                             groups=groups)
+    cotangent = np.random.default_rng(1).standard_normal(tuple(expected.shape))
+    expected.backward(torch.from_numpy(cotangent))
+
+    def conv(x, w):
+        return _lowering.conv_patches(x, w, (stride,) * n, [(padding, padding)] * n,
+                                      (dilation,) * n, groups)
+
+    with jax.enable_x64(True):
+        got, vjp = jax.vjp(conv, x, w)
+        dx, dw = vjp(cotangent)
+    jaxgrad.assert_parity(expected.detach(), got)
+    jaxgrad.assert_parity(tx.grad, dx)
+    jaxgrad.assert_parity(tw.grad, dw)
+
+
+def test_patches_forward_mode_matches_xla_lowering():
+    """``jax.jvp`` through both lowerings (torch has no forward-mode twin here)."""
+    for n, groups in ((1, 1), (2, 2), (3, 1)):
+        x, w = _conv_case(n, groups)
+        rng = np.random.default_rng(2)
+        tangents = (rng.standard_normal(x.shape), rng.standard_normal(w.shape))
+        args = ((2,) * n, [(1, 2)] * n, (1,) * n, groups)  # asymmetric pads, as 'same'
+        with jax.enable_x64(True):
+            _, patches = jax.jvp(lambda x, w: _lowering.conv_patches(x, w, *args), (x, w),
+                                 tangents)
+            with nn.conv_lowering("xla"):
+                _, xla = jax.jvp(lambda x, w: _lowering.convolve(x, w, *args), (x, w),
+                                 tangents)
+        jaxgrad.assert_parity(np.asarray(xla), patches)
+
+
+def _has_conv(jaxpr) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "conv_general_dilated":
+            return True
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            if _has_conv(sub):
+                return True
+    return False
+
+
+def _scan_bodies(jaxpr):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan":
+            yield eqn.params["jaxpr"].jaxpr
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            yield from _scan_bodies(sub)
+
+
+def test_auto_uses_patches_inside_jaxgrads_loops_only():
+    torch.manual_seed(0)
+    model, params, buffers = nn.from_torch(
+        torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                            torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(64, 3)),
+        with_buffers=True)
+    optimizer = optax.sgd(0.1)
+    opt_state = optimizer.init(params)
+    xs, ys = jnp.zeros((3, 2, 1, 4, 4)), jnp.zeros((3, 2), jnp.int32)
+    key = jax.random.key(0)
+    step = make_stateful_train_step(model, losses.cross_entropy, optimizer, jit=False)
+    step_jaxpr = jax.make_jaxpr(step)(params, buffers, opt_state, (xs[0], ys[0]), key).jaxpr
+    assert _has_conv(step_jaxpr)  # outside loops: XLA's convolution
+
+    def epoch_jaxpr(unroll, mode="auto"):
+        epoch = make_stateful_train_epoch(model, losses.cross_entropy, optimizer, unroll=unroll)
+        with nn.conv_lowering(mode):
+            return jax.make_jaxpr(epoch)(params, buffers, opt_state, (xs, ys), key).jaxpr
+
+    rolled = list(_scan_bodies(epoch_jaxpr(1)))
+    assert rolled and not any(_has_conv(body) for body in rolled)  # patches in the loop
+    assert _has_conv(epoch_jaxpr(True))  # fully unrolled: no loop, XLA's convolution
+    assert any(_has_conv(body) for body in _scan_bodies(epoch_jaxpr(1, "xla")))  # forced
+
+
+def test_auto_rule_groups_size_and_mode():
+    shape_x, shape_w = (8, 4, 16, 16), (6, 4, 3, 3)
+    args = ((1, 1), [(1, 1)] * 2, (1, 1))
+    assert _lowering.choose(shape_x, shape_w, *args, 1) == "xla"  # not in a loop
+    with _lowering.in_loop():
+        assert _lowering.choose(shape_x, shape_w, *args, 1) == "patches"
+        assert _lowering.choose(shape_x, (6, 2, 3, 3), *args, 2) == "xla"  # grouped
+        big = (_lowering.PATCH_LIMIT // (4 * 9 * 16 * 16) + 1, 4, 16, 16)
+        assert _lowering.choose(big, shape_w, *args, 1) == "xla"  # patch matrix too big
+        with _lowering.in_loop(False):  # a fully unrolled scan inside
+            assert _lowering.choose(shape_x, shape_w, *args, 1) == "xla"
+        with nn.conv_lowering("xla"):
+            assert _lowering.choose(shape_x, shape_w, *args, 1) == "xla"
+    with nn.conv_lowering("patches"):
+        assert _lowering.choose(shape_x, shape_w, *args, 2) == "patches"
+
+
+def test_mode_from_environment_and_bad_modes(monkeypatch):
+    monkeypatch.setenv("JAXGRAD_CONV", "patches")
+    assert _lowering.current_mode() == "patches"
+    with nn.conv_lowering("xla"):
+        assert _lowering.current_mode() == "xla"
+    monkeypatch.setenv("JAXGRAD_CONV", "fast")
+    with pytest.raises(ValueError, match=r"\$JAXGRAD_CONV \(='fast'\) must be one of auto, xla, patches"):
+        _lowering.current_mode()
+    with pytest.raises(ValueError, match=r"`mode` \(='im2col'\) must be one of"):
+        with nn.conv_lowering("im2col"):
+            pass
