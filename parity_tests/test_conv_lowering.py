@@ -109,7 +109,7 @@ def test_auto_uses_patches_inside_jaxgrads_loops_only():
     key = jax.random.key(0)
     step = make_stateful_train_step(model, losses.cross_entropy, optimizer, jit=False)
     step_jaxpr = jax.make_jaxpr(step)(params, buffers, opt_state, (xs[0], ys[0]), key).jaxpr
-    assert _has_conv(step_jaxpr)  # outside loops: XLA's convolution
+    assert _has_conv(step_jaxpr)  # small and outside loops: XLA's convolution
 
     def epoch_jaxpr(unroll, mode="auto"):
         epoch = make_stateful_train_epoch(model, losses.cross_entropy, optimizer, unroll=unroll)
@@ -123,20 +123,24 @@ def test_auto_uses_patches_inside_jaxgrads_loops_only():
 
 
 def test_auto_rule_groups_size_and_mode():
-    shape_x, shape_w = (8, 4, 16, 16), (6, 4, 3, 3)
+    small_x, small_w = (8, 4, 16, 16), (6, 4, 3, 3)  # 8·16·16 × 4·9 = 73,728 elements
     args = ((1, 1), [(1, 1)] * 2, (1, 1))
-    assert _lowering.choose(shape_x, shape_w, *args, 1) == "xla"  # not in a loop
+    assert _lowering.choose(small_x, small_w, *args, 1) == "xla"  # small, not in a loop
+    assert _lowering.choose(small_x, (6, 4, 1, 1), (1, 1), [(0, 0)] * 2, (1, 1), 1) == "patches"
+    large_x = (_lowering.PATCH_MIN // (16 * 16 * 4 * 9) + 1, 4, 16, 16)
+    assert _lowering.choose(large_x, small_w, *args, 1) == "patches"  # large: patches anywhere
+    assert _lowering.choose(small_x, (_lowering.WIDE, 4, 3, 3), *args, 1) == "patches"  # wide
+    huge_x = (_lowering.PATCH_LIMIT // (16 * 16 * 4 * 9) + 1, 4, 16, 16)
     with _lowering.in_loop():
-        assert _lowering.choose(shape_x, shape_w, *args, 1) == "patches"
-        assert _lowering.choose(shape_x, (6, 2, 3, 3), *args, 2) == "xla"  # grouped
-        big = (_lowering.PATCH_LIMIT // (4 * 9 * 16 * 16) + 1, 4, 16, 16)
-        assert _lowering.choose(big, shape_w, *args, 1) == "xla"  # patch matrix too big
+        assert _lowering.choose(small_x, small_w, *args, 1) == "patches"
+        assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "xla"  # grouped
+        assert _lowering.choose(huge_x, small_w, *args, 1) == "xla"  # patch matrix too big
         with _lowering.in_loop(False):  # a fully unrolled scan inside
-            assert _lowering.choose(shape_x, shape_w, *args, 1) == "xla"
+            assert _lowering.choose(small_x, small_w, *args, 1) == "xla"
         with nn.conv_lowering("xla"):
-            assert _lowering.choose(shape_x, shape_w, *args, 1) == "xla"
+            assert _lowering.choose(small_x, small_w, *args, 1) == "xla"
     with nn.conv_lowering("patches"):
-        assert _lowering.choose(shape_x, shape_w, *args, 2) == "patches"
+        assert _lowering.choose(small_x, small_w, *args, 2) == "patches"
 
 
 def test_mode_from_environment_and_bad_modes(monkeypatch):
@@ -150,3 +154,28 @@ def test_mode_from_environment_and_bad_modes(monkeypatch):
     with pytest.raises(ValueError, match=r"`mode` \(='im2col'\) must be one of"):
         with nn.conv_lowering("im2col"):
             pass
+
+
+def test_xla_cpu_canonicalises_convolutions_only_outside_loops():
+    """The mechanism the ``"auto"`` rule answers, read from XLA:CPU's compiled HLO:
+    the same convolution is transposed into Eigen's form in the entry computation and
+    left in torch's layout inside a ``lax.scan`` body (``xla_cpu.conv_summary``)."""
+    from jaxgrad.train import xla_cpu
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("a fact about XLA's CPU backend")
+    x, w = jnp.ones((2, 3, 6, 6)), jnp.ones((4, 3, 3, 3))
+
+    def conv(x, w):
+        with nn.conv_lowering("xla"):
+            return nn.functional.conv2d(x, w, padding=1)
+
+    def scanned(xs, w):
+        return jax.lax.scan(lambda c, x: (c, conv(x, w)), 0.0, xs)[1]
+
+    entry = xla_cpu.conv_summary(xla_cpu.compiled_hlo(jax.jit(conv), x, w))
+    loop = xla_cpu.conv_summary(xla_cpu.compiled_hlo(jax.jit(scanned), jnp.stack([x, x]), w))
+    assert entry == {"entry": {"canonical": 1, "other": 0}, "loop": {"canonical": 0, "other": 0}}
+    assert loop == {"entry": {"canonical": 0, "other": 0}, "loop": {"canonical": 0, "other": 1}}
+    assert xla_cpu.canonical_labels("b01f_01io->b01f")
+    assert not xla_cpu.canonical_labels("bf01_oi01->bf01") and not xla_cpu.canonical_labels("?")

@@ -33,10 +33,20 @@ import re
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\S+)\s+"
                           r"(?P<op>[\w\-]+)\((?P<operands>[^)]*)\)(?P<rest>.*)$")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%(?P<name>[\w.\-]+)\s*(?:\(.*\))?.*\{\s*$")
+_COMMENT = re.compile(r"/\*.*?\*/")
 _DIMS = re.compile(r"(lhs|rhs)_contracting_dims=\{([\d,]*)\}")
 _KIND = re.compile(r'"kind"\s*:\s*"(?P<kind>[^"]+)"')
 _CALLS = re.compile(r"calls=%(?P<callee>[\w.\-]+)")
 _FUSION_KIND = re.compile(r"kind=(?P<kind>k\w+)")
+
+
+def _computation_name(line: str) -> str | None:
+    """The name a computation's header line opens (``%region_0.73 (...) -> ... {``),
+    else None; tuple shapes there carry ``/*index=5*/`` comments."""
+    match = _COMPUTATION.match(line)
+    if match and "=" not in _COMMENT.sub("", line).split("{")[0]:
+        return match.group("name")
+    return None
 
 
 def _elements(shape: str) -> int:
@@ -61,9 +71,9 @@ def hlo_summary(text: str, *, min_copy_elements: int = 1024) -> dict:
     callers = {}  # fused computation -> library kind of the fusion calling it (or None)
     copies, fusions = collections.Counter(), collections.Counter()
     for line in text.splitlines():
-        match = _COMPUTATION.match(line)
-        if match and "=" not in line.split("{")[0]:
-            computation = match.group("name")
+        name = _computation_name(line)
+        if name:
+            computation = name
             continue
         match = _INSTRUCTION.match(line)
         if match is None:
@@ -125,19 +135,17 @@ def conv_summary(text: str) -> dict:
     bodies = set()
     convs = collections.defaultdict(list)  # computation -> [canonical?]
     for line in text.splitlines():
-        match = _COMPUTATION.match(line)
-        if match and "=" not in line.split("{")[0]:
-            computation = match.group("name")
+        name = _computation_name(line)
+        if name:
+            computation = name
             continue
+        # a while's tuple shape has spaces and parentheses: read its line as text
+        callees[computation].update(m.group("callee") for m in _CALLEES.finditer(line))
+        if " while(" in line:
+            bodies.update(m.group("body") for m in _WHILE_BODY.finditer(line))
         match = _INSTRUCTION.match(line)
-        if match is None:
-            continue
-        rest = match.group("rest")
-        callees[computation].update(m.group("callee") for m in _CALLEES.finditer(rest))
-        if match.group("op") == "while":
-            bodies.update(m.group("body") for m in _WHILE_BODY.finditer(rest))
-        elif match.group("op") == "convolution":
-            labels = _DIM_LABELS.search(rest)
+        if match is not None and match.group("op") == "convolution":
+            labels = _DIM_LABELS.search(match.group("rest"))
             convs[computation].append(bool(labels) and canonical_labels(labels.group("labels")))
     in_loop, pending = set(), list(bodies)
     while pending:
