@@ -134,6 +134,8 @@ def _bad_cases(tmp):
         ("bench.py", ["--json", missing + ".json"], "does not exist"),
         ("bench_dots.py", ["--rounds", "0"], "--rounds must be >= 1"),
         ("bench_dots.py", ["--xla-flag=--fast"], "--xla-flag must be one XLA flag"),
+        ("bench_conv.py", ["--steps", "0"], "--steps must be >= 1"),
+        ("bench_conv.py", ["--model", "vgg"], "invalid choice: 'vgg'"),
         ("manual_backward.py", ["--json", missing + ".json"], "does not exist"),
         ("optimizers.py", ["--steps", "0"], "--steps must be >= 1"),
         ("graph.py", ["--out", missing + ".md"], "does not exist"),

@@ -34,7 +34,8 @@ images, jaxgrad's twin from ``from_torch``, buffers threaded by
 and matmuls, forward and backward), and add a contender:
 
   jax unrolled  the fused epoch with the scan fully unrolled (XLA's CPU backend runs
-                convolutions inside a rolled loop several times slower)
+                its convolutions inside a rolled loop several times slower; jaxgrad
+                lowers those as patches, see scripts/bench_conv.py)
 
 With --zoo (opt-in: each model's conversion and first compile add a minute or more)
 it also times real models converted with from_torch(module, example=...) from the zoo
@@ -296,8 +297,9 @@ class CnnJaxSide(JaxSide):
         self.key = jax.random.key(0)
         self.step = make_stateful_train_step(self.model, losses.cross_entropy, self.optimizer)
         self.epoch = make_stateful_train_epoch(self.model, losses.cross_entropy, self.optimizer)
-        # XLA:CPU runs convolutions inside a rolled scan loop several times slower: the
-        # unrolled epoch (one call, no loop) is timed beside the rolled one
+        # XLA:CPU runs its convolutions inside a rolled scan loop several times slower
+        # (jaxgrad lowers those as patches: jaxgrad.nn.conv_lowering); the unrolled
+        # epoch (one call, no loop, XLA's convolutions) is timed beside the rolled one
         self._make_fused = lambda unroll: make_stateful_train_epoch(
             self.model, losses.cross_entropy, self.optimizer, unroll=unroll)
         self._fused = {"epoch": self.epoch}
