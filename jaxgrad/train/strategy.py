@@ -19,8 +19,8 @@ candidate runs a few steps (``probe``), the first call's compile time is counted
 (a fully unrolled call's compile time is scaled by its length over the probe's). The
 probe's timings are cached on disk (``read_cache`` / ``write_cache``), keyed by what
 decides them: the model, shapes and dtypes, jax and jaxlib versions, the CPU model and
-vector extensions (``jaxgrad.train.benchmark.cpu_info``) and the device kind; the
-choice itself is recomputed from them for each run's length. A corrupt cache warns and
+vector extensions (``jaxgrad.train.benchmark.cpu_info``), the device kind, jaxgrad's
+version and how it lowers convolutions (``jaxgrad.nn.conv_lowering``); the choice itself is recomputed from them for each run's length. A corrupt cache warns and
 is probed again, never an error.
 
 Everything here is a pure function of numbers and mappings except ``probe`` (calls the
@@ -207,17 +207,23 @@ def describe_model(model) -> str:
 
 def environment(device=None) -> dict:
     """What besides the model decides the timings: jax, jaxlib, CPU model and vector
-    extensions, and ``device``'s kind (the default device when None)."""
+    extensions, ``device``'s kind (the default device when None), jaxgrad's version and
+    its convolution lowering (mode and rules)."""
     import jax
     import jaxlib
 
     from jaxgrad.train.benchmark import cpu_info
 
+    import jaxgrad
+    from jaxgrad.nn.functional import _lowering
+
     device = device if device is not None else jax.devices()[0]
     cpu = cpu_info()
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": cpu["model"],
             "cpu_flags": cpu["flags"], "platform": device.platform,
-            "device_kind": device.device_kind}
+            "device_kind": device.device_kind, "jaxgrad": jaxgrad.__version__,
+            # how convolutions compile changes the timings (jaxgrad.nn.conv_lowering)
+            "conv_lowering": [_lowering.current_mode(), _lowering.RULES]}
 
 
 def cache_key(parts: Mapping) -> str:

@@ -51,6 +51,7 @@ MODES = ("auto", "xla", "patches")
 PATCH_LIMIT = 1 << 28  # at most this many elements in a patch matrix (1 GiB in float32)
 PATCH_MIN = 1 << 20  # outside loops, patches from this many elements (4 MiB in float32)
 WIDE = 32  # outside loops, patches from this many output channels
+RULES = 1  # revision of the "auto" rules: part of the trainer's strategy-cache key
 _override: list[str] = []
 _loops: list[bool] = []
 
