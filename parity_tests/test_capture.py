@@ -30,6 +30,7 @@ from jaxgrad import nn
 from jaxgrad.nn import fx_ops
 from jaxgrad.parity import assert_parity
 from parity_checks._capture_parity import draws_for, grads_both, torch_run
+from parity_tests._sampling import one_in
 
 
 # ----------------------------------------------------- writes through views
@@ -110,8 +111,12 @@ class ModeBranch(tnn.Module):
         return self.fc(x) - 1.0
 
 
-@pytest.mark.parametrize("capture", ["layers", "export"])
-@pytest.mark.parametrize("converted_in", ["train", "eval"])
+# converted in train with layers, in eval with export in the default run; the two other
+# pairs in the exhaustive run (CI: -m "exhaustive or long")
+@pytest.mark.parametrize("converted_in,capture", one_in(2, [
+    pytest.param(mode, capture, id=f"{mode}-{capture}")
+    for mode, capture in [("train", "layers"), ("train", "export"), ("eval", "export"),
+                          ("eval", "layers")]]))
 def test_apply_follows_torchs_mode_whatever_mode_the_module_was_converted_in(
         x64, rng, capture, converted_in):
     torch.manual_seed(2)

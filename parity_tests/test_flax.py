@@ -284,6 +284,8 @@ class Net(nn.Module):
 '''
 
 
+# long (~8 s, the port script end to end): CI's -m "exhaustive or long" run
+@pytest.mark.long
 def test_port_script_converts_proves_saves_and_reloads_a_users_model(tmp_path, capsys,
                                                                     monkeypatch):
     """Dropout and an LSTM (whose output is a tuple) in one model: the port passes,
@@ -423,7 +425,9 @@ def test_port_script_refuses_an_unwritable_output(tmp_path, capsys):
     assert info.value.code == 2 and "does not exist" in capsys.readouterr().err
 
 
+# long (~13 s, every convention planted and checked): CI's -m "exhaustive or long" run
 @pytest.mark.slow
+@pytest.mark.long
 def test_every_convention_is_mapped_and_matters(x64):
     """scripts/flax_conventions.py's rows: with the mapping, rounding level against
     torch; with flax's default left in place, a visible error."""

@@ -15,6 +15,7 @@ from jaxgrad.manual import scaled_backward
 from jaxgrad.parity import compare
 from parity_checks.gradcheck import (input_shapes, layer_cases, layer_gradcheck, loss_cases,
                                      loss_gradcheck)
+from parity_tests._sampling import one_in
 from torchref.gradcheck import strict_gradcheck
 from torchref.manual import scaled_backward as torch_scaled_backward
 
@@ -35,7 +36,9 @@ def test_every_layer_has_a_case():
     assert set(jnn.SUPPORTED) - composites <= covered, set(jnn.SUPPORTED) - composites - covered
 
 
-@pytest.mark.parametrize("name", list(layer_cases()))
+# one layer row in two and one loss row in two in the default run (every row of both
+# in the exhaustive run, CI: -m "exhaustive or long")
+@pytest.mark.parametrize("name", one_in(2, list(layer_cases())))
 def test_gradcheck_passes_on_layer(name, x64, rng):
     report = layer_gradcheck(name, rng)
     assert report.passed, report.table()
@@ -52,7 +55,7 @@ def test_every_loss_has_a_case():
     assert functions <= covered, functions - covered
 
 
-@pytest.mark.parametrize("name", list(loss_cases(np.random.default_rng(0))))
+@pytest.mark.parametrize("name", one_in(2, list(loss_cases(np.random.default_rng(0)))))
 def test_gradcheck_passes_on_loss(name, rng):
     report = loss_gradcheck(name, rng)
     assert report.passed, report.table()
@@ -61,9 +64,11 @@ def test_gradcheck_passes_on_loss(name, rng):
     assert report.n_parameters == sum(x.size for x in inputs if x.dtype.kind == "f")
 
 
-@pytest.mark.parametrize("kind, name", [
+# one row in three in the default run (layers, then losses: both kinds), every row in the
+# exhaustive run (CI: -m "exhaustive or long")
+@pytest.mark.parametrize("kind, name", one_in(3, [
     *[("layer", name) for name in layer_cases()],
-    *[("loss", name) for name in loss_cases(np.random.default_rng(0))]])
+    *[("loss", name) for name in loss_cases(np.random.default_rng(0))]]))
 def test_backward_scaled_by_1_001_caught_on_every_row(kind, name):
     """Every layer and loss with a gradcheck row: a 0.1 % wrong backward fails it."""
     check = layer_gradcheck if kind == "layer" else loss_gradcheck

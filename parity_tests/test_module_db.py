@@ -1,6 +1,7 @@
 """Every ``module_db`` sample of every registered class, forward and gradients, float64
-(one in three for the eight recurrent, attention and transformer classes in the default
-run; every sample in the ``exhaustive`` test, which CI runs).
+(one in nine for the eight recurrent, attention and transformer classes in the default
+run, one in 24 for Transformer, one in three for eight 3-d pools and norms; every sample
+in the ``exhaustive`` test, which CI runs).
 
 One test per class (its samples are looped inside, so the report stays readable);
 the harness is ``parity_tests/module_db.py``. The harness itself is checked to fail:
@@ -20,18 +21,32 @@ from parity_tests import module_db as harness
 
 
 # 30-40 s each for all their samples on a 2-core machine (16-67 samples per mode, each
-# compiled programs): the default run takes one in three of them (every option still
-# varies); the exhaustive test runs all of them (CI: `pytest -m exhaustive`)
+# compiled programs): the default run takes one in nine of them, the first sample of each
+# mode included (~27 of the suite's worker-seconds, 77 at one in three: each class's first
+# programs are most of what is left); the exhaustive test adds the rest (CI: `pytest -m
+# "exhaustive or long"`)
 SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "Transformer", "TransformerDecoderLayer",
         "TransformerEncoder", "TransformerEncoderLayer"}
-SLOW_EVERY = 3
-EVERY = {"Transformer": 8}  # 64 samples of a whole encoder-decoder: one in eight by default
+SLOW_EVERY = 9
+EVERY = {"Transformer": 24}  # 64 samples of a whole encoder-decoder: one in 24 by default
+# 1.5-3 s each for all their samples (3-d pools, the batch and group norms): one in three
+# by default, the first sample of each mode included; all in the exhaustive test
+MEDIUM = {"AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+          "FractionalMaxPool2d", "FractionalMaxPool3d", "GroupNorm"}
+MEDIUM_EVERY = 3
+
+
+def _every(name):
+    """The default run's stride through ``name``'s samples."""
+    if name in SLOW:
+        return EVERY.get(name, SLOW_EVERY)
+    return MEDIUM_EVERY if name in MEDIUM else 1
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
                                   for n in sorted(harness.REGISTRY)])
 def test_module_db_samples(name):
-    results = harness.run_class(name, every=EVERY.get(name, SLOW_EVERY) if name in SLOW else 1)
+    results = harness.run_class(name, every=_every(name))
     assert results, f"module_db has no samples for {name}"
     failed = [r for r in results if r.status == "failed"]
     assert not failed, "\n".join(f"{r.label}: {r.detail}" for r in failed)
@@ -42,7 +57,7 @@ def test_module_db_samples(name):
 
 
 @pytest.mark.exhaustive
-@pytest.mark.parametrize("name", sorted(SLOW))
+@pytest.mark.parametrize("name", sorted(SLOW | MEDIUM))
 def test_module_db_every_sample(name):
     results = harness.run_class(name)
     failed = [r for r in results if r.status == "failed"]

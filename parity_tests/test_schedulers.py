@@ -19,6 +19,7 @@ from jaxgrad.optim import schedulers
 from jaxgrad.parity import assert_parity
 from torchref import optim as toptim
 from parity_checks.optimizers import trajectories
+from parity_tests._sampling import one_in
 
 LR = 0.1
 STEPS = 40
@@ -348,8 +349,10 @@ TRAJECTORY_CASES = [(*c, 0) for c in CYCLED_OPTIMIZERS] + [
 TRAJECTORY_STEPS = 30
 
 
+# one in three in the default run (sgd0-cos, adam3-cos, sgd1-linear, adam3-three_phase:
+# every strategy), the rest in the exhaustive run (CI: -m "exhaustive or long")
 @pytest.mark.parametrize(
-    "name,hyper,strategy", TRAJECTORY_CASES,
+    "name,hyper,strategy", one_in(3, TRAJECTORY_CASES),
     ids=[f"{n}{CYCLED_OPTIMIZERS.index((n, h))}-{('cos', 'linear', 'three_phase')[k]}"
          for n, h, k in TRAJECTORY_CASES])
 def test_one_cycle_training_trajectory_float64(x64, name, hyper, strategy):

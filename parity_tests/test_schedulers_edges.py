@@ -17,6 +17,7 @@ from jaxgrad import optim as joptim
 from jaxgrad.optim import schedulers
 from jaxgrad.parity import assert_parity
 from parity_checks.optimizers import trajectories
+from parity_tests._sampling import one_in
 
 LR = 0.1
 STEPS = 40
@@ -64,9 +65,12 @@ CYCLIC = [
 ]
 
 
-@pytest.mark.parametrize("kwargs", CYCLIC, ids=[f"cyclic{i}" for i in range(len(CYCLIC))])
-@pytest.mark.parametrize("optimizer_cls", [torch.optim.SGD, torch.optim.Adam],
-                         ids=["momentum", "betas0"])
+# optimizer x CyclicLR: one in two in the default run (every CyclicLR, both optimizers),
+# the rest in the exhaustive run (CI: -m "exhaustive or long"); ids as two parametrizes
+@pytest.mark.parametrize("kwargs,optimizer_cls", one_in(2, [
+    pytest.param(kwargs, cls, id=f"{which}-cyclic{i}")
+    for cls, which in [(torch.optim.SGD, "momentum"), (torch.optim.Adam, "betas0")]
+    for i, kwargs in enumerate(CYCLIC)]))
 def test_cyclic_lr_and_momentum_equal_torchs_step_by_step(x64, kwargs, optimizer_cls):
     # torch writes the momentum into SGD's `momentum` and Adam's `betas[0]` every step
     lrs, momenta = _torch_run(lambda opt: tsched.CyclicLR(opt, **kwargs),
@@ -85,7 +89,8 @@ CYCLED_OPTIMIZERS = [
 ]
 
 
-@pytest.mark.parametrize("name,hyper", CYCLED_OPTIMIZERS,
+# one in two in the default run (sgd0, adam2), the rest in the exhaustive run
+@pytest.mark.parametrize("name,hyper", one_in(2, CYCLED_OPTIMIZERS),
                          ids=[f"{n}{i}" for i, (n, _) in enumerate(CYCLED_OPTIMIZERS)])
 def test_cyclic_lr_training_trajectory_float64(x64, name, hyper):
     # SGD's default momentum=0 too: torch's CyclicLR sets it to max_momentum, so the
@@ -249,7 +254,9 @@ CHAINS = [
 ]
 
 
-@pytest.mark.parametrize("theirs,ours", [c[1:] for c in CHAINS], ids=[c[0] for c in CHAINS])
+# one chain in three in the default run, every chain in the exhaustive run (CI)
+@pytest.mark.parametrize("theirs,ours", one_in(3, [c[1:] for c in CHAINS]),
+                         ids=[c[0] for c in CHAINS])
 def test_chained_scheduler_equals_torchs_step_by_step(x64, theirs, ours):
     lrs, _ = _torch_run(lambda opt: tsched.ChainedScheduler(theirs(opt)))
     # torch's optimizer= argument only checks that the schedulers share it

@@ -3,7 +3,8 @@
 ``conftest.py`` lowers every program of a test process into one MLIR context
 (``_mlir_context.py``) where jax would build a new one per program. Here the same
 programs are lowered both ways, each traced anew so that no lowering cache can hand back
-the first result, and the text jax gives XLA must be identical.
+the first result, and the text jax gives XLA must be identical. ``_sampling.one_in``,
+which picks what the default run takes of a parametrization, drops nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import types
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax._src.interpreters import mlir
 
 from parity_tests._mlir_context import share_one_mlir_context
+from parity_tests._sampling import one_in
 
 
 def _programs():
@@ -79,3 +82,22 @@ def test_sharing_wraps_once_and_leaves_other_jax_versions_alone():
     first = stand_in.make_ir_context()
     assert stand_in.make_ir_context() is first and calls == [1]
     assert not share_one_mlir_context(types.SimpleNamespace())
+
+
+def test_one_in_leaves_the_first_of_each_stride_to_the_default_run():
+    """``one_in`` (the default run's selection of a parametrization, the rest marked
+    ``exhaustive`` or ``long``) keeps values, ids and marks and drops nothing."""
+    slow = pytest.mark.slow
+    params = ["a", ("b", 2), pytest.param("c", 3, id="cee", marks=slow), "d", ("e", 5)]
+    out = one_in(2, params)
+    assert out[0] == "a" and out[2] is params[2] and out[4] == ("e", 5)  # kept as they are
+    assert out[1].values == ("b", 2) and [m.name for m in out[1].marks] == ["exhaustive"]
+    assert out[3].values == ("d",) and [m.name for m in out[3].marks] == ["exhaustive"]
+    again = one_in(3, params, marker=pytest.mark.long)
+    assert again[2].id == "cee" and again[2].values == ("c", 3)
+    assert [m.name for m in again[2].marks] == ["slow", "long"]  # its own marks merged
+    assert [p for i, p in enumerate(again) if i % 3 == 0] == ["a", "d"]
+    assert one_in(1, params) == params
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="`every`"):
+            one_in(bad, params)

@@ -16,6 +16,9 @@ from parity_checks.training import SIZES, data_parallel_report, make_data
 from torchref import train as ttrain
 
 
+# long (~9 s, a subprocess with 4 simulated devices): CI's -m "exhaustive or long" run,
+# and the parity report's data-parallel row (scripts/parity.py)
+@pytest.mark.long
 def test_four_simulated_devices_match_one_device():
     """Runs in a subprocess with --xla_force_host_platform_device_count=4 (unless this
     process already has 4 devices); the trained parameters must agree at float32 tier."""
@@ -32,7 +35,9 @@ def test_data_parallel_report_should_fail_on_different_params():
     assert not compare(params, nudged).passed
 
 
+# long (~13 s, two gloo processes): CI's -m "exhaustive or long" run
 @pytest.mark.slow
+@pytest.mark.long
 def test_ddp_allreduced_gradient_equals_big_batch_and_jaxgrad():
     """2 gloo processes on 127.0.0.1, each half the batch: DDP's averaged .grad equals
     the one-process big-batch .grad and jax.grad of the same mean loss."""
