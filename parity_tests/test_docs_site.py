@@ -120,7 +120,7 @@ def _entry(page: str, anchor: str) -> str:
     return page[start:following if following > 0 else len(page)]
 
 
-@pytest.mark.slow
+@pytest.mark.long  # the site build (~10 s); CI: -m "exhaustive or long", and mkdocs build --strict
 @pytest.mark.parametrize("page", sorted(MODULES))
 def test_every_public_name_has_a_rendered_reference_entry(site, page):
     module = MODULES[page]
@@ -136,7 +136,7 @@ def test_every_public_name_has_a_rendered_reference_entry(site, page):
     assert not undocumented, f"{module}: entries without a docstring: {undocumented}"
 
 
-@pytest.mark.slow
+@pytest.mark.long  # the site build (~10 s); CI: -m "exhaustive or long", and mkdocs build --strict
 def test_the_home_page_is_the_readme_and_shows_the_real_quick_start(site):
     home = html.unescape(re.sub(r"<[^>]+>", "", open(site / "index.html",
                                                      encoding="utf-8").read()))
@@ -196,7 +196,7 @@ SIGNATURE = """(() => {
 })()"""
 
 
-@pytest.mark.slow
+@pytest.mark.long  # the site build (~10 s); CI: -m "exhaustive or long", and mkdocs build --strict
 def test_site_pages_in_headless_chromium(site, browser):
     """The home page's search box finds an API entry; the API page shows a signature."""
     with _served(site) as base:

@@ -40,7 +40,11 @@ SELECTIONS = [pytest.param(EVERY, marks=pytest.mark.slow, id=f"one-in-{EVERY}"),
               pytest.param(1, marks=pytest.mark.exhaustive, id="every-sample")]
 
 
-@pytest.mark.parametrize("every", SELECTIONS)
+# op_db's loss samples: each loss's first sample compiled eagerly is most of the cost at
+# any stride (~25 worker-seconds at one in 18); test_losses.py holds every functional
+# loss to torch in the default run, so all of these run in the exhaustive run only
+@pytest.mark.parametrize("every", [pytest.param(EVERY, marks=pytest.mark.exhaustive,
+                                                id=f"one-in-{EVERY}"), SELECTIONS[1]])
 def test_op_db_loss_samples_and_error_inputs(every):
     outcomes = conformance.op_outcomes(every=every)
     _assert_all_accepted(outcomes)
@@ -52,7 +56,10 @@ def test_op_db_loss_samples_and_error_inputs(every):
     assert any(o.source == "op_db errors" for o in outcomes)
 
 
-@pytest.mark.parametrize("every", SELECTIONS)
+# module_db's loss samples repeat op_db's losses as modules (test_losses_from_torch.py
+# converts every loss module in the default run): all of them in the exhaustive run only
+@pytest.mark.parametrize("every", [pytest.param(EVERY, marks=pytest.mark.exhaustive,
+                                                id=f"one-in-{EVERY}"), SELECTIONS[1]])
 def test_module_db_loss_samples_and_error_inputs(every):
     outcomes = conformance.module_outcomes(every=every)
     _assert_all_accepted(outcomes)

@@ -28,7 +28,8 @@ from parity_tests import module_db as harness
 SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "Transformer", "TransformerDecoderLayer",
         "TransformerEncoder", "TransformerEncoderLayer"}
 SLOW_EVERY = 9
-EVERY = {"Transformer": 24}  # 64 samples of a whole encoder-decoder: one in 24 by default
+EVERY = {"Transformer": 24,  # 64 samples of a whole encoder-decoder: one in 24 by default
+         "TransformerDecoderLayer": 99}  # its first sample of each mode by default
 # 1.5-3 s each for all their samples (3-d pools, the batch and group norms): one in three
 # by default, the first sample of each mode included; all in the exhaustive test
 MEDIUM = {"AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
