@@ -27,6 +27,27 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def add_xla_flag(parser: argparse.ArgumentParser, help_suffix: str = "") -> None:
+    """``--xla-flag --xla_...`` (repeatable), appended to ``XLA_FLAGS`` before jax starts
+    (``apply_xla_flags``); checked by ``check_xla_flags``."""
+    parser.add_argument("--xla-flag", action="append", default=[], metavar="--xla_...",
+                        help="append one flag to XLA_FLAGS before jax starts (repeatable"
+                             + (f"; {help_suffix}" if help_suffix else "") + ")")
+
+
+def check_xla_flags(parser: argparse.ArgumentParser, flags) -> None:
+    for flag in flags:
+        if not flag.startswith("--xla_") or any(c.isspace() for c in flag):
+            parser.error(f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true "
+                         f"(got {flag!r})")
+
+
+def apply_xla_flags(flags) -> None:
+    """Append ``flags`` to ``$XLA_FLAGS`` (call before importing jax)."""
+    if flags:
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()
+
+
 def at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, minimum: int,
              *names: str) -> None:
     """Each of ``names`` (argparse dests) that is set must be ``>= minimum``."""

@@ -155,10 +155,8 @@ def parse_args(argv=None):
     parser.add_argument("--warmup-rounds", type=int,
                         help="cap on each contender's warm-up rounds (default 8, --quick 4; "
                              "warm-up stops earlier once two consecutive rounds agree within 10%%)")
-    parser.add_argument("--xla-flag", action="append", default=[], metavar="--xla_...",
-                        help="append one flag to XLA_FLAGS before jax starts (repeatable; "
-                             "write it as --xla-flag=--xla_cpu_use_xnnpack=true); printed in "
-                             "the header")
+    _cli.add_xla_flag(parser, "write it as --xla-flag=--xla_cpu_use_xnnpack=true; printed "
+                              "in the header")
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
@@ -166,10 +164,7 @@ def parse_args(argv=None):
         args.warmup_rounds = 4 if args.quick else 8
     _cli.at_least(parser, args, 1, "rounds", "steps", "peak_size", "torch_threads")
     _cli.at_least(parser, args, 2, "warmup_rounds")
-    for flag in args.xla_flag:
-        if not flag.startswith("--xla_") or any(c.isspace() for c in flag):
-            parser.error(f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true "
-                         f"(got {flag!r})")
+    _cli.check_xla_flags(parser, args.xla_flag)
     _cli.output_file(parser, "--json", args.json)
     zoo_names = {c[0] for c in ZOO_CONFIGS}
     if args.only and any(name in zoo_names for name in args.only):
@@ -858,8 +853,7 @@ def to_json(results) -> list:
 def main(argv=None) -> int:
     args = parse_args(argv)
     load_before = os.getloadavg()[0]  # before jax and torch start their threads
-    if args.xla_flag:
-        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *args.xla_flag]).strip()
+    _cli.apply_xla_flags(args.xla_flag)
     import jax
     import torch
 

@@ -54,16 +54,12 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     parser.add_argument("--kernels-only", action="store_true",
                         help="only what the compiled step and epoch contain (no timing)")
-    parser.add_argument("--xla-flag", action="append", default=[], metavar="--xla_...",
-                        help="append one flag to XLA_FLAGS before jax starts (repeatable)")
+    _cli.add_xla_flag(parser)
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 3 when the timings cannot be trusted")
     args = parser.parse_args(argv)
     _cli.at_least(parser, args, 1, "batch", "steps", "rounds")
-    for flag in args.xla_flag:
-        if not flag.startswith("--xla_") or any(c.isspace() for c in flag):
-            parser.error(f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true "
-                         f"(got {flag!r})")
+    _cli.check_xla_flags(parser, args.xla_flag)
     args.model = args.model or list(MODELS)
     return args
 
@@ -161,9 +157,7 @@ def time_rounds(setup, rounds):
 def main(argv=None) -> int:
     args = parse_args(argv)
     load_before = os.getloadavg()[0]
-    if args.xla_flag:
-        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""),
-                                            *args.xla_flag]).strip()
+    _cli.apply_xla_flags(args.xla_flag)
     import jax
     import torch
 
