@@ -32,8 +32,10 @@ Both compute torch's ``conv{1,2,3}d`` (input `(N, C, *spatial)`, weight
 The mode is read when a function is traced: ``with conv_lowering("xla"): ...``
 around the first call of a jitted function (a function traced earlier keeps the
 lowering it was traced with), or ``$JAXGRAD_CONV`` for the process's default. Both
-lowerings sum the same products; their float32 results differ by summation order
-only (within the float32 tier), their float64 results within the float64 tier.
+lowerings sum the same products and differ by summation order only: within the float64
+tier in float64; in float32 a long sum (a weight gradient over a large batch and image)
+can leave the float32 tier for either, as it does for torch's own, which
+``jaxgrad.parity.compare(..., reference64=)`` judges.
 """
 
 from __future__ import annotations
