@@ -80,6 +80,17 @@ def test_judge_collects_every_reason():
     assert trust.describe().startswith("untrusted: load 9.0")
 
 
+def test_judge_timings_reads_this_machines_cpus(monkeypatch):
+    monkeypatch.setattr(benchmark, "usable_cpus", lambda: 2)
+    steady = {"a": benchmark.spread([1.0, 1.0, 1.01])}
+    assert benchmark.judge_timings(0.5, 2.5, steady).trusted
+    trust = benchmark.judge_timings(1.5, 2.5, {"a": benchmark.spread([1, 2, 3])})
+    assert [r.split(" ")[0] for r in trust.reasons] == ["load", "a"]
+    assert trust.reasons[0] == "load 1.5 on 2 cores before the run (limit 1.0)"
+    monkeypatch.setattr(benchmark, "cpu_info", lambda: {"model": "X", "flags": []})
+    assert benchmark.describe_cpu() == "X, 2 usable CPUs; vector extensions: none found"
+
+
 def fake_clock(round_seconds):
     """A clock whose successive (start, stop) readings are `round_seconds` apart."""
     ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, t) for t in round_seconds))

@@ -163,9 +163,7 @@ def main(argv=None) -> int:
 
     from jaxgrad.train import benchmark
 
-    cpu = benchmark.cpu_info()
-    print(f"cpu: {cpu['model']}, {benchmark.usable_cpus()} usable CPUs; vector extensions: "
-          f"{' '.join(cpu['flags']) or 'none found'}; jax {jax.__version__}, "
+    print(f"cpu: {benchmark.describe_cpu()}; jax {jax.__version__}, "
           f"torch {torch.__version__} with {torch.get_num_threads()} threads")
     setups = {}
     for name in args.model:
@@ -177,9 +175,7 @@ def main(argv=None) -> int:
     load_after = os.getloadavg()[0]
     spreads = {f"{name} {run}": benchmark.spread(t)
                for name, runs in seconds.items() for run, t in runs.items()}
-    trust = benchmark.judge(
-        run_reasons=benchmark.load_reasons(load_before, load_after, benchmark.usable_cpus()),
-        spreads=spreads)
+    trust = benchmark.judge_timings(load_before, load_after, spreads)
     print(f"\n{args.rounds} interleaved rounds of {args.steps} steps; load average "
           f"{load_before:.2f} before, {load_after:.2f} after")
     print(f"{'model':<7} {'contender':<21} {'ms/step':>8} {'IQR':>5} "

@@ -123,9 +123,7 @@ def main(argv=None) -> int:
     import jax
     from jaxgrad.train import benchmark
 
-    cpu = benchmark.cpu_info()
-    print(f"cpu: {cpu['model']}, {benchmark.usable_cpus()} usable CPUs; vector extensions: "
-          f"{' '.join(cpu['flags']) or 'none found'}; jax {jax.__version__}")
+    print(f"cpu: {benchmark.describe_cpu()}; jax {jax.__version__}")
     print_kernels(jax)
     if args.kernels_only:
         return 0
@@ -134,9 +132,7 @@ def main(argv=None) -> int:
     seconds, flops = time_dots(args, jax)
     load_after = os.getloadavg()[0]
     spreads = {k: benchmark.spread(t) for k, t in seconds.items()}
-    trust = benchmark.judge(
-        run_reasons=benchmark.load_reasons(load_before, load_after, benchmark.usable_cpus()),
-        spreads=spreads)
+    trust = benchmark.judge_timings(load_before, load_after, spreads)
     print(f"\n{args.rounds} interleaved rounds, ({args.batch}, {args.size}) x ({args.size}, "
           f"{args.size}) float32, torch {torch.__version__} with {torch.get_num_threads()} threads; "
           f"load average {load_before:.2f} before, {load_after:.2f} after")

@@ -253,6 +253,21 @@ def goal_verdict(ratio: float, goal: float, trust: Trust) -> str:
     return "met" if ratio >= goal else "NOT met"
 
 
+def judge_timings(load_before: float, load_after: float,
+                  spreads: Mapping[str, Spread]) -> Trust:
+    """The ``Trust`` of a side measurement (no warm-up record): this machine's load
+    before and after it, and each timed contender's spread of rounds."""
+    return judge(run_reasons=load_reasons(load_before, load_after, usable_cpus()),
+                 spreads=spreads)
+
+
+def describe_cpu() -> str:
+    """``"<model>, N usable CPUs; vector extensions: avx2 ..."``, for a header line."""
+    cpu = cpu_info()
+    return (f"{cpu['model']}, {usable_cpus()} usable CPUs; vector extensions: "
+            f"{' '.join(cpu['flags']) or 'none found'}")
+
+
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity mask where the OS has one)."""
     try:

@@ -87,10 +87,9 @@ def _windows_along(values, positions, axis, length):
     """Windows along one spatial dim: `(.., L, ..)` -> `(.., out, k, ..)`; positions
     outside ``[0, L)`` hold any value (the caller masks them).
 
-    Regular windows are ``k`` strided slices of the input padded with zeros: their
-    gradient is a padded sum, where a gather's is a scatter-add (on XLA:CPU a scatter
-    took about 40 % of a small CNN's training step). Irregular ones (adaptive windows
-    of unequal sizes) are gathered."""
+    Regular windows are ``k`` strided slices of the input padded with zeros (a reshape
+    when they tile the axis): their gradient is a padded sum, where a gather's is a
+    scatter-add. Irregular ones (adaptive windows of unequal sizes) are gathered."""
     affine = _affine(positions)
     if affine is None:
         return jnp.take(values, np.clip(positions, 0, length - 1), axis=axis)
