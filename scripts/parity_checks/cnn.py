@@ -130,6 +130,45 @@ def _trajectory_check():
         name=f"resnet {TRAJECTORY_STEPS} training steps, train mode, sgd {SGD}")
 
 
+def resnet_fused_epoch(steps: int = TRAJECTORY_STEPS, *, seed: int = 0) -> tuple[dict, dict]:
+    """The ResNet's float64 training run as jaxgrad's scan-fused epoch (one rolled
+    ``lax.scan``, where ``conv_lowering("auto")`` lowers the convolutions as patches on
+    the CPU) against torch's loop: every step's loss, and the parameters, momentum
+    buffers and BatchNorm buffers after the last step."""
+    from jaxgrad.train.stateful import make_stateful_train_epoch
+
+    torch.manual_seed(seed)
+    module = torchref.models.resnet(dtype=torch.float64)
+    x, y = digit_images("float64")
+    batches = batch_indices(len(x), BATCH_SIZE, seed=seed, epoch=0, drop_last=True)[:steps]
+    with jax_precision("float64"):
+        model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+        reference, _ = train_mode_trajectories(module, x, y, steps=steps, seed=seed)
+        optimizer = joptim.sgd(**SGD)
+        epoch = make_stateful_train_epoch(model, jlosses.cross_entropy, optimizer)
+        xs = jnp.asarray(np.stack([x[i] for i in batches]))
+        ys = jnp.asarray(np.stack([y[i] for i in batches]))
+        params, buffers, opt_state, metrics = epoch(params, buffers, optimizer.init(params),
+                                                    (xs, ys), jax.random.key(seed))
+    last = {key: {k: v[-1] for k, v in reference[key].items()}
+            for key in ("params", "buffers")}
+    last["optimizer_state"] = {n: {k: v[-1] for k, v in fields.items()}
+                               for n, fields in reference["optimizer_state"].items()}
+    candidate = {
+        "params": {k: np.asarray(v) for k, v in params.items()},
+        "buffers": {k: np.asarray(v) for k, v in buffers.items()},
+        "optimizer_state": {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
+                            for n, fields in joptim.torch_style_state(opt_state).items()}}
+    return ({"loss": reference["loss"], **last},
+            {"loss": np.asarray(metrics["loss"]), **candidate})
+
+
+def _fused_epoch_check():
+    return jaxgrad.parity.compare(
+        *resnet_fused_epoch(),
+        name=f"resnet {TRAJECTORY_STEPS} steps as one scan-fused epoch, sgd {SGD}")
+
+
 CHECKS = [
     *[Check(name=f"{name} forward+backward (digits)", dtype=dtype, area="cnn",
             run=functools.partial(forward_parity, name, dtype))
@@ -137,4 +176,6 @@ CHECKS = [
       for name, dtype in (("cnn", "float64"),)],
     Check(name=f"resnet train {TRAJECTORY_STEPS} steps +buffers", dtype="float64", area="cnn",
           run=_trajectory_check),
+    Check(name=f"resnet fused epoch {TRAJECTORY_STEPS} steps (conv patches)", dtype="float64",
+          area="cnn", run=_fused_epoch_check),
 ]
