@@ -89,15 +89,21 @@ def test_correct_float32_cnn_gets_a_clean_bill_where_the_tier_alone_fails(form):
 
 
 def test_the_cnn_needs_the_calibration():
-    """Without the float64 run the tier fails the correct jaxgrad port's output: the
-    case the calibration exists for (torch's own float32 misses the tier too)."""
+    """The case the calibration exists for: torch's own float32 output and the correct
+    jaxgrad port's both miss the float32 tier against torch's float64 run (the
+    cancellation of ~100 amplified ~10x: a fact of float32 arithmetic on any CPU), and
+    the calibrated rule passes the port against torch's float32 output. Whether the
+    tier alone also passes the two float32 outputs against each other depends on
+    whether the CPU's kernels happen to round alike (on an AMD EPYC they did not; on
+    an Intel Xeon with AMX they did): luck, so not asserted."""
     tm, x = _model("cnn")
     (model, params), buffers = _jaxgrad_port(tm)
     ours, _ = model.apply(params, x.numpy(), buffers=buffers)
     with torch.no_grad():
         theirs = tm(x).numpy()
         exact = tm.double()(x.double()).numpy()
-    assert not compare(theirs, np.asarray(ours)).passed
+    assert not compare(exact, theirs).passed
+    assert not compare(exact, np.asarray(ours)).passed
     assert compare(theirs, np.asarray(ours), reference64=exact).passed
 
 
@@ -221,6 +227,10 @@ def test_doctor_script_float32_says_the_calibrated_rule(tmp_path, capsys, monkey
     assert got == code, printed + captured.err
     assert text in printed
     assert "calibrated" in printed, printed
-    if builder == "good":  # torch's own float32 misses the tier: the rule is named
+    if builder == "good" and "every layer and the output are within the float32 tier" in printed:
+        # this CPU's kernels rounded alike in both frameworks (an Intel Xeon with AMX
+        # did): no leaf needed the rule, and the report must not claim one did
+        assert "[passed by " not in printed and "passed by" not in html.read_text(), printed
+    elif builder == "good":  # the tier alone failed a leaf: the rule that passed it is named
         assert "[passed by " in printed and any(rule in printed for rule in CALIBRATED), printed
         assert "passed by" in html.read_text()
