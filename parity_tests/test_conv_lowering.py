@@ -31,20 +31,21 @@ TORCH_CONV = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
 # (spatial dims, groups, stride, dilation, padding): the default run takes, for each
 # rank and groups, two of the eight stride/dilation/padding combinations, between them
 # varying all three; the exhaustive run (CI) takes all 48
-_DEFAULT = {1: {(1, 1, 0), (2, 2, 1)}, 2: {(2, 1, 1), (1, 2, 0)}}
+# (groups 4 is depthwise: one input channel per group, two output channels each)
+_DEFAULT = {1: {(1, 1, 0), (2, 2, 1)}, 2: {(2, 1, 1), (1, 2, 0)}, 4: {(1, 1, 1), (2, 2, 0)}}
 CASES = [
     pytest.param(n, groups, stride, dilation, padding,
                  marks=() if (stride, dilation, padding) in _DEFAULT[groups]
                  else pytest.mark.exhaustive)
     for n, groups, stride, dilation, padding in itertools.product(
-        (1, 2, 3), (1, 2), (1, 2), (1, 2), (0, 1))
+        (1, 2, 3), (1, 2, 4), (1, 2), (1, 2), (0, 1))
 ]
 
 
 def _conv_case(n, groups, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 4) + (7, 6, 5)[:n])
-    w = rng.standard_normal((6, 4 // groups) + (3, 2, 2)[:n])
+    w = rng.standard_normal((8 if groups == 4 else 6, 4 // groups) + (3, 2, 2)[:n])
     return x, w
 
 
@@ -140,11 +141,19 @@ def test_auto_rule_groups_size_and_mode():
     with _lowering.in_loop():
         assert _lowering.choose(small_x, small_w, *args, 1) == "patches"
         assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "xla"  # grouped
+        assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "patches"  # depthwise
         assert _lowering.choose(huge_x, small_w, *args, 1) == "xla"  # patch matrix too big
         with _lowering.in_loop(False):  # a fully unrolled scan inside
             assert _lowering.choose(small_x, small_w, *args, 1) == "xla"
         with nn.conv_lowering("xla"):
             assert _lowering.choose(small_x, small_w, *args, 1) == "xla"
+    # depthwise outside loops too (MobileNet's per-step programs), within the size limit
+    assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "patches"
+    assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "xla"
+    huge_depthwise_x = (_lowering.PATCH_LIMIT // (16 * 16 * 9) + 1, 4, 16, 16)
+    assert _lowering.choose(huge_depthwise_x, (8, 1, 3, 3), *args, 4) == "xla"
+    with nn.conv_lowering("xla"):
+        assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "xla"
     with nn.conv_lowering("patches"):
         assert _lowering.choose(small_x, small_w, *args, 2) == "patches"
 
