@@ -70,6 +70,32 @@ def test_patches_match_torch_output_and_gradients(n, groups, stride, dilation, p
     jaxgrad.assert_parity(tw.grad, dw)
 
 
+@pytest.mark.parametrize("capture", ["layers", "export"])
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=4, padding_mode="reflect"),
+    lambda: torch.nn.Conv1d(3, 3, 5, stride=2, dilation=2, groups=3),
+], ids=["conv2d-reflect", "conv1d-dilated"])
+def test_depthwise_layers_under_auto_match_torch(make, capture):
+    """Depthwise layers converted by both front ends, under ``"auto"`` (patches on the
+    CPU, in a per-call program): output, input, weight and bias gradients against
+    torch in float64 (a 1.001-scaled patches output fails every case)."""
+    torch.manual_seed(0)
+    module = make().double()
+    x = torch.randn(2, module.in_channels, *(12,) * (module.weight.ndim - 2),
+                    dtype=torch.float64, requires_grad=True)
+    expected = module(x)
+    cotangent = torch.randn_like(expected)
+    expected.backward(cotangent)
+    with jax.enable_x64(True):
+        model, params = nn.from_torch(module, example=(x.detach(),), capture=capture)
+        got, vjp = jax.vjp(model.apply, params, x.detach().numpy())
+        dparams, dx = vjp(cotangent.numpy())
+    jaxgrad.assert_parity(expected.detach(), got)
+    jaxgrad.assert_parity(x.grad, dx)
+    jaxgrad.assert_parity(module.weight.grad, dparams["weight"])
+    jaxgrad.assert_parity(module.bias.grad, dparams["bias"])
+
+
 def test_patches_forward_mode_matches_xla_lowering():
     """``jax.jvp`` through both lowerings (torch has no forward-mode twin here)."""
     for n, groups in ((1, 1), (2, 2), (3, 1)):

@@ -32,7 +32,7 @@ Both compute torch's ``conv{1,2,3}d`` (input `(N, C, *spatial)`, weight
   out of loops: on an Intel Xeon (AVX-512, AMX, 2 cores) mobilenet_v3_small's ran
   7–30× faster forward and backward than XLA's grouped convolution, and the
   converted model's training step 3.4× faster. Other grouped convolutions stay
-  ``"xla"`` (not measured);
+  ``"xla"`` (not measured).
 
 The mode is read when a function is traced: ``with conv_lowering("xla"): ...``
 around the first call of a jitted function (a function traced earlier keeps the
