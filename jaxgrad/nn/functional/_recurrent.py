@@ -15,7 +15,12 @@ Each cell is torch's formula on torch's packed weights (``weight_ih``
 ``recurrent(mode, params, input, hx, ...)`` runs ``num_layers`` layers (each
 direction one ``lax.scan`` over time; the input projection of the whole sequence is
 computed once before the scan, as torch's CPU kernel does), with dropout between
-layers in training mode.
+layers in training mode. A sequence of at most ``FULL_UNROLL_MAX`` steps is scanned
+fully unrolled (``unroll=True``): the same operations in the same order, without a
+loop. On XLA:CPU a rolled loop of small dots costs more per step than the dots
+themselves (an LSTM of hidden size 64 at batch 128, forward and backward: 8 steps
+2.8 -> 2.2 ms, 16 steps 6.2 -> 4.7 ms unrolled; at 32 steps the two are level, at 64
+the unrolled one is slower and compiles for 20 s), so longer sequences keep the loop.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import jax.numpy as jnp
 from jaxgrad.nn.functional._attention import dropout_keep
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+# the longest sequence scanned without a loop (see the module docstring)
+FULL_UNROLL_MAX = 16
 
 
 def _linear(x, weight, bias):
@@ -96,7 +103,8 @@ def _scan_direction(mode, xs, state, weights, reverse):
         carry = step(proj_t, carry, w_hh, b_hh)
         return carry, carry
 
-    final, outputs = jax.lax.scan(body, state, input_proj, reverse=reverse)
+    unroll = True if input_proj.shape[0] <= FULL_UNROLL_MAX else 1
+    final, outputs = jax.lax.scan(body, state, input_proj, reverse=reverse, unroll=unroll)
     return outputs, final
 
 
