@@ -17,6 +17,7 @@ from jax.experimental import checkify
 import jaxgrad
 from jaxgrad import nn
 from jaxgrad.nn import functional as JF
+from jaxgrad.nn.functional._attention import safe_softmax
 from parity_checks._twin import twin_parity
 from torchref.sequence_models import sequence_model
 
@@ -196,6 +197,22 @@ def test_stacked_recurrent_dropout_spares_the_last_layer_like_torch(x64):
     np.testing.assert_array_equal(trained[-1], h_n[-1])
 
 
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_short_and_long_sequences_match_torch(cell, x64):
+    """A sequence of at most FULL_UNROLL_MAX steps is scanned without a loop, a longer
+    one with it: both, bidirectional and stacked, against torch in float64 (outputs,
+    final states, every parameter and input gradient)."""
+    from jaxgrad.nn.functional._recurrent import FULL_UNROLL_MAX
+
+    torch.manual_seed(0)
+    module = getattr(torch.nn, cell)(3, 4, num_layers=2, bidirectional=True,
+                                     dtype=torch.float64)
+    for length in (FULL_UNROLL_MAX, FULL_UNROLL_MAX + 1):
+        x = np.random.default_rng(length).standard_normal((length, 2, 3))
+        report = twin_parity(module, (x,))
+        assert report.passed, report.table()
+
+
 def test_sdpa_fully_masked_row_is_zero_with_finite_gradients(x64):
     q = jnp.asarray(np.random.default_rng(0).standard_normal((1, 2, 3, 4)))
     attend = jnp.array([[True, False, True], [False, False, False], [True, True, True]])
@@ -206,6 +223,34 @@ def test_sdpa_fully_masked_row_is_zero_with_finite_gradients(x64):
     value, grads = jax.jit(jax.value_and_grad(total))(q)
     assert jnp.isfinite(value) and jnp.all(jnp.isfinite(grads))  # no NaN leaks back
     assert not jnp.any(JF.scaled_dot_product_attention(q, q, q, attend)[:, :, 1])
+
+
+def test_safe_softmax_is_torchs_with_its_gradient_and_tangent(x64):
+    """``safe_softmax`` (the attention's softmax) against ``torch._safe_softmax`` in
+    float64: rows with no, some and all scores at ``-inf``, value and vector-Jacobian
+    product; its forward-mode rule against central differences on the unmasked rows."""
+    rng = np.random.default_rng(3)
+    scores = rng.standard_normal((4, 5, 6)) * 3
+    scores[0, 1, [0, 2, 5]] = -np.inf  # partly masked row
+    scores[1, 2, :] = -np.inf  # fully masked rows
+    scores[3, 0, :] = -np.inf
+    cotangent = rng.standard_normal(scores.shape)
+    scores_t = torch.tensor(scores, requires_grad=True)
+    expected = torch.ops.aten._safe_softmax(scores_t, -1)
+    (expected_grad,) = torch.autograd.grad(expected, scores_t, torch.tensor(cotangent))
+    weights, vjp = jax.vjp(jax.jit(safe_softmax), jnp.asarray(scores))
+    (grad,) = vjp(jnp.asarray(cotangent))
+    assert weights.dtype == grad.dtype == jnp.float64
+    jaxgrad.parity.assert_parity(weights, expected.detach().numpy())
+    jaxgrad.parity.assert_parity(grad, expected_grad.numpy())
+    assert not jnp.any(weights[1, 2]) and not jnp.any(grad[1, 2])  # zeros, never NaN
+    finite = scores[2]  # no -inf anywhere: central differences along a direction
+    direction = rng.standard_normal(finite.shape)
+    _, tangent = jax.jvp(safe_softmax, (jnp.asarray(finite),), (jnp.asarray(direction),))
+    eps = 1e-6
+    central = (np.asarray(safe_softmax(jnp.asarray(finite + eps * direction)))
+               - np.asarray(safe_softmax(jnp.asarray(finite - eps * direction)))) / (2 * eps)
+    np.testing.assert_allclose(tangent, central, rtol=1e-6, atol=1e-8)
 
 
 # --------------------------------------------------------------- jit, grad, vmap
