@@ -391,3 +391,34 @@ def test_uniform_normal_and_permutation_draws_match_torch(x64, rng):
     ours = np.asarray(model.apply(params, jnp.asarray(x), train=True, key=draws))
     assert not np.array_equal(ours, model.apply(params, jnp.asarray(x), train=True,
                                                 key=jax.random.key(1)))
+
+
+# ------------------------------------------------------- attention's safe softmax
+class MaskedAttention(tnn.Module):
+    """Self-attention through ``F.scaled_dot_product_attention`` with a boolean mask
+    that leaves query 1 no key at all (torch: output 0 there, gradient 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = tnn.Linear(4, 12)
+        self.register_buffer("attend", torch.tensor([[True, False, True],
+                                                     [False, False, False],
+                                                     [True, True, True]]),
+                             persistent=False)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).unflatten(-1, (3, 2, 2)).permute(2, 0, 3, 1, 4)
+        return TF.scaled_dot_product_attention(q, k, v, attn_mask=self.attend)
+
+
+def test_exported_attention_keeps_safe_softmax_whole_and_matches_torch_on_a_fully_masked_row(x64):
+    torch.manual_seed(7)
+    module = MaskedAttention().double()
+    x = np.random.default_rng(7).standard_normal((2, 3, 4))
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
+    targets = [node.target for node in model.eval_program.nodes]
+    assert "aten._safe_softmax.default" in targets  # not softmax, eq, all and where
+    expected, got = grads_both(module, model, params, [x])
+    assert np.all(np.isfinite(np.asarray(got["grads"]["qkv.weight"])))
+    assert_parity(expected, got)
+    assert not np.any(np.asarray(got["output"])[:, :, 1])  # the query with no key

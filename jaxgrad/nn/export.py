@@ -297,8 +297,8 @@ def decompositions():
       output strides make a later ``view`` of GPT-2's attention fail to decompose;
       torch's math kernel expects a boolean mask converted first, as
       ``scaled_dot_product_attention`` itself does.
-    - ``bernoulli(probs)`` stays one op (see below), and ``hardsigmoid`` (torch's
-      backward constant).
+    - ``bernoulli(probs)`` stays one op (see below), and so do ``hardsigmoid`` (torch's
+      backward constant) and attention's ``_safe_softmax`` (its cost).
     """
     import torch
 
@@ -323,6 +323,10 @@ def decompositions():
     # add/clamp/div, JAX would differentiate the exact 1/6 (3e-8 relative in float64,
     # mobilenet_v3's squeeze-excitation gradients): keep it whole
     table.pop(aten_ops.hardsigmoid.default, None)
+    # attention's safe softmax decomposes to softmax, an all(x == -inf) reduction and a
+    # where: a third of the attention core's time on XLA:CPU; the table's entry costs
+    # what a softmax costs and gives the fully masked rows torch's zero gradient
+    table.pop(aten_ops._safe_softmax.default, None)
     return table
 
 

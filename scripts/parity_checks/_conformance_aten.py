@@ -98,6 +98,7 @@ OPINFOS = {
     # reductions
     "_softmax": ("softmax",),
     "_log_softmax": ("log_softmax",),
+    "_safe_softmax": ("nn.functional.scaled_dot_product_attention",),
     # random ops: compared on torch's own draws
     "native_dropout": ("nn.functional.dropout", "nn.functional.dropout2d",
                        "nn.functional.dropout3d"),

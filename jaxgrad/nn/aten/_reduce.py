@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad.nn import functional
+from jaxgrad.nn.functional._attention import safe_softmax as attention_softmax
 from jaxgrad.nn.aten import register
 from jaxgrad.nn.aten._pointwise import torch_sign
 from jaxgrad.nn.aten._promote import canonical, compiled, is_floating
@@ -300,6 +301,21 @@ def _in_float32(fn, input, dim, half_to_float):
 @compiled
 def softmax(input, dim, half_to_float=False):
     return _in_float32(functional.softmax, input, dim, half_to_float)
+
+
+@register("aten._safe_softmax.default")
+@compiled
+def safe_softmax(input, dim, dtype=None):
+    """The softmax of scaled dot-product attention's math path: a row whose scores are
+    all ``-inf`` (fully masked) gives 0, value and gradient. Kept whole rather than
+    decomposed to ``softmax``, ``eq``, ``all`` and ``where`` (see
+    ``jaxgrad.nn.export.decompositions``): ``safe_softmax`` costs what a softmax costs."""
+    if dtype is not None:
+        input = input.astype(canonical(dtype))
+    (axis,) = _axes(input.ndim, dim, "_safe_softmax") or (None,)
+    if axis is None:  # a 0-dim tensor: one element, its own row
+        return _in_float32(lambda x, _: attention_softmax(x[None], 0)[0], input, None, False)
+    return _in_float32(attention_softmax, input, axis, False)
 
 
 @register("aten._log_softmax.default")
