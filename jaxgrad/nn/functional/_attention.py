@@ -130,8 +130,11 @@ def scaled_dot_product_attention(query, key_input, value, /, attn_mask=None,
             )
         key_input = jnp.repeat(key_input, heads_q // heads_kv, axis=-3)
         value = jnp.repeat(value, heads_q // heads_kv, axis=-3)
-    scores = jnp.matmul(query, jnp.swapaxes(key_input, -1, -2))
-    scores = scores * jnp.asarray(scale_factor, query.dtype)
+    # the scale multiplies the query, `(…, L, E)`, not the scores, `(…, L, S)`: on XLA:CPU
+    # a scale on the scores lands in the kernel library's fused backward as a whole
+    # `(…, L, S)` array of the constant, written and read every step
+    scores = jnp.matmul(query * jnp.asarray(scale_factor, query.dtype),
+                        jnp.swapaxes(key_input, -1, -2))
     if is_causal:
         causal = jnp.tril(jnp.ones((L, S), bool))
         scores = jnp.where(causal, scores, -jnp.inf)
