@@ -157,6 +157,7 @@ def parse_args(argv=None):
                              "warm-up stops earlier once two consecutive rounds agree within 10%%)")
     _cli.add_xla_flag(parser, "write it as --xla-flag=--xla_cpu_use_xnnpack=true; printed "
                               "in the header")
+    _cli.add_keep_host_memory(parser)
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
@@ -737,6 +738,7 @@ def print_header(check, torch_threads, args, jax_version, torch_version, devices
     print(f"jax {jax_version} on {devices}; torch {torch_version} on {args.device}; "
           f"rounds={args.rounds}, warm-up up to {args.warmup_rounds} rounds; float32 matmuls: "
           f"{'TF32 allowed' if args.tf32 and args.device == 'gpu' else 'full float32'}")
+    print(f"host memory (both frameworks): {check['host_memory']}")
     print(f"load average before the run: {check['load_before']:.2f}")
 
 
@@ -859,6 +861,7 @@ def main(argv=None) -> int:
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
+    host_memory = _cli.apply_keep_host_memory(args)  # both frameworks: one process
     if args.device == "gpu":
         # The same float32 matmul arithmetic on both sides: jax's GPU default is TF32,
         # torch's is full float32. On CPUs XLA's default already is full float32 (and
@@ -877,7 +880,8 @@ def main(argv=None) -> int:
     devices = jtrain.select_devices(args.device)
     check = {"load_before": load_before, "cpu": benchmark.cpu_info(),
              "usable_cpus": benchmark.usable_cpus(),
-             "thread_environment": benchmark.thread_environment()}
+             "thread_environment": benchmark.thread_environment(),
+             "host_memory": host_memory}
     print_header(check, torch.get_num_threads(), args, jax.__version__, torch.__version__,
                  jtrain.sharding.describe_devices(devices[:1]))
     results = []
@@ -925,4 +929,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _cli.restart_keeping_host_memory()
     sys.exit(main())

@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), step, "
                           "epoch, unroll:K or unrolled; $JAXGRAD_STRATEGY sets the default")
     run.add_argument("--compile", action="store_true", help="torch: torch.compile the model")
+    _cli.add_keep_host_memory(run)
     out = parser.add_argument_group("checkpoints and output")
     out.add_argument("--checkpoint-dir", help="write checkpoints here (with --framework both: "
                      "DIR/jax and DIR/torch)")
@@ -548,6 +549,7 @@ def train(args) -> int:
     print(f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
           f"model: {described}, {args.optimizer} {optimizer_kwargs(args)}, "
           f"batch {args.batch_size}×{args.accumulate}, {args.precision}")
+    print(f"host memory: {_cli.apply_keep_host_memory(args)}")
     try:
         runs = []
         if args.framework in ("jax", "both"):
@@ -688,4 +690,5 @@ def _suffixed(path: str, framework: str) -> str:
 
 
 if __name__ == "__main__":
+    _cli.restart_keeping_host_memory()
     sys.exit(main())

@@ -9,7 +9,9 @@
   ``unroll=K``, fully unrolled), forced or chosen by a cached probe (``"auto"``);
 - ``benchmark``: a speed measurement's verdict on itself (load, per-row spread,
   warm-up, the peak probe, CPU);
-- ``xla_cpu``: which kernels XLA:CPU compiled a step into (``hlo_summary``).
+- ``xla_cpu``: which kernels XLA:CPU compiled a step into (``hlo_summary``);
+- ``host_memory``: ``keep_freed_host_memory``, so XLA:CPU's per-call buffers are reused
+  instead of page-faulting every step.
 """
 
 from jaxgrad.train.checkpoint import CheckpointError
@@ -21,6 +23,8 @@ from jaxgrad.train.checkpoint import newest_intact
 from jaxgrad.train.checkpoint import save_checkpoint
 from jaxgrad.train.checkpoint import save_params
 from jaxgrad.train.checkpoint import verify_checkpoint
+from jaxgrad.train.host_memory import HostMemory
+from jaxgrad.train.host_memory import keep_freed_host_memory
 from jaxgrad.train.loop import EpochResult
 from jaxgrad.train.loop import check_batch
 from jaxgrad.train.loop import NonFiniteLossError

@@ -207,12 +207,14 @@ def describe_model(model) -> str:
 
 def environment(device=None) -> dict:
     """What besides the model decides the timings: jax, jaxlib, CPU model and vector
-    extensions, ``device``'s kind (the default device when None), jaxgrad's version and
-    its convolution lowering (mode and rules)."""
+    extensions, ``device``'s kind (the default device when None), jaxgrad's version, its
+    convolution lowering (mode and rules) and whether freed host memory is kept
+    (``jaxgrad.train.keep_freed_host_memory``)."""
     import jax
     import jaxlib
 
     from jaxgrad.train.benchmark import cpu_info
+    from jaxgrad.train.host_memory import host_memory_state
 
     import jaxgrad
     from jaxgrad.nn.functional import _lowering
@@ -223,7 +225,9 @@ def environment(device=None) -> dict:
             "cpu_flags": cpu["flags"], "platform": device.platform,
             "device_kind": device.device_kind, "jaxgrad": jaxgrad.__version__,
             # how convolutions compile changes the timings (jaxgrad.nn.conv_lowering)
-            "conv_lowering": [_lowering.current_mode(), _lowering.RULES]}
+            "conv_lowering": [_lowering.current_mode(), _lowering.RULES],
+            # page faults on each call's buffers cost per-step calls most (host_memory)
+            "host_memory": host_memory_state()}
 
 
 def cache_key(parts: Mapping) -> str:
