@@ -48,46 +48,15 @@ def apply_xla_flags(flags) -> None:
         os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()
 
 
-# glibc's allocator settings under which freed host memory is kept for reuse by every
-# thread (jaxgrad.train.host_memory explains; it holds the same string)
-KEEP_HOST_MEMORY_TUNABLES = ("glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:"
-                             "glibc.malloc.trim_threshold=2147483647")
-
-
 def add_keep_host_memory(parser) -> None:
     """``--keep-host-memory`` / ``--no-keep-host-memory`` (default on): see
     ``jaxgrad.train.host_memory``."""
     parser.add_argument("--keep-host-memory", action=argparse.BooleanOptionalAction,
                         default=True,
-                        help="keep freed host memory for reuse (glibc's malloc: one heap, no "
-                             "mmap per large block, no trimming; the script restarts itself "
-                             "with GLIBC_TUNABLES set), so XLA:CPU's per-call buffers do not "
-                             "page-fault every step; process-wide, torch included (default: on)")
-
-
-def restart_keeping_host_memory(argv=None, *, environ=os.environ, execve=os.execve) -> None:
-    """Re-execute this script with ``GLIBC_TUNABLES`` keeping freed host memory, before
-    anything is imported: the setting takes effect only from a process's start.
-
-    Does nothing with ``--no-keep-host-memory`` or ``--help``, off Linux/glibc, when the
-    variable already holds the setting, or when it sets one of the same tunables
-    otherwise (the user's choice stands)."""
-    import platform
-
-    argv = sys.argv[1:] if argv is None else argv
-    if "--no-keep-host-memory" in argv or "-h" in argv or "--help" in argv:
-        return
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return
-    current = [t for t in environ.get("GLIBC_TUNABLES", "").split(":") if t]
-    wanted = KEEP_HOST_MEMORY_TUNABLES.split(":")
-    if all(t in current for t in wanted):
-        return
-    names = {t.split("=")[0] for t in wanted}
-    if any(t.split("=")[0] in names for t in current):
-        return
-    env = dict(environ, GLIBC_TUNABLES=":".join(current + wanted))
-    execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+                        help="keep freed host memory for reuse (glibc's malloc: no mmap per "
+                             "large block, no trimming), so XLA:CPU's per-call buffers are not "
+                             "page-faulted in every step; process-wide, torch included "
+                             "(default: on)")
 
 
 def apply_keep_host_memory(args: argparse.Namespace) -> str:

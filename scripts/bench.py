@@ -929,5 +929,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    _cli.restart_keeping_host_memory()
     sys.exit(main())

@@ -690,5 +690,4 @@ def _suffixed(path: str, framework: str) -> str:
 
 
 if __name__ == "__main__":
-    _cli.restart_keeping_host_memory()
     sys.exit(main())

@@ -12,27 +12,25 @@ Why: XLA:CPU gives each call of a compiled program one block for all its tempora
 (54 MB for the digits transformer's train step at batch 128). glibc serves any block
 above its mmap threshold (128 KB, rising with use to at most 32 MB) with a fresh
 ``mmap`` and unmaps it on free, so every call touched every page of the block anew:
-13,900 page faults per step, each a trap into the kernel and a zeroed page. With the
-block kept, the same step ran 43.5 -> 33.6 ms (Intel Xeon, 2 cores; a scan-fused epoch
-pays the fault once per call rather than per step, so it gains less).
+13,900 page faults per step, each a trap into the kernel and a zeroed page. With
+freed memory kept, the same step ran 46.4 -> 37.9 ms and the scan-fused epoch, which
+pays the faults once per call of 10 steps, 33.8 -> 32.6 ms (Intel Xeon, 2 cores; one
+process each, medians of 5 rounds).
 
 Limit: XLA runs a call on a worker thread, and glibc gives each worker thread its own
 heaps of at most 64 MB, deleting a heap once it is empty: a block that needs a heap of
-its own is mapped afresh every call whatever ``mallopt`` says (a sort over two 36 MB
-arrays: 17,600 faults per call either way). A process started with
-``GLIBC_TUNABLES`` set to ``TUNABLES`` (one heap for every thread, the main one, which
-has no such bound; no mmap; no trimming) reuses those too. That setting cannot be made
-from inside a running process, whose threads already have their heaps: the scripts
-(``scripts/train.py``, ``scripts/bench.py``) restart themselves with it before
-importing anything, unless ``--no-keep-host-memory``.
+its own is still mapped afresh every call (the transformer's step still took 4,200
+faults per step, a third of before). Starting the process with every thread on the
+main heap (``GLIBC_TUNABLES=glibc.malloc.arena_max=1:...``) ends those too, but made
+the same step and epoch slower, not faster (48.2 and 45.7 ms against 37.9 and
+32.6 ms with ``mallopt`` alone; why was not established, one heap shared by every
+thread's allocations being the obvious suspect). It is not used.
 
 Cost: the process's resident memory stays at its peak instead of shrinking after
 large temporaries are freed (as with tcmalloc or jemalloc, which training hosts
-often preload for the same reason); one heap for every thread also serialises their
-allocations on one lock (XLA and torch allocate a few large blocks per step, not in
-inner loops). Call it once in a process that trains; ``scripts/train.py`` and
-``scripts/bench.py`` do (``--no-keep-host-memory`` to compare). It cannot be undone
-within the process.
+often preload for the same reason). Call it once in a process that trains;
+``scripts/train.py`` and ``scripts/bench.py`` do (``--no-keep-host-memory`` to
+compare). It cannot be undone within the process.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
-import os
 import sys
 
 # glibc's mallopt parameters (malloc.h)
@@ -50,17 +47,13 @@ M_MMAP_MAX = -4
 # bytes (mallopt takes a C int: INT_MAX, 2 GiB)
 _NEVER_TRIM = 2**31 - 1
 
-# the GLIBC_TUNABLES value a process starts with to keep freed memory for every thread
-TUNABLES = ("glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:"
-            "glibc.malloc.trim_threshold=2147483647")
-
 _state = {"applied": False}
 
 
 @dataclasses.dataclass(frozen=True)
 class HostMemory:
     """What ``keep_freed_host_memory`` did: ``applied``, and ``detail``, a line for a
-    run's header (``"kept (glibc 2.36, GLIBC_TUNABLES from the start: ...)"`` or why not)."""
+    run's header (``"kept (glibc 2.36: no mmap for large blocks, no trimming)"`` or why not)."""
 
     applied: bool
     detail: str
@@ -97,13 +90,7 @@ def keep_freed_host_memory() -> HostMemory:
                if libc.mallopt(ctypes.c_int(param), ctypes.c_int(value)) != 1]
     if refused:
         return HostMemory(False, f"glibc {version} refused mallopt {', '.join(refused)}")
-    started = os.environ.get("GLIBC_TUNABLES", "").split(":")
-    if all(tunable in started for tunable in TUNABLES.split(":")):
-        detail = (f"kept (glibc {version}, GLIBC_TUNABLES from the start: one heap for every "
-                  "thread, no mmap for large blocks, no trimming)")
-    else:
-        detail = (f"kept (glibc {version}: no mmap for large blocks, no trimming; blocks "
-                  "over a worker thread's 64 MB heap are still mapped per call)")
+    detail = f"kept (glibc {version}: no mmap for large blocks, no trimming)"
     _state.update(applied=True, detail=detail)
     return HostMemory(True, detail)
 

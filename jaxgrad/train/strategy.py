@@ -42,7 +42,7 @@ from typing import Callable, Mapping, Sequence
 
 STRATEGIES = ("auto", "step", "epoch", "unroll:K", "unrolled")
 PROBE_STEPS = 8          # steps per probe call (fewer when a call is shorter)
-PROBE_REPEATS = 2        # timed calls after the first (compile) call; the fastest counts
+PROBE_REPEATS = 3        # rounds of warm calls after the first (compile) calls; the fastest counts
 UNROLL_FACTOR = 4        # the partially unrolled candidate, "unroll:4"
 MAX_UNROLLED_STEPS = 256  # longer calls are not fully unrolled: compile would take minutes
 CACHE_VERSION = 1
@@ -125,27 +125,31 @@ class Timing:
 def probe(runners: Mapping[str, Callable[[], object]], *, steps: int,
           repeats: int = PROBE_REPEATS,
           clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
-    """Time each runner: one first call (compile + run), then ``repeats`` warm calls.
+    """Time each runner: one first call each (compile + run), then ``repeats`` rounds
+    of warm calls, every runner once per round.
 
     Each runner must run ``steps`` steps and block until they are done. The fastest
     warm call gives the seconds per step; the first call minus it, the compile time.
+    Interleaving the warm calls round by round means a machine whose speed drifts
+    (a shared VM's cores do, by 20-60 % between runs) slows every candidate alike
+    instead of the ones probed last.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"`steps` (={steps!r}) must be an int >= 1.")
-    timings = {}
-    for name, run in runners.items():
+
+    def timed(run) -> float:
         began = clock()
         run()
-        first = clock() - began
-        warm = []
-        for _ in range(max(1, repeats)):
-            began = clock()
-            run()
-            warm.append(clock() - began)
-        fastest = min(warm)
-        timings[name] = Timing(compile_seconds=max(first - fastest, 0.0),
-                               step_seconds=fastest / steps)
-    return timings
+        return clock() - began
+
+    first = {name: timed(run) for name, run in runners.items()}
+    warm = {name: [] for name in runners}
+    for _ in range(max(1, repeats)):
+        for name, run in runners.items():
+            warm[name].append(timed(run))
+    return {name: Timing(compile_seconds=max(first[name] - min(warm[name]), 0.0),
+                         step_seconds=min(warm[name]) / steps)
+            for name in runners}
 
 
 def estimate_seconds(strategy: str, timing: Timing, *, total_steps: int,
