@@ -78,7 +78,8 @@ def keep_freed_host_memory() -> HostMemory:
 
     Returns:
       ``HostMemory(applied, detail)``; ``applied`` is False where the C library is not
-      glibc or refused a setting (``detail`` says which), and nothing changed then.
+      glibc (nothing changed) or refused a setting (``detail`` names it; the other
+      may have taken effect).
     """
     libc, version = _glibc()
     if libc is None:
