@@ -16,7 +16,9 @@ transformer and LSTM classifiers of torchref.sequence_models at batch 128) it ti
   torch comp. the same loop on torch.compile(model)  (only with --compile)
 
 All contenders train the same model (SGD, momentum 0.9) on the same synthetic
-batches. Rounds are interleaved (contender A, B, C, A, B, C, ...) so a machine
+batches, in memory before the clock starts (torch indexes its stacked batches
+with views; the per-step jax loops get each step's batch sliced once, since a
+jax array's xs[i] is a computation of its own). Rounds are interleaved (contender A, B, C, A, B, C, ...) so a machine
 that gets busier slows every contender alike; the table gives the median
 steps/s over rounds with the min-max range, the ratio to torch eager, the
 achieved GFLOP/s (exact matmul FLOPs of forward + backward: 2·B·in·out per
@@ -191,6 +193,19 @@ def timed(fn) -> float:
     return time.perf_counter() - began
 
 
+def per_step_batches(xs, ys) -> list:
+    """``[(xs[i], ys[i]), ...]``: each step's batch sliced once, before any timing. torch
+    indexes its stacked batches with free views; a jax array's ``xs[i]`` is a dispatched
+    computation per step (about 6 % of the digits ResNet's 4.5 ms step), which would be
+    timed as part of jax's step."""
+    return [(xs[i], ys[i]) for i in range(xs.shape[0])]
+
+
+def leading(steps, *arrays):
+    """The first ``steps`` entries of each array (all of them, unsliced, for None)."""
+    return arrays if steps is None else tuple(a[:steps] for a in arrays)
+
+
 class JaxSide:
     def __init__(self, sizes, batches, device, compute_dtype=None):
         import jax
@@ -214,6 +229,7 @@ class JaxSide:
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
         self.ys = jax.device_put(jnp.asarray(ys), self.device)
+        self.singles = per_step_batches(self.xs, self.ys)
         self.step = make_train_step(self.model, losses.cross_entropy, self.optimizer,
                                     compute_dtype=compute_dtype)
         self.epoch = make_train_epoch(self.model, losses.cross_entropy, self.optimizer,
@@ -229,13 +245,13 @@ class JaxSide:
 
     def _one_step(self):
         self.params, self.opt_state, _ = self.step(self.params, self.opt_state,
-                                                   (self.xs[0], self.ys[0]))
+                                                   self.singles[0])
         self.jax.block_until_ready((self.params, self.opt_state))
 
     def run_steps(self):
         params, state = self.params, self.opt_state
-        for i in range(self.xs.shape[0]):
-            params, state, metrics = self.step(params, state, (self.xs[i], self.ys[i]))
+        for batch in self.singles:
+            params, state, metrics = self.step(params, state, batch)
         self.jax.block_until_ready((params, state))
         self.params, self.opt_state = params, state
 
@@ -254,13 +270,12 @@ class JaxSide:
 
     def run_with(self, strategy: str, steps: int | None = None):
         """Run the first ``steps`` batches (all: None) under ``strategy``."""
-        xs, ys = self.xs[:steps], self.ys[:steps]
         state = (self.params, self.opt_state)
         if strategy == "step":
-            for i in range(xs.shape[0]):
-                *state, _ = self.step(*state, (xs[i], ys[i]))
+            for batch in self.singles[:steps]:
+                *state, _ = self.step(*state, batch)
         else:
-            *state, _ = self.fused(strategy)(*state, (xs, ys))
+            *state, _ = self.fused(strategy)(*state, leading(steps, self.xs, self.ys))
         self.jax.block_until_ready(state)
         self.params, self.opt_state = state
 
@@ -294,7 +309,9 @@ class CnnJaxSide(JaxSide):
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
         self.ys = jax.device_put(jnp.asarray(ys), self.device)
+        self.singles = per_step_batches(self.xs, self.ys)
         self.key = jax.random.key(0)
+        self.step_keys = [jax.random.fold_in(self.key, i) for i in range(len(self.singles))]
         self.step = make_stateful_train_step(self.model, losses.cross_entropy, self.optimizer)
         self.epoch = make_stateful_train_epoch(self.model, losses.cross_entropy, self.optimizer)
         # XLA:CPU runs its convolutions inside a rolled scan loop several times slower
@@ -311,13 +328,13 @@ class CnnJaxSide(JaxSide):
 
     def _one_step(self):
         self.params, self.buffers, self.opt_state, _ = self.step(
-            self.params, self.buffers, self.opt_state, (self.xs[0], self.ys[0]), self.key)
+            self.params, self.buffers, self.opt_state, self.singles[0], self.key)
         self.jax.block_until_ready((self.params, self.opt_state))
 
     def run_steps(self):
         state = (self.params, self.buffers, self.opt_state)
-        for i in range(self.xs.shape[0]):
-            *state, _ = self.step(*state, (self.xs[i], self.ys[i]), self.key)
+        for batch in self.singles:
+            *state, _ = self.step(*state, batch, self.key)
         self.jax.block_until_ready(state)
         self.params, self.buffers, self.opt_state = state
 
@@ -333,14 +350,12 @@ class CnnJaxSide(JaxSide):
     def run_with(self, strategy: str, steps: int | None = None):
         """Run the first ``steps`` batches (all: None) under ``strategy``; step ``i``
         gets ``fold_in(key, i)`` under every strategy, as the fused epoch does."""
-        xs, ys = self.xs[:steps], self.ys[:steps]
         state = (self.params, self.buffers, self.opt_state)
         if strategy == "step":
-            for i in range(xs.shape[0]):
-                *state, _ = self.step(*state, (xs[i], ys[i]),
-                                      self.jax.random.fold_in(self.key, i))
+            for batch, key in zip(self.singles[:steps], self.step_keys):
+                *state, _ = self.step(*state, batch, key)
         else:
-            *state, _ = self.fused(strategy)(*state, (xs, ys), self.key)
+            *state, _ = self.fused(strategy)(*state, leading(steps, self.xs, self.ys), self.key)
         self.jax.block_until_ready(state)
         self.params, self.buffers, self.opt_state = state
 
@@ -590,14 +605,16 @@ class ZooJaxSide:
             self.opt_state = self.optimizer.init(self.params)
         self.xs = jax.device_put(xs, self.device)
         self.no_label = jax.device_put(np.zeros((), np.float32), self.device)
+        self.singles = [(self.xs[i], self.no_label) for i in range(self.xs.shape[0])]
         self.key = jax.random.key(0)
+        self.step_keys = [jax.random.fold_in(self.key, i) for i in range(len(self.singles))]
         self.step = make_stateful_train_step(self.model, square_loss_jax, self.optimizer)
         self._fused = {}
         self.compile_seconds = {"jax step": timed(self._one_step)}
 
     def _one_step(self):
         self.params, self.buffers, self.opt_state, _ = self.step(
-            self.params, self.buffers, self.opt_state, (self.xs[0], self.no_label), self.key)
+            self.params, self.buffers, self.opt_state, self.singles[0], self.key)
         self.jax.block_until_ready((self.params, self.opt_state))
 
     def run_steps(self):
@@ -619,12 +636,11 @@ class ZooJaxSide:
         """Run the first ``steps`` batches (all: None) under ``strategy``; step ``i``
         gets ``fold_in(key, i)`` under every strategy, as the fused epoch does."""
         with self.jax.enable_x64(True):
-            xs = self.xs[:steps]
+            (xs,) = leading(steps, self.xs)
             state = (self.params, self.buffers, self.opt_state)
             if strategy == "step":
-                for i in range(xs.shape[0]):
-                    *state, _ = self.step(*state, (xs[i], self.no_label),
-                                          self.jax.random.fold_in(self.key, i))
+                for batch, key in zip(self.singles[:steps], self.step_keys):
+                    *state, _ = self.step(*state, batch, key)
             else:  # the square loss ignores its labels: one zero per step
                 labels = self.jax.numpy.zeros(xs.shape[:1], self.no_label.dtype)
                 *state, _ = self.fused(strategy)(*state, (xs, labels), self.key)
