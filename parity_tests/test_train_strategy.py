@@ -99,6 +99,46 @@ def test_unrolled_is_dropped_for_long_calls():
     assert best == "step" and "unrolled" not in estimates
 
 
+def test_fused_calls_pay_their_call_overhead():
+    # 100 steps in 50-step calls: 2 calls; epoch 2 + 0.5 + 2 × 0.25 = 3.0, step unchanged
+    timing = st.Timing(2.0, 0.005, 0.25)
+    assert st.estimate_seconds("epoch", timing, total_steps=100, call_lengths=[50],
+                               probe_steps=8) == pytest.approx(3.0)
+    assert st.estimate_seconds("step", timing, total_steps=100, call_lengths=[50],
+                               probe_steps=8) == pytest.approx(2.5)
+    # 101 steps need a third call
+    assert st.estimate_seconds("unroll:4", timing, total_steps=101, call_lengths=[50],
+                               probe_steps=8) == pytest.approx(2.0 + 0.505 + 0.75)
+
+
+def test_split_call_overhead_by_hand():
+    # rolled epoch: 8-step calls 0.8 s, 50-step calls 1.5 s -> 1/60 s per step, and
+    # 0.8 - 8/60 = 2/3 s per call; unroll:4's 8-step call 0.72 s -> (0.72 - 2/3) / 8
+    long_name = "epoch, 50 steps per call"
+    timings = {"step": st.Timing(1.0, 0.2), "epoch": st.Timing(2.0, 0.1),
+               "unroll:4": st.Timing(3.0, 0.09), long_name: st.Timing(2.5, 0.03)}
+    split = st.split_call_overhead(timings, probe_steps=8, long_name=long_name, long_steps=50)
+    assert set(split) == {"step", "epoch", "unroll:4"}
+    assert split["step"] == timings["step"]
+    assert split["epoch"].call_seconds == pytest.approx(2 / 3)
+    assert split["epoch"].step_seconds == pytest.approx(1 / 60)
+    assert split["unroll:4"].step_seconds == pytest.approx((0.72 - 2 / 3) / 8)
+    assert split["unroll:4"].call_seconds == pytest.approx(2 / 3)
+    assert split["unroll:4"].compile_seconds == 3.0
+    # a longer call no slower than the short one: all of the short call is overhead;
+    # never a negative per-step time
+    flat = st.split_call_overhead({**timings, long_name: st.Timing(2.5, 0.8 / 50)},
+                                  probe_steps=8, long_name=long_name, long_steps=50)
+    assert flat["epoch"].call_seconds == pytest.approx(0.8)
+    assert flat["epoch"].step_seconds == 0.0 and flat["unroll:4"].step_seconds == 0.0
+
+
+def test_overhead_steps():
+    assert st.overhead_steps([50], 8) == 50
+    assert st.overhead_steps([14, 1000], 8) == st.OVERHEAD_STEPS
+    assert st.overhead_steps([8], 8) is None and st.overhead_steps([5], 5) is None
+
+
 def fake_clock(call_seconds):
     """Successive (start, stop) readings ``call_seconds`` apart."""
     ticks = itertools.accumulate(itertools.chain.from_iterable((0.0, t) for t in call_seconds))
@@ -118,6 +158,12 @@ def test_probe_counts_compile_as_first_call_minus_fastest_warm_call():
     assert timings["step"].step_seconds == pytest.approx(0.1)
     assert timings["epoch"].compile_seconds == pytest.approx(4.6)
     assert timings["epoch"].step_seconds == pytest.approx(0.05)
+    # a step count per runner: the same calls, per step over each runner's own count
+    timings = st.probe(runners, steps={"step": 8, "epoch": 4}, repeats=2,
+                       clock=fake_clock([3.0, 5.0, 0.8, 0.5, 0.9, 0.4]))
+    assert timings["epoch"].step_seconds == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="'epoch'"):
+        st.probe(runners, steps={"step": 8})
 
 
 # ----------------------------------------------------------------------------- cache
@@ -187,21 +233,23 @@ def test_select_probes_once_then_reads_the_cache(tmp_path):
         return {name: (lambda: None) for name in names}
 
     def fake_probe(runners, *, steps, clock):
-        return {name: TIMINGS[name] for name in runners}
+        # the rolled epoch at 50 steps per call: as fast per step as at 8, no overhead
+        return {name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners}
 
     kwargs = dict(key_parts={"model": "m"}, total_steps=10_000, call_lengths=[50], path=path,
                   probe_fn=fake_probe)
     first = st.select(make_runners, **kwargs)
-    assert made == [(("step", "epoch", "unroll:4", "unrolled"), 8)]
+    # the candidates at 8 steps per call, then the rolled epoch at the run's 50
+    assert made == [(("step", "epoch", "unroll:4", "unrolled"), 8), (("epoch",), 50)]
     assert (first.strategy, first.source, first.cache_path) == ("unroll:4", "probed", path)
     assert "cached in " + path in first.describe()
     second = st.select(make_runners, **{**kwargs, "total_steps": 100})
-    assert len(made) == 1  # no second probe
+    assert len(made) == 2  # no second probe
     # the cached timings, re-costed for this run's length: a short run picks the step
     assert (second.strategy, second.source) == ("step", "cached")
     assert second.describe().startswith("step (cached: step 10.00 ms/step + 1.0 s compile")
     third = st.select(make_runners, **{**kwargs, "cache": False})
-    assert len(made) == 2 and third.cache_path is None
+    assert len(made) == 4 and third.cache_path is None
     assert st.select(make_runners, **{**kwargs, "call_lengths": [1]}).describe() == (
         "step (one step per call: nothing to fuse)")
 
@@ -307,12 +355,15 @@ def test_select_first_writer_wins(tmp_path):
               for name in ("step", "epoch", "unroll:4", "unrolled")}
 
     def make_runners(names, steps):  # another process writes while this one probes
-        key = st.cache_key({**key_parts, "candidates": list(names), "probe_steps": steps})
-        st.write_cache(path, key, theirs)
+        if len(names) > 1:  # (not for the rolled epoch's second, longer probe)
+            key = st.cache_key({**key_parts, "candidates": list(names), "probe_steps": steps,
+                                "overhead_steps": 50})
+            st.write_cache(path, key, theirs)
         return {name: (lambda: None) for name in names}
 
     choice = st.select(make_runners, key_parts=key_parts, total_steps=100, call_lengths=[50],
-                       path=path, probe_fn=lambda runners, **_: dict(TIMINGS))
+                       path=path, probe_fn=lambda runners, **_: {
+                           name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners})
     assert (choice.strategy, choice.source) == ("unrolled", "cached")
     assert dict(choice.timings) == theirs
 
@@ -333,3 +384,27 @@ def test_train_script_defaults_to_auto_and_takes_jaxgrad_strategy(monkeypatch, c
         train.parse_args(["--epochs", "1"])
     assert exit_info.value.code == 2
     assert "`$JAXGRAD_STRATEGY` (='fastest') must be one of" in capsys.readouterr().err
+
+
+def test_select_takes_the_call_overhead_out_of_the_fused_probe(tmp_path):
+    """The 784-256-10 MLP's case, by hand: per step, the loop of steps and an 8-step
+    epoch tie (0.8 ms); the epoch's 50-step calls take 34.6 ms. So a call costs
+    6.4 - 8·(28.2/42) ≈ 1.03 ms beyond its steps, and 10,000 steps in 50-step calls
+    cost 6.71 + 200 × 0.00103 ≈ 6.92 s fused against 8.0 s stepped: the epoch."""
+    long_name = "epoch, 50 steps per call"
+    probed = {"step": st.Timing(0.0, 0.0008), "epoch": st.Timing(0.0, 0.0008),
+              "unroll:4": st.Timing(0.0, 0.0009), "unrolled": st.Timing(0.0, 0.0009),
+              long_name: st.Timing(0.0, 0.0346 / 50)}
+    choice = st.select(lambda names, steps: {name: (lambda: None) for name in names},
+                       key_parts={"model": "mlp"}, total_steps=10_000, call_lengths=[50],
+                       path=str(tmp_path / "strategy.json"),
+                       probe_fn=lambda runners, **_: {n: probed[n] for n in runners})
+    assert choice.strategy == "epoch"
+    assert choice.estimates["step"] == pytest.approx(8.0)
+    assert choice.estimates["epoch"] == pytest.approx(10_000 * 0.0282 / 42 + 200 * (
+        0.0064 - 8 * 0.0282 / 42))
+    assert "ms/call" in choice.describe()
+    # without the second length the tie goes to the step
+    tie = st.choose({k: v for k, v in probed.items() if k != long_name}, total_steps=10_000,
+                    call_lengths=[50], probe_steps=8)
+    assert tie[0] == "step"

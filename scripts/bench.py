@@ -760,6 +760,7 @@ def print_header(check, torch_threads, args, jax_version, torch_version, devices
 
 def print_results(results, peak, check, verdict) -> None:
     from jaxgrad.train import benchmark
+    from jaxgrad.train import strategy as strategies
 
     if not verdict.run.trusted:
         print("\nUNTRUSTED RUN: the numbers below describe this machine's state, not the "
@@ -800,9 +801,8 @@ def print_results(results, peak, check, verdict) -> None:
     for result in results:
         choice = result.get("strategy")
         if choice:
-            timings = ", ".join(f"{k} {1e3 * t['step_seconds']:.2f} ms/step + "
-                                f"{t['compile_seconds']:.1f} s compile"
-                                for k, t in choice["timings"].items())
+            timings = strategies.describe_timings(
+                {k: strategies.Timing(**t) for k, t in choice["timings"].items()})
             print(f"{result['name']}: jax default = {choice['strategy']} ({choice['source']}"
                   f"{': ' + timings if timings else ''}; costed for {DEFAULT_RUN_STEPS:,} steps)")
     print(f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
