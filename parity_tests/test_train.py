@@ -89,6 +89,34 @@ def test_fused_epoch_equals_step_loop():
                   {"params": fused, "loss": metrics["loss"]})
 
 
+@pytest.mark.parametrize("case", ["finite", "nan input", "huge finite"])
+def test_step_metrics_are_the_direct_computations(case):
+    """grad_norm is global_norm(grads) bit for bit, and grads_finite each parameter's
+    jnp.all(jnp.isfinite(g)), computed independently here: also when one input is NaN
+    (non-finite gradients) and when the gradients are finite but their sums of squares
+    overflow float32 (the loss scaled by 1e30: the step reads only the norms unless
+    they are non-finite, then the gradients themselves)."""
+    _, model, params, opt, x, y = _setup()
+    x, y = np.array(x[:8]), y[:8]
+    if case == "nan input":
+        x[0, 0] = np.nan
+    scale = 1e30 if case == "huge finite" else 1.0
+
+    def loss_fn(outputs, targets):
+        return scale * jlosses.cross_entropy(outputs, targets)
+
+    step = make_train_step(model, loss_fn, opt, donate=False)
+    _, _, metrics = step(params, opt.init(params), (x, y))
+    grads = jax.grad(lambda p: loss_fn(model.apply(p, x), y))(params)
+    expected = {k: bool(jnp.all(jnp.isfinite(g))) for k, g in grads.items()}
+    assert {k: bool(v) for k, v in metrics["grads_finite"].items()} == expected
+    norm = np.asarray(jax.jit(joptim.global_norm)(grads))
+    assert np.array_equal(np.asarray(metrics["grad_norm"]), norm, equal_nan=True)
+    # each case is what it claims to be
+    assert all(expected.values()) == (case != "nan input")
+    assert np.isfinite(norm) == (case == "finite")
+
+
 def test_frozen_parameters_stay_bit_identical_and_buffers_are_donated():
     _, model, params, _, x, y = _setup()
     opt = build_optimizer(joptim.adam(lr=1e-2), clip=1.0, frozen=["0"])

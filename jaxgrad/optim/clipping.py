@@ -52,12 +52,22 @@ def global_norm(grads, norm_type: float = 2.0) -> jax.Array:
       ValueError: ``grads`` without array leaves, or ``norm_type`` ≤ 0.
       TypeError: a ``norm_type`` that is not a number.
     """
+    return total_of_norms(leaf_norms(grads, norm_type), norm_type)
+
+
+def leaf_norms(grads, norm_type: float = 2.0) -> list:
+    """Each array leaf's ``norm_type``-norm, in ``jax.tree.leaves`` order (`()` arrays);
+    ``total_of_norms`` of them is ``global_norm(grads, norm_type)``, bit for bit."""
     norm_type = _check_number("norm_type", norm_type, positive=True)
     leaves = jax.tree.leaves(grads)
     if not leaves:
         raise ValueError("`grads` has no array leaves; there is nothing to clip.")
-    norms = jnp.stack([_leaf_norm(leaf, norm_type) for leaf in leaves])
-    return _leaf_norm(norms, norm_type)
+    return [_leaf_norm(leaf, norm_type) for leaf in leaves]
+
+
+def total_of_norms(norms, norm_type: float = 2.0) -> jax.Array:
+    """The ``norm_type``-norm of per-leaf norms (``leaf_norms``): torch's ``total_norm``."""
+    return _leaf_norm(jnp.stack(norms), norm_type)
 
 
 def clip_grad_norm(grads, max_norm: float, norm_type: float = 2.0):

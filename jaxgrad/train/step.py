@@ -37,6 +37,7 @@ import optax
 from jaxgrad.accumulate import accumulate_grads, split_batch
 from jaxgrad.nn.functional._lowering import in_loop
 from jaxgrad.optim import clip_grad_norm_transform, freeze, global_norm
+from jaxgrad.optim.clipping import leaf_norms, total_of_norms
 
 COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
 
@@ -140,6 +141,16 @@ def _check_options(accumulate: int, compute_dtype) -> None:
         )
 
 
+def _all_finite(gradient, norm):
+    """Whether every element of ``gradient`` is finite, given its 2-norm: a finite norm
+    (a sum of squares) has no NaN or ±∞ among its terms, so only a non-finite one (or
+    an overflowing sum of huge finite values) reads the gradient again. One pass over
+    the gradients per step instead of two (the check alone was about 9 % of the
+    784-256-10 MLP's step at batch 128 on XLA:CPU)."""
+    return jax.lax.cond(jnp.isfinite(norm), lambda g: jnp.asarray(True),
+                        lambda g: jnp.all(jnp.isfinite(g)), gradient)
+
+
 def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
             accumulate: int = 1, compute_dtype=None) -> Callable:
     """The un-jitted step body shared by ``make_train_step`` and ``make_train_epoch``."""
@@ -155,10 +166,12 @@ def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *
             )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
+        names = sorted(grads)  # jax.tree.leaves' order: global_norm's bits
+        norms = leaf_norms([grads[k] for k in names])
         metrics = {
             "loss": loss,
-            "grad_norm": global_norm(grads),
-            "grads_finite": {k: jnp.all(jnp.isfinite(g)) for k, g in grads.items()},
+            "grad_norm": total_of_norms(norms),
+            "grads_finite": {k: _all_finite(grads[k], n) for k, n in zip(names, norms)},
         }
         return params, opt_state, metrics
 
