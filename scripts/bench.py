@@ -50,8 +50,9 @@ chooses for the converted model (probed as for the other rows). Their goal is th
 issue's floor: the jax default >= 1.0x torch eager.
 
 Goals it reports (never asserts), for the jax default: at batch 128 >= 2.0x torch
-eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 85% of the matmul
-peak (compute-bound); on both CNNs at batch 128 >= 1.5x; on the transformer and LSTM
+eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 90% of XLA's own
+float32 matmul peak measured in the same run (compute-bound: the kernel is the
+limit there); on both CNNs at batch 128 >= 1.5x; on the transformer and LSTM
 at batch 128 >= 1.5x (their GFLOP/s are not counted: shown as nan); on the converted
 zoo models (--zoo) >= 1.0x.
 
@@ -111,7 +112,9 @@ ZOO_CONFIGS = [
 GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0,
          "cnn b128": 1.5, "resnet b128": 1.5, "transformer b128": 1.5, "lstm b128": 1.5,
          **{name: 1.0 for name, *_ in ZOO_CONFIGS}}  # converted real models: >= torch
-PEAK_GOALS = {"14.2M b1024": 0.85}  # jax epoch's fraction of the matmul peak (compute-bound)
+# the 14.2M model is compute-bound: its jax default's fraction of XLA's own float32
+# matmul peak in the same run (the kernel is the limit there, not the step around it)
+PEAK_GOALS = {"14.2M b1024": 0.90}
 GOAL_CONTENDER = "jax default"  # the goals judge the path users get without asking
 DEFAULT_RUN_STEPS = 10_000  # the run length "jax default" is chosen for (compile amortised)
 UNTRUSTED_EXIT = 3  # --strict and the run says it cannot be trusted
@@ -541,6 +544,7 @@ def measure(name, contenders, compile_seconds, steps, flops, args, peak) -> dict
             "steps_per_s_max": max(rates), "round_seconds": times,
             "gflops": median * flops / 1e9,
             "fraction_of_peak": median * flops / 1e9 / peak["peak_gflops"],
+            "fraction_of_jax_peak": median * flops / 1e9 / peak["jax_gflops"],
             "first_call_seconds": compile_seconds[contender],
             "spread": vars(benchmark.spread(times)),
             "warmup_seconds": list(warmups[contender].times),
@@ -842,12 +846,13 @@ def print_results(results, peak, check, verdict) -> None:
         if peak_goal is not None:
             peak_trust = result["peak_trust"]
             if peak_trust.trusted:
-                line += (f"; {100 * default['fraction_of_peak']:.1f}% of the matmul peak (goal "
+                fraction = default["fraction_of_jax_peak"]
+                line += (f"; {100 * fraction:.1f}% of XLA's own matmul peak (goal "
                          f">= {100 * peak_goal:.0f}%): "
-                         f"{benchmark.goal_verdict(default['fraction_of_peak'], peak_goal, peak_trust)}")
+                         f"{benchmark.goal_verdict(fraction, peak_goal, peak_trust)}")
             else:
-                line += (f"; of the matmul peak (goal >= {100 * peak_goal:.0f}%): untrusted, "
-                         f"no verdict ({benchmark.PEAK_NOISY})")
+                line += (f"; of XLA's own matmul peak (goal >= {100 * peak_goal:.0f}%): "
+                         f"untrusted, no verdict ({benchmark.PEAK_NOISY})")
         print(line)
 
 
