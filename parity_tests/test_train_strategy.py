@@ -137,6 +137,8 @@ def test_overhead_steps():
     assert st.overhead_steps([50], 8) == 50
     assert st.overhead_steps([14, 1000], 8) == st.OVERHEAD_STEPS
     assert st.overhead_steps([8], 8) is None and st.overhead_steps([5], 5) is None
+    # two close lengths would make the slope mostly noise: not below twice the probe's
+    assert st.overhead_steps([15], 8) is None and st.overhead_steps([16], 8) == 16
 
 
 def fake_clock(call_seconds):

@@ -21,7 +21,7 @@ for the fused strategies, ``calls × seconds per call``: a fused call costs a fi
 beyond its steps (its arguments, outputs and buffers), which an 8-step probe would
 spread over 8 steps where the run spreads it over a whole epoch. So the rolled epoch is
 also timed at a longer call (``overhead_steps``: the run's longest, at most
-``OVERHEAD_STEPS``), and the two lengths separate the per-call from the per-step time
+``OVERHEAD_STEPS``, when that is at least twice the probe's), and the two lengths separate the per-call from the per-step time
 (``split_call_overhead``; the fused candidates are assumed to share the per-call
 part). Measured on the 784-256-10 MLP at batch 128 (AVX-512 + AMX Xeon): the epoch
 took 0.80 ms/step in 8-step calls and 0.67 in 100-step ones, about 1.1 ms per call,
@@ -126,10 +126,12 @@ def probe_steps(call_lengths: Sequence[int], steps: int = PROBE_STEPS) -> int:
 def overhead_steps(call_lengths: Sequence[int], probe_steps: int,
                    most: int = OVERHEAD_STEPS) -> int | None:
     """The rolled epoch's second probe length: the longest call, at most ``most``;
-    None when that is no longer than ``probe_steps`` (the probe already runs whole
-    calls, so its per-step times hold as measured)."""
+    None when that is shorter than twice ``probe_steps``: the probe's calls are then
+    most of a real call already, and the slope between two close lengths would
+    divide two timings' noise by a few steps (10-step calls against 8-step ones put
+    23 ms "per call" on a 25 ms transformer step)."""
     steps = min(max(call_lengths), most)
-    return steps if steps > probe_steps else None
+    return steps if steps >= 2 * probe_steps else None
 
 
 @dataclasses.dataclass(frozen=True)
