@@ -230,6 +230,8 @@ def _extremum(reduce, pairwise, arg):
 
 def _chunk(input, chunks, dim=0):
     size = input.shape[dim]
+    if size == 0:  # torch: `chunks` empty chunks (a step of 0 would never advance)
+        return tuple(input for _ in range(chunks))
     step = -(-size // chunks)  # torch: ceil(size / chunks) per chunk, fewer chunks allowed
     return tuple(jax.lax.slice_in_dim(input, start, min(start + step, size), axis=dim)
                  for start in range(0, size, step))
@@ -238,6 +240,8 @@ def _chunk(input, chunks, dim=0):
 def _split(tensor, split_size_or_sections, dim=0):
     size = tensor.shape[dim]
     if isinstance(split_size_or_sections, int):
+        if size == 0:  # torch: one empty piece, whatever the split size (0 included)
+            return (tensor,)
         bounds = list(range(0, size, split_size_or_sections)) + [size]
     else:
         if sum(split_size_or_sections) != size:

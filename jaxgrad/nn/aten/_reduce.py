@@ -11,7 +11,8 @@ Conventions (torch's, each checked against ``op_db``):
   return (the first extremum; NaN counts as the largest value and propagates);
 - ``max()``/``min()`` of a tensor holding NaN split the gradient among its NaNs;
 - ``var`` divides by ``max(N − correction, 0)`` (``correction`` 1 by default) and
-  differentiates as ``2 (x − mean) / (N − correction)``;
+  differentiates as ``2 (x − mean) / (N − correction)``; where ``N`` equals the
+  correction (a size-1 dimension) both are NaN, as in torch;
 - ``linalg_vector_norm`` differentiates as torch's ``norm_backward``: 0 where the
   norm is 0 (ord 2 and above), ``sgn(x)`` for ord 1 (0 at NaN), evenly split ties
   for ord ±inf, no gradient for ord 0.
@@ -110,9 +111,11 @@ def _variance(x, axes, keepdim, count, correction):
 @_variance.defjvp
 def _variance_jvp(axes, keepdim, count, correction, primals, tangents):
     # torch's var_backward: 2 (x − mean) / (N − correction), with no max(·, 0), and
-    # without autodiff's term through the mean (0 in exact arithmetic, NaN next to inf)
+    # without autodiff's term through the mean (0 in exact arithmetic, NaN next to inf);
+    # N = correction (a size-1 dim) divides as C++ doubles do: 2/0 = inf, and inf·0 NaN
     (x,), (dx,) = primals, tangents
-    slope = (2.0 / (count - correction)) * (x - jnp.mean(x, axis=axes, keepdims=True))
+    scale = 2.0 / (count - correction) if count != correction else math.inf
+    slope = scale * (x - jnp.mean(x, axis=axes, keepdims=True))
     return (_variance(x, axes, keepdim, count, correction),
             jnp.sum(slope * dx, axis=axes, keepdims=keepdim))
 
