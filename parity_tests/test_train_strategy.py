@@ -302,10 +302,10 @@ def test_every_strategy_ends_with_the_same_params():
 def test_auto_probes_on_copies_then_reads_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("JAXGRAD_CACHE_DIR", str(tmp_path))
     x, y = _data()
-    trainer = _trainer("auto", total_steps=24)
+    trainer = _trainer("auto", total_steps=10**9)  # long enough to probe every candidate
     before = {k: np.asarray(v) for k, v in trainer.params.items()}
     choice = trainer.choose_strategy(x, y)
-    assert choice.source == "probed"
+    assert choice.source == "probed" and not choice.note
     assert choice.cache_path == str(tmp_path / "strategy.json")
     assert os.path.exists(choice.cache_path)
     assert set(choice.timings) == {"step", "epoch", "unroll:4", "unrolled"}
@@ -314,6 +314,84 @@ def test_auto_probes_on_copies_then_reads_the_cache(monkeypatch, tmp_path):
         np.testing.assert_array_equal(np.asarray(v), before[k])
     again = _trainer("auto", total_steps=24)
     assert again.choose_strategy(x, y).source == "cached"
+
+
+def test_probe_budget_by_hand():
+    # step: 1 s compile, 10 ms/step; each fused candidate costs at least 1 s + 4 calls
+    # of 8 steps (0.32 s), the rolled epoch 4 more calls of 50 (2 s): 3.32, 1.32, 1.32
+    step = st.Timing(1.0, 0.010)
+    names = ["epoch", "unroll:4", "unrolled"]
+    kept, least = st.probe_budget(step, names, total_steps=10_000, probe_steps=8,
+                                  long_steps=50)
+    assert kept == names and least == pytest.approx(5.96)
+    # a 500-step run (5 s stepped) pays for the epoch and unroll:4 only; 300 for none
+    assert st.probe_budget(step, names, total_steps=500, probe_steps=8,
+                           long_steps=50)[0] == ["epoch", "unroll:4"]
+    assert st.probe_budget(step, names, total_steps=300, probe_steps=8,
+                           long_steps=50)[0] == []
+
+
+def test_select_skips_a_probe_longer_than_the_run(tmp_path):
+    """A run shorter than the probe: the step alone is probed (its compile is the run's),
+    nothing is cached, and the choice says what was left out and why; a run that can
+    pay for part of the probe probes that part, in order."""
+    path = str(tmp_path / "strategy.json")
+    probed = []
+
+    def fake_probe(runners, *, steps, clock):
+        probed.append(tuple(runners))
+        return {name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners}
+
+    kwargs = dict(key_parts={"model": "m"}, call_lengths=[50], path=path, probe_fn=fake_probe)
+    short = st.select(lambda names, steps: {n: (lambda: None) for n in names},
+                      total_steps=100, **kwargs)  # 1 s stepped < 1.32 s for the epoch alone
+    assert probed == [("step",)]
+    assert (short.strategy, short.source, short.cache_path) == ("step", "probed", None)
+    assert set(short.timings) == {"step"} and not os.path.exists(path)
+    assert short.describe() == (
+        "step (probed: step 10.00 ms/step + 1.0 s compile; epoch, unroll:4 and unrolled "
+        "not probed: the run's 100 steps take ~1 s stepped, less than probing them would "
+        "cost (at least 6 s for all 3))")
+    probed.clear()
+    middle = st.select(lambda names, steps: {n: (lambda: None) for n in names},
+                       total_steps=500, **kwargs)
+    assert probed == [("step",), ("step", "epoch", "unroll:4", "epoch, 50 steps per call")]
+    assert set(middle.timings) == {"step", "epoch", "unroll:4"}
+    assert "unrolled not probed" in middle.describe() and middle.cache_path is None
+
+
+def test_checkpoints_never_compile_a_new_stretch_length(tmp_path):
+    """Checkpoints every 5 steps of a 12-step epoch cut stretches of 5, 5, 2, then 3, 5,
+    4, ...: every fused strategy still runs one compiled call (none after the first
+    epoch), and ends with the same params, bit for bit, as the run without checkpoints."""
+    import jax.monitoring
+
+    compiles = []
+
+    def on_event(name, seconds, **_):
+        if name == "/jax/core/compile/backend_compile_duration":
+            compiles.append(name)
+
+    x, y = _data()
+    jax.monitoring.register_event_duration_secs_listener(on_event)
+    try:
+        for strategy in ("epoch", "unroll:4", "unrolled"):
+            final = {}
+            for every in (None, 5):
+                directory = str(tmp_path / f"{strategy}-{every}")
+                trainer = _trainer(strategy, checkpoint_dir=directory if every else None,
+                                   checkpoint_every=every)
+                trainer.train_epoch(x, y)
+                del compiles[:]
+                for _ in range(3):
+                    trainer.train_epoch(x, y)
+                assert compiles == [], (strategy, every)
+                assert trainer._epoch_fn(strategy)._cache_size() == 1
+                final[every] = {k: np.asarray(v) for k, v in trainer.params.items()}
+            for name, value in final[None].items():
+                np.testing.assert_array_equal(final[5][name], value, err_msg=strategy)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_event)
 
 
 def test_resume_keeps_the_checkpoints_strategy(tmp_path):

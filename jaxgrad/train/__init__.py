@@ -1,6 +1,7 @@
 """Jit-compiled training: steps, scan-fused epochs, data parallelism, checkpoints.
 
-- ``step``: ``make_train_step`` / ``make_train_epoch`` / ``evaluate`` (pure, jitted);
+- ``step``: ``make_train_step`` / ``make_train_epoch`` / ``make_train_stretch`` /
+  ``evaluate`` (pure, jitted);
 - ``sharding``: a ``Mesh`` over the batch axis, for 1..N devices and several hosts;
 - ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
 - ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
@@ -39,5 +40,6 @@ from jaxgrad.train.step import compute_dtype_error
 from jaxgrad.train.step import evaluate
 from jaxgrad.train.step import make_train_epoch
 from jaxgrad.train.step import make_train_step
+from jaxgrad.train.step import make_train_stretch
 from jaxgrad.train.strategy import Choice
 from jaxgrad.train.strategy import parse_strategy

@@ -9,13 +9,16 @@ That pair, the seed and the step are the run's whole RNG state: the step itself
 draws no random numbers (the supported layers have none).
 
 - ``strategy="step"`` (the default, ``fused=False``) runs one jitted step per batch;
-  ``"epoch"`` (``fused=True``) runs each stretch between checkpoints as one
-  ``lax.scan`` call (``make_train_epoch``), ``"unroll:K"`` the same scan with
-  ``unroll=K``, ``"unrolled"`` fully unrolled; ``"auto"`` measures them on the first
+  ``"epoch"`` (``fused=True``) runs each stretch between checkpoints as one call of
+  a rolled loop (``make_train_stretch``), ``"unroll:K"`` the same loop ``K`` steps
+  per iteration, ``"unrolled"`` fully unrolled; ``"auto"`` measures them on the first
   batches and keeps the fastest for this run's length (``jaxgrad.train.strategy``).
-  Stretch boundaries depend only on the global step, and a resumed run keeps the
-  strategy its checkpoint records, so an interrupted and resumed run compiles and
-  executes the very same stretches as an uninterrupted one: resume is bit-exact.
+  The epoch's batches are stacked once and every stretch is a ``[start, stop)`` of
+  them, passed as traced integers: whatever ``checkpoint_every`` and the epoch
+  length, and after a resume mid-epoch, a strategy compiles one call per epoch
+  shape, and each step runs the same compiled code as in a run without
+  checkpoints (same params, bit for bit). A resumed run keeps the strategy its
+  checkpoint records, so resume is bit-exact.
 - Every ``checkpoint_every`` steps a checkpoint is written atomically
   (``jaxgrad.train.checkpoint``).
 - A non-finite loss raises ``NonFiniteLossError`` naming the step and the first
@@ -41,7 +44,7 @@ from jaxgrad.data import batch_indices
 from jaxgrad.train import checkpoint as ckpt
 from jaxgrad.train import strategy as strategies
 from jaxgrad.train.sharding import data_parallel_mesh, replicate, shard_batch
-from jaxgrad.train.step import make_train_epoch, make_train_step
+from jaxgrad.train.step import make_train_step, make_train_stretch
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -184,9 +187,10 @@ class Trainer:
         self._epochs: dict = {}  # strategy -> jitted epoch function
 
     def _epoch_fn(self, strategy: str) -> Callable:
-        """The jitted fused call for ``strategy`` (built once per strategy)."""
+        """The jitted stretch call for ``strategy`` (built once per strategy):
+        ``(params, opt_state, stacked epoch, start, stop)``."""
         if strategy not in self._epochs:
-            self._epochs[strategy] = make_train_epoch(
+            self._epochs[strategy] = make_train_stretch(
                 self.model, self.loss_fn, self.optimizer,
                 unroll=strategies.scan_unroll(strategy), **self._options)
         return self._epochs[strategy]
@@ -200,19 +204,6 @@ class Trainer:
     def fused(self) -> bool:
         """Whether steps run as fused ``lax.scan`` calls (every strategy but ``"step"``)."""
         return self.strategy not in (None, "step")
-
-    def _call_lengths(self, steps_per_epoch: int) -> list[int]:
-        """Distinct lengths of the fused calls of the next two epochs (checkpoint stretches)."""
-        lengths, step = set(), self.global_step
-        for _ in range(2):
-            i = 0
-            while i < steps_per_epoch:
-                length = steps_per_epoch - i
-                if self.checkpoint_every:
-                    length = min(length, self.checkpoint_every - step % self.checkpoint_every)
-                lengths.add(length)
-                i, step = i + length, step + length
-        return sorted(lengths)
 
     def choose_strategy(self, x: np.ndarray, y: np.ndarray, *,
                         total_steps: int | None = None) -> strategies.Choice:
@@ -235,23 +226,35 @@ class Trainer:
             self.strategy_choice = strategies.Choice("step", "multi-process")
             return self.strategy_choice
         batches = self.batches(len(x), self.epoch)
-        lengths = self._call_lengths(len(batches))
         total = total_steps or self.total_steps or len(batches)
+        # one fused call per stretch: an epoch, cut at each checkpoint; whatever their
+        # lengths, they all run the one compiled call of the epoch's shape
+        calls = -(-total // len(batches)) + (total // self.checkpoint_every
+                                             if self.checkpoint_every else 0)
+        epoch_stack = []  # the epoch's batches, stacked once for every fused runner
 
         def make_runners(names, steps):
-            idx = np.stack(batches[:steps])
-            stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
             singles = [shard_batch((x[i], y[i]), self.mesh) for i in batches[:steps]]
             runners = {}
             for name in names:
                 state = [replicate(self.params, self.mesh), replicate(self.opt_state, self.mesh)]
+                if name == "unrolled":  # its compile grows with the stack: the probe's own
+                    idx = np.stack(batches[:steps])
+                    stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
+                elif name != "step":  # the run's own shape: its compile is the run's
+                    if not epoch_stack:
+                        idx = np.stack(batches)
+                        epoch_stack.append(shard_batch((x[idx], y[idx]), self.mesh,
+                                                       stacked=True))
+                    stacked = epoch_stack[0]
 
-                def run(name=name, state=state):
+                def run(name=name, state=state, stacked=None if name == "step" else stacked):
                     if name == "step":
                         for batch in singles:
                             state[0], state[1], _ = self._step(state[0], state[1], batch)
                     else:
-                        state[0], state[1], _ = self._epoch_fn(name)(state[0], state[1], stacked)
+                        state[0], state[1], _ = self._epoch_fn(name)(
+                            state[0], state[1], stacked, np.int32(0), np.int32(steps))
                     jax.block_until_ready(state)
                 runners[name] = run
             return runners
@@ -263,8 +266,8 @@ class Trainer:
                      "compute_dtype": str(self.compute_dtype), "devices": len(self.devices),
                      **strategies.environment(self.devices[0])}
         self.strategy_choice = strategies.select(
-            make_runners, key_parts=key_parts, total_steps=total, call_lengths=lengths,
-            cache=self.strategy_cache)
+            make_runners, key_parts=key_parts, total_steps=total,
+            call_lengths=[len(batches)], calls=calls, cache=self.strategy_cache)
         return self.strategy_choice
 
     @property
@@ -374,15 +377,17 @@ class Trainer:
         batches = self.batches(len(x), epoch)
         losses, began = [], time.perf_counter()
         stopped = False
+        if self.fused:  # the whole epoch, once: every stretch is a [first, stop) of it
+            idx = np.stack(batches)
+            stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
         for first, stop in self._stretches(start, len(batches)):
             if self._stop_requested:
                 stopped = True
                 break
             if self.fused:
-                idx = np.stack(batches[first:stop])
-                batch = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
                 params, opt_state, metrics = self._epoch_fn(self.strategy)(
-                    self.params, self.opt_state, batch)
+                    self.params, self.opt_state, stacked, np.int32(first), np.int32(stop))
+                metrics = jax.tree_util.tree_map(lambda m: np.asarray(m)[first:stop], metrics)
             else:
                 idx = batches[first]
                 batch = shard_batch((x[idx], y[idx]), self.mesh)

@@ -23,6 +23,8 @@ optimizer stay float32.
 
 ``make_train_epoch`` fuses a whole run of pre-batched data into one call with
 ``jax.lax.scan``: one dispatch per epoch instead of one per step.
+``make_train_stretch`` runs any stretch ``[start, stop)`` of an epoch's stacked batches
+in one compiled call per epoch shape (what ``Trainer`` runs between checkpoints).
 """
 
 from __future__ import annotations
@@ -240,6 +242,73 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
         return params, opt_state, metrics
 
     return jax.jit(epoch, donate_argnums=(0, 1) if donate else ())
+
+
+def make_train_stretch(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
+                       accumulate: int = 1, compute_dtype=None, donate: bool = True,
+                       unroll: int | bool = 1) -> Callable:
+    """A jitted ``(params, opt_state, (xs, ys), start, stop) -> (params, opt_state, metrics)``
+    that runs steps ``start … stop - 1`` of an epoch's stacked batches.
+
+    ``xs`` `(steps, batch, *features)` and ``ys`` `(steps, batch, *)` hold the whole
+    epoch; ``start`` and ``stop`` are traced int scalars, so every stretch of the epoch
+    (between checkpoints, after a resume) runs the one compiled call of that epoch's
+    shape: a checkpoint never compiles a new length, and each step runs the same
+    compiled code whichever stretch it falls in. Metrics come back `(steps,)` long;
+    only ``[start:stop]`` is written (the rest is zero).
+
+    Args:
+      model, loss_fn, optimizer, accumulate, compute_dtype, donate: as ``make_train_epoch``.
+      unroll: 1 a rolled loop of ``stop - start`` iterations (a dynamic trip count);
+        K blocks of K steps, each step guarded by a ``lax.cond`` on ``i < stop``; True
+        no loop, one guarded step per position (compile time grows with ``steps``).
+
+    Returns:
+      The jitted stretch function; ``metrics`` as ``make_train_step``'s, each `(steps,)`.
+    """
+    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
+                   compute_dtype=compute_dtype)
+    if not (unroll is True or (isinstance(unroll, int) and unroll >= 1)):
+        raise ValueError(f"`unroll` (={unroll!r}) must be True or an int >= 1.")
+
+    def stretch(params, opt_state, batches, start, stop):
+        length = jax.tree_util.tree_leaves(batches)[0].shape[0]
+        first = jax.tree_util.tree_map(lambda a: a[0], batches)
+        shapes = jax.eval_shape(step, params, opt_state, first)[2]
+        metrics = jax.tree_util.tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype),
+                                         shapes)
+
+        def one(i, carry):
+            params, opt_state, metrics = carry
+            batch = jax.tree_util.tree_map(
+                lambda a: jax.lax.dynamic_index_in_dim(a, i, keepdims=False), batches)
+            params, opt_state, new = step(params, opt_state, batch)
+            metrics = jax.tree_util.tree_map(
+                lambda buf, v: jax.lax.dynamic_update_index_in_dim(buf, v, i, 0), metrics, new)
+            return params, opt_state, metrics
+
+        def guarded(i, carry, valid):
+            return jax.lax.cond(valid, lambda c: one(i, c), lambda c: c, carry)
+
+        carry = (params, opt_state, metrics)
+        with in_loop(unroll is not True):  # convolutions in a rolled loop: patches
+            if unroll is True:
+                for i in range(length):
+                    carry = guarded(i, carry, (i >= start) & (i < stop))
+            elif unroll == 1:
+                carry = jax.lax.fori_loop(start, stop, one, carry)
+            else:
+                def block(b, carry):
+                    for j in range(unroll):
+                        i = start + b * unroll + j
+                        carry = guarded(i, carry, i < stop)
+                    return carry
+
+                blocks = (stop - start + unroll - 1) // unroll
+                carry = jax.lax.fori_loop(0, blocks, block, carry)
+        return carry
+
+    return jax.jit(stretch, donate_argnums=(0, 1) if donate else ())
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))

@@ -32,6 +32,11 @@ vector extensions (``jaxgrad.train.benchmark.cpu_info``), the device kind, jaxgr
 version and how it lowers convolutions (``jaxgrad.nn.conv_lowering``); the choice itself is recomputed from them for each run's length. A corrupt cache warns and
 is probed again, never an error.
 
+The probe is bounded by the run it serves (``probe_budget``): ``"step"`` is probed
+first, and a fused candidate only while the run could win back what probing it costs
+at least (a compile of the step, and its calls); a run shorter than that keeps the
+step (its compile is the run's own) and says so in the ``Choice``'s ``note``.
+
 Everything here is a pure function of numbers and mappings except ``probe`` (calls the
 runners it is given, reads the clock it is given) and the cache's file I/O, so the
 choice is testable with injected timings.
@@ -210,14 +215,15 @@ def split_call_overhead(timings: Mapping[str, Timing], *, probe_steps: int, long
 
 
 def estimate_seconds(strategy: str, timing: Timing, *, total_steps: int,
-                     call_lengths: Sequence[int], probe_steps: int) -> float:
+                     call_lengths: Sequence[int], probe_steps: int,
+                     calls: int | None = None) -> float:
     """Estimated wall time of a run: compiles plus ``total_steps`` × seconds per step,
     plus the fused calls' ``call_seconds`` each.
 
-    ``call_lengths`` are the distinct lengths of the run's fused calls (each compiles
-    once; the run makes ``ceil(total_steps / longest)`` calls); ``"step"`` compiles
-    once whatever they are; ``"unrolled"`` compiles in time proportional to the call's
-    length, scaled from the probe's ``probe_steps``.
+    ``call_lengths`` are the distinct lengths the run's fused calls compile for (each
+    compiles once); ``calls`` the number of fused calls (None: ``ceil(total_steps /
+    longest)``); ``"step"`` compiles once whatever they are; ``"unrolled"`` compiles
+    in time proportional to the call's length, scaled from the probe's ``probe_steps``.
     """
     if total_steps < 0:
         raise ValueError(f"`total_steps` (={total_steps!r}) must be >= 0.")
@@ -229,12 +235,15 @@ def estimate_seconds(strategy: str, timing: Timing, *, total_steps: int,
         compile_total = sum(timing.compile_seconds * n / probe_steps for n in lengths)
     else:
         compile_total = timing.compile_seconds * len(lengths)
-    calls = 0 if strategy == "step" else -(-total_steps // max(lengths))
+    if strategy == "step":
+        calls = 0
+    elif calls is None:
+        calls = -(-total_steps // max(lengths))
     return compile_total + total_steps * timing.step_seconds + calls * timing.call_seconds
 
 
 def choose(timings: Mapping[str, Timing], *, total_steps: int, call_lengths: Sequence[int],
-           probe_steps: int) -> tuple[str, dict[str, float]]:
+           probe_steps: int, calls: int | None = None) -> tuple[str, dict[str, float]]:
     """The candidate with the smallest estimated total, and every estimate (seconds).
 
     Ties go to the earlier candidate in ``timings``' order (``"step"`` first: the
@@ -245,7 +254,8 @@ def choose(timings: Mapping[str, Timing], *, total_steps: int, call_lengths: Seq
         raise ValueError("`timings` is empty: nothing to choose from.")
     longest = max(call_lengths) if call_lengths else 1
     estimates = {name: estimate_seconds(name, timing, total_steps=total_steps,
-                                        call_lengths=call_lengths, probe_steps=probe_steps)
+                                        call_lengths=call_lengths, probe_steps=probe_steps,
+                                        calls=calls)
                  for name, timing in timings.items()
                  if not (name == "unrolled" and longest > MAX_UNROLLED_STEPS)}
     if not estimates:
@@ -397,6 +407,7 @@ class Choice:
     timings: Mapping[str, Timing] = dataclasses.field(default_factory=dict)
     estimates: Mapping[str, float] = dataclasses.field(default_factory=dict)
     cache_path: str | None = None
+    note: str = ""  # why the probe was cut short, if it was (``select``)
 
     def describe(self) -> str:
         """``"epoch (probed: step 12.1 ms, epoch 9.8 ms, ...; cached in PATH)"``."""
@@ -412,21 +423,56 @@ class Choice:
         per_step = describe_timings(self.timings)
         where = (f"; cached in {self.cache_path}" if self.source == "probed" and self.cache_path
                  else f"; from {self.cache_path}" if self.cache_path else "")
-        return f"{self.strategy} ({self.source}: {per_step}{where})"
+        note = f"; {self.note}" if self.note else ""
+        return f"{self.strategy} ({self.source}: {per_step}{where}{note})"
 
     def to_json(self) -> dict:
         """The choice as plain JSON-able data."""
         return {"strategy": self.strategy, "source": self.source,
                 "timings": {k: dataclasses.asdict(t) for k, t in self.timings.items()},
-                "estimates": dict(self.estimates), "cache_path": self.cache_path}
+                "estimates": dict(self.estimates), "cache_path": self.cache_path,
+                "note": self.note}
+
+
+def probe_budget(step: Timing, names: Sequence[str], *, total_steps: int, probe_steps: int,
+                 long_steps: int | None, repeats: int = PROBE_REPEATS) -> tuple[list[str], float]:
+    """The fused candidates worth probing after ``"step"``, and what they cost at least.
+
+    A probe can save at most the whole run's time stepped (``total_steps`` × the step's
+    seconds: no strategy takes less than nothing), and each fused candidate costs at
+    least a compile of a loop whose body holds the step (the step's compile time) plus
+    its ``1 + repeats`` calls at the step's speed (the rolled epoch's second, longer
+    call too). Candidates are kept in order (cheapest first) while their summed
+    lower bound stays within what the run could save; the rest are not probed.
+
+    Returns:
+      ``(kept names, the lower bound of all of ``names``' probe, kept or not)``.
+    """
+    budget = total_steps * step.step_seconds
+    kept, spent, total_cost, full = [], 0.0, 0.0, False
+    for name in names:
+        called = probe_steps + ((long_steps or 0) if name == "epoch" else 0)
+        cost = step.compile_seconds + (1 + repeats) * called * step.step_seconds
+        total_cost += cost
+        full = full or spent + cost > budget
+        if not full:
+            kept.append(name)
+            spent += cost
+    return kept, total_cost
 
 
 def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[], object]]], *,
            key_parts: Mapping, total_steps: int, call_lengths: Sequence[int],
-           cache: bool = True, path: str | None = None,
+           calls: int | None = None, cache: bool = True, path: str | None = None,
            clock: Callable[[], float] = time.perf_counter,
            probe_fn: Callable[..., Mapping[str, Timing]] | None = None) -> Choice:
     """Choose a strategy for a run: cached timings if any, else a probe (then cached).
+
+    The probe is bounded by the run it serves: ``"step"`` is probed first (its compile
+    is the run's own if it wins), then only the fused candidates whose least cost
+    (``probe_budget``) the run could win back; a run shorter than the rest of the
+    probe skips it (the ``Choice``'s ``note`` says which were left out and why) and
+    caches nothing, so a longer run probes them later.
 
     Args:
       make_runners: ``(candidate names, probe steps) -> {name: runner}``; each runner
@@ -434,7 +480,8 @@ def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[]
       key_parts: JSON-able description of everything the timings depend on (model,
         shapes, dtypes, ``environment()``); the candidates and probe length are added.
       total_steps: the run's steps, for the cost model.
-      call_lengths: the distinct lengths of the run's fused calls.
+      call_lengths: the distinct lengths the run's fused calls compile for.
+      calls: how many fused calls the run makes (None: ``ceil(total_steps / longest)``).
       cache: read and write the cache at ``path``.
       path: the cache file (default ``cache_path()``).
       clock: the probe's clock; probe_fn: replaces ``probe`` (tests).
@@ -452,18 +499,34 @@ def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[]
     key = cache_key({**key_parts, "candidates": names, "probe_steps": steps,
                      "overhead_steps": long_steps})
     timings = read_cache(path, key) if cache else None
-    source = "cached"
+    source, note = "cached", ""
     if timings is None or set(timings) != set(names):
+        run_probe = probe_fn or probe
         runners = dict(make_runners(names, steps))
-        counts = {name: steps for name in names}
-        long_name = f"epoch, {long_steps} steps per call"
-        if long_steps is not None:
-            runners[long_name] = make_runners(["epoch"], long_steps)["epoch"]
-            counts[long_name] = long_steps
-        timings = dict((probe_fn or probe)(runners, steps=counts, clock=clock))
-        if long_steps is not None:
-            timings = split_call_overhead(timings, probe_steps=steps, long_name=long_name,
-                                          long_steps=long_steps)
+        stepped = run_probe({"step": runners["step"]}, steps={"step": steps},
+                            clock=clock)["step"]
+        fused, least = probe_budget(stepped, names[1:], total_steps=total_steps,
+                                    probe_steps=steps, long_steps=long_steps)
+        timings = {"step": stepped}
+        if fused:  # the step again, round by round with them: a drifting machine
+            runners = {name: runners[name] for name in ["step", *fused]}
+            counts = {name: steps for name in runners}
+            long_name = f"epoch, {long_steps} steps per call"
+            if long_steps is not None:
+                runners[long_name] = make_runners(["epoch"], long_steps)["epoch"]
+                counts[long_name] = long_steps
+            timings = dict(run_probe(runners, steps=counts, clock=clock))
+            timings["step"] = Timing(stepped.compile_seconds,  # its first call was warm
+                                     min(stepped.step_seconds, timings["step"].step_seconds))
+            if long_steps is not None:
+                timings = split_call_overhead(timings, probe_steps=steps, long_name=long_name,
+                                              long_steps=long_steps)
+        left_out = [name for name in names[1:] if name not in fused]
+        if left_out:
+            note = (f"{_listed(left_out)} not probed: the run's {total_steps} steps take "
+                    f"~{total_steps * stepped.step_seconds:.2g} s stepped, less than probing "
+                    f"{'them' if len(left_out) > 1 else 'it'} would cost "
+                    f"(at least {least:.2g} s for all {len(names) - 1})")
         source = "probed"
         if cache:
             with warnings.catch_warnings():
@@ -472,9 +535,16 @@ def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[]
             if meanwhile is not None and set(meanwhile) == set(names):
                 # another process probed the same key meanwhile: the first writer wins,
                 # so every run sharing the cache makes the same choice
-                timings, source = meanwhile, "cached"
+                timings, source, note = meanwhile, "cached", ""
+            elif left_out:
+                path = None  # a partial probe is not cached: a longer run probes the rest
             elif not write_cache(path, key, timings, description=key_parts):
                 path = None
     best, estimates = choose(timings, total_steps=total_steps, call_lengths=call_lengths,
-                             probe_steps=steps)
-    return Choice(best, source, timings, estimates, path if cache else None)
+                             probe_steps=steps, calls=calls)
+    return Choice(best, source, timings, estimates, path if cache else None, note)
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
