@@ -27,8 +27,12 @@ FAMILIES = ("_pointwise", "_reduce", "_shape", "_index", "_factory", "_nn", "_ra
 
 def test_every_overload_belongs_to_a_family_and_unsampled_ones_are_mapped():
     families = {conformance.family(name) for name in aten.supported()}
-    assert families <= set(FAMILIES), families
+    # `_autograd`: jaxgrad's own marks of autograd in a forward (no op_db samples; held
+    # to torch by the tests UNSAMPLED names)
+    assert families <= set(FAMILIES) | {"_autograd"}, families
     assert set(conformance.UNSAMPLED) <= set(aten.supported())
+    assert {name for name in aten.supported()
+            if conformance.family(name) == "_autograd"} <= set(conformance.UNSAMPLED)
 
 
 # the quick selections of `_nn` (~40 s) and `_pointwise` (~16 s) run in the exhaustive

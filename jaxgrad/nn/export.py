@@ -33,9 +33,10 @@ import warnings
 import numpy as np
 
 from jaxgrad._arrays import canonical_dtype
-from jaxgrad.nn import aten
+from jaxgrad.nn import aten, export_autograd
 from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import Constants, ExportedModule, OpNode, Program, TensorMeta
+from jaxgrad.nn.program import (Constants, ExportedModule, FunctionSpec, OpNode, Program,
+                                TensorMeta, UserRule)
 
 
 def _where(path: str) -> str:
@@ -207,8 +208,11 @@ def tree_of(spec, describe) -> tuple:
 
 
 # ------------------------------------------------------------------ capture
-def _program(ep, class_name: str, path: str, persistent: set, aliases: dict):
-    """One mode's ``Program``, its constants and its input description."""
+def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
+             frozen: set = frozenset(), specs: dict | None = None):
+    """One mode's ``Program``, its constants and its input description; ``frozen``:
+    parameters the forward freezes; ``specs``: captured Functions, by call."""
+    specs = {} if specs is None else specs
     from torch.export.graph_signature import InputKind, OutputKind
 
     sig = ep.graph_signature
@@ -262,9 +266,145 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict):
                 "the forward out of place."
             )
     nodes = build_nodes(ep.graph.nodes, placeholders, class_name=class_name, path=path)
+    nodes = _with_function_specs(nodes, ep, class_name, path, specs)
     out_tree = tree_of(ep.call_spec.out_spec, lambda: f"the output of {class_name}")
     program = Program(tuple(inputs), nodes, tuple(outputs), out_tree, tuple(buffer_updates))
-    return program, constants, tuple(input_meta)
+    return _freeze(program, frozen), constants, tuple(input_meta)
+
+
+# ------------------------------------------------------ autograd in a forward
+def _freeze(program: Program, frozen: set) -> Program:
+    """Every read of a parameter in ``frozen`` (the forward called
+    ``requires_grad_(False)`` on it: torch gives it no gradient) goes through a
+    stop-gradient."""
+    placeholders = {name: target for name, kind, target in program.inputs
+                    if kind == "param" and target in frozen}
+    if not placeholders:
+        return program
+    renames = {name: f"{name}__frozen" for name in placeholders}
+    cuts = tuple(OpNode(renames[name], "jaxgrad.stop_gradient.default", (Ref(name),), (), "",
+                        None) for name in placeholders)
+
+    def rename(value):
+        if isinstance(value, Ref):
+            return Ref(renames.get(value.name, value.name))
+        if isinstance(value, tuple):
+            return tuple(rename(v) for v in value)
+        return value
+
+    nodes = tuple(dataclasses.replace(node, args=rename(node.args), kwargs=rename(node.kwargs))
+                  for node in program.nodes)
+    return dataclasses.replace(program, nodes=cuts + nodes,
+                               outputs=tuple(rename(o) for o in program.outputs),
+                               buffer_updates=tuple((b, rename(r))
+                                                    for b, r in program.buffer_updates))
+
+
+def _with_function_specs(nodes, ep, class_name, path, specs: dict) -> tuple:
+    """Each ``jaxgrad.autograd_function`` node with its Function captured
+    (``FunctionSpec``) or the user's registered rule (``UserRule``) in place of the
+    call number; ``specs`` caches them by class and input shapes."""
+    graph_nodes = {n.name: n for n in ep.graph.nodes}
+    result = []
+    for node in nodes:
+        if not export_autograd.is_function_call(node.target):
+            result.append(node)
+            continue
+        refs, call_id = node.args
+        call = export_autograd.call_of(call_id)
+        metas = tuple(_meta(graph_nodes[ref.name].meta.get("val")) for ref in refs)
+        other = tuple((i, _argument(a, lambda: call.name)) for i, a in enumerate(call.args)
+                      if i not in call.tensor_positions)
+        key = (call.cls, metas, other, tuple(sorted(call.kwargs.items())) if all(
+            isinstance(v, (int, float, bool, str, type(None))) for v in call.kwargs.values())
+               else id(call))
+        if key not in specs:
+            where = child_path_of(path, node.path)
+            if call.name in aten._autograd.FUNCTIONS:
+                if call.kwargs:
+                    raise ValueError(
+                        f"from_torch: the custom autograd.Function {call.name} {_where(where)} "
+                        "is called with keyword arguments; a registered rule takes positional "
+                        "ones.")
+                specs[key] = UserRule(call.name, other)
+            else:
+                specs[key] = _capture_function(call, metas, node.meta, class_name, where)
+        result.append(dataclasses.replace(node, args=(refs, specs[key])))
+    return tuple(result)
+
+
+class _Unreproducible(Exception):
+    """Why a custom Function's forward or backward cannot be captured."""
+
+
+def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSpec:
+    """A custom ``autograd.Function``'s forward and its own backward, each captured
+    on its own with ``torch.export`` at these input shapes."""
+    import torch
+
+    def example(meta):
+        dtype = getattr(torch, np.dtype(meta.dtype).name)
+        if np.dtype(meta.dtype).kind in "fc":
+            return torch.randn(meta.shape, dtype=dtype)
+        return torch.zeros(meta.shape, dtype=dtype)
+
+    tensors = [example(m) for m in metas]
+    outputs = output_meta if isinstance(output_meta, tuple) else (output_meta,)
+    grads = [example(m) for m in outputs]
+    n = len(tensors)
+    record = {}
+
+    class Forward(torch.nn.Module):
+        def forward(self, *values):
+            return tuple(call.run_forward(list(values),
+                                          export_autograd._Ctx(call.needs_input_grad())))
+
+    class Backward(torch.nn.Module):
+        def forward(self, *values):
+            inputs, grads_in = list(values[:n]), list(values[n:])
+            ctx = export_autograd._Ctx(call.needs_input_grad())
+            outs = call.run_forward(inputs, ctx)
+            record["non_differentiable"] = tuple(
+                i for i, out in enumerate(outs) if any(out is t for t in ctx.non_differentiable))
+            result = call.cls.backward(ctx, *grads_in)
+            result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+            grads_out = []
+            for position, tensor in zip(call.tensor_positions, inputs):
+                grad = result[position] if position < len(result) else None
+                grads_out.append(torch.zeros_like(tensor) if grad is None else grad)
+            return tuple(grads_out)
+
+    def program_of(wrapper, args, part):
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+                with torch.enable_grad():
+                    exported = torch.export.export(wrapper, tuple(args), strict=False)
+                exported = exported.run_decompositions(decompositions())
+            program, constants, _ = _program(exported, call.name, "", set(), {}, set(), {})
+        except Exception as error:  # noqa: BLE001 - reported, named, below
+            text = str(error).strip().split("\n")[0][:300]
+            raise _Unreproducible(f"its {part} cannot be captured ({type(error).__name__}: "
+                                  f"{text})") from error
+        if program.random_nodes():
+            raise _Unreproducible(f"its {part} draws random numbers")
+        return program, constants
+
+    try:
+        forward, forward_constants = program_of(Forward(), tensors, "forward")
+        backward, backward_constants = program_of(Backward(), tensors + grads, "backward")
+    except _Unreproducible as reason:
+        raise ValueError(
+            f"from_torch: the custom autograd.Function {call.name} called {_where(where)} in "
+            f"{class_name} cannot be reproduced: {reason}. jaxgrad honours a Function's own "
+            "backward by capturing it, and refuses what it cannot capture rather than "
+            "differentiate the forward instead. Give jaxgrad its JAX rule: "
+            f"`jaxgrad.nn.register_autograd_function({call.name!r}, fn)`, fn taking the "
+            "Function's tensor arguments (a jax.custom_vjp for your own backward)."
+        ) from reason.__cause__
+    return FunctionSpec(call.name, forward, backward,
+                        {"forward": forward_constants, "backward": backward_constants},
+                        tuple(outputs), record.get("non_differentiable", ()))
 
 
 @contextlib.contextmanager
@@ -330,18 +470,29 @@ def decompositions():
     return table
 
 
-def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=None):
+def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=None,
+            frozen=None):
+    """One mode's program, decomposed; autograd written in the forward marked first
+    (``export_autograd``). ``frozen`` receives the parameters the forward freezes."""
     import torch
 
     mode = "training" if train else "evaluation"
     module.train(train)
+    problems: list[str] = []
+    frozen = set() if frozen is None else frozen
     try:
         with _rng_state(seed), warnings.catch_warnings():
             # torch's own pytree code warns about its own deprecated LeafSpec
             warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-            exported = torch.export.export(module, tuple(args), dict(kwargs), strict=False)
-            return exported.run_decompositions(decompositions())
+            with export_autograd.during_export(module, frozen, problems):
+                exported = torch.export.export(module, tuple(args), dict(kwargs), strict=False)
+            if not problems:
+                export_autograd.mark_autograd(
+                    exported, lambda: f"{class_name} {_where(path)} in {mode} mode")
+                return exported.run_decompositions(decompositions())
     except Exception as error:  # torch's own messages say what it could not follow
+        if isinstance(error, ValueError) and str(error).startswith("from_torch:"):
+            raise
         message = str(error).strip().split("\n")[0][:400]
         raise ValueError(
             f"from_torch: torch.export cannot capture {class_name} {_where(path)} in {mode} "
@@ -351,6 +502,11 @@ def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=
             "type torch cannot flatten (e.g. a KV cache: pass use_cache=False) cannot be "
             "captured."
         ) from error
+    raise ValueError(
+        f"from_torch: {class_name} {_where(path)} in {mode} mode: {'; '.join(problems)}. "
+        "A construct jaxgrad cannot reproduce exactly is refused rather than converted with "
+        "different gradients."
+    )
 
 
 def _state_names(module):
@@ -443,15 +599,16 @@ def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
                                                    {n for n, _ in params}}
     flags = {name: child.training for name, child in module.named_modules(remove_duplicate=False)}
     module_buffers = {name for name, _ in module.named_buffers(remove_duplicate=False)}
+    frozen, specs, calls_before = set(), {}, export_autograd.calls()
     try:
         programs, constants, input_metas = {}, {}, {}
         for train in (True, False):
-            exported = _export(module, args, kwargs, train, class_name, path)
+            exported = _export(module, args, kwargs, train, class_name, path, frozen=frozen)
             if train:
                 in_tree = tree_of(exported.call_spec.in_spec,
                                   lambda: f"the inputs of {class_name}")
             program, mode_constants, input_metas[train] = _program(
-                exported, class_name, path, persistent, aliases)
+                exported, class_name, path, persistent, aliases, frozen, specs)
             # a tensor the forward made (not a module's buffer) may hold a NumPy draw
             made = {name: value for name, value in mode_constants.items()
                     if name not in module_buffers}
@@ -476,6 +633,7 @@ def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
     finally:
         for name, child in module.named_modules(remove_duplicate=False):
             child.training = flags[name]
+        export_autograd.forget(export_autograd.calls() - calls_before)
     if input_metas[True] != input_metas[False]:  # pragma: no cover - same example twice
         raise AssertionError("the two modes saw different inputs")
     eval_program = programs[True] if programs[False] == programs[True] else programs[False]

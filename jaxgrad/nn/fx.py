@@ -33,6 +33,7 @@ an example input (``jaxgrad.nn.export``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -376,6 +377,13 @@ def _trace_mode(module, path, tracer, names, state):
         kwargs = _rename(tuple((k, _constant(v, describe)) for k, v in fx_node.kwargs.items()),
                          renames)
         name = None
+        if fx_node.op == "call_method" and fx_node.target == "requires_grad_":
+            raise ValueError(
+                f"from_torch: {describe()} calls `requires_grad_` inside the forward (on a "
+                "parameter, torch then gives it no gradient at all); the layer path cannot "
+                "reproduce it. Pass `example=` so from_torch captures it with torch.export, "
+                "which does."
+            )
         if fx_node.op == "call_method":
             name = f"method.{fx_node.target}"
             name = fx_ops.in_place_twin(name) or name
@@ -418,10 +426,67 @@ def _trace_mode(module, path, tracer, names, state):
                     "`example=` so from_torch captures it with torch.export instead."
                 )
             nodes.append(Node(fx_node.name, "call_op", name, args, kwargs))
+        result = fx_node.name
+        if fx_node.op in ("call_module", "call_function", "call_method") and \
+                fx_node.meta.get("grad_enabled") is False:
+            # computed with grad mode off (no_grad, set_grad_enabled(False),
+            # inference_mode): torch's result has no gradient
+            if base is not None and base.meta.get("grad_enabled") is not False:
+                raise ValueError(
+                    f"from_torch: {describe()} writes {base.name!r}, computed outside a "
+                    "`torch.no_grad()` region, in place inside it; torch then keeps the old "
+                    "value's gradient path for the new value, which jaxgrad does not "
+                    "reproduce. Write it out of place: `y = y + (new - y).detach()` is the "
+                    "same straight-through value and gradient."
+                )
+            result = f"{fx_node.name}__no_grad"
+            nodes.append(Node(result, "call_op", "jaxgrad.stop_gradient", (Ref(fx_node.name),)))
+            renames[fx_node.name] = result
         if base is not None:  # later reads of the overwritten value read this result
-            renames[base.name] = fx_node.name
+            renames[base.name] = result
             accepted.add(fx_node.name)
     return tuple(nodes), layers, owned
+
+
+@contextlib.contextmanager
+def _autograd_the_layer_path_refuses(torch, module, path):
+    """While tracing: a custom ``autograd.Function`` called on traced values (fx would
+    run its forward and drop its backward) and ``requires_grad`` set on a traced value
+    (fx would drop it) are refused, named; the export front end reproduces both."""
+    function_class = torch.autograd.Function
+    original_apply = function_class.__dict__["apply"]
+    original_setattr = torch.fx.Proxy.__setattr__
+
+    def refuse(what):
+        raise ValueError(
+            f"from_torch: {type(module).__name__} {_where(path)} {what}; the layer path cannot "
+            "reproduce it. Pass `example=` so from_torch captures it with torch.export, which "
+            "does."
+        )
+
+    def apply(cls, *args, **kwargs):
+        from jaxgrad.nn.export_autograd import AUTODIFF_FUNCTIONS
+
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if name in AUTODIFF_FUNCTIONS:  # reentrant checkpointing: the function it wraps
+            return AUTODIFF_FUNCTIONS[name](*args, **kwargs)
+        if any(isinstance(a, torch.fx.Proxy) for a in (*args, *kwargs.values())):
+            refuse(f"calls the custom autograd.Function {cls.__module__}.{cls.__qualname__} "
+                   "(torch.fx would trace its forward and drop its backward)")
+        return original_apply.__func__(cls, *args, **kwargs)
+
+    def setattr_(self, name, value):
+        if name == "requires_grad":
+            refuse("sets `requires_grad` on a tensor inside its forward")
+        original_setattr(self, name, value)
+
+    function_class.apply = classmethod(apply)
+    torch.fx.Proxy.__setattr__ = setattr_
+    try:
+        yield
+    finally:
+        function_class.apply = original_apply
+        torch.fx.Proxy.__setattr__ = original_setattr
 
 
 def trace(module, path: str = "") -> GraphModule:
@@ -458,6 +523,14 @@ def trace(module, path: str = "") -> GraphModule:
                         and type(m).__name__ not in ("Sequential", "ModuleList",
                                                      "ModuleDict")))
 
+        # the forward runs for real while it is traced, so a `no_grad`,
+        # `set_grad_enabled(False)` or `inference_mode` region turns torch's grad mode
+        # off around the nodes it records: what torch computes there has no gradient
+        def create_node(self, *args, **kwargs):
+            node = super().create_node(*args, **kwargs)
+            node.meta["grad_enabled"] = torch.is_grad_enabled()
+            return node
+
     state = module.state_dict()
     parameters = {name for name, _ in module.named_parameters(remove_duplicate=False)}
     _refuse_tied_parameters(module, path)
@@ -465,9 +538,10 @@ def trace(module, path: str = "") -> GraphModule:
     flags = {name: m.training for name, m in module.named_modules(remove_duplicate=False)}
     traces = {}
     try:
-        for train in (True, False):
-            module.train(train)
-            traces[train] = _trace_mode(module, path, _Tracer, names, state)
+        with _autograd_the_layer_path_refuses(torch, module, path), torch.enable_grad():
+            for train in (True, False):
+                module.train(train)
+                traces[train] = _trace_mode(module, path, _Tracer, names, state)
     finally:
         for name, m in module.named_modules(remove_duplicate=False):
             m.training = flags[name]

@@ -135,16 +135,26 @@ def _is_integer(value) -> bool:
             else isinstance(value, int) and not isinstance(value, bool))
 
 
+def _stop_gradient(value):
+    """``detach()``, ``.data``, a value computed under ``no_grad``: no gradient flows
+    back through the arrays of ``value`` (sizes and other Python values pass)."""
+    return jax.tree_util.tree_map(
+        lambda v: jax.lax.stop_gradient(v) if hasattr(v, "dtype") and hasattr(v, "shape")
+        else v, value)
+
+
 def _getattr(obj, name):
     if name == "device":  # one device per array here; factories ignore `device=`
         return "cpu"
+    if name == "data":  # `.data`: the same values, cut from autograd, like detach()
+        return _stop_gradient(obj)
     if name in ("shape", "ndim", "dtype", "T", "mT"):
         if name == "mT":
             return jnp.swapaxes(obj, -1, -2)
         value = getattr(obj, name)
         return tuple(value) if name == "shape" else value
     raise ValueError(f"getattr: attribute {name!r} (supported: shape, ndim, dtype, device, T, "
-                     "mT)")
+                     "mT, data)")
 
 
 def _linear(input, weight, bias=None):
@@ -321,6 +331,9 @@ _ELEMENTWISE = {
     "relu": functional.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "exp": jnp.exp,
     "log": jnp.log, "sqrt": jnp.sqrt, "abs": jnp.abs, "neg": jnp.negative,
     "rsqrt": jax.lax.rsqrt,
+    # straight-through estimators' quantisers (torch.round: halves to even, as jnp)
+    "round": lambda input, *, decimals=0: jnp.round(input, decimals),
+    "floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc, "sign": jnp.sign,
 }
 
 _FUNCTIONS = {
@@ -348,6 +361,9 @@ _FUNCTIONS = {
     "torch.threshold": functional.threshold,
     "torch.celu": functional.celu, "torch.selu": functional.selu,
     "torch.nn.functional.batch_norm": _stateful_norm("batch_norm"),
+    "torch.detach": _stop_gradient,
+    # what jaxgrad.nn.fx adds after a node computed with torch's grad mode off
+    "jaxgrad.stop_gradient": _stop_gradient,
     "torch.nn.functional.instance_norm": _stateful_norm("instance_norm"),
 }
 _FUNCTIONS.update({f"torch.{name}": fn for name, fn in _ELEMENTWISE.items()})
@@ -373,6 +389,7 @@ _METHODS = {
     "transpose": _transpose,
     "t": lambda input: input.T,
     "contiguous": lambda input, memory_format=None: input,
+    "detach": _stop_gradient,  # detach_() too: later reads read the detached value
     "mean": _reduce(jnp.mean), "sum": _reduce(jnp.sum),
     "add": _add, "sub": _sub, "mul": operator.mul, "div": _div,
     "matmul": jnp.matmul,

@@ -275,6 +275,106 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
     return outputs, updates
 
 
+# ------------------------------------------------- custom autograd Functions
+@dataclasses.dataclass(frozen=True, eq=False)
+class FunctionSpec:
+    """A custom ``torch.autograd.Function`` as captured (``jaxgrad.nn.export_autograd``):
+    a ``jax.custom_vjp`` of its own forward and backward (``call_function``).
+
+    Attributes:
+      name: the Function's class, ``"module.QualName"``, for messages.
+      forward: its ``forward`` on the tensor arguments (inputs ``0..n-1``), the
+        other arguments fixed at capture; outputs flat, one per tensor output.
+      backward: its ``backward``, captured after a run of its ``forward`` on the same
+        inputs (so what ``ctx.save_for_backward`` saved is computed there): inputs
+        ``0..n-1`` the tensor arguments, then one gradient per output; outputs one
+        gradient (or ``None``) per tensor argument.
+      constants: ``{"forward": {...}, "backward": {...}}``: tensors each program
+        holds that are not inputs (numpy).
+      outputs: ``TensorMeta`` of each output.
+      non_differentiable: indices of the outputs ``ctx.mark_non_differentiable``
+        named (torch hands their backward zeros, whatever the outputs' use).
+    """
+
+    name: str
+    forward: Program
+    backward: Program
+    constants: dict
+    outputs: tuple
+    non_differentiable: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class UserRule:
+    """A Function whose JAX rule the user registered
+    (``jaxgrad.nn.register_autograd_function``): ``name`` and the non-tensor arguments
+    as ``((position, value), ...)``."""
+
+    name: str
+    other_args: tuple = ()
+
+
+def _run_part(program: Program, values: tuple, constants: dict, name: str) -> list:
+    env = {}
+    for placeholder, kind, target in program.inputs:
+        env[placeholder] = values[target] if kind == "input" else constants[target]
+    outputs, _ = run(program, env, key=None, path="", random_draws=None, class_name=name)
+    return outputs
+
+
+def _sum_to(grad, shape):
+    """torch's ``sum_to``: a gradient of a broadcast shape summed down to ``shape``."""
+    if tuple(grad.shape) == tuple(shape):
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
+                                      if size == 1 and grad.shape[lead + i] != 1)
+    return jnp.sum(grad, axis=axes, keepdims=True).reshape(shape)
+
+
+def call_function(spec, inputs: tuple) -> list:
+    """Run a captured ``autograd.Function`` (``FunctionSpec``) as a ``jax.custom_vjp``:
+    values from its forward, gradients from its own backward, as torch's autograd
+    does (a gradient of an input's broadcast shape summed to the input's shape, cast to
+    its dtype; ``None`` is zero; integer inputs get none). A ``UserRule`` calls the
+    registered JAX function instead."""
+    if isinstance(spec, UserRule):
+        from jaxgrad.nn.aten._autograd import FUNCTIONS
+
+        out = FUNCTIONS[spec.name](*inputs, **{f"arg{i}": v for i, v in spec.other_args})
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def forward(*xs):
+        return tuple(_run_part(spec.forward, xs, spec.constants["forward"], spec.name))
+
+    function = jax.custom_vjp(forward)
+
+    def fwd(*xs):
+        return forward(*xs), xs
+
+    def bwd(xs, cotangents):
+        grads_out = []
+        for i, (cotangent, meta) in enumerate(zip(cotangents, spec.outputs)):
+            dtype = _canonical(meta.dtype)
+            if i in spec.non_differentiable or cotangent.dtype == jax.dtypes.float0:
+                cotangent = jnp.zeros(meta.shape, dtype)
+            grads_out.append(cotangent.astype(dtype))
+        grads = _run_part(spec.backward, xs + tuple(grads_out), spec.constants["backward"],
+                          spec.name)
+        result = []
+        for x, grad in zip(xs, grads):
+            if not jnp.issubdtype(x.dtype, jnp.inexact):
+                result.append(np.zeros(x.shape, jax.dtypes.float0))
+            elif grad is None:
+                result.append(jnp.zeros_like(x))
+            else:
+                result.append(_sum_to(jnp.asarray(grad), x.shape).astype(x.dtype))
+        return tuple(result)
+
+    function.defvjp(fwd, bwd)
+    return list(function(*inputs))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ExportedModule(Module):
     """A torch model captured with ``torch.export``: a jaxgrad layer over ATen ops.
@@ -436,5 +536,5 @@ class ExportedModule(Module):
         return unflatten(program.out_tree, iter(outputs)), new_buffers
 
 
-__all__ = ["ExportedModule", "Program", "OpNode", "TensorMeta", "Constants", "flatten",
-           "unflatten", "run"]
+__all__ = ["ExportedModule", "Program", "OpNode", "TensorMeta", "Constants", "FunctionSpec",
+           "UserRule", "call_function", "flatten", "unflatten", "run"]

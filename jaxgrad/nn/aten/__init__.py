@@ -26,7 +26,8 @@ arguments, positional and keyword, exactly as the node holds them:
 
 Entries are added with ``@register("aten.X.overload", ...)`` in the family modules
 (``_pointwise``, ``_reduce``, ``_shape``, ``_index``, ``_factory``, ``_nn``,
-``_random``); each is held to its ``op_db`` samples in ``parity_tests``. Nothing
+``_random``; ``_autograd`` for jaxgrad's own marks of autograd written in a
+forward); each is held to its ``op_db`` samples in ``parity_tests``. Nothing
 here imports torch.
 """
 
@@ -85,5 +86,6 @@ from jaxgrad.nn.aten import _index  # noqa: E402,F401
 from jaxgrad.nn.aten import _factory  # noqa: E402,F401
 from jaxgrad.nn.aten import _nn  # noqa: E402,F401
 from jaxgrad.nn.aten import _random  # noqa: E402,F401
+from jaxgrad.nn.aten import _autograd  # noqa: E402,F401
 
 __all__ = ["AtenOp", "OPS", "register", "lookup", "supported"]

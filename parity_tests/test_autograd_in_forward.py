@@ -1,0 +1,366 @@
+"""Autograd written inside a forward, converted by both front ends, against torch.
+
+Each model below computes something torch's autograd treats specially *inside* its
+forward: ``detach()``, ``.data``, a ``no_grad`` / ``set_grad_enabled(False)`` /
+``inference_mode`` region, ``requires_grad_(False)`` on a parameter, a custom
+``autograd.Function`` with its own backward. Converted as torch records the values
+alone, each gave torch's output to the last bit and a wrong gradient. Here each is
+converted by the layer path (``capture="layers"``) and by the export path
+(``capture="export"``), and the output, every parameter gradient and the input's
+gradient of ``sum(output * c)`` are compared with torch's ``backward()`` at the
+float64 tier, or the front end refuses the model naming the construct. The same
+computation twice, compared.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from torch import nn as tnn
+from torch.utils.checkpoint import checkpoint
+
+from jaxgrad import nn
+from jaxgrad.parity import assert_parity
+
+
+def both(module, model, params, x, *, buffers=None, train=False):
+    """``(torch, jaxgrad)``: output, every parameter gradient and the input's gradient
+    of ``sum(output * c)``, ``c`` a fixed ramp. torch runs after the conversion (its
+    forward may freeze a parameter as a side effect)."""
+    module.train(train)
+    x_torch = torch.from_numpy(x).requires_grad_(True)
+    out = module(x_torch)
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    reference = {"output": out.detach().numpy(), "input": x_torch.grad.numpy(),
+                 "grads": {n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+                           for n, p in module.named_parameters()}}
+
+    def objective(params, x):
+        options = {} if buffers is None else {"buffers": buffers}
+        result = model.apply(params, x, train=train, **options)
+        out = result[0] if buffers is not None else result
+        return jnp.sum(out * cotangent), out
+
+    (grads, grad_x), out = jax.grad(objective, argnums=(0, 1), has_aux=True)(
+        params, jnp.asarray(x))
+    assert out.dtype == jnp.float64
+    return reference, {"output": out, "input": grad_x, "grads": grads}
+
+
+def convert(module, x, capture, **options):
+    return nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture, **options)
+
+
+class Base(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(4, 4)
+        self.w = tnn.Parameter(torch.linspace(-1.5, 2.0, 4))
+
+
+# ------------------------------------------------------------ stop-gradients
+class Detach(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        return y * y.detach()
+
+
+class StraightThrough(Base):
+    """VQ-VAE / quantisation-aware training: round's value, the identity's gradient."""
+
+    def forward(self, x):
+        y = self.fc(x) * 3
+        return (y + (torch.round(y) - y).detach()) * self.w
+
+
+class NoGradScale(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        with torch.no_grad():
+            scale = y.abs().mean() * self.w
+        return y * scale
+
+
+class FrozenTeacher(tnn.Module):
+    """BYOL / DINO: a teacher branch run with grad disabled, its BatchNorm still
+    updating its running statistics in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.student = tnn.Linear(4, 4)
+        self.teacher = tnn.Sequential(tnn.Linear(4, 4), tnn.BatchNorm1d(4), tnn.Tanh())
+
+    def forward(self, x):
+        with torch.set_grad_enabled(False):
+            target = self.teacher(x)
+        return self.student(x) * target
+
+
+class InferenceModeStatistic(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        with torch.inference_mode():
+            centre = y.mean() * self.w
+        return y - centre
+
+
+class DotData(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        return y * y.data + TF.linear(y, self.fc.weight.data)
+
+
+class NestedEnableGrad(Base):
+    def forward(self, x):
+        with torch.no_grad():
+            a = self.fc(x).abs()
+            with torch.enable_grad():
+                b = self.fc(a) * self.w  # differentiable again: fc and w get gradients
+            c = b * 2
+        return x * c + b
+
+
+STOP_GRADIENT_MODELS = [Detach, StraightThrough, NoGradScale, InferenceModeStatistic, DotData,
+                        NestedEnableGrad]
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+@pytest.mark.parametrize("model_class", STOP_GRADIENT_MODELS, ids=lambda c: c.__name__)
+def test_stop_gradients_match_torch_on_both_front_ends(model_class, capture, x64, rng):
+    torch.manual_seed(0)
+    module = model_class().double()
+    x = rng.standard_normal((3, 4))
+    model, params = convert(module, x, capture)
+    assert type(model).__name__ == ("GraphModule" if capture == "layers" else "ExportedModule")
+    assert_parity(*both(module, model, params, x))
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+def test_a_frozen_teacher_gets_no_gradient_and_updates_its_statistics(capture, x64, rng):
+    torch.manual_seed(1)
+    module = FrozenTeacher().double()
+    x = rng.standard_normal((5, 4))
+    model, params, buffers = convert(module, x, capture, with_buffers=True)
+    reference, result = both(module, model, params, x, buffers=buffers, train=True)
+    assert_parity(reference, result)
+    assert not np.any(reference["grads"]["teacher.0.weight"])  # torch: none at all
+    _, new_buffers = model.apply(params, jnp.asarray(x), buffers=buffers, train=True)
+    assert_parity({k: v.detach().numpy() for k, v in module.state_dict().items()
+                   if k in buffers}, dict(new_buffers))
+
+
+class RequiresGradFalse(Base):
+    def forward(self, x):
+        a = self.fc(x) * self.w
+        self.w.requires_grad_(False)  # torch: no gradient for w, even for the use above
+        return a * self.w
+
+
+def test_requires_grad_false_on_a_parameter_is_reproduced_by_export(x64, rng):
+    torch.manual_seed(2)
+    module = RequiresGradFalse().double()
+    x = rng.standard_normal((3, 4))
+    with pytest.raises(ValueError, match=r"calls `requires_grad_` inside the forward"):
+        convert(module, x, "layers")
+    model, params = convert(module, x, "auto")
+    assert module.w.requires_grad  # converting changed nothing
+    reference, result = both(module, model, params, x)
+    assert module.w.grad is None
+    assert_parity(reference, result)
+
+
+# ------------------------------------------------------- in-place under no_grad
+class InPlaceUnderNoGrad(Base):
+    def forward(self, x):
+        y = self.fc(x) * 1.0
+        with torch.no_grad():
+            y.mul_(0.5)  # torch keeps y's old gradient path for the new values
+        return y * self.w
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+def test_an_in_place_write_under_no_grad_is_refused_by_name(capture, x64, rng):
+    module = InPlaceUnderNoGrad().double()
+    with pytest.raises(ValueError, match=r"computed outside a `torch.no_grad\(\)` region.* in "
+                                         r"place inside it"):
+        convert(module, rng.standard_normal((3, 4)), capture)
+
+
+# ------------------------------------------------------ custom autograd.Function
+class TripleGradient(torch.autograd.Function):
+    """A hand-written backward three times the true one (torch honours it)."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x * weight
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        return 3 * grad * weight, 3 * grad * x  # the weight's: broadcast, summed by torch
+
+
+class RoundThrough(torch.autograd.Function):
+    """Straight-through rounding: round's value, the identity's gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Square(torch.autograd.Function):
+    """A backward that is the forward's own derivative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class ScaledMax(torch.autograd.Function):
+    """New-style (``setup_context``), a Python argument, two outputs of which one is
+    marked non-differentiable, and a backward that branches on ``needs_input_grad``."""
+
+    @staticmethod
+    def forward(x, scale):
+        values, indices = (x * scale).max(dim=-1)
+        return values, indices.to(x.dtype)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, scale = inputs
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+
+    @staticmethod
+    def backward(ctx, grad_values, grad_indices):
+        (x,) = ctx.saved_tensors
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            onehot = TF.one_hot((x * ctx.scale).argmax(dim=-1), x.shape[-1]).to(x.dtype)
+            grad_x = onehot * grad_values.unsqueeze(-1) * ctx.scale * 0.5
+        return grad_x, None
+
+
+class WithFunctions(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        a = TripleGradient.apply(y, self.w)
+        b = RoundThrough.apply(a * 2) * self.w
+        c = Square.apply(y)
+        values, indices = ScaledMax.apply(a, 2.5)
+        return a + b + c + values.unsqueeze(-1) * indices.unsqueeze(-1)
+
+
+def test_custom_functions_convert_with_their_own_backward(x64, rng):
+    torch.manual_seed(3)
+    module = WithFunctions().double()
+    x = rng.standard_normal((3, 4))
+    with pytest.raises(ValueError, match=r"calls the custom autograd.Function "
+                                         r".*TripleGradient .*drop its backward"):
+        convert(module, x, "layers")
+    model, params = convert(module, x, "auto")
+    assert type(model).__name__ == "ExportedModule"
+    reference, result = both(module, model, params, x)
+    assert_parity(reference, result)
+    # the backward is honoured, not the forward differentiated (that gives a third of w's
+    # gradient through `a`), and jitting changes nothing
+    jitted = jax.jit(lambda p, x: jax.grad(lambda p: jnp.sum(model.apply(p, x)))(p))
+    plain = jax.grad(lambda p: jnp.sum(model.apply(p, jnp.asarray(x))))(params)
+    np.testing.assert_array_equal(np.asarray(jitted(params, jnp.asarray(x))["w"]),
+                                  np.asarray(plain["w"]))
+
+
+class EscapesTorch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.abs().max().item()  # a Python number from a tensor's value
+
+
+class UsesEscapesTorch(Base):
+    def forward(self, x):
+        return EscapesTorch.apply(self.fc(x)) * self.w
+
+
+def test_a_function_whose_backward_cannot_be_captured_is_refused_then_takes_a_jax_rule(
+        x64, rng):
+    torch.manual_seed(4)
+    module = UsesEscapesTorch().double()
+    x = rng.standard_normal((3, 4))
+    name = f"{EscapesTorch.__module__}.{EscapesTorch.__qualname__}"
+    with pytest.raises(ValueError, match=r"custom autograd.Function .*EscapesTorch.* cannot be "
+                                         r"reproduced: its backward .*register_autograd_function"):
+        convert(module, x, "export")
+
+    @jax.custom_vjp
+    def rule(x):
+        return x * 2
+
+    rule.defvjp(lambda x: (x * 2, x), lambda x, grad: (grad * jnp.abs(x).max(),))
+    nn.register_autograd_function(name, rule)
+    try:
+        model, params = convert(module, x, "export")
+        assert_parity(*both(module, model, params, x))
+    finally:
+        from jaxgrad.nn.aten import _autograd
+
+        _autograd.FUNCTIONS.pop(name)
+    with pytest.raises(ValueError, match="has a rule already"):
+        nn.register_autograd_function("x.Y", rule) or nn.register_autograd_function("x.Y", rule)
+    _autograd.FUNCTIONS.pop("x.Y")
+
+
+def test_a_wrong_backward_is_caught(x64, rng):
+    """The comparison can fail: the same model with a backward 1.001 times torch's."""
+    torch.manual_seed(5)
+    module = WithFunctions().double()
+    x = rng.standard_normal((3, 4))
+    model, params = convert(module, x, "export")
+    reference, result = both(module, model, params, x)
+    result["grads"] = {k: v * 1.001 for k, v in result["grads"].items()}
+    with pytest.raises(AssertionError):
+        assert_parity(reference, result)
+
+
+# --------------------------------------------------------------- checkpointing
+class Checkpointed(Base):
+    def __init__(self, use_reentrant):
+        super().__init__()
+        self.use_reentrant = use_reentrant
+        self.block = tnn.Sequential(tnn.Linear(4, 4), tnn.Tanh())
+
+    def forward(self, x):
+        y = self.fc(x)
+        return checkpoint(self.block, y, use_reentrant=self.use_reentrant) * self.w
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpointing_is_the_autodiff_of_its_forward(use_reentrant, capture, x64, rng):
+    """Reentrant checkpointing runs its function under no_grad and recomputes it in its
+    backward: the plain function's gradient, not the no_grad region's none."""
+    torch.manual_seed(6)
+    module = Checkpointed(use_reentrant).double()
+    x = rng.standard_normal((3, 4))
+    model, params = convert(module, x, capture)
+    assert_parity(*both(module, model, params, x))
