@@ -50,6 +50,14 @@ def test_train_both_frameworks_end_to_end(tmp_path, capsys):
     (["--model", "resnet", "--scheduler", "StepLR:step_size=3"],
      "--model resnet does not support --scheduler"),
     (["--model", "cnn", "--checkpoint-dir", "ck"], "--model cnn does not support --checkpoint-dir"),
+    # every scheduler argument, before any data is read or any training starts
+    (["--scheduler", "StepLR:gamma=0.5"], "--scheduler StepLR: missing required argument "
+     "step_size; expected StepLR:step_size=...,gamma=0.1,last_epoch=-1 (torch's StepLR "
+     "arguments; the learning rate comes from --lr)"),
+    (["--scheduler", "StepLR:step_size=5,gama=0.5"], "--scheduler StepLR: unknown argument gama"),
+    (["--scheduler", "StepLR:step_size=0"], "`step_size` (=0) must be an int >= 1"),
+    (["--scheduler", "CosineAnnealingLR:eta_min=-1"], "--scheduler CosineAnnealingLR: `eta_min`"),
+    (["--scheduler", "Steplr"], "--scheduler Steplr: `scheduler` (='Steplr') must be one of"),
 ])
 def test_train_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as info:

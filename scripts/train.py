@@ -204,7 +204,43 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
         parser.error(str(exc))
     if args.fused and args.strategy != "epoch":
         parser.error(f"--fused is --strategy epoch; it contradicts --strategy {args.strategy}")
+    if args.scheduler:  # every argument named and checked now, before any data or training
+        try:
+            check_scheduler(*args.scheduler, lr=args.lr, total_steps=1000)
+        except (TypeError, ValueError) as exc:
+            parser.error(f"--scheduler {args.scheduler[0]}: {exc}")
     return args
+
+
+def check_scheduler(name: str, given: dict, *, lr: float, total_steps: int) -> None:
+    """Raise ``ValueError`` / ``TypeError`` unless ``--scheduler NAME:K=V,...`` builds:
+    an unknown name, a required argument missing or an unknown one given (each named,
+    with the arguments ``NAME`` takes), or a value its factory refuses.
+
+    ``total_steps`` stands in for the run's length (``T_max`` and the like default to it).
+    """
+    import inspect
+
+    from jaxgrad.optim import schedulers
+
+    kwargs = schedulers.run_kwargs(name, lr, total_steps, **given)  # unknown name: ValueError
+    parameters = inspect.signature(schedulers.SCHEDULERS[name]).parameters
+    supplied = set(kwargs) | ({"lr"} if name != "OneCycleLR" else set())
+    implied = {"lr", "max_lr", *schedulers._LENGTH_ARGUMENT.values()}
+    missing = [k for k, p in parameters.items() if p.default is p.empty and k not in supplied]
+    unknown = [k for k in given if k not in parameters or k == "lr"]
+    if missing or unknown:
+        takes = ",".join(f"{k}=..." if p.default is p.empty else f"{k}={p.default!r}"
+                         for k, p in parameters.items() if k not in implied)
+        problems = ([f"missing required argument{'s' if len(missing) > 1 else ''} "
+                     f"{', '.join(missing)}"] if missing else []) + (
+            [f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"]
+            if unknown else [])
+        raise ValueError(f"{'; '.join(problems)}; expected {name}:{takes} (torch's "
+                         f"{name} arguments; the learning rate comes from --lr"
+                         + (", the schedule's length from the run's steps"
+                            if name in schedulers._LENGTH_ARGUMENT else "") + ")")
+    schedulers.for_run(name, lr, total_steps, **given)  # the values: each factory checks its own
 
 
 def frameworks(args) -> list[str]:
@@ -535,6 +571,11 @@ def train(args) -> int:
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
     except (OSError, ValueError) as exc:
         return _error(exc)
+    if args.scheduler:  # checked again at the run's own length, still before any training
+        try:
+            check_scheduler(*args.scheduler, lr=args.lr, total_steps=total_steps(args, dataset))
+        except (TypeError, ValueError) as exc:
+            return _error(f"--scheduler {args.scheduler[0]}: {exc}")
     if args.model == "transformer":
         dataset = data.digit_tokens(dataset)  # intensities 0…16 as Embedding ids
     elif args.standardize:
