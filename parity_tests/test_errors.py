@@ -107,3 +107,44 @@ def test_builders_reject_bad_arguments():
         nn.Sequential(tnn.Linear(2, 2))
     with pytest.raises(ValueError, match="`approximate`"):
         nn.GELU(approximate="fast")
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+def test_apply_refuses_a_torch_tensor_saying_how_to_convert_it(capture):
+    """Not jax's `Cannot interpret 'torch.float32' as a data type`, on both front ends
+    (the export one's ExportedModule too). (`jax.jit(model.apply)` refuses the tensor
+    itself, naming its type and path, before apply runs.)"""
+    torch_model = torchref.mlp([4, 3, 2])
+    model, params = nn.from_torch(torch_model, torch.zeros(2, 4), capture=capture)
+    x = torch.zeros(2, 4)
+    message = (r"input 0 is a torch tensor \(torch.float32, shape \[2, 4\]\); jaxgrad takes "
+               r"jax or numpy arrays: convert it with `jnp.asarray\(t.detach\(\).numpy\(\)\)`")
+    with pytest.raises(TypeError, match=message):
+        model.apply(params, x)
+    torch_params = {k: torch.from_numpy(np.asarray(v)) for k, v in params.items()}
+    with pytest.raises(TypeError, match="param `0.weight` is a torch tensor"):
+        model.apply(torch_params, jnp.zeros((2, 4)))
+    # the conversion the message gives works
+    y = model.apply(params, jnp.asarray(x.detach().numpy()))
+    np.testing.assert_allclose(np.asarray(y), torch_model(x).detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_apply_names_a_transposed_parameter(model_and_weights, jit):
+    model, weights = model_and_weights
+    params = model.load_state_dict(weights)
+    params["2.weight"] = params["2.weight"].T
+    apply = jax.jit(model.apply) if jit else model.apply
+    with pytest.raises(ValueError, match=r"Sequential.apply: params do not fit the model: "
+                                         r"`2.weight`: shape \(3, 2\) does not match the "
+                                         r"model's \(2, 3\) \(transposed\?"):
+        apply(params, jnp.zeros((5, 4)))
+
+
+def test_from_torch_refuses_what_is_not_a_torch_module():
+    with pytest.raises(TypeError, match=r"from_torch expects a torch `nn.Module`, got a "
+                                        r"`function` \(<function .*\); wrap a "
+                                        r"function in a module whose `forward` calls it"):
+        nn.from_torch(lambda x: x)
+    with pytest.raises(TypeError, match=r"got a `numpy.ndarray` \(array\(\[0., 0.\]\)\)\.$"):
+        nn.from_torch(np.zeros(2))

@@ -470,6 +470,17 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
         unmapped op, its node and module path; with ``capture="auto"`` and no
         ``example``, the layer path's reason and that an example would let export try.
     """
+    if not any(cls.__name__ == "Module" and cls.__module__ == "torch.nn.modules.module"
+               for cls in type(module).__mro__):  # duck typing: torch is not imported for this
+        kind, given = type(module), repr(module)
+        kind = kind.__qualname__ if kind.__module__ == "builtins" else (
+            f"{kind.__module__}.{kind.__qualname__}")
+        given = given if len(given) <= 80 else given[:77] + "..."
+        raise TypeError(
+            f"from_torch expects a torch `nn.Module`, got a `{kind}` ({given})"
+            + ("; wrap a function in a module whose `forward` calls it." if callable(module)
+               else ".")
+        )
     if capture not in ("auto", "layers", "export"):
         raise ValueError(f"`capture` must be 'auto', 'layers' or 'export', got {capture!r}.")
     if example_kwargs is not None and not isinstance(example_kwargs, dict):

@@ -103,7 +103,14 @@ class Module:
 
         Returns:
           The output when ``buffers`` is ``None``; ``(output, new_buffers)`` otherwise.
+
+        Raises:
+          TypeError: a torch tensor among the inputs or params (convert it first).
+          ValueError: a parameter whose shape is not the model's (``param_shapes()``),
+            named with both shapes; missing or unexpected buffers.
         """
+        _refuse_torch_tensors(self, params, inputs, options)
+        _check_param_shapes(self, params)
         names = _buffer_names(self)
         if buffers is None and names:
             shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
@@ -294,6 +301,57 @@ def _buffer_names(module) -> tuple:
         return _buffer_names_cached(module)
     except TypeError:  # an unhashable model: no cache
         return tuple(module.buffer_shapes())
+
+
+def _is_torch_tensor(value) -> bool:
+    """Duck typing, so that ``jaxgrad`` never imports torch."""
+    module = type(value).__module__ or ""
+    return (module == "torch" or module.startswith("torch.")) and hasattr(value, "detach")
+
+
+def _refuse_torch_tensors(module, params, inputs, options) -> None:
+    """A ``TypeError`` naming the first torch tensor given to ``apply``: jax would
+    otherwise fail on its dtype (``Cannot interpret 'torch.float64' as a data type``)."""
+    where = [(f"input {i}", value) for i, value in enumerate(inputs)]
+    where += [(f"`{name}`", value) for name, value in options.items()]
+    for name, tree in where:
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+            if _is_torch_tensor(leaf):
+                raise TypeError(
+                    f"{type(module).__name__}.apply: {name}{jax.tree_util.keystr(path)} is a "
+                    f"torch tensor ({leaf.dtype}, shape {list(leaf.shape)}); jaxgrad takes "
+                    "jax or numpy arrays: convert it with `jnp.asarray(t.detach().numpy())` "
+                    "(`.cpu()` first for a GPU tensor)."
+                )
+    if isinstance(params, Mapping):
+        for name, value in params.items():
+            if _is_torch_tensor(value):
+                raise TypeError(
+                    f"{type(module).__name__}.apply: param `{name}` is a torch tensor "
+                    f"({value.dtype}, shape {list(value.shape)}); convert the whole state "
+                    "dict with `model.load_state_dict(torch_module.state_dict())`."
+                )
+
+
+def _check_param_shapes(module, params) -> None:
+    """A ``ValueError`` naming every given parameter whose shape is not the model's
+    (``param_shapes()``, cached per layer configuration): shapes only, once per
+    ``apply``, under ``jit`` too. Missing keys are left to the layers' own messages."""
+    if not isinstance(params, Mapping):
+        return
+    problems = []
+    for name, spec in module.param_shapes().items():
+        shape = getattr(params.get(name), "shape", None)
+        if shape is None or tuple(shape) == tuple(spec.shape):
+            continue
+        hint = ""
+        if len(shape) == 2 and tuple(shape[::-1]) == tuple(spec.shape):
+            hint = " (transposed? torch layout is (out_features, in_features))"
+        problems.append(f"`{name}`: shape {tuple(shape)} does not match the model's "
+                        f"{tuple(spec.shape)}{hint}")
+    if problems:
+        raise ValueError(f"{type(module).__name__}.apply: params do not fit the model: "
+                         + "; ".join(problems) + ".")
 
 
 def _key_problems(expected, mapping) -> list[str]:
