@@ -35,6 +35,41 @@ def bad(module):
 '''
 
 
+_TOKENS = '''
+import torch
+
+
+class TokenNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, ids):
+        return self.head(self.embed(ids).mean(dim=1))
+
+
+def build(module):
+    import jaxgrad.nn as jnn
+    return jnn.from_torch(module)
+'''
+
+
+def test_user_session_with_token_ids(tmp_path, capsys, monkeypatch):
+    """--int-input VOCAB feeds int64 ids in [0, VOCAB) (an Embedding refuses floats,
+    and the refusal points at the option)."""
+    import doctor
+
+    (tmp_path / "user_tokens.py").write_text(_TOKENS)
+    monkeypatch.chdir(tmp_path)
+    argv = ["user_tokens:TokenNet", "--port", "user_tokens:build", "--input-shape", "2,5"]
+    assert doctor.main(argv) == 2
+    assert "give --int-input VOCAB for int64 inputs" in capsys.readouterr().err
+    assert doctor.main([*argv, "--int-input", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "clean bill" in printed and "Embedding" in printed
+
+
 @pytest.mark.parametrize("builder, code, text", [
     ("good", 0, "clean bill"),
     ("bad", 1, "layer `body.1` (LayerNorm): eps is 1e-06, torch uses 1e-05"),
@@ -67,6 +102,9 @@ def test_user_session_rejected_input(tmp_path, capsys, monkeypatch):
      "REFERENCE: cannot import 'no_such_module_anywhere'"),
     (["a:B", "--port", "c:d", "--input-shape", "2,0"], "every dimension must be positive"),
     (["--demo", "nope"], "invalid choice"),
+    (["a:B", "--port", "c:d", "--input-shape", "2", "--int-input", "0"],
+     "--int-input must be >= 1 (got 0)"),
+    (["--demo", "resnet", "--int-input", "10"], "--demo takes no --int-input"),
 ])
 def test_bad_arguments(capsys, argv, message):
     import doctor

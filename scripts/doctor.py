@@ -29,6 +29,8 @@ among torch's and each torch module's output among the port's values (docs/docto
   python scripts/doctor.py mymodels:Net --port myport:build --input-shape 2,1,8,8
   python scripts/doctor.py mymodels:Net --port myport:forward --params myport:convert \
       --input-shape 2,8
+  python scripts/doctor.py mymodels:TokenNet --port myport:build --input-shape 2,16 \
+      --int-input 1000                       # token ids in [0, 1000), int64
 
 ``--html PATH`` also writes what was diagnosed as one self-contained page: the
 per-layer table (first diverging layer highlighted, each layer folded to its
@@ -67,6 +69,10 @@ def parse_args(argv=None):
                              "the torch module that returns them, or the pytree itself")
     parser.add_argument("--input-shape", type=_cli.shape, metavar="N,C,H,W",
                         help="example input shape (normal samples, seed 0)")
+    parser.add_argument("--int-input", type=int, metavar="VOCAB",
+                        help="integer inputs in [0, VOCAB) (int64 token ids, seed 0) instead "
+                             "of normals (default for a transformers model taking input_ids: "
+                             "its config's vocab_size), as scripts/port.py takes them")
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                         help="the torch model's dtype and the tier (default float64)")
     parser.add_argument("--train", action="store_true",
@@ -76,8 +82,11 @@ def parse_args(argv=None):
                         "self-contained HTML page to PATH")
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--html", args.html)
+    _cli.at_least(parser, args, 1, "int_input")
     if args.demo and (args.reference or args.port or args.params):
         parser.error("--demo takes no REFERENCE, --port or --params")
+    if args.demo and args.int_input:
+        parser.error("--demo takes no --int-input (a demo makes its own inputs)")
     if not args.demo:
         if not args.reference or not args.port or not args.input_shape:
             parser.error("give --demo NAME, or REFERENCE with --port and --input-shape")
@@ -106,17 +115,28 @@ def _user_session(parser, args, sessions):
     if isinstance(port, tuple) and len(port) == 3 and (not callable(port[0]) or (
             isinstance(port[2], dict) and not all(isinstance(v, str) for v in port[2].values()))):
         port, buffers = port[:2], port[2]
-    x = torch.from_numpy(np.random.default_rng(0).normal(size=args.input_shape)).to(
-        getattr(torch, args.dtype))
+    import _model_spec
+
+    vocab = args.int_input or _model_spec.token_vocab(module)
+    rng = np.random.default_rng(0)
+    if vocab:  # token ids: torch's embeddings take int64 (Long) indices
+        x = torch.from_numpy(rng.integers(0, vocab, args.input_shape, dtype=np.int64))
+    else:
+        x = torch.from_numpy(rng.normal(size=args.input_shape)).to(getattr(torch, args.dtype))
     try:
         report = diagnose(module, port, x, buffers=buffers, train=args.train)
     except (ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        hint = (" (token ids? give --int-input VOCAB for int64 inputs in [0, VOCAB))"
+                if not vocab and "rejects the example input" in str(exc)
+                and ("Long" in str(exc) or "indices" in str(exc)) else "")
+        print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     print(report)
     sessions.append(_session(f"{args.reference} ported by {args.port}", report,
-                             f"example input {args.input_shape}, {args.dtype}, normal "
-                             f"samples (seed 0), {'train' if args.train else 'eval'} mode"))
+                             f"example input {args.input_shape}, "
+                             + (f"int64 token ids in [0, {vocab})" if vocab else
+                                f"{args.dtype}, normal samples")
+                             + f" (seed 0), {'train' if args.train else 'eval'} mode"))
     return 0 if report.clean else 1
 
 
