@@ -111,13 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="cpu", choices=["cpu", "gpu", "tpu"],
                      help="jax: data-parallel over every device of this kind; torch: cpu/cuda")
     run.add_argument("--fused", action="store_true",
-                     help="jax: run each stretch of steps as one lax.scan call (= --strategy "
-                          "epoch)")
+                     help="jax: run each stretch of steps (an epoch, cut at checkpoints) as "
+                          "one call of a rolled loop (= --strategy epoch)")
     run.add_argument("--strategy", metavar="NAME",
-                     help="jax execution strategy: auto (default: probe step, epoch, unroll:4 "
-                          "and unrolled on a few batches, keep the fastest for this run's "
-                          "length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), step, "
-                          "epoch, unroll:K or unrolled; $JAXGRAD_STRATEGY sets the default")
+                     help="jax execution strategy: auto (default: probe step, then epoch, "
+                          "unroll:4 and unrolled as far as this run is long enough to win "
+                          "back their probe, on a few batches; keep the fastest for this "
+                          "run's length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), "
+                          "step, epoch, unroll:K or unrolled; $JAXGRAD_STRATEGY sets the "
+                          "default")
     run.add_argument("--compile", action="store_true", help="torch: torch.compile the model")
     _cli.add_keep_host_memory(run)
     out = parser.add_argument_group("checkpoints and output")
