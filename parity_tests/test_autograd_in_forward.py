@@ -364,3 +364,52 @@ def test_checkpointing_is_the_autodiff_of_its_forward(use_reentrant, capture, x6
     x = rng.standard_normal((3, 4))
     model, params = convert(module, x, capture)
     assert_parity(*both(module, model, params, x))
+
+
+# ------------------------------------------------ parameters torch leaves without .grad
+class DetachedParameter(Base):
+    def forward(self, x):
+        return self.fc(x) * self.w.detach()  # w: read, but never with a gradient
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+def test_params_without_gradient_are_those_torch_leaves_without_grad(capture, x64, rng):
+    torch.manual_seed(7)
+    x = rng.standard_normal((5, 4))
+    for module in (FrozenTeacher().double(), DetachedParameter().double(), Detach().double()):
+        model, params = convert(module, x, capture)
+        module.train()
+        module(torch.from_numpy(x)).sum().backward()
+        assert set(model.params_without_gradient()) == {
+            n for n, p in module.named_parameters() if p.grad is None}, type(module).__name__
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+def test_freezing_them_steps_like_torchs_sgd_with_weight_decay(capture, x64, rng):
+    """torch's SGD skips a parameter whose .grad is None (no momentum, no decay): a
+    teacher under no_grad keeps its weights; jaxgrad's SGD, frozen by
+    params_without_gradient(), does the same (unfrozen, decay would shrink them)."""
+    from jaxgrad import optim
+
+    torch.manual_seed(8)
+    module = FrozenTeacher().double()
+    x = rng.standard_normal((5, 4))
+    model, params, buffers = convert(module, x, capture, with_buffers=True)
+    hyper = {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.1}
+    optimizer = optim.freeze(optim.sgd(**hyper), model.params_without_gradient())
+    torch_opt = torch.optim.SGD(module.parameters(), **hyper)
+    state = optimizer.init(params)
+    module.train()
+    for _ in range(2):
+        torch_opt.zero_grad()
+        module(torch.from_numpy(x)).pow(2).sum().backward()
+        torch_opt.step()
+
+        def loss(params, buffers):
+            out, new_buffers = model.apply(params, jnp.asarray(x), buffers=buffers, train=True)
+            return jnp.sum(out ** 2), new_buffers
+
+        grads, buffers = jax.grad(loss, has_aux=True)(params, buffers)
+        updates, state = optimizer.update(grads, state, params)
+        params = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
+    assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()}, params)

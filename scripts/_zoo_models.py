@@ -135,6 +135,43 @@ def _hf(model: str, config: str, inputs: Callable, **config_options):
     return build
 
 
+def _chameleon_quantizer(transformers):
+    """Chameleon's VQ-VAE codebook as the library builds it: nearest codes by argmin,
+    the commitment loss with ``detach()`` on either side, and the straight-through
+    estimator ``h + (quant - h).detach()`` (VQ-VAE)."""
+    from transformers.models.chameleon import modeling_chameleon
+
+    config = transformers.ChameleonVQVAEConfig(embed_dim=8, num_embeddings=16)
+    rng = np.random.default_rng(SEED)
+    return (modeling_chameleon.ChameleonVQVAEVectorQuantizer(config),
+            (rng.standard_normal((2, 8, 4, 4)).astype(np.float32),), {})
+
+
+def _frozen_teacher(tv):
+    """A user's BYOL-style pair of ``torchvision.ops.MLP``\ s: the online network and
+    its target, run under ``torch.no_grad()`` in the forward (its BatchNorm still
+    updates its running statistics in training mode); the output is the cosine
+    similarity of their projections, BYOL's loss up to an affine map."""
+    import torch
+
+    class FrozenTeacher(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.online = tv.ops.MLP(16, [32, 8], norm_layer=torch.nn.BatchNorm1d)
+            self.target = copy.deepcopy(self.online)
+            for param in self.target.parameters():  # perturbed: not the online weights
+                param.data.mul_(0.9)
+
+        def forward(self, x):
+            prediction = self.online(x)
+            with torch.no_grad():
+                target = self.target(x)
+            return torch.nn.functional.cosine_similarity(prediction, target, dim=-1)
+
+    rng = np.random.default_rng(SEED)
+    return FrozenTeacher(), (rng.standard_normal((8, 16)).astype(np.float32),), {}
+
+
 TINY_TEXT = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=64, max_position_embeddings=64)
 TIMM_DROPS = dict(drop_rate=0.1, drop_path_rate=0.1)
@@ -202,6 +239,14 @@ MODELS = [
              "control flow on a random draw), mask_time_prob=0 (SpecAugment draws its masks "
              "with NumPy during the forward, which export would freeze: from_torch refuses "
              "it, naming the constant)"),
+    ZooModel("transformers:ChameleonVQVAEVectorQuantizer", "transformers",
+             _chameleon_quantizer,
+             "extra: Chameleon's VQ-VAE codebook (16 codes of 8), 2 maps of 8x4x4: the "
+             "straight-through estimator and the commitment loss's detach() on both sides"),
+    ZooModel("torchvision:frozen_teacher", "torchvision", _frozen_teacher,
+             "extra: a user's BYOL-style online/target pair of torchvision.ops.MLP(16, "
+             "[32, 8], BatchNorm1d), the target under torch.no_grad() in the forward "
+             "(no gradient; its BatchNorm statistics still update in training), 8 rows"),
 ]
 BY_NAME = {entry.name: entry for entry in MODELS}
 # the CI subset (parity_tests/test_zoo.py, `scripts/zoo.py --quick`) and the comparisons

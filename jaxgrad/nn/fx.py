@@ -103,6 +103,9 @@ def _materialize(value, env):
     return value
 
 
+_STOPS = {"jaxgrad.stop_gradient", "method.detach", "torch.detach"}
+
+
 @dataclasses.dataclass(frozen=True)
 class GraphModule(Module):
     """A traced torch ``forward``: a jaxgrad layer over converted layers and ops.
@@ -152,6 +155,45 @@ class GraphModule(Module):
 
     def state_dict_keys(self):
         return list(self.order)
+
+    def params_without_gradient(self, train: bool = True) -> tuple:
+        """The parameters torch leaves without a ``.grad`` after a backward of this
+        mode's forward: those it never reads, and those it reads only through a
+        stop-gradient (``detach``, ``.data``, layers called in a ``no_grad`` region).
+        torch's optimizers skip them (no state, no weight decay); pass them to
+        ``jaxgrad.optim.freeze`` to do the same."""
+        nodes = self.nodes_for(train)
+        readers: dict[str, list] = {}
+
+        def note(value, reader):
+            if isinstance(value, Ref):
+                readers.setdefault(value.name, []).append(reader)
+            elif isinstance(value, (tuple, list)):
+                for item in value:
+                    note(item, reader)
+            elif isinstance(value, DictArg):
+                note(tuple(v for _, v in value.items), reader)
+            elif isinstance(value, SliceArg):
+                note((value.start, value.stop, value.step), reader)
+
+        for node in nodes:
+            note((node.args, node.kwargs), node)
+
+        def cut(name):
+            return all(r.op == "call_op" and (r.target in _STOPS or (
+                r.target == "builtins.getattr" and r.args[1:] == ("data",)))
+                for r in readers.get(name, ()))
+
+        graded = set()
+        for node in nodes:
+            if node.op == "get_attr" and not cut(node.name):
+                graded.add(node.target)
+            elif node.op == "call_module" and not cut(node.name):
+                graded.update(n for n in self._param_names() if n.startswith(node.target + "."))
+        return tuple(n for n in self._param_names() if n not in graded)
+
+    def _param_names(self) -> list:
+        return list(jax.eval_shape(self.init, jax.random.key(0)))
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path):
         layers = dict(self.layers)

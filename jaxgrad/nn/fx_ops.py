@@ -390,6 +390,9 @@ _METHODS = {
     "t": lambda input: input.T,
     "contiguous": lambda input, memory_format=None: input,
     "detach": _stop_gradient,  # detach_() too: later reads read the detached value
+    "pow": lambda input, exponent: input ** exponent,
+    "argmin": lambda input, dim=None, keepdim=False: jnp.argmin(input, dim, keepdims=keepdim),
+    "argmax": lambda input, dim=None, keepdim=False: jnp.argmax(input, dim, keepdims=keepdim),
     "mean": _reduce(jnp.mean), "sum": _reduce(jnp.sum),
     "add": _add, "sub": _sub, "mul": operator.mul, "div": _div,
     "matmul": jnp.matmul,

@@ -422,6 +422,28 @@ class ExportedModule(Module):
     def state_dict_keys(self):
         return list(self.order)
 
+    def params_without_gradient(self, train: bool = True) -> tuple:
+        """The parameters torch leaves without a ``.grad`` after a backward of this
+        mode's forward: those it never reads, and those it reads only through a
+        stop-gradient (``detach``, a ``no_grad`` region, ``requires_grad_(False)``).
+        torch's optimizers skip them (no state, no weight decay); pass them to
+        ``jaxgrad.optim.freeze`` to do the same."""
+        program = self.train_program if train else self.eval_program
+        readers: dict[str, list] = {}
+
+        def note(value, reader):
+            if isinstance(value, Ref):
+                readers.setdefault(value.name, []).append(reader)
+            elif isinstance(value, tuple):
+                for item in value:
+                    note(item, reader)
+
+        for node in program.nodes:
+            note((node.args, node.kwargs), node.target)
+        note(tuple(program.outputs) + tuple(r for _, r in program.buffer_updates), "<output>")
+        return tuple(target for name, kind, target in program.inputs if kind == "param" and all(
+            reader == "jaxgrad.stop_gradient.default" for reader in readers.get(name, ())))
+
     def init(self, key):
         """Params with torch's default initialisation for the parameters of torch layers
         jaxgrad knows (``Linear``, ``Conv2d``, ``LayerNorm``…); zeros for the rest (a

@@ -20,7 +20,10 @@ copied weights and the same inputs, every comparison made with
   jaxgrad step starts from torch's state before it (params, buffers, momentum), so a
   step's error is its own: free-running, the rounding of one step is amplified by the
   next (torch against itself, in another summation order, leaves the float64 tier
-  within two or three steps on BatchNorm CNNs). Dropout and stochastic depth stay
+  within two or three steps on BatchNorm CNNs). Parameters the training forward reads
+  only through a stop-gradient (a teacher under ``no_grad``) get no ``.grad`` in torch
+  and torch's SGD skips them; jaxgrad's optimizer freezes them alike
+  (``model.params_without_gradient()``, ``jaxgrad.optim.freeze``). Dropout and stochastic depth stay
   active: torch's draws are recorded (``torchref.random_draws``) and handed to the
   captured program's random ops (``random_draws=``), so the comparison is exact, not
   statistical. The layer path (``GraphModule``) takes no injected draws: a model that
@@ -385,7 +388,12 @@ def train_steps(module, model, args, kwargs, *, steps: int = STEPS, hyper: dict 
     jax_args = [_jax(a) for a in args]
     jax_kwargs = {k: _jax(v) for k, v in kwargs.items()}
     exported = isinstance(model, ExportedModule)
+    # parameters the training forward reads only through a stop-gradient (a no_grad
+    # teacher) get no .grad in torch, and torch's SGD skips them: no momentum, no step
+    untouched = model.params_without_gradient(train=True)
     optimizer = joptim.sgd(**hyper)
+    if untouched:
+        optimizer = joptim.freeze(optimizer, untouched)
     targets = _targets(_output_shapes(module, args, kwargs))
 
     def step(params, buffers, opt_state, injected):
