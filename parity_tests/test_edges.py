@@ -339,9 +339,13 @@ def _rosenbrock(p, xp):
     return (100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2).sum()
 
 
-def test_lbfgs_strong_wolfe_zoom_on_a_4d_rosenbrock_ends_where_torchs_does(x64, monkeypatch):
+# lr 1: zooms that keep their bracket's ends in place; lr 10 overshoots, so the zoom also
+# replaces the high end where a trial fails the sufficient-decrease test. (Larger steps,
+# lr 30, make the run chaotic: rounding differences of 1e-15 grow to 1e-1 in 60 evaluations.)
+@pytest.mark.parametrize("lr", [1, 10])
+def test_lbfgs_strong_wolfe_zoom_on_a_4d_rosenbrock_ends_where_torchs_does(x64, monkeypatch, lr):
     start = np.array([-1.2, 1.0, -1.2, 1.0])
-    kwargs = {"lr": 1, "max_iter": 20, "line_search_fn": "strong_wolfe", "history_size": 10}
+    kwargs = {"lr": lr, "max_iter": 20, "line_search_fn": "strong_wolfe", "history_size": 10}
     params = {"x": torch.tensor(start, requires_grad=True)}
     optimizer = torch.optim.LBFGS(list(params.values()), **kwargs)
 
@@ -351,7 +355,7 @@ def test_lbfgs_strong_wolfe_zoom_on_a_4d_rosenbrock_ends_where_torchs_does(x64, 
         loss.backward()
         return loss
 
-    torch_losses = [float(optimizer.step(closure)) for _ in range(3)]
+    torch_losses = [float(optimizer.step(closure).detach()) for _ in range(3)]
     torch_state = optimizer.state[params["x"]]
 
     zooms = []  # the zoom interpolates within its bracket: no `bounds`
