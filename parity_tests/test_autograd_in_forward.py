@@ -123,8 +123,25 @@ class NestedEnableGrad(Base):
         return x * c + b
 
 
+class DetachInPlace(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        z = y * self.w
+        z.detach_()  # later reads of z have no gradient
+        return y * z
+
+
+class GradModeCalls(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        torch.set_grad_enabled(False)  # as a call, not a context manager
+        scale = (y * self.w).abs()
+        torch.set_grad_enabled(True)
+        return y * scale
+
+
 STOP_GRADIENT_MODELS = [Detach, StraightThrough, NoGradScale, InferenceModeStatistic, DotData,
-                        NestedEnableGrad]
+                        NestedEnableGrad, DetachInPlace, GradModeCalls]
 
 
 @pytest.mark.parametrize("capture", ["layers", "export"])
@@ -187,6 +204,20 @@ def test_an_in_place_write_under_no_grad_is_refused_by_name(capture, x64, rng):
     with pytest.raises(ValueError, match=r"computed outside a `torch.no_grad\(\)` region.* in "
                                          r"place inside it"):
         convert(module, rng.standard_normal((3, 4)), capture)
+
+
+class GradientHook(Base):
+    def forward(self, x):
+        y = self.fc(x) * 1.0
+        y.register_hook(lambda grad: -grad)  # gradient reversal; torch.export drops it
+        return y * self.w
+
+
+@pytest.mark.parametrize("capture", ["layers", "export"])
+def test_a_gradient_hook_is_refused(capture, x64, rng):
+    message = {"layers": "cannot trace GradientHook", "export": r"registers a gradient hook"}
+    with pytest.raises(ValueError, match=message[capture]):
+        convert(GradientHook().double(), rng.standard_normal((3, 4)), capture)
 
 
 # ------------------------------------------------------ custom autograd.Function

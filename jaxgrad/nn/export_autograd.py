@@ -24,8 +24,10 @@ So, while ``jaxgrad.nn.export`` captures a module (torch is imported lazily, her
     (even for uses before the call), so the program reads it through a stop-gradient;
     on any other tensor that requires a gradient it is refused, named;
 
+  - ``register_hook`` on a tensor refused, named (export drops the hook);
+
 - ``mark_autograd(ep)`` rewrites the training program (before decomposition): each
-  ``aten.detach`` becomes ``jaxgrad::stop_gradient``, and each grad-disabled region
+  ``aten.detach`` (and ``detach_``) becomes ``jaxgrad::stop_gradient``, and each grad-disabled region
   (``wrap_with_set_grad_enabled(False, ...)``, what ``no_grad`` and
   ``set_grad_enabled(False)`` record) reads its inputs through one, except buffers and
   constants (no gradient flows through them, and a buffer the region updates must
@@ -169,12 +171,13 @@ class Call:
             return self.run_forward(tensors, _Ctx(self.needs_input_grad()))
 
 
-def _user_frame() -> bool:
-    """Whether the caller two frames up is the user's code (not torch's own)."""
+def _user_frame(depth: int = 2) -> bool:
+    """Whether the frame ``depth`` frames up from here (the caller of a patched torch
+    method) is the user's code, not torch's own."""
     import torch
 
     torch_dir = os.path.dirname(torch.__file__)
-    frame = sys._getframe(2)
+    frame = sys._getframe(depth)
     return not frame.f_code.co_filename.startswith(torch_dir)
 
 
@@ -192,6 +195,7 @@ def during_export(module, frozen: set, problems: list):
     original_data = TensorBase.data
     original_requires_grad_ = torch.Tensor.requires_grad_
     original_requires_grad = TensorBase.requires_grad
+    original_register_hook = torch.Tensor.register_hook
     inference = torch.autograd.grad_mode.inference_mode
     original_enter, original_exit = inference.__enter__, inference.__exit__
 
@@ -221,7 +225,8 @@ def during_export(module, frozen: set, problems: list):
         return None
 
     def freeze(tensor, flag):
-        if not flag and _user_frame() and tensor.requires_grad:
+        # 0 _user_frame, 1 freeze, 2 the patched method, 3 its caller
+        if not flag and _user_frame(3) and tensor.requires_grad:
             name = owner(tensor)
             if name is not None:
                 frozen.add(name)
@@ -237,6 +242,15 @@ def during_export(module, frozen: set, problems: list):
     def set_requires_grad(self, value):
         freeze(self, value)
         original_requires_grad.__set__(self, value)
+
+    def register_hook(self, hook):
+        if _user_frame():
+            problems.append(
+                "the forward registers a gradient hook on a tensor (`register_hook`), which "
+                "torch.export drops; jaxgrad does not reproduce tensor hooks: write the "
+                "gradient change as a custom autograd.Function, whose backward jaxgrad "
+                "captures")
+        return original_register_hook(self, hook)
 
     def enter(self):
         if not self.mode:
@@ -255,6 +269,7 @@ def during_export(module, frozen: set, problems: list):
     torch.Tensor.requires_grad = property(lambda self: original_requires_grad.__get__(self),
                                           set_requires_grad)
     inference.__enter__, inference.__exit__ = enter, exit
+    torch.Tensor.register_hook = register_hook
     try:
         with torch.enable_grad():
             yield
@@ -263,6 +278,7 @@ def during_export(module, frozen: set, problems: list):
         del torch.Tensor.data
         del torch.Tensor.requires_grad
         torch.Tensor.requires_grad_ = original_requires_grad_
+        torch.Tensor.register_hook = original_register_hook
         inference.__enter__, inference.__exit__ = original_enter, original_exit
 
 
@@ -318,7 +334,7 @@ def mark_autograd(ep, describe) -> None:
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
-        if node.target is torch.ops.aten.detach.default:
+        if node.target in (torch.ops.aten.detach.default, torch.ops.aten.detach_.default):
             node.target = stop
             changed = True
             continue
