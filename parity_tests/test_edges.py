@@ -499,7 +499,7 @@ class RowVariance(tnn.Module):
         return x.var(dim=-1) + x.var(dim=-1, correction=0) * 0.5
 
 
-@pytest.mark.filterwarnings("ignore:var\\(\\): degrees of freedom")  # torch warns; the edge
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom")  # torch warns; the edge
 @pytest.mark.parametrize("shape, correction", [((3, 1), 1), ((2, 2), 2), ((1, 3), 0)],
                          ids=["size-1-dim", "correction-2-of-2", "correction-0"])
 def test_variance_over_as_many_elements_as_the_correction_is_nan_with_nan_gradient(
@@ -508,7 +508,7 @@ def test_variance_over_as_many_elements_as_the_correction_is_nan_with_nan_gradie
     _assert_entry_matches("aten.var.correction", (x, [-1]), {"correction": correction})
 
 
-@pytest.mark.filterwarnings("ignore:var\\(\\): degrees of freedom")  # torch warns; the edge
+@pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom")  # torch warns; the edge
 def test_variance_of_a_size_1_dimension_through_a_captured_model(x64):
     _assert_capture_matches(RowVariance(), np.array([[0.5], [-2.0], [3.0]]))
 
