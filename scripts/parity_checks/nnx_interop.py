@@ -714,9 +714,11 @@ def port_parity(module, x, layout: str, dtype: str) -> PortParity:
             else rng.standard_normal(leaf.shape).astype(np.float32).astype(dtype), out)
         sum(((leaf * _t(c)).sum() for leaf, c in _pairs(torch_out, cotangents)
              if c is not None), start=torch.zeros((), dtype=torch_dtype)).backward()
+        # a parameter torch leaves without .grad (read only through detach / no_grad)
+        # has gradient zero: the twin's must be exactly that, not missing
         reference = {"output": out,
-                     "grads": {n: p.grad.numpy() for n, p in module.named_parameters()
-                               if p.grad is not None}}
+                     "grads": {n: p.grad.numpy() if p.grad is not None else
+                               np.zeros(p.shape, dtype) for n, p in module.named_parameters()}}
 
         def objective(mod):
             y = mod(feed)
