@@ -424,3 +424,57 @@ def test_exported_attention_keeps_safe_softmax_whole_and_matches_torch_on_a_full
     assert np.all(np.isfinite(np.asarray(got["grads"]["qkv.weight"])))
     assert_parity(expected, got)
     assert not np.any(np.asarray(got["output"])[:, :, 1])  # the query with no key
+
+
+# ------------------------------------------------- conversion without side effects
+class CountsItsCalls(tnn.Module):
+    """Writes a module tensor directly in its forward, as timm's BatchNormAct2d does
+    (``self.num_batches_tracked.add_(1)``): torch.fx runs that line on the real buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(3, 3)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return self.fc(x)
+
+
+def _state_of(module):
+    return ({k: v.clone() for k, v in module.state_dict().items()},
+            {n: m.training for n, m in module.named_modules()},
+            {n: p.requires_grad for n, p in module.named_parameters()})
+
+
+def _assert_untouched(module, before):
+    state, flags, requires = _state_of(module)
+    assert flags == before[1] and requires == before[2]
+    assert state.keys() == before[0].keys()
+    changed = [k for k in state if not torch.equal(state[k], before[0][k])]
+    assert not changed, f"from_torch changed {changed}"
+
+
+@pytest.mark.parametrize("capture", ["auto", "layers", "export"])
+def test_from_torch_leaves_the_module_as_it_found_it(capture, x64):
+    module = CountsItsCalls().double().eval()
+    before = _state_of(module)
+    try:
+        nn.from_torch(module, example=(torch.zeros(2, 3, dtype=torch.float64),),
+                      capture=capture)
+    except ValueError:
+        assert capture == "layers"  # an in-place write to a module tensor is refused there
+    _assert_untouched(module, before)
+
+
+def test_from_torch_leaves_timms_batchnormact_untouched(x64):
+    import _zoo_models
+
+    if not _zoo_models.installed("timm"):
+        pytest.skip("timm (the zoo extra) is not installed")
+    timm = _zoo_models.import_library("timm")
+    module = tnn.Sequential(tnn.Conv2d(3, 4, 3), timm.layers.BatchNormAct2d(4)).double()
+    before = _state_of(module)
+    model, params = nn.from_torch(module, example=(torch.zeros(2, 3, 8, 8, dtype=torch.float64),))
+    _assert_untouched(module, before)
+    assert int(module[1].num_batches_tracked) == 0

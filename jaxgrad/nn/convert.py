@@ -488,6 +488,20 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
                         f"{type(example_kwargs).__name__}.")
     args = None if example is None else (tuple(example) if isinstance(example, (tuple, list))
                                           else (example,))
+    untouched = _snapshot(module)
+    try:
+        model = _front_end(module, args, example_kwargs, capture)
+    finally:
+        _restore(untouched)  # the user's module exactly as it was
+    state = module.state_dict()
+    params = model.load_state_dict(state)
+    if with_buffers:
+        return model, params, model.load_buffers(state)
+    return model, params
+
+
+def _front_end(module, args, example_kwargs, capture):
+    """The model from the front end ``capture`` names (``auto``: layers, then export)."""
     if capture == "export":
         model = _capture_export(module, args, example_kwargs)
     else:
@@ -507,11 +521,34 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
                 raise ValueError(
                     f"{export_error}\n(The layer path failed first: {layers_error})"
                 ) from export_error
-    state = module.state_dict()
-    params = model.load_state_dict(state)
-    if with_buffers:
-        return model, params, model.load_buffers(state)
-    return model, params
+    return model
+
+
+def _snapshot(module) -> list:
+    """Every parameter and buffer of ``module`` with a copy of its value and flag: both
+    front ends run the forward's Python (``torch.fx`` on proxies, a non-strict export
+    on fake tensors), and a forward that writes a module tensor directly (timm's
+    ``BatchNormAct2d`` adds 1 to its real ``num_batches_tracked`` while fx traces it)
+    would change the user's module."""
+    import torch
+
+    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())}.values()
+    with torch.no_grad():
+        return [(t, t.detach().clone(), t.requires_grad) for t in tensors]
+
+
+def _restore(snapshot) -> None:
+    """Put back what ``_snapshot`` saw: ``from_torch`` leaves the module as it found it."""
+    import torch
+
+    with torch.no_grad():
+        for tensor, value, requires_grad in snapshot:
+            if tensor.shape != value.shape:  # the forward resized it: put the old one back
+                tensor.data = value
+            elif not torch.equal(tensor, value):
+                tensor.copy_(value)
+            if tensor.requires_grad != requires_grad and tensor.is_leaf:
+                tensor.requires_grad_(requires_grad)
 
 
 def _capture_export(module, args, kwargs):
