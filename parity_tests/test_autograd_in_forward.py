@@ -444,3 +444,69 @@ def test_freezing_them_steps_like_torchs_sgd_with_weight_decay(capture, x64, rng
         updates, state = optimizer.update(grads, state, params)
         params = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
     assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()}, params)
+
+
+# ------------------------------------------------------- frozen parameters (issue 44)
+class FrozenPositions(tnn.Module):
+    """Whisper-style: a position table with requires_grad=False beside trained layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = tnn.Linear(4, 4)
+        self.positions = tnn.Parameter(torch.linspace(-1, 1, 12).reshape(3, 4),
+                                       requires_grad=False)
+        self.head = tnn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.embed(x) + self.positions))
+
+
+def _frozen_backbone():
+    module = tnn.Sequential(tnn.Linear(4, 6), tnn.Tanh(), tnn.Linear(6, 3))
+    module[0].requires_grad_(False)  # a frozen backbone, a trained head
+    return module
+
+
+def _frozen_bias():
+    module = tnn.Linear(4, 3)
+    module.bias.requires_grad_(False)
+    return module
+
+
+FROZEN_MODELS = {"positions": FrozenPositions, "backbone": _frozen_backbone,
+                 "bias": _frozen_bias}
+
+
+@pytest.mark.parametrize("capture", ["auto", "layers", "export"])
+@pytest.mark.parametrize("name", FROZEN_MODELS)
+def test_frozen_parameters_get_no_gradient_and_stay_frozen_in_training(name, capture, x64, rng):
+    """requires_grad=False: torch gives no gradient and AdamW (weight decay included)
+    never touches the parameter; jaxgrad's gradient is zero and AdamW frozen by
+    params_without_gradient() keeps it too, over three steps, against torch."""
+    from jaxgrad import optim
+
+    torch.manual_seed(10)
+    module = FROZEN_MODELS[name]().double()
+    x = rng.standard_normal((3, 4))
+    model, params = convert(module, x, capture)
+    frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
+    assert set(model.params_without_gradient()) == frozen
+    assert set(params) == {n for n, _ in module.named_parameters()}  # still in state_dict
+    reference, result = both(module, model, params, x)
+    assert_parity(reference, result)
+    assert all(not np.any(np.asarray(result["grads"][n])) for n in frozen)
+
+    hyper = {"lr": 0.05, "weight_decay": 0.1}
+    optimizer = optim.freeze(optim.adamw(**hyper), model.params_without_gradient())
+    torch_opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], **hyper)
+    state = optimizer.init(params)
+    target = np.linspace(-1.0, 1.0, reference["output"].size).reshape(reference["output"].shape)
+    for _ in range(3):
+        torch_opt.zero_grad()
+        ((module(torch.from_numpy(x)) - torch.from_numpy(target)) ** 2).mean().backward()
+        torch_opt.step()
+        grads = jax.grad(lambda p: jnp.mean((model.apply(p, jnp.asarray(x)) - target) ** 2))(
+            params)
+        updates, state = optimizer.update(grads, state, params)
+        params = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
+    assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()}, params)

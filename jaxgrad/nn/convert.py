@@ -12,6 +12,8 @@ code it is traced with ``torch.fx`` (``jaxgrad.nn.fx``, which imports torch lazi
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections import OrderedDict
 
 from jaxgrad._arrays import canonical_dtype
@@ -501,12 +503,18 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
 
 
 def _front_end(module, args, example_kwargs, capture):
-    """The model from the front end ``capture`` names (``auto``: layers, then export)."""
+    """The model from the front end ``capture`` names (``auto``: layers, then export).
+
+    Parameters with ``requires_grad=False`` (a frozen backbone, Whisper's
+    ``embed_positions``) are read through a stop-gradient on either front end: the
+    layer path then traces the module with ``torch.fx`` (a ``GraphModule`` holds the
+    frozen names), whatever its class."""
+    frozen = tuple(name for name, p in module.named_parameters() if not p.requires_grad)
     if capture == "export":
-        model = _capture_export(module, args, example_kwargs)
+        model = _capture_export(module, args, example_kwargs, frozen)
     else:
         try:
-            model = _convert(module, "")
+            model = _convert(module, "") if not frozen else _trace_frozen(module, frozen)
         except ValueError as layers_error:
             if capture == "layers":
                 raise
@@ -516,7 +524,7 @@ def _front_end(module, args, example_kwargs, capture):
                     "example input: `from_torch(module, example=(x,))`.)"
                 ) from layers_error
             try:
-                model = _capture_export(module, args, example_kwargs)
+                model = _capture_export(module, args, example_kwargs, frozen)
             except ValueError as export_error:
                 raise ValueError(
                     f"{export_error}\n(The layer path failed first: {layers_error})"
@@ -551,7 +559,20 @@ def _restore(snapshot) -> None:
                 tensor.requires_grad_(requires_grad)
 
 
-def _capture_export(module, args, kwargs):
+def _trace_frozen(module, frozen):
+    from jaxgrad.nn import fx
+
+    try:
+        model = fx.trace(module, "")
+    except ValueError as error:
+        raise ValueError(
+            f"{error} (The parameters {', '.join(frozen)} have requires_grad=False: the layer "
+            "path keeps that only in a forward torch.fx traces.)"
+        ) from error
+    return dataclasses.replace(model, frozen=frozen)
+
+
+def _capture_export(module, args, kwargs, frozen=()):
     if args is None and not kwargs:
         raise ValueError(
             f"from_torch: capturing {type(module).__name__} with torch.export needs an "
@@ -559,4 +580,4 @@ def _capture_export(module, args, kwargs):
         )
     from jaxgrad.nn import export  # imports torch.export, lazily
 
-    return export.capture(module, args or (), kwargs or {})
+    return export.capture(module, args or (), kwargs or {}, frozen=frozen)

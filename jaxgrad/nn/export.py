@@ -575,7 +575,7 @@ def _baked_randomness(module, args, kwargs, constants, class_name, path):
     return changed
 
 
-def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
+def capture(module, args=(), kwargs=None, path: str = "", frozen=()) -> ExportedModule:
     """Capture ``module``'s two modes with ``torch.export`` and map them to JAX.
 
     Args:
@@ -583,6 +583,8 @@ def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
       args, kwargs: an example of the forward's inputs (torch tensors, nested in
         tuples, lists and dicts; other Python values are specialised).
       path: its path in an enclosing model, for messages.
+      frozen: names of parameters torch has with ``requires_grad=False``: every read of
+        them goes through a stop-gradient.
 
     Returns:
       an ``ExportedModule`` (the model's mode flags are restored afterwards).
@@ -599,7 +601,8 @@ def capture(module, args=(), kwargs=None, path: str = "") -> ExportedModule:
                                                    {n for n, _ in params}}
     flags = {name: child.training for name, child in module.named_modules(remove_duplicate=False)}
     module_buffers = {name for name, _ in module.named_buffers(remove_duplicate=False)}
-    frozen, specs, calls_before = set(), {}, export_autograd.calls()
+    # frozen: parameters with requires_grad=False (and those the forward freezes)
+    frozen, specs, calls_before = set(frozen), {}, export_autograd.calls()
     try:
         programs, constants, input_metas = {}, {}, {}
         for train in (True, False):

@@ -122,6 +122,8 @@ class GraphModule(Module):
       eval_nodes: the graph traced in evaluation mode when the forward reads
         ``self.training`` and the two traces differ (``nodes`` is then the
         training-mode graph); ``None`` when one graph serves both modes.
+      frozen: the parameters torch has with ``requires_grad=False``: read through a
+        stop-gradient, so they get no gradient, as in torch.
     """
 
     class_name: str
@@ -130,6 +132,7 @@ class GraphModule(Module):
     tensors: tuple
     order: tuple
     eval_nodes: tuple | None = None
+    frozen: tuple = ()
 
     def nodes_for(self, train: bool) -> tuple:
         """The graph of torch's training (``train=True``) or evaluation mode."""
@@ -190,12 +193,15 @@ class GraphModule(Module):
                 graded.add(node.target)
             elif node.op == "call_module" and not cut(node.name):
                 graded.update(n for n in self._param_names() if n.startswith(node.target + "."))
-        return tuple(n for n in self._param_names() if n not in graded)
+        return tuple(n for n in self._param_names() if n not in graded or n in self.frozen)
 
     def _param_names(self) -> list:
         return list(jax.eval_shape(self.init, jax.random.key(0)))
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path):
+        if self.frozen:  # requires_grad=False in torch: read, never differentiated
+            params = {k: jax.lax.stop_gradient(v) if k in self.frozen else v
+                      for k, v in params.items()}
         layers = dict(self.layers)
         state = dict(buffers)
         env = {}
