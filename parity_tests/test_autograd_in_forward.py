@@ -407,7 +407,9 @@ class DetachedParameter(Base):
 def test_params_without_gradient_are_those_torch_leaves_without_grad(capture, x64, rng):
     torch.manual_seed(7)
     x = rng.standard_normal((5, 4))
-    for module in (FrozenTeacher().double(), DetachedParameter().double(), Detach().double()):
+    nested = tnn.Sequential(tnn.Linear(4, 4), FrozenTeacher())  # a traced child in a container
+    for module in (FrozenTeacher().double(), DetachedParameter().double(), Detach().double(),
+                   nested.double()):
         model, params = convert(module, x, capture)
         module.train()
         module(torch.from_numpy(x)).sum().backward()

@@ -55,6 +55,12 @@ class Sequential(Module):
             return Sequential(OrderedDict(zip(self.names[index], self.layers[index])))
         return self.layers[index]
 
+    def params_without_gradient(self, train: bool = True) -> tuple:
+        """Its children's (a traced child reading a parameter only through ``detach``
+        or ``no_grad``), under their paths."""
+        return tuple(f"{name}.{inner}" for name, layer in zip(self.names, self.layers)
+                     for inner in layer.params_without_gradient(train))
+
     def init(self, key):
         params = {}
         keys = jax.random.split(key, max(len(self.layers), 1))

@@ -156,6 +156,16 @@ class Module:
         buffers, then its children's. Containers override it."""
         return [*self.param_shapes(), *self.buffer_shapes()]
 
+    def params_without_gradient(self, train: bool = True) -> tuple:
+        """The parameters torch leaves without a ``.grad`` after a backward of this
+        model's forward in the mode ``train`` names (frozen ones, ones read only through
+        ``detach`` or a ``no_grad`` region, unused ones): ``()`` for a layer, which reads
+        every parameter it has. torch's optimizers skip them; pass them to
+        ``jaxgrad.optim.freeze`` to do the same. Captured models
+        (``GraphModule``, ``ExportedModule``) read them from their graph."""
+        del train
+        return ()
+
     def num_parameters(self) -> int:
         """Total number of scalar parameters (``sum(p.numel() for p in m.parameters())``)."""
         return int(sum(np.prod(s.shape, dtype=np.int64) for s in self.param_shapes().values()))
