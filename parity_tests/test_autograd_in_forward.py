@@ -512,3 +512,20 @@ def test_frozen_parameters_get_no_gradient_and_stay_frozen_in_training(name, cap
         updates, state = optimizer.update(grads, state, params)
         params = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
     assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()}, params)
+
+
+def test_torch_is_left_as_it_was_after_a_conversion(x64, rng):
+    """The capture patches torch's autograd entry points while it runs, and only then."""
+    names = ("data", "requires_grad", "requires_grad_", "register_hook")
+    before = {n: torch.Tensor.__dict__.get(n) for n in names}
+    apply = torch.autograd.Function.__dict__["apply"]
+    inference = dict(vars(torch.autograd.grad_mode.inference_mode))
+    for capture in ("layers", "export"):
+        convert(NoGradScale().double(), rng.standard_normal((3, 4)), capture)
+    with pytest.raises(ValueError):
+        convert(GradientHook().double(), rng.standard_normal((3, 4)), "export")
+    assert {n: torch.Tensor.__dict__.get(n) for n in names} == before
+    assert torch.autograd.Function.__dict__["apply"] is apply
+    assert dict(vars(torch.autograd.grad_mode.inference_mode)) == inference
+    y = torch.ones(2, requires_grad=True) * 2
+    assert y.data.requires_grad is False and RoundThrough.apply(y).grad_fn is not None

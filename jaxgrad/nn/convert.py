@@ -537,26 +537,22 @@ def _snapshot(module) -> list:
     front ends run the forward's Python (``torch.fx`` on proxies, a non-strict export
     on fake tensors), and a forward that writes a module tensor directly (timm's
     ``BatchNormAct2d`` adds 1 to its real ``num_batches_tracked`` while fx traces it)
-    would change the user's module."""
-    import torch
-
-    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())}.values()
-    with torch.no_grad():
-        return [(t, t.detach().clone(), t.requires_grad) for t in tensors]
+    would change the user's module. Tensors are read through their own methods (no torch
+    import here); a lazy module's uninitialised parameters have no value to keep."""
+    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())
+               if not type(t).__name__.startswith("Uninitialized")}.values()
+    return [(t, t.detach().clone(), t.requires_grad) for t in tensors]
 
 
 def _restore(snapshot) -> None:
     """Put back what ``_snapshot`` saw: ``from_torch`` leaves the module as it found it."""
-    import torch
-
-    with torch.no_grad():
-        for tensor, value, requires_grad in snapshot:
-            if tensor.shape != value.shape:  # the forward resized it: put the old one back
-                tensor.data = value
-            elif not torch.equal(tensor, value):
-                tensor.copy_(value)
-            if tensor.requires_grad != requires_grad and tensor.is_leaf:
-                tensor.requires_grad_(requires_grad)
+    for tensor, value, requires_grad in snapshot:
+        if tensor.shape != value.shape:  # the forward resized it: put the old one back
+            tensor.data = value
+        elif not tensor.detach().equal(value):
+            tensor.data.copy_(value)  # .data: outside autograd, as torch.no_grad would
+        if tensor.requires_grad != requires_grad and tensor.is_leaf:
+            tensor.requires_grad_(requires_grad)
 
 
 def _trace_frozen(module, frozen):

@@ -181,6 +181,27 @@ def _user_frame(depth: int = 2) -> bool:
     return not frame.f_code.co_filename.startswith(torch_dir)
 
 
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def patched(*replacements):
+    """Set ``(owner, name, value)`` attributes for the duration, then put back exactly
+    what was there (an inherited attribute is deleted again, not shadowed)."""
+    saved = [(owner, name, owner.__dict__.get(name, _MISSING))
+             for owner, name, _ in replacements]
+    try:
+        for owner, name, value in replacements:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            if value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
 @contextlib.contextmanager
 def during_export(module, frozen: set, problems: list):
     """The patches of torch's autograd entry points while ``module`` is exported (see
@@ -197,7 +218,6 @@ def during_export(module, frozen: set, problems: list):
     original_requires_grad = TensorBase.requires_grad
     original_register_hook = torch.Tensor.register_hook
     inference = torch.autograd.grad_mode.inference_mode
-    original_enter, original_exit = inference.__enter__, inference.__exit__
 
     def apply(cls, *args, **kwargs):
         if class_name_of(cls) in AUTODIFF_FUNCTIONS:
@@ -262,24 +282,17 @@ def during_export(module, frozen: set, problems: list):
         no_grad = self.__dict__.pop("_jaxgrad_no_grad", None)
         return None if no_grad is None else no_grad.__exit__(*exc)
 
-    function_class.apply = classmethod(apply)
-    torch.Tensor.data = property(lambda self: self.detach(),
-                                 lambda self, value: original_data.__set__(self, value))
-    torch.Tensor.requires_grad_ = requires_grad_
-    torch.Tensor.requires_grad = property(lambda self: original_requires_grad.__get__(self),
-                                          set_requires_grad)
-    inference.__enter__, inference.__exit__ = enter, exit
-    torch.Tensor.register_hook = register_hook
-    try:
-        with torch.enable_grad():
-            yield
-    finally:
-        function_class.apply = original_apply
-        del torch.Tensor.data
-        del torch.Tensor.requires_grad
-        torch.Tensor.requires_grad_ = original_requires_grad_
-        torch.Tensor.register_hook = original_register_hook
-        inference.__enter__, inference.__exit__ = original_enter, original_exit
+    with patched(
+            (function_class, "apply", classmethod(apply)),
+            (torch.Tensor, "data", property(lambda self: self.detach(),
+                                            lambda self, value: original_data.__set__(self, value))),
+            (torch.Tensor, "requires_grad_", requires_grad_),
+            (torch.Tensor, "requires_grad", property(
+                lambda self: original_requires_grad.__get__(self), set_requires_grad)),
+            (torch.Tensor, "register_hook", register_hook),
+            (inference, "__enter__", enter), (inference, "__exit__", exit)), \
+            torch.enable_grad():
+        yield
 
 
 # views: an in-place write to one writes its base
@@ -392,6 +405,6 @@ def forget(call_ids) -> None:
         _CALLS.pop(call_id, None)
 
 
-__all__ = ["during_export", "mark_autograd", "Call", "call_of", "calls", "forget",
+__all__ = ["during_export", "patched", "mark_autograd", "Call", "call_of", "calls", "forget",
            "is_function_call",
            "class_name_of"]

@@ -528,13 +528,11 @@ def _autograd_the_layer_path_refuses(torch, module, path):
             refuse("sets `requires_grad` on a tensor inside its forward")
         original_setattr(self, name, value)
 
-    function_class.apply = classmethod(apply)
-    torch.fx.Proxy.__setattr__ = setattr_
-    try:
+    from jaxgrad.nn.export_autograd import patched
+
+    with patched((function_class, "apply", classmethod(apply)),
+                 (torch.fx.Proxy, "__setattr__", setattr_)):
         yield
-    finally:
-        function_class.apply = original_apply
-        torch.fx.Proxy.__setattr__ = original_setattr
 
 
 def trace(module, path: str = "") -> GraphModule:
