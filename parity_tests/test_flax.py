@@ -644,3 +644,34 @@ def test_hand_built_norm_over_other_axes_is_refused_by_name(make, named):
     for text in named:
         assert text in str(info.value)
     assert "at '0'" in str(info.value) or "at 'layers.0'" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("count_include_pad", [False, True])
+def test_avg_pool_twin_keeps_the_input_dtype_under_x64(dtype, count_include_pad, x64):
+    """``nnx.avg_pool(count_include_pad=False)`` counts each window's real elements by
+    pooling ``jnp.ones`` of the default dtype: float64 under x64, which made a float32
+    twin's output float64. The twin keeps torch's dtype, matches torch at its tier
+    (forward and input gradient), and converts back with ``from_nnx``."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=count_include_pad)).to(dtype)
+    nnx_module = to_nnx(module)
+    x = torch.randn(2, 3, 7, 7, dtype=dtype, requires_grad=True)
+    cotangent = torch.randn(2, 3, 4, 4, dtype=dtype)
+    (module(x) * cotangent).sum().backward()
+
+    def objective(inputs):
+        out = nnx_module(inputs)
+        return jnp.sum(jnp.moveaxis(out, -1, 1) * jnp.asarray(cotangent.numpy())), out
+
+    (_, out), grad = jax.value_and_grad(objective, has_aux=True)(
+        jnp.moveaxis(jnp.asarray(x.detach().numpy()), 1, -1))
+    numpy_dtype = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
+    assert out.dtype == numpy_dtype and grad.dtype == numpy_dtype
+    assert_parity({"output": module(x).detach().numpy(), "input grad": x.grad.numpy()},
+                  {"output": np.moveaxis(np.asarray(out), -1, 1),
+                   "input grad": np.moveaxis(np.asarray(grad), -1, 1)})
+    model, _ = from_nnx(nnx_module)
+    (layer,) = model.layers
+    assert (type(layer).__name__, layer.count_include_pad) == ("AvgPool2d", count_include_pad)

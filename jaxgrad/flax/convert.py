@@ -127,7 +127,9 @@ def _pool(layer, params, buffers, dtype):
         else:
             plain = plain and layer.divisor_override is None
             if plain:
-                return functools.partial(nnx.avg_pool, window_shape=kernel, strides=stride,
+                # count_include_pad=False: nnx.avg_pool counts in float64 under x64
+                pool = nnx.avg_pool if layer.count_include_pad else m.avg_pool
+                return functools.partial(pool, window_shape=kernel, strides=stride,
                                          padding=pads, count_include_pad=layer.count_include_pad)
     return m.TorchPool(layer)
 
@@ -313,7 +315,9 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
         a ``TorchProgram``: stock nnx layers for the torch layers flax has (``Linear``,
         ``Embedding``, ``LayerNorm``, convolutions…), torch's captured ATen program
         (torch's layout) for the rest (``jaxgrad.flax.program``).
-      example_kwargs: example keyword inputs of such a module, as ``example``.
+      example_kwargs: example keyword inputs of such a module, as ``example``; given,
+        the module is captured with ``torch.export`` (a ``TorchProgram`` is the only
+        twin that takes inputs by name).
 
     Returns:
       An ``nnx.Sequential`` whose every parameter holds torch's values.
@@ -331,7 +335,8 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
                              "torch module carries its own.")
         training = source.training  # the twin starts in the torch module's mode
         source, params, buffers = nn.from_torch(source, example, example_kwargs=example_kwargs,
-                                                with_buffers=True)
+                                                with_buffers=True,
+                                                capture="export" if example_kwargs else "auto")
     if not isinstance(source, nn.Module):
         raise TypeError(f"to_nnx: `source` must be a jaxgrad.nn model or a torch module, got "
                         f"{type(source).__name__}.")
@@ -483,7 +488,7 @@ def _read(item, context):
             return cls(dim=item.keywords.get("axis", -1)), {}, {}
         if getattr(item.func, "__name__", "") == "softplus" and "threshold" in item.keywords:
             return nn.Softplus(beta=item.keywords["beta"], threshold=item.keywords["threshold"]), {}, {}
-        if item.func in (nnx.max_pool, nnx.avg_pool):
+        if item.func in (nnx.max_pool, nnx.avg_pool, m.avg_pool):
             return _from_pool_partial(item, context)
         if item.func is nnx.gelu:
             approximate = item.keywords.get("approximate", True)

@@ -13,6 +13,7 @@ something else; the table in ``docs/flax.md`` lists them:
 | ``TorchInstanceNorm`` | ``InstanceNorm`` with ``track_running_stats=True``: per-instance statistics in training, running ones (torch's momentum, the batch average of the unbiased instance variances) in eval; stock ``nnx.GroupNorm`` keeps no statistics |
 | ``TorchPool`` | pooling with ``ceil_mode``, ``divisor_override``, dilation or adaptive windows that do not divide the input (``nnx.max_pool`` / ``nnx.avg_pool`` have none of these) |
 | ``TorchEmbed`` | ``padding_idx``: that row's gradient is zero (``nnx.Embed`` has no ``padding_idx``) |
+| ``avg_pool`` (a function) | ``count_include_pad=False`` in the input's dtype: ``nnx.avg_pool`` divides by a window count summed from ``jnp.ones`` (float64 under x64), which turns a float32 input's output float64 |
 
 All of them work on channels-last activations, flax's idiom.
 """
@@ -190,6 +191,34 @@ class TorchInstanceNorm(nnx.Module):
         if self.affine:
             y = y * self.scale[...] + self.bias[...]
         return y
+
+
+def avg_pool(inputs, window_shape, strides=None, padding="VALID", count_include_pad=True):
+    """``nnx.avg_pool`` (same arguments, channels-last ``inputs``) whose output keeps
+    the input's dtype. With ``count_include_pad=False`` flax divides by the number of
+    real elements in each window, counted by pooling ``jnp.ones`` of the default
+    dtype: float64 when ``jax_enable_x64`` is on, so a float32 input came out float64.
+    Here the count is pooled in the input's dtype (window counts are small integers,
+    exact in any float dtype), so the division is the float32 one torch makes.
+
+    Args:
+      inputs: `(batch, *spatial, features)`.
+      window_shape: the window, one int per spatial dimension.
+      strides: one int per spatial dimension (default: all 1, as flax).
+      padding: ``"VALID"``, ``"SAME"`` or ``(low, high)`` pairs per spatial dimension.
+      count_include_pad: divide by the window's size (True) or by its real elements.
+    """
+    if count_include_pad:
+        return nnx.avg_pool(inputs, window_shape, strides, padding, count_include_pad=True)
+    from flax.linen import pooling
+
+    total = pooling.pool(inputs, 0.0, jax.lax.add, window_shape, strides, padding)
+    ones_shape = inputs.shape[:-1] + (1,)  # as flax: one count per window, broadcast
+    if len(ones_shape) - 2 == len(window_shape):  # batched: the same counts for every row
+        ones_shape = (1,) + ones_shape[1:]
+    counts = pooling.pool(jnp.ones(ones_shape, inputs.dtype), 0.0, jax.lax.add, window_shape,
+                          strides, padding)
+    return total / counts
 
 
 class TorchPool(nnx.Module):
