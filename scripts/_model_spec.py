@@ -287,8 +287,12 @@ def _transformers_factory(parser, option: str, spec: ModelSpec, kwargs: dict) ->
     try:
         built = (transformers.AutoConfig.for_model(model_type, **config) if model_type is not None
                  else config_class(**config))
-    except (TypeError, ValueError) as exc:
-        parser.error(f"--config: {config_class.__name__} refuses it: {_cli._first_line(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a value the config refuses, whatever it raises
+        # huggingface_hub's strict dataclasses raise their own error for a value of the
+        # wrong type, its reason on the second line: keep every line, as one
+        reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        parser.error(f"--config: {config_class.__name__} refuses it: {type(exc).__name__}: "
+                     f"{reason or '(no message)'}")
     config_code = (f"transformers.AutoConfig.for_model({model_type!r}, {_call_text(config)})"
                    if model_type is not None else
                    f"transformers.{config_class.__name__}({_call_text(config)})")

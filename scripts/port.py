@@ -2,7 +2,7 @@
 """Port a torch model to an idiomatic flax.nnx module, prove it, and save it.
 
 Given a model spec (your own class or factory, or a torchvision, timm or Hugging Face
-model built with random weights: nothing is downloaded), an example input shape and
+model built with random weights: nothing is downloaded), example input shapes and
 an output path, it builds the model (optionally loading a saved ``state_dict``),
 converts it with ``jaxgrad.flax.to_nnx``, checks the nnx twin's forward output and
 every parameter gradient against torch in float64 and float32 (at the parity tiers;
@@ -19,6 +19,22 @@ is captured with ``torch.export`` on the example input: its nnx twin is a
 ``Embedding``, ``LayerNorm``, convolutions; named in the per-layer table) and torch's
 captured ATen program for the rest, in torch's layout; it is specialised to the
 example's shape.
+
+The float64 check follows the zoo's rules (scripts/zoo.py): a float64 model whose own
+code computes in float32 (Hugging Face's Mistral and Llama RMSNorm cast to float32,
+timm's EdgeNeXt computes its Fourier position encoding in float32) is judged at the
+float32 tier, the tier of that arithmetic, and the output says where it casts; a
+gradient zero in exact arithmetic (its float64 value at most 1e-11 of its neighbours')
+is judged at its neighbours' scale wherever the float32 tier applies. The model
+itself is never run: each check takes its own copy, so a forward that fills a cache
+(timm's LeViT) changes nothing the next check reads.
+
+Inputs: --input-shape once per positional input (token ids when the model has a
+vocabulary, else float32 normals), and/or --inputs with named (keyword) inputs, each
+a shape or {"shape": [...], "dtype": "float32" | "int64", "high": N} (int64: ids in
+[0, N), N defaulting to the vocabulary); a model given keyword inputs is captured with
+torch.export (only its program takes inputs by name). An encoder-decoder:
+  --inputs '{"input_ids": [2, 8], "decoder_input_ids": [2, 4]}'
 
 Model specs:
   path/to/file.py:Name, pkg.module:Name
@@ -37,14 +53,16 @@ torchvision, timm and transformers are the optional zoo extra:
 
 Exit status: 0 when the port passes; 1 when a parity check (or the reload) fails;
 2 for bad input, found before any work where it can be (a missing file, module,
-class, library or model name, a --config that is not a JSON object or the config
-class does not know, an unreadable --state-dict), each one ``error:`` line; 3 when
+class, library or model name, a --config that is not a JSON object, that the config
+class does not know or refuses (a value of the wrong type), or that builds no model,
+bad --inputs, an unreadable --state-dict), each one ``error:`` line; 3 when
 the port stopped on an unexpected error (a traceback follows: please report it).
 
 Examples:
   python scripts/port.py mymodels:ResNet --input-shape 2,1,8,8 --out resnet_nnx.safetensors
   python scripts/port.py net.py:Net --input-shape 4,64 --state-dict net.pt --out net.safetensors
   python scripts/port.py mymodels:Tagger --input-shape 2,16 --int-input 100 --out tagger.safetensors
+  python scripts/port.py mymodels:Fusion --input-shape 2,3,8,8 --input-shape 2,5 --out fusion.safetensors
   python scripts/port.py torchvision.models:resnet18 --kwargs '{"num_classes": 10}' \
       --input-shape 2,3,32,32 --out resnet18.safetensors
   python scripts/port.py timm:convnext_atto --kwargs '{"num_classes": 10}' \
@@ -52,14 +70,20 @@ Examples:
   python scripts/port.py transformers:BertModel --input-shape 2,8 --out bert.safetensors \
       --config '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
                  "intermediate_size": 128, "vocab_size": 1000}'
+  python scripts/port.py transformers:T5Model --out t5.safetensors \
+      --inputs '{"input_ids": [2, 8], "decoder_input_ids": [2, 4]}' \
+      --config '{"d_model": 16, "d_kv": 8, "d_ff": 32, "num_layers": 1, "num_heads": 2,
+                 "vocab_size": 50}'
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import traceback
+from typing import NamedTuple
 
 import _cli
 import _model_spec
@@ -79,8 +103,14 @@ def parse_args(argv=None):
                         help="the model spec: module:Name or path/to/file.py:Name (a class, "
                         "or any callable returning an nn.Module), torchvision.models:NAME, "
                         "timm:NAME or transformers:CLASS (see below)")
-    parser.add_argument("--input-shape", type=_cli.shape, required=True, metavar="N,C,H,W",
-                        help="example input shape, torch layout (token ids: N,L)")
+    parser.add_argument("--input-shape", type=_cli.shape, action="append", default=[],
+                        metavar="N,C,H,W",
+                        help="example input shape, torch layout (token ids: N,L); once per "
+                             "positional input, in order")
+    parser.add_argument("--inputs", metavar="JSON", dest="inputs_json",
+                        help="named (keyword) inputs as a JSON object, each a shape or "
+                             '{"shape": [...], "dtype": "float32" | "int64", "high": N}, e.g. '
+                             '\'{"input_ids": [2, 8], "decoder_input_ids": [2, 4]}\'')
     parser.add_argument("--out", required=True, metavar="PATH", help="nnx state (.safetensors)")
     parser.add_argument("--state-dict", metavar="PATH",
                         help="weights to load first (.pt/.pth via torch.load, or .safetensors)")
@@ -106,6 +136,12 @@ def parse_args(argv=None):
         parser.error(f"--kwargs must be a JSON object, got {args.kwargs!r}")
     if args.int_input is not None and args.int_input <= 0:
         parser.error(f"--int-input must be positive, got {args.int_input}")
+    args.inputs = [InputSpec(None, shape) for shape in args.input_shape]
+    if args.inputs_json is not None:
+        args.inputs += _named_inputs(parser, args.inputs_json)
+    if not args.inputs:
+        parser.error("give the example input: --input-shape (once per positional input) "
+                     "and/or --inputs (named inputs)")
     _cli.output_file(parser, "--out", args.out)
     # A model spec is resolved in two steps: here, what can be told without running
     # the user's code or importing torch; in `_model_spec.factory`, the imports.
@@ -113,6 +149,93 @@ def parse_args(argv=None):
     _model_spec.check_spec(parser, "MODEL", args.spec, args.kwargs)
     _cli.state_dict_file(parser, "--state-dict", args.state_dict)
     return parser, args
+
+
+class InputSpec(NamedTuple):
+    """One example input: ``name`` (None: positional), its ``shape``, ``dtype``
+    (``"float32"``, ``"int64"``, or None: token ids when the model has a vocabulary,
+    else float32) and ``high`` (int64: ids in ``[0, high)``; None: the vocabulary)."""
+
+    name: str | None
+    shape: tuple
+    dtype: str | None = None
+    high: int | None = None
+
+
+_INPUT_DTYPES = ("float32", "int64")
+
+
+def _named_inputs(parser, text: str) -> list:
+    """``--inputs`` JSON -> ``InputSpec`` list, every problem one ``error:`` line."""
+    try:
+        named = json.loads(text)
+    except ValueError as exc:
+        parser.error(f"--inputs must be a JSON object, got {text!r}: {exc}")
+    if not isinstance(named, dict) or not named:
+        parser.error(f"--inputs must be a non-empty JSON object of named inputs, got {text!r}")
+
+    def shape_of(name, value):
+        if not (isinstance(value, list) and value and all(
+                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in value)):
+            parser.error(f"--inputs: {name!r}: the shape must be a list of positive ints, "
+                         f"got {json.dumps(value)}")
+        return tuple(value)
+
+    specs = []
+    for name, value in named.items():
+        if not name.isidentifier():
+            parser.error(f"--inputs: {name!r} is not a keyword argument name")
+        if isinstance(value, list):
+            specs.append(InputSpec(name, shape_of(name, value)))
+            continue
+        if not isinstance(value, dict) or "shape" not in value:
+            parser.error(f"--inputs: {name!r} must be a shape or an object with a \"shape\", "
+                         f"got {json.dumps(value)}")
+        unknown = sorted(set(value) - {"shape", "dtype", "high"})
+        if unknown:
+            parser.error(f"--inputs: {name!r}: unknown key {unknown[0]!r} (keys: shape, dtype, "
+                         "high)")
+        dtype, high = value.get("dtype"), value.get("high")
+        if dtype is not None and dtype not in _INPUT_DTYPES:
+            parser.error(f"--inputs: {name!r}: dtype must be one of {', '.join(_INPUT_DTYPES)}, "
+                         f"got {json.dumps(dtype)}")
+        if high is not None and (dtype == "float32" or not isinstance(high, int)
+                                 or isinstance(high, bool) or high <= 0):
+            parser.error(f"--inputs: {name!r}: \"high\" must be a positive int, for int64 "
+                         f"inputs only, got {json.dumps(high)}")
+        specs.append(InputSpec(name, shape_of(name, value["shape"]), dtype, high))
+    return specs
+
+
+def _draw_inputs(parser, specs, vocab):
+    """The example inputs of ``specs``, drawn from one seeded stream in order:
+    ``(args, kwargs, descriptions)``, float inputs float32 normals held in float64 (so
+    the float64 check computes exactly what float32 approximates), int64 ids in
+    ``[0, high)``, and a description of each for the output."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    args, kwargs, described = [], {}, []
+    for index, spec in enumerate(specs):
+        label = spec.name or (f"input {index + 1}" if len(specs) > 1 else "input")
+        dtype = spec.dtype or ("int64" if vocab else "float32")
+        if dtype == "int64":
+            high = spec.high or vocab
+            if not high:
+                parser.error(f"--inputs: {spec.name!r} is int64 and needs \"high\" (ids in "
+                             "[0, high)): neither --int-input nor the model gives a vocabulary")
+            value = rng.integers(0, high, spec.shape)
+            described.append(f"token ids {tuple(spec.shape)} in [0, {high})" if len(specs) == 1
+                             else f"{label}: token ids {tuple(spec.shape)} in [0, {high})")
+        else:
+            value = rng.standard_normal(spec.shape).astype("float32").astype("float64")
+            described.append(f"input {tuple(spec.shape)}" if len(specs) == 1
+                             else f"{label} {tuple(spec.shape)}")
+        if spec.name is None:
+            args.append(value)
+        else:
+            kwargs[spec.name] = value
+    return tuple(args), kwargs, described
 
 
 def _read_state_dict(parser, path: str):
@@ -150,6 +273,11 @@ def build_model(parser, args, factory, state=None, seed: int = 0):
         module = factory.build()
     except TypeError as exc:
         parser.error(f"cannot build {label} with --kwargs {args.kwargs}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a --config value the model refuses
+        if args.spec.config is None:
+            raise
+        parser.error(f"cannot build {label} with --config {json.dumps(args.spec.config)}: "
+                     f"{type(exc).__name__}: {_cli._first_line(exc)}")
     if not isinstance(module, torch.nn.Module):
         parser.error(f"{label}() returned a {type(module).__name__}, not a torch.nn.Module")
     if state is not None:
@@ -174,63 +302,78 @@ def main(argv=None) -> int:
         return 3
 
 
-def _describe_input(x, vocab) -> str:
-    shape = tuple(x.shape)
-    return f"token ids {shape} in [0, {vocab})" if vocab else f"input {shape}"
+def _copier(parser, args, factory, pristine):
+    """A function returning a new copy of ``pristine`` (the model as built, never run):
+    ``copy.deepcopy``, or where a tensor attribute is no graph leaf (deepcopy refuses
+    it: a cache filled by a forward, ``weight_norm``'s weight) a fresh build holding
+    its ``state_dict``."""
+    def fresh():
+        try:
+            return copy.deepcopy(pristine)
+        except RuntimeError:
+            module = build_model(parser, args, factory)
+            module.load_state_dict(pristine.state_dict())
+            return module
+    return fresh
 
 
 def _port(parser, args) -> int:
-    import numpy as np
     import torch
 
     torch.set_num_threads(1)
     label = args.spec.text
     factory = _model_spec.factory(parser, "MODEL", args.spec, args.kwargs)
     state = _read_state_dict(parser, args.state_dict) if args.state_dict else None
-    module = build_model(parser, args, factory, state)
+    module = build_model(parser, args, factory, state)  # never run: see _copier
+    fresh = _copier(parser, args, factory, module)
     vocab = args.int_input or _model_spec.token_vocab(module)
-    rng = np.random.default_rng(0)
-    if vocab:
-        x = rng.integers(0, vocab, args.input_shape)
-    else:  # float32 values: the float64 check computes exactly what float32 approximates
-        x = rng.standard_normal(args.input_shape).astype("float32").astype("float64")
+    inputs, named, described = _draw_inputs(parser, args.inputs, vocab)
     try:
         with torch.no_grad():
-            module.double()(torch.from_numpy(x if vocab else x.astype("float64")))
+            fresh().double()(*(torch.from_numpy(a) for a in inputs),
+                             **{k: torch.from_numpy(v) for k, v in named.items()})
     except Exception as exc:  # the user's model rejects the input: say so, don't guess
-        parser.error(f"{label} rejects an input of shape {args.input_shape}: "
-                     f"{type(exc).__name__}: {_cli._first_line(exc)}")
+        shapes = [f"{spec.name}=" * bool(spec.name) + str(tuple(spec.shape))
+                  for spec in args.inputs]
+        what = (f"an input of shape {shapes[0]}" if len(shapes) == 1 and not named
+                else f"the inputs {', '.join(shapes)}")
+        parser.error(f"{label} rejects {what}: {type(exc).__name__}: {_cli._first_line(exc)}")
 
     import jax  # the heavy part starts here, once the input is known to be good
 
     jax.config.update("jax_enable_x64", True)
     from jaxgrad.flax import conversion_notes, load_nnx, save_nnx
     from jaxgrad.parity import compare
-    from parity_checks.nnx_interop import (is_captured, layer_table, nnx_port, port_parity,
-                                           round_trip)
+    from parity_checks.nnx_interop import (Example, float64_leaves, is_captured, layer_table,
+                                           nnx_port, port_parity, round_trip)
 
+    example = Example(inputs, named)
     failed = False
     runs = {}
     for dtype in ("float64", "float32"):
         try:
-            run = runs[dtype] = port_parity(module, x, args.layout, dtype)
+            run = runs[dtype] = port_parity(module, example, args.layout, dtype, fresh=fresh)
         except ValueError as exc:  # from_torch or to_nnx refuses a layer or an op, naming it
             parser.error(f"cannot convert {label} to flax.nnx: {exc}")
         report, captured = run.report, is_captured(run.model)
         if dtype == "float64":
-            _print_header(args, module, run.model, x, vocab, captured, factory.notes)
+            _print_header(args, module, run.model, described, captured, factory.notes)
             _print_conventions(run.model, captured, conversion_notes)
         if dtype == "float32":
             # the float64 run computed exactly what this one approximates (the float32
             # weights, input and cotangents cast up): the float32 verdict is calibrated
             # by torch's own float32 rounding against it
             report = compare(run.reference, run.candidate,
-                             reference64=runs["float64"].reference, name=report.name)
+                             reference64=float64_leaves(runs["float64"].reference),
+                             name=report.name)
         passed = report.passed
         failed |= not passed
         print(f"\nparity {dtype}: output and {len(report.leaves) - 1} parameter gradients, "
               f"max abs err {report.max_abs_err:.2e}, max rel err {report.max_rel_err:.2e}: "
               f"{'PASS' if passed else 'FAIL'}")
+        if dtype == "float64":
+            _print_float32_inside(run.float32_regions)
+            _print_zeros(report)
         if dtype == "float32":
             _print_calibrated(report)
         if not passed:
@@ -246,7 +389,8 @@ def _port(parser, args) -> int:
             if not twin.layers:
                 continue
         with jax.default_matmul_precision("highest"):
-            rows = layer_table(module.double(), run.nnx_module, x, run.channels_last)
+            rows = layer_table(fresh().double(), run.nnx_module, example, run.channels_last,
+                               computed_in="float32" if run.float32_regions else None)
         width = max([len(row["layer"]) for row in rows] + [5])
         print(f"  {'layer':<{width}} {'type':<18} {'max abs err':>11}  verdict")
         for row in rows:
@@ -254,20 +398,27 @@ def _port(parser, args) -> int:
                   f"{'PASS' if row['passed'] else 'FAIL'}")
     proved, channels_last = runs["float32"].nnx_module, runs["float32"].channels_last
     metadata = {"source": label, "layout": "torch" if captured else args.layout,
-                "input_shape": json.dumps(args.input_shape), "kwargs": json.dumps(args.kwargs),
+                "kwargs": json.dumps(args.kwargs),
                 "capture": "export" if captured else "layers"}
+    if len(args.inputs) == 1 and args.inputs[0].name is None:
+        metadata["input_shape"] = json.dumps(args.input_shape[0])
+    else:
+        metadata["inputs"] = json.dumps([
+            {"name": a.name, "shape": list(a.shape), "dtype": str(value.dtype)}
+            for a, value in zip(args.inputs, (*inputs, *named.values()))])
     if args.spec.config is not None:
         metadata["config"] = json.dumps(args.spec.config)
     save_nnx(proved, args.out, metadata=metadata)
     # reload as a user would: a fresh twin of a newly built model (other weights; a
     # captured program rebuilt from the same spec, its constants with it), then
     # load_nnx; it must hold every variable and compute the output bit for bit
-    feed = x.astype("float32") if np.issubdtype(x.dtype, np.floating) else x
-    fresh, _, _ = nnx_port(build_model(parser, args, factory, seed=1).float(), args.layout,
-                           (torch.from_numpy(feed),) if captured else None)
-    load_nnx(fresh, args.out)
-    feed = jax.device_put(np.moveaxis(feed, 1, -1) if channels_last else feed)
-    reloaded = round_trip(proved, fresh, feed)
+    example32 = example.astype("float32")
+    torch_args, torch_kwargs = example32.torch()
+    fresh_twin, _, _ = nnx_port(build_model(parser, args, factory, seed=1).float(), args.layout,
+                                torch_args if captured else None,
+                                torch_kwargs if captured else None)
+    load_nnx(fresh_twin, args.out)
+    reloaded = round_trip(proved, fresh_twin, example32.feed(channels_last))
     failed |= not reloaded.passed
     variables = sum(leaf.path.startswith("['variables']") for leaf in reloaded.leaves)
     print(f"\nsaved the float32 nnx state to {args.out}; reloaded into a fresh twin: "
@@ -275,8 +426,36 @@ def _port(parser, args) -> int:
           f"{'PASS' if reloaded.passed else 'FAIL'}")
     if not reloaded.passed:
         print(reloaded.table())
-    _print_load_lines(args, factory, x, captured)
+    _print_load_lines(args, factory, example, captured)
     return 1 if failed else 0
+
+
+def _print_float32_inside(regions) -> None:
+    """Where a float64 model's own code computes in float32, and the tier that follows
+    (the zoo's rule and wording)."""
+    if not regions:
+        return
+    regions = [path or "its top-level forward" for path in regions]
+    shown = ", ".join(regions[:3]) + (f" and {len(regions) - 3} more" if len(regions) > 3
+                                      else "")
+    print(f"  the float64 model computes in float32 where its own code casts (at {shown}): "
+          "its float64 leaves are judged at the float32 tier, the tier of that arithmetic")
+
+
+def _print_zeros(report) -> None:
+    """The float64 run's float32-tier leaves that are zero in exact arithmetic, passed
+    at their neighbours' scale, each with its distance in units of that tier."""
+    from jaxgrad.parity import RULE_ZERO, ZERO_IN_EXACT
+
+    zeros = [leaf for leaf in report.leaves if leaf.passed and leaf.rule == RULE_ZERO]
+    if not zeros:
+        return
+    count = "1 gradient" if len(zeros) == 1 else f"{len(zeros)} gradients"
+    print(f"  {count} zero in exact arithmetic (float64 noise, at most {ZERO_IN_EXACT:g} of "
+          "the neighbours' largest value) judged at the float32 tier of the neighbours' scale:")
+    width = max(len(leaf.path) for leaf in zeros)
+    for leaf in zeros:
+        print(f"    {leaf.path:<{width}}  twin {leaf.headroom:.1e} of the tier")
 
 
 def _print_calibrated(report) -> None:
@@ -304,7 +483,7 @@ def _print_calibrated(report) -> None:
               f"torch {tiers(leaf.reference_headroom)}")
 
 
-def _print_header(args, module, model, x, vocab, captured: bool, notes) -> None:
+def _print_header(args, module, model, described, captured: bool, notes) -> None:
     if captured:
         nodes = len(model.train_program.nodes)
         modes = ("one program for both modes" if model.eval_program is model.train_program
@@ -313,8 +492,9 @@ def _print_header(args, module, model, x, vocab, captured: bool, notes) -> None:
                "nnx layout: torch's")
     else:
         how = f"nnx layout {args.layout}"
+    inputs = described[0] if len(described) == 1 else f"inputs {', '.join(described)}"
     print(f"{args.spec.text}: {type(module).__name__}, {model.num_parameters():,} parameters, "
-          f"{_describe_input(x, vocab)}, {how}")
+          f"{inputs}, {how}")
     for note in notes:
         print(f"  {note}")
     print()
@@ -332,19 +512,35 @@ def _print_conventions(model, captured: bool, conversion_notes) -> None:
         print(f"  {path:<{width}} {name:<18} {note}")
 
 
-def _print_load_lines(args, factory, x, captured: bool) -> None:
+def _print_load_lines(args, factory, example, captured: bool) -> None:
     target = args.spec.target
     imports = {"timm": "import timm", "transformers": "import transformers"}.get(
         args.spec.kind, "" if target.is_file else
         f"from {target.where} import {target.name.split('.')[0]}")
     build = f"{factory.code}.eval()"
     if captured:
-        kind = "int64 token ids" if x.dtype.kind in "iu" else "a float32 input"
-        print(f"to load it (example: {kind} of shape {tuple(x.shape)}, the shape it was "
-              "captured for):")
+        def kind(value):
+            return "int64 token ids" if value.dtype.kind in "iu" else "a float32 input"
+
+        if len(example.args) == 1 and not example.kwargs:
+            (value,) = example.args
+            print(f"to load it (example: {kind(value)} of shape {tuple(value.shape)}, the "
+                  "shape it was captured for):")
+            call = "example=(example,)"
+        else:
+            names = [f"x{i + 1}" for i in range(len(example.args))]
+            listed = [f"{name}: {kind(v)} of shape {tuple(v.shape)}"
+                      for name, v in (*zip(names, example.args), *example.kwargs.items())]
+            print(f"to load it (examples: {'; '.join(listed)}; the shapes it was captured "
+                  "for):")
+            parts = [f"example=({', '.join(names)}{',' * (len(names) == 1)})"] if names else []
+            if example.kwargs:
+                parts.append("example_kwargs={" + ", ".join(f"{k!r}: {k}" for k in example.kwargs)
+                             + "}")
+            call = ", ".join(parts)
         if imports:
             print(f"  {imports}")
-        print(f"  nnx_module = jaxgrad.flax.to_nnx({build}, example=(example,))")
+        print(f"  nnx_module = jaxgrad.flax.to_nnx({build}, {call})")
     else:
         print("to load it:")
         if imports:

@@ -602,18 +602,55 @@ def is_captured(model) -> bool:
     return isinstance(model, ExportedModule)
 
 
-def nnx_port(module, layout: str, example=None):
+class Example(NamedTuple):
+    """A model's example inputs as numpy arrays: positional ``args`` (a tuple) and
+    keyword ``kwargs`` (a dict), each float array float32 or float64, each integer
+    array token ids."""
+
+    args: tuple
+    kwargs: dict
+
+    @classmethod
+    def of(cls, inputs) -> "Example":
+        """``inputs`` as an ``Example``: one array (the only positional input), or an
+        ``Example``."""
+        return inputs if isinstance(inputs, Example) else cls((inputs,), {})
+
+    def astype(self, dtype: str) -> "Example":
+        """The float arrays in ``dtype``; token ids stay integers."""
+        def cast(a):
+            return a.astype(dtype) if np.issubdtype(a.dtype, np.floating) else a
+        return Example(tuple(cast(a) for a in self.args),
+                       {k: cast(v) for k, v in self.kwargs.items()})
+
+    def torch(self) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` as torch tensors."""
+        return tuple(_t(a) for a in self.args), {k: _t(v) for k, v in self.kwargs.items()}
+
+    def feed(self, channels_last: bool) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` as the nnx twin takes them: jax arrays, each image input
+        (3 dimensions or more) channels-last when the twin is (``channels_last``)."""
+        def put(a):
+            return jax.device_put(np.moveaxis(a, 1, -1) if channels_last and a.ndim >= 3 else a)
+        return tuple(put(a) for a in self.args), {k: put(v) for k, v in self.kwargs.items()}
+
+
+def nnx_port(module, layout: str, example=None, example_kwargs=None):
     """The nnx twin of the torch ``module``, whether it takes channels-last input (an
     image model with ``layout="NHWC"``) and the jaxgrad model it was built from:
     ``(nnx_module, channels_last, model)``. ``example`` (a tuple of torch inputs) lets
-    ``from_torch`` capture with ``torch.export`` what its layer path cannot take.
+    ``from_torch`` capture with ``torch.export`` what its layer path cannot take;
+    ``example_kwargs`` (keyword inputs, a dict of torch tensors) are passed by name,
+    which only a program captured with ``torch.export`` takes: it is captured so.
 
     Raises ``ValueError`` (from ``from_torch`` or ``to_nnx``) naming what cannot be
     converted."""
     from jaxgrad.flax import is_image_model
     from jaxgrad.nn import from_torch
 
-    model, params, buffers = from_torch(module, example, with_buffers=True)
+    model, params, buffers = from_torch(module, example, example_kwargs=example_kwargs or None,
+                                        with_buffers=True,
+                                        capture="export" if example_kwargs else "auto")
     nnx_module = to_nnx(model, params, buffers, layout=layout)
     if not module.training:
         nnx_module.eval()
@@ -621,19 +658,24 @@ def nnx_port(module, layout: str, example=None):
     return nnx_module, channels_last, model
 
 
-def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
+def layer_table(module, nnx_module, x, channels_last: bool, computed_in=None) -> list[dict]:
     """Per layer (the top-level children of a torch ``Sequential``, the converted
     layers of a traced forward): the max abs error of the nnx twin's output against
     torch's (float64 or float32 as the module), in torch's layout. Other modules get
-    one row for the whole forward. ``channels_last``: the twin takes NHWC input."""
+    one row for the whole forward. ``x``: one input array, or an ``Example`` of
+    several; ``channels_last``: the twin takes NHWC input; ``computed_in``: as
+    ``compare``'s (``"float32"`` for a float64 model whose own code computes in
+    float32)."""
     from jaxgrad.flax import modules as m
     from jaxgrad.parity import compare as compare_trees
 
-    x_t = _t(x)
-    feed = jnp.moveaxis(jnp.asarray(x), 1, -1) if channels_last else jnp.asarray(x)
+    example = Example.of(x)
+    torch_args, torch_kwargs = example.torch()
+    feed_args, feed_kwargs = example.feed(channels_last)
 
     def row(layer, kind, reference, candidate):
-        report = compare_trees(reference, _to_torch_order(candidate, reference))
+        report = compare_trees(reference, _to_torch_order(candidate, reference),
+                               computed_in=computed_in)
         return {"layer": layer, "type": kind, "max_abs_err": report.max_abs_err,
                 "passed": report.passed}
 
@@ -653,18 +695,20 @@ def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
             hooks.append(module.get_submodule(path).register_forward_hook(
                 lambda mod, args, out, path=path: record(path, out)))
         try:
-            module(x_t)
+            module(*torch_args, **torch_kwargs)
         finally:
             for hook in hooks:
                 hook.remove()
-        nnx_module(feed, capture=captured)
+        nnx_module(*feed_args, capture=captured, **feed_kwargs)
         return [row(path, type(module.get_submodule(path)).__name__, torch_outputs[path],
                     _jax_tree(captured[path]))
                 for path in paths if path in captured and path in torch_outputs]
     if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
-        return [row("(whole model)", type(module).__name__, _torch_tree(module(x_t)),
-                    _jax_tree(nnx_module(feed)))]
-    rows, torch_value, value = [], x_t, feed
+        return [row("(whole model)", type(module).__name__,
+                    _torch_tree(module(*torch_args, **torch_kwargs)),
+                    _jax_tree(nnx_module(*feed_args, **feed_kwargs)))]
+    rows = []
+    (torch_value,), (value,) = torch_args, feed_args  # a Sequential takes one input
     children = iter(module.named_children())
     for item in nnx_module.layers:
         value = item(value)
@@ -678,8 +722,10 @@ def layer_table(module, nnx_module, x, channels_last: bool) -> list[dict]:
 
 class PortParity(NamedTuple):
     """What ``port_parity`` found: the ``report``, the twin (``nnx_module``, whether it
-    takes channels-last input) and the jaxgrad ``model`` it was built from, and the two
-    sides compared (``{"output": ..., "grads": {torch name: array}}``, numpy)."""
+    takes channels-last input) and the jaxgrad ``model`` it was built from, the two
+    sides compared (``{"output": ..., "grads": {torch name: array}}``, numpy), and
+    ``float32_regions``: the torch module paths where a float64 model's own code
+    computes in float32 (its leaves then judged at the float32 tier; empty otherwise)."""
 
     report: object
     nnx_module: object
@@ -687,26 +733,46 @@ class PortParity(NamedTuple):
     model: object
     reference: dict
     candidate: dict
+    float32_regions: tuple = ()
 
 
-def port_parity(module, x, layout: str, dtype: str) -> PortParity:
+def port_parity(module, x, layout: str, dtype: str, *, fresh=None) -> PortParity:
     """Forward and gradients (of ``Σ output · cotangent`` over every floating output,
-    every parameter) of ``module`` and its nnx twin at the ``dtype`` tier (``x`` is
-    also the example a capture with ``torch.export`` needs). The cotangents are drawn
-    in float32 whatever ``dtype``, so with float32 weights and input the float64 run
-    computes exactly what the float32 run approximates (``compare``'s ``reference64``).
+    every parameter) of ``module`` and its nnx twin at the ``dtype`` tier (``x``, one
+    input array or an ``Example`` of several, is also the example a capture with
+    ``torch.export`` needs). The cotangents are drawn in float32 whatever ``dtype``, so
+    with float32 weights and input the float64 run computes exactly what the float32
+    run approximates (``compare``'s ``reference64``).
+
+    ``module`` itself is never run: the conversion and torch's reference each take
+    their own copy (``fresh()``, default ``copy.deepcopy(module)``), so a forward that
+    fills a cache (timm's LeViT keeps its attention biases) leaves nothing behind that
+    the other run, or a later copy, would read.
+
+    The float64 verdict follows the zoo's rules: a model whose own code computes in
+    float32 (Hugging Face's RMSNorm casts to float32) is judged at the float32 tier,
+    the tier of that arithmetic (``float32_regions`` says where), and a float32-tier
+    leaf that is zero in exact arithmetic (float64 noise, at most
+    ``jaxgrad.parity.ZERO_IN_EXACT`` of its neighbours) at its neighbours' scale:
+    ``compare`` with the float64 reference as its own float64 answer, which adds that
+    rule and nothing else (a leaf outside the tier is also outside the tier of it).
 
     Raises ``ValueError`` when the module cannot be converted (see ``nnx_port``)."""
     import copy
 
+    from parity_checks._zoo import float32_regions
+
+    fresh = fresh or (lambda: copy.deepcopy(module))
     torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
-    module = copy.deepcopy(module).to(torch_dtype)
-    x = x.astype(dtype) if np.issubdtype(x.dtype, np.floating) else x  # token ids stay ints
+    example = Example.of(x).astype(dtype)  # token ids stay ints
+    torch_args, torch_kwargs = example.torch()
     with jax_precision(dtype):
-        nnx_module, channels_last, model = nnx_port(module, layout, (_t(x),))
-        feed = jax.device_put(np.moveaxis(x, 1, -1) if channels_last else x)
+        nnx_module, channels_last, model = nnx_port(fresh().to(torch_dtype), layout,
+                                                    torch_args, torch_kwargs)
+        feed_args, feed_kwargs = example.feed(channels_last)
+        module = fresh().to(torch_dtype)
         module.zero_grad(set_to_none=True)
-        torch_out = module(_t(x))
+        torch_out = module(*torch_args, **torch_kwargs)
         out = _torch_tree(torch_out)
         rng = np.random.default_rng(1)
         cotangents = _map_tree(
@@ -721,7 +787,7 @@ def port_parity(module, x, layout: str, dtype: str) -> PortParity:
                                np.zeros(p.shape, dtype) for n, p in module.named_parameters()}}
 
         def objective(mod):
-            y = mod(feed)
+            y = mod(*feed_args, **feed_kwargs)
             total = 0.0
             for leaf, c in _pairs(y, cotangents):
                 if c is not None:
@@ -733,14 +799,29 @@ def port_parity(module, x, layout: str, dtype: str) -> PortParity:
         (_, y), grads = nnx.jit(nnx.value_and_grad(objective, has_aux=True))(nnx_module)
         candidate = {"output": _to_torch_order(_jax_tree(y), out),
                      "grads": grads_to_torch(nnx_module, grads)}
-        report = compare(reference, candidate, name=f"port {type(module).__name__} {dtype}")
-        return PortParity(report, nnx_module, channels_last, model, reference, candidate)
+        regions = tuple(float32_regions(model)) if dtype == "float64" else ()
+        report = compare(reference, candidate, computed_in="float32" if regions else None,
+                         reference64=float64_leaves(reference) if dtype == "float64" else None,
+                         name=f"port {type(module).__name__} {dtype}")
+        return PortParity(report, nnx_module, channels_last, model, reference, candidate,
+                          regions)
+
+
+def float64_leaves(tree):
+    """``tree`` with every leaf that is not a float64 array set to None: what
+    ``compare``'s ``reference64`` takes from a float64 run (whose output may hold token
+    ids, or a float32 leaf the model returns as such)."""
+    return _map_tree(lambda leaf: leaf if getattr(leaf, "dtype", None) == np.float64
+                     else None, tree)
 
 
 def round_trip(saved, reloaded, feed):
     """``saved`` (the proved nnx module) against ``reloaded`` (a fresh twin that
     ``load_nnx`` filled from the file ``saved`` was written to): every variable (PRNG
-    keys by their key data) and the output on ``feed``, bit-identical."""
+    keys by their key data) and the output on ``feed`` (one input, or the twin's
+    ``(args, kwargs)`` as ``Example.feed`` gives them), bit-identical."""
+    args, kwargs = feed if isinstance(feed, tuple) and len(feed) == 2 and isinstance(
+        feed[1], dict) else ((feed,), {})
     def variables(module):
         return {".".join(map(str, path)): np.asarray(
                     jax.random.key_data(node.get_value())
@@ -749,7 +830,8 @@ def round_trip(saved, reloaded, feed):
                 for path, node in nnx.iter_graph(module) if isinstance(node, nnx.Variable)}
 
     # jitted: a captured program run eagerly compiles each of its ATen ops on its own
-    call = nnx.jit(lambda module, inputs: module(inputs))
-    reference = {"variables": variables(saved), "output": _jax_tree(call(saved, feed))}
-    candidate = {"variables": variables(reloaded), "output": _jax_tree(call(reloaded, feed))}
+    call = nnx.jit(lambda module, args, kwargs: module(*args, **kwargs))
+    reference = {"variables": variables(saved), "output": _jax_tree(call(saved, args, kwargs))}
+    candidate = {"variables": variables(reloaded),
+                 "output": _jax_tree(call(reloaded, args, kwargs))}
     return compare(reference, candidate, rtol=0.0, atol=0.0, name="save_nnx -> load_nnx")
