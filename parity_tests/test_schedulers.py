@@ -280,8 +280,13 @@ def test_train_py_scheduler_option_parsing(capsys):
         assert info.value.code == 2
     assert "--scheduler" in capsys.readouterr().err
     # the scheduler's state is checkpointed: a scheduled run resumes (test_train_stop_and_integrity)
-    args = train.parse_args(["--scheduler", "StepLR", "--resume", "--checkpoint-dir", "d"])
-    assert args.resume and args.scheduler == ("StepLR", {})
+    args = train.parse_args(["--scheduler", "StepLR:step_size=2", "--resume",
+                             "--checkpoint-dir", "d"])
+    assert args.resume and args.scheduler == ("StepLR", {"step_size": 2})
+    # StepLR without its required step_size is refused before training (issue 44)
+    with pytest.raises(SystemExit) as info:
+        train.parse_args(["--scheduler", "StepLR"])
+    assert info.value.code == 2
 
 
 def test_conformance_script_arguments(capsys):
