@@ -195,3 +195,23 @@ def test_the_verdict_holds_float64_the_float32_forward_and_training(monkeypatch,
     row = next(line for line in out.splitlines() if line.startswith("torchvision:resnet18"))
     assert f" {verdict} " in row and "FAIL 1.0e-01" in row
     assert f"torchvision:resnet18: {column}: 1 leaves outside the tier" in out
+
+
+def test_the_public_import_helper_imports_no_torch_until_called():
+    """``jaxgrad.zoo_imports`` is what users of the zoo extra call (docs/zoo.md):
+    ``import jaxgrad`` and importing the helper load no torch; the zoo's own
+    ``import_torchvision`` is the same function's result."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, jaxgrad, jaxgrad.zoo_imports; "
+             "print(sorted(m for m in ('torch', 'torchvision', 'timm', 'transformers') "
+             "if m in sys.modules))")
+    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    assert printed == "[]"
+    from jaxgrad.zoo_imports import import_library, import_torchvision
+
+    assert import_torchvision() is _zoo_models.import_torchvision()
+    with pytest.raises(ValueError, match=r"`name` \(='torch'\) must be one of torchvision, timm"):
+        import_library("torch")

@@ -24,9 +24,9 @@ namespace, which imports no torch), each failure one ``error:`` line and exit 2;
 ``factory`` imports the library and returns a function building the module.
 
 torchvision's wheel on some indexes is a CUDA build whose import fails against a
-CPU-only torch; the zoo's documented shim (``_zoo_models.import_torchvision``)
-imports it, and runs before timm and transformers, which
-import torchvision themselves.
+CPU-only torch; jaxgrad's public helper (``jaxgrad.zoo_imports.import_torchvision``,
+as the zoo uses it) imports it, and runs before timm and transformers, which import
+torchvision themselves.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def factory(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
     """Import what ``spec`` names (torch and the library) and return its ``Factory``;
     a name that turns out not to be a model is a usage error (exit 2)."""
     if spec.library is not None or _mentions_libraries(spec):
-        from _zoo_models import import_torchvision
+        from jaxgrad.zoo_imports import import_torchvision
 
         if importlib.util.find_spec("torchvision") is not None:
             import_torchvision()  # a no-op where torchvision imports cleanly

@@ -12,64 +12,47 @@ dtype)`` gives the module in float64 or float32 (the same weights: built once in
 float32, then cast) with its inputs as NumPy arrays.
 
 The three libraries are the optional ``zoo`` extra (``pip install -c constraints.txt
--e ".[zoo]"``); ``missing(entry)`` says which one an entry lacks. jaxgrad itself never
-imports them.
+-e ".[zoo]"``); ``missing(entry)`` says which one an entry lacks. ``import jaxgrad``
+never imports them.
 
 **torchvision on a CPU-only torch.** The torchvision wheel on some indexes (this
 project's machine: 0.28.0+cu130) is a CUDA build whose C extension does not load
 against the CPU torch; its ``import`` then fails while registering a fake kernel for
-``torchvision::nms`` (``RuntimeError: operator torchvision::nms does not exist``).
-The models are pure Python and never call those ops, so ``import_torchvision()``
-declares the two op schemas the import registers kernels for and imports again. It is
-a no-op when torchvision imports cleanly (declaring the schemas *before* a working
-extension loads would clash with the extension's own). transformers imports
-torchvision when it is installed, so ``import_transformers`` runs this first too.
+``torchvision::nms``. ``import_torchvision`` and ``import_library`` are jaxgrad's public
+helpers (``jaxgrad.zoo_imports``, which says how they work), called here: the zoo
+imports its libraries the way a user of the ``zoo`` extra can.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import importlib.util
-import sys
 from typing import Callable
 
 import numpy as np
 
 SEED = 0
-LIBRARIES = ("torchvision", "timm", "transformers")
+LIBRARIES = ("torchvision", "timm", "transformers")  # jaxgrad.zoo_imports.LIBRARIES
 INSTALL = 'pip install -c constraints.txt -e ".[zoo]"'
 
-_SHIM_LIBRARIES: list = []  # the torch.library.Library the shim defined, kept alive
 
-
+# jaxgrad's public helpers, imported on the first call: importing jaxgrad imports jax,
+# which this module must not (scripts check their arguments before anything heavy)
 def import_torchvision():
-    """``import torchvision``, declaring its two custom op schemas first when its C
-    extension cannot load (see the module docstring)."""
-    import torch
+    """``jaxgrad.zoo_imports.import_torchvision()``: torchvision, imported where its
+    wheel's C extension does not load against the installed torch."""
+    from jaxgrad.zoo_imports import import_torchvision as public
 
-    try:
-        return importlib.import_module("torchvision")
-    except RuntimeError as error:
-        if "torchvision::nms" not in str(error):
-            raise
-    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
-        del sys.modules[name]  # the failed import's half-initialised modules
-    library = torch.library.Library("torchvision", "DEF")
-    library.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    library.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    _SHIM_LIBRARIES.append(library)
-    return importlib.import_module("torchvision")
+    return public()
 
 
 def import_library(name: str):
-    """One of ``LIBRARIES``, imported (torchvision's shim first when it is installed)."""
-    if name not in LIBRARIES:
-        raise ValueError(f"`name` (={name!r}) must be one of {', '.join(LIBRARIES)}.")
-    if name == "torchvision" or importlib.util.find_spec("torchvision") is not None:
-        import_torchvision()
-    return importlib.import_module(name)
+    """``jaxgrad.zoo_imports.import_library(name)``: one of ``LIBRARIES``, imported
+    (torchvision's import first when it is installed)."""
+    from jaxgrad.zoo_imports import import_library as public
+
+    return public(name)
 
 
 def installed(name: str) -> bool:
@@ -148,7 +131,7 @@ def _chameleon_quantizer(transformers):
 
 
 def _frozen_teacher(tv):
-    """A user's BYOL-style pair of ``torchvision.ops.MLP``\ s: the online network and
+    """A user's BYOL-style pair of ``torchvision.ops.MLP``s: the online network and
     its target, run under ``torch.no_grad()`` in the forward (its BatchNorm still
     updates its running statistics in training mode); the output is the cosine
     similarity of their projections, BYOL's loss up to an affine map."""
