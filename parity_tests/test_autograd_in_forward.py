@@ -316,6 +316,35 @@ def test_custom_functions_convert_with_their_own_backward(x64, rng):
                                   np.asarray(plain["w"]))
 
 
+class LegacyRelu(torch.autograd.Function):
+    """Older research code: ``.data`` inside the Function, another Function inside its
+    forward (its value only matters there), a backward that is not the derivative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x.data)
+        return RoundThrough.apply(x.data.clamp(min=0) * 4) / 4
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0).to(grad.dtype) * 3
+
+
+class UsesLegacyRelu(Base):
+    def forward(self, x):
+        y = self.fc(x)
+        return LegacyRelu.apply(y) * y
+
+
+def test_a_function_reading_data_and_calling_another_function_converts(x64, rng):
+    torch.manual_seed(11)
+    module = UsesLegacyRelu().double()
+    x = rng.standard_normal((3, 4))
+    model, params = convert(module, x, "export")
+    assert_parity(*both(module, model, params, x))
+
+
 class EscapesTorch(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

@@ -375,10 +375,12 @@ def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSp
             return tuple(grads_out)
 
     def program_of(wrapper, args, part):
+        problems: list[str] = []
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-                with torch.enable_grad():
+                # `.data` read as detach(), a Function the Function calls captured in turn
+                with export_autograd.during_export(wrapper, set(), problems):
                     exported = torch.export.export(wrapper, tuple(args), strict=False)
                 exported = exported.run_decompositions(decompositions())
             program, constants, _ = _program(exported, call.name, "", set(), {}, set(), {})
@@ -386,6 +388,8 @@ def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSp
             text = str(error).strip().split("\n")[0][:300]
             raise _Unreproducible(f"its {part} cannot be captured ({type(error).__name__}: "
                                   f"{text})") from error
+        if problems:
+            raise _Unreproducible(f"in its {part}, {'; '.join(problems)}")
         if program.random_nodes():
             raise _Unreproducible(f"its {part} draws random numbers")
         return program, constants
