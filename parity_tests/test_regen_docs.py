@@ -12,7 +12,9 @@ import pytest
 import regen_docs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHEAP = "python scripts/hand_gradients.py --only tiny_relu"
+# as the README writes it: .venv/bin/python, which works from a fresh shell (run as
+# this interpreter)
+CHEAP = ".venv/bin/python scripts/hand_gradients.py --only tiny_relu"
 
 
 def test_readme_block_is_current_and_a_tampered_copy_is_caught(tmp_path):
@@ -34,6 +36,20 @@ def test_readme_block_is_current_and_a_tampered_copy_is_caught(tmp_path):
     assert f"{os.path.relpath(tampered, ROOT)}:1: `{CHEAP}` drifted" in proc.stdout
     assert "-     dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.2" in proc.stdout
     assert "+     dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.1" in proc.stdout
+
+
+def test_readme_commands_work_from_a_fresh_shell():
+    """The README's commands call the virtualenv's interpreter (a fresh shell has no
+    ``python`` with jax: ``ModuleNotFoundError``), documented blocks included, and its
+    two set-up commands are as they were."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    bare = re.findall(r"(?<![\w/.])python (?:scripts/\S+|-m \S+)", readme)
+    assert not bare, bare
+    assert ("python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e \".[test]\" "
+            "&& .venv/bin/python scripts/parity.py") in readme
+    assert "\n.venv/bin/python -m pytest\n" in readme
+    commands = [b.command for b in regen_docs.find_blocks("README.md", readme.split("\n"))]
+    assert commands and all(c.startswith(".venv/bin/python scripts/") for c in commands)
 
 
 def _block(body, options=()):
@@ -143,6 +159,9 @@ def test_full_blocks_keep_masked_digits_and_take_real_changes():
      "first line is '$ python scripts/x.py'"),
     ("<!-- jaxgrad:run python scripts/x.py -->\n```\n$ python scripts/x.py\n", "never closed"),
     ("<!-- jaxgrad:run ls -->", "unreadable marker"),
+    ("<!-- jaxgrad:run .venv/bin/python scripts/x.py -->\n```\n$ python scripts/x.py\n```",
+     "first line is '$ .venv/bin/python scripts/x.py'"),
+    ("<!-- jaxgrad:run /usr/bin/python scripts/x.py -->", "unreadable marker"),
     ("quoted: `<!-- jaxgrad:run ls -->` is prose", None),
 ])
 def test_malformed_blocks_are_named(text, message):

@@ -9,9 +9,10 @@ A documented output is a fenced block preceded by a marker comment:
     ...the output...
     ```
 
-The script runs each command from the repository root (``python`` is this
-interpreter) and replaces the block's body with its standard output, except for
-lines that differ only in masked digits (below): those keep the documented text, so
+The script runs each command from the repository root (``python``, or
+``.venv/bin/python`` as the README writes it for a fresh shell, is this interpreter)
+and replaces the block's body with its standard output, except for lines that differ
+only in masked digits (below): those keep the documented text, so
 timings measured on a quiet machine are not overwritten by a busy one's
 (--refresh-masked rewrites them too). Options after a ``|`` in the marker,
 comma-separated:
@@ -71,7 +72,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- jaxgrad:run (?P<command>python scripts/[\w-]+\.py[^|]*?)"
+MARKER = re.compile(r"^<!-- jaxgrad:run (?P<command>(?:\.venv/bin/)?python scripts/[\w-]+\.py"
+                    r"[^|]*?)"
                     r"(?:\s*\|\s*(?P<options>[\w ,-]*?))?\s*-->\s*$")
 OPTIONS = ("excerpt", "rounding", "measured")
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
