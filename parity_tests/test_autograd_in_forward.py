@@ -558,3 +558,20 @@ def test_torch_is_left_as_it_was_after_a_conversion(x64, rng):
     assert dict(vars(torch.autograd.grad_mode.inference_mode)) == inference
     y = torch.ones(2, requires_grad=True) * 2
     assert y.data.requires_grad is False and RoundThrough.apply(y).grad_fn is not None
+
+
+class TiedHead(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.head = tnn.Linear(4, 4), tnn.Linear(4, 4)
+        self.head.weight = self.embed.weight  # one tensor under two names (GPT-2's head)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.embed(x)))
+
+
+def test_a_tied_parameter_has_a_gradient(x64, rng):
+    """One parameter, two placeholders in torch's program: a gradient through either."""
+    module = TiedHead().double()
+    model, params = convert(module, rng.standard_normal((3, 4)), "export")
+    assert model.params_without_gradient() == ()

@@ -441,8 +441,10 @@ class ExportedModule(Module):
         for node in program.nodes:
             note((node.args, node.kwargs), node.target)
         note(tuple(program.outputs) + tuple(r for _, r in program.buffer_updates), "<output>")
-        return tuple(target for name, kind, target in program.inputs if kind == "param" and all(
-            reader == "jaxgrad.stop_gradient.default" for reader in readers.get(name, ())))
+        # a tied parameter has one placeholder per name: it has a gradient when any does
+        graded = {target for name, kind, target in program.inputs if kind == "param" and any(
+            reader != "jaxgrad.stop_gradient.default" for reader in readers.get(name, ()))}
+        return tuple(name for name, _ in self.params if name not in graded)
 
     def init(self, key):
         """Params with torch's default initialisation for the parameters of torch layers
