@@ -566,7 +566,9 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sampl
     bags = offsets.shape[0] - (1 if include_last_offset else 0)
     count, features = indices.shape[0], weight.shape[1]
     padding = padding_idx if padding_idx is not None and padding_idx >= 0 else None
-    rows = embedding(indices, weight, padding, scale_grad_by_freq=scale_grad_by_freq,
+    # torch's max-mode backward ignores scale_grad_by_freq ("not supported" for max)
+    rows = embedding(indices, weight, padding,
+                     scale_grad_by_freq=bool(scale_grad_by_freq) and mode != _MAX,
                      _where="_embedding_bag")
     bag = jnp.searchsorted(offsets, jnp.arange(count, dtype=offsets.dtype),
                            side="right").astype(indices.dtype) - 1
@@ -583,7 +585,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sampl
         first = jax.ops.segment_min(positions, segment, bags)  # (bags, features)
         padded = jnp.concatenate([rows, jnp.zeros((1, features), rows.dtype)])
         output = jnp.take_along_axis(padded, jnp.minimum(first, count), axis=0)
-        padded_ids = jnp.concatenate([indices, jnp.full((1,), -1, indices.dtype)])
+        # an empty bag (or one of padding only): torch's CPU max_indices is 0 there
+        padded_ids = jnp.concatenate([indices, jnp.zeros((1,), indices.dtype)])
         max_indices = padded_ids[jnp.minimum(first, count)]
         return output, jnp.clip(bag, 0), sizes, max_indices
     if per_sample_weights is not None:

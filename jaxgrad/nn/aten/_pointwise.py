@@ -193,8 +193,19 @@ def pow(input, exponent):
         if is_tensor(exponent):
             exponent = exponent.astype(dtype)
         return _integer_power(base, exponent).astype(dtype)
+    if not is_tensor(exponent) and exponent in (0.5, -0.5):
+        return (_sqrt_power if exponent > 0 else _rsqrt_power)(jnp.asarray(input, dtype))
     (input, exponent), _ = promote(input, exponent)
     return _pow(*jnp.broadcast_arrays(input, exponent))
+
+
+# torch's kernel for a tensor to the number ±0.5 is sqrt / rsqrt (so (-0.0) ** 0.5 is -0.0
+# and (-0.0) ** -0.5 is -inf, where IEEE pow gives 0 and +inf), and its backward is
+# exponent · self ** (exponent - 1) through the same kernel: 0.5 · rsqrt(x), -0.5 · x ** -1.5
+_sqrt_power = jax.custom_jvp(jnp.sqrt)
+_sqrt_power.defjvps(lambda dx, out, x: dx * (0.5 * jax.lax.rsqrt(x)))
+_rsqrt_power = jax.custom_jvp(jax.lax.rsqrt)
+_rsqrt_power.defjvps(lambda dx, out, x: dx * (-0.5 * jnp.power(x, -1.5)))
 
 
 # ----------------------------------------------------------------- comparisons
@@ -432,7 +443,8 @@ def _elu(x, alpha, scale, input_scale):
 def _elu_jvp(alpha, scale, input_scale, primals, tangents):
     (x,), (dx,) = primals, tangents
     negative = input_scale * (alpha * scale) * jnp.exp(jnp.where(x > 0, 0, x) * input_scale)
-    slope = jnp.where(x > 0, jnp.asarray(scale, x.dtype), negative.astype(x.dtype))
+    # torch's elu_backward: the exponential branch on x <= 0 only (NaN takes `scale`)
+    slope = jnp.where(x <= 0, negative.astype(x.dtype), jnp.asarray(scale, x.dtype))
     return _elu(x, alpha, scale, input_scale), dx * slope
 
 
