@@ -397,6 +397,7 @@ ROWS = _i(1, 3, 1, 1, -3)  # row 1 four times (-3 is row 1 too)
 INDEX = np.array([[2, 0, 2], [2, 2, 0], [0, 0, 2]])  # every column writes twice
 SRC = np.array([[0.5, 2.0, -1.0], [0.0, 3.0, 0.0], [4.0, 0.0, 2.0]])  # zeros for prod
 INPUT = np.array([[1.0, 0.0, 2.0], [3.0, 4.0, -1.0], [0.0, 5.0, 6.0]])
+SRC_TWO_ZEROS = np.array([[0.0, 2.0, -1.0], [0.0, 3.0, 0.0], [4.0, 0.0, 2.0]])  # (2, 0) twice
 
 DUPLICATES = [
     _case("index-repeated-rows", "aten.index.Tensor", TABLE, [ROWS]),
@@ -413,6 +414,9 @@ DUPLICATES = [
     *[_case(f"scatter_reduce-{reduce}-include_self-{include}", "aten.scatter_reduce.two",
             INPUT, 0, INDEX, SRC, reduce, include_self=include, differentiable=(0, 3))
       for reduce in ("sum", "prod", "mean", "amax", "amin") for include in (True, False)],
+    *[_case(f"scatter_reduce-prod-two-zeros-include_self-{include}", "aten.scatter_reduce.two",
+            INPUT, 0, INDEX, SRC_TWO_ZEROS, "prod", include_self=include, differentiable=(0, 3))
+      for include in (True, False)],
     _case("gather-duplicates", "aten.gather.default", TABLE, 1, np.array([[0, 0], [2, 2],
                                                                           [1, 1], [0, 2]])),
     _case("gather-duplicates-dim0", "aten.gather.default", TABLE, 0, np.array([[3, 3, 3],
