@@ -579,3 +579,37 @@ def test_a_tied_parameter_has_a_gradient(x64, rng):
     module(torch.from_numpy(x)).sum().backward()
     assert module.embed.weight.grad is not None
     assert model.params_without_gradient() == ()
+
+
+@pytest.mark.parametrize("name", ["positions", "backbone"])
+def test_the_nnx_twin_keeps_frozen_parameters_frozen(name, x64, rng):
+    """to_nnx: a parameter torch leaves without a gradient is a FrozenParam, which
+    nnx.grad and nnx.Optimizer(wrt=nnx.Param) skip; two AdamW steps (weight decay
+    included) against torch's, read back to torch's names."""
+    import optax
+    from flax import nnx
+
+    from jaxgrad.flax import FrozenParam, grads_to_torch, nnx_state_dict, to_nnx
+
+    torch.manual_seed(12)
+    module = FROZEN_MODELS[name]().double()
+    x = rng.standard_normal((3, 4))
+    twin = to_nnx(module, layout="NCHW")
+    frozen = [v for _, v in nnx.iter_graph(twin) if isinstance(v, FrozenParam)]
+    assert len(frozen) == sum(not p.requires_grad for p in module.parameters())
+    reference, _ = both(module, *nn.from_torch(module), x)
+    grads = nnx.grad(lambda twin: jnp.sum(twin(jnp.asarray(x)) * np.linspace(
+        -1.0, 1.0, reference["output"].size).reshape(reference["output"].shape)))(twin)
+    assert_parity(reference["grads"], grads_to_torch(twin, grads))
+
+    optimizer = nnx.Optimizer(twin, optax.adamw(0.05, weight_decay=0.1), wrt=nnx.Param)
+    torch_opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=0.05,
+                                  weight_decay=0.1)
+    for _ in range(2):
+        torch_opt.zero_grad()
+        (module(torch.from_numpy(x)) ** 2).mean().backward()
+        torch_opt.step()
+        optimizer.update(twin, nnx.grad(lambda twin: jnp.mean(twin(jnp.asarray(x)) ** 2))(twin))
+    assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()},
+                  {n: v for n, v in nnx_state_dict(twin).items() if n in dict(
+                      module.named_parameters())})

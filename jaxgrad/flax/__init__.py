@@ -5,6 +5,7 @@ the few layers stock flax cannot express)."""
 from jaxgrad.flax.convert import LAYOUTS
 from jaxgrad.flax.convert import SUPPORTED
 from jaxgrad.flax.convert import from_nnx
+from jaxgrad.flax.convert import FrozenParam
 from jaxgrad.flax.convert import grads_to_torch
 from jaxgrad.flax.convert import is_image_model
 from jaxgrad.flax.convert import nnx_state_dict

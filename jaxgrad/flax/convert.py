@@ -294,6 +294,50 @@ class _Builder:
         return items, state
 
 
+class FrozenParam(nnx.Variable):
+    """A parameter torch leaves without a gradient: ``requires_grad=False`` (a frozen
+    backbone, Whisper's ``embed_positions``), or read only through ``detach`` or a
+    ``no_grad`` region. Not an ``nnx.Param``, so ``nnx.grad`` and
+    ``nnx.Optimizer(..., wrt=nnx.Param)`` skip it, as torch's ``backward`` and
+    optimizers do; saved, loaded and read back to torch like any parameter."""
+
+
+def _param_variables(module) -> list:
+    """``(path, variable)`` of every ``nnx.Param`` of ``module``, in graph order."""
+    return [(path, node) for path, node in nnx.iter_graph(module) if isinstance(node, nnx.Param)]
+
+
+def _freeze(module, names) -> None:
+    """Make the variables holding the torch parameters ``names`` ``FrozenParam``\ s.
+
+    Which variable holds which torch parameter is read back through ``from_nnx`` on a
+    copy whose every ``nnx.Param`` is filled with its own index (a layout change, a
+    transposed kernel, keeps a constant fill)."""
+    if not names:
+        return
+    probe = nnx.clone(module)
+    for index, (_, variable) in enumerate(_param_variables(probe)):
+        variable.set_value(jnp.full(variable.get_value().shape, index,
+                                    variable.get_value().dtype))
+    read = _from_nnx(probe)[1]
+    wanted = {}
+    for name in names:
+        values = np.asarray(read[name])
+        if values.size:
+            wanted[int(values.flat[0])] = name
+    for index, (path, variable) in enumerate(_param_variables(module)):
+        if index in wanted:
+            parent = module
+            for key in path[:-1]:
+                parent = parent[key] if isinstance(key, int) or not hasattr(parent, key) \
+                    else getattr(parent, key)
+            frozen = FrozenParam(variable.get_value())
+            if isinstance(path[-1], int) or not hasattr(parent, path[-1]):
+                parent[path[-1]] = frozen
+            else:
+                setattr(parent, path[-1], frozen)
+
+
 def _is_torch_module(obj) -> bool:
     return hasattr(obj, "state_dict") and hasattr(obj, "named_modules") and hasattr(obj, "forward")
 
@@ -364,6 +408,7 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
     missed = _unset(module)
     if missed:  # a builder's bug, never the user's: say where
         raise RuntimeError(f"to_nnx: variables left without torch's values: {', '.join(missed)}.")
+    _freeze(module, source.params_without_gradient(train=training))
     if not training:
         module.eval()  # nnx's switch: running averages, deterministic dropout
     return module
@@ -619,6 +664,9 @@ def grads_to_torch(module, grads) -> dict[str, np.ndarray]:
       ``{torch parameter name: numpy array}``.
     """
     copy = nnx.clone(module)  # split/merge would share the variables: the module keeps its params
+    for _, variable in nnx.iter_graph(copy):
+        if isinstance(variable, FrozenParam):  # no gradient in torch: zero, as jaxgrad's
+            variable.set_value(jnp.zeros_like(variable.get_value()))
     nnx.update(copy, grads)
     return _from_nnx(copy, gradients=True)[1]
 
