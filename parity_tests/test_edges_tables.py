@@ -523,15 +523,11 @@ class SpecialisedBackwards(tnn.Module):
                 TF.hardswish(6 * y - 3))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "torch.export decomposes xlogy into where(x == 0, 0, x * log(y)), std into "
-    "sqrt(var), sinc into where(x == 0, 1, sin(pi x) / (pi x)) and hardswish into "
-    "x * clamp(x + 3, 0, 6) / 6; torch's autograd of those graphs differs from its own "
-    "backward of the op: 0 * inf = NaN where torch defines 0 (xlogy's d/dx at (0, 0), "
-    "std of a constant row, sinc at 0), 0 where torch has log(y) (xlogy at x = 0), "
-    "clamp's gradient at its bounds where hardswish_backward has 0 at -3 and 1 at 3. "
-    "The table maps each op as its derivative says; keeping the four whole in "
-    "jaxgrad.nn.export.decompositions (as hardsigmoid is), with entries, would fix it"))
+# torch.export decomposes xlogy into where(x == 0, 0, x * log(y)), std into sqrt(var),
+# sinc into where(x == 0, 1, sin(pi x) / (pi x)) and hardswish into x * clamp(x + 3, 0,
+# 6) / 6, whose autodiff differs from torch's own backward at these edges (0 * inf = NaN
+# where torch defines 0; 0 where xlogy's d/dx is log(y); the clamp's bounds): the four
+# are kept whole (jaxgrad.nn.export.decompositions) and mapped with torch's derivatives
 @pytest.mark.parametrize("y", [ZERO_Y, CONSTANT_ROWS], ids=["zeros", "constant-rows"])
 def test_xlogy_std_and_sinc_at_zero_through_a_captured_model(x64, y):
     _assert_capture_matches(SpecialisedBackwards(), ZERO_X, y)

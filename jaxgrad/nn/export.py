@@ -442,7 +442,8 @@ def decompositions():
       torch's math kernel expects a boolean mask converted first, as
       ``scaled_dot_product_attention`` itself does.
     - ``bernoulli(probs)`` stays one op (see below), and so do ``hardsigmoid`` (torch's
-      backward constant) and attention's ``_safe_softmax`` (its cost).
+      backward constant), attention's ``_safe_softmax`` (its cost), and ``xlogy``,
+      ``std``, ``sinc`` and ``hardswish`` (torch's derivatives at their edges).
     """
     import torch
 
@@ -471,6 +472,13 @@ def decompositions():
     # where: a third of the attention core's time on XLA:CPU; the table's entry costs
     # what a softmax costs and gives the fully masked rows torch's zero gradient
     table.pop(aten_ops._safe_softmax.default, None)
+    # torch defines these derivatives where their decompositions' autodiff does not:
+    # xlogy's d/dx log(y) at x = 0 (decomposed: 0), std's 0 on a constant row and
+    # sinc's 0 at 0 (decomposed: 0·inf = NaN), hardswish's 0 at -3 and 1 at 3
+    # (decomposed: the clamp passes its bounds): keep them whole
+    for op in (aten_ops.xlogy.Tensor, aten_ops.std.correction, aten_ops.sinc.default,
+               aten_ops.hardswish.default):
+        table.pop(op, None)
     return table
 
 

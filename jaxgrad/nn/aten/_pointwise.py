@@ -345,6 +345,45 @@ def atan2(input, other):
     return _atan2(*jnp.broadcast_arrays(_as_float(input), _as_float(other)))
 
 
+def _xlogy_value(x, y):
+    """torch's xlogy: NaN where ``y`` is NaN, else 0 where ``x == 0``, else x·log(y)."""
+    safe = jnp.where(x == 0, 1, y)  # no log(0)·0 in the branch the where drops
+    return jnp.where(jnp.isnan(y), jnp.nan, jnp.where(x == 0, 0, x * jnp.log(safe)))
+
+
+_xlogy = jax.custom_jvp(_xlogy_value)  # operands broadcast to one shape
+# torch's derivatives: d/dx log(y), 0 where x == 0 and y <= 0 (the directional derivative
+# along x = 0, pytorch#80770); d/dy x / y. Autodiff of the where gives d/dx 0 at x == 0.
+_xlogy.defjvps(
+    lambda dx, out, x, y: dx * jnp.where((x == 0) & (y <= 0), 0, jnp.log(jnp.where(
+        (x == 0) & (y <= 0), 1, y))),
+    lambda dy, out, x, y: dy * x / y)
+
+
+@register("aten.xlogy.Tensor")
+def xlogy(input, other):
+    """``torch.xlogy``, kept whole by ``export.decompositions``: decomposed (where(x == 0,
+    0, x·log(y))) its gradient to ``x`` is 0 at ``x == 0``, where torch's is log(y)."""
+    (input, other), _ = promote(input, other)
+    return _xlogy(*jnp.broadcast_arrays(_as_float(input), _as_float(other)))
+
+
+@register("aten.sinc.default")
+def sinc(input):
+    """``sin(πx)/(πx)``, 1 at 0, kept whole by ``export.decompositions``: decomposed (a
+    where over the quotient) its gradient at 0 is 0·inf = NaN, where torch's is 0
+    (``jnp.sinc``'s own derivative at 0)."""
+    return jnp.sinc(_as_float(input))
+
+
+@register("aten.hardswish.default")
+def hardswish(input):
+    """``x·clamp(x + 3, 0, 6)/6``, kept whole by ``export.decompositions``: torch's
+    backward is 0 for x ≤ −3 and 1 for x ≥ 3 (the decomposed clamp passes its bounds:
+    −0.5 at −3, 1.5 at 3)."""
+    return functional.hardswish(input)
+
+
 @jax.custom_jvp
 def _abs(x):
     return jnp.abs(x)

@@ -129,6 +129,31 @@ def var(input, dim=None, *, correction=None, keepdim=False):
     return _variance(input, axes, keepdim, count, 1 if correction is None else correction)
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+def _deviation(x, axes, keepdim, count, correction):
+    return jnp.sqrt(_variance(x, axes, keepdim, count, correction))
+
+
+@_deviation.defjvp
+def _deviation_jvp(axes, keepdim, count, correction, primals, tangents):
+    # torch's std_backward: var_backward(grad / (2·std)), 0 where std == 0 (a constant
+    # row: autodiff of sqrt(var) gives inf·0 = NaN there)
+    (x,), (dx,) = primals, tangents
+    result = _deviation(x, axes, keepdim, count, correction)
+    _, dvar = jax.jvp(lambda x: _variance(x, axes, keepdim, count, correction), (x,), (dx,))
+    safe = jnp.where(result == 0, 1, result)
+    return result, jnp.where(result == 0, 0, dvar / (2 * safe))
+
+
+@register("aten.std.correction")
+def std(input, dim=None, *, correction=None, keepdim=False):
+    """``sqrt(var)``, kept whole by ``export.decompositions``: torch's gradient is 0
+    where the result is 0 (a constant row), where the decomposed sqrt(var) gives NaN."""
+    axes = _axes(input.ndim, dim, "std")
+    count = math.prod(input.shape[a] for a in axes)
+    return _deviation(input, axes, keepdim, count, 1 if correction is None else correction)
+
+
 # ----------------------------------------------------------------- extrema
 @register("aten.amax.default")
 def amax(input, dim=(), keepdim=False):
