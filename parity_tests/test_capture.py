@@ -478,3 +478,29 @@ def test_from_torch_leaves_timms_batchnormact_untouched(x64):
     model, params = nn.from_torch(module, example=(torch.zeros(2, 3, 8, 8, dtype=torch.float64),))
     _assert_untouched(module, before)
     assert int(module[1].num_batches_tracked) == 0
+
+
+class RunsOnlyChosenExperts(tnn.Module):
+    """A mixture-of-experts layer as Hugging Face's eager experts run it: a Python loop
+    over the experts some token chose (``nonzero``), each on its tokens
+    (``torch.where``): shapes and the loop count depend on the routing."""
+
+    def __init__(self):
+        super().__init__()
+        self.router, self.experts = tnn.Linear(4, 3), tnn.ModuleList(
+            tnn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        choice = self.router(x).argmax(-1)
+        out = torch.zeros_like(x)
+        hit = torch.nn.functional.one_hot(choice, 3).sum(0).nonzero()
+        for expert in hit:
+            rows = torch.where(choice == expert[0])[0]
+            out = out.index_add(0, rows, self.experts[0](x[rows]))
+        return out
+
+
+def test_a_loop_over_data_dependent_experts_is_refused_with_what_to_do(x64):
+    with pytest.raises(ValueError, match=r"depend on tensor values .*experts_implementation"):
+        nn.from_torch(RunsOnlyChosenExperts().double(),
+                      example=(torch.randn(5, 4, dtype=torch.float64),), capture="export")

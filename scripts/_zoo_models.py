@@ -222,6 +222,16 @@ MODELS = [
              "control flow on a random draw), mask_time_prob=0 (SpecAugment draws its masks "
              "with NumPy during the forward, which export would freeze: from_torch refuses "
              "it, naming the constant)"),
+    ZooModel("transformers:MixtralForCausalLM", "transformers",
+             _hf("MixtralForCausalLM", "MixtralConfig", _tokens, num_key_value_heads=2,
+                 num_local_experts=4, num_experts_per_tok=2, use_cache=False,
+                 experts_implementation="batched_mm", **dict(TINY_TEXT, num_attention_heads=4)),
+             "extra: a mixture-of-experts decoder, 2 layers of 32, 4 experts (2 per token), "
+             "vocab 100; experts_implementation='batched_mm' (every expert computed densely, "
+             "masked by the routing): the eager experts loop over the experts some token "
+             "chose (nonzero), which torch.export cannot capture in either mode, and the "
+             "default grouped_mm counts tokens with histc and calls transformers' own "
+             "grouped_mm op, outside the table; use_cache=False"),
     ZooModel("transformers:ChameleonVQVAEVectorQuantizer", "transformers",
              _chameleon_quantizer,
              "extra: Chameleon's VQ-VAE codebook (16 codes of 8), 2 maps of 8x4x4: the "

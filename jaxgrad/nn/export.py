@@ -512,13 +512,24 @@ def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=
             "(apply(train=True) and apply(train=False)); a forward that branches on tensor "
             "values (e.g. a random layer drop decided by `torch.rand() < p`) or returns a "
             "type torch cannot flatten (e.g. a KV cache: pass use_cache=False) cannot be "
-            "captured."
+            f"captured.{_data_dependent_hint(error)}"
         ) from error
     raise ValueError(
         f"from_torch: {class_name} {_where(path)} in {mode} mode: {'; '.join(problems)}. "
         "A construct jaxgrad cannot reproduce exactly is refused rather than converted with "
         "different gradients."
     )
+
+
+def _data_dependent_hint(error) -> str:
+    """What to do about a shape or a loop that depends on tensor values."""
+    if "DataDependent" not in type(error).__name__ and "data-dependent" not in str(error):
+        return ""
+    return (" Here the forward's shapes or loop count depend on tensor values (a loop over "
+            "`nonzero()`, `torch.where(mask)` indices): a static-shape program cannot hold "
+            "that. A mixture-of-experts layer that runs only the experts its tokens chose is "
+            "such a forward; compute every expert densely instead (Hugging Face models: "
+            "`experts_implementation=\"batched_mm\"` in the config, which converts).")
 
 
 def _state_names(module):
