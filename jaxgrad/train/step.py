@@ -258,7 +258,12 @@ def make_train_stretch(model, loss_fn: Callable, optimizer: optax.GradientTransf
     only ``[start:stop]`` is written (the rest is zero).
 
     Args:
-      model, loss_fn, optimizer, accumulate, compute_dtype, donate: as ``make_train_epoch``.
+      model: as ``make_train_epoch``.
+      loss_fn: as ``make_train_epoch``.
+      optimizer: as ``make_train_epoch``.
+      accumulate: as ``make_train_epoch``.
+      compute_dtype: as ``make_train_epoch``.
+      donate: as ``make_train_epoch``.
       unroll: 1 a rolled loop of ``stop - start`` iterations (a dynamic trip count);
         K blocks of K steps, each step guarded by a ``lax.cond`` on ``i < stop``; True
         no loop, one guarded step per position (compile time grows with ``steps``).
