@@ -613,3 +613,29 @@ def test_the_nnx_twin_keeps_frozen_parameters_frozen(name, x64, rng):
     assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()},
                   {n: v for n, v in nnx_state_dict(twin).items() if n in dict(
                       module.named_parameters())})
+
+
+def test_the_trainer_never_steps_a_frozen_parameter(x64, rng):
+    """jaxgrad.train.Trainer as torch's loop: AdamW with weight decay over an epoch leaves
+    a requires_grad=False parameter bit-identical (torch's optimizer skips it), and the
+    trained ones match torch's loop."""
+    from jaxgrad import losses, optim
+    from jaxgrad.train import Trainer
+
+    torch.manual_seed(13)
+    module = _frozen_backbone().double()
+    model, params = convert(module, rng.standard_normal((3, 4)), "auto")
+    x, y = rng.standard_normal((16, 4)), rng.integers(0, 3, 16)
+    trainer = Trainer(model, losses.cross_entropy, optim.adamw(lr=0.05, weight_decay=0.1),
+                      params, batch_size=4)
+    trainer.train_epoch(x, y)
+    np.testing.assert_array_equal(np.asarray(trainer.params["0.weight"]),
+                                  np.asarray(params["0.weight"]))
+    torch_opt = torch.optim.AdamW(module.parameters(), lr=0.05, weight_decay=0.1)
+    for indices in trainer.batches(len(x), 0):
+        torch_opt.zero_grad()
+        TF.cross_entropy(module(torch.from_numpy(x[indices])),
+                         torch.from_numpy(y[indices])).backward()
+        torch_opt.step()
+    assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()},
+                  dict(trainer.params))

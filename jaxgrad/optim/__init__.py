@@ -19,6 +19,8 @@ clipping, all as optax parts.
   as torch steps them, ``jaxgrad.optim.chaining``) and ``ReduceLROnPlateau`` as a state
   machine;
 - ``freeze(optimizer, frozen)``: ``requires_grad=False`` for the optimizer;
+  ``freeze_untrained(optimizer, model)`` freezes what the model's forward leaves
+  without a gradient, as torch's optimizers skip it;
 - ``clip_grad_norm`` / ``clip_grad_value`` (functions) and ``clip_grad_norm_transform`` /
   ``clip_grad_value_transform`` (optax transforms) with torch's formulas.
 """
@@ -47,6 +49,7 @@ from jaxgrad.optim.factored import AdafactorState
 from jaxgrad.optim.factored import adafactor
 from jaxgrad.optim.freezing import count_trainable
 from jaxgrad.optim.freezing import freeze
+from jaxgrad.optim.freezing import freeze_untrained
 from jaxgrad.optim.freezing import frozen_mask
 from jaxgrad.optim.groups import group_order
 from jaxgrad.optim.groups import param_groups
@@ -121,6 +124,7 @@ __all__ = [
     "count_trainable",
     "dotted_names",
     "freeze",
+    "freeze_untrained",
     "frozen_mask",
     "global_norm",
     "group_order",

@@ -110,6 +110,24 @@ def freeze(optimizer: optax.GradientTransformation, frozen) -> optax.GradientTra
     return optax.multi_transform({TRAINABLE: optimizer, FROZEN: optax.set_to_zero()}, labels)
 
 
+def freeze_untrained(optimizer: optax.GradientTransformation,
+                     model) -> optax.GradientTransformation:
+    """``optimizer`` as torch's steps ``model``: the parameters its forward leaves without
+    a ``.grad`` (``requires_grad=False``, or read only through ``detach`` or a
+    ``no_grad`` region: ``model.params_without_gradient()``) are frozen, since torch's
+    optimizers skip a parameter whose ``.grad`` is None (no state, no weight decay).
+
+    Args:
+      optimizer: any optax transformation.
+      model: a jaxgrad model (``jaxgrad.nn``, or converted by ``from_torch``).
+
+    Returns:
+      ``freeze(optimizer, those names)``, or ``optimizer`` itself when there are none.
+    """
+    names = getattr(model, "params_without_gradient", lambda: ())()
+    return freeze(optimizer, set(names)) if names else optimizer
+
+
 def count_trainable(params, frozen=()) -> int:
     """Number of scalar parameters not frozen (torch: ``sum(p.numel() for p if p.requires_grad)``).
 

@@ -41,6 +41,7 @@ import jax
 import numpy as np
 
 from jaxgrad.data import batch_indices
+from jaxgrad.optim.freezing import freeze_untrained
 from jaxgrad.train import checkpoint as ckpt
 from jaxgrad.train import strategy as strategies
 from jaxgrad.train.sharding import data_parallel_mesh, replicate, shard_batch
@@ -160,6 +161,9 @@ class Trainer:
             raise ValueError(f"`checkpoint_every` (={checkpoint_every}) must be >= 1 or None.")
         if checkpoint_every is not None and checkpoint_dir is None:
             raise ValueError("`checkpoint_every` needs a `checkpoint_dir`.")
+        # torch's loop never steps a parameter left without .grad (frozen, or read only
+        # through detach / no_grad): nor does this one
+        optimizer = freeze_untrained(optimizer, model)
         self.model, self.optimizer = model, optimizer
         self.batch_size, self.accumulate, self.seed = batch_size, accumulate, seed
         if strategy is None:

@@ -36,6 +36,7 @@ import optax
 from jaxgrad.data import batch_indices
 from jaxgrad.nn.functional._lowering import in_loop
 from jaxgrad.optim import global_norm
+from jaxgrad.optim.freezing import freeze_untrained
 from jaxgrad.train import strategy as strategies
 from jaxgrad.train.loop import EpochResult, _requested_strategy
 
@@ -156,6 +157,8 @@ class StatefulTrainer:
                  params, buffers, *, batch_size: int, seed: int = 0, strategy: str = "epoch",
                  total_steps: int | None = None, strategy_cache: bool = True):
         self.model, self.loss_fn, self.batch_size, self.seed = model, loss_fn, batch_size, seed
+        # torch's loop never steps a parameter left without .grad: nor does this one
+        optimizer = freeze_untrained(optimizer, model)
         self.optimizer = optimizer
         # copies: the steps donate their inputs, and the caller's arrays must survive
         self.params, self.buffers = jax.tree_util.tree_map(jnp.array, (dict(params),
