@@ -303,6 +303,9 @@ class FunctionSpec:
     outputs: tuple
     non_differentiable: tuple = ()
 
+    def __call__(self, inputs: tuple) -> list:
+        return call_function(self, inputs)
+
 
 @dataclasses.dataclass(frozen=True)
 class UserRule:
@@ -312,6 +315,9 @@ class UserRule:
 
     name: str
     other_args: tuple = ()
+
+    def __call__(self, inputs: tuple) -> list:
+        return call_function(self, inputs)
 
 
 def _run_part(program: Program, values: tuple, constants: dict, name: str) -> list:

@@ -70,10 +70,9 @@ def stop_gradient(input):
 @register("jaxgrad.autograd_function.default")
 def autograd_function(inputs, spec):
     """A custom ``autograd.Function``'s outputs (a list): ``spec`` is the
-    ``FunctionSpec`` captured from it, or a ``UserRule`` naming a registered one."""
-    from jaxgrad.nn import program  # the runner lives with the programs it runs
-
-    return program.call_function(spec, tuple(inputs))
+    ``FunctionSpec`` captured from it, or a ``UserRule`` naming a registered one; each
+    runs itself (``jaxgrad.nn.program``, which runs programs, sits above this table)."""
+    return spec(tuple(inputs))
 
 
 __all__ = ["FUNCTIONS", "register_autograd_function"]
