@@ -639,3 +639,21 @@ def test_the_trainer_never_steps_a_frozen_parameter(x64, rng):
         torch_opt.step()
     assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()},
                   dict(trainer.params))
+
+
+def test_a_frozen_torch_layer_converts_on_the_layer_path(x64, rng):
+    """A lone torch layer whose forward torch.fx cannot trace (an LSTM) with a frozen
+    weight: the layer path wraps it (nn.Frozen); output and gradients against torch."""
+    torch.manual_seed(14)
+    module = tnn.LSTM(4, 3, batch_first=True).double()
+    module.weight_hh_l0.requires_grad_(False)
+    model, params = nn.from_torch(module)
+    assert type(model).__name__ == "Frozen" and model.params_without_gradient() == (
+        "weight_hh_l0",)
+    x = rng.standard_normal((2, 5, 4))
+    out, _ = module(torch.from_numpy(x))
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    grads = jax.grad(lambda p: jnp.sum(model.apply(p, jnp.asarray(x))[0] * cotangent))(params)
+    assert_parity({n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+                   for n, p in module.named_parameters()}, grads)

@@ -388,6 +388,9 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
         raise ValueError("to_nnx: a jaxgrad model needs its `params`.")
     params = source.load_state_dict(params)
     buffers = source.load_buffers(buffers or {}) if source.buffer_shapes() else {}
+    untrained = source.params_without_gradient(train=training)
+    if type(source).__name__ == "Frozen":  # its frozen names become FrozenParams below
+        source = source.layer
     dtypes = {np.dtype(v.dtype) for v in params.values()} or {np.dtype("float32")}
     if len(dtypes) != 1:
         raise ValueError(f"to_nnx: params mix dtypes {sorted(map(str, dtypes))}; use one.")
@@ -408,7 +411,7 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
     missed = _unset(module)
     if missed:  # a builder's bug, never the user's: say where
         raise RuntimeError(f"to_nnx: variables left without torch's values: {', '.join(missed)}.")
-    _freeze(module, source.params_without_gradient(train=training))
+    _freeze(module, untrained)
     if not training:
         module.eval()  # nnx's switch: running averages, deterministic dropout
     return module

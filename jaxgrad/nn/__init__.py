@@ -28,6 +28,7 @@ from jaxgrad.nn.activations import Tanh
 from jaxgrad.nn.activations import Tanhshrink
 from jaxgrad.nn.activations import Threshold
 from jaxgrad.nn.container import ACTIVATIONS
+from jaxgrad.nn.container import Frozen
 from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.container import mlp
 from jaxgrad.nn.conv import Conv1d

@@ -155,3 +155,38 @@ def mlp(sizes, activation: str = "relu", *, bias: bool = True, dtype=None) -> Se
         if i < len(sizes) - 2:
             layers.append(ACTIVATIONS[activation]())
     return Sequential(*layers)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen(Module):
+    """A converted model some of whose parameters torch has with ``requires_grad=False``
+    (``from_torch`` wraps a model the layer path built, when it is not a traced
+    ``GraphModule``, which holds the names itself).
+
+    Attributes:
+      layer: the model.
+      names: the frozen parameters' ``state_dict`` keys: read through a stop-gradient,
+        so they get no gradient, as in torch; still in ``params`` and ``state_dict``.
+    """
+
+    layer: Module
+    names: tuple
+
+    def init(self, key):
+        return self.layer.init(key)
+
+    def init_buffers(self):
+        return self.layer.init_buffers()
+
+    def state_dict_keys(self):
+        return self.layer.state_dict_keys()
+
+    def params_without_gradient(self, train: bool = True) -> tuple:
+        inner = self.layer.params_without_gradient(train)
+        return tuple(self.names) + tuple(n for n in inner if n not in self.names)
+
+    def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
+        params = {k: jax.lax.stop_gradient(v) if k in self.names else v
+                  for k, v in params.items()}
+        return self.layer.forward_with_state(params, *inputs, buffers=buffers, train=train,
+                                             key=key, path=path, **options)

@@ -23,7 +23,7 @@ from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mis
 from jaxgrad.nn.activations import (CELU, GLU, SELU, Hardshrink, Hardtanh, LogSigmoid, PReLU,
                                     Softmax2d, Softmin, Softshrink, Softsign, Tanhshrink,
                                     Threshold)
-from jaxgrad.nn.container import Sequential
+from jaxgrad.nn.container import Frozen, Sequential
 from jaxgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
                              ConvTranspose3d)
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
@@ -506,15 +506,15 @@ def _front_end(module, args, example_kwargs, capture):
     """The model from the front end ``capture`` names (``auto``: layers, then export).
 
     Parameters with ``requires_grad=False`` (a frozen backbone, Whisper's
-    ``embed_positions``) are read through a stop-gradient on either front end: the
-    layer path then traces the module with ``torch.fx`` (a ``GraphModule`` holds the
-    frozen names), whatever its class."""
+    ``embed_positions``) are read through a stop-gradient on either front end (the
+    layer path's model holds their names: ``GraphModule.frozen``, or ``Frozen``)."""
     frozen = tuple(name for name, p in module.named_parameters() if not p.requires_grad)
     if capture == "export":
         model = _capture_export(module, args, example_kwargs, frozen)
     else:
         try:
-            model = _convert(module, "") if not frozen else _trace_frozen(module, frozen)
+            model = _convert(module, "") if not frozen else _with_frozen(
+                _convert(module, ""), frozen)
         except ValueError as layers_error:
             if capture == "layers":
                 raise
@@ -555,17 +555,12 @@ def _restore(snapshot) -> None:
             tensor.requires_grad_(requires_grad)
 
 
-def _trace_frozen(module, frozen):
-    from jaxgrad.nn import fx
-
-    try:
-        model = fx.trace(module, "")
-    except ValueError as error:
-        raise ValueError(
-            f"{error} (The parameters {', '.join(frozen)} have requires_grad=False: the layer "
-            "path keeps that only in a forward torch.fx traces.)"
-        ) from error
-    return dataclasses.replace(model, frozen=frozen)
+def _with_frozen(model, frozen):
+    """``model`` reading the parameters ``frozen`` through a stop-gradient: a traced
+    ``GraphModule`` holds the names, any other model is wrapped (``Frozen``)."""
+    if type(model).__name__ == "GraphModule":
+        return dataclasses.replace(model, frozen=frozen)
+    return Frozen(model, frozen)
 
 
 def _capture_export(module, args, kwargs, frozen=()):
