@@ -342,10 +342,12 @@ def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSp
     on its own with ``torch.export`` at these input shapes."""
     import torch
 
+    generator = torch.Generator().manual_seed(0)  # the user's global RNG left alone
+
     def example(meta):
         dtype = getattr(torch, np.dtype(meta.dtype).name)
         if np.dtype(meta.dtype).kind in "fc":
-            return torch.randn(meta.shape, dtype=dtype)
+            return torch.randn(meta.shape, dtype=dtype, generator=generator)
         return torch.zeros(meta.shape, dtype=dtype)
 
     tensors = [example(m) for m in metas]

@@ -187,16 +187,14 @@ class GraphModule(Module):
                 r.target == "builtins.getattr" and r.args[1:] == ("data",)))
                 for r in readers.get(name, ()))
 
+        names = list(jax.eval_shape(self.init, jax.random.key(0)))
         graded = set()
         for node in nodes:
             if node.op == "get_attr" and not cut(node.name):
                 graded.add(node.target)
             elif node.op == "call_module" and not cut(node.name):
-                graded.update(n for n in self._param_names() if n.startswith(node.target + "."))
-        return tuple(n for n in self._param_names() if n not in graded or n in self.frozen)
-
-    def _param_names(self) -> list:
-        return list(jax.eval_shape(self.init, jax.random.key(0)))
+                graded.update(n for n in names if n.startswith(node.target + "."))
+        return tuple(n for n in names if n not in graded or n in self.frozen)
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path):
         if self.frozen:  # requires_grad=False in torch: read, never differentiated
