@@ -34,12 +34,12 @@ from flax import nnx
 from jaxgrad import nn
 from jaxgrad.flax import attention
 from jaxgrad.flax import conv
+from jaxgrad.flax import linear
 from jaxgrad.flax import modules as m
 from jaxgrad.flax import norms
 from jaxgrad.flax import program as program_twin
 from jaxgrad.flax import sequence
 from jaxgrad.flax import transformer
-from jaxgrad.flax._util import as_numpy as _np
 from jaxgrad.flax._util import as_param as _param
 from jaxgrad.flax._util import as_tuple as _tuple
 from jaxgrad.flax._util import empty as _empty
@@ -54,15 +54,6 @@ _ADAPTERS = (m.ChannelsLast, m.ChannelsFirst)
 
 
 # --------------------------------------------------------------------- to nnx
-def _linear(layer, params, buffers, dtype):
-    module = _empty(lambda: nnx.Linear(layer.in_features, layer.out_features,
-                                       use_bias=layer.bias, param_dtype=dtype, rngs=_rngs()))
-    _set(module.kernel, _np(params["weight"]).T)  # torch (out, in) -> flax kernel (in, out)
-    if layer.bias:
-        _set(module.bias, params["bias"])
-    return module
-
-
 def _embedding(layer, params, buffers, dtype):
     for flag in ("max_norm",):
         if getattr(layer, flag, None) is not None:
@@ -164,7 +155,7 @@ def _identity_fn(x):
 
 # name -> (builder, layout need)
 _TO_NNX: dict[str, tuple[Callable, str]] = {
-    "Linear": (_linear, "torch"),
+    "Linear": (linear.linear_to_nnx, "torch"),
     **{name: (builder, "cl") for name, builder in conv.TO_NNX.items()},
     **norms.TO_NNX,
     "Embedding": (_embedding, "torch"),
@@ -418,16 +409,6 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
 
 
 # ------------------------------------------------------------------- from nnx
-def _from_linear(module, context):
-    kernel = _value(module.kernel)
-    layer = nn.Linear(module.in_features, module.out_features, bias=module.use_bias,
-                      dtype=kernel.dtype)
-    params = {"weight": kernel.T}
-    if module.use_bias:
-        params["bias"] = _value(module.bias)
-    return layer, params, {}
-
-
 def _from_embed(module, context):
     table = _value(module.embedding)
     layer = nn.Embedding(table.shape[0], table.shape[1],
@@ -451,7 +432,7 @@ def _from_pool_partial(fn, context):
 
 
 _FROM_NNX: dict[type, Callable] = {
-    nnx.Linear: _from_linear,
+    nnx.Linear: linear.linear_from_nnx,
     **conv.FROM_NNX,
     **norms.FROM_NNX,
     nnx.Embed: _from_embed,

@@ -20,6 +20,7 @@ from jaxgrad.flax import norms as norm_layers
 from jaxgrad.flax import transformer_modules as t
 from jaxgrad.flax._util import dtype_of, refuse
 from jaxgrad.flax.attention import attention_from_nnx, attention_to_nnx
+from jaxgrad.flax.linear import linear_from_nnx, linear_to_nnx
 
 # torch class -> (nnx twin, attention children, norm children)
 _LAYERS = {
@@ -33,7 +34,6 @@ _STACKS = {"TransformerEncoder": t.TorchTransformerEncoder,
 
 
 def layer_to_nnx(layer, params, buffers, dtype):
-    from jaxgrad.flax import convert  # the Linear builders live there
     from jaxgrad.nn.module import sub_dict
 
     name = type(layer).__name__
@@ -44,7 +44,7 @@ def layer_to_nnx(layer, params, buffers, dtype):
     kids = dict(layer.children())
     children = {child: attention_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
                 for child in attentions}
-    children.update({child: convert._linear(kids[child], sub_dict(params, child), {}, dtype)
+    children.update({child: linear_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
                      for child in ("linear1", "linear2")})
     children.update({child: norm_layers.layer_norm_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
                      for child in norms})
@@ -72,12 +72,10 @@ def _prefixed(prefix: str, read) -> dict:
 
 
 def layer_from_nnx(module, context):
-    from jaxgrad.flax import convert
-
     name = next(n for n, (cls, _, _) in _LAYERS.items() if isinstance(module, cls))
     _, attentions, norms = _LAYERS[name]
     reads = {child: attention_from_nnx(getattr(module, child), context) for child in attentions}
-    reads.update({child: convert._from_linear(getattr(module, child), context)
+    reads.update({child: linear_from_nnx(getattr(module, child), context)
                   for child in ("linear1", "linear2")})
     reads.update({child: norm_layers.layer_norm_from_nnx(getattr(module, child), context)
                   for child in norms})
