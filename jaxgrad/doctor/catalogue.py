@@ -20,45 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-
-@dataclasses.dataclass
-class Case:
-    """What a hypothesis may look at: the port layer and torch's twin of the layer.
-
-    Attributes:
-      layer, params: the port's layer and its params (torch names, torch layouts).
-      torch_layer: torch's layer as a jaxgrad layer (``from_torch`` of the torch
-        submodule): its fields are torch's hyperparameters. None when unsupported.
-      class_name: the torch module's class name.
-      args, kwargs: the torch layer's own inputs (numpy).
-      train: whether the comparison runs in training mode.
-    """
-
-    layer: Any
-    params: dict
-    torch_layer: Any
-    class_name: str
-    args: tuple
-    kwargs: dict
-    train: bool
-    buffers: dict = dataclasses.field(default_factory=dict)
-    chw: tuple = ()  # (C, H, W) of torch's 4-d activations (flatten order)
-    port_dtype: Any = None  # dtype of the port's value nearest the layer's output
-
-
-@dataclasses.dataclass
-class Trial:
-    """A transformed port layer to run: ``None`` fields keep the port's own."""
-
-    layer: Any = None
-    params: dict | None = None
-    args: tuple | None = None
-    kwargs: dict | None = None
-    fix_output: Callable | None = None  # (output, new_buffers, case) -> same
+from jaxgrad.doctor.mistakes import MISTAKES, conv_kernel_flip
+from jaxgrad.doctor.trial import Case, Trial
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,16 +85,6 @@ def _conv_kernel_layout(case):
     return [("the kernel was reshaped from flax's HWIO layout instead of transposed "
              "(torch's is OIHW: transpose(3, 2, 0, 1))",
              Trial(params={**case.params, "weight": w.reshape(h, k, i, o).transpose(3, 2, 0, 1)}))]
-
-
-def _conv_kernel_flip(case):
-    w = case.params.get("weight")
-    if case.class_name not in ("Conv1d", "Conv2d") or w is None:
-        return []
-    w = np.asarray(w)
-    flipped = w[..., ::-1] if w.ndim == 3 else w[..., ::-1, ::-1]
-    return [("the kernel is spatially flipped (a convolution, where torch computes a "
-             "cross-correlation)", Trial(params={**case.params, "weight": flipped.copy()}))]
 
 
 def _bn_unbiased_running_var(case):
@@ -323,7 +280,7 @@ CATALOGUE = (
     Convention(
         "conv_kernel_flip", "cross-correlation (torch, lax.conv) vs a flipped kernel",
         "O(1) everywhere",
-        _conv_kernel_flip),
+        conv_kernel_flip),
     Convention(
         "padding", "explicit torch padding vs 'SAME' / 'VALID' / other pairs",
         "O(1) on the border rows and columns; a different output size when the total "
@@ -389,8 +346,6 @@ CATALOGUE = (
         _precision),
 )
 """Every layer ``Convention`` ``diagnose`` tries, in the order it tries them."""
-
-from jaxgrad.doctor.mistakes import MISTAKES  # noqa: E402 - it builds on Trial above
 
 CATALOGUE = tuple(dataclasses.replace(entry, mistakes=MISTAKES.get(entry.name))
                   for entry in CATALOGUE)

@@ -22,7 +22,7 @@ import itertools
 
 import numpy as np
 
-from jaxgrad.doctor.catalogue import Trial, _conv_kernel_flip  # a flip undoes itself
+from jaxgrad.doctor.trial import Trial
 
 _NORMS = ("LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
           "InstanceNorm1d", "InstanceNorm2d", "RMSNorm")
@@ -92,6 +92,17 @@ def _kernel_layout(case):
              f"transposed ({names[2]})", Trial(params={**case.params, "weight": hwio.copy()})),
             (f"the {names[1]} weight was reshaped from a {names[0]} kernel instead of "
              "transposed", Trial(params={**case.params, "weight": oihw.copy()}))]
+
+
+def conv_kernel_flip(case):
+    # a flip undoes itself: the catalogue's fix for a flipped kernel is this same trial
+    w = case.params.get("weight")
+    if case.class_name not in ("Conv1d", "Conv2d") or w is None:
+        return []
+    w = np.asarray(w)
+    flipped = w[..., ::-1] if w.ndim == 3 else w[..., ::-1, ::-1]
+    return [("the kernel is spatially flipped (a convolution, where torch computes a "
+             "cross-correlation)", Trial(params={**case.params, "weight": flipped.copy()}))]
 
 
 def _tuple(value, n):
@@ -290,7 +301,7 @@ MISTAKES = {
     "gelu_variant": _gelu,
     "linear_transposed": _transposed,
     "conv_kernel_layout": _kernel_layout,
-    "conv_kernel_flip": _conv_kernel_flip,
+    "conv_kernel_flip": conv_kernel_flip,
     "padding": _padding,
     "flatten_order": _flatten,
     "ceil_mode": _flag("ceil_mode", ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d")),
