@@ -29,6 +29,7 @@ import numpy as np
 
 from jaxgrad.doctor import calibrate
 from jaxgrad.doctor import capture as cap
+from jaxgrad.doctor.calls import numpy_copy, numpy_tree
 from jaxgrad.doctor.catalogue import CATALOGUE, Case
 from jaxgrad.doctor.localise import comparison, rules
 from jaxgrad.doctor.match import Pool, match_params, unused_leaves
@@ -101,8 +102,8 @@ def _twin(torch_module, path):
         layer = convert_layer(sub, path)
     except (ValueError, TypeError, AttributeError, KeyError):
         return None, {}, {}
-    params = {k: cap._np(v) for k, v in sub.named_parameters()}
-    buffers = {k: cap._np(v) for k, v in sub.named_buffers()}
+    params = {k: numpy_copy(v) for k, v in sub.named_parameters()}
+    buffers = {k: numpy_copy(v) for k, v in sub.named_buffers()}
     return layer, params, buffers
 
 
@@ -129,8 +130,8 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
         found = _float_args(twin.args) if twin is not None else []
         return found if len(found) == len(_float_args(call.args)) else \
             [None] * len(_float_args(call.args))
-    arrays = [cap._np(x) for x in inputs]
-    port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}
+    arrays = [numpy_copy(x) for x in inputs]
+    port_kwargs = {k: numpy_copy(v) for k, v in kwargs.items()}
     name = type(torch_module).__name__
     ref_main = _primary(ref_out)
     dtype = ref_main.dtype.name if ref_main is not None else "?"
@@ -138,7 +139,7 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
         try:
             outs, values, constants = record(port, tuple(arrays), port_kwargs)
         except Exception as failure:  # noqa: BLE001 - untraceable: the output only
-            out = cap._np_tree(port.fn(port.leaves, *arrays, **port_kwargs))
+            out = numpy_tree(port.fn(port.leaves, *arrays, **port_kwargs))
             found = Pool([_value(a) for a in _flat(out)], ()).find(ref_main)
             return Report(name, None, [], [], found.error, found.ok, dtype, False,
                           note=f"the port cannot be traced with jax.make_jaxpr "
@@ -160,8 +161,8 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
             before = frozenset().union(*(pool.find(a, a64).leaves for a, a64 in
                                          zip(_float_args(call.args), args64(call))))
             hints[call.path] = found.leaves - before
-    torch_params = {k: cap._np(v) for k, v in torch_module.named_parameters()}
-    torch_params.update({k: cap._np(v) for k, v in torch_module.named_buffers()
+    torch_params = {k: numpy_copy(v) for k, v in torch_module.named_parameters()}
+    torch_params.update({k: numpy_copy(v) for k, v in torch_module.named_buffers()
                          if v.dtype.is_floating_point})  # running statistics
     params = match_params(torch_params, leaf_names, leaves, chw, names, hints)
     layers = _layer_calls(calls)

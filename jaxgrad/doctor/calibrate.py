@@ -35,6 +35,7 @@ import copy
 import numpy as np
 
 from jaxgrad.doctor import capture as cap
+from jaxgrad.doctor.calls import numpy_copy
 
 
 def is_float32(tree) -> bool:
@@ -80,8 +81,8 @@ def twin64(module):
 def capture64(module64, inputs: tuple, kwargs: dict, *, train: bool):
     """The end-to-end float64 answer: ``(output, {(path, index): Call})`` of the float64
     copy on the float32 inputs cast up (torch's hooks, as ``capture.capture_torch``)."""
-    out, calls = cap.capture_torch(module64, tuple(up(cap._np(x)) for x in inputs),
-                                   {k: up(cap._np(v)) for k, v in kwargs.items()}, train=train)
+    out, calls = cap.capture_torch(module64, tuple(up(numpy_copy(x)) for x in inputs),
+                                   {k: up(numpy_copy(v)) for k, v in kwargs.items()}, train=train)
     return out, {(c.path, c.index): c for c in calls}
 
 
@@ -105,8 +106,8 @@ def replay64(module64, calls, *, train: bool) -> dict:
                 out = sub(*_tensors(up(call.args)), **_tensors(up(call.kwargs)))
             except Exception:  # noqa: BLE001 - e.g. an input torch only accepts as float32
                 continue
-            buffers = {n: cap._np(b) for n, b in sub.named_buffers(recurse=False)}
-            found[(call.path, call.index)] = (cap._np(out), buffers)
+            buffers = {n: numpy_copy(b) for n, b in sub.named_buffers(recurse=False)}
+            found[(call.path, call.index)] = (numpy_copy(out), buffers)
     finally:
         module64.train(was_training)
         for buffer, value in saved:

@@ -6,15 +6,14 @@ The torch side is read by duck typing, as ``jaxgrad.nn.from_torch`` reads module
 torch: where an array must become a tensor, the ``torch`` module the caller already
 loaded (``sys.modules["torch"]``) is used.
 
-A ``Call`` is one call of one module: its path (``layer1.0.conv1``), the call index
-(a module called twice, like a ResNet block's shared ``relu``, has calls 0 and 1),
-its positional inputs, keyword inputs, output and (for BatchNorm) buffers after the
-call, all as numpy arrays copied at hook time (torch's in-place ops overwrite them
-later).
+Each call of each module is recorded as a ``Call`` (``jaxgrad.doctor.calls``: its
+path, call index, inputs, output and buffers), copied as numpy arrays at hook time
+(torch's in-place ops overwrite them later).
 
 The port side wraps each leaf layer of a jaxgrad model in a ``Tap``: a layer that
 records its inputs and outputs (input injection runs each leaf alone, on the torch
-layer's recorded inputs; see ``jaxgrad.doctor.diagnose``).
+layer's recorded inputs; see ``jaxgrad.doctor.diagnose``); a captured program's leaf
+torch modules are its regions (``jaxgrad.doctor.regions``).
 """
 
 from __future__ import annotations
@@ -26,32 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from jaxgrad.doctor import regions
+from jaxgrad.doctor.calls import Call, numpy_copy, numpy_tree
 from jaxgrad.nn.module import Module
-
-
-@dataclasses.dataclass
-class Call:
-    """One call of one layer: ``path`` (module path), ``index`` (call number)."""
-
-    path: str
-    index: int
-    class_name: str
-    args: tuple
-    kwargs: dict
-    output: Any
-    buffers: dict = dataclasses.field(default_factory=dict)
-
-
-def _np(value):
-    if hasattr(value, "detach") and hasattr(value, "numpy"):
-        return np.array(value.detach().cpu().numpy())  # a copy: in-place ops follow
-    if isinstance(value, (tuple, list)):
-        return type(value)(_np(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _np(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return np.array(value)
 
 
 def torch_tensor(array, like=None):
@@ -80,14 +56,14 @@ def capture_torch(module, inputs: tuple, kwargs: dict | None = None, *, train: b
     for path, sub in module.named_modules():  # "" is the module itself
 
         def pre(mod, args, kw, path=path):
-            pending.setdefault(path, []).append((_np(args), _np(kw)))
+            pending.setdefault(path, []).append((numpy_copy(args), numpy_copy(kw)))
 
         def post(mod, args, kw, out, path=path):
             a, k = pending[path].pop()
             index = counts.get(path, 0)
             counts[path] = index + 1
-            bufs = {n: _np(b) for n, b in mod.named_buffers(recurse=False)}
-            calls.append(Call(path, index, type(mod).__name__, a, k, _np(out), bufs))
+            bufs = {n: numpy_copy(b) for n, b in mod.named_buffers(recurse=False)}
+            calls.append(Call(path, index, type(mod).__name__, a, k, numpy_copy(out), bufs))
 
         handles.append(sub.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(sub.register_forward_hook(post, with_kwargs=True))
@@ -112,7 +88,7 @@ def capture_torch(module, inputs: tuple, kwargs: dict | None = None, *, train: b
             buffer.detach().copy_(value)
         for handle in handles:
             handle.remove()
-    return _np(output), calls
+    return numpy_copy(output), calls
 
 
 # ------------------------------------------------------------------ port side
@@ -151,18 +127,10 @@ class Recorder:
         self.started.append((tap.path, index))
         out, new = tap.inner.forward_with_state(params, *inputs, buffers=buffers, train=train,
                                                 key=key, path=path, **options)
-        self.calls.append(Call(tap.path, index, type(tap.inner).__name__, _np_tree(inputs),
-                               dict(options), _np_tree(out),
+        self.calls.append(Call(tap.path, index, type(tap.inner).__name__, numpy_tree(inputs),
+                               dict(options), numpy_tree(out),
                                {k: np.asarray(v) for k, v in new.items()}))
         return out, new
-
-
-def _np_tree(value):
-    if isinstance(value, (tuple, list)):
-        return type(value)(_np_tree(v) for v in value)
-    if value is None:
-        return None
-    return np.asarray(value)
 
 
 def leaves(model: Module, path: str = ""):
@@ -177,8 +145,6 @@ def leaves(model: Module, path: str = ""):
             out += leaves(layer, f"{path}.{name}" if path else name)
         return out
     if isinstance(model, ExportedModule):  # leaf torch modules, by their torch path
-        from jaxgrad.doctor import regions
-
         return [(f"{path}.{p}" if path else p, layer) for p, layer in regions.leaves(model)]
     if isinstance(model, GraphModule):
         out = []
@@ -195,9 +161,7 @@ def tapped(model: Module, recorder: Recorder, path: str = "") -> Module:
     from jaxgrad.nn.program import ExportedModule
 
     if isinstance(model, ExportedModule):
-        from jaxgrad.doctor.regions import TappedProgram
-
-        return TappedProgram(model, recorder)
+        return regions.TappedProgram(model, recorder)
     if isinstance(model, Sequential):
         return Sequential(OrderedDict(
             (name, tapped(layer, recorder, f"{path}.{name}" if path else name))

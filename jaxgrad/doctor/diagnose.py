@@ -42,6 +42,7 @@ import numpy as np
 
 from jaxgrad.doctor import calibrate
 from jaxgrad.doctor import capture as cap
+from jaxgrad.doctor.calls import numpy_copy, numpy_tree
 from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
 from jaxgrad.doctor.localise import (check_layers, check_params, comparison, error,
                                      layer_comparison, layer_error, rules, within_tier)
@@ -139,7 +140,7 @@ def _run_layer(layer, params, buffers, args, kwargs, train, path, jit=False):
     if out is None:
         out, new = layer.forward_with_state(params, *args, buffers=buffers, train=train,
                                             key=None, path=path, **kwargs)
-    return cap._np_tree(out), {k: np.asarray(v) for k, v in new.items()}
+    return numpy_tree(out), {k: np.asarray(v) for k, v in new.items()}
 
 
 def _torch_twin(torch_module, path):
@@ -232,8 +233,8 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
     module64 = calibrate.twin64(torch_module) if calibrate.is_float32(ref_out) else None
     out64, e2e64 = (calibrate.capture64(module64, inputs, kwargs, train=train)
                     if module64 is not None else (None, {}))
-    arrays = [cap._np(x) for x in inputs]
-    port_kwargs = {k: cap._np(v) for k, v in kwargs.items()}  # torch tensors -> numpy
+    arrays = [numpy_copy(x) for x in inputs]
+    port_kwargs = {k: numpy_copy(v) for k, v in kwargs.items()}  # torch tensors -> numpy
     name = type(torch_module).__name__
     with _precision_context([*arrays, *(_flat_arrays(ref_out))]):
         buffers = dict(buffers or {})
@@ -278,7 +279,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                 case = Case(layer, lp, _torch_twin(torch_module, call.path), ref.class_name,
                             ref.args, ref.kwargs, train, lb)
                 before = (ref, own, own_out, answers64.get(key))
-        out = cap._np_tree(out)
+        out = numpy_tree(out)
         total = error(ref_out, out)
         output_report = comparison(ref_out, out, reference64=out64)
         clean = output_report.passed

@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxgrad.doctor.capture import _np, torch_tensor
+from jaxgrad.doctor.calls import numpy_copy
+from jaxgrad.doctor.capture import torch_tensor
 from jaxgrad.doctor.localise import comparison, error, within_tier
 
 
@@ -298,8 +299,8 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
     tensors = groups[0]["params"]
     name = type(torch_optimizer).__name__
     d = dict(groups[0])
-    start = [_np(p) for p in tensors]
-    grads = [[_np(g) for g in step] for step in grads]
+    start = [numpy_copy(p) for p in tensors]
+    grads = [[numpy_copy(g) for g in step] for step in grads]
     for i, step in enumerate(grads):
         shapes = [g.shape for g in step]
         if shapes != [s.shape for s in start]:
@@ -312,7 +313,7 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
         if max_norm is not None:
             _torch_clip_grad(tensors, max_norm)
         torch_optimizer.step()
-        ref.append([_np(p) for p in tensors])
+        ref.append([numpy_copy(p) for p in tensors])
     with jax.enable_x64(start[0].dtype == np.float64):
         params = [jnp.asarray(s) for s in start]
         port = _run_optax(tx, params, grads)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
+from jaxgrad.doctor.calls import Call, numpy_tree
 from jaxgrad.nn.module import Module
 from jaxgrad.nn.program import ExportedModule, run
 from jaxgrad.nn.regions import Region, regions
@@ -71,10 +74,6 @@ class TappedProgram(Module):
     recorder: Any
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
-        import numpy as np
-
-        from jaxgrad.doctor.capture import Call, _np_tree
-
         program, env = self.inner.bind(params, inputs, options, buffers, train)
         outputs, updates = run(program, env, key=key, path=path, random_draws=None,
                                class_name=self.inner.class_name)
@@ -86,7 +85,7 @@ class TappedProgram(Module):
                    for target, ref in program.buffer_updates
                    if target.startswith(prefix) and ref.name in names}
             self.recorder.calls.append(Call(region.path, region.index, "", (np.asarray(
-                env[region.input]),), {}, _np_tree(_output(region, env)), new))
+                env[region.input]),), {}, numpy_tree(_output(region, env)), new))
         from jaxgrad.nn.program import unflatten
 
         new_buffers = {**buffers, **updates}
