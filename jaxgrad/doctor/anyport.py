@@ -31,6 +31,7 @@ from jaxgrad.doctor import calibrate
 from jaxgrad.doctor import capture as cap
 from jaxgrad.doctor.calls import numpy_copy, numpy_tree
 from jaxgrad.doctor.catalogue import CATALOGUE, Case
+from jaxgrad.doctor.injection import precision_context, run_layer
 from jaxgrad.doctor.localise import comparison, rules
 from jaxgrad.doctor.match import Pool, match_params, unused_leaves
 from jaxgrad.doctor.report import Cause, Report
@@ -108,10 +109,8 @@ def _twin(torch_module, path):
 
 
 def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: bool,
-                    names: dict | None, precision) -> Report:
+                    names: dict | None) -> Report:
     """The steps of the module docstring; ``port`` is a ``trace.PortFunction``."""
-    from jaxgrad.doctor.diagnose import _run_layer
-
     if train:
         raise ValueError("diagnose: `train`=True needs a jaxgrad model or a stock nnx model "
                          "(the running statistics of a traced port are not compared); "
@@ -135,7 +134,7 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
     name = type(torch_module).__name__
     ref_main = _primary(ref_out)
     dtype = ref_main.dtype.name if ref_main is not None else "?"
-    with precision([*arrays, ref_main]):
+    with precision_context([*arrays, ref_main]):
         try:
             outs, values, constants = record(port, tuple(arrays), port_kwargs)
         except Exception as failure:  # noqa: BLE001 - untraceable: the output only
@@ -204,7 +203,7 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
     unmatched = _unmatched(params, rows, first, glue, output.ok)
     causes, note, pattern = [], None, None
     if first is not None:
-        causes, note = _rank(torch_module, case_call, counterpart, pool, chw, _run_layer,
+        causes, note = _rank(torch_module, case_call, counterpart, pool, chw, run_layer,
                              module64, calls64.get((case_call.path, case_call.index)))
         if not any(c.explains for c in causes) and counterpart.value is not None:
             from jaxgrad.doctor.report import pattern_of

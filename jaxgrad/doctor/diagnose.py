@@ -34,16 +34,14 @@ tier (``rule``), and so does the report for the output (``output_rule``).
 
 from __future__ import annotations
 
-import contextlib
-import functools
-
-import jax
 import numpy as np
 
 from jaxgrad.doctor import calibrate
 from jaxgrad.doctor import capture as cap
+from jaxgrad.doctor.anyport import diagnose_traced
 from jaxgrad.doctor.calls import numpy_copy, numpy_tree
 from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
+from jaxgrad.doctor.injection import precision_context, run_layer
 from jaxgrad.doctor.localise import (check_layers, check_params, comparison, error,
                                      layer_comparison, layer_error, rules, within_tier)
 from jaxgrad.doctor.report import Cause, Report
@@ -101,48 +99,6 @@ def _check_names(names, traced, torch_names):
             + ".")
 
 
-def _precision_context(arrays):
-    wide = any(np.asarray(a).dtype == np.float64 for a in arrays if a is not None)
-    stack = contextlib.ExitStack()
-    if wide:
-        stack.enter_context(jax.enable_x64(True))
-    stack.enter_context(jax.default_matmul_precision("highest"))
-    return stack
-
-
-def _is_array(v):
-    return isinstance(v, np.ndarray) or hasattr(v, "__jax_array__") or isinstance(v, jax.Array)
-
-
-@functools.lru_cache(maxsize=256)
-def _jitted(layer, train, path, static_kwargs, array_names):
-    # one compilation per (layer, options): the catalogue's weight and mask variants
-    # of a layer then reuse it (eager lax.scan would re-trace an LSTM per variant)
-    def run(params, buffers, args, arrays):
-        return layer.forward_with_state(params, *args, buffers=buffers, train=train, key=None,
-                                        path=path, **dict(static_kwargs),
-                                        **dict(zip(array_names, arrays)))
-    return jax.jit(run)
-
-
-def _run_layer(layer, params, buffers, args, kwargs, train, path, jit=False):
-    """One layer on given inputs; ``jit`` for layers run many times (the trials)."""
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    out = None
-    if jit:
-        arrays = {k: v for k, v in kwargs.items() if _is_array(v)}
-        static = tuple(sorted((k, v) for k, v in kwargs.items() if k not in arrays))
-        try:
-            fn = _jitted(layer, train, path, static, tuple(arrays))
-            out, new = fn(dict(params), dict(buffers), tuple(args), tuple(arrays.values()))
-        except Exception:  # noqa: BLE001 - untraceable port code: the eager run below
-            out = None     # reproduces any genuine error with its own message
-    if out is None:
-        out, new = layer.forward_with_state(params, *args, buffers=buffers, train=train,
-                                            key=None, path=path, **kwargs)
-    return numpy_tree(out), {k: np.asarray(v) for k, v in new.items()}
-
-
 def _torch_twin(torch_module, path):
     from jaxgrad.nn.convert import convert_layer
 
@@ -159,11 +115,11 @@ def _rank(case, path, ref_call, before, train, answer64=None):
         best = None
         for detail, trial in entry.candidates(case):
             try:
-                out, new = _run_layer(trial.layer or case.layer,
-                                      case.params if trial.params is None else trial.params,
-                                      case.buffers, trial.args or case.args,
-                                      case.kwargs if trial.kwargs is None else trial.kwargs,
-                                      train, path, jit=True)
+                out, new = run_layer(trial.layer or case.layer,
+                                     case.params if trial.params is None else trial.params,
+                                     case.buffers, trial.args or case.args,
+                                     case.kwargs if trial.kwargs is None else trial.kwargs,
+                                     train, path, jit=True)
                 if trial.fix_output is not None:
                     out, new = trial.fix_output(out, new, case)
                 after, exceeds = layer_error(ref_call, out, new, train, answer64)
@@ -218,8 +174,6 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
         raise ValueError("diagnose: `names` maps a traced port's leaves to torch's names; "
                          "a jaxgrad or stock nnx port already has torch's names.")
     if traced is not None:
-        from jaxgrad.doctor.anyport import diagnose_traced
-
         mapping = {**(traced[1] or {}), **(names or {})} if (traced[1] or names) else None
         if mapping is not None:
             if not isinstance(mapping, dict):
@@ -227,7 +181,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
                                 f"got {type(names).__name__}.")
             _check_names(mapping, traced[0], list(torch_params))
         return diagnose_traced(torch_module, traced[0], inputs, kwargs, train=train,
-                               names=mapping, precision=_precision_context)
+                               names=mapping)
     check_params(torch_params, params)
     ref_out, torch_calls = cap.capture_torch(torch_module, inputs, kwargs, train=train)
     module64 = calibrate.twin64(torch_module) if calibrate.is_float32(ref_out) else None
@@ -236,7 +190,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
     arrays = [numpy_copy(x) for x in inputs]
     port_kwargs = {k: numpy_copy(v) for k, v in kwargs.items()}  # torch tensors -> numpy
     name = type(torch_module).__name__
-    with _precision_context([*arrays, *(_flat_arrays(ref_out))]):
+    with precision_context([*arrays, *(_flat_arrays(ref_out))]):
         buffers = dict(buffers or {})
         e2e = cap.Recorder()
         try:
@@ -260,7 +214,7 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
             ref = ref_calls[key]
             layer = dict(cap.leaves(model))[call.path]
             lp, lb = _sub(params, call.path), _sub(buffers, call.path)
-            own_out, own_new = _run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
+            own_out, own_new = run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
             own, exceeds, own_report = layer_comparison(ref, own_out, own_new, train,
                                                         answers64.get(key))
             carried64 = (e2e64[key].output, e2e64[key].buffers) if key in e2e64 else None
