@@ -20,7 +20,7 @@ import torch
 
 from jaxgrad import nn
 from jaxgrad.nn import functional as F
-from parity_checks._layer_parity import layer_parity
+from jaxgrad_dev.layer_parity import layer_parity
 
 D = torch.float64
 POINTS = [-800.0, -40.0, -3.0, -2.0, -1.5, -1.0, -0.5, -1e-300, 0.0, 1e-300, 0.25, 0.5, 1.0,

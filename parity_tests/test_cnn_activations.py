@@ -17,7 +17,7 @@ import torch
 
 from jaxgrad import nn
 from jaxgrad.nn import functional as F
-from parity_checks._layer_parity import layer_parity
+from jaxgrad_dev.layer_parity import layer_parity
 
 D = torch.float64
 POINTS = [-800.0, -30.0, -20.0, -6.0, -3.0, -2.5, -1.0, -1e-300, 0.0, 1e-300, 0.5, 2.5, 3.0,

@@ -10,7 +10,7 @@ import torch
 
 import jaxgrad
 from jaxgrad import nn
-from parity_checks._layer_parity import layer_parity
+from jaxgrad_dev.layer_parity import layer_parity
 
 P = torch.nn
 

@@ -221,6 +221,63 @@ def test_graph_modules_keep_to_their_framework():
         assert "\nimport torch" not in source and "\nfrom torch" not in source, name
 
 
+def test_the_development_tools_are_imported_one_way():
+    """jaxgrad_dev (what the tests and the scripts share) imports neither of them, and
+    jaxgrad never imports jaxgrad_dev."""
+    import pathlib
+
+    import jaxgrad
+    import jaxgrad_dev
+
+    scripts = pathlib.Path(__file__).resolve().parents[1] / "scripts"
+    # the scripts are imported by their file names (pytest's pythonpath holds scripts/)
+    script_modules = {p.stem for p in scripts.glob("*.py")} | {"parity_checks"}
+    for name, packages in _imported_packages(pathlib.Path(jaxgrad_dev.__file__).parent):
+        assert not packages & {"parity_tests", "conftest", "scripts", *script_modules}, (
+            name, packages)
+    for name, packages in _imported_packages(pathlib.Path(jaxgrad.__file__).parent):
+        assert "jaxgrad_dev" not in packages, (name, packages)
+
+
+def _imports_within(package: str) -> dict[str, set]:
+    """``{module: modules of the same package it imports}`` for the modules of
+    ``package`` (its ``__init__`` left out), every import counted, those inside
+    functions too."""
+    import ast
+    import importlib
+    import pathlib
+
+    directory = pathlib.Path(importlib.import_module(package).__file__).parent
+    modules = {p.stem for p in directory.glob("*.py")} - {"__init__"}
+    prefix = package + "."
+    edges = {}
+    for module in modules:
+        found = set()
+        for node in ast.walk(ast.parse((directory / f"{module}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == package:
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
+                found.add(node.module[len(prefix):].split(".")[0])
+            elif isinstance(node, ast.Import):
+                found |= {a.name[len(prefix):].split(".")[0] for a in node.names
+                          if a.name.startswith(prefix)}
+        edges[module] = (found & modules) - {module}
+    return edges
+
+
+@pytest.mark.parametrize("package", ["jaxgrad.doctor", "jaxgrad.flax"])
+def test_the_modules_of_a_package_import_each_other_one_way(package):
+    """No import cycle among a package's modules: peel off the modules that import no
+    module left; whatever remains imports in a circle (or from one)."""
+    left = _imports_within(package)
+    while left:
+        free = [m for m, imported in left.items() if not imported & left.keys()]
+        assert free, f"{package}: import cycle among " + ", ".join(
+            f"{m} -> {sorted(imported & left.keys())}" for m, imported in sorted(left.items()))
+        for module in free:
+            del left[module]
+
+
 def test_custom_vjp_is_expanded_and_its_hand_written_backward_shown(x64):
     from jaxgrad import manual
 

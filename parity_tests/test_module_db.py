@@ -4,7 +4,7 @@ run, one in 24 for Transformer, one in three for eight 3-d pools and norms; ever
 in the ``exhaustive`` test, which CI runs).
 
 One test per class (its samples are looped inside, so the report stays readable);
-the harness is ``parity_tests/module_db.py``. The harness itself is checked to fail:
+the harness is ``jaxgrad_dev/module_db.py``. The harness itself is checked to fail:
 a wrong converter, a declared refusal jaxgrad does not raise, and a refusal that does
 not name its argument are each caught.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from jaxgrad.nn import SUPPORTED
 from jaxgrad.nn import convert
-from parity_tests import module_db as harness
+from jaxgrad_dev import module_db as harness
 
 
 # 30-40 s each for all their samples on a 2-core machine (16-67 samples per mode, each
@@ -168,7 +168,7 @@ def test_an_eval_sample_whose_twin_reads_the_mode_runs_in_full(monkeypatch):
 def test_a_twin_with_active_dropout_has_a_different_program_in_each_mode(x64):
     """Dropout p=0.5 draws from the key in training mode only: the two modes' programs
     must differ (no reuse), and one mode's program is the same on two calls."""
-    from parity_checks._layer_parity import forward_program
+    from jaxgrad_dev.layer_parity import forward_program
 
     import jaxgrad
     import torch

@@ -1,5 +1,5 @@
 """module_db samples in float32 on both sides, judged with the calibrated float32
-verdict (``parity_tests/module_db.py``, ``run_sample_float32``): torch's float64 run of
+verdict (``jaxgrad_dev/module_db.py``, ``run_sample_float32``): torch's float64 run of
 each sample (the module ``.double()``, the same values, the same cotangent) is the
 float64 answer; a leaf outside the float32 tier passes when jaxgrad is within the tier
 of it or within ``CALIBRATION_MULTIPLE`` times torch float32's own distance from it.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from jaxgrad.nn import convert
-from parity_tests import module_db as harness
+from jaxgrad_dev import module_db as harness
 
 CLASSES = {"Linear": 1, "Conv2d": 1, "BatchNorm2d": 1, "LayerNorm": 1, "GRU": 18}
 EXHAUSTIVE = {"GRU": 6}  # GRU's samples one in six: ~7 s

@@ -9,7 +9,7 @@ import torch
 
 from jaxgrad import nn
 from jaxgrad.nn import functional as F
-from parity_checks._layer_parity import layer_parity
+from jaxgrad_dev.layer_parity import layer_parity
 
 D = torch.float64
 P = torch.nn

@@ -35,7 +35,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import pathlib
 import sys
 import time
 
@@ -64,10 +63,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    # the harness lives with the tests: the repository root must be importable
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from jaxgrad.nn import SUPPORTED
-    from parity_tests import module_db as harness
+    from jaxgrad_dev import module_db as harness
 
     float32 = args.dtype == "float32"
 

@@ -27,7 +27,7 @@ from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.data import batch_indices, load_digits
 from jaxgrad.train.stateful import make_stateful_train_step
-from parity_checks._layer_parity import layer_parity
+from jaxgrad_dev.layer_parity import layer_parity
 from parity_checks.harness import TORCH_DTYPES, Check, jax_precision
 from torchref import optim as toptim
 

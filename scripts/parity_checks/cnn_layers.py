@@ -2,8 +2,8 @@
 
 Parity rows: the torch layer and its ``from_torch`` twin on the same input, output
 (and max-pool indices), input gradient and parameter gradients against a random
-cotangent, in float64 and float32, each at its tier (``_layer_parity``). Gradcheck
-rows: the jaxgrad layer's VJP against central differences in float64 (the
+cotangent, in float64 and float32, each at its tier (``jaxgrad_dev.layer_parity``).
+Gradcheck rows: the jaxgrad layer's VJP against central differences in float64 (the
 ``gradcheck`` pattern: ``sum(c · layer(params, x))`` for a fixed random ``c``). Inputs
 are tiny (parameters and input together within one 128-row chunk of the full
 gradcheck); the options chosen are the ones the JAX ecosystem does differently
@@ -22,7 +22,7 @@ import torch
 
 import jaxgrad
 from jaxgrad.gradcheck import gradcheck
-from parity_checks._layer_parity import layer_parity
+from jaxgrad_dev.layer_parity import layer_parity
 from parity_checks.harness import TORCH_DTYPES, Check
 
 P = torch.nn

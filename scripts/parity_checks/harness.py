@@ -9,7 +9,6 @@ policy tier of the dtype. Float64 checks run inside ``jax.enable_x64``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Callable
 
@@ -21,6 +20,7 @@ import torch
 import jaxgrad
 from jaxgrad import losses as jlosses
 from jaxgrad.parity import ParityReport
+from jaxgrad_dev.precision import jax_precision  # the checks import it from here too
 
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -33,17 +33,6 @@ class Check:
     dtype: str
     run: Callable[[], ParityReport]
     area: str = ""
-
-
-@contextlib.contextmanager
-def jax_precision(dtype: str):
-    """x64 on for float64 work, and highest-precision matmuls either way."""
-    with jax.default_matmul_precision("highest"):
-        if dtype == "float64":
-            with jax.enable_x64(True):
-                yield
-        else:
-            yield
 
 
 def torch_forward_backward(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,

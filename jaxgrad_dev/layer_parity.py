@@ -21,7 +21,7 @@ import torch.utils._pytree as torch_pytree
 
 import jaxgrad
 from jaxgrad.parity import ParityReport
-from parity_checks.harness import jax_precision
+from jaxgrad_dev.precision import jax_precision
 
 
 # XLA options that cut CPU compile time ~40 % for the hundreds of one-off programs of
@@ -143,7 +143,7 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
     ``eager`` dispatches op by op instead of compiling one program: each primitive is
     compiled once per shape and reused across calls, which is faster for many samples
     of a layer made of many ops of few shapes (attention, transformer layers); one
-    program is faster for the rest (see ``parity_tests/module_db.py``, ``Entry.jit``)."""
+    program is faster for the rest (see ``jaxgrad_dev/module_db.py``, ``Entry.jit``)."""
     call = _JaxCall(model, args, kwargs, training)
     grad_positions = [i for i, c in enumerate(cotangents) if c is not None]
     cot_arrays = [jax.device_put(cotangents[i].numpy()) for i in grad_positions]

@@ -54,7 +54,7 @@ import torch
 
 import jaxgrad
 from jaxgrad.parity import ParityReport
-from parity_checks._layer_parity import forward_program, jax_side, torch_side
+from jaxgrad_dev.layer_parity import forward_program, jax_side, torch_side
 
 STATUSES = ("passed", "failed", "refused", "skipped", "rejected")
 
