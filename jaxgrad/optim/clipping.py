@@ -114,47 +114,23 @@ def clip_grad_value(grads, clip_value: float):
 
 
 def clip_grad_norm_transform(max_norm: float, norm_type: float = 2.0) -> optax.GradientTransformation:
-    """``clip_grad_norm`` as a stateless optax transformation (chain it before the optimizer).
+    """``clip_grad_norm`` as a stateless optax transformation (chain it before the
+    optimizer); its arguments are refused as ``clip_grad_norm`` refuses them, when it is
+    built.
 
     Args:
       max_norm: the largest allowed total norm.
       norm_type: the p of the p-norm; ``float("inf")`` for the max-abs norm.
-
-    Returns:
-      An ``optax.GradientTransformation`` with an empty state.
-
-    Raises:
-      ValueError: as ``clip_grad_norm``, when the transformation is built.
-      TypeError: as ``clip_grad_norm``.
     """
     _check_number("max_norm", max_norm)
     _check_number("norm_type", norm_type, positive=True)
-
-    def update_fn(updates, state, params=None):
-        del params
-        clipped, _ = clip_grad_norm(updates, max_norm, norm_type)
-        return clipped, state
-
-    return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+    return optax.stateless(lambda updates, params: clip_grad_norm(updates, max_norm,
+                                                                  norm_type)[0])
 
 
 def clip_grad_value_transform(clip_value: float) -> optax.GradientTransformation:
-    """``clip_grad_value`` as a stateless optax transformation.
-
-    Args:
-      clip_value: the bound, ≥ 0.
-
-    Returns:
-      An ``optax.GradientTransformation`` with an empty state.
-
-    Raises:
-      ValueError: as ``clip_grad_value``, when the transformation is built.
-      TypeError: as ``clip_grad_value``.
-    """
+    """``clip_grad_value`` as a stateless optax transformation (chain it before the
+    optimizer); ``clip_value`` (the bound, ≥ 0) is refused as ``clip_grad_value`` refuses
+    it, when it is built."""
     _check_number("clip_value", clip_value)
-
-    def update_fn(updates, state, params=None):
-        del params
-        return clip_grad_value(updates, clip_value), state
-
-    return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+    return optax.stateless(lambda updates, params: clip_grad_value(updates, clip_value))
