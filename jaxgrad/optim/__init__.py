@@ -23,6 +23,39 @@ clipping, all as optax parts.
   without a gradient, as torch's optimizers skip it;
 - ``clip_grad_norm`` / ``clip_grad_value`` (functions) and ``clip_grad_norm_transform`` /
   ``clip_grad_value_transform`` (optax transforms) with torch's formulas.
+
+Every optimizer factory but ``lbfgs`` returns an ``optax.GradientTransformation``
+(``init(params)``, ``update(grads, state, params)``) whose state holds torch's
+``optimizer.state`` in a NamedTuple (``SgdMomentumState``, ``AdamState``…) with torch's
+field names, each a tree like the params, and ``step``: ``()`` int32, torch's
+``state[p]["step"]``. The arguments they share mean the same in each (its own are in
+its docstring; the implementation: ``jaxgrad.optim._family``):
+
+- ``lr``: a float, a one-element array (torch's tensor ``lr``) or a schedule
+  ``count -> lr`` (``jaxgrad.optim.schedulers``; ``schedule(t)`` is the rate of step
+  ``t``, counting from 0);
+- ``betas``: ``(beta1, beta2)``, the coefficients of the running averages, Python
+  floats in [0, 1); ``beta1``, like SGD's and RMSprop's ``momentum``, may be a schedule,
+  and must be ``lr.momentum`` when ``lr`` is a ``OneCycleLR`` / ``CyclicLR`` schedule
+  that cycles momentum (``jaxgrad.optim.cycling``);
+- ``eps``: added to the denominator for numerical stability, outside the square root
+  as torch (Adadelta: inside);
+- ``weight_decay``: L2, added to the gradient (``grad += weight_decay·p``); decoupled
+  (``p *= 1 − lr·weight_decay``, AdamW's rule) in ``adamw``, ``adafactor``, ``muon`` and
+  with ``decoupled_weight_decay=True``;
+- ``maximize``: maximise the objective (the gradient negated before anything else);
+- torch's implementation flags, where the factory takes them: ``foreach`` and
+  ``differentiable`` are accepted and ignored (jaxgrad computes torch's single-tensor
+  rule, and every JAX update is differentiable) except where they change torch's
+  result, and are refused: ASGD's ``foreach=True``; Adam's, AdamW's and NAdam's
+  ``differentiable=True`` (torch's capturable path, float32 bias corrections);
+  ``fused`` must be None or False (torch's fused kernel rounds differently) and
+  ``capturable`` False (torch refuses it for CPU tensors; a jitted step is always
+  capturable).
+
+A factory raises ``ValueError`` for a hyperparameter outside torch's range (naming the
+argument, its value and the range), a refused flag or a combination torch refuses, and
+``TypeError`` for a hyperparameter or flag of the wrong type.
 """
 
 from jaxgrad.optim import schedulers

@@ -1,4 +1,5 @@
-"""Argument checks and the pieces every torch-rule optimizer shares.
+"""Argument checks and the optax pieces every torch-rule optimizer shares (how a factory
+puts them together: ``jaxgrad.optim._family``).
 
 - hyperparameters are validated as torch validates them (``ValueError`` naming the
   argument, the value and the allowed range);

@@ -25,28 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxgrad.optim._args import check_flags, check_hyper, check_lr, value_at
+from jaxgrad.optim._args import check_hyper
+from jaxgrad.optim._family import (check_lr_and_flags, refuse_complex, scalar_like,
+                                   torch_chain, torch_lerp, torch_rule)
 from jaxgrad.optim.cycling import check_momentum_follows
-from jaxgrad.optim.optimizers import _chain, _scalar_like
 from jaxgrad.optim.state import register_state
-
-
-def torch_lerp(start, end, weight):
-    """torch's ``start.lerp(end, weight)``: ``start + w·(end − start)`` for ``|w| < 0.5``,
-    else ``end − (end − start)·(1 − w)`` (exact at ``w = 1``)."""
-    weight = jnp.asarray(weight).astype(start.dtype)
-    small = start + weight * (end - start)
-    large = end - (end - start) * (1 - weight)
-    return jnp.where(jnp.abs(weight) < 0.5, small, large)
-
-
-def refuse_complex(name: str, params) -> None:
-    """torch's "<Optimizer> does not support complex parameters", naming the leaf."""
-    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
-        if jnp.issubdtype(jnp.result_type(leaf), jnp.complexfloating):
-            raise ValueError(f"`params` {jax.tree_util.keystr(path)} is complex "
-                             f"({jnp.result_type(leaf)}): {name} does not support complex "
-                             "parameters (as torch).")
 
 
 @register_state
@@ -54,7 +37,6 @@ class AdafactorState(NamedTuple):
     """``adafactor``'s state, torch's ``optimizer.state[p]``.
 
     Attributes:
-      step: ``()`` int32: torch's ``state[p]["step"]``.
       row_var: like params, ``(..., m, 1)`` for a parameter of 2 or more dimensions,
         None for a vector or scalar.
       col_var: like params, ``(..., 1, n)`` for a parameter of 2 or more dimensions,
@@ -62,10 +44,10 @@ class AdafactorState(NamedTuple):
       variance: like params for a vector or scalar, None for the factored ones.
     """
 
-    step: jax.Array  # `()` int32
-    row_var: Any  # `(..., m, 1)` per matrix leaf, None per vector leaf
-    col_var: Any  # `(..., 1, n)` per matrix leaf, None per vector leaf
-    variance: Any  # like the leaf for a vector, None for a matrix
+    step: jax.Array
+    row_var: Any
+    col_var: Any
+    variance: Any
 
 
 def _check_eps(eps) -> tuple:
@@ -81,6 +63,8 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps=(None, 1e-3), d: float = 1
     """``torch.optim.Adafactor``: factored second moments, relative step sizes, update
     clipping (torch's variant; see the module's docstring for the rule).
 
+    ``maximize`` and ``foreach`` are every factory's (``jaxgrad.optim``).
+
     Args:
       lr: the step size's cap ``rho_t = min(lr, 1/√t)``: a float, a one-element array
         (torch's tensor ``lr``) or a schedule ``count -> lr``.
@@ -91,46 +75,29 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps=(None, 1e-3), d: float = 1
         in the relative step size.
       d: the clipping threshold, ``>= 1``: the update's RMS is capped at ``d``.
       weight_decay: decoupled decay, ``p *= 1 − lr·weight_decay`` before the step.
-      foreach: torch's implementation flag; accepted and ignored.
-      maximize: maximise the objective (the gradient's sign flipped).
 
     Returns:
-      An ``optax.GradientTransformation`` whose state holds torch's ``optimizer.state``
-      (``AdafactorState``); its ``update`` needs ``params``.
+      The transformation; its state holds ``AdafactorState``; its ``update`` needs
+      ``params``.
 
     Raises:
       ValueError: torch's argument errors (``beta2_decay > 0``, ``eps[0] < 0``,
         ``d < 1``, a negative ``lr`` or ``weight_decay``); complex parameters at ``init``.
-      TypeError: a hyperparameter or flag of the wrong type.
     """
-    lr = check_lr(lr)
-    check_flags(foreach=foreach)  # torch takes a tensor lr with foreach=True here
+    # torch takes a tensor lr with foreach=True here
+    lr = check_lr_and_flags(lr, lr_with_foreach=False, foreach=foreach)
     check_momentum_follows(lr, None, None, "adafactor")
     beta2_decay = check_hyper("beta2_decay", beta2_decay, low=float("-inf"), high=0.0)
     eps1, eps2 = _check_eps(eps)
     d = check_hyper("d", d, low=1.0)
     weight_decay = check_hyper("weight_decay", weight_decay)
 
-    def init_fn(params):
-        refuse_complex("Adafactor", params)
+    def factored(shape_of):
+        return lambda params: jax.tree.map(
+            lambda p: jnp.zeros(shape_of(p.shape), p.dtype) if p.ndim > 1 else None, params)
 
-        def factored(shape_of):
-            return jax.tree.map(lambda p: jnp.zeros(shape_of(p.shape), p.dtype)
-                                if p.ndim > 1 else None, params)
-
-        return AdafactorState(
-            step=jnp.zeros((), jnp.int32),
-            row_var=factored(lambda s: (*s[:-1], 1)),
-            col_var=factored(lambda s: (*s[:-2], 1, s[-1])),
-            variance=jax.tree.map(lambda p: None if p.ndim > 1 else jnp.zeros_like(p), params))
-
-    def update_fn(updates, state, params=None):
-        if params is None:
-            raise ValueError("adafactor's update needs `params` (got None): call "
-                             "`optimizer.update(grads, state, params)`.")
-        lr_t = value_at(lr, state.step)
-        step = optax.safe_int32_increment(state.step)
-        t = step.astype(jnp.result_type(float))
+    def rule(updates, state, params, step):
+        lr_t, t = step.lr, step.t
         weight = t ** beta2_decay  # torch: step_float ** beta2_decay
         inv_sqrt = 1 / t ** 0.5
         lr_is_array = hasattr(lr_t, "dtype") and not callable(lr)
@@ -153,12 +120,12 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps=(None, 1e-3), d: float = 1
                 row = torch_lerp(row, row_mean, weight)
                 col = torch_lerp(col, col_mean, weight)
                 row_norm = jnp.maximum(jnp.mean(row, axis=-2, keepdims=True),
-                                       _scalar_like(floor, row))
+                                       scalar_like(floor, row))
                 estimate = row * col / row_norm
             else:
                 var = torch_lerp(var, g * g, weight)
                 estimate = var
-            direction = 1 / jnp.sqrt(jnp.maximum(estimate, _scalar_like(floor * floor, g))) * g
+            direction = 1 / jnp.sqrt(jnp.maximum(estimate, scalar_like(floor * floor, g))) * g
             denom = jnp.maximum(1.0, jnp.sqrt(jnp.sum(direction * direction))
                                 / (direction.size ** 0.5 * d))
             if lr_is_array:
@@ -168,10 +135,10 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps=(None, 1e-3), d: float = 1
                 scale = -alpha / denom
             decayed = p
             if weight_decay:
-                factor = 1 - lr_t * _scalar_like(weight_decay, jnp.asarray(lr_t)) \
+                factor = 1 - lr_t * scalar_like(weight_decay, jnp.asarray(lr_t)) \
                     if lr_is_array else 1 - lr_t * weight_decay
-                decayed = p * _scalar_like(factor, p)
-            new = decayed + _scalar_like(scale, p) * direction
+                decayed = p * scalar_like(factor, p)
+            new = decayed + scalar_like(scale, p) * direction
             return new - p, row, col, var
 
         leaves, treedef = jax.tree.flatten(updates)
@@ -180,7 +147,12 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps=(None, 1e-3), d: float = 1
         results = [one(p, g, r, c, v) for g, p, r, c, v in zip(leaves, *flat)]
         new, rows, cols, variances = (treedef.unflatten([r[i] for r in results])
                                       for i in range(4))
-        return new, AdafactorState(step=step, row_var=rows, col_var=cols, variance=variances)
+        return new, {"row_var": rows, "col_var": cols, "variance": variances}
 
     # weight decay is decoupled (inside the rule, as torch's), so none is chained here
-    return _chain(maximize, 0.0, optax.GradientTransformation(init_fn, update_fn))
+    return torch_chain(maximize, 0.0, torch_rule(
+        AdafactorState, rule, lr=lr, needs_params="adafactor",
+        check_params=lambda params: refuse_complex("Adafactor", params),
+        row_var=factored(lambda s: (*s[:-1], 1)), col_var=factored(lambda s: (*s[:-2], 1, s[-1])),
+        variance=lambda params: jax.tree.map(
+            lambda p: None if p.ndim > 1 else jnp.zeros_like(p), params)))

@@ -1,8 +1,10 @@
 """torch.optim's SGD, Adam, AdamW and RMSprop as optax ``GradientTransformation``s.
 
-Each factory takes torch's argument names and defaults and reproduces torch's
-single-tensor update rule operation for operation, so that parameters *and* optimizer
-state match ``torch.optim`` step by step (float64 at the strict parity tier):
+Each factory reproduces torch's single-tensor update rule operation for operation, so
+that parameters *and* optimizer state match ``torch.optim`` step by step (float64 at
+the strict parity tier); the arguments, the chain around the rule, the state and the
+step are the family's (``jaxgrad.optim._family``; as users see them:
+``jaxgrad.optim``'s docstring). The rules:
 
 - SGD's momentum buffer starts as a copy of the first gradient, not zeros
   (this matters as soon as ``dampening`` is non-zero);
@@ -11,61 +13,30 @@ state match ``torch.optim`` step by step (float64 at the strict parity tier):
   ``weight_decay=1e-2`` (optax's ``adamw`` defaults to 1e-4);
 - Adam's bias corrections divide ``exp_avg`` by ``1 - beta1**t`` through the step size
   and ``sqrt(exp_avg_sq)`` by ``sqrt(1 - beta2**t)`` *before* ``eps`` is added;
+  ``amsgrad`` normalises by the running maximum (state ``max_exp_avg_sq``);
 - RMSprop adds ``eps`` outside the square root (optax's ``rmsprop`` puts it inside),
   its momentum buffer starts at zeros, and ``centered`` subtracts ``grad_avg**2``.
 
-Every factory also takes torch's ``maximize`` (the gradient is negated first), an
-``lr`` that is a float, a one-element array or a schedule (``jaxgrad.optim.schedulers``;
-``schedule(t)`` is the rate of step ``t``, counting from 0), and torch's
-implementation flags ``foreach`` / ``fused`` / ``differentiable`` / ``capturable``
-(see ``jaxgrad.optim._args``: accepted where they cannot change the result, refused
-by name where they would). ``adam`` / ``adamw`` take ``amsgrad`` (state
-``max_exp_avg_sq``) and ``adam`` torch's ``decoupled_weight_decay``.
-
-Every factory is an ``optax.chain`` of optax parts (``add_decayed_weights``,
-``scale_by_learning_rate``) and one torch-rule transform whose state is a NamedTuple
-with torch's field names (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``,
-``max_exp_avg_sq``, ``square_avg``, ``grad_avg``); ``jaxgrad.optim.state`` reads
-them back in torch's layout.
+SGD's and RMSprop's rules return a direction, scaled by ``-lr`` after them in the chain
+(``scale_by_lr``); Adam's returns the whole step. The states' fields carry torch's
+names (``momentum_buffer``, ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq``,
+``square_avg``, ``grad_avg``); ``jaxgrad.optim.state`` reads them back in torch's layout.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr, check_momentum,
-                                 like_lr, maximize_transform, refuse_differentiable,
-                                 scale_by_lr, value_at)
-from jaxgrad.optim.cycling import check_momentum_follows
+from jaxgrad.optim._args import check_hyper, like_lr, scale_by_lr
+from jaxgrad.optim._family import (check_adam_family, check_lr_and_flags,
+                                   check_momentum_follow, decay_params, lerp, one_minus_power,
+                                   scalar_like, split_weight_decay, square_average,
+                                   torch_chain, torch_rule, zeros)
 from jaxgrad.optim.state import register_state
-
-
-def _scalar_like(value, leaf):
-    """A traced scalar in ``leaf``'s dtype, as torch casts a Python-float operand."""
-    return jnp.asarray(value).astype(leaf.dtype)
-
-
-def _chain(maximize: bool, weight_decay: float, rule) -> optax.GradientTransformation:
-    """torch's order around a whole-step ``rule``: the gradient negated (``maximize``),
-    then ``weight_decay·p`` added (L2, when non-zero), then the rule."""
-    parts = [maximize_transform()] if maximize else []
-    if weight_decay:
-        parts.append(optax.add_decayed_weights(weight_decay))
-    parts.append(rule)
-    return optax.chain(*parts)
-
-
-def _initial_state(state_type, params, **given):
-    """``state_type`` before the first step: ``step`` 0 (`()` int32), the fields in
-    ``given`` as given, every other field zeros like ``params``."""
-    zeros = {name: jax.tree.map(jnp.zeros_like, params) for name in state_type._fields
-             if name != "step" and name not in given}
-    return state_type(step=jnp.zeros((), jnp.int32), **zeros, **given)
 
 
 # --------------------------------------------------------------------------- SGD
@@ -73,15 +44,12 @@ def _initial_state(state_type, params, **given):
 
 @register_state(torch_step=False)
 class SgdMomentumState(NamedTuple):
-    """``sgd``'s momentum state (``scale_by_torch_momentum``), torch's ``optimizer.state[p]``.
+    """``sgd``'s momentum state (``scale_by_torch_momentum``), torch's
+    ``optimizer.state[p]``: ``momentum_buffer``, like params; ``step`` counts the steps
+    (0: the buffer is not yet set), torch keeps none."""
 
-    Attributes:
-      step: ``()`` int32: steps taken; 0 means the buffer is not yet set.
-      momentum_buffer: like params: torch's ``state[p]["momentum_buffer"]``.
-    """
-
-    step: jax.Array  # `()` int32: steps taken; 0 means the buffer is not yet set
-    momentum_buffer: Any  # like params: torch's state[p]["momentum_buffer"]
+    step: jax.Array
+    momentum_buffer: Any
 
 
 def scale_by_torch_momentum(momentum, dampening: float = 0.0,
@@ -103,22 +71,17 @@ def scale_by_torch_momentum(momentum, dampening: float = 0.0,
     """
     scheduled = callable(momentum)
 
-    def init_fn(params):
-        return SgdMomentumState(step=jnp.zeros((), jnp.int32),
-                                momentum_buffer=jax.tree.map(jnp.zeros_like, params))
-
-    def update_fn(updates, state, params=None):
-        del params
-        first = state.step == 0
-        momentum_t = value_at(momentum, state.step)
+    def rule(updates, state, params, step):
+        first = step.count == 0
+        momentum_t = step.at(momentum)
 
         def new_buffer(grad, buf):
-            running = buf * _scalar_like(momentum_t, buf) + grad * _scalar_like(1 - dampening, grad)
+            running = buf * scalar_like(momentum_t, buf) + grad * scalar_like(1 - dampening, grad)
             return jnp.where(first, grad, running)
 
         buffers = jax.tree.map(new_buffer, updates, state.momentum_buffer)
         if nesterov:
-            directions = jax.tree.map(lambda g, b: g + b * _scalar_like(momentum_t, b),
+            directions = jax.tree.map(lambda g, b: g + b * scalar_like(momentum_t, b),
                                       updates, buffers)
         else:
             directions = buffers
@@ -127,10 +90,9 @@ def scale_by_torch_momentum(momentum, dampening: float = 0.0,
             buffers = jax.tree.map(lambda new, old: jnp.where(active, new, old), buffers,
                                    state.momentum_buffer)
             directions = jax.tree.map(lambda d, g: jnp.where(active, d, g), directions, updates)
-        return directions, SgdMomentumState(step=optax.safe_int32_increment(state.step),
-                                            momentum_buffer=buffers)
+        return directions, {"momentum_buffer": buffers}
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return torch_rule(SgdMomentumState, rule)
 
 
 def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
@@ -141,37 +103,20 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
 
     ``d = grad + weight_decay * p`` (``-grad`` first with ``maximize``); with momentum,
     ``buf`` as in ``scale_by_torch_momentum`` and ``d = buf`` (or ``d + momentum * buf``
-    for Nesterov). ``momentum`` may be a schedule, and must be ``lr.momentum`` when
-    ``lr`` is a ``OneCycleLR`` schedule that cycles momentum (``jaxgrad.optim.cycling``).
+    for Nesterov). ``lr``, ``weight_decay`` (L2), ``maximize`` and the flags are every
+    factory's (``jaxgrad.optim``).
 
     Args:
-      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
-        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
-      momentum: the momentum factor: a float or a schedule ``count -> momentum``.
+      momentum: the momentum factor: a float or a schedule ``count -> momentum``
+        (``lr.momentum`` when ``lr`` is a ``OneCycleLR`` schedule that cycles momentum).
       dampening: dampening for momentum.
-      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
       nesterov: Nesterov momentum (needs ``momentum`` > 0 and ``dampening`` 0).
-      maximize: maximise the objective (the gradient's sign flipped).
-      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
-        single-tensor rule).
-      differentiable: torch's implementation flag; accepted and ignored (every JAX update
-        is differentiable).
-      fused: must be None or False: torch's fused kernel rounds differently, so True is
-        refused.
 
     Returns:
-      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
-      params)``) whose state holds torch's ``optimizer.state`` (``SgdMomentumState``).
-
-    Raises:
-      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
-        ``capturable=True``, or a combination torch refuses.
-      TypeError: a hyperparameter or flag of the wrong type.
+      The transformation; its state holds ``SgdMomentumState`` (with momentum).
     """
-    lr = check_lr(lr)
-    check_flags(foreach=foreach, fused=fused, differentiable=differentiable, lr=lr)
-    momentum = check_momentum(momentum)
-    check_momentum_follows(lr, "momentum", momentum, "sgd")
+    lr = check_lr_and_flags(lr, foreach=foreach, fused=fused, differentiable=differentiable)
+    momentum = check_momentum_follow("sgd", lr, momentum)
     dampening = check_hyper("dampening", dampening)
     weight_decay = check_hyper("weight_decay", weight_decay)
     if callable(momentum):
@@ -190,13 +135,9 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
             f"`nesterov=True` requires `momentum` > 0 (got {momentum}) and `dampening` == 0 "
             f"(got {dampening}), as in torch."
         )
-    parts = [maximize_transform()] if maximize else []
-    if weight_decay:
-        parts.append(optax.add_decayed_weights(weight_decay))
-    if callable(momentum) or momentum:
-        parts.append(scale_by_torch_momentum(momentum, dampening, nesterov))
-    parts.append(scale_by_lr(lr))
-    return optax.chain(*parts)
+    momentum_rule = scale_by_torch_momentum(momentum, dampening, nesterov) \
+        if callable(momentum) or momentum else None
+    return torch_chain(maximize, weight_decay, momentum_rule, scale_by_lr(lr))
 
 
 # -------------------------------------------------------------------- Adam / AdamW
@@ -204,35 +145,14 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
 
 @register_state
 class AdamState(NamedTuple):
-    """``adam`` / ``adamw``'s state, torch's ``optimizer.state[p]``.
+    """``adam`` / ``adamw``'s state, torch's ``optimizer.state[p]``: the moments
+    ``exp_avg`` and ``exp_avg_sq``, and with ``amsgrad`` the running maximum
+    ``max_exp_avg_sq`` (else None), each like params."""
 
-    Attributes:
-      step: ``()`` int32: torch's ``state[p]["step"]``.
-      exp_avg: like params: first moment, torch's ``state[p]["exp_avg"]``.
-      exp_avg_sq: like params: second moment, torch's ``state[p]["exp_avg_sq"]``.
-      max_exp_avg_sq: like params with amsgrad, else None.
-    """
-
-    step: jax.Array  # `()` int32: torch's state[p]["step"]
-    exp_avg: Any  # like params: first moment, torch's state[p]["exp_avg"]
-    exp_avg_sq: Any  # like params: second moment, torch's state[p]["exp_avg_sq"]
-    max_exp_avg_sq: Any = None  # like params with amsgrad, else None
-
-
-def _one_minus_power(beta: float, t: jax.Array) -> jax.Array:
-    """``1 - beta**t`` as torch forms it, in Python doubles.
-
-    Without x64 the count is float32, where ``1 - 0.999**t`` loses ~1e-5 to
-    cancellation (0.999 is not exact in float32); ``-expm1(t * log(beta))`` with the
-    log taken in double keeps full relative precision, close to torch's double result.
-    """
-    if t.dtype == jnp.float64:
-        return 1 - jnp.asarray(beta, t.dtype) ** t
-    if not isinstance(beta, float):  # a scheduled beta, traced in float32
-        return -jnp.expm1(t * jnp.log(beta))
-    if beta == 0:
-        return jnp.ones_like(t)
-    return -jnp.expm1(t * math.log(beta))
+    step: jax.Array
+    exp_avg: Any
+    exp_avg_sq: Any
+    max_exp_avg_sq: Any = None
 
 
 def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
@@ -261,50 +181,34 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
       ``decoupled_weight_decay`` is set.
     """
 
-    def init_fn(params):
-        def zeros():
-            return jax.tree.map(jnp.zeros_like, params)
-        return AdamState(step=jnp.zeros((), jnp.int32), exp_avg=zeros(), exp_avg_sq=zeros(),
-                         max_exp_avg_sq=zeros() if amsgrad else None)
-
-    def update_fn(updates, state, params=None):
-        if decoupled_weight_decay and params is None:
-            raise ValueError("adamw's update needs `params` (got None): call "
-                             "`optimizer.update(grads, state, params)`.")
-        lr_t = value_at(lr, state.step)
-        b1_t = value_at(b1, state.step)
-        step = optax.safe_int32_increment(state.step)
+    def rule(updates, state, params, step):
+        b1_t = step.at(b1)
         # torch: exp_avg.lerp_(grad, 1 - beta1), i.e. exp_avg + w * (grad - exp_avg)
-        exp_avg = jax.tree.map(lambda m, g: m + _scalar_like(1 - b1_t, m) * (g - m),
-                               state.exp_avg, updates)
-        exp_avg_sq = jax.tree.map(
-            lambda v, g: v * _scalar_like(b2, v) + _scalar_like(1 - b2, v) * (g * g),
-            state.exp_avg_sq, updates)
+        exp_avg = jax.tree.map(lambda m, g: lerp(m, g, 1 - b1_t), state.exp_avg, updates)
+        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq,
+                                  updates)
         normaliser = exp_avg_sq
         max_exp_avg_sq = None
         if amsgrad:
             max_exp_avg_sq = jax.tree.map(jnp.maximum, state.max_exp_avg_sq, exp_avg_sq)
             normaliser = max_exp_avg_sq
-        t = step.astype(jnp.result_type(float))
-        bias_correction1 = _one_minus_power(b1_t, t)
-        bias_correction2_sqrt = jnp.sqrt(_one_minus_power(b2, t))
-        step_size = lr_t / like_lr(lr_t, bias_correction1)
+        bias_correction1 = one_minus_power(b1_t, step.t)
+        bias_correction2_sqrt = jnp.sqrt(one_minus_power(b2, step.t))
+        step_size = step.lr / like_lr(step.lr, bias_correction1)
 
         def adam_step(m, v):
-            denom = jnp.sqrt(v) / _scalar_like(bias_correction2_sqrt, v) + _scalar_like(eps, v)
-            return _scalar_like(-step_size, m) * m / denom
+            denom = jnp.sqrt(v) / scalar_like(bias_correction2_sqrt, v) + scalar_like(eps, v)
+            return scalar_like(-step_size, m) * m / denom
 
         new_updates = jax.tree.map(adam_step, exp_avg, normaliser)
         if decoupled_weight_decay:
-            decay = lr_t * like_lr(lr_t, decoupled_weight_decay)
-            if hasattr(decay, "dtype"):
-                decay = 1 - (1 - decay)  # torch's factor 1 - lr*wd, rounded in lr's dtype
-            new_updates = jax.tree.map(lambda u, p: u - _scalar_like(decay, p) * p,
-                                       new_updates, params)
-        return new_updates, AdamState(step=step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq,
-                                      max_exp_avg_sq=max_exp_avg_sq)
+            new_updates = decay_params(new_updates, params, step.lr, decoupled_weight_decay)
+        return new_updates, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq,
+                             "max_exp_avg_sq": max_exp_avg_sq}
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return torch_rule(AdamState, rule, lr=lr,
+                      needs_params="adamw" if decoupled_weight_decay else None,
+                      max_exp_avg_sq=zeros if amsgrad else None)
 
 
 def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
@@ -312,57 +216,28 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0
          capturable: bool = False, differentiable: bool = False, fused=None,
          decoupled_weight_decay: bool = False) -> optax.GradientTransformation:
     """``torch.optim.Adam``; ``weight_decay`` is coupled L2 (``grad += wd * p``) unless
-    ``decoupled_weight_decay`` (then it is ``adamw``). ``betas[0]`` may be a schedule,
-    and must be ``lr.momentum`` when ``lr`` is a ``OneCycleLR`` schedule that cycles
-    momentum.
+    ``decoupled_weight_decay`` (then it is ``adamw``). ``lr``, ``betas``, ``eps``,
+    ``maximize`` and the flags are every factory's (``jaxgrad.optim``).
 
     Args:
-      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
-        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
-      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
-        be a schedule.
-      eps: added to the denominator for numerical stability (outside the square root,
-        as torch).
       weight_decay: L2 penalty, added to the gradient, unless
         ``decoupled_weight_decay``.
       amsgrad: normalise by the running maximum of ``exp_avg_sq``.
-      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
-        single-tensor rule).
-      maximize: maximise the objective (the gradient's sign flipped).
-      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
-        always capturable).
       differentiable: must be False: torch's ``differentiable=True`` takes its capturable
-        path (float32 bias corrections), so True is refused (every JAX update is
-        differentiable already).
-      fused: must be None or False: torch's fused kernel rounds differently, so True is
-        refused.
+        path (float32 bias corrections), so True is refused.
       decoupled_weight_decay: decay the parameters directly (``p *= 1 - lr·weight_decay``,
         AdamW's rule) instead of adding ``weight_decay·p`` to the gradient.
 
     Returns:
-      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
-      params)``) whose state holds torch's ``optimizer.state`` (``AdamState``).
-
-    Raises:
-      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
-        ``capturable=True``, or a combination torch refuses.
-      TypeError: a hyperparameter or flag of the wrong type.
+      The transformation; its state holds ``AdamState``.
     """
-    lr = check_lr(lr)
-    check_flags(foreach=foreach, fused=fused, differentiable=differentiable,
-                capturable=capturable, lr=lr)
-    refuse_differentiable("adamw" if decoupled_weight_decay else "adam", differentiable)
-    b1, b2 = check_betas(betas)
-    check_momentum_follows(lr, "betas[0]", b1, "adamw" if decoupled_weight_decay else "adam")
-    eps = check_hyper("eps", eps)
-    weight_decay = check_hyper("weight_decay", weight_decay)
-    parts = [maximize_transform()] if maximize else []
-    if weight_decay and not decoupled_weight_decay:
-        parts.append(optax.add_decayed_weights(weight_decay))
-    parts.append(scale_by_torch_adam(lr, b1, b2, eps,
-                                     weight_decay if decoupled_weight_decay else 0.0,
-                                     bool(amsgrad)))
-    return optax.chain(*parts)
+    lr, b1, b2, eps, weight_decay = check_adam_family(
+        "adamw" if decoupled_weight_decay else "adam", lr, betas, eps, weight_decay,
+        differentiable_refused=True, foreach=foreach, fused=fused,
+        differentiable=differentiable, capturable=capturable)
+    coupled, decoupled = split_weight_decay(weight_decay, decoupled_weight_decay)
+    return torch_chain(maximize, coupled,
+                       scale_by_torch_adam(lr, b1, b2, eps, decoupled, bool(amsgrad)))
 
 
 def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
@@ -371,35 +246,11 @@ def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
           fused=None) -> optax.GradientTransformation:
     """``torch.optim.AdamW``: decoupled decay ``p *= 1 - lr * wd``, torch's default wd 1e-2.
 
+    ``adam`` with ``decoupled_weight_decay=True`` (its arguments, its state ``AdamState``).
+
     Args:
-      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
-        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
-      betas: ``(beta1, beta2)``, the coefficients of the running averages; ``beta1`` may
-        be a schedule.
-      eps: added to the denominator for numerical stability (outside the square root,
-        as torch).
       weight_decay: decoupled decay: ``p *= 1 − lr·weight_decay`` before the Adam
         step (torch's default 1e-2; optax's ``adamw`` defaults to 1e-4).
-      amsgrad: normalise by the running maximum of ``exp_avg_sq``.
-      maximize: maximise the objective (the gradient's sign flipped).
-      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
-        single-tensor rule).
-      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
-        always capturable).
-      differentiable: must be False: torch's ``differentiable=True`` takes its capturable
-        path (float32 bias corrections), so True is refused (every JAX update is
-        differentiable already).
-      fused: must be None or False: torch's fused kernel rounds differently, so True is
-        refused.
-
-    Returns:
-      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
-      params)``) whose state holds torch's ``optimizer.state`` (``AdamState``).
-
-    Raises:
-      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
-        ``capturable=True``, or a combination torch refuses.
-      TypeError: a hyperparameter or flag of the wrong type.
     """
     return adam(lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
                 capturable=capturable, differentiable=differentiable, fused=fused,
@@ -411,19 +262,14 @@ def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
 
 @register_state
 class RmspropState(NamedTuple):
-    """``rmsprop``'s state, torch's ``optimizer.state[p]``.
+    """``rmsprop``'s state, torch's ``optimizer.state[p]``: ``square_avg``, ``grad_avg``
+    when centered and ``momentum_buffer`` when momentum > 0 (else None), each like
+    params."""
 
-    Attributes:
-      step: ``()`` int32: torch's ``state[p]["step"]``.
-      square_avg: like params: torch's ``state[p]["square_avg"]``.
-      grad_avg: like params when centered, else None: torch's ``state[p]["grad_avg"]``.
-      momentum_buffer: like params when momentum > 0, else None.
-    """
-
-    step: jax.Array  # `()` int32: torch's state[p]["step"]
-    square_avg: Any  # like params: torch's state[p]["square_avg"]
-    grad_avg: Any  # like params when centered, else None: torch's state[p]["grad_avg"]
-    momentum_buffer: Any  # like params when momentum > 0, else None
+    step: jax.Array
+    square_avg: Any
+    grad_avg: Any
+    momentum_buffer: Any
 
 
 def _two_product(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -476,46 +322,36 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
 
     scheduled = callable(momentum)
 
-    def init_fn(params):
-        def zeros():
-            return jax.tree.map(jnp.zeros_like, params)
-        return RmspropState(step=jnp.zeros((), jnp.int32), square_avg=zeros(),
-                            grad_avg=zeros() if centered else None,
-                            momentum_buffer=zeros() if scheduled or momentum > 0 else None)
-
-    def update_fn(updates, state, params=None):
-        del params
-        square_avg = jax.tree.map(
-            lambda s, g: s * _scalar_like(alpha, s) + _scalar_like(1 - alpha, s) * (g * g),
-            state.square_avg, updates)
+    def rule(updates, state, params, step):
+        square_avg = jax.tree.map(lambda s, g: square_average(s, g, alpha), state.square_avg,
+                                  updates)
         if centered:
-            grad_avg = jax.tree.map(lambda a, g: a + _scalar_like(1 - alpha, a) * (g - a),
-                                    state.grad_avg, updates)
+            grad_avg = jax.tree.map(lambda a, g: lerp(a, g, 1 - alpha), state.grad_avg, updates)
             avg = jax.tree.map(lambda s, a: jnp.sqrt(_fused_minus_square(s, a)),
                                square_avg, grad_avg)
         else:
             grad_avg = None
             avg = jax.tree.map(jnp.sqrt, square_avg)
-        avg = jax.tree.map(lambda a: a + _scalar_like(eps, a), avg)
+        avg = jax.tree.map(lambda a: a + scalar_like(eps, a), avg)
         direction = jax.tree.map(lambda g, a: g / a, updates, avg)
         buffers = None
         if scheduled:
             # torch takes the momentum branch only at steps where momentum > 0
-            momentum_t = value_at(momentum, state.step)
+            momentum_t = step.at(momentum)
             active = momentum_t > 0
             buffers = jax.tree.map(
-                lambda b, d: jnp.where(active, b * _scalar_like(momentum_t, b) + d, b),
+                lambda b, d: jnp.where(active, b * scalar_like(momentum_t, b) + d, b),
                 state.momentum_buffer, direction)
             direction = jax.tree.map(lambda b, d: jnp.where(active, b, d), buffers, direction)
         elif momentum > 0:
-            buffers = jax.tree.map(lambda b, d: b * _scalar_like(momentum, b) + d,
+            buffers = jax.tree.map(lambda b, d: b * scalar_like(momentum, b) + d,
                                    state.momentum_buffer, direction)
             direction = buffers
-        return direction, RmspropState(step=optax.safe_int32_increment(state.step),
-                                       square_avg=square_avg, grad_avg=grad_avg,
-                                       momentum_buffer=buffers)
+        return direction, {"square_avg": square_avg, "grad_avg": grad_avg,
+                           "momentum_buffer": buffers}
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return torch_rule(RmspropState, rule, grad_avg=zeros if centered else None,
+                      momentum_buffer=zeros if scheduled or momentum > 0 else None)
 
 
 def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
@@ -524,47 +360,30 @@ def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float
             differentiable: bool = False) -> optax.GradientTransformation:
     """``torch.optim.RMSprop``: ``p -= lr * grad / (sqrt(square_avg) + eps)``.
 
+    ``lr``, ``eps``, ``weight_decay`` (L2), ``maximize`` and the flags are every
+    factory's (``jaxgrad.optim``).
+
     Args:
-      lr: the learning rate: a float, a one-element array (torch's tensor ``lr``) or a
-        schedule ``count -> lr`` (``jaxgrad.optim.schedulers``).
       alpha: the smoothing constant of ``square_avg`` (optax's ``decay``).
-      eps: added to the denominator for numerical stability (outside the square root,
-        as torch).
-      weight_decay: L2 penalty, added to the gradient (``grad += weight_decay·p``).
-      momentum: the momentum factor: a float or a schedule ``count -> momentum``.
+      momentum: the momentum factor: a float or a schedule ``count -> momentum``
+        (``lr.momentum`` when ``lr`` is a ``OneCycleLR`` schedule that cycles momentum),
+        above 0 at step 0.
       centered: normalise by the centred second moment, ``square_avg − grad_avg²``.
-      capturable: must be False (torch refuses True for CPU tensors; a jitted step is
-        always capturable).
-      foreach: torch's implementation flag; accepted and ignored (jaxgrad computes torch's
-        single-tensor rule).
-      maximize: maximise the objective (the gradient's sign flipped).
-      differentiable: torch's implementation flag; accepted and ignored (every JAX update
-        is differentiable).
 
     Returns:
-      An ``optax.GradientTransformation`` (``init(params)``, ``update(grads, state,
-      params)``) whose state holds torch's ``optimizer.state`` (``RmspropState``).
-
-    Raises:
-      ValueError: a hyperparameter outside torch's range, ``fused=True`` or
-        ``capturable=True``, or a combination torch refuses.
-      TypeError: a hyperparameter or flag of the wrong type.
+      The transformation; its state holds ``RmspropState``.
     """
-    lr = check_lr(lr)
-    check_flags(foreach=foreach, differentiable=differentiable, capturable=capturable, lr=lr)
+    lr = check_lr_and_flags(lr, foreach=foreach, differentiable=differentiable,
+                            capturable=capturable)
     alpha = check_hyper("alpha", alpha)
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
-    momentum = check_momentum(momentum)
-    check_momentum_follows(lr, "momentum", momentum, "rmsprop")
+    momentum = check_momentum_follow("rmsprop", lr, momentum)
     if callable(momentum) and not float(momentum(0)) > 0:
         raise ValueError(
             f"`momentum` is a schedule whose value at step 0 (={float(momentum(0))!r}) is not "
             "> 0: torch creates RMSprop's momentum buffer only when the first step has "
             "momentum, and fails at a later step that has; start the schedule above 0.")
-    parts = [maximize_transform()] if maximize else []
-    if weight_decay:
-        parts.append(optax.add_decayed_weights(weight_decay))
-    parts.append(scale_by_torch_rmsprop(alpha, eps, momentum, bool(centered)))
-    parts.append(scale_by_lr(lr))
-    return optax.chain(*parts)
+    return torch_chain(maximize, weight_decay,
+                       scale_by_torch_rmsprop(alpha, eps, momentum, bool(centered)),
+                       scale_by_lr(lr))

@@ -25,10 +25,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import check_hyper, check_int, check_lr, like_lr, value_at
+from jaxgrad.optim._args import check_hyper, check_int, check_lr, like_lr
+from jaxgrad.optim._family import refuse_complex, scalar_like, torch_lerp, torch_rule
 from jaxgrad.optim.cycling import check_momentum_follows
-from jaxgrad.optim.factored import refuse_complex, torch_lerp
-from jaxgrad.optim.optimizers import _scalar_like
 from jaxgrad.optim.state import register_state
 
 _ADJUST = (None, "original", "match_rms_adamw")
@@ -90,15 +89,11 @@ def _adjusted_lr(lr, adjust_lr_fn, shape):
 
 @register_state(torch_step=False)
 class MuonState(NamedTuple):
-    """``muon``'s state, torch's ``optimizer.state[p]``.
+    """``muon``'s state, torch's ``optimizer.state[p]``: ``momentum_buffer``, like
+    params; ``step`` counts the steps for a scheduled ``lr`` (torch keeps none)."""
 
-    Attributes:
-      step: ``()`` int32: steps taken (torch keeps none; it times a scheduled ``lr``).
-      momentum_buffer: like params: torch's ``state[p]["momentum_buffer"]``.
-    """
-
-    step: jax.Array  # `()` int32: steps taken, for a scheduled lr
-    momentum_buffer: Any  # like params
+    step: jax.Array
+    momentum_buffer: Any
 
 
 def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True,
@@ -145,7 +140,7 @@ def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: b
     if not isinstance(ns_coefficients, (tuple, list)) or len(ns_coefficients) != 3:
         raise ValueError(f"`ns_coefficients` (={ns_coefficients!r}) must be three numbers.")
 
-    def init_fn(params):
+    def check_params(params):
         refuse_complex("Muon", params)
         for path, leaf in jax.tree_util.tree_leaves_with_path(params):
             if jnp.ndim(leaf) != 2:
@@ -153,26 +148,20 @@ def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: b
                     f"`params` {jax.tree_util.keystr(path)} has shape {jnp.shape(leaf)}: Muon "
                     "only supports 2-d parameters (as torch); optimise the others with "
                     "another optimizer (param_groups or optax.multi_transform).")
-        return MuonState(step=jnp.zeros((), jnp.int32),
-                         momentum_buffer=jax.tree.map(jnp.zeros_like, params))
 
-    def update_fn(updates, state, params=None):
-        if params is None:
-            raise ValueError("muon's update needs `params` (got None): call "
-                             "`optimizer.update(grads, state, params)`.")
-        lr_t = value_at(lr, state.step)
+    def rule(updates, state, params, step):
+        lr_t = step.lr
         buffers = jax.tree.map(lambda b, g: torch_lerp(b, g, 1 - momentum),
                                state.momentum_buffer, updates)
 
         def step_of(p, g, buf):
             direction = torch_lerp(g, buf, momentum) if nesterov else buf
             orthogonal = newton_schulz(direction, ns_coefficients, ns_steps, eps)
-            decayed = p * _scalar_like(1 - lr_t * like_lr(lr_t, weight_decay), p)
+            decayed = p * scalar_like(1 - lr_t * like_lr(lr_t, weight_decay), p)
             adjusted = _adjusted_lr(lr_t, adjust_lr_fn, p.shape)
-            return decayed + _scalar_like(-adjusted, p) * orthogonal.astype(p.dtype) - p
+            return decayed + scalar_like(-adjusted, p) * orthogonal.astype(p.dtype) - p
 
         new = jax.tree.map(step_of, params, updates, buffers)
-        return new, MuonState(step=optax.safe_int32_increment(state.step),
-                              momentum_buffer=buffers)
+        return new, {"momentum_buffer": buffers}
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return torch_rule(MuonState, rule, lr=lr, needs_params="muon", check_params=check_params)
