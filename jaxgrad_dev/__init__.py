@@ -7,7 +7,9 @@ What both the test suite (``parity_tests/``) and the command-line scripts
 - ``layer_parity``: one layer in both frameworks, outputs and every gradient compared
   (the parity report's layer rows and the layer tests);
 - ``module_db``: every sample of PyTorch's ``module_db`` run in both frameworks (the
-  conformance tests and ``scripts/conformance.py``).
+  conformance tests and ``scripts/conformance.py``);
+- ``mutations``: the mutation corpus (``*.yaml``) and the machinery that applies it in
+  a scratch copy (``scripts/mutants.py``, ``parity_tests/test_mutations.py``).
 
 The direction is one way: ``jaxgrad_dev`` imports ``jaxgrad`` (and torch), never
 ``parity_tests`` or ``scripts``; ``jaxgrad`` never imports ``jaxgrad_dev``

@@ -6,7 +6,7 @@ every conformance test. Each group below puts its edge in a sample of its own, c
 torch's answer in float64 in the test, and compares value and vector-Jacobian products
 at the float64 tier (NaN masks included): the table entry directly and, where a model
 reaches it, through a captured model. Every group is held by an entry of the mutation
-corpus (``parity_tests/mutations/edges.yaml``) that plants the bug it must catch.
+corpus (``jaxgrad_dev/mutations/edges.yaml``) that plants the bug it must catch.
 
 Also here: the three bugs found while writing them (a variance over as many elements as
 its correction, a traced ``chunk`` of an empty dimension, and the uninitialised

@@ -21,7 +21,7 @@ entries (hardswish, celu, softshrink, xlogy, std, cosine_similarity, index_add,
 index_copy…) at the same edges. Where torch's own forward is nondeterministic
 (``scatter`` without a reduction writing different values at one position), only the
 deterministic part is compared: the gradient, and the value away from that position.
-The mutation corpus ``parity_tests/mutations/edges_tables.yaml`` plants a bug in each
+The mutation corpus ``jaxgrad_dev/mutations/edges_tables.yaml`` plants a bug in each
 family that these must catch.
 """
 

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 import mutants as mutants_script
-from parity_tests.mutations import corpus as mutation_corpus
-from parity_tests.mutations import runner
+from jaxgrad_dev.mutations import corpus as mutation_corpus
+from jaxgrad_dev.mutations import runner
 
 SURVIVORS_OF_THE_FIRST_RUN = (  # the 8 edits that once survived every related test
     "clip-around-freeze", "trainer-batches-ignore-accumulate", "leaky-relu-ge-zero",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The mutation run: does the test suite catch realistic convention bugs?
 
-Each entry of the corpus in parity_tests/mutations/*.yaml is one small, exact edit
+Each entry of the corpus in jaxgrad_dev/mutations/*.yaml is one small, exact edit
 of a convention-critical line (Adam's eps inside the square root, a flipped freeze
 mask, ...) and the tests that must catch it. Every entry is applied in a scratch
 copy of the repository (the real tree is never edited), its tests run there with a
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
                         help="skip running the named tests on the unmutated copy first")
     parser.add_argument("--list", action="store_true", help="list the entries and exit")
     parser.add_argument("--corpus", metavar="DIR", help="corpus directory "
-                        "(default parity_tests/mutations)")
+                        "(default jaxgrad_dev/mutations)")
     parser.add_argument("--root", metavar="DIR", default=str(ROOT),
                         help="repository to mutate (default: this checkout)")
     args = parser.parse_args(argv)
@@ -68,9 +68,8 @@ def main(argv=None) -> int:
     if args.corpus is not None and not Path(args.corpus).is_dir():
         parser.error(f"--corpus (={args.corpus!r}) is not a directory")
 
-    sys.path.insert(0, str(ROOT))
-    from parity_tests.mutations import corpus as mutation_corpus
-    from parity_tests.mutations import runner
+    from jaxgrad_dev.mutations import corpus as mutation_corpus
+    from jaxgrad_dev.mutations import runner
 
     try:
         entries = mutation_corpus.load_corpus(args.corpus or mutation_corpus.CORPUS_DIR)

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from parity_tests.mutations.corpus import (REPO_ROOT, CorpusError, Mutant, report_check_names,
-                                           stale_reason)
+from jaxgrad_dev.mutations.corpus import (REPO_ROOT, CorpusError, Mutant, report_check_names,
+                                          stale_reason)
 
 KILLED, SURVIVED, EQUIVALENT = "killed", "SURVIVED", "equivalent"
 STALE, TIMEOUT, BAD_TESTS, ERROR = "STALE", "TIMEOUT", "BAD TESTS", "ERROR"
