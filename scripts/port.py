@@ -123,6 +123,12 @@ def parse_args(argv=None):
     parser.add_argument("--layout", default="NHWC", choices=["NHWC", "NCHW"],
                         help="input layout of the nnx module for image models (default NHWC, "
                              "flax's idiom; a model captured with torch.export keeps torch's)")
+    parser.add_argument("--export", metavar="PATH", dest="export_path",
+                        help="also write a torch-free artifact (jaxgrad.nn.save_exported: "
+                             "the float32 evaluation-mode program with jax.export, symbolic "
+                             "batch and other sizes torch kept dynamic, and the weights); "
+                             "it is reloaded and checked against torch at two batch sizes. "
+                             "Run it with jaxgrad.nn.load_exported(PATH)(x), no torch needed")
     parser.add_argument("--int-input", type=int, metavar="VOCAB",
                         help="integer inputs in [0, VOCAB) (token ids) instead of normals "
                              "(default for a transformers model taking input_ids: its "
@@ -143,6 +149,8 @@ def parse_args(argv=None):
         parser.error("give the example input: --input-shape (once per positional input) "
                      "and/or --inputs (named inputs)")
     _cli.output_file(parser, "--out", args.out)
+    if args.export_path is not None:
+        _cli.output_file(parser, "--export", args.export_path)
     # A model spec is resolved in two steps: here, what can be told without running
     # the user's code or importing torch; in `_model_spec.factory`, the imports.
     args.spec = _model_spec.parse_spec(parser, "MODEL", args.target, args.config)
@@ -427,7 +435,76 @@ def _port(parser, args) -> int:
     if not reloaded.passed:
         print(reloaded.table())
     _print_load_lines(args, factory, example, captured)
+    if args.export_path is not None:
+        failed |= not _export_artifact(parser, args, fresh, vocab)
     return 1 if failed else 0
+
+
+def _export_artifact(parser, args, fresh, vocab) -> bool:
+    """``--export``: the float32 evaluation-mode program as a torch-free artifact,
+    reloaded with ``load_exported`` and compared with torch at the example's batch size
+    and one more (float32 verdicts calibrated by torch's float64 answer)."""
+    import numpy as np
+    import torch
+
+    from jaxgrad.nn import from_torch, load_exported, save_exported
+    from jaxgrad.parity import compare
+
+    module = fresh().float().eval()
+    inputs, named, _ = _draw_inputs(parser, args.inputs, vocab)
+    as_torch = lambda v: torch.from_numpy(v.astype("float32") if v.dtype.kind == "f" else v)  # noqa: E731
+    try:
+        model, params, buffers = from_torch(
+            module, tuple(as_torch(v) for v in inputs), capture="export", with_buffers=True,
+            example_kwargs={k: as_torch(v) for k, v in named.items()} or None)
+        save_exported(args.export_path, model, params, buffers or None)
+    except (TypeError, ValueError) as exc:
+        print(f"
+--export: cannot write the artifact: {exc}")
+        return False
+    artifact = load_exported(args.export_path)
+    batch = args.inputs[0].shape[0] if args.inputs[0].shape else None
+    sizes = [batch, batch + 1] if batch else [None]
+    ok = True
+    dynamic = "every size torch kept dynamic symbolic" if not model.shapes.static else (
+        f"static shapes: {model.shapes.static}")
+    print(f"
+exported the float32 evaluation program to {args.export_path} ({dynamic}; "
+          f"platforms {', '.join(artifact.platforms)}); reloaded with load_exported:")
+    for size in sizes:
+        specs = [spec._replace(shape=(size, *spec.shape[1:])) if size and spec.shape and
+                 spec.shape[0] == batch else spec for spec in args.inputs]
+        x_args, x_named, _ = _draw_inputs(parser, specs, vocab)
+        x32 = [as_torch(v) for v in x_args]
+        k32 = {k: as_torch(v) for k, v in x_named.items()}
+        with torch.no_grad():
+            reference = module(*x32, **k32)
+            module64 = fresh().double().eval()
+            reference64 = module64(*(t.double() if t.is_floating_point() else t for t in x32),
+                                   **{k: t.double() if t.is_floating_point() else t
+                                      for k, t in k32.items()})
+        flat = lambda out: [np.asarray(v, dtype=np.float64) for v in (  # noqa: E731
+            out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list))
+            else [out]) if v is not None and hasattr(v, "shape")]
+        to_np = lambda out: (out.detach().numpy() if hasattr(out, "detach") else  # noqa: E731
+                             {k: to_np(v) for k, v in out.items()} if isinstance(out, dict)
+                             else [to_np(v) for v in out] if isinstance(out, (tuple, list))
+                             else out)
+        try:
+            got = artifact(*(v.numpy() for v in x32), **{k: v.numpy() for k, v in k32.items()})
+        except ValueError as exc:
+            print(f"  batch {size}: refused: {exc}")
+            ok = False
+            continue
+        report = compare(flat(to_np(reference)), flat(got),
+                         reference64=flat(to_np(reference64)), name=f"batch {size}")
+        ok &= report.passed
+        print(f"  batch {size}: output max abs err {report.max_abs_err:.2e} against torch "
+              f"float32: {'PASS' if report.passed else 'FAIL'}")
+        if not report.passed:
+            print(report.table())
+    print(f"  run it without torch: jaxgrad.nn.load_exported({args.export_path!r})(x)")
+    return ok
 
 
 def _print_float32_inside(regions) -> None:

@@ -36,6 +36,7 @@ from flax import nnx
 from jaxgrad.nn.module import child_path
 from jaxgrad.nn.program import TensorMeta
 from jaxgrad.nn.regions import readers, regions, state_read
+from jaxgrad.nn.shapes import concrete, is_symbolic
 
 
 def _input_meta(model, program, name):
@@ -48,9 +49,14 @@ def _input_meta(model, program, name):
     return dict(model.input_meta).get(index) if index is not None else None
 
 
-def _fits(module, channels_last: bool, meta_in, meta_out) -> bool:
-    """Whether the stock layer maps torch's recorded input to its recorded output."""
+def _fits(module, channels_last: bool, meta_in, meta_out, example=None) -> bool:
+    """Whether the stock layer maps torch's recorded input to its recorded output, at
+    the example's sizes (``example``: ``{symbol: size}`` of a dynamic capture)."""
     if not isinstance(meta_in, TensorMeta) or not isinstance(meta_out, TensorMeta):
+        return False
+    meta_in, meta_out = (TensorMeta(concrete(m.shape, example or {}), m.dtype)
+                         for m in (meta_in, meta_out))
+    if is_symbolic(meta_in.shape) or is_symbolic(meta_out.shape):
         return False
 
     def call(x):
@@ -116,7 +122,8 @@ def build(model, params: dict, buffers: dict, make_layer, seed: int = 0):
         if not all(_fits(module, channels_last,
                          _input_meta(model, programs[train], candidates[train][path].input),
                          next(n.meta for n in candidates[train][path].nodes
-                              if n.name == candidates[train][path].outputs[0]))
+                              if n.name == candidates[train][path].outputs[0]),
+                         dict(model.shapes.example))
                    for train in programs):
             continue
         layers[path], needs[path] = module, channels_last

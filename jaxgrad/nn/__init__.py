@@ -40,6 +40,9 @@ from jaxgrad.nn.conv import ConvTranspose3d
 from jaxgrad.nn.convert import SUPPORTED
 from jaxgrad.nn.convert import from_torch
 from jaxgrad.nn.aten._autograd import register_autograd_function
+from jaxgrad.nn.artifact import ExportedArtifact
+from jaxgrad.nn.artifact import load_exported
+from jaxgrad.nn.artifact import save_exported
 from jaxgrad.nn.functional._lowering import conv_lowering
 from jaxgrad.nn.linear import Bilinear
 from jaxgrad.nn.linear import Flatten

@@ -433,7 +433,7 @@ def _convert(module, path: str):
 
 
 def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool = False,
-               capture: str = "auto"):
+               capture: str = "auto", dynamic_shapes="auto", batch_one: bool = False):
     """Build the jaxgrad twin of ``module`` and copy its weights.
 
     Two front ends (see "Capture" in the docs):
@@ -446,8 +446,9 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
     - *export*: anything else (Hugging Face transformers, vision transformers, a
       forward with shape assertions, ``torch.finfo``, tied weights, writes through
       views) is captured with ``torch.export`` on ``example`` and decomposed to core
-      ATen ops (``jaxgrad.nn.export``); the result is specialised to the example's
-      shapes.
+      ATen ops (``jaxgrad.nn.export``). Every size torch's program does not fix stays
+      symbolic: one capture runs at every batch size and sequence length the program
+      accepts, and a shape it cannot take is refused by name before JAX runs.
 
     Either way ``apply(train=...)`` runs torch's training-mode or evaluation-mode
     forward, whichever is asked, and random ops take the explicit ``key``.
@@ -461,6 +462,15 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
         validated by ``model.load_buffers``.
       capture: ``"auto"`` (the layer path when the module converts and traces,
         else export), ``"layers"`` or ``"export"``.
+      dynamic_shapes: for the export front end: ``"auto"`` (every size of every tensor
+        input dynamic, ``torch.export.Dim.AUTO``; torch fixes what the model's code
+        needs, and a model torch cannot capture so is captured at the example's
+        shapes, ``model.shapes.static`` saying why), ``None`` (the example's shapes), or
+        a ``dynamic_shapes`` spec as ``torch.export.export`` takes it.
+      batch_one: export front end: also capture the program at batch size 1. torch
+        captures sizes 0 and 1 apart from the others (broadcasting treats them so),
+        so a capture at batch 2 or more runs batches from 2 up; with this, ``apply``
+        runs batch 1 too (one more capture).
 
     Returns:
       ``(model, params)``, or ``(model, params, buffers)`` with ``with_buffers=True``:
@@ -492,7 +502,7 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
                                           else (example,))
     untouched = _snapshot(module)
     try:
-        model = _front_end(module, args, example_kwargs, capture)
+        model = _front_end(module, args, example_kwargs, capture, (dynamic_shapes, batch_one))
     finally:
         _restore(untouched)  # the user's module exactly as it was
     state = module.state_dict()
@@ -502,7 +512,7 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
     return model, params
 
 
-def _front_end(module, args, example_kwargs, capture):
+def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
     """The model from the front end ``capture`` names (``auto``: layers, then export).
 
     Parameters with ``requires_grad=False`` (a frozen backbone, Whisper's
@@ -510,7 +520,7 @@ def _front_end(module, args, example_kwargs, capture):
     layer path's model holds their names: ``GraphModule.frozen``, or ``Frozen``)."""
     frozen = tuple(name for name, p in module.named_parameters() if not p.requires_grad)
     if capture == "export":
-        model = _capture_export(module, args, example_kwargs, frozen)
+        model = _capture_export(module, args, example_kwargs, frozen, shapes)
     else:
         try:
             model = _convert(module, "") if not frozen else _with_frozen(
@@ -524,7 +534,7 @@ def _front_end(module, args, example_kwargs, capture):
                     "example input: `from_torch(module, example=(x,))`.)"
                 ) from layers_error
             try:
-                model = _capture_export(module, args, example_kwargs, frozen)
+                model = _capture_export(module, args, example_kwargs, frozen, shapes)
             except ValueError as export_error:
                 raise ValueError(
                     f"{export_error}\n(The layer path failed first: {layers_error})"
@@ -563,7 +573,7 @@ def _with_frozen(model, frozen):
     return Frozen(model, frozen)
 
 
-def _capture_export(module, args, kwargs, frozen=()):
+def _capture_export(module, args, kwargs, frozen=(), shapes=("auto", False)):
     if args is None and not kwargs:
         raise ValueError(
             f"from_torch: capturing {type(module).__name__} with torch.export needs an "
@@ -571,4 +581,5 @@ def _capture_export(module, args, kwargs, frozen=()):
         )
     from jaxgrad.nn import export  # imports torch.export, lazily
 
-    return export.capture(module, args or (), kwargs or {}, frozen=frozen)
+    return export.capture(module, args or (), kwargs or {}, frozen=frozen,
+                          dynamic_shapes=shapes[0], batch_one=shapes[1])

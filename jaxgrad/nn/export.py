@@ -35,8 +35,9 @@ import numpy as np
 from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn import aten, export_autograd
 from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import (Constants, ExportedModule, FunctionSpec, OpNode, Program,
-                                TensorMeta, UserRule)
+from jaxgrad.nn.program import (SYM_OPS, Constants, ExportedModule, FunctionSpec, OpNode,
+                                Program, TensorMeta, UserRule)
+from jaxgrad.nn.shapes import ShapeSpec, SymDim, is_symbolic, symbols
 
 
 def _where(path: str) -> str:
@@ -45,22 +46,61 @@ def _where(path: str) -> str:
 
 # ------------------------------------------------------------- node contents
 def _meta(value):
-    """What torch recorded for a node's result: TensorMeta, a tuple, or None."""
+    """What torch recorded for a node's result: TensorMeta (sizes torch left symbolic
+    as ``SymDim``), a tuple, or None (symbolic scalars included)."""
     kind = type(value).__name__
     if hasattr(value, "shape") and hasattr(value, "dtype") and kind != "ndarray":
-        shape = tuple(value.shape)
-        if not all(isinstance(s, int) for s in shape):
-            raise _Dynamic(f"a tensor of symbolic shape {list(shape)}")
+        shape = tuple(_size(s) for s in value.shape)
         return TensorMeta(shape, np.dtype(canonical_dtype(value.dtype)).name)
     if isinstance(value, (tuple, list)):
         return tuple(_meta(v) for v in value)
-    if kind.startswith("Sym"):
-        raise _Dynamic(f"a symbolic value {value}")
     return None
 
 
+def _size(size):
+    """A tensor size: an int, or a ``SymDim`` for a size torch kept symbolic."""
+    if isinstance(size, int):
+        return size
+    expr = size.node.expr
+    if expr.is_number:
+        return int(expr)
+    return SymDim(sym_expr(expr))
+
+
 class _Dynamic(Exception):
-    """A symbolic (dynamic) shape: jaxgrad captures static shapes only."""
+    """A symbolic expression jaxgrad cannot evaluate."""
+
+
+class DynamicShapeError(ValueError):
+    """A capture with dynamic dimensions failed where one at the example's shapes may
+    not: ``capture`` with ``dynamic_shapes="auto"`` captures again at static shapes."""
+
+
+def sym_expr(expr):
+    """A sympy expression (torch's symbolic sizes and guards) as ``jaxgrad.nn.shapes``'
+    nested tuples; ``_Dynamic`` for what it cannot hold (a data-dependent size,
+    a float)."""
+    import sympy
+
+    name = type(expr).__name__
+    if expr is sympy.true or expr is sympy.false:
+        return bool(expr)
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        if not expr.name.startswith("s"):
+            raise _Dynamic(f"a data-dependent size {expr.name} (its value comes from a tensor)")
+        return ("sym", expr.name)
+    args = expr.args
+    if isinstance(expr, sympy.Pow) and args[1].is_Integer and int(args[1]) >= 0:
+        return ("pow", sym_expr(args[0]), int(args[1]))
+    ops = {"Add": "add", "Mul": "mul", "FloorDiv": "floordiv", "Mod": "mod",
+           "PythonMod": "mod", "Max": "max", "Min": "min", "Equality": "eq",
+           "Unequality": "ne", "GreaterThan": "ge", "StrictGreaterThan": "gt",
+           "LessThan": "le", "StrictLessThan": "lt", "And": "and", "Or": "or", "Not": "not"}
+    if name in ops:
+        return (ops[name], *(sym_expr(a) for a in args))
+    raise _Dynamic(f"a size expression jaxgrad does not evaluate ({name}: {expr})")
 
 
 def _argument(value, describe):
@@ -77,8 +117,8 @@ def _argument(value, describe):
         return np.dtype(canonical_dtype(value))
     if kind in ("device", "layout", "memory_format"):
         return text
-    if kind.startswith("Sym"):
-        raise _Dynamic(f"a symbolic argument {value}")
+    if kind == "SymInt":
+        return _size(value)
     raise ValueError(f"from_torch: {describe()}: unsupported argument {value!r} ({kind}).")
 
 
@@ -93,7 +133,7 @@ def module_path(node) -> str:
 
 _NO_OPS = {
     # shape and value assertions torch already checked on the example
-    "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+    "aten._assert_tensor_metadata.default",
     "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
     "aten._assert_async.msg",
 }
@@ -131,6 +171,9 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
         target = "getitem" if node.target is operator.getitem else str(node.target)
         if target in _NO_OPS:
             continue
+        if getattr(node.target, "__module__", None) in ("_operator", "torch", "math") and (
+                f"sym.{node.target.__name__}" in SYM_OPS):
+            target = f"sym.{node.target.__name__}"  # arithmetic on symbolic sizes
         if target == "aten._local_scalar_dense.default":
             raise ValueError(
                 f"from_torch: {describe()} reads a tensor's value as a Python number "
@@ -138,7 +181,7 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
                 "from tensor values, which a captured program cannot do. Compute it from "
                 "shapes, or outside the forward."
             )
-        if target != "getitem" and aten.lookup(target) is None:
+        if target != "getitem" and aten.lookup(target) is None and target not in SYM_OPS:
             raise ValueError(
                 f"from_torch: unmapped op {target} at {describe()}; jaxgrad's ATen table "
                 f"maps {len(aten.supported())} overloads (jaxgrad.nn.aten.supported()), "
@@ -161,12 +204,12 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
             kwargs = tuple((k, _argument(v, describe)) for k, v in node.kwargs.items())
             meta = _meta(node.meta.get("val"))
         except _Dynamic as dynamic:
-            raise ValueError(
-                f"from_torch: {describe()} has {dynamic}; jaxgrad captures static shapes "
-                "only (export without `dynamic_shapes`)."
+            raise DynamicShapeError(
+                f"from_torch: {describe()} has {dynamic}; capture it at the example's "
+                "shapes: `from_torch(..., dynamic_shapes=None)`."
             ) from None
         key_path = None
-        op = aten.lookup(target) if target != "getitem" else None
+        op = aten.lookup(target) if target != "getitem" and target not in SYM_OPS else None
         if op is not None and op.sample is not None:
             index = random_counts.get(where, 0)
             random_counts[where] = index + 1
@@ -216,7 +259,7 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
     from torch.export.graph_signature import InputKind, OutputKind
 
     sig = ep.graph_signature
-    inputs, constants, input_meta, user_index = [], {}, [], 0
+    inputs, constants, input_meta, user_index, dims = [], {}, [], 0, []
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     for spec in sig.input_specs:
         name = spec.arg.name
@@ -231,9 +274,15 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
         elif spec.kind == InputKind.USER_INPUT:
             value = getattr(spec.arg, "value", None)
             if type(spec.arg).__name__ == "TensorArgument":
-                meta = _meta(placeholders[name].meta.get("val"))
+                try:
+                    meta = _meta(placeholders[name].meta.get("val"))
+                except _Dynamic as dynamic:
+                    raise DynamicShapeError(f"from_torch: input {name!r} of {class_name} has "
+                                            f"{dynamic}.") from None
                 input_meta.append((user_index, meta))
                 inputs.append((name, "input", user_index))
+                if is_symbolic(meta.shape):
+                    dims.append((name, meta.shape))
             else:  # a Python value torch specialised the program to
                 input_meta.append((user_index, ("const", value)))
                 if name in placeholders:
@@ -268,7 +317,8 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
     nodes = build_nodes(ep.graph.nodes, placeholders, class_name=class_name, path=path)
     nodes = _with_function_specs(nodes, ep, class_name, path, specs)
     out_tree = tree_of(ep.call_spec.out_spec, lambda: f"the output of {class_name}")
-    program = Program(tuple(inputs), nodes, tuple(outputs), out_tree, tuple(buffer_updates))
+    program = Program(tuple(inputs), nodes, tuple(outputs), out_tree, tuple(buffer_updates),
+                      tuple(dims))
     return _freeze(program, frozen), constants, tuple(input_meta)
 
 
@@ -313,6 +363,7 @@ def _with_function_specs(nodes, ep, class_name, path, specs: dict) -> tuple:
         refs, call_id = node.args
         call = export_autograd.call_of(call_id)
         metas = tuple(_meta(graph_nodes[ref.name].meta.get("val")) for ref in refs)
+        examples = tuple(_example_meta(graph_nodes[ref.name].meta.get("val")) for ref in refs)
         other = tuple((i, _argument(a, lambda: call.name)) for i, a in enumerate(call.args)
                       if i not in call.tensor_positions)
         key = (call.cls, metas, other, tuple(sorted(call.kwargs.items())) if all(
@@ -328,7 +379,9 @@ def _with_function_specs(nodes, ep, class_name, path, specs: dict) -> tuple:
                         "ones.")
                 specs[key] = UserRule(call.name, other)
             else:
-                specs[key] = _capture_function(call, metas, node.meta, class_name, where)
+                specs[key] = _capture_function(
+                    call, examples, _example_meta(graph_nodes[node.name].meta.get("val")),
+                    class_name, where, dynamic=any(is_symbolic(m.shape) for m in metas))
         result.append(dataclasses.replace(node, args=(refs, specs[key])))
     return tuple(result)
 
@@ -337,9 +390,21 @@ class _Unreproducible(Exception):
     """Why a custom Function's forward or backward cannot be captured."""
 
 
-def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSpec:
+def _example_meta(value):
+    """``_meta`` with the example's sizes in place of symbolic ones."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_example_meta(v) for v in value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        shape = tuple(s if isinstance(s, int) else int(s.node.hint) for s in value.shape)
+        return TensorMeta(shape, np.dtype(canonical_dtype(value.dtype)).name)
+    return None
+
+
+def _capture_function(call, metas, output_meta, class_name, where,
+                      dynamic=False) -> FunctionSpec:
     """A custom ``autograd.Function``'s forward and its own backward, each captured
-    on its own with ``torch.export`` at these input shapes."""
+    on its own with ``torch.export`` at these input shapes (``metas``: the example's;
+    ``dynamic``: every size kept symbolic, as the enclosing capture's are)."""
     import torch
 
     generator = torch.Generator().manual_seed(0)  # the user's global RNG left alone
@@ -383,7 +448,9 @@ def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSp
                 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
                 # `.data` read as detach(), a Function the Function calls captured in turn
                 with export_autograd.during_export(wrapper, set(), problems):
-                    exported = torch.export.export(wrapper, tuple(args), strict=False)
+                    exported = torch.export.export(
+                        wrapper, tuple(args), strict=False,
+                        dynamic_shapes=auto_dims(wrapper, args, {}) if dynamic else None)
                 exported = exported.run_decompositions(decompositions())
             program, constants, _ = _program(exported, call.name, "", set(), {}, set(), {})
         except Exception as error:  # noqa: BLE001 - reported, named, below
@@ -400,6 +467,9 @@ def _capture_function(call, metas, output_meta, class_name, where) -> FunctionSp
         forward, forward_constants = program_of(Forward(), tensors, "forward")
         backward, backward_constants = program_of(Backward(), tensors + grads, "backward")
     except _Unreproducible as reason:
+        if dynamic:  # perhaps at the example's shapes: the enclosing capture tries those
+            raise DynamicShapeError(f"from_torch: the custom autograd.Function {call.name} "
+                                    f"cannot be captured with dynamic sizes: {reason}") from None
         raise ValueError(
             f"from_torch: the custom autograd.Function {call.name} called {_where(where)} in "
             f"{class_name} cannot be reproduced: {reason}. jaxgrad honours a Function's own "
@@ -484,10 +554,27 @@ def decompositions():
     return table
 
 
+def auto_dims(module, args, kwargs):
+    """torch's ``dynamic_shapes`` with every size of every tensor input dynamic
+    (``Dim.AUTO``: torch keeps what the code allows symbolic and fixes the rest); sizes 0
+    and 1 stay fixed, as torch would fix them anyway."""
+    import torch
+    from torch.export import Dim, ShapesCollection
+
+    collection = ShapesCollection()
+    for leaf in torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs))):
+        if isinstance(leaf, torch.Tensor):
+            collection[leaf] = {axis: Dim.AUTO for axis, size in enumerate(leaf.shape)
+                                if size >= 2}
+    return collection.dynamic_shapes(module, tuple(args), dict(kwargs))
+
+
 def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=None,
-            frozen=None):
+            frozen=None, dynamic_shapes=None):
     """One mode's program, decomposed; autograd written in the forward marked first
-    (``export_autograd``). ``frozen`` receives the parameters the forward freezes."""
+    (``export_autograd``). ``frozen`` receives the parameters the forward freezes;
+    ``dynamic_shapes`` goes to ``torch.export`` as is (a failure is then a
+    ``DynamicShapeError``)."""
     import torch
 
     mode = "training" if train else "evaluation"
@@ -499,7 +586,8 @@ def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=
             # torch's own pytree code warns about its own deprecated LeafSpec
             warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
             with export_autograd.during_export(module, frozen, problems):
-                exported = torch.export.export(module, tuple(args), dict(kwargs), strict=False)
+                exported = torch.export.export(module, tuple(args), dict(kwargs), strict=False,
+                                               dynamic_shapes=dynamic_shapes)
             if not problems:
                 export_autograd.mark_autograd(
                     exported, lambda: f"{class_name} {_where(path)} in {mode} mode")
@@ -508,7 +596,8 @@ def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=
         if isinstance(error, ValueError) and str(error).startswith("from_torch:"):
             raise
         message = str(error).strip().split("\n")[0][:400]
-        raise ValueError(
+        kind = DynamicShapeError if dynamic_shapes is not None else ValueError
+        raise kind(
             f"from_torch: torch.export cannot capture {class_name} {_where(path)} in {mode} "
             f"mode ({type(error).__name__}: {message}). jaxgrad needs both of torch's modes "
             "(apply(train=True) and apply(train=False)); a forward that branches on tensor "
@@ -584,11 +673,12 @@ def _known_layers(module, param_names: set) -> tuple:
     return tuple(layers)
 
 
-def _baked_randomness(module, args, kwargs, constants, class_name, path):
+def _baked_randomness(module, args, kwargs, constants, class_name, path, dynamic_shapes):
     """Names of training-mode constants that change with the global seeds."""
     import torch  # noqa: F401 - _export needs it
 
-    again = _export(module, args, kwargs, True, class_name, path, seed=12345)
+    again = _export(module, args, kwargs, True, class_name, path, seed=12345,
+                    dynamic_shapes=dynamic_shapes)
     changed = []
     for name, value in constants.items():
         other = again.constants.get(name)
@@ -600,7 +690,8 @@ def _baked_randomness(module, args, kwargs, constants, class_name, path):
     return changed
 
 
-def capture(module, args=(), kwargs=None, path: str = "", frozen=()) -> ExportedModule:
+def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
+            dynamic_shapes="auto", batch_one: bool = False) -> ExportedModule:
     """Capture ``module``'s two modes with ``torch.export`` and map them to JAX.
 
     Args:
@@ -610,17 +701,62 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=()) -> Exported
       path: its path in an enclosing model, for messages.
       frozen: names of parameters torch has with ``requires_grad=False``: every read of
         them goes through a stop-gradient.
+      dynamic_shapes: ``"auto"``: every size of every tensor input dynamic
+        (``Dim.AUTO``; torch fixes what the model's code needs), captured again at the
+        example's shapes when torch cannot keep them dynamic (the model's
+        ``shapes.static`` says why); ``None``: the example's shapes; anything else
+        goes to ``torch.export.export(dynamic_shapes=...)`` as torch takes it.
+      batch_one: also capture the program at batch size 1 (every tensor input's first
+        size 1): torch captures sizes 0 and 1 apart from the others, so a capture at
+        a batch of 2 or more takes batches from 2 up; ``apply`` then runs whichever
+        program the inputs' sizes fit.
 
     Returns:
       an ``ExportedModule`` (the model's mode flags are restored afterwards).
 
     Raises:
       ValueError: either mode cannot be exported, or the program holds an op
-        outside the table, an input or parameter mutation, a dynamic shape, or
-        randomness torch cannot see; naming the node, op and module path.
+        outside the table, an input or parameter mutation, or randomness torch
+        cannot see; naming the node, op and module path.
     """
-    class_name = type(module).__name__
     kwargs = dict(kwargs or {})
+    auto = isinstance(dynamic_shapes, str) and dynamic_shapes == "auto"
+    if dynamic_shapes is None:
+        model = _capture(module, args, kwargs, path, frozen, None,
+                         "`dynamic_shapes=None` asked for the example's shapes")
+    else:
+        try:
+            model = _capture(module, args, kwargs, path, frozen,
+                             auto_dims(module, args, kwargs) if auto else dynamic_shapes, "")
+        except DynamicShapeError as error:
+            if not auto:
+                raise
+            reason = str(error).removeprefix("from_torch: ").split(". ")[0][:300]
+            model = _capture(module, args, kwargs, path, frozen, None,
+                             f"torch.export could not keep its sizes dynamic ({reason})")
+    if batch_one and not model.shapes.static:
+        one = _batch_of_one(args, kwargs)
+        variant = capture(module, one[0], one[1], path, frozen,
+                          "auto" if auto else dynamic_shapes)
+        model = dataclasses.replace(model, variants=(variant,))
+    return model
+
+
+def _batch_of_one(args, kwargs):
+    """The example with every tensor input's first size cut to 1."""
+    import torch
+
+    def first(leaf):
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0 and leaf.shape[0] > 1:
+            return leaf[:1].clone()
+        return leaf
+
+    return torch.utils._pytree.tree_map(first, (tuple(args), dict(kwargs)))
+
+
+def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static) -> ExportedModule:
+    """``capture`` with torch's ``dynamic_shapes`` (or None, ``static`` saying why)."""
+    class_name = type(module).__name__
     params, buffers, aliases, order = _state_names(module)
     persistent = {name for name, _ in buffers} | {a for a in aliases if a not in
                                                    {n for n, _ in params}}
@@ -629,19 +765,23 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=()) -> Exported
     # frozen: parameters with requires_grad=False (and those the forward freezes)
     frozen, specs, calls_before = set(frozen), {}, export_autograd.calls()
     try:
-        programs, constants, input_metas = {}, {}, {}
+        programs, constants, input_metas, shape_specs = {}, {}, {}, []
         for train in (True, False):
-            exported = _export(module, args, kwargs, train, class_name, path, frozen=frozen)
+            exported = _export(module, args, kwargs, train, class_name, path, frozen=frozen,
+                               dynamic_shapes=dynamic_shapes)
             if train:
                 in_tree = tree_of(exported.call_spec.in_spec,
                                   lambda: f"the inputs of {class_name}")
             program, mode_constants, input_metas[train] = _program(
                 exported, class_name, path, persistent, aliases, frozen, specs)
+            if dynamic_shapes is not None:
+                shape_specs.append(_shape_spec(exported))
             # a tensor the forward made (not a module's buffer) may hold a NumPy draw
             made = {name: value for name, value in mode_constants.items()
                     if name not in module_buffers}
             if train and made:
-                changed = _baked_randomness(module, args, kwargs, made, class_name, path)
+                changed = _baked_randomness(module, args, kwargs, made, class_name, path,
+                                            dynamic_shapes)
                 if changed:
                     raise ValueError(
                         f"from_torch: {class_name} {_where(path)} draws random numbers outside "
@@ -662,17 +802,77 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=()) -> Exported
         for name, child in module.named_modules(remove_duplicate=False):
             child.training = flags[name]
         export_autograd.forget(export_autograd.calls() - calls_before)
-    if input_metas[True] != input_metas[False]:  # pragma: no cover - same example twice
-        raise AssertionError("the two modes saw different inputs")
+    if input_metas[True] != input_metas[False]:
+        # the two modes' symbols (named after their sources) or fixed sizes differ
+        raise DynamicShapeError(
+            f"from_torch: {class_name}'s two modes take different input sizes "
+            f"({input_metas[True]} in training, {input_metas[False]} in evaluation).")
     eval_program = programs[True] if programs[False] == programs[True] else programs[False]
+    if shape_specs:
+        shapes = ShapeSpec(
+            ranges=tuple(sorted(set(shape_specs[0].ranges) | set(shape_specs[1].ranges))),
+            guards=tuple(dict.fromkeys(shape_specs[0].guards + shape_specs[1].guards)),
+            fixed=tuple(dict.fromkeys(shape_specs[0].fixed + shape_specs[1].fixed)),
+            example=tuple(sorted(set(shape_specs[0].example) | set(shape_specs[1].example))))
+    else:
+        shapes = ShapeSpec(static=static)
     return ExportedModule(
         class_name=class_name, train_program=programs[True], eval_program=eval_program,
         in_tree=in_tree, input_meta=input_metas[True],
         params=tuple((n, _tensor_meta(t)) for n, t in params),
         buffers=tuple((n, _tensor_meta(t)) for n, t in buffers),
         constants=Constants(constants), aliases=tuple(aliases.items()), order=tuple(order),
-        layers=_known_layers(module, {n for n, _ in params}),
+        layers=_known_layers(module, {n for n, _ in params}), shapes=shapes,
     )
+
+
+def _shape_spec(exported) -> ShapeSpec:
+    """The ranges of the symbols torch kept, the guards it recorded on them, and why it
+    fixed the sizes it fixed, from the capture's shape environment."""
+    shape_env = None
+    for node in exported.graph.nodes:
+        fake = node.meta.get("val")
+        shape_env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
+        if shape_env is not None:
+            break
+    ranges = []
+    for symbol, value_range in exported.range_constraints.items():
+        low = int(value_range.lower) if value_range.lower.is_Integer else 0
+        high = int(value_range.upper) if value_range.upper.is_Integer else None
+        ranges.append((str(symbol), low, high))
+    if shape_env is None:
+        return ShapeSpec(ranges=tuple(ranges))
+    known = {name for name, _, _ in ranges}
+    guards, fixed = [], []
+    for guard in shape_env.guards:
+        expr = shape_env.replace(guard.expr)
+        try:
+            converted = sym_expr(expr)
+        except _Dynamic:
+            continue  # a size no input carries: nothing to check at the call
+        if isinstance(converted, bool) or not symbols(converted) <= known:
+            continue
+        guards.append((converted, _location(guard.sloc)))
+    for symbol, value in shape_env.replacements.items():
+        if getattr(value, "is_number", False):
+            sloc = shape_env.replacements_slocs.get(symbol)
+            fixed.append((str(symbol), _location(sloc) if sloc is not None else ""))
+    example = tuple((str(symbol), int(value)) for symbol, value in shape_env.var_to_val.items()
+                    if str(symbol) in known)
+    return ShapeSpec(ranges=tuple(ranges), guards=tuple(guards), fixed=tuple(fixed),
+                     example=example)
+
+
+def _location(sloc) -> str:
+    """Where torch recorded a guard: the user's line, or torch's check that needed it."""
+    frame = getattr(sloc, "framework_loc", None)
+    if frame is None:
+        return ""
+    filename = str(getattr(frame, "filename", ""))
+    if "/torch/" in filename:
+        return f"torch's check in {frame.name}"
+    line = (getattr(frame, "line", "") or "").strip()
+    return f"{filename.rsplit('/', 1)[-1]}:{frame.lineno} `{line}`"
 
 
 def _rename_constant(program: Program, old: str, new: str) -> Program:

@@ -41,6 +41,7 @@ from jaxgrad._arrays import to_numpy
 from jaxgrad.nn import aten
 from jaxgrad.nn.fx import Ref
 from jaxgrad.nn.module import Module, child_path, layer_key
+from jaxgrad.nn.shapes import ShapeSpec, SymDim, bind, concrete, evaluate, is_symbolic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +92,8 @@ class Program:
       outputs: the flattened user outputs (``Ref`` or constants).
       out_tree: their structure (``tree`` below).
       buffer_updates: ``((buffer name, Ref), ...)``: what the program writes.
+      dims: ``((placeholder name, shape), ...)`` for the inputs whose shapes torch
+        kept symbolic (``SymDim``): ``run`` binds the symbols from the values given.
     """
 
     inputs: tuple
@@ -98,6 +101,7 @@ class Program:
     outputs: tuple
     out_tree: tuple
     buffer_updates: tuple = ()
+    dims: tuple = ()
 
     def random_nodes(self) -> list[OpNode]:
         """The nodes that draw random numbers, in execution order."""
@@ -183,11 +187,13 @@ def unflatten(tree, leaves):
 
 
 # ------------------------------------------------------------------- running
-def _materialize(value, env):
+def _materialize(value, env, dims=None):
     if isinstance(value, Ref):
         return env[value.name]
     if isinstance(value, tuple):
-        return tuple(_materialize(v, env) for v in value)
+        return tuple(_materialize(v, env, dims) for v in value)
+    if isinstance(value, SymDim):
+        return evaluate(value.expr, dims or {})
     return value
 
 
@@ -195,24 +201,76 @@ def _canonical(dtype_name: str) -> np.dtype:
     return np.dtype(jax.dtypes.canonicalize_dtype(np.dtype(dtype_name)))
 
 
-def _check_meta(node: OpNode, value, meta, where) -> None:
+def _check_meta(node: OpNode, value, meta, where, dims=None) -> None:
     if meta is None:
         return
     if isinstance(meta, tuple):
         for i, (item, item_meta) in enumerate(zip(value, meta)):
-            _check_meta(node, item, item_meta, f"{where}[{i}]")
+            _check_meta(node, item, item_meta, f"{where}[{i}]", dims)
         return
     shape, dtype = tuple(np.shape(value)), getattr(value, "dtype", None)
+    expected = concrete(meta.shape, dims or {})
+    # a size of a symbol no input binds (a region run alone) is not checked
+    same_shape = len(shape) == len(expected) and all(
+        isinstance(want, SymDim) or _same_size(got, want) for got, want in zip(shape, expected))
     # canonical on both sides: a NumPy constant (HF's int64 position_ids) keeps int64
     # where JAX without x64 computes int32; jnp canonicalises it at its next op
-    if shape != tuple(meta.shape) or dtype is None or (
+    if not same_shape or dtype is None or (
             _canonical(np.dtype(dtype).name) != _canonical(meta.dtype)):
         got = f"{np.dtype(dtype).name if dtype is not None else type(value).__name__}{list(shape)}"
         raise ValueError(
             f"jaxgrad's ATen table computed {got} for node {where} ({node.target}) at "
-            f"{node.path or 'the top level'!r}, where torch's program has {meta.describe()}. "
-            "This is a bug in jaxgrad.nn.aten: please report it with the model."
+            f"{node.path or 'the top level'!r}, where torch's program has "
+            f"{_describe(meta, expected)}. This is a bug in jaxgrad.nn.aten: please report it "
+            "with the model."
         )
+
+
+def _same_size(got, want) -> bool:
+    """Sizes equal; a ``jax.export`` dimension variable that cannot be decided equal is
+    taken as equal (the export's own shape checks hold it)."""
+    try:
+        return bool(got == want)
+    except Exception:  # noqa: BLE001 - jax's InconclusiveDimensionOperation
+        return True
+
+
+def _describe(meta, expected) -> str:
+    if not is_symbolic(meta.shape):
+        return meta.describe()
+    return f"{meta.dtype}{[str(s) for s in meta.shape]} = {meta.dtype}{list(expected)}"
+
+
+# Arithmetic on symbolic sizes in a dynamic capture (``x.size(0) * 16``), and the
+# ATen ops that read sizes: Python ints while JAX traces.
+def _contiguous_stride(x, dim):
+    stride = 1
+    for size in x.shape[dim + 1 if dim >= 0 else x.ndim + dim + 1:]:
+        stride = stride * size
+    return stride
+
+
+def _assert_scalar(condition, message=""):
+    if isinstance(condition, (bool, np.bool_)) and not condition:
+        raise ValueError(f"the inputs' sizes break a condition torch's program was captured "
+                         f"under ({message}).")
+
+
+SYM_OPS = {
+    "sym.add": operator.add, "sym.sub": operator.sub, "sym.mul": operator.mul,
+    "sym.floordiv": operator.floordiv, "sym.mod": operator.mod, "sym.truediv": operator.truediv,
+    "sym.pow": operator.pow, "sym.neg": operator.neg, "sym.eq": operator.eq,
+    "sym.ne": operator.ne, "sym.ge": operator.ge, "sym.gt": operator.gt, "sym.le": operator.le,
+    "sym.lt": operator.lt, "sym.and_": operator.and_, "sym.or_": operator.or_,
+    "sym.sym_float": float, "sym.sym_int": int, "sym.sym_max": max, "sym.sym_min": min,
+    "sym.sym_not": operator.not_, "sym.sym_sqrt": lambda v: v ** 0.5,
+    "aten.sym_size.int": lambda x, dim: x.shape[dim],
+    "aten.sym_numel.default": lambda x: int(np.prod(x.shape)) if all(
+        isinstance(s, int) for s in x.shape) else x.size,
+    "aten.sym_stride.int": _contiguous_stride,
+    "aten.sym_storage_offset.default": lambda x: 0,
+    "aten._assert_scalar.default": _assert_scalar,
+}
 
 
 def run(program: Program, env: dict, *, key, path: str, random_draws, class_name: str,
@@ -227,6 +285,7 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
     like any node): how the nnx twin runs a layer of the program as a stock nnx layer
     (``jaxgrad.flax.program``)."""
     starts = {region.nodes[0].name: (region, fn) for region, fn in regions}
+    dims = bind((shape, np.shape(env[name])) for name, shape in program.dims if name in env)
     inside = {node.name for region, _ in regions for node in region.nodes}
     draws = dict(random_draws or {})
     unknown = set(draws) - {n.name for n in program.random_nodes()}
@@ -243,13 +302,16 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
                 (result,) = region.outputs
                 value = fn(env[region.input])
                 last = next(n for n in region.nodes if n.name == result)
-                _check_meta(last, value, last.meta, repr(result))
+                _check_meta(last, value, last.meta, repr(result), dims)
                 env[result] = value
             continue
-        args = _materialize(node.args, env)
-        kwargs = dict(_materialize(node.kwargs, env))
+        args = _materialize(node.args, env, dims)
+        kwargs = dict(_materialize(node.kwargs, env, dims))
         if node.target == "getitem":
             env[node.name] = operator.getitem(*args)
+            continue
+        if node.target in SYM_OPS:
+            env[node.name] = SYM_OPS[node.target](*args, **kwargs)
             continue
         op = aten.lookup(node.target)
         if op.sample is not None:
@@ -266,11 +328,11 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
             value = op.fn(draw, *args, **kwargs)
         else:
             value = op.fn(*args, **kwargs)
-        _check_meta(node, value, node.meta, repr(node.name))
+        _check_meta(node, value, node.meta, repr(node.name), dims)
         env[node.name] = value
     if nodes is not None:
         return None, None
-    outputs = [_materialize(item, env) for item in program.outputs]
+    outputs = [_materialize(item, env, dims) for item in program.outputs]
     updates = {name: env[ref.name] for name, ref in program.buffer_updates}
     return outputs, updates
 
@@ -363,7 +425,7 @@ def call_function(spec, inputs: tuple) -> list:
         for i, (cotangent, meta) in enumerate(zip(cotangents, spec.outputs)):
             dtype = _canonical(meta.dtype)
             if i in spec.non_differentiable or cotangent.dtype == jax.dtypes.float0:
-                cotangent = jnp.zeros(meta.shape, dtype)
+                cotangent = jnp.zeros(np.shape(cotangent), dtype)
             grads_out.append(cotangent.astype(dtype))
         grads = _run_part(spec.backward, xs + tuple(grads_out), spec.constants["backward"],
                           spec.name)
@@ -404,6 +466,11 @@ class ExportedModule(Module):
       order: torch's ``state_dict()`` keys, aliases included.
       layers: ``((module path, jaxgrad layer), ...)`` of torch layers jaxgrad knows,
         used by ``init`` for torch's default initialisation of their parameters.
+      shapes: the sizes torch's program accepts (``jaxgrad.nn.shapes.ShapeSpec``):
+        ``input_meta`` holds a ``SymDim`` for every size torch kept symbolic.
+      variants: ``ExportedModule``\\ s of the same model captured at other sizes
+        (``from_torch(..., batch_one=True)``: batch 1), each run when the inputs fit
+        it and not this one.
     """
 
     class_name: str
@@ -417,6 +484,8 @@ class ExportedModule(Module):
     aliases: tuple = ()
     order: tuple = ()
     layers: tuple = ()
+    shapes: ShapeSpec = ShapeSpec(static="captured without dynamic dimensions")
+    variants: tuple = ()
 
     # ---- state
     def param_shapes(self):
@@ -509,14 +578,10 @@ class ExportedModule(Module):
         for index, meta in self.input_meta:
             value = leaves[index]
             if isinstance(meta, TensorMeta):
-                shape = tuple(np.shape(value))
-                if not hasattr(value, "shape") or shape != tuple(meta.shape):
-                    raise ValueError(
-                        f"{self.class_name}.apply: input {index} has shape {list(shape)}, but "
-                        f"the model was captured for {meta.describe()} (torch.export "
-                        "specialises to the example's shapes); convert again with an example "
-                        "of this shape."
-                    )
+                if not hasattr(value, "shape"):
+                    raise TypeError(
+                        f"{self.class_name}.apply: input {index} must be an array "
+                        f"({meta.describe()}), got {type(value).__name__}.")
                 if np.dtype(value.dtype) != _canonical(meta.dtype):
                     raise TypeError(
                         f"{self.class_name}.apply: input {index} has dtype "
@@ -528,6 +593,7 @@ class ExportedModule(Module):
                     f"specialised the program to {meta[1]!r} (a Python value in the example); "
                     "convert again with this value."
                 )
+        self.shapes.check(f"{self.class_name}.apply", self.input_meta, leaves)
         return leaves
 
     def bind(self, params, inputs, kwargs, buffers, train,
@@ -556,8 +622,27 @@ class ExportedModule(Module):
                     leaves[target], np.ndarray) else leaves[target]
         return program, env
 
+    def for_inputs(self, inputs, kwargs) -> "ExportedModule":
+        """This model, or the variant whose program these inputs' sizes fit."""
+        try:
+            self._leaves(inputs, kwargs)
+            return self
+        except ValueError as error:
+            for variant in self.variants:
+                try:
+                    variant._leaves(inputs, kwargs)
+                    return variant
+                except ValueError:
+                    continue
+            raise error
+
     def forward_with_state(self, params, *inputs, buffers, train, key, path,
                            random_draws=None, **kwargs):
+        model = self.for_inputs(inputs, kwargs) if self.variants else self
+        if model is not self:
+            return model.forward_with_state(params, *inputs, buffers=buffers, train=train,
+                                            key=key, path=path, random_draws=random_draws,
+                                            **kwargs)
         program, env = self.bind(params, inputs, kwargs, buffers, train)
         outputs, updates = run(program, env, key=key, path=path, random_draws=random_draws,
                                class_name=self.class_name)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import Program
+from jaxgrad.nn.program import SYM_OPS, Program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,9 @@ def _refs(value, found: list) -> list:
 def regions(program: Program) -> list[Region]:
     """The regions of ``program`` with one outside input, in execution order."""
     state = {name for name, kind, _ in program.inputs if kind != "input"}
+    # sizes (a dynamic capture's sym_size and arithmetic on it) are no outside *input*:
+    # a layer run whole reads its sizes from its input
+    state |= {node.name for node in program.nodes if node.target in SYM_OPS}
     paths = {node.path for node in program.nodes}
     leaves = {p for p in paths if p and not any(q.startswith(p + ".") for q in paths)}
     runs: list[list[int]] = []

@@ -56,7 +56,9 @@ def draws_for(model: ExportedModule, draws, *, train: bool = True) -> dict:
 
 def _draw_shape(node):
     meta = node.meta[0] if isinstance(node.meta, tuple) else node.meta
-    return None if meta is None else tuple(meta.shape)
+    if meta is None or not all(isinstance(size, int) for size in meta.shape):
+        return None  # a size torch kept symbolic: the draw's shape is the call's
+    return tuple(meta.shape)
 
 
 def grads_both(module, model, params, args, *, train=False, key=None, draws=None,

@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import json
 import time
 import traceback
 
@@ -63,12 +64,14 @@ from torchref.random_draws import recording
 STEPS = 3
 SGD = {"lr": 0.01, "momentum": 0.9}
 SEED_TRAIN = 7  # torch's RNG before the training steps (its dropout draws)
-COLUMNS = ("float64", "float32", "float32_grads", "train")
+COLUMNS = ("float64", "float32", "float32_grads", "train", "shapes", "artifact")
 # the columns a row's verdict holds: float64 forward and gradients, the float32
-# forward, float64 training; the float32 gradients are judged and shown on their own
-VERDICT = ("float64", "float32", "train")
+# forward, float64 training, the other shapes and the artifact; the float32 gradients
+# are judged and shown on their own
+VERDICT = ("float64", "float32", "train", "shapes", "artifact")
 COLUMN_TITLES = {"float64": "f64 fwd+grads", "float32": "f32 fwd",
-                 "float32_grads": "f32 grads", "train": f"train f64 x{STEPS}"}
+                 "float32_grads": "f32 grads", "train": f"train f64 x{STEPS}",
+                 "shapes": "shapes", "artifact": "artifact"}
 
 
 @dataclasses.dataclass
@@ -499,14 +502,102 @@ def _example(args):
     return tuple(_torch(a) for a in args)
 
 
-def convert(module, args, kwargs, capture: str = "auto"):
-    """``from_torch(module, example=..., with_buffers=True, capture=capture)`` and its
-    wall time: ``(model, params, buffers, seconds)``."""
+def convert(module, args, kwargs, capture: str = "auto", batch_one: bool = False):
+    """``from_torch(module, example=..., with_buffers=True, capture=capture,
+    batch_one=...)`` and its wall time: ``(model, params, buffers, seconds)``; with
+    ``batch_one`` the export front end captures torch's batch-1 program too (the
+    shapes column)."""
     began = time.perf_counter()
     model, params, buffers = jaxgrad.nn.from_torch(
         module, example=_example(args), example_kwargs={k: _torch(v) for k, v in kwargs.items()}
-        or None, with_buffers=True, capture=capture)
+        or None, with_buffers=True, capture=capture, batch_one=batch_one)
     return model, params, buffers, time.perf_counter() - began
+
+
+# ------------------------------------------------------------------ other shapes
+def other_shapes(args, kwargs) -> dict:
+    """``{label: (args, kwargs)}``: the example at batch 1 and at a larger batch (its
+    rows repeated), and for a sequence (token ids, or audio: 2-D inputs) at a longer
+    length (its columns repeated), every input cut or grown alike."""
+    leaves = [*args, *kwargs.values()]
+    batch = next((a.shape[0] for a in leaves if isinstance(a, np.ndarray) and a.ndim), None)
+    if batch is None:
+        return {}
+
+    def along(axis, size):
+        def resize(a):
+            if not isinstance(a, np.ndarray) or a.ndim <= axis:
+                return a
+            reps = -(-size // a.shape[axis])
+            return np.take(np.concatenate([a] * reps, axis=axis), range(size), axis=axis)
+        return tuple(resize(a) for a in args), {k: resize(v) for k, v in kwargs.items()}
+
+    shapes = {"batch 1": along(0, 1), f"batch {batch + 2}": along(0, batch + 2)}
+    sequences = [a for a in leaves if isinstance(a, np.ndarray) and a.ndim == 2]
+    if sequences and len({a.shape[1] for a in sequences}) == 1:
+        length = sequences[0].shape[1]
+        longer = length + max(1, length // 2)
+        shapes[f"length {longer}"] = along(1, longer)
+    return shapes
+
+
+def shapes_report(module64, model, params, buffers, args, kwargs):
+    """float64 forward and every gradient at ``other_shapes``, from the one conversion."""
+    reference, candidate = {}, {}
+    for label, (shape_args, shape_kwargs) in other_shapes(args, kwargs).items():
+        reference[label], cotangents = torch_eval(module64, shape_args, shape_kwargs)
+        candidate[label] = jax_eval(model, params, buffers, shape_args, shape_kwargs, cotangents)
+    return jaxgrad.parity.compare(reference, candidate, name="other shapes")
+
+
+_RELOAD = """
+import sys, json
+import jax
+import numpy as np
+jax.config.update("jax_enable_x64", True)
+from jaxgrad.nn import load_exported
+artifact = load_exported(sys.argv[1])
+data = np.load(sys.argv[2])
+args = [data[f"arg{i}"] for i in range(int(data["nargs"]))]
+kwargs = {k[6:]: data[k] for k in data.files if k.startswith("kwarg_")}
+leaves = jax.tree_util.tree_leaves(artifact(*args, **kwargs))
+np.savez(sys.argv[3], *[np.asarray(leaf) for leaf in leaves])
+print(json.dumps({"torch imported": "torch" in sys.modules}))
+"""
+
+
+def artifact_report(module64, model, params, buffers, args, kwargs, capture):
+    """``save_exported`` the float64 evaluation program (a layer-path model is captured
+    with torch.export for it), reload it with ``load_exported`` in a fresh process that
+    never imports torch, run it on the example: its output against torch's."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    if not isinstance(model, ExportedModule):
+        model, params, buffers, _ = convert(module64, args, kwargs, "export", batch_one=False)
+    reference, _ = torch_eval(module64, args, kwargs)
+    with tempfile.TemporaryDirectory(prefix="jaxgrad-zoo-") as folder:
+        path = os.path.join(folder, "model.jaxgrad")
+        jaxgrad.nn.save_exported(path, model, params, buffers or None)
+        inputs = {f"arg{i}": a for i, a in enumerate(args)}
+        inputs.update({f"kwarg_{k}": v for k, v in kwargs.items()})
+        np.savez(os.path.join(folder, "inputs.npz"), nargs=len(args), **inputs)
+        done = subprocess.run([sys.executable, "-c", _RELOAD, path,
+                               os.path.join(folder, "inputs.npz"),
+                               os.path.join(folder, "out.npz")],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise RuntimeError(f"load_exported in a fresh process failed: "
+                               f"{done.stderr.strip().splitlines()[-1][:300]}")
+        if json.loads(done.stdout.strip().splitlines()[-1])["torch imported"]:
+            raise RuntimeError("the reloaded artifact imported torch")
+        with np.load(os.path.join(folder, "out.npz")) as out:
+            leaves = [out[f"arr_{i}"] for i in range(len(out.files))]
+    expected = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(reference["output"])]
+    return jaxgrad.parity.compare(expected, leaves[:len(expected)] if len(leaves) >= len(
+        expected) else leaves, name="artifact")
 
 
 def float32_regions(model) -> list[str]:
@@ -564,7 +655,8 @@ def _run(entry, result, columns, capture, say):
     module64, args64, kwargs64 = zoo_models.instance(built, "float64")
     say("convert float64")
     try:
-        model, params, buffers, seconds = convert(module64, args64, kwargs64, capture)
+        model, params, buffers, seconds = convert(module64, args64, kwargs64, capture,
+                                                  batch_one="shapes" in columns)
     except Exception as error:  # noqa: BLE001 - the row records why
         result.error = _first_line(error)
         return
@@ -600,6 +692,15 @@ def _run(entry, result, columns, capture, say):
             forward = grads = error
         result.columns["float32"] = _column(lambda: _raised(forward))
         result.columns["float32_grads"] = _column(lambda: _raised(grads))
+    if "shapes" in columns:
+        say("other shapes")
+        result.columns["shapes"] = _column(
+            lambda: shapes_report(module64, model, params, buffers, args64, kwargs64))
+    if "artifact" in columns:
+        say("artifact")
+        result.columns["artifact"] = _column(
+            lambda: artifact_report(module64, model, params, buffers, args64, kwargs64,
+                                    capture))
     if "train" in columns:
         say(f"{STEPS} training steps")
         result.columns["train"] = _column(

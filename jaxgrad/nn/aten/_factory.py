@@ -54,6 +54,8 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
     (``arange(0.5, 5, 1.5, dtype=int64)`` is ``[0, 1, 2, 3, 4]``) where other dtypes
     count it on the given ones (``dtype=int32``: ``[0, 1, 2]``)."""
     _check_layout("arange", layout)
+    if not all(isinstance(b, (int, float, np.integer, np.floating)) for b in (start, end, step)):
+        return _symbolic_arange(start, end, step, dtype)
     if step == 0:
         raise ValueError("arange: `step` must be nonzero.")
     if (step > 0 and end < start) or (step < 0 and end > start):
@@ -75,6 +77,18 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
     else:
         length = max(0, math.ceil((end - start) / step))
     return _arange(first, stride, length, canonical(dtype), exact)
+
+
+def _symbolic_arange(start, end, step, dtype):
+    """``arange`` with a ``jax.export`` dimension variable among integer bounds (a
+    position index over a symbolic sequence length)."""
+    if not (isinstance(step, (int, np.integer)) and step > 0):
+        raise ValueError(f"arange: a symbolic range {start} to {end} takes a positive "
+                         f"integer step, got {step!r}.")
+    dtype = np.dtype(np.int64 if dtype is None else dtype)
+    length = (end - start + step - 1) // step
+    return (start + step * jnp.arange(length, dtype=canonical(np.int64))).astype(
+        canonical(dtype))
 
 
 @compiled

@@ -104,6 +104,10 @@ def slice_(input, dim=0, start=None, end=None, step=1):
         raise ValueError(f"slice: `step` (={step}) must be positive.")
     _check_not_scalar("slice", input)
     dim = wrap_dim("slice", dim, input.ndim)
+    if isinstance(end, int) and end >= 2 ** 62:
+        end = None  # torch's "to the end" (INT64_MAX): min(size, it) is undecidable symbolically
+    if isinstance(start, int) and start == 0:
+        start = None
     # Python's slice rules are torch's for a positive step: None is the whole extent,
     # negatives count from the end, bounds clamp to [0, size]
     return input[(slice(None),) * dim + (slice(start, end, step),)]

@@ -141,6 +141,8 @@ def choose(x_shape, w_shape, stride, pads, dilation, groups) -> str:
         return mode
     if jax.default_backend() != "cpu":
         return "xla"
+    if not all(isinstance(size, int) for size in x_shape):
+        return "xla"  # symbolic sizes (a jax.export artifact): XLA's convolution takes them
     out = output_lengths(x_shape[2:], w_shape[2:], stride, pads, dilation)
     elements = x_shape[0] * math.prod(out) * math.prod(w_shape[1:])
     if elements > PATCH_LIMIT:

@@ -1,0 +1,293 @@
+"""One capture, every shape: dynamic sizes and the torch-free artifact, against torch.
+
+``from_torch`` captures with ``torch.export``'s dynamic dimensions: a model converted
+with a batch of 2 runs at a batch of 3 or 5, a sequence model at other lengths, and
+``batch_one=True`` adds torch's program at batch 1 (torch captures sizes 0 and 1 apart).
+Each shape is checked the lessons' way: torch's forward and ``backward()`` on the same
+weights and inputs, jaxgrad's ``apply`` and ``jax.grad``, compared at the float64 tier.
+A shape torch's program cannot take is refused before JAX runs, naming the input, the
+dimension and the constraint. ``save_exported`` writes the program with symbolic sizes
+(``jax.export``) and the weights; ``load_exported`` runs it in a process that never
+imports torch, and its outputs are compared with torch's.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from torch import nn as tnn
+
+from jaxgrad import nn
+from jaxgrad.parity import assert_parity
+
+
+class ConvHead(tnn.Module):
+    """A convolution, BatchNorm and a Linear after the flatten: the Linear fixes the
+    product of the two spatial sizes (a guard torch records), the batch stays free."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = tnn.Conv2d(3, 4, 3)
+        self.bn = tnn.BatchNorm2d(4)
+        self.fc = tnn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.fc(y.flatten(1)) + y.mean()
+
+
+class TinyLM(tnn.Module):
+    """Embedding, learned positions over ``arange(length)``, causal attention: the
+    sequence length is read as a size (``sym_size``) and built into tensors."""
+
+    def __init__(self, vocab=11, width=8):
+        super().__init__()
+        self.tokens = tnn.Embedding(vocab, width)
+        self.positions = tnn.Embedding(32, width)
+        self.attention = tnn.MultiheadAttention(width, 2, batch_first=True)
+        self.head = tnn.Linear(width, vocab)
+
+    def forward(self, ids):
+        length = ids.shape[1]
+        x = self.tokens(ids) + self.positions(torch.arange(length))
+        mask = torch.triu(torch.ones(length, length, dtype=torch.bool), 1)
+        y, _ = self.attention(x, x, x, attn_mask=mask, need_weights=False)
+        return self.head(y)
+
+
+def torch_values(module, x, *, train=False):
+    """torch's output, every parameter gradient and the input's gradient of
+    ``sum(output * c)``, ``c`` a fixed ramp."""
+    module.train(train)
+    module.zero_grad()
+    x_torch = torch.from_numpy(x)
+    floating = x_torch.is_floating_point()
+    if floating:
+        x_torch.requires_grad_(True)
+    out = module(x_torch)
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+    values = {"output": out.detach().numpy(),
+              "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    if floating:
+        values["input"] = x_torch.grad.numpy()
+    return values, cotangent
+
+
+def jax_values(model, params, x, cotangent, *, buffers=None, train=False):
+    def objective(params, x):
+        if buffers is None:
+            out = model.apply(params, x, train=train)
+        else:
+            out, _ = model.apply(params, x, buffers=buffers, train=train)
+        return jnp.sum(out * cotangent), out
+
+    floating = np.issubdtype(x.dtype, np.floating)
+    argnums = (0, 1) if floating else 0
+    grads, out = jax.grad(objective, argnums=argnums, has_aux=True)(params, jnp.asarray(x))
+    values = {"output": out, "grads": grads[0] if floating else grads}
+    if floating:
+        values["input"] = grads[1]
+    return values
+
+
+@pytest.fixture
+def conv_head(x64):
+    torch.manual_seed(0)
+    module = ConvHead().double()
+    example = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    model, params, buffers = nn.from_torch(module, (example,), capture="export",
+                                           with_buffers=True, batch_one=True)
+    return module, model, params, buffers
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_one_capture_runs_every_batch_size_as_torch(conv_head, train, rng):
+    module, model, params, buffers = conv_head
+    for batch in (2, 3, 5, 1):  # 1: the batch_one program
+        x = rng.standard_normal((batch, 3, 8, 8))
+        reference, cotangent = torch_values(module, x, train=train)
+        candidate = jax_values(model, params, x, cotangent, buffers=buffers, train=train)
+        assert_parity(reference, candidate, name=f"batch {batch}")
+
+
+def test_training_statistics_at_another_batch_size_are_torchs(conv_head, rng):
+    module, model, params, buffers = conv_head
+    x = rng.standard_normal((5, 3, 8, 8))
+    module.train()
+    module(torch.from_numpy(x))
+    _, new_buffers = model.apply(params, x, buffers=buffers, train=True)
+    assert_parity({k: v.numpy() for k, v in module.state_dict().items() if k in new_buffers},
+                  dict(new_buffers))
+
+
+def test_sequence_model_runs_every_length_and_batch(x64, rng):
+    torch.manual_seed(1)
+    module = TinyLM().double()
+    model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),), capture="export")
+    assert not model.shapes.static
+    for batch, length in ((2, 16), (3, 24), (4, 5), (2, 2)):
+        ids = rng.integers(0, 11, (batch, length))
+        reference, cotangent = torch_values(module, ids)
+        assert_parity(reference, jax_values(model, params, ids, cotangent),
+                      name=f"{batch}x{length}")
+
+
+def test_a_batch_of_one_without_its_program_is_refused_naming_the_range(conv_head):
+    module, _, _, _ = conv_head
+    model, params, buffers = nn.from_torch(
+        module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),), capture="export",
+        with_buffers=True)
+    with pytest.raises(ValueError, match=r"input 0 dim 0 must be >= 2 .*batch_one=True"):
+        model.apply(params, np.zeros((1, 3, 8, 8)), buffers=buffers)
+
+
+def test_a_size_the_linear_fixes_is_refused_naming_input_dimension_and_size(x64):
+    class Rows(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = tnn.Linear(8, 3)
+
+        def forward(self, x):  # (batch, rows, 8): the Linear fixes the last size
+            return self.fc(x).sum(1)
+
+    model, params = nn.from_torch(Rows().double(), (torch.zeros(2, 4, 8, dtype=torch.float64),),
+                                  capture="export")
+    assert model.apply(params, np.zeros((3, 7, 8))).shape == (3, 3)  # batch, rows: free
+    with pytest.raises(ValueError, match=r"input 0 dim 2 must be 8, got 9 \(torch.export fixed "
+                                         r"this size while capturing"):
+        model.apply(params, np.zeros((2, 4, 9)))
+
+
+def test_a_guard_on_several_sizes_is_refused_naming_it(conv_head):
+    _, model, params, buffers = conv_head
+    with pytest.raises(ValueError, match=r"break a condition .*input 0 dim 3.*input 0 dim 2"
+                                         r".*== 144.*got input 0 dim 3 = 9"):
+        model.apply(params, np.zeros((2, 3, 9, 9)), buffers=buffers)
+
+
+def test_a_size_the_code_branches_on_stays_fixed_and_the_message_names_the_line(x64):
+    class Branch(tnn.Module):
+        def forward(self, x):
+            if x.shape[1] == 3:  # torch specialises the size it branches on
+                return x * 2
+            return x
+
+    model, params = nn.from_torch(Branch(), (torch.zeros(2, 3, dtype=torch.float64),),
+                                  capture="export")
+    assert model.apply(params, np.ones((5, 3))).tolist() == [[2.0] * 3] * 5
+    with pytest.raises(ValueError, match=r"input 0 dim 1 must be 3, got 4 .*"
+                                         r"test_dynamic_shapes.py:\d+ `if x.shape\[1\] == 3"):
+        model.apply(params, np.ones((5, 4)))
+
+
+def test_static_capture_is_the_examples_shapes_and_says_so(conv_head):
+    module, _, _, _ = conv_head
+    model, params, buffers = nn.from_torch(
+        module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),), capture="export",
+        with_buffers=True, dynamic_shapes=None)
+    assert "dynamic_shapes=None" in model.shapes.static
+    with pytest.raises(ValueError, match=r"input 0 dim 0 must be 2, got 3 .*example's shapes"):
+        model.apply(params, np.zeros((3, 3, 8, 8)), buffers=buffers)
+
+
+# ---------------------------------------------------------------- the artifact
+RUN_WITHOUT_TORCH = textwrap.dedent("""
+    import sys
+    import jax
+    import numpy as np
+    jax.config.update("jax_enable_x64", True)
+    from jaxgrad.nn import load_exported
+
+    artifact = load_exported(sys.argv[1])
+    data = np.load(sys.argv[2])
+    result = {}
+    for name in data.files:
+        out = artifact(data[name])
+        if artifact.train:
+            out, buffers = out
+            result[name + ".buffers"] = {k: np.asarray(v).tolist() for k, v in buffers.items()}
+        result[name] = np.asarray(out).tolist()
+    try:
+        artifact(np.zeros((2, 3, 9, 9)))
+    except ValueError as error:
+        result["refusal"] = str(error)
+    result["torch imported"] = "torch" in sys.modules
+    print("RESULT" + __import__("json").dumps(result))
+""")
+
+
+def run_without_torch(artifact, inputs, tmp_path):
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    done = subprocess.run([sys.executable, "-c", RUN_WITHOUT_TORCH, str(artifact),
+                           str(tmp_path / "inputs.npz")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT"))
+    return json.loads(line[len("RESULT"):])
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_the_artifact_runs_without_torch_at_every_batch_size(conv_head, train, tmp_path, rng):
+    module, model, params, buffers = conv_head
+    path = tmp_path / "convhead.jaxgrad"
+    nn.save_exported(path, model, params, buffers, train=train)
+    inputs = {f"batch{b}": rng.standard_normal((b, 3, 8, 8)) for b in (1, 2, 5)}
+    result = run_without_torch(path, inputs, tmp_path)
+    assert result["torch imported"] is False
+    assert "input 0 dim 3" in result["refusal"] and "== 144" in result["refusal"]
+    start = {k: v.clone() for k, v in module.state_dict().items()}
+    for name, x in inputs.items():
+        module.load_state_dict(start)
+        module.train(train)
+        reference = module(torch.from_numpy(x)).detach().numpy()
+        assert_parity(reference, np.asarray(result[name]), name=name)
+        if train:
+            assert_parity({k: v.numpy() for k, v in module.state_dict().items() if k in buffers},
+                          {k: np.asarray(v) for k, v in result[name + ".buffers"].items()},
+                          name=f"{name} statistics")
+    module.load_state_dict(start)
+
+
+def test_the_artifact_holds_state_dict_weights_and_symbolic_sizes(conv_head, tmp_path):
+    _, model, params, buffers = conv_head
+    path = tmp_path / "convhead.jaxgrad"
+    nn.save_exported(path, model, params, buffers)
+    artifact = nn.load_exported(path)
+    assert list(artifact.params) == list(params) and list(artifact.buffers) == list(buffers)
+    for name, value in params.items():
+        np.testing.assert_array_equal(artifact.params[name], value)
+    with zipfile.ZipFile(path) as archive:
+        meta = json.loads(archive.read("meta.json"))
+    assert [p["file"] for p in meta["programs"]] == ["program0.jaxexport", "program1.jaxexport"]
+    assert meta["platforms"] == ["cpu", "cuda"]
+    first = meta["programs"][0]["input_meta"][0][1]["shape"]
+    assert [isinstance(size, dict) for size in first] == [True, False, True, True]
+
+
+def test_load_exported_refuses_what_it_cannot_read(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not an artifact")
+    with pytest.raises(ValueError, match="not a jaxgrad exported artifact"):
+        nn.load_exported(text)
+    other = tmp_path / "other.jaxgrad"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("meta.json", json.dumps({"format": "jaxgrad-exported/99"}))
+    with pytest.raises(ValueError, match=r"format 'jaxgrad-exported/99'.*reads "
+                                         r"'jaxgrad-exported/1'"):
+        nn.load_exported(other)
+    with pytest.raises(ValueError, match="not a jaxgrad exported artifact"):
+        nn.load_exported(tmp_path / "missing.jaxgrad")
+
+
+def test_save_exported_refuses_a_layer_path_model(x64):
+    model, params = nn.from_torch(tnn.Linear(3, 2).double())
+    with pytest.raises(TypeError, match=r"capture=\"export\""):
+        nn.save_exported("unused.jaxgrad", model, params)
