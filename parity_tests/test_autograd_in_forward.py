@@ -51,7 +51,11 @@ def both(module, model, params, x, *, buffers=None, train=False):
 
 
 def convert(module, x, capture, **options):
-    return nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture, **options)
+    """``from_torch`` at the example's shapes (``dynamic_shapes=None``: what these tests
+    hold is the same at every size; test_dynamic_shapes.py converts a custom Function
+    with symbolic sizes)."""
+    return nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture,
+                         dynamic_shapes=None, **options)
 
 
 class Base(tnn.Module):

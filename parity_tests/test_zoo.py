@@ -12,7 +12,8 @@ the least cost:
 - a transformer with dropout and constants (Hugging Face BERT, tiny): its
   non-persistent buffers (``position_ids``, ``token_type_ids``) are constants, not
   params; evaluation-mode forward and every parameter gradient, and 3 training steps
-  with dropout active, in float64.
+  with dropout active, in float64; the same conversion at batch 1, a larger batch and a
+  longer sequence, and its ``save_exported`` artifact reloaded where torch is not.
 
 Skipped, saying what to install, when the ``zoo`` extra is absent. Also: the CLI's
 argument handling, and the torchvision import shim.
@@ -67,6 +68,12 @@ def test_transformer_with_dropout_and_constants_matches_torch():
     _assert_passed(result, "float64")
     report = _assert_passed(result, "train")
     assert not any("position_ids" in leaf.path for leaf in report.leaves)
+    # one capture at batch 1, a larger batch and a longer sequence; the artifact reloaded
+    # in a process without torch gives torch's output
+    shapes = _assert_passed(result, "shapes")
+    assert {leaf.path.split("'")[1] for leaf in shapes.leaves} == {"batch 1", "batch 4",
+                                                                    "length 12"}
+    _assert_passed(result, "artifact")
     # dropout was active in training, on torch's own draws
     assert result.random_ops > 0
     dropped, drawn = result.dropped

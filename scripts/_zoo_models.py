@@ -247,7 +247,9 @@ BY_NAME = {entry.name: entry for entry in MODELS}
 # BatchNorm CNN with dropout and stochastic depth (training steps: buffers, random ops
 # on torch's draws) and a transformer with dropout and constants (both modes), float64
 # only (float32 runs the same program at another dtype; the full zoo runs it)
-QUICK = {"timm:test_efficientnet": ("train",), "transformers:BertModel": ("float64", "train")}
+# (BERT also at three shapes from one capture, and its artifact reloaded without torch)
+QUICK = {"timm:test_efficientnet": ("train",),
+         "transformers:BertModel": ("float64", "train", "shapes", "artifact")}
 
 
 def versions() -> dict:

@@ -459,8 +459,7 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
             example_kwargs={k: as_torch(v) for k, v in named.items()} or None)
         save_exported(args.export_path, model, params, buffers or None)
     except (TypeError, ValueError) as exc:
-        print(f"
---export: cannot write the artifact: {exc}")
+        print(f"\n--export: cannot write the artifact: {exc}")
         return False
     artifact = load_exported(args.export_path)
     batch = args.inputs[0].shape[0] if args.inputs[0].shape else None
@@ -468,8 +467,7 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
     ok = True
     dynamic = "every size torch kept dynamic symbolic" if not model.shapes.static else (
         f"static shapes: {model.shapes.static}")
-    print(f"
-exported the float32 evaluation program to {args.export_path} ({dynamic}; "
+    print(f"\nexported the float32 evaluation program to {args.export_path} ({dynamic}; "
           f"platforms {', '.join(artifact.platforms)}); reloaded with load_exported:")
     for size in sizes:
         specs = [spec._replace(shape=(size, *spec.shape[1:])) if size and spec.shape and

@@ -20,12 +20,18 @@ example=...), and held to torch on copied weights, at the tiers of the parity po
                   momentum buffers and buffers (BatchNorm running statistics) after
                   every step; dropout and stochastic depth active, on torch's own
                   random draws (recorded, then given to the converted model)
+  shapes          float64, the same conversion (from_torch(..., batch_one=True)) at
+                  batch 1, at a larger batch and, for sequence inputs, a longer length:
+                  the output and every parameter gradient
+  artifact        jaxgrad.nn.save_exported of the float64 evaluation program, reloaded
+                  by load_exported in a fresh process that never imports torch: its
+                  output on the example against torch's
 
 and reports the parameter count, the front end from_torch chose (layers: torch.fx and
 known layers; export: torch.export and the ATen table), the float64 conversion time,
 the first call of the jitted training step (compilation plus one step), the random ops
 in the training program with the elements torch's draws dropped, and a verdict (f64
-fwd+grads, f32 fwd and train f64 x3). Each
+fwd+grads, f32 fwd, train f64 x3, shapes and artifact). Each
 cell shows the verdict and the largest absolute error; failures are listed under the
 table with the exact error. Progress goes to stderr.
 

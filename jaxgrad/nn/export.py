@@ -54,6 +54,8 @@ def _meta(value):
         return TensorMeta(shape, np.dtype(canonical_dtype(value.dtype)).name)
     if isinstance(value, (tuple, list)):
         return tuple(_meta(v) for v in value)
+    if kind == "SymInt":  # a size the program computes: its expression, for a region run alone
+        return _size(value)
     return None
 
 
@@ -128,7 +130,10 @@ def module_path(node) -> str:
     if not stack:
         return ""
     path = list(stack.values())[-1][0]
-    return path if isinstance(path, str) else str(path)
+    path = path if isinstance(path, str) else str(path)
+    # torch's placeholder for nodes it made outside any module (a dynamic capture's
+    # size computations)
+    return "" if path.startswith("_empty_nn_module_stack") else path
 
 
 _NO_OPS = {
@@ -857,7 +862,8 @@ def _shape_spec(exported) -> ShapeSpec:
         if getattr(value, "is_number", False):
             sloc = shape_env.replacements_slocs.get(symbol)
             fixed.append((str(symbol), _location(sloc) if sloc is not None else ""))
-    example = tuple((str(symbol), int(value)) for symbol, value in shape_env.var_to_val.items()
+    hints = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
+    example = tuple((str(symbol), int(value)) for symbol, value in hints.items()
                     if str(symbol) in known)
     return ShapeSpec(ranges=tuple(ranges), guards=tuple(guards), fixed=tuple(fixed),
                      example=example)

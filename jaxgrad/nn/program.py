@@ -41,7 +41,7 @@ from jaxgrad._arrays import to_numpy
 from jaxgrad.nn import aten
 from jaxgrad.nn.fx import Ref
 from jaxgrad.nn.module import Module, child_path, layer_key
-from jaxgrad.nn.shapes import ShapeSpec, SymDim, bind, concrete, evaluate, is_symbolic
+from jaxgrad.nn.shapes import ShapeSpec, SymDim, Unbound, bind, concrete, evaluate, is_symbolic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,6 +286,20 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
     (``jaxgrad.flax.program``)."""
     starts = {region.nodes[0].name: (region, fn) for region, fn in regions}
     dims = bind((shape, np.shape(env[name])) for name, shape in program.dims if name in env)
+    sizes = {}  # a dynamic capture's size nodes: their expressions, for nodes run alone
+    for node in program.nodes:
+        if isinstance(node.meta, SymDim):
+            sizes[node.name] = node.meta
+        elif node.name in env and isinstance(node.meta, TensorMeta) and is_symbolic(
+                node.meta.shape):  # a region's input: its sizes bind the symbols too
+            bind([(node.meta.shape, np.shape(env[node.name]))], dims)
+    if nodes is not None:
+        for name, size in sizes.items():
+            if name not in env:
+                try:
+                    env[name] = evaluate(size.expr, dims)
+                except Unbound:
+                    pass
     inside = {node.name for region, _ in regions for node in region.nodes}
     draws = dict(random_draws or {})
     unknown = set(draws) - {n.name for n in program.random_nodes()}
