@@ -101,21 +101,23 @@ def _seconds(value) -> str:
 
 HEADER = (f"{'model':<32} {'params':>6}  {'front':<6} {'convert':>8} {'1st step':>8}  "
           f"{'f64 fwd+grads':<14} {'f32 fwd':<14} {'train f64 x3':<14} "
+          f"{'shapes':<14} {'artifact':<14} "
           f"{'random in training':<24} {'verdict':<7}  {'f32 grads':<14}")
 
 
 def row_line(result) -> str:
     columns = result.columns
     if result.skipped:
-        cells = ["-"] * 4
+        cells = ["-"] * 6
     elif result.error:
-        cells = ["convert FAIL", "-", "-", "-"]
+        cells = ["convert FAIL", "-", "-", "-", "-", "-"]
     else:
-        cells = [columns[c].summary() for c in ("float64", "float32", "train", "float32_grads")]
+        cells = [columns[c].summary() for c in ("float64", "float32", "train", "shapes",
+                                                   "artifact", "float32_grads")]
     return (f"{result.name:<32} {_count(result.parameters):>6}  {result.front_end or '-':<6} "
             f"{_seconds(result.convert_seconds):>8} {_seconds(result.compile_seconds):>8}  "
-            f"{cells[0]:<14} {cells[1]:<14} {cells[2]:<14} {result.randomness():<24} "
-            f"{result.verdict:<7}  {cells[3]}").rstrip()
+            f"{cells[0]:<14} {cells[1]:<14} {cells[2]:<14} {cells[3]:<14} {cells[4]:<14} "
+            f"{result.randomness():<24} {result.verdict:<7}  {cells[5]}").rstrip()
 
 
 def print_table(results, out=None) -> None:

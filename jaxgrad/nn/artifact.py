@@ -192,7 +192,8 @@ def save_exported(path, model, params, buffers=None, *, train: bool = False,
         raise ValueError(f"save_exported: {model.class_name} has buffers; pass `buffers=`.")
     buffers = model.load_buffers(dict(buffers)) if model.buffers else {}
     programs, blobs = [], {}
-    for number, variant in enumerate((model, *model.variants)):
+    usable = [v for v in (model, *model.variants) if not (train and v.train_refused)]
+    for number, variant in enumerate(usable):
         exported = _export_one(variant, params, buffers, train, platforms)
         name = f"program{number}.jaxexport"
         blobs[name] = bytes(exported.serialize())

@@ -741,8 +741,21 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
                              f"torch.export could not keep its sizes dynamic ({reason})")
     if batch_one and not model.shapes.static:
         one = _batch_of_one(args, kwargs)
-        variant = capture(module, one[0], one[1], path, frozen,
-                          "auto" if auto else dynamic_shapes)
+        try:
+            variant = capture(module, one[0], one[1], path, frozen,
+                              "auto" if auto else dynamic_shapes)
+        except ValueError as error:
+            # torch's own training forward may refuse a batch of 1 (BatchNorm over one
+            # value per channel): the batch-1 program is then evaluation mode only, and
+            # apply(train=True) at batch 1 refuses with torch's reason, as torch does
+            try:
+                variant = _capture(module, one[0], one[1], path, frozen,
+                                   auto_dims(module, *one) if auto else dynamic_shapes, "",
+                                   modes=(False,))
+            except (ValueError, DynamicShapeError):
+                raise error from None
+            reason = str(error).removeprefix("from_torch: ").split("\n")[0][:400]
+            variant = dataclasses.replace(variant, train_refused=reason)
         model = dataclasses.replace(model, variants=(variant,))
     return model
 
@@ -759,8 +772,10 @@ def _batch_of_one(args, kwargs):
     return torch.utils._pytree.tree_map(first, (tuple(args), dict(kwargs)))
 
 
-def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static) -> ExportedModule:
-    """``capture`` with torch's ``dynamic_shapes`` (or None, ``static`` saying why)."""
+def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static,
+             modes=(True, False)) -> ExportedModule:
+    """``capture`` with torch's ``dynamic_shapes`` (or None, ``static`` saying why);
+    ``modes=(False,)``: the evaluation program alone (for training too)."""
     class_name = type(module).__name__
     params, buffers, aliases, order = _state_names(module)
     persistent = {name for name, _ in buffers} | {a for a in aliases if a not in
@@ -771,10 +786,10 @@ def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static) -> Expo
     frozen, specs, calls_before = set(frozen), {}, export_autograd.calls()
     try:
         programs, constants, input_metas, shape_specs = {}, {}, {}, []
-        for train in (True, False):
+        for train in modes:
             exported = _export(module, args, kwargs, train, class_name, path, frozen=frozen,
                                dynamic_shapes=dynamic_shapes)
-            if train:
+            if train == modes[0]:
                 in_tree = tree_of(exported.call_spec.in_spec,
                                   lambda: f"the inputs of {class_name}")
             program, mode_constants, input_metas[train] = _program(
@@ -807,6 +822,9 @@ def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static) -> Expo
         for name, child in module.named_modules(remove_duplicate=False):
             child.training = flags[name]
         export_autograd.forget(export_autograd.calls() - calls_before)
+    if len(modes) == 1:
+        programs[True], input_metas[True] = programs[False], input_metas[False]
+        shape_specs = shape_specs * 2
     if input_metas[True] != input_metas[False]:
         # the two modes' symbols (named after their sources) or fixed sizes differ
         raise DynamicShapeError(

@@ -227,12 +227,17 @@ def _check_meta(node: OpNode, value, meta, where, dims=None) -> None:
 
 
 def _same_size(got, want) -> bool:
-    """Sizes equal; a ``jax.export`` dimension variable that cannot be decided equal is
-    taken as equal (the export's own shape checks hold it)."""
+    """Sizes equal. With ``jax.export`` dimension variables, unequal only when their
+    difference is a nonzero constant: jax's ``==`` answers False where it cannot prove
+    two forms equal (``(s - 1) // 2 // 2`` and ``(s - 1) // 4``), which torch's recorded
+    shape, valid at every size its guards admit, already proves."""
+    if isinstance(got, (int, np.integer)) and isinstance(want, (int, np.integer)):
+        return got == want
     try:
-        return bool(got == want)
+        difference = got - want
     except Exception:  # noqa: BLE001 - jax's InconclusiveDimensionOperation
         return True
+    return not isinstance(difference, (int, np.integer)) or difference == 0
 
 
 def _describe(meta, expected) -> str:
@@ -485,6 +490,9 @@ class ExportedModule(Module):
       variants: ``ExportedModule``\\ s of the same model captured at other sizes
         (``from_torch(..., batch_one=True)``: batch 1), each run when the inputs fit
         it and not this one.
+      train_refused: why torch cannot run this program's training forward (a batch of
+        1 through BatchNorm): ``apply(train=True)`` refuses with it; the training
+        program is then the evaluation one, never run.
     """
 
     class_name: str
@@ -500,6 +508,7 @@ class ExportedModule(Module):
     layers: tuple = ()
     shapes: ShapeSpec = ShapeSpec(static="captured without dynamic dimensions")
     variants: tuple = ()
+    train_refused: str = ""
 
     # ---- state
     def param_shapes(self):
@@ -615,6 +624,9 @@ class ExportedModule(Module):
         """The program of ``train``'s mode and its placeholders' values; the params
         named in ``unread`` (read only by regions run otherwise) are left unbound."""
         leaves = self._leaves(inputs, kwargs)
+        if train and self.train_refused:
+            raise ValueError(f"{self.class_name}.apply(train=True) at these sizes: torch "
+                             f"cannot run its training forward ({self.train_refused}).")
         program = self.train_program if train else self.eval_program
         env = {}
         for name, kind, target in program.inputs:

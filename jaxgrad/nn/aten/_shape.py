@@ -28,6 +28,7 @@ under an outer ``jit`` it is inlined. A single-primitive entry stays a plain fun
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -108,6 +109,14 @@ def slice_(input, dim=0, start=None, end=None, step=1):
         end = None  # torch's "to the end" (INT64_MAX): min(size, it) is undecidable symbolically
     if isinstance(start, int) and start == 0:
         start = None
+    if not all(b is None or isinstance(b, (int, np.integer)) for b in (start, end)):
+        # a jax.export dimension variable as a bound (a constant's first `length` rows):
+        # torch's guards hold it within the extent, so no clamping
+        size = input.shape[dim]
+        start = 0 if start is None else start + size if isinstance(start, int) and start < 0 \
+            else start
+        end = size if end is None else end
+        return jax.lax.slice_in_dim(jnp.asarray(input), start, end, step, axis=dim)
     # Python's slice rules are torch's for a positive step: None is the whole extent,
     # negatives count from the end, bounds clamp to [0, size]
     return input[(slice(None),) * dim + (slice(start, end, step),)]
