@@ -337,3 +337,24 @@ def test_save_exported_refuses_a_layer_path_model(x64):
     model, params = nn.from_torch(tnn.Linear(3, 2).double())
     with pytest.raises(TypeError, match=r"capture=\"export\""):
         nn.save_exported("unused.jaxgrad", model, params)
+
+
+def test_batch_one_where_torch_cannot_train_a_batch_of_one(x64, rng):
+    """BatchNorm1d over one value per channel: torch's training forward refuses a
+    batch of 1, its evaluation forward runs it. The batch-1 program is then evaluation
+    mode only, and training at batch 1 refuses with torch's own reason."""
+    torch.manual_seed(3)
+    module = tnn.Sequential(tnn.Linear(4, 3), tnn.BatchNorm1d(3)).double()
+    model, params, buffers = nn.from_torch(
+        module, (torch.zeros(4, 4, dtype=torch.float64),), capture="export",
+        with_buffers=True, batch_one=True)
+    x = rng.standard_normal((1, 4))
+    module.eval()
+    out, _ = model.apply(params, x, buffers=buffers)
+    assert_parity(module(torch.from_numpy(x)).detach().numpy(), np.asarray(out))
+    module.train()
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        module(torch.from_numpy(x))
+    with pytest.raises(ValueError, match=r"train=True\) at these sizes: torch cannot run its "
+                                         r"training forward .*Expected more than 1 value"):
+        model.apply(params, x, buffers=buffers, train=True)

@@ -483,3 +483,29 @@ def test_port_of_a_tiny_t5_encoder_decoder_with_named_inputs(tmp_path, capsys, m
             "(2, 4) in [0, 50)") in printed
     assert "the float64 model computes in float32 where its own code casts" in printed
     assert "FAIL" not in printed and "bit-identical: PASS" in printed
+
+
+@pytest.mark.long  # CI: pytest -m "exhaustive or long" (a second capture and a jax.export)
+def test_export_writes_an_artifact_checked_at_two_batch_sizes(models, tmp_path, capsys):
+    """--export: the float32 evaluation program saved with symbolic sizes, reloaded with
+    load_exported and compared with torch at the example's batch and one more; the
+    file then runs at a third batch size, row for row as at the first two."""
+    artifact = tmp_path / "fusion.jaxgrad"
+    code = port.main(["models:Fusion", "--input-shape", "2,3,8,8", "--input-shape", "2,5",
+                      "--out", str(tmp_path / "fusion.safetensors"), "--export", str(artifact)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "every size torch kept dynamic symbolic; platforms cpu, cuda" in printed
+    assert re.search(r"batch 2: output max abs err \S+ against torch float32: PASS", printed)
+    assert re.search(r"batch 3: output max abs err \S+ against torch float32: PASS", printed)
+    from jaxgrad.nn import load_exported
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 3, 8, 8)).astype(np.float32)
+    features = rng.standard_normal((5, 5)).astype(np.float32)
+    loaded = load_exported(artifact)
+    whole = np.asarray(loaded(x, features))  # a third batch size, from the same file
+    # row by row (batches of 2 and 3) it computes the same rows
+    parts = np.concatenate([np.asarray(loaded(x[:2], features[:2])),
+                            np.asarray(loaded(x[2:], features[2:]))])
+    np.testing.assert_allclose(whole, parts, rtol=1e-5, atol=1e-6 * np.abs(whole).max())
