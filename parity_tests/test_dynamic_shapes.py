@@ -26,6 +26,9 @@ import torch
 from torch import nn as tnn
 
 from jaxgrad import nn
+from jaxgrad.nn.fx import Ref
+from jaxgrad.nn.program import TensorMeta
+from jaxgrad.nn.shapes import SymDim
 from jaxgrad.parity import assert_parity
 
 
@@ -358,3 +361,24 @@ def test_batch_one_where_torch_cannot_train_a_batch_of_one(x64, rng):
     with pytest.raises(ValueError, match=r"train=True\) at these sizes: torch cannot run its "
                                          r"training forward .*Expected more than 1 value"):
         model.apply(params, x, buffers=buffers, train=True)
+
+
+def test_a_wrong_shape_at_another_size_is_caught_as_a_table_bug(x64, rng):
+    """Every node's result is checked against the shape torch recorded, its symbols
+    bound from the inputs given: a table entry wrong only at sizes other than the
+    example's (planted: a node keeping the example's first 2 rows where torch's
+    program keeps the batch) passes at batch 2 and is caught at batch 3."""
+    torch.manual_seed(4)
+    module = TinyLM().double()
+    model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),), capture="export")
+    program = model.eval_program
+    index, head = next((i, n) for i, n in enumerate(program.nodes)
+                       if isinstance(n.meta, TensorMeta) and n.meta.shape
+                       and isinstance(n.meta.shape[0], SymDim))
+    planted_node = dataclasses.replace(head, name="planted", target="aten.slice.Tensor",
+                                       args=(Ref(head.name), 0, 0, 2), kwargs=())
+    nodes = program.nodes[:index + 1] + (planted_node,) + program.nodes[index + 1:]
+    planted = dataclasses.replace(model, eval_program=dataclasses.replace(program, nodes=nodes))
+    planted.apply(params, rng.integers(0, 11, (2, 16)))
+    with pytest.raises(ValueError, match=r"node 'planted' \(aten.slice.Tensor\).*This is a bug"):
+        planted.apply(params, rng.integers(0, 11, (3, 16)))
