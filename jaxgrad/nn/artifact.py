@@ -167,7 +167,8 @@ def save_exported(path, model, params, buffers=None, *, train: bool = False,
         a temporary name first, then renamed: an interrupted save leaves no
         half-written file under ``path``.
       model: an ``ExportedModule`` (``from_torch(..., capture="export")``).
-      params, buffers: its weights (``buffers`` required when it has any).
+      params: its weights, keyed like ``state_dict()``.
+      buffers: its buffers (required when it has any).
       train: export torch's training-mode forward (dropout from a key, BatchNorm
         statistics returned) instead of the evaluation-mode one.
       platforms: ``jax.export`` platforms to lower for (default CPU and CUDA).

@@ -316,6 +316,8 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
         )
     for node in program.nodes if nodes is None else nodes:
         if node.name in inside:
+            if node.name in sizes:  # a size the region computes, read after it
+                env[node.name] = evaluate(sizes[node.name].expr, dims)
             if node.name in starts:
                 region, fn = starts[node.name]
                 (result,) = region.outputs

@@ -77,7 +77,10 @@ def regions(program: Program) -> list[Region]:
         path = nodes[0].path
         index = counts.get(path, 0)
         counts[path] = index + 1
-        outputs = tuple(n.name for n in nodes if read_after.get(n.name, -1) > indices[-1])
+        # a size computed inside (sym_size of an intermediate) read later is no output:
+        # the program evaluates it from its expression when the region runs whole
+        outputs = tuple(n.name for n in nodes if read_after.get(n.name, -1) > indices[-1]
+                        and n.target not in SYM_OPS)
         if len(outside) == 1 and outputs:
             found.append(Region(path, index, nodes, outside[0], outputs))
     return found
