@@ -382,3 +382,26 @@ def test_a_wrong_shape_at_another_size_is_caught_as_a_table_bug(x64, rng):
     planted.apply(params, rng.integers(0, 11, (2, 16)))
     with pytest.raises(ValueError, match=r"node 'planted' \(aten.slice.Tensor\).*This is a bug"):
         planted.apply(params, rng.integers(0, 11, (3, 16)))
+
+
+def test_a_max_pool_in_the_artifact_picks_torchs_position(x64, tmp_path):
+    """With symbolic sizes the max pool is one reduce_window over (value, index) pairs;
+    torch's choice must survive any combining order: the first of tied maxima, a NaN
+    over numbers, a real -inf over the padding. Values and indices against torch."""
+    class Pool(tnn.Module):
+        def forward(self, x):
+            return torch.nn.functional.max_pool2d(x, 3, 2, padding=1, return_indices=True)
+
+    x = np.round(np.random.default_rng(5).standard_normal((3, 2, 9, 7)))  # many ties
+    x[0, 0, :3, :3] = -np.inf
+    x[1, 1, 4, 4] = np.nan
+    x[1, 1, 4, 5] = np.nan
+    model, params = nn.from_torch(Pool(), (torch.zeros(2, 2, 9, 7, dtype=torch.float64),),
+                                  capture="export")
+    nn.save_exported(tmp_path / "pool.jaxgrad", model, params)
+    loaded = nn.load_exported(tmp_path / "pool.jaxgrad")
+    for batch in (3, 2):
+        values, indices = Pool()(torch.from_numpy(x[:batch]))
+        got_values, got_indices = loaded(x[:batch])
+        np.testing.assert_array_equal(np.asarray(got_indices), indices.numpy())
+        np.testing.assert_array_equal(np.asarray(got_values), values.numpy())

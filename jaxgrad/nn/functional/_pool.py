@@ -199,12 +199,50 @@ def _max_pool(where, n, input, kernel_size, stride, padding, dilation, ceil_mode
                              f"effective kernel size (`kernel_size`={kernel}, "
                              f"`dilation`={dilation}).")
     batched, x = _batched(where, input, n)
+    if not all(isinstance(length, int) for length in x.shape[2:]):
+        return _unbatch(_max_pool_symbolic(where, x, kernel, stride, padding, dilation,
+                                           ceil_mode, return_indices), batched)
     tables = []
     for length, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation):
         out = pool_output_length(where, length, k, s, p, d, ceil_mode)
         tables.append(_sliding(length, k, s, p, d, out))
     values, flat, valid = _gather(x, tables)
     return _unbatch(_select_max(values, flat, valid, return_indices), batched)
+
+
+def _max_pool_symbolic(where, x, kernel, stride, padding, dilation, ceil_mode,
+                       return_indices):
+    """The max pool of ``_max_pool`` where spatial sizes are ``jax.export`` dimension
+    variables (a saved artifact): one variadic ``reduce_window`` over (value, flat
+    index) pairs, keeping torch's choice in any combining order: a NaN over a number
+    (the last NaN among NaNs), else the larger value, else the first position. Padding
+    is (-inf, past every index): a window's real positions win its ties."""
+    if ceil_mode:
+        raise ValueError(f"{where}: ceil_mode=True with symbolic sizes cannot be exported; "
+                         "convert with `from_torch(..., dynamic_shapes=None)`.")
+    spatial = x.shape[2:]
+    index_dtype = jax.dtypes.canonicalize_dtype(np.int64)
+    flat = jnp.zeros(spatial, index_dtype)
+    for axis in range(len(spatial)):
+        place = jax.lax.broadcasted_iota(index_dtype, spatial, axis)
+        for later in spatial[axis + 1:]:
+            place = place * later
+        flat = flat + place
+    flat = jnp.broadcast_to(flat, x.shape)
+
+    def combine(a, b):
+        (v1, i1), (v2, i2) = a, b
+        n1, n2 = jnp.isnan(v1), jnp.isnan(v2)
+        take = jnp.where(n1 | n2, n2 & (~n1 | (i2 > i1)),
+                         (v2 > v1) | ((v2 == v1) & (i2 < i1)))
+        return jnp.where(take, v2, v1), jnp.where(take, i2, i1)
+
+    values, indices = jax.lax.reduce_window(
+        (x, flat), (jnp.array(-jnp.inf, x.dtype), jnp.array(jnp.iinfo(index_dtype).max,
+                                                             index_dtype)),
+        combine, (1, 1, *kernel), (1, 1, *stride),
+        ((0, 0), (0, 0), *((p, p) for p in padding)), window_dilation=(1, 1, *dilation))
+    return (values, indices) if return_indices else values
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
