@@ -142,10 +142,19 @@ def test_training_statistics_at_another_batch_size_are_torchs(conv_head, rng):
                   dict(new_buffers))
 
 
-def test_sequence_model_runs_every_length_and_batch(x64, rng):
+@pytest.fixture(scope="module")
+def tiny_lm():
+    """TinyLM captured once for the module (float64) with token ids of 2 x 16."""
     torch.manual_seed(1)
     module = TinyLM().double()
-    model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),), capture="export")
+    with jax.enable_x64(True):
+        model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),),
+                                      capture="export")
+    return module, model, params
+
+
+def test_sequence_model_runs_every_length_and_batch(x64, tiny_lm, rng):
+    module, model, params = tiny_lm
     assert not model.shapes.static
     for batch, length in ((3, 24), (4, 5)):
         ids = rng.integers(0, 11, (batch, length))
@@ -283,7 +292,8 @@ def run_without_torch(artifact, inputs, tmp_path):
     return json.loads(line[len("RESULT"):])
 
 
-@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+@pytest.mark.parametrize("train", [False, pytest.param(True, marks=pytest.mark.long)],
+                         ids=["eval", "train"])  # train: CI's long run (a second process)
 def test_the_artifact_runs_without_torch_at_every_batch_size(conv_head, train, tmp_path, rng):
     module, model, params, buffers = conv_head
     path = tmp_path / "convhead.jaxgrad"
@@ -363,14 +373,12 @@ def test_batch_one_where_torch_cannot_train_a_batch_of_one(x64, rng):
         model.apply(params, x, buffers=buffers, train=True)
 
 
-def test_a_wrong_shape_at_another_size_is_caught_as_a_table_bug(x64, rng):
+def test_a_wrong_shape_at_another_size_is_caught_as_a_table_bug(x64, tiny_lm, rng):
     """Every node's result is checked against the shape torch recorded, its symbols
     bound from the inputs given: a table entry wrong only at sizes other than the
     example's (planted: a node keeping the example's first 2 rows where torch's
     program keeps the batch) passes at batch 2 and is caught at batch 3."""
-    torch.manual_seed(4)
-    module = TinyLM().double()
-    model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),), capture="export")
+    _, model, params = tiny_lm
     program = model.eval_program
     index, head = next((i, n) for i, n in enumerate(program.nodes)
                        if isinstance(n.meta, TensorMeta) and n.meta.shape
