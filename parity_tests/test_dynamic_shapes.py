@@ -413,3 +413,98 @@ def test_a_max_pool_in_the_artifact_picks_torchs_position(x64, tmp_path):
         got_values, got_indices = loaded(x[:batch])
         np.testing.assert_array_equal(np.asarray(got_indices), indices.numpy())
         np.testing.assert_array_equal(np.asarray(got_values), values.numpy())
+
+
+def test_a_strided_view_in_the_artifact_is_torchs_at_every_batch_size(x64, tmp_path):
+    """``as_strided`` with the batch symbolic (Swin's decomposition has one): the
+    gather's index is built with the sizes as ``jax.export`` dimension variables."""
+    class Windows(tnn.Module):
+        def forward(self, x):  # (batch, 12): overlapping windows of 4 every 2 per row
+            return x.as_strided((x.shape[0], 5, 4), (12, 2, 1)) * 2.0
+
+    example = torch.zeros(2, 12, dtype=torch.float64)
+    model, params = nn.from_torch(Windows(), (example,), capture="export")
+    assert any(node.target == "aten.as_strided.default" for node in model.eval_program.nodes)
+    nn.save_exported(tmp_path / "windows.jaxgrad", model, params)
+    loaded = nn.load_exported(tmp_path / "windows.jaxgrad")
+    x = np.random.default_rng(7).standard_normal((5, 12))
+    for batch in (3, 5, 2):
+        expected = Windows()(torch.from_numpy(x[:batch])).numpy()
+        np.testing.assert_array_equal(np.asarray(loaded(x[:batch])), expected)
+        np.testing.assert_array_equal(np.asarray(model.apply(params, x[:batch])), expected)
+
+
+class ViewWrite(tnn.Module):
+    """A write through a view of a Linear's output (``y.view(-1).mul_(0.5)``): a dynamic
+    capture's functionalisation leaves a dead regenerated view of the Linear's inner
+    ``addmm`` in torch's graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = tnn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        y.view(-1).mul_(0.5)
+        return torch.relu(y)
+
+
+def test_no_node_of_a_dynamic_capture_is_left_unread(x64):
+    torch.manual_seed(0)
+    module = ViewWrite().double()
+    model, _ = nn.from_torch(module, (torch.zeros(2, 3, 8, dtype=torch.float64),),
+                             capture="export")
+    for program in (model.train_program, model.eval_program):
+        read = {ref.name for node in program.nodes
+                for ref in jax.tree_util.tree_leaves((node.args, node.kwargs),
+                                                     is_leaf=lambda v: isinstance(v, Ref))
+                if isinstance(ref, Ref)}
+        read |= {ref.name for ref in jax.tree_util.tree_leaves(
+            program.outputs, is_leaf=lambda v: isinstance(v, Ref)) if isinstance(ref, Ref)}
+        unread = [node.name for node in program.nodes if node.name not in read]
+        assert not unread, unread
+
+
+def test_the_nnx_twin_of_a_dynamic_capture_runs_the_linear_as_stock_nnx(x64, rng):
+    """The dead view read ``addmm`` from outside ``fc``'s region, which then had two
+    outputs and stayed in the program (the parity report's nnx row failed on it)."""
+    from flax import nnx
+
+    from jaxgrad.flax import grads_to_torch, to_nnx
+
+    torch.manual_seed(0)
+    module = ViewWrite().double().eval()
+    twin = to_nnx(module, example=(torch.zeros(2, 3, 8, dtype=torch.float64),))
+    assert twin.stock_layers == {"fc": "Linear"}
+    x = rng.standard_normal((4, 5, 8))  # another batch and length than the example's
+    out = module(torch.from_numpy(x))
+    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * torch.from_numpy(cotangent)).sum().backward()
+
+    def objective(twin):
+        value = twin(jnp.asarray(x))
+        return jnp.sum(value * cotangent), value
+
+    (_, value), grads = nnx.value_and_grad(objective, has_aux=True)(twin)
+    assert_parity({"output": out.detach().numpy(),
+                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
+                  {"output": value, "grads": grads_to_torch(twin, grads)})
+
+
+def test_dynamic_batch_only_keeps_the_other_sizes_and_says_who_fixed_them(conv_head, rng):
+    module, _, _, _ = conv_head
+    model, params, buffers = nn.from_torch(
+        module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),), capture="export",
+        with_buffers=True, dynamic_shapes="batch")
+    for batch in (3, 6):
+        x = rng.standard_normal((batch, 3, 8, 8))
+        reference, cotangent = torch_values(module, x)
+        assert_parity(reference, jax_values(model, params, x, cotangent, buffers=buffers),
+                      name=f"batch {batch}")
+    # with every size dynamic this is a guard over both sides (4*(H-2)*(W-2) == 144)
+    with pytest.raises(ValueError, match=r"input 0 dim 2 must be 8, got 9 .*"
+                                         r"dynamic_shapes='batch'.*first size"):
+        model.apply(params, np.zeros((2, 3, 9, 9)), buffers=buffers)
+    with pytest.raises(ValueError, match=r"`dynamic_shapes` must be 'auto', 'batch', None"):
+        nn.from_torch(module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),),
+                      capture="export", dynamic_shapes="all")

@@ -299,7 +299,7 @@ def _param_variables(module) -> list:
 
 
 def _freeze(module, names) -> None:
-    """Make the variables holding the torch parameters ``names`` ``FrozenParam``\ s.
+    """Make the variables holding the torch parameters ``names`` ``FrozenParam``\\ s.
 
     Which variable holds which torch parameter is read back through ``from_nnx`` on a
     copy whose every ``nnx.Param`` is filled with its own index (a layout change, a

@@ -235,7 +235,8 @@ def _meta_json(input_meta) -> list:
 
 def _shapes_json(shapes: ShapeSpec) -> dict:
     return {"ranges": as_json(shapes.ranges), "guards": as_json(shapes.guards),
-            "fixed": as_json(shapes.fixed), "static": shapes.static}
+            "fixed": as_json(shapes.fixed), "static": shapes.static,
+            "first_only": shapes.first_only}
 
 
 class ExportedArtifact:
@@ -348,7 +349,7 @@ def load_exported(path) -> ExportedArtifact:
             input_meta = tuple(
                 (index, TensorMeta(from_json(item["shape"]), item["dtype"]) if "shape" in item
                  else ("const", item["const"])) for index, item in program["input_meta"])
-            shapes = ShapeSpec(**{k: from_json(v) if k != "static" else v
+            shapes = ShapeSpec(**{k: from_json(v) if k not in ("static", "first_only") else v
                                   for k, v in program["shapes"].items()})
             programs.append((exported, input_meta, shapes))
     return ExportedArtifact(meta, programs, weights)

@@ -465,8 +465,11 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
       dynamic_shapes: for the export front end: ``"auto"`` (every size of every tensor
         input dynamic, ``torch.export.Dim.AUTO``; torch fixes what the model's code
         needs, and a model torch cannot capture so is captured at the example's
-        shapes, ``model.shapes.static`` saying why), ``None`` (the example's shapes), or
-        a ``dynamic_shapes`` spec as ``torch.export.export`` takes it.
+        shapes, ``model.shapes.static`` saying why), ``"batch"`` (only each tensor
+        input's first size dynamic: every batch size from one capture, the other sizes
+        the example's; much cheaper to capture where torch reasons slowly about image
+        sides, e.g. Swin's window reshapes), ``None`` (the example's shapes), or a
+        ``dynamic_shapes`` spec as ``torch.export.export`` takes it.
       batch_one: export front end: also capture the program at batch size 1. torch
         captures sizes 0 and 1 apart from the others (broadcasting treats them so),
         so a capture at batch 2 or more runs batches from 2 up; with this, ``apply``

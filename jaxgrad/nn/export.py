@@ -157,9 +157,13 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
       ValueError: an op outside the table, an in-place op, a dynamic shape, or
         an unsupported argument; naming the node, the op and the module path.
     """
+    graph_nodes = list(graph_nodes)
+    dead = _dead(graph_nodes)
     nodes, random_counts = [], {}
     for node in graph_nodes:
         if node.op in ("placeholder", "output") or node.name in placeholders:
+            continue
+        if node.name in dead:
             continue
         where = child_path_of(path, module_path(node))
 
@@ -173,12 +177,9 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
                 f"(got {node.op}); a torch.cond / higher-order op or a submodule call is "
                 "not supported."
             )
-        target = "getitem" if node.target is operator.getitem else str(node.target)
+        target = _target(node)
         if target in _NO_OPS:
             continue
-        if getattr(node.target, "__module__", None) in ("_operator", "torch", "math") and (
-                f"sym.{node.target.__name__}" in SYM_OPS):
-            target = f"sym.{node.target.__name__}"  # arithmetic on symbolic sizes
         if target == "aten._local_scalar_dense.default":
             raise ValueError(
                 f"from_torch: {describe()} reads a tensor's value as a Python number "
@@ -221,6 +222,39 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
             key_path = f"{where}#{index}"
         nodes.append(OpNode(node.name, target, args, kwargs, where, meta, key_path))
     return tuple(nodes)
+
+
+def _dead(graph_nodes) -> set:
+    """Names of the pure nodes whose values nothing live reads.
+
+    A dynamic capture keeps views that functionalisation regenerated and nobody reads
+    (``view(addmm, [s0, s1, 8])`` beside the one the program uses); left in, such a node
+    would read a layer's inner value from outside its region, and the region would not
+    run whole as a stock layer. Only ops the table holds without randomness, size
+    arithmetic and ``getitem`` are dropped; anything else (random ops, whose keys are
+    numbered in order, jaxgrad's marks, asserts) stays."""
+    live, dead = set(), set()
+    for node in reversed(graph_nodes):
+        if node.op != "call_function" or any(user.name in live for user in node.users):
+            live.add(node.name)
+            continue
+        target = _target(node)
+        op = aten.lookup(target) if target != "getitem" else None
+        if target == "getitem" or target in SYM_OPS or (
+                op is not None and op.sample is None and not target.startswith("jaxgrad")):
+            dead.add(node.name)
+        else:
+            live.add(node.name)
+    return dead
+
+
+def _target(node) -> str:
+    """The table's name of an fx ``call_function`` node's target."""
+    target = "getitem" if node.target is operator.getitem else str(node.target)
+    if getattr(node.target, "__module__", None) in ("_operator", "torch", "math") and (
+            f"sym.{node.target.__name__}" in SYM_OPS):
+        target = f"sym.{node.target.__name__}"  # arithmetic on symbolic sizes
+    return target
 
 
 def child_path_of(path: str, inner: str) -> str:
@@ -559,17 +593,19 @@ def decompositions():
     return table
 
 
-def auto_dims(module, args, kwargs):
+def auto_dims(module, args, kwargs, axes: str = "auto"):
     """torch's ``dynamic_shapes`` with every size of every tensor input dynamic
-    (``Dim.AUTO``: torch keeps what the code allows symbolic and fixes the rest); sizes 0
-    and 1 stay fixed, as torch would fix them anyway."""
+    (``Dim.AUTO``: torch keeps what the code allows symbolic and fixes the rest), or
+    with ``axes="batch"`` only each tensor input's first size; sizes 0 and 1 stay fixed,
+    as torch would fix them anyway."""
     import torch
     from torch.export import Dim, ShapesCollection
 
     collection = ShapesCollection()
     for leaf in torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs))):
         if isinstance(leaf, torch.Tensor):
-            collection[leaf] = {axis: Dim.AUTO for axis, size in enumerate(leaf.shape)
+            shape = leaf.shape[:1] if axes == "batch" else leaf.shape
+            collection[leaf] = {axis: Dim.AUTO for axis, size in enumerate(shape)
                                 if size >= 2}
     return collection.dynamic_shapes(module, tuple(args), dict(kwargs))
 
@@ -709,8 +745,11 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
       dynamic_shapes: ``"auto"``: every size of every tensor input dynamic
         (``Dim.AUTO``; torch fixes what the model's code needs), captured again at the
         example's shapes when torch cannot keep them dynamic (the model's
-        ``shapes.static`` says why); ``None``: the example's shapes; anything else
-        goes to ``torch.export.export(dynamic_shapes=...)`` as torch takes it.
+        ``shapes.static`` says why); ``"batch"``: likewise, with only each tensor
+        input's first size dynamic (the others the example's: a much cheaper capture
+        where torch's symbolic reasoning over image sides is slow); ``None``: the
+        example's shapes; anything else goes to
+        ``torch.export.export(dynamic_shapes=...)`` as torch takes it.
       batch_one: also capture the program at batch size 1 (every tensor input's first
         size 1): torch captures sizes 0 and 1 apart from the others, so a capture at
         a batch of 2 or more takes batches from 2 up; ``apply`` then runs whichever
@@ -725,32 +764,41 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
         cannot see; naming the node, op and module path.
     """
     kwargs = dict(kwargs or {})
-    auto = isinstance(dynamic_shapes, str) and dynamic_shapes == "auto"
+    if isinstance(dynamic_shapes, str) and dynamic_shapes not in ("auto", "batch"):
+        raise ValueError(f"`dynamic_shapes` must be 'auto', 'batch', None or a torch.export "
+                         f"dynamic_shapes spec, got {dynamic_shapes!r}.")
+    axes = dynamic_shapes if isinstance(dynamic_shapes, str) else None
+    auto = axes is not None
     if dynamic_shapes is None:
         model = _capture(module, args, kwargs, path, frozen, None,
                          "`dynamic_shapes=None` asked for the example's shapes")
     else:
         try:
             model = _capture(module, args, kwargs, path, frozen,
-                             auto_dims(module, args, kwargs) if auto else dynamic_shapes, "")
+                             auto_dims(module, args, kwargs, axes) if auto else dynamic_shapes,
+                             "")
         except DynamicShapeError as error:
             if not auto:
                 raise
             reason = str(error).removeprefix("from_torch: ").split(". ")[0][:300]
             model = _capture(module, args, kwargs, path, frozen, None,
                              f"torch.export could not keep its sizes dynamic ({reason})")
+    if axes == "batch" and not model.shapes.static:
+        model = dataclasses.replace(model, shapes=dataclasses.replace(
+            model.shapes, first_only="`dynamic_shapes='batch'` kept only each input's first "
+            "size dynamic; convert with dynamic_shapes='auto' to let torch keep this one "
+            "dynamic too"))
     if batch_one and not model.shapes.static:
         one = _batch_of_one(args, kwargs)
         try:
-            variant = capture(module, one[0], one[1], path, frozen,
-                              "auto" if auto else dynamic_shapes)
+            variant = capture(module, one[0], one[1], path, frozen, dynamic_shapes)
         except ValueError as error:
             # torch's own training forward may refuse a batch of 1 (BatchNorm over one
             # value per channel): the batch-1 program is then evaluation mode only, and
             # apply(train=True) at batch 1 refuses with torch's reason, as torch does
             try:
                 variant = _capture(module, one[0], one[1], path, frozen,
-                                   auto_dims(module, *one) if auto else dynamic_shapes, "",
+                                   auto_dims(module, *one, axes) if auto else dynamic_shapes, "",
                                    modes=(False,))
             except (ValueError, DynamicShapeError):
                 raise error from None

@@ -155,6 +155,8 @@ class ShapeSpec:
         dynamic capture could not take).
       example: ``((symbol, size), ...)``: each symbol's size in the example (for what
         is decided once, at the example's shapes: the nnx twin's stock layers).
+      first_only: non-empty when the caller kept only each input's first size dynamic
+        (``dynamic_shapes="batch"``): why the other sizes are the example's.
     """
 
     ranges: tuple = ()
@@ -162,6 +164,7 @@ class ShapeSpec:
     fixed: tuple = ()
     static: str = ""
     example: tuple = ()
+    first_only: str = ""
 
     def check(self, where: str, input_meta, leaves) -> dict:
         """``{symbol: size}`` of these inputs, after checking every size; ``where``
@@ -187,9 +190,9 @@ class ShapeSpec:
                 label = f"input {index} dim {axis}"
                 if isinstance(size, int):
                     if value != size:
-                        raise ValueError(
-                            f"{where}: {label} must be {size}, got {value} "
-                            f"({self._why_fixed()})")
+                        why = self.first_only if axis and self.first_only else (
+                            self._why_fixed())
+                        raise ValueError(f"{where}: {label} must be {size}, got {value} ({why})")
                     continue
                 symbol = size.symbol
                 if symbol is not None and symbol not in dims:

@@ -502,15 +502,17 @@ def _example(args):
     return tuple(_torch(a) for a in args)
 
 
-def convert(module, args, kwargs, capture: str = "auto", batch_one: bool = False):
+def convert(module, args, kwargs, capture: str = "auto", batch_one: bool = False,
+            dynamic_shapes: str = "auto"):
     """``from_torch(module, example=..., with_buffers=True, capture=capture,
-    batch_one=...)`` and its wall time: ``(model, params, buffers, seconds)``; with
-    ``batch_one`` the export front end captures torch's batch-1 program too (the
-    shapes column)."""
+    batch_one=..., dynamic_shapes=...)`` and its wall time: ``(model, params, buffers,
+    seconds)``; with ``batch_one`` the export front end captures torch's batch-1 program
+    too (the shapes column)."""
     began = time.perf_counter()
     model, params, buffers = jaxgrad.nn.from_torch(
         module, example=_example(args), example_kwargs={k: _torch(v) for k, v in kwargs.items()}
-        or None, with_buffers=True, capture=capture, batch_one=batch_one)
+        or None, with_buffers=True, capture=capture, batch_one=batch_one,
+        dynamic_shapes=dynamic_shapes)
     return model, params, buffers, time.perf_counter() - began
 
 
@@ -566,7 +568,8 @@ print(json.dumps({"torch imported": "torch" in sys.modules}))
 """
 
 
-def artifact_report(module64, model, params, buffers, args, kwargs, capture):
+def artifact_report(module64, model, params, buffers, args, kwargs, capture,
+                    dynamic_shapes="auto"):
     """``save_exported`` the float64 evaluation program (a layer-path model is captured
     with torch.export for it), reload it with ``load_exported`` in a fresh process that
     never imports torch, run it on the example: its output against torch's."""
@@ -576,7 +579,8 @@ def artifact_report(module64, model, params, buffers, args, kwargs, capture):
     import tempfile
 
     if not isinstance(model, ExportedModule):
-        model, params, buffers, _ = convert(module64, args, kwargs, "export", batch_one=False)
+        model, params, buffers, _ = convert(module64, args, kwargs, "export", batch_one=False,
+                                            dynamic_shapes=dynamic_shapes)
     reference, _ = torch_eval(module64, args, kwargs)
     with tempfile.TemporaryDirectory(prefix="jaxgrad-zoo-") as folder:
         path = os.path.join(folder, "model.jaxgrad")
@@ -656,7 +660,8 @@ def _run(entry, result, columns, capture, say):
     say("convert float64")
     try:
         model, params, buffers, seconds = convert(module64, args64, kwargs64, capture,
-                                                  batch_one="shapes" in columns)
+                                                  batch_one="shapes" in columns,
+                                                  dynamic_shapes=entry.dynamic_shapes)
     except Exception as error:  # noqa: BLE001 - the row records why
         result.error = _first_line(error)
         return
@@ -700,7 +705,7 @@ def _run(entry, result, columns, capture, say):
         say("artifact")
         result.columns["artifact"] = _column(
             lambda: artifact_report(module64, model, params, buffers, args64, kwargs64,
-                                    capture))
+                                    capture, entry.dynamic_shapes))
     if "train" in columns:
         say(f"{STEPS} training steps")
         result.columns["train"] = _column(
@@ -740,7 +745,8 @@ def _float32(entry, built, cotangents, reference64, capture) -> tuple:
     an exact copy of the float32 model, on the same inputs and cotangents); each report's
     ``zoo_note`` counts the leaves passed by each rule (``calibrated_note``)."""
     module32, args32, kwargs32 = zoo_models.instance(built, "float32")
-    model, params, buffers, _ = convert(module32, args32, kwargs32, capture)
+    model, params, buffers, _ = convert(module32, args32, kwargs32, capture,
+                                        dynamic_shapes=entry.dynamic_shapes)
     reference32, _ = torch_eval(module32, args32, kwargs32, cotangents)
     candidate32 = jax_eval(model, params, buffers, args32, kwargs32, cotangents)
     reports = []
@@ -810,7 +816,8 @@ def _train(entry, built, module64, model, params, buffers, args, kwargs, result,
            computed_in=None) -> ParityReport:
     del params, buffers  # every step starts from torch's state (train_steps)
     if not isinstance(model, ExportedModule) and torch_draws_in_training(module64, args, kwargs):
-        model, _, _, _ = convert(module64, args, kwargs, "export")
+        model, _, _, _ = convert(module64, args, kwargs, "export",
+                                 dynamic_shapes=entry.dynamic_shapes)
         result.random_note = ("trained through capture='export': the layer path takes no "
                               "injected random draws")
     report, info = train_steps(module64, model, args, kwargs, computed_in=computed_in,

@@ -173,6 +173,15 @@ def as_strided(input, size, stride, storage_offset=None):
         raise ValueError(f"as_strided: `size` (={list(size)}) and `stride` (={list(stride)}) "
                          "must have the same length.")
     offset = 0 if storage_offset is None else storage_offset
+    if not all(isinstance(v, (int, np.integer)) for v in (*size, *stride, offset)):
+        # symbolic sizes (a program exported with jax.export): the same index, built by
+        # JAX with the sizes as dimension variables; torch checked the bounds at capture
+        index_dtype = jax.dtypes.canonicalize_dtype(np.int64)
+        flat_index = jnp.full(tuple(size), offset, dtype=index_dtype)
+        for axis, step in enumerate(stride):
+            flat_index = flat_index + jax.lax.broadcasted_iota(
+                index_dtype, tuple(size), axis) * step
+        return jnp.ravel(input)[flat_index]
     flat_index = np.full(tuple(size), offset, dtype=np.int64)
     for axis, (extent, step) in enumerate(zip(size, stride)):
         shape = [1] * len(size)
