@@ -29,4 +29,4 @@ from jaxgrad.gradcheck import GradcheckReport
 from jaxgrad.parity import assert_parity
 from jaxgrad.parity import compare
 
-__version__ = "0.1.0"
+from jaxgrad._version import __version__  # noqa: E402

@@ -27,7 +27,7 @@ import torch.nn.functional as TF
 from torch import nn as tnn
 
 from jaxgrad import nn
-from jaxgrad.nn import fx_ops
+from jaxgrad.nn.capture import fx_ops
 from jaxgrad.parity import assert_parity
 from parity_checks._capture_parity import draws_for, grads_both, torch_run
 from parity_tests._sampling import one_in

@@ -320,7 +320,7 @@ def test_flatten_order_in_a_layer_and_between_layers(x64):
     flat = next(n for n in nodes if n.target == "torch.flatten")
     perm = dataclasses.replace(flat, name="nhwc", target="method.permute",
                                args=(flat.args[0], 0, 2, 3, 1), kwargs=())
-    fx = __import__("jaxgrad.nn.fx", fromlist=["Ref"])
+    fx = __import__("jaxgrad.nn.capture.fx", fromlist=["Ref"])
     flat2 = dataclasses.replace(flat, args=(fx.Ref("nhwc"),) + flat.args[1:])
     nodes = tuple(x for n in nodes for x in ((perm, flat2) if n is flat else (n,)))
     report = diagnose(tm, (dataclasses.replace(model, nodes=nodes), params),

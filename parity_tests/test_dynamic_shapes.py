@@ -26,9 +26,9 @@ import torch
 from torch import nn as tnn
 
 from jaxgrad import nn
-from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import TensorMeta
-from jaxgrad.nn.shapes import SymDim
+from jaxgrad.nn.capture.refs import Ref
+from jaxgrad.nn.capture.program import TensorMeta
+from jaxgrad.nn.capture.shapes import SymDim
 from jaxgrad.parity import assert_parity
 
 

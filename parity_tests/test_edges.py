@@ -27,7 +27,8 @@ from jaxgrad import nn
 from jaxgrad import optim as joptim
 from jaxgrad import parity
 from jaxgrad.doctor import match
-from jaxgrad.nn import aten, fx_ops
+from jaxgrad.nn import aten
+from jaxgrad.nn.capture import fx_ops
 from jaxgrad.optim import quasi_newton
 from parity_checks._capture_parity import grads_both, torch_run, draws_for
 

@@ -530,7 +530,7 @@ class SpecialisedBackwards(tnn.Module):
 # sinc into where(x == 0, 1, sin(pi x) / (pi x)) and hardswish into x * clamp(x + 3, 0,
 # 6) / 6, whose autodiff differs from torch's own backward at these edges (0 * inf = NaN
 # where torch defines 0; 0 where xlogy's d/dx is log(y); the clamp's bounds): the four
-# are kept whole (jaxgrad.nn.export.decompositions) and mapped with torch's derivatives
+# are kept whole (jaxgrad.nn.capture.export.decompositions) and mapped with torch's derivatives
 @pytest.mark.parametrize("y", [ZERO_Y, CONSTANT_ROWS], ids=["zeros", "constant-rows"])
 def test_xlogy_std_and_sinc_at_zero_through_a_captured_model(x64, y):
     _assert_capture_matches(SpecialisedBackwards(), ZERO_X, y)

@@ -221,7 +221,7 @@ def test_untraceable_unmapped_and_unsupported_are_named():
 
 def test_import_jaxgrad_works_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import jaxgrad, jaxgrad.nn, jaxgrad.nn.fx, jaxgrad.nn.fx_ops\n"
+            "import jaxgrad, jaxgrad.nn, jaxgrad.nn.capture.fx, jaxgrad.nn.capture.fx_ops\n"
             "print('ok')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)

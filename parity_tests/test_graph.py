@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -209,13 +210,14 @@ def test_graph_modules_keep_to_their_framework():
         assert not packages & {"jax", "jaxgrad", "optax", "flax"}, (name, packages)
     for name, packages in _imported_packages(pathlib.Path(jaxgrad.__file__).parent):
         assert "torchref" not in packages, (name, packages)
-        # the exceptions: from_torch's two front ends import torch.fx (nn/fx.py) and
-        # torch.export (nn/export.py, and nn/export_autograd.py, what the export front
-        # end does about autograd in a forward), and zoo_imports.py (torchvision's
-        # import on a CPU-only torch) imports torch, lazily, inside functions
+        # the exceptions: from_torch's two front ends import torch.fx (nn/capture/fx.py)
+        # and torch.export (nn/capture/export.py, and nn/capture/export_autograd.py, what
+        # the export front end does about autograd in a forward), and zoo_imports.py
+        # (torchvision's import on a CPU-only torch) imports torch, lazily, in functions
         assert "torch" not in packages or name in ("fx.py", "export.py", "export_autograd.py",
                                                    "zoo_imports.py"), (name, packages)
-    for name in ("nn/fx.py", "nn/export.py", "nn/export_autograd.py", "zoo_imports.py"):
+    for name in ("nn/capture/fx.py", "nn/capture/export.py", "nn/capture/export_autograd.py",
+                 "zoo_imports.py"):
         source = (pathlib.Path(jaxgrad.__file__).parent / name).read_text()
         assert "\n    import torch" in source or "\n    from torch" in source, name
         assert "\nimport torch" not in source and "\nfrom torch" not in source, name
@@ -322,3 +324,85 @@ def test_integer_inputs_get_no_gradient(x64):
     assert outputs["dx"].value.tolist() == [3.0, 4.0]
     result = step_through(fn, x, counts, verbose=False)
     assert list(result.grads) == ["x"] and result.grads["x"].tolist() == [3.0, 4.0]
+
+
+# ------------------------------------------------------------- the code's direction
+def import_cycles(graph) -> list[list[str]]:
+    """The import cycles of a ``grimp`` graph: its strongly connected components of
+    more than one module (every import counted, those inside functions too)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(module):  # Tarjan's algorithm, iterative over each module's imports
+        work = [(module, iter(sorted(graph.find_modules_directly_imported_by(module))))]
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        while work:
+            node, imported = work[-1]
+            child = next(imported, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(
+                        child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+@pytest.fixture(scope="module")
+def jaxgrad_imports():
+    grimp = pytest.importorskip("grimp")
+    return grimp.build_graph("jaxgrad")
+
+
+def test_no_module_of_jaxgrad_imports_one_that_imports_it_back(jaxgrad_imports):
+    assert import_cycles(jaxgrad_imports) == []
+
+
+def test_a_cycle_planted_in_the_graph_is_found():
+    """The check above must be able to fail: ``jaxgrad.nn.capture.refs`` importing the
+    face that (through the front ends) imports it closes a circle."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("jaxgrad")  # its own: the planted import stays in it
+    graph.add_import(importer="jaxgrad.nn.capture.refs", imported="jaxgrad.nn.capture")
+    cycles = import_cycles(graph)
+    assert len(cycles) == 1
+    assert {"jaxgrad.nn.capture", "jaxgrad.nn.capture.refs",
+            "jaxgrad.nn.capture.export"} <= set(cycles[0])
+
+
+def test_the_import_contracts_hold():
+    """``lint-imports`` with pyproject.toml's contracts: the layers of jaxgrad, of
+    jaxgrad.nn and of capture, and what jaxgrad and torchref never import."""
+    import pathlib
+    import shutil
+    import subprocess
+
+    pytest.importorskip("importlinter")
+    root = pathlib.Path(__file__).resolve().parents[1]
+    command = shutil.which("lint-imports", path=str(pathlib.Path(sys.executable).parent))
+    done = subprocess.run([command or "lint-imports", "--no-cache"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout

@@ -16,7 +16,7 @@ import dataclasses
 import pytest
 
 from jaxgrad.nn import SUPPORTED
-from jaxgrad.nn import convert
+from jaxgrad.nn.capture import layers as convert
 from jaxgrad_dev import module_db as harness
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from jaxgrad.nn import convert
+from jaxgrad.nn.capture import layers as convert
 from jaxgrad_dev import module_db as harness
 
 CLASSES = {"Linear": 1, "Conv2d": 1, "BatchNorm2d": 1, "LayerNorm": 1, "GRU": 18}

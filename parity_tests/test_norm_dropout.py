@@ -220,7 +220,7 @@ def test_constructor_and_training_errors():
 def test_parity_rows_catch_flaxs_momentum_convention(monkeypatch):
     """The state-layer parity fails when the twin uses flax's momentum meaning (weight
     of the old average): only the running statistics differ, and they are caught."""
-    from jaxgrad.nn import convert
+    from jaxgrad.nn.capture import layers as convert
     from parity_checks.state_layers import state_layer_parity
 
     assert state_layer_parity("BatchNorm1d (N,C)", "float64").passed

@@ -96,7 +96,7 @@ def _chw(calls):
 
 
 def _twin(torch_module, path):
-    from jaxgrad.nn.convert import convert_layer
+    from jaxgrad.nn.capture.layers import convert_layer
 
     sub = dict(torch_module.named_modules()).get(path)
     try:

@@ -136,8 +136,8 @@ class Recorder:
 def leaves(model: Module, path: str = ""):
     """``[(path, layer), ...]`` of the model's leaf layers (containers walked)."""
     from jaxgrad.nn.container import Sequential
-    from jaxgrad.nn.fx import GraphModule
-    from jaxgrad.nn.program import ExportedModule
+    from jaxgrad.nn.capture.fx import GraphModule
+    from jaxgrad.nn.capture.program import ExportedModule
 
     if isinstance(model, Sequential):
         out = []
@@ -157,8 +157,8 @@ def leaves(model: Module, path: str = ""):
 def tapped(model: Module, recorder: Recorder, path: str = "") -> Module:
     """``model`` with every leaf wrapped in a ``Tap``."""
     from jaxgrad.nn.container import Sequential
-    from jaxgrad.nn.fx import GraphModule
-    from jaxgrad.nn.program import ExportedModule
+    from jaxgrad.nn.capture.fx import GraphModule
+    from jaxgrad.nn.capture.program import ExportedModule
 
     if isinstance(model, ExportedModule):
         return regions.TappedProgram(model, recorder)

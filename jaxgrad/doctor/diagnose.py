@@ -2,7 +2,7 @@
 
 Torch rule: this module never imports torch. The torch module is driven by duck
 typing (hooks, ``named_modules``, ``named_parameters``; see ``capture``), and its
-layers' hyperparameters are read through ``jaxgrad.nn.convert.convert_layer``.
+layers' hyperparameters are read through ``jaxgrad.nn.capture.layers.convert_layer``.
 
 ``port`` is one of
 
@@ -100,7 +100,7 @@ def _check_names(names, traced, torch_names):
 
 
 def _torch_twin(torch_module, path):
-    from jaxgrad.nn.convert import convert_layer
+    from jaxgrad.nn.capture.layers import convert_layer
 
     sub = dict(torch_module.named_modules()).get(path)
     try:

@@ -2,7 +2,7 @@
 
 An ``ExportedModule`` (``from_torch`` through ``torch.export``) has no jaxgrad layers,
 but every ATen node keeps the torch module path it ran in; its regions
-(``jaxgrad.nn.regions``: one call of a leaf torch module each) are the doctor's layers.
+(``jaxgrad.nn.capture.regions``: one call of a leaf torch module each) are the doctor's layers.
 So the doctor compares the port at each torch module's output with torch's forward
 hook, and runs a region alone on torch's recorded input (input injection), by torch
 path. A region reading several outside values (an attention module fed query and key)
@@ -18,8 +18,8 @@ import numpy as np
 
 from jaxgrad.doctor.calls import Call, numpy_tree
 from jaxgrad.nn.module import Module
-from jaxgrad.nn.program import ExportedModule, run
-from jaxgrad.nn.regions import Region, regions
+from jaxgrad.nn.capture.program import ExportedModule, run
+from jaxgrad.nn.capture.regions import Region, regions
 
 
 def _output(region: Region, env: dict):
@@ -86,7 +86,7 @@ class TappedProgram(Module):
                    if target.startswith(prefix) and ref.name in names}
             self.recorder.calls.append(Call(region.path, region.index, "", (np.asarray(
                 env[region.input]),), {}, numpy_tree(_output(region, env)), new))
-        from jaxgrad.nn.program import unflatten
+        from jaxgrad.nn.capture.program import unflatten
 
         new_buffers = {**buffers, **updates}
         return unflatten(program.out_tree, iter(outputs)), new_buffers

@@ -253,7 +253,7 @@ class TorchEmbed(nnx.Module):
 
 
 class TorchGraph(nnx.Module):
-    """A traced torch ``forward`` (``jaxgrad.nn.fx.GraphModule``) as an nnx module:
+    """A traced torch ``forward`` (``jaxgrad.nn.capture.fx.GraphModule``) as an nnx module:
     ``__call__`` follows the traced graph, calling nnx twins of the torch layers
     (held in ``layers``, an ``nnx.Dict`` keyed by torch module path) and the op
     table's JAX functions for the torch function calls in between.
@@ -278,7 +278,7 @@ class TorchGraph(nnx.Module):
     def __call__(self, *inputs, capture: dict | None = None):
         """The traced forward; ``capture``, when a dict, receives every layer's output
         in torch's layout under its module path (for per-layer comparisons)."""
-        from jaxgrad.nn import fx, fx_ops
+        from jaxgrad.nn.capture import fx, fx_ops
 
         env, layout = {}, {}
 

@@ -1,7 +1,7 @@
 """A program captured with ``torch.export`` as an nnx module: ``TorchProgram``.
 
 ``from_torch`` captures a model its layer path cannot trace as an ``ExportedModule``
-(core ATen ops, ``jaxgrad.nn.program``). Its nnx twin keeps flax's idiom where a
+(core ATen ops, ``jaxgrad.nn.capture.program``). Its nnx twin keeps flax's idiom where a
 layer has one and torch's program everywhere else:
 
 - every call of a torch layer stock flax expresses (``Linear`` → ``nnx.Linear``,
@@ -13,7 +13,7 @@ layer has one and torch's program everywhere else:
   arithmetic, masks, residual adds — runs as torch's ATen ops through the table,
   its parameters and buffers under their torch names in torch's layout.
 
-A layer's calls are its *region* of the program (``jaxgrad.nn.regions``). A region
+A layer's calls are its *region* of the program (``jaxgrad.nn.capture.regions``). A region
 becomes the stock layer only when the swap is exact by construction: the layer is a
 torch class jaxgrad knows with torch's own ``forward`` and no buffers, it is called
 once, its region reads exactly its own parameters (none of them tied to another
@@ -34,9 +34,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from jaxgrad.nn.module import child_path
-from jaxgrad.nn.program import TensorMeta
-from jaxgrad.nn.regions import readers, regions, state_read
-from jaxgrad.nn.shapes import concrete, is_symbolic
+from jaxgrad.nn.capture.program import TensorMeta
+from jaxgrad.nn.capture.regions import readers, regions, state_read
+from jaxgrad.nn.capture.shapes import concrete, is_symbolic
 
 
 def _input_meta(model, program, name):
@@ -181,7 +181,7 @@ class TorchProgram(nnx.Module):
     def __call__(self, *inputs, capture: dict | None = None, **kwargs):
         """torch's forward; ``capture``, when a dict, receives each stock layer's
         output (torch's layout) under its module path."""
-        from jaxgrad.nn.program import run, unflatten
+        from jaxgrad.nn.capture.program import run, unflatten
 
         train = not self.deterministic
         plan = self.plans[train]

@@ -37,12 +37,12 @@ from jaxgrad.nn.conv import Conv3d
 from jaxgrad.nn.conv import ConvTranspose1d
 from jaxgrad.nn.conv import ConvTranspose2d
 from jaxgrad.nn.conv import ConvTranspose3d
-from jaxgrad.nn.convert import SUPPORTED
-from jaxgrad.nn.convert import from_torch
+from jaxgrad.nn.capture import SUPPORTED
+from jaxgrad.nn.capture import from_torch
 from jaxgrad.nn.aten._autograd import register_autograd_function
-from jaxgrad.nn.artifact import ExportedArtifact
-from jaxgrad.nn.artifact import load_exported
-from jaxgrad.nn.artifact import save_exported
+from jaxgrad.nn.capture.artifact import ExportedArtifact
+from jaxgrad.nn.capture.artifact import load_exported
+from jaxgrad.nn.capture.artifact import save_exported
 from jaxgrad.nn.functional._lowering import conv_lowering
 from jaxgrad.nn.linear import Bilinear
 from jaxgrad.nn.linear import Flatten
@@ -109,4 +109,4 @@ from jaxgrad.nn.norm import InstanceNorm1d
 from jaxgrad.nn.norm import InstanceNorm2d
 from jaxgrad.nn.norm import InstanceNorm3d
 from jaxgrad.nn.norm import LocalResponseNorm
-from jaxgrad.nn import fx
+from jaxgrad.nn.capture import fx

@@ -290,14 +290,14 @@ def environment(device=None) -> dict:
     from jaxgrad.train.benchmark import cpu_info
     from jaxgrad.train.host_memory import host_memory_state
 
-    import jaxgrad
+    from jaxgrad._version import __version__
     from jaxgrad.nn.functional import _lowering
 
     device = device if device is not None else jax.devices()[0]
     cpu = cpu_info()
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": cpu["model"],
             "cpu_flags": cpu["flags"], "platform": device.platform,
-            "device_kind": device.device_kind, "jaxgrad": jaxgrad.__version__,
+            "device_kind": device.device_kind, "jaxgrad": __version__,
             # how convolutions compile changes the timings (jaxgrad.nn.conv_lowering)
             "conv_lowering": [_lowering.current_mode(), _lowering.RULES],
             # page faults on each call's buffers cost per-step calls most (host_memory)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
-from jaxgrad.nn.program import ExportedModule
+from jaxgrad.nn.capture.program import ExportedModule
 from torchref.random_draws import recording
 
 

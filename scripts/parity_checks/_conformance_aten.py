@@ -6,7 +6,7 @@ Every overload in ``jaxgrad.nn.aten`` is held to the samples of the ``op_db`` en
 another name (``aten.convolution`` <- ``nn.functional.conv2d``). Each float64 sample is
 captured the way ``from_torch`` captures a model — traced to core ATen ops
 (``make_fx`` with export's decomposition table: ``torch.export`` itself costs ~0.4 s a
-call, ``make_fx`` ~10 ms) and converted node by node with ``jaxgrad.nn.export``'s
+call, ``make_fx`` ~10 ms) and converted node by node with ``jaxgrad.nn.capture.export``'s
 ``build_nodes`` — then run in JAX and compared with torch at the float64 tier:
 every output, and the vector-Jacobian product for a fixed cotangent with respect to
 every floating input (torch's ``autograd.grad`` against ``jax.vjp``). A random op
@@ -31,9 +31,9 @@ import torch
 
 from jaxgrad import parity
 from jaxgrad.nn import aten
-from jaxgrad.nn.export import build_nodes, decompositions, tree_of
-from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import Program, run, unflatten
+from jaxgrad.nn.capture.export import build_nodes, decompositions, tree_of
+from jaxgrad.nn.capture.refs import Ref
+from jaxgrad.nn.capture.program import Program, run, unflatten
 from parity_checks._conformance_losses import (Outcome, _cotangent, _no_test_function_lookup,
                                                _to_jax)
 from torchref.random_draws import recording

@@ -54,7 +54,7 @@ import torch
 
 import jaxgrad
 from jaxgrad import optim as joptim
-from jaxgrad.nn.program import ExportedModule, TensorMeta
+from jaxgrad.nn.capture.program import ExportedModule, TensorMeta
 from jaxgrad.parity import ParityReport
 import _zoo_models as zoo_models
 from parity_checks._capture_parity import draws_for

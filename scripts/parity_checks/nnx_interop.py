@@ -597,7 +597,7 @@ def _to_torch_order(tree, reference):
 def is_captured(model) -> bool:
     """Whether ``model`` (from ``from_torch``) is a program captured with
     ``torch.export`` (an ``ExportedModule``: a ``TorchProgram`` on the nnx side)."""
-    from jaxgrad.nn.program import ExportedModule
+    from jaxgrad.nn.capture.program import ExportedModule
 
     return isinstance(model, ExportedModule)
 

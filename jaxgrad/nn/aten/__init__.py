@@ -2,7 +2,7 @@
 
 ``from_torch`` captures what ``torch.fx.symbolic_trace`` cannot take (Hugging Face
 transformers, vision transformers, forwards with shape assertions or control flow on
-sizes) with ``torch.export`` and decomposes it to core ATen (``jaxgrad.nn.export``).
+sizes) with ``torch.export`` and decomposes it to core ATen (``jaxgrad.nn.capture.export``).
 Every ``call_function`` node of that program is looked up here by the name torch
 prints for its overload, ``"aten.add.Tensor"``, ``"aten.convolution.default"``
 (``str(torch.ops.aten.add.Tensor)``), and run on JAX arrays with the ATen schema's
@@ -33,50 +33,7 @@ here imports torch.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
-
-
-class AtenOp(NamedTuple):
-    fn: Callable  # fn(*args, **kwargs), or fn(draw, *args, **kwargs) for a random op
-    sample: Callable | None = None  # random ops: sample(key, *args, **kwargs) -> draw
-
-
-OPS: dict[str, AtenOp] = {}
-
-
-def register(*names: str, sample: Callable | None = None, replace: bool = False):
-    """Decorator: ``fn`` implements the ATen overloads ``names``.
-
-    Args:
-      names: ``"aten.add.Tensor"``, ``"aten.relu.default"``…
-      sample: for a random op, ``sample(key, *args, **kwargs) -> draw``.
-      replace: allow replacing an entry that exists (refused otherwise, so two
-        modules cannot silently define the same op twice).
-    """
-
-    def decorate(fn):
-        for name in names:
-            if name in OPS and not replace:
-                raise ValueError(
-                    f"register: {name!r} is already in the ATen table "
-                    f"({OPS[name].fn.__module__}.{OPS[name].fn.__qualname__}); pass "
-                    "`replace=True` to replace it."
-                )
-            OPS[name] = AtenOp(fn, sample)
-        return fn
-
-    return decorate
-
-
-def lookup(name: str) -> AtenOp | None:
-    """The entry for ``name`` (``"aten.add.Tensor"``), or None."""
-    return OPS.get(name)
-
-
-def supported() -> list[str]:
-    """Every overload in the table, sorted."""
-    return sorted(OPS)
-
+from jaxgrad.nn.aten._table import OPS, AtenOp, lookup, register, supported
 
 # the families register their entries on import
 from jaxgrad.nn.aten import _pointwise  # noqa: E402,F401

@@ -3,7 +3,7 @@
 ``torch.export`` records what a forward does to values, not what autograd does to
 their gradients: decomposed, ``y.detach()`` is an ``alias`` and a ``no_grad`` region
 is ordinary ops, and a custom ``torch.autograd.Function`` is its forward alone.
-``jaxgrad.nn.export_autograd`` marks these in torch's training program before it is
+``jaxgrad.nn.capture.export_autograd`` marks these in torch's training program before it is
 decomposed, with two ops of its own that survive decomposition, mapped here:
 
 - ``jaxgrad.stop_gradient.default(x)``: ``jax.lax.stop_gradient`` at exactly the
@@ -13,7 +13,7 @@ decomposed, with two ops of its own that survive decomposition, mapped here:
 - ``jaxgrad.autograd_function.default(inputs, spec)``: a custom
   ``autograd.Function`` as a ``jax.custom_vjp`` whose forward is the Function's
   captured ``forward`` and whose rule is its own captured ``backward``
-  (``FunctionSpec``, run by ``jaxgrad.nn.program.call_function``), or the JAX
+  (``FunctionSpec``, run by ``jaxgrad.nn.capture.program.call_function``), or the JAX
   function a user registered for the class (``register_autograd_function``).
 
 Nothing here imports torch.
@@ -25,7 +25,7 @@ from typing import Callable
 
 import jax
 
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 
 # "module.QualName" of a torch.autograd.Function -> a JAX function of its tensor inputs
 FUNCTIONS: dict[str, Callable] = {}
@@ -71,7 +71,7 @@ def stop_gradient(input):
 def autograd_function(inputs, spec):
     """A custom ``autograd.Function``'s outputs (a list): ``spec`` is the
     ``FunctionSpec`` captured from it, or a ``UserRule`` naming a registered one; each
-    runs itself (``jaxgrad.nn.program``, which runs programs, sits above this table)."""
+    runs itself (``jaxgrad.nn.capture.program``, which runs programs, sits above this table)."""
     return spec(tuple(inputs))
 
 

@@ -22,7 +22,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._promote import DEFAULT_FLOAT, _wrapped_dtype, canonical
 from jaxgrad.nn.aten._promote import compiled
 

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._promote import canonical
 from jaxgrad.nn.aten._promote import compiled
 from jaxgrad.nn.aten._shape import wrap_dim

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.functional._conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d,
                                          transposed_output_size)
 from jaxgrad.nn.functional._embedding import embedding

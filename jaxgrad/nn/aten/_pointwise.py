@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad.nn import functional
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._promote import (canonical, compiled, float_of, is_floating, is_tensor,
                                       promote, result_type)
 from jaxgrad.nn.functional._embedding import concrete_or_none

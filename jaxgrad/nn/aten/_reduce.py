@@ -33,7 +33,7 @@ import numpy as np
 
 from jaxgrad.nn import functional
 from jaxgrad.nn.functional._attention import safe_softmax as attention_softmax
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._pointwise import torch_sign
 from jaxgrad.nn.aten._promote import canonical, compiled, is_floating
 
@@ -337,7 +337,7 @@ def safe_softmax(input, dim, dtype=None):
     """The softmax of scaled dot-product attention's math path: a row whose scores are
     all ``-inf`` (fully masked) gives 0, value and gradient. Kept whole rather than
     decomposed to ``softmax``, ``eq``, ``all`` and ``where`` (see
-    ``jaxgrad.nn.export.decompositions``): ``safe_softmax`` costs what a softmax costs."""
+    ``jaxgrad.nn.capture.export.decompositions``): ``safe_softmax`` costs what a softmax costs."""
     if dtype is not None:
         input = input.astype(canonical(dtype))
     (axis,) = _axes(input.ndim, dim, "_safe_softmax") or (None,)

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.nn.aten import register
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._promote import compiled, promote
 from jaxgrad.nn.functional._padding import pad as _pad
 

@@ -27,8 +27,8 @@ import zipfile
 import jax
 import numpy as np
 
-from jaxgrad.nn.program import ExportedModule, TensorMeta, flatten, unflatten
-from jaxgrad.nn.shapes import ShapeSpec, SymDim, as_json, evaluate, from_json, symbols
+from jaxgrad.nn.capture.program import ExportedModule, TensorMeta, flatten, unflatten
+from jaxgrad.nn.capture.shapes import ShapeSpec, SymDim, as_json, evaluate, from_json, symbols
 
 FORMAT = "jaxgrad-exported/1"
 PLATFORMS = ("cpu", "cuda")

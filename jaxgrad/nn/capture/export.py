@@ -33,11 +33,13 @@ import warnings
 import numpy as np
 
 from jaxgrad._arrays import canonical_dtype
-from jaxgrad.nn import aten, export_autograd
-from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import (SYM_OPS, Constants, ExportedModule, FunctionSpec, OpNode,
-                                Program, TensorMeta, UserRule)
-from jaxgrad.nn.shapes import ShapeSpec, SymDim, is_symbolic, symbols
+from jaxgrad.nn import aten
+from jaxgrad.nn.capture import export_autograd
+from jaxgrad.nn.capture import layers as converters
+from jaxgrad.nn.capture.refs import Ref
+from jaxgrad.nn.capture.program import (SYM_OPS, Constants, ExportedModule, FunctionSpec,
+                                        OpNode, Program, TensorMeta, UserRule)
+from jaxgrad.nn.capture.shapes import ShapeSpec, SymDim, is_symbolic, symbols
 
 
 def _where(path: str) -> str:
@@ -79,7 +81,7 @@ class DynamicShapeError(ValueError):
 
 
 def sym_expr(expr):
-    """A sympy expression (torch's symbolic sizes and guards) as ``jaxgrad.nn.shapes``'
+    """A sympy expression (torch's symbolic sizes and guards) as ``jaxgrad.nn.capture.shapes``'
     nested tuples; ``_Dynamic`` for what it cannot hold (a data-dependent size,
     a float)."""
     import sympy
@@ -694,15 +696,13 @@ def _tensor_meta(tensor) -> TensorMeta:
 def _known_layers(module, param_names: set) -> tuple:
     """``((path, jaxgrad layer), ...)`` of torch layers jaxgrad converts whose
     parameters are all the model's, for ``init``."""
-    from jaxgrad.nn import convert
-
     layers = []
     for name, child in module.named_modules():
-        cls = convert.torch_class_name(child)
+        cls = converters.torch_class_name(child)
         if cls is None or cls == "Sequential" or not any(True for _ in child.parameters(recurse=False)):
             continue
         try:
-            layer = convert.convert_layer(child, name)
+            layer = converters.convert_layer(child, name)
             shapes = layer.param_shapes()
         except Exception:  # noqa: BLE001 - only for init: a layer we cannot build draws zeros
             continue

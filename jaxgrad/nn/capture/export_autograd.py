@@ -6,14 +6,14 @@ once the program is decomposed to core ATen: ``y.detach()`` becomes an ``alias``
 ``requires_grad_(False)`` leave no trace at all, ``y.data`` fails to export, and a
 custom ``torch.autograd.Function`` is inlined as its forward, its ``backward``
 dropped. Converted as recorded, each would give torch's outputs and wrong gradients.
-So, while ``jaxgrad.nn.export`` captures a module (torch is imported lazily, here):
+So, while ``jaxgrad.nn.capture.export`` captures a module (torch is imported lazily, here):
 
 - ``during_export()`` runs the export with
 
   - ``Function.apply`` calling one op of jaxgrad's own, ``jaxgrad::autograd_function``
     (opaque to decomposition), in place of the Function's forward; every call is
     remembered (``Call``) so its forward and backward can be captured on their own
-    (``_capture_function`` in ``jaxgrad.nn.export``); torch's reentrant
+    (``_capture_function`` in ``jaxgrad.nn.capture.export``); torch's reentrant
     ``checkpoint`` Function, whose backward is the autodiff of its forward, runs the
     function it wraps;
   - ``Tensor.data`` read as ``detach()`` (the same value, no gradient), so that it

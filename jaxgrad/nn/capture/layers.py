@@ -1,4 +1,4 @@
-"""``from_torch``: the jaxgrad twin of a torch module, read by duck typing.
+"""The layers front end of ``from_torch``: one converter per torch layer class.
 
 No torch import here: a module is recognised by its class and read through the
 attributes torch documents (``in_features``, ``negative_slope``, ``_modules``…).
@@ -7,12 +7,11 @@ A class is converted by ``_CONVERTERS`` only when it *is* torch's: defined in
 ``torch.nn``, or a subclass that keeps torch's ``forward``. A user's ``class
 Linear(nn.Linear)`` with its own ``forward``, or a user module that happens to be
 called ``Sequential``, is not torch's layer: like every module with custom forward
-code it is traced with ``torch.fx`` (``jaxgrad.nn.fx``, which imports torch lazily).
+code it is traced with ``torch.fx`` (``jaxgrad.nn.capture.fx``, which imports torch
+lazily), which converts the torch layers it calls here.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 from collections import OrderedDict
 
@@ -23,7 +22,7 @@ from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mis
 from jaxgrad.nn.activations import (CELU, GLU, SELU, Hardshrink, Hardtanh, LogSigmoid, PReLU,
                                     Softmax2d, Softmin, Softshrink, Softsign, Tanhshrink,
                                     Threshold)
-from jaxgrad.nn.container import Frozen, Sequential
+from jaxgrad.nn.container import Sequential
 from jaxgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
                              ConvTranspose3d)
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
@@ -122,7 +121,7 @@ def _recurrent_cell(module):
                                     dtype=_dtype_of(module), **extra)
 
 
-def _transformer_activation(activation, path):
+def _transformer_activation(activation, path, convert_child):
     if isinstance(activation, str):
         return activation
     name = getattr(activation, "__name__", None)
@@ -131,7 +130,7 @@ def _transformer_activation(activation, path):
             "torch.nn.functional", "torch._C._nn"):
         return name
     if hasattr(activation, "_modules"):
-        return _convert(activation, f"{path}.activation" if path else "activation")
+        return convert_child(activation, f"{path}.activation" if path else "activation")
     raise ValueError(
         f"from_torch: unsupported transformer activation {activation!r} at {path!r}; "
         "supported: 'relu', 'gelu', torch.nn.functional.relu / gelu, or a supported "
@@ -139,14 +138,14 @@ def _transformer_activation(activation, path):
     )
 
 
-def _transformer_layer(module):
+def _transformer_layer(module, convert_child):
     from jaxgrad.nn import transformer
 
     cls = getattr(transformer, type(module).__name__)
     return cls(
         module.self_attn.embed_dim, module.self_attn.num_heads,
         dim_feedforward=module.linear1.out_features, dropout=float(module.dropout.p),
-        activation=_transformer_activation(module.activation, ""),
+        activation=_transformer_activation(module.activation, "", convert_child),
         layer_norm_eps=module.norm1.eps, batch_first=module.self_attn.batch_first,
         norm_first=module.norm_first, bias=module.linear1.bias is not None,
         dtype=_dtype_of(module),
@@ -155,11 +154,11 @@ def _transformer_layer(module):
     )
 
 
-def _transformer_stack(module):
+def _transformer_stack(module, convert_child):
     from jaxgrad.nn import transformer
 
-    layer = _convert(module.layers[0], "layers.0")
-    norm = None if module.norm is None else _convert(module.norm, "norm")
+    layer = convert_child(module.layers[0], "layers.0")
+    norm = None if module.norm is None else convert_child(module.norm, "norm")
     if type(module).__name__ == "TransformerEncoder":
         return transformer.TransformerEncoder(
             layer, module.num_layers, norm,
@@ -168,14 +167,14 @@ def _transformer_stack(module):
     return transformer.TransformerDecoder(layer, module.num_layers, norm)
 
 
-def _transformer(module):
+def _transformer(module, convert_child):
     """``nn.Transformer``: its two stacks converted as they are (so a custom encoder or
     decoder, or attributes changed after construction, carry over), the rest read from
     them for the hyperparameters torch does not store."""
     from jaxgrad.nn import transformer
 
-    encoder = _convert(module.encoder, "encoder")
-    decoder = _convert(module.decoder, "decoder")
+    encoder = convert_child(module.encoder, "encoder")
+    decoder = convert_child(module.decoder, "decoder")
     first = getattr(encoder, "encoder_layer", None)
     settings = {}
     if first is not None:
@@ -357,6 +356,8 @@ _CONVERTERS = {
     "TransformerDecoder": _transformer_stack,
     "Transformer": _transformer,
 }
+_NESTED = {"TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+           "TransformerDecoder", "Transformer"}
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 """The torch layer classes ``from_torch`` converts to jaxgrad layers, sorted (anything
 else is traced with ``torch.fx`` or captured with ``torch.export``)."""
@@ -388,14 +389,18 @@ def where(path: str) -> str:
     return f"at {path!r}" if path else "at the top level"
 
 
-def convert_layer(module, path: str):
-    """The twin of a module whose class torch defines, or a ValueError naming it."""
+def convert_layer(module, path: str, convert_child=None):
+    """The twin of a module whose class torch defines, or a ValueError naming it.
+
+    ``convert_child(child, path)`` converts the children of a ``Sequential`` or a
+    transformer (``from_torch`` passes the one that traces a child with custom forward
+    code through ``torch.fx``); by default each child must be a layer of this table."""
     name = torch_class_name(module)
     if name == "Sequential":
         children = OrderedDict()
         for child_name, child in module._modules.items():
             child_path = f"{path}.{child_name}" if path else child_name
-            children[child_name] = _convert(child, child_path)
+            children[child_name] = (convert_child or convert_layer)(child, child_path)
         return Sequential(children)
     # losses: no params; buffers weight / pos_weight, as in torch's state_dict. Imported
     # here because jaxgrad.losses builds its modules on jaxgrad.nn's Layer
@@ -421,168 +426,9 @@ def convert_layer(module, path: str):
             f"{', '.join(sorted(loss_modules.LOSS_MODULES))}, and modules whose forward "
             "torch.fx traces into those."
         )
+    if name in _NESTED:  # layers holding layers: their children through convert_child
+        return _CONVERTERS[name](module, convert_child or convert_layer)
     return _CONVERTERS[name](module)
 
 
-def _convert(module, path: str):
-    if torch_class_name(module) is not None or _is_torch_module(type(module)):
-        return convert_layer(module, path)
-    from jaxgrad.nn import fx  # custom forward code: trace it (imports torch.fx)
-
-    return fx.trace(module, path)
-
-
-def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool = False,
-               capture: str = "auto", dynamic_shapes="auto", batch_one: bool = False):
-    """Build the jaxgrad twin of ``module`` and copy its weights.
-
-    Two front ends (see "Capture" in the docs):
-
-    - *layers*: a module made of supported layers (``SUPPORTED``), nested
-      ``Sequential`` included, or with a custom ``forward`` that
-      ``torch.fx.symbolic_trace`` can trace (residual blocks, ResNets): its calls
-      become jaxgrad layers and ops (``jaxgrad.nn.fx``); ``jaxgrad.flax`` maps such a
-      model to stock nnx layers. Needs no example.
-    - *export*: anything else (Hugging Face transformers, vision transformers, a
-      forward with shape assertions, ``torch.finfo``, tied weights, writes through
-      views) is captured with ``torch.export`` on ``example`` and decomposed to core
-      ATen ops (``jaxgrad.nn.export``). Every size torch's program does not fix stays
-      symbolic: one capture runs at every batch size and sequence length the program
-      accepts, and a shape it cannot take is refused by name before JAX runs.
-
-    Either way ``apply(train=...)`` runs torch's training-mode or evaluation-mode
-    forward, whichever is asked, and random ops take the explicit ``key``.
-
-    Args:
-      module: a torch ``nn.Module``.
-      example: example positional input(s) of the forward: a tensor or a tuple of
-        them (required by the export front end).
-      example_kwargs: example keyword inputs (``{"attention_mask": mask}``).
-      with_buffers: also return the module's buffers (BatchNorm running statistics),
-        validated by ``model.load_buffers``.
-      capture: ``"auto"`` (the layer path when the module converts and traces,
-        else export), ``"layers"`` or ``"export"``.
-      dynamic_shapes: for the export front end: ``"auto"`` (every size of every tensor
-        input dynamic, ``torch.export.Dim.AUTO``; torch fixes what the model's code
-        needs, and a model torch cannot capture so is captured at the example's
-        shapes, ``model.shapes.static`` saying why), ``"batch"`` (only each tensor
-        input's first size dynamic: every batch size from one capture, the other sizes
-        the example's; much cheaper to capture where torch reasons slowly about image
-        sides, e.g. Swin's window reshapes), ``None`` (the example's shapes), or a
-        ``dynamic_shapes`` spec as ``torch.export.export`` takes it.
-      batch_one: export front end: also capture the program at batch size 1. torch
-        captures sizes 0 and 1 apart from the others (broadcasting treats them so),
-        so a capture at batch 2 or more runs batches from 2 up; with this, ``apply``
-        runs batch 1 too (one more capture).
-
-    Returns:
-      ``(model, params)``, or ``(model, params, buffers)`` with ``with_buffers=True``:
-      the jaxgrad model and its params (and buffers), keyed like
-      ``module.state_dict()``, with the module's dtype.
-
-    Raises:
-      ValueError: naming the first unsupported module's class and path, or the
-        unmapped op, its node and module path; with ``capture="auto"`` and no
-        ``example``, the layer path's reason and that an example would let export try.
-    """
-    if not any(cls.__name__ == "Module" and cls.__module__ == "torch.nn.modules.module"
-               for cls in type(module).__mro__):  # duck typing: torch is not imported for this
-        kind, given = type(module), repr(module)
-        kind = kind.__qualname__ if kind.__module__ == "builtins" else (
-            f"{kind.__module__}.{kind.__qualname__}")
-        given = given if len(given) <= 80 else given[:77] + "..."
-        raise TypeError(
-            f"from_torch expects a torch `nn.Module`, got a `{kind}` ({given})"
-            + ("; wrap a function in a module whose `forward` calls it." if callable(module)
-               else ".")
-        )
-    if capture not in ("auto", "layers", "export"):
-        raise ValueError(f"`capture` must be 'auto', 'layers' or 'export', got {capture!r}.")
-    if example_kwargs is not None and not isinstance(example_kwargs, dict):
-        raise TypeError(f"`example_kwargs` must be a dict of keyword inputs, got "
-                        f"{type(example_kwargs).__name__}.")
-    args = None if example is None else (tuple(example) if isinstance(example, (tuple, list))
-                                          else (example,))
-    untouched = _snapshot(module)
-    try:
-        model = _front_end(module, args, example_kwargs, capture, (dynamic_shapes, batch_one))
-    finally:
-        _restore(untouched)  # the user's module exactly as it was
-    state = module.state_dict()
-    params = model.load_state_dict(state)
-    if with_buffers:
-        return model, params, model.load_buffers(state)
-    return model, params
-
-
-def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
-    """The model from the front end ``capture`` names (``auto``: layers, then export).
-
-    Parameters with ``requires_grad=False`` (a frozen backbone, Whisper's
-    ``embed_positions``) are read through a stop-gradient on either front end (the
-    layer path's model holds their names: ``GraphModule.frozen``, or ``Frozen``)."""
-    frozen = tuple(name for name, p in module.named_parameters() if not p.requires_grad)
-    if capture == "export":
-        model = _capture_export(module, args, example_kwargs, frozen, shapes)
-    else:
-        try:
-            model = _convert(module, "") if not frozen else _with_frozen(
-                _convert(module, ""), frozen)
-        except ValueError as layers_error:
-            if capture == "layers":
-                raise
-            if args is None and example_kwargs is None:
-                raise ValueError(
-                    f"{layers_error} (from_torch tries torch.export next when it has an "
-                    "example input: `from_torch(module, example=(x,))`.)"
-                ) from layers_error
-            try:
-                model = _capture_export(module, args, example_kwargs, frozen, shapes)
-            except ValueError as export_error:
-                raise ValueError(
-                    f"{export_error}\n(The layer path failed first: {layers_error})"
-                ) from export_error
-    return model
-
-
-def _snapshot(module) -> list:
-    """Every parameter and buffer of ``module`` with a copy of its value and flag: both
-    front ends run the forward's Python (``torch.fx`` on proxies, a non-strict export
-    on fake tensors), and a forward that writes a module tensor directly (timm's
-    ``BatchNormAct2d`` adds 1 to its real ``num_batches_tracked`` while fx traces it)
-    would change the user's module. Tensors are read through their own methods (no torch
-    import here); a lazy module's uninitialised parameters have no value to keep."""
-    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())
-               if not type(t).__name__.startswith("Uninitialized")}.values()
-    return [(t, t.detach().clone(), t.requires_grad) for t in tensors]
-
-
-def _restore(snapshot) -> None:
-    """Put back what ``_snapshot`` saw: ``from_torch`` leaves the module as it found it."""
-    for tensor, value, requires_grad in snapshot:
-        if tensor.shape != value.shape:  # the forward resized it: put the old one back
-            tensor.data = value
-        elif not tensor.detach().equal(value):
-            tensor.data.copy_(value)  # .data: outside autograd, as torch.no_grad would
-        if tensor.requires_grad != requires_grad and tensor.is_leaf:
-            tensor.requires_grad_(requires_grad)
-
-
-def _with_frozen(model, frozen):
-    """``model`` reading the parameters ``frozen`` through a stop-gradient: a traced
-    ``GraphModule`` holds the names, any other model is wrapped (``Frozen``)."""
-    if type(model).__name__ == "GraphModule":
-        return dataclasses.replace(model, frozen=frozen)
-    return Frozen(model, frozen)
-
-
-def _capture_export(module, args, kwargs, frozen=(), shapes=("auto", False)):
-    if args is None and not kwargs:
-        raise ValueError(
-            f"from_torch: capturing {type(module).__name__} with torch.export needs an "
-            "example input: `from_torch(module, example=(x,))`."
-        )
-    from jaxgrad.nn import export  # imports torch.export, lazily
-
-    return export.capture(module, args or (), kwargs or {}, frozen=frozen,
-                          dynamic_shapes=shapes[0], batch_one=shapes[1])
+__all__ = ["SUPPORTED", "convert_layer", "torch_class_name", "where"]

@@ -7,10 +7,10 @@ never imports it) and turns the graph into a ``GraphModule``, an ordinary jaxgra
 layer:
 
 - ``call_module`` nodes of layers torch defines become jaxgrad layers, converted
-  by ``jaxgrad.nn.convert``'s table and keyed by their module path
+  by ``jaxgrad.nn.capture.layers``'s table and keyed by their module path
   (``layer1.0.conv1``), so params and buffers keep torch's ``state_dict`` keys;
 - ``call_function`` / ``call_method`` nodes map to JAX through the one op table,
-  ``jaxgrad.nn.fx_ops``;
+  ``jaxgrad.nn.capture.fx_ops``;
 - ``get_attr`` nodes read a parameter or buffer of the module by name.
 
 The forward is traced in both of torch's modes (``module.train()`` and
@@ -28,45 +28,23 @@ control flow), an op missing from the table, a tensor attribute outside the
 ``state_dict``, or an in-place write to an input, a module tensor or through a
 view is a ``ValueError`` naming the op, the node and the module path;
 ``from_torch`` then captures the module with ``torch.export`` instead when it has
-an example input (``jaxgrad.nn.export``).
+an example input (``jaxgrad.nn.capture.export``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad._arrays import canonical_dtype
-from jaxgrad.nn import fx_ops
+from jaxgrad.nn.capture import fx_ops
+from jaxgrad.nn.capture import layers as converters
+from jaxgrad.nn.capture.refs import DictArg, Ref, SliceArg
 from jaxgrad.nn.module import Module, child_path, layer_key, sub_dict
-
-
-@dataclasses.dataclass(frozen=True)
-class Ref:
-    """An argument that is the value of the node called ``name``."""
-
-    name: str
-
-
-@dataclasses.dataclass(frozen=True)
-class SliceArg:
-    """A ``slice`` (unhashable before Python 3.12) inside a node's arguments."""
-
-    start: Any
-    stop: Any
-    step: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class DictArg:
-    """A ``dict`` inside a node's arguments or output, as ``((key, value), ...)``."""
-
-    items: tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,8 +374,6 @@ def _refuse_tied_parameters(module, path: str) -> None:
 
 def _trace_mode(module, path, tracer, names, state):
     """One mode's graph: ``(nodes, layers, owned state keys)``."""
-    from jaxgrad.nn import convert
-
     try:
         graph = tracer().trace(module)
     except Exception as error:  # TraceError, TypeError from control flow on proxies…
@@ -460,14 +436,14 @@ def _trace_mode(module, path, tracer, names, state):
         elif fx_node.op == "call_module":
             target = fx_node.target
             if target not in layers:
-                layers[target] = convert.convert_layer(modules[target], child_path(path, target))
+                layers[target] = converters.convert_layer(modules[target], child_path(path, target))
                 owned.update(f"{target}.{k}" for k in modules[target].state_dict())
             nodes.append(Node(fx_node.name, "call_module", target, args, kwargs))
         else:  # call_function, call_method
             if fx_ops.lookup(name) is None:
                 raise ValueError(
                     f"from_torch: unmapped op {name} at {describe()}; the op table "
-                    f"(jaxgrad.nn.fx_ops) maps {', '.join(fx_ops.supported())}, and any "
+                    f"(jaxgrad.nn.capture.fx_ops) maps {', '.join(fx_ops.supported())}, and any "
                     "torch.nn.functional.X that jaxgrad.nn.functional defines. Pass "
                     "`example=` so from_torch captures it with torch.export instead."
                 )
@@ -511,7 +487,7 @@ def _autograd_the_layer_path_refuses(torch, module, path):
         )
 
     def apply(cls, *args, **kwargs):
-        from jaxgrad.nn.export_autograd import AUTODIFF_FUNCTIONS
+        from jaxgrad.nn.capture.export_autograd import AUTODIFF_FUNCTIONS
 
         name = f"{cls.__module__}.{cls.__qualname__}"
         if name in AUTODIFF_FUNCTIONS:  # reentrant checkpointing: the function it wraps
@@ -526,7 +502,7 @@ def _autograd_the_layer_path_refuses(torch, module, path):
             refuse("sets `requires_grad` on a tensor inside its forward")
         original_setattr(self, name, value)
 
-    from jaxgrad.nn.export_autograd import patched
+    from jaxgrad.nn.capture.export_autograd import patched
 
     with patched((function_class, "apply", classmethod(apply)),
                  (torch.fx.Proxy, "__setattr__", setattr_)):
@@ -556,13 +532,11 @@ def trace(module, path: str = "") -> GraphModule:
     """
     import torch.fx  # binds `torch` too: jaxgrad's one torch import, lazy, here only
 
-    from jaxgrad.nn import convert
-
     class _Tracer(torch.fx.Tracer):
         # stop at every layer torch defines (converted or refused by the converter
         # table); trace through containers and the user's own code
         def is_leaf_module(self, m, qualname):
-            return (convert.torch_class_name(m) not in (None, "Sequential")
+            return (converters.torch_class_name(m) not in (None, "Sequential")
                     or (type(m).__module__.startswith("torch.nn.")
                         and type(m).__name__ not in ("Sequential", "ModuleList",
                                                      "ModuleDict")))

@@ -1,6 +1,6 @@
 """The one op table of traced forwards: torch function and method calls -> JAX.
 
-``from_torch`` traces a custom ``forward`` with ``torch.fx`` (``jaxgrad.nn.fx``);
+``from_torch`` traces a custom ``forward`` with ``torch.fx`` (``jaxgrad.nn.capture.fx``);
 every ``call_function`` and ``call_method`` node of the graph is looked up here by
 its qualified name and run on JAX arrays with torch's argument names:
 
@@ -362,7 +362,7 @@ _FUNCTIONS = {
     "torch.celu": functional.celu, "torch.selu": functional.selu,
     "torch.nn.functional.batch_norm": _stateful_norm("batch_norm"),
     "torch.detach": _stop_gradient,
-    # what jaxgrad.nn.fx adds after a node computed with torch's grad mode off
+    # what jaxgrad.nn.capture.fx adds after a node computed with torch's grad mode off
     "jaxgrad.stop_gradient": _stop_gradient,
     "torch.nn.functional.instance_norm": _stateful_norm("instance_norm"),
 }

@@ -1,7 +1,7 @@
 """A captured torch program as a jaxgrad layer: ``ExportedModule``.
 
 ``from_torch`` captures a model ``torch.fx`` cannot trace with ``torch.export``
-(``jaxgrad.nn.export``); this module holds the result and runs it, with JAX only:
+(``jaxgrad.nn.capture.export``); this module holds the result and runs it, with JAX only:
 
 - two ``Program``\\ s, torch's training-mode and evaluation-mode graphs of core ATen
   ops (the same object when torch's two modes compute the same thing);
@@ -39,9 +39,10 @@ import numpy as np
 
 from jaxgrad._arrays import to_numpy
 from jaxgrad.nn import aten
-from jaxgrad.nn.fx import Ref
+from jaxgrad.nn.capture.refs import Ref
 from jaxgrad.nn.module import Module, child_path, layer_key
-from jaxgrad.nn.shapes import ShapeSpec, SymDim, Unbound, bind, concrete, evaluate, is_symbolic
+from jaxgrad.nn.capture.shapes import (ShapeSpec, SymDim, Unbound, bind, concrete, evaluate,
+                                       is_symbolic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +168,7 @@ def flatten(value, tree, where: str, leaves: list) -> list:
             raise TypeError(f"{where}: expected the keys {list(keys)} (as in the example), got {got}.")
         for key, child in zip(keys, children):
             flatten(value[key], child, f"{where}[{key!r}]", leaves)
-    else:  # pragma: no cover - trees are built by jaxgrad.nn.export
+    else:  # pragma: no cover - trees are built by jaxgrad.nn.capture.export
         raise AssertionError(kind)
     return leaves
 
@@ -284,7 +285,7 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
     placeholders' values and receives every node's; returns the user outputs (flat)
     and the buffer updates.
 
-    ``regions``: ``((Region, fn), ...)`` (``jaxgrad.nn.regions``, each with one output):
+    ``regions``: ``((Region, fn), ...)`` (``jaxgrad.nn.capture.regions``, each with one output):
     each region's nodes are skipped and, at its first node, ``fn(env[region.input])``
     gives the value of its output (checked against torch's recorded shape and dtype
     like any node): how the nnx twin runs a layer of the program as a stock nnx layer
@@ -361,7 +362,7 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
 # ------------------------------------------------- custom autograd Functions
 @dataclasses.dataclass(frozen=True, eq=False)
 class FunctionSpec:
-    """A custom ``torch.autograd.Function`` as captured (``jaxgrad.nn.export_autograd``):
+    """A custom ``torch.autograd.Function`` as captured (``jaxgrad.nn.capture.export_autograd``):
     a ``jax.custom_vjp`` of its own forward and backward (``call_function``).
 
     Attributes:
@@ -468,7 +469,7 @@ def call_function(spec, inputs: tuple) -> list:
 class ExportedModule(Module):
     """A torch model captured with ``torch.export``: a jaxgrad layer over ATen ops.
 
-    Built by ``jaxgrad.nn.from_torch`` (see ``jaxgrad.nn.export.capture``).
+    Built by ``jaxgrad.nn.from_torch`` (see ``jaxgrad.nn.capture.export.capture``).
     ``apply(params, *inputs, buffers=None, train=False, key=None, random_draws=None,
     **kwarg_inputs)`` takes the inputs as the torch forward took them in the example
     (positional and keyword, same structure and shapes) and returns the output with
@@ -487,7 +488,7 @@ class ExportedModule(Module):
       order: torch's ``state_dict()`` keys, aliases included.
       layers: ``((module path, jaxgrad layer), ...)`` of torch layers jaxgrad knows,
         used by ``init`` for torch's default initialisation of their parameters.
-      shapes: the sizes torch's program accepts (``jaxgrad.nn.shapes.ShapeSpec``):
+      shapes: the sizes torch's program accepts (``jaxgrad.nn.capture.shapes.ShapeSpec``):
         ``input_meta`` holds a ``SymDim`` for every size torch kept symbolic.
       variants: ``ExportedModule``\\ s of the same model captured at other sizes
         (``from_torch(..., batch_one=True)``: batch 1), each run when the inputs fit

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxgrad.nn.fx import Ref
-from jaxgrad.nn.program import SYM_OPS, Program
+from jaxgrad.nn.capture.refs import Ref
+from jaxgrad.nn.capture.program import SYM_OPS, Program
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ exporting), and the program's recorded shapes are checked against them.
 
 An expression is a nested tuple: an ``int``, ``("sym", name)``, or
 ``(op, *operands)`` with ``op`` among ``_OPS`` below; it is stored as JSON in an
-exported artifact (``jaxgrad.nn.artifact``), so it never goes through ``eval``.
+exported artifact (``jaxgrad.nn.capture.artifact``), so it never goes through ``eval``.
 
 ``ShapeSpec.check`` is what ``ExportedModule.apply`` runs first: every tensor input's
 fixed sizes, the sizes it shares with other inputs, the ranges and the guards, each
