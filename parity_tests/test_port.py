@@ -509,3 +509,34 @@ def test_export_writes_an_artifact_checked_at_two_batch_sizes(models, tmp_path, 
     parts = np.concatenate([np.asarray(loaded(x[:2], features[:2])),
                             np.asarray(loaded(x[2:], features[2:]))])
     np.testing.assert_allclose(whole, parts, rtol=1e-5, atol=1e-6 * np.abs(whole).max())
+
+
+def test_dynamic_without_export_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        port.main(["models:Fusion", "--input-shape", "2,3,8,8", "--input-shape", "2,5",
+                   "--out", str(tmp_path / "fusion.safetensors"), "--dynamic", "batch"])
+    assert stop.value.code == 2
+    assert "--dynamic chooses the sizes of the --export artifact" in capsys.readouterr().err
+
+
+@pytest.mark.long  # CI: pytest -m "exhaustive or long" (a second capture and a jax.export)
+def test_export_with_a_dynamic_batch_only(models, tmp_path, capsys):
+    """--dynamic batch: the artifact takes every batch size, the image sides only the
+    example's, and says so when handed another."""
+    artifact = tmp_path / "fusion.jaxgrad"
+    code = port.main(["models:Fusion", "--input-shape", "2,3,8,8", "--input-shape", "2,5",
+                      "--out", str(tmp_path / "fusion.safetensors"), "--export", str(artifact),
+                      "--dynamic", "batch"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "each input's first size symbolic, the others the example's" in printed
+    assert re.search(r"batch 3: output max abs err \S+ against torch float32: PASS", printed)
+    from jaxgrad.nn import load_exported
+
+    loaded = load_exported(artifact)
+    rng = np.random.default_rng(3)
+    assert np.asarray(loaded(rng.standard_normal((4, 3, 8, 8)).astype(np.float32),
+                             rng.standard_normal((4, 5)).astype(np.float32))).shape[0] == 4
+    with pytest.raises(ValueError, match=r"input 0 dim 2 must be 8, got 10 .*"
+                                         r"dynamic_shapes='batch'"):
+        loaded(np.zeros((2, 3, 10, 10), np.float32), np.zeros((2, 5), np.float32))

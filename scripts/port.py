@@ -129,11 +129,18 @@ def parse_args(argv=None):
                              "batch and other sizes torch kept dynamic, and the weights); "
                              "it is reloaded and checked against torch at two batch sizes. "
                              "Run it with jaxgrad.nn.load_exported(PATH)(x), no torch needed")
+    parser.add_argument("--dynamic", choices=["auto", "batch", "none"], default="auto",
+                        help="with --export: the sizes the artifact keeps symbolic: auto "
+                             "(every size torch does not fix; the default), batch (only each "
+                             "input's first size: a much faster capture where torch reasons "
+                             "slowly over image sides, e.g. Swin), none (the example's shapes)")
     parser.add_argument("--int-input", type=int, metavar="VOCAB",
                         help="integer inputs in [0, VOCAB) (token ids) instead of normals "
                              "(default for a transformers model taking input_ids: its "
                              "config's vocab_size)")
     args = parser.parse_args(argv)
+    if args.dynamic != "auto" and not args.export_path:
+        parser.error("--dynamic chooses the sizes of the --export artifact; give --export PATH")
     try:
         args.kwargs = json.loads(args.kwargs)
         if not isinstance(args.kwargs, dict):
@@ -456,7 +463,8 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
     try:
         model, params, buffers = from_torch(
             module, tuple(as_torch(v) for v in inputs), capture="export", with_buffers=True,
-            example_kwargs={k: as_torch(v) for k, v in named.items()} or None)
+            example_kwargs={k: as_torch(v) for k, v in named.items()} or None,
+            dynamic_shapes=None if args.dynamic == "none" else args.dynamic)
         save_exported(args.export_path, model, params, buffers or None)
     except (TypeError, ValueError) as exc:
         print(f"\n--export: cannot write the artifact: {exc}")
@@ -465,8 +473,10 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
     batch = args.inputs[0].shape[0] if args.inputs[0].shape else None
     sizes = [batch, batch + 1] if batch else [None]
     ok = True
-    dynamic = "every size torch kept dynamic symbolic" if not model.shapes.static else (
-        f"static shapes: {model.shapes.static}")
+    dynamic = ("every size torch kept dynamic symbolic" if args.dynamic == "auto" else
+               "each input's first size symbolic, the others the example's")
+    if model.shapes.static:
+        dynamic = f"static shapes: {model.shapes.static}"
     print(f"\nexported the float32 evaluation program to {args.export_path} ({dynamic}; "
           f"platforms {', '.join(artifact.platforms)}); reloaded with load_exported:")
     for size in sizes:
