@@ -508,3 +508,44 @@ def test_dynamic_batch_only_keeps_the_other_sizes_and_says_who_fixed_them(conv_h
     with pytest.raises(ValueError, match=r"`dynamic_shapes` must be 'auto', 'batch', None"):
         nn.from_torch(module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),),
                       capture="export", dynamic_shapes="all")
+
+
+AVERAGE_POOLS = {
+    "k3 s2 p1 ceil, padding counted": dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    "k3 s2 p1 ceil, padding not counted": dict(kernel_size=3, stride=2, padding=1,
+                                               ceil_mode=True, count_include_pad=False),
+    "k2 s2 ceil (timm's avg2 downsampling)": dict(kernel_size=2, stride=2, ceil_mode=True,
+                                                  count_include_pad=False),
+    "k3 s1 p1 divisor 4": dict(kernel_size=3, stride=1, padding=1, divisor_override=4),
+}
+
+
+@pytest.mark.parametrize("options", list(AVERAGE_POOLS.values()), ids=list(AVERAGE_POOLS))
+def test_an_average_pool_in_the_artifact_is_torchs_at_every_size(x64, tmp_path, options):
+    """With symbolic image sides (timm's CoAtNet downsamples so) the average pool is a
+    reduce_window of sums over one of ones; ceil_mode pads the right by stride - 1.
+    Odd and even sides, against torch in float64."""
+    class Pool(tnn.Module):
+        def forward(self, x):
+            return torch.nn.functional.avg_pool2d(x, **options)
+
+    model, params = nn.from_torch(Pool(), (torch.zeros(2, 2, 8, 6, dtype=torch.float64),),
+                                  capture="export")
+    nn.save_exported(tmp_path / "pool.jaxgrad", model, params)
+    loaded = nn.load_exported(tmp_path / "pool.jaxgrad")
+    rng = np.random.default_rng(11)
+    for shape in ((3, 2, 9, 7), (2, 2, 6, 10), (4, 2, 5, 5)):
+        x = rng.standard_normal(shape)
+        assert_parity(Pool()(torch.from_numpy(x)).numpy(), np.asarray(loaded(x)),
+                      name=f"{shape}")
+
+
+def test_a_ceil_mode_pool_torch_may_shorten_is_refused_in_the_artifact(x64, tmp_path):
+    class Pool(tnn.Module):
+        def forward(self, x):  # padding + stride > kernel: torch drops a last window
+            return torch.nn.functional.max_pool2d(x, 2, 3, padding=1, ceil_mode=True)
+
+    model, params = nn.from_torch(Pool(), (torch.zeros(2, 2, 8, 6, dtype=torch.float64),),
+                                  capture="export")
+    with pytest.raises(ValueError, match=r"ceil_mode=True with symbolic sizes .*1 \+ 3 > 2"):
+        nn.save_exported(tmp_path / "pool.jaxgrad", model, params)

@@ -188,7 +188,11 @@ MODELS = [
              _timm("test_coatnet", 64, batch=4, img_size=64, **TIMM_DROPS),
              "extra: timm's own test-size CoAtNet, 4 images of 64x64, img_size=64, "
              "drop_rate=0.1, drop_path_rate=0.1 (BatchNorm, attention, relative-position "
-             "indices as constants)"),
+             "indices as constants); dynamic_shapes='batch': with the image sides symbolic "
+             "too, apply runs at other sides, but jax.export cannot lower the artifact: an add "
+             "of two tensors whose size torch wrote as two different expressions of both "
+             "sides (nested floor divisions, one multiplied out), which jax.export cannot "
+             "prove equal", dynamic_shapes="batch"),
     ZooModel("timm:vit_tiny_patch16_224", "timm",
              _timm("vit_tiny_patch16_224", 32, img_size=32, **TIMM_DROPS),
              "img_size=32, 8 images, drop_rate=0.1, drop_path_rate=0.1"),

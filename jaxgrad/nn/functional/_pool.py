@@ -217,9 +217,8 @@ def _max_pool_symbolic(where, x, kernel, stride, padding, dilation, ceil_mode,
     index) pairs, keeping torch's choice in any combining order: a NaN over a number
     (the last NaN among NaNs), else the larger value, else the first position. Padding
     is (-inf, past every index): a window's real positions win its ties."""
-    if ceil_mode:
-        raise ValueError(f"{where}: ceil_mode=True with symbolic sizes cannot be exported; "
-                         "convert with `from_torch(..., dynamic_shapes=None)`.")
+    extra = _ceil_padding(where, ceil_mode, [d * (k - 1) + 1 for k, d in zip(kernel, dilation)],
+                          stride, padding)
     spatial = x.shape[2:]
     index_dtype = jax.dtypes.canonicalize_dtype(np.int64)
     flat = jnp.zeros(spatial, index_dtype)
@@ -241,8 +240,48 @@ def _max_pool_symbolic(where, x, kernel, stride, padding, dilation, ceil_mode,
         (x, flat), (jnp.array(-jnp.inf, x.dtype), jnp.array(jnp.iinfo(index_dtype).max,
                                                              index_dtype)),
         combine, (1, 1, *kernel), (1, 1, *stride),
-        ((0, 0), (0, 0), *((p, p) for p in padding)), window_dilation=(1, 1, *dilation))
+        ((0, 0), (0, 0), *((p, p + e) for p, e in zip(padding, extra))),
+        window_dilation=(1, 1, *dilation))
     return (values, indices) if return_indices else values
+
+
+def _ceil_padding(where, ceil_mode, extents, stride, padding) -> list:
+    """The right padding beyond ``padding`` that makes a VALID window count torch's
+    ``ceil_mode`` output size where the sizes are symbolic: ``stride - 1``, when torch's
+    correction (a last window starting past the left-padded input is dropped) cannot
+    apply, i.e. ``padding + stride <= extent`` (the window's effective size); zero
+    without ``ceil_mode``."""
+    if not ceil_mode:
+        return [0] * len(stride)
+    for e, s, p in zip(extents, stride, padding):
+        if p + s > e:
+            raise ValueError(
+                f"{where}: ceil_mode=True with symbolic sizes is exported only where "
+                f"`padding` + `stride` is at most the window ({p} + {s} > {e} here: torch "
+                "then drops a last window by the sizes' values); convert with "
+                "`from_torch(..., dynamic_shapes=None)` for this one.")
+    return [s - 1 for s in stride]
+
+
+def _avg_pool_symbolic(x, kernel, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, where):
+    """``_avg_pool`` where spatial sizes are ``jax.export`` dimension variables: sums by
+    ``reduce_window``, and the divisor likewise over ones: the window clipped to the
+    padded input (``count_include_pad``) or its real elements only."""
+    extra = _ceil_padding(where, ceil_mode, kernel, stride, padding)
+    window, strides = (1, 1, *kernel), (1, 1, *stride)
+    pads = ((0, 0), (0, 0), *((p, p + e) for p, e in zip(padding, extra)))
+    total = jax.lax.reduce_window(x, jnp.array(0, x.dtype), jax.lax.add, window, strides, pads)
+    if divisor_override is not None:
+        return total / jnp.asarray(divisor_override, x.dtype)
+    ones = jnp.ones((1, 1, *x.shape[2:]), x.dtype)
+    if count_include_pad:  # the padding counts, what ceil_mode adds beyond it does not
+        ones = jax.lax.pad(ones, jnp.array(1, x.dtype),
+                           ((0, 0, 0), (0, 0, 0), *((p, p, 0) for p in padding)))
+        pads = ((0, 0), (0, 0), *((0, e) for e in extra))
+    divisor = jax.lax.reduce_window(ones, jnp.array(0, x.dtype), jax.lax.add, window,
+                                    strides, pads)
+    return total / divisor
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -280,6 +319,9 @@ def _avg_pool(where, n, input, kernel_size, stride, padding, ceil_mode, count_in
         raise ValueError(f"{where}: `divisor_override` (={divisor_override!r}) must be a "
                          "non-zero int or None.")
     batched, x = _batched(where, input, n)
+    if not all(isinstance(length, int) for length in x.shape[2:]):
+        return _unbatch(_avg_pool_symbolic(x, kernel, stride, padding, ceil_mode,
+                                           count_include_pad, divisor_override, where), batched)
     tables, sizes = [], []
     for length, k, s, p in zip(x.shape[2:], kernel, stride, padding):
         out = pool_output_length(where, length, k, s, p, 1, ceil_mode)
