@@ -549,3 +549,29 @@ def test_a_ceil_mode_pool_torch_may_shorten_is_refused_in_the_artifact(x64, tmp_
                                   capture="export")
     with pytest.raises(ValueError, match=r"ceil_mode=True with symbolic sizes .*1 \+ 3 > 2"):
         nn.save_exported(tmp_path / "pool.jaxgrad", model, params)
+
+
+def test_a_size_rounded_up_with_math_ceil_stays_symbolic_and_exports(x64, tmp_path):
+    """MobileViT counts whole patches with ``math.ceil(width / patch)``: torch divides
+    the symbolic size as a float (``CeilToInt(IntTrueDiv(...))`` in its shapes); jaxgrad
+    keeps the integer ``-(-width // patch)``, and a tensor made at that size, in
+    ``apply`` and in the artifact."""
+    import math
+
+    class Patches(tnn.Module):
+        def forward(self, x):  # (batch, width) -> (batch, patches of 4, rounded up)
+            count = math.ceil(x.shape[1] / 4)
+            return x.new_ones(x.shape[0], count) * x.sum(1, keepdim=True)
+
+    model, params = nn.from_torch(Patches(), (torch.zeros(2, 10, dtype=torch.float64),),
+                                  capture="export")
+    assert not model.shapes.static, model.shapes.static
+    assert any(node.target == "sym.ceildiv" for node in model.eval_program.nodes)
+    nn.save_exported(tmp_path / "patches.jaxgrad", model, params)
+    loaded = nn.load_exported(tmp_path / "patches.jaxgrad")
+    rng = np.random.default_rng(2)
+    for shape in ((3, 10), (2, 13), (5, 16), (2, 17)):
+        x = rng.standard_normal(shape)
+        expected = Patches()(torch.from_numpy(x)).numpy()
+        assert_parity(expected, np.asarray(model.apply(params, x)), name=f"apply {shape}")
+        assert_parity(expected, np.asarray(loaded(x)), name=f"artifact {shape}")

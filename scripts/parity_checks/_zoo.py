@@ -55,6 +55,7 @@ import torch
 import jaxgrad
 from jaxgrad import optim as joptim
 from jaxgrad.nn.capture.program import ExportedModule, TensorMeta
+from jaxgrad.nn.capture.shapes import SymDim
 from jaxgrad.parity import ParityReport
 import _zoo_models as zoo_models
 from parity_checks._capture_parity import draws_for
@@ -517,10 +518,24 @@ def convert(module, args, kwargs, capture: str = "auto", batch_one: bool = False
 
 
 # ------------------------------------------------------------------ other shapes
-def other_shapes(args, kwargs) -> dict:
+def _length_is_dynamic(model, leaves) -> bool:
+    """Whether the captured program keeps the 2-D inputs' second size (a sequence
+    length) symbolic: a captured model's recorded input shapes say so (a 2-D input whose
+    columns torch fixed, features into a Linear, is no sequence); a layer-path model has
+    no recorded shapes and runs at any, so token ids (2-D integers) count."""
+    if isinstance(model, ExportedModule):
+        metas = [meta for _, meta in model.input_meta
+                 if isinstance(meta, TensorMeta) and len(meta.shape) == 2]
+        return bool(metas) and all(isinstance(meta.shape[1], SymDim) for meta in metas)
+    return all(a.dtype.kind in "iu" for a in leaves if isinstance(a, np.ndarray)
+               and a.ndim == 2)
+
+
+def other_shapes(args, kwargs, model=None) -> dict:
     """``{label: (args, kwargs)}``: the example at batch 1 and at a larger batch (its
-    rows repeated), and for a sequence (token ids, or audio: 2-D inputs) at a longer
-    length (its columns repeated), every input cut or grown alike."""
+    rows repeated), and for a sequence (2-D inputs whose second size the capture keeps
+    dynamic: token ids, audio) at a longer length (its columns repeated), every input
+    cut or grown alike."""
     leaves = [*args, *kwargs.values()]
     batch = next((a.shape[0] for a in leaves if isinstance(a, np.ndarray) and a.ndim), None)
     if batch is None:
@@ -536,20 +551,26 @@ def other_shapes(args, kwargs) -> dict:
 
     shapes = {"batch 1": along(0, 1), f"batch {batch + 2}": along(0, batch + 2)}
     sequences = [a for a in leaves if isinstance(a, np.ndarray) and a.ndim == 2]
-    if sequences and len({a.shape[1] for a in sequences}) == 1:
+    if sequences and len({a.shape[1] for a in sequences}) == 1 and _length_is_dynamic(
+            model, leaves):
         length = sequences[0].shape[1]
         longer = length + max(1, length // 2)
         shapes[f"length {longer}"] = along(1, longer)
     return shapes
 
 
-def shapes_report(module64, model, params, buffers, args, kwargs):
-    """float64 forward and every gradient at ``other_shapes``, from the one conversion."""
+def shapes_report(module64, model, params, buffers, args, kwargs, computed_in=None):
+    """float64 forward and every gradient at ``other_shapes``, from the one conversion
+    (``computed_in``: the tier of a model that computes in float32 inside, as the
+    float64 column judges it)."""
     reference, candidate = {}, {}
-    for label, (shape_args, shape_kwargs) in other_shapes(args, kwargs).items():
+    for label, (shape_args, shape_kwargs) in other_shapes(args, kwargs, model).items():
         reference[label], cotangents = torch_eval(module64, shape_args, shape_kwargs)
         candidate[label] = jax_eval(model, params, buffers, shape_args, shape_kwargs, cotangents)
-    return jaxgrad.parity.compare(reference, candidate, name="other shapes")
+    report = jaxgrad.parity.compare(reference, candidate, computed_in=computed_in,
+                                    name="other shapes")
+    report.zoo_note = "at " + ", ".join(reference)
+    return report
 
 
 _RELOAD = """
@@ -569,7 +590,7 @@ print(json.dumps({"torch imported": "torch" in sys.modules}))
 
 
 def artifact_report(module64, model, params, buffers, args, kwargs, capture,
-                    dynamic_shapes="auto"):
+                    dynamic_shapes="auto", computed_in=None):
     """``save_exported`` the float64 evaluation program (a layer-path model is captured
     with torch.export for it), reload it with ``load_exported`` in a fresh process that
     never imports torch, run it on the example: its output against torch's."""
@@ -601,7 +622,7 @@ def artifact_report(module64, model, params, buffers, args, kwargs, capture,
             leaves = [out[f"arr_{i}"] for i in range(len(out.files))]
     expected = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(reference["output"])]
     return jaxgrad.parity.compare(expected, leaves[:len(expected)] if len(leaves) >= len(
-        expected) else leaves, name="artifact")
+        expected) else leaves, computed_in=computed_in, name="artifact")
 
 
 def float32_regions(model) -> list[str]:
@@ -700,12 +721,13 @@ def _run(entry, result, columns, capture, say):
     if "shapes" in columns:
         say("other shapes")
         result.columns["shapes"] = _column(
-            lambda: shapes_report(module64, model, params, buffers, args64, kwargs64))
+            lambda: shapes_report(module64, model, params, buffers, args64, kwargs64,
+                                  computed_in))
     if "artifact" in columns:
         say("artifact")
         result.columns["artifact"] = _column(
             lambda: artifact_report(module64, model, params, buffers, args64, kwargs64,
-                                    capture, entry.dynamic_shapes))
+                                    capture, entry.dynamic_shapes, computed_in))
     if "train" in columns:
         say(f"{STEPS} training steps")
         result.columns["train"] = _column(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -38,8 +39,9 @@ def _check_layout(op: str, layout) -> None:
 
 
 def _size(op: str, size) -> tuple:
-    size = tuple(int(s) for s in size)
-    if any(s < 0 for s in size):
+    # a jax.export dimension variable (a saved artifact's symbolic size) stays one
+    size = tuple(s if jax.export.is_symbolic_dim(s) else int(s) for s in size)
+    if any(isinstance(s, int) and s < 0 for s in size):
         raise ValueError(f"{op}: `size` (={list(size)}) must hold non-negative sizes.")
     return size
 

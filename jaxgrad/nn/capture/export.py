@@ -104,6 +104,12 @@ def sym_expr(expr):
            "LessThan": "le", "StrictLessThan": "lt", "And": "and", "Or": "or", "Not": "not"}
     if name in ops:
         return (ops[name], *(sym_expr(a) for a in args))
+    if name in ("CeilToInt", "FloorToInt") and type(args[0]).__name__ == "IntTrueDiv":
+        # math.ceil / math.floor of an integer division of sizes (MobileViT's patches)
+        numerator, denominator = (sym_expr(a) for a in args[0].args)
+        if name == "FloorToInt":
+            return ("floordiv", numerator, denominator)
+        return ("mul", -1, ("floordiv", ("mul", -1, numerator), denominator))
     raise _Dynamic(f"a size expression jaxgrad does not evaluate ({name}: {expr})")
 
 
@@ -161,11 +167,18 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
     """
     graph_nodes = list(graph_nodes)
     dead = _dead(graph_nodes)
+    divisions = _ceil_divisions(graph_nodes)
+    dead |= {division.name for division in divisions.values()}
     nodes, random_counts = [], {}
     for node in graph_nodes:
         if node.op in ("placeholder", "output") or node.name in placeholders:
             continue
         if node.name in dead:
+            continue
+        if node.name in divisions:  # math.ceil(a / b) of sizes: -(-a // b), exact for ints
+            where = child_path_of(path, module_path(node))
+            args = _argument(tuple(divisions[node.name].args), lambda: node.name)
+            nodes.append(OpNode(node.name, "sym.ceildiv", args, (), where, None, None))
             continue
         where = child_path_of(path, module_path(node))
 
@@ -248,6 +261,21 @@ def _dead(graph_nodes) -> set:
         else:
             live.add(node.name)
     return dead
+
+
+def _ceil_divisions(graph_nodes) -> dict:
+    """``{ceil node: its division}`` for ``math.ceil(a / b)`` of sizes whose division
+    nothing else reads (MobileViT's patch count): torch divides symbolic sizes as
+    floats, which a ``jax.export`` dimension cannot; ``-(-a // b)`` is the same integer."""
+    found = {}
+    for node in graph_nodes:
+        if node.op != "call_function" or _target(node) != "sym.ceil" or len(node.args) != 1:
+            continue
+        division = node.args[0]
+        if (getattr(division, "op", None) == "call_function" and _target(division) ==
+                "sym.truediv" and len(division.users) == 1):
+            found[node.name] = division
+    return found
 
 
 def _target(node) -> str:

@@ -30,6 +30,7 @@ dynamic dimensions): inputs of other shapes are refused by name.
 from __future__ import annotations
 
 import dataclasses
+import math
 import operator
 from typing import Any
 
@@ -270,6 +271,8 @@ SYM_OPS = {
     "sym.lt": operator.lt, "sym.and_": operator.and_, "sym.or_": operator.or_,
     "sym.sym_float": float, "sym.sym_int": int, "sym.sym_max": max, "sym.sym_min": min,
     "sym.sym_not": operator.not_, "sym.sym_sqrt": lambda v: v ** 0.5,
+    "sym.ceil": math.ceil, "sym.floor": math.floor, "sym.trunc": math.trunc,
+    "sym.ceildiv": lambda a, b: -(-a // b),  # export's math.ceil(a / b) of sizes
     "aten.sym_size.int": lambda x, dim: x.shape[dim],
     "aten.sym_numel.default": lambda x: int(np.prod(x.shape)) if all(
         isinstance(s, int) for s in x.shape) else x.size,
