@@ -164,7 +164,7 @@ def measure_adamw() -> dict:
             "calibrated": compare_trajectory(reference, candidate, reference64=exact)}
 
 
-def measure(built) -> dict:
+def measure(built, dynamic_shapes="auto") -> dict:
     """Per-leaf headrooms of torch's float32 runs and jaxgrad's against torch's float64,
     and the verdicts of ``compare`` with and without ``reference64``."""
     import _zoo_models as zoo_models
@@ -174,7 +174,8 @@ def measure(built) -> dict:
     module64, args64, kwargs64 = zoo_models.instance(built, "float64")
     reference64, cotangents = torch_eval(module64, args64, kwargs64)
     module32, args32, kwargs32 = zoo_models.instance(built, "float32")
-    model, params, buffers, _ = convert(module32, args32, kwargs32)
+    model, params, buffers, _ = convert(module32, args32, kwargs32,
+                                        dynamic_shapes=dynamic_shapes)
     reference32, _ = torch_eval(module32, args32, kwargs32, cotangents)
     candidate32 = jax_eval(model, params, buffers, args32, kwargs32, cotangents)
     others = [rounding({"grads": run["grads"]}, {"grads": reference64["grads"]})
@@ -234,8 +235,11 @@ def main(argv=None) -> int:
         if name == "adamw":
             found = measure_adamw()
         else:
-            found = measure(own_model(name) if name in OWN
-                            else zoo_models.build(zoo_models.select(name)[0]))
+            if name in OWN:
+                found = measure(own_model(name))
+            else:  # the zoo's model, captured as the zoo captures it
+                entry = zoo_models.select(name)[0]
+                found = measure(zoo_models.build(entry), entry.dynamic_shapes)
         row = summary(name, found)
         rules = ", ".join(f"{k} {v}" for k, v in sorted(row["rules"].items())) or "-"
         print(f"{name:<22} {row['leaves']:>6}  "

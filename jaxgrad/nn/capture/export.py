@@ -956,7 +956,8 @@ def _shape_spec(exported) -> ShapeSpec:
         if getattr(value, "is_number", False):
             sloc = shape_env.replacements_slocs.get(symbol)
             fixed.append((str(symbol), _location(sloc) if sloc is not None else ""))
-    hints = getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val
+    hints = (shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val")
+             else shape_env.var_to_val)  # torch >= 2.13 names it backed_var_to_val
     example = tuple((str(symbol), int(value)) for symbol, value in hints.items()
                     if str(symbol) in known)
     return ShapeSpec(ranges=tuple(ranges), guards=tuple(guards), fixed=tuple(fixed),
