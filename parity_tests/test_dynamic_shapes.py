@@ -575,3 +575,26 @@ def test_a_size_rounded_up_with_math_ceil_stays_symbolic_and_exports(x64, tmp_pa
         expected = Patches()(torch.from_numpy(x)).numpy()
         assert_parity(expected, np.asarray(model.apply(params, x)), name=f"apply {shape}")
         assert_parity(expected, np.asarray(loaded(x)), name=f"artifact {shape}")
+
+
+def test_unread_nodes_are_dropped_but_never_a_check_or_a_random_draw():
+    """``build_nodes`` drops pure nodes nothing live reads; a runtime check on the sizes
+    (``_assert_scalar``) and a random op (its key is numbered in program order) stay."""
+    import operator
+
+    import torch.fx
+
+    from jaxgrad.nn.capture.export import _dead
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    size = graph.call_function(torch.ops.aten.sym_size.int, (x, 0))
+    check = graph.call_function(torch.ops.aten._assert_scalar.default,
+                                (graph.call_function(operator.ge, (size, 2)), "batch >= 2"))
+    unread_view = graph.call_function(torch.ops.aten.view.default, (x, [-1]))
+    unread_draw = graph.call_function(torch.ops.aten.bernoulli.p, (x, 0.5))
+    graph.output(x)
+    dead = _dead(list(graph.nodes))
+    assert unread_view.name in dead
+    assert check.name not in dead and size.name not in dead
+    assert unread_draw.name not in dead

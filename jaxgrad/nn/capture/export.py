@@ -255,7 +255,9 @@ def _dead(graph_nodes) -> set:
             continue
         target = _target(node)
         op = aten.lookup(target) if target != "getitem" else None
-        if target == "getitem" or target in SYM_OPS or (
+        if "assert" in target:  # a check (torch's _assert_scalar on sizes) is never dead
+            live.add(node.name)
+        elif target == "getitem" or target in SYM_OPS or (
                 op is not None and op.sample is None and not target.startswith("jaxgrad")):
             dead.add(node.name)
         else:
