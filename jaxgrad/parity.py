@@ -436,7 +436,7 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None,
 def _integers_without_x64(a: np.dtype, b: np.dtype) -> bool:
     """int32 against int64 (either side) while JAX has no 64-bit integers."""
     return (a.kind == b.kind == "i" and {a.itemsize, b.itemsize} == {4, 8}
-            and not jax.config.jax_enable_x64)
+            and jax.dtypes.canonicalize_dtype(np.int64) != np.int64)
 
 
 def _calibrate(result: LeafResult, ref32, cand32, exact, neighbours: float) -> bool:
@@ -493,7 +493,7 @@ def leaf_digests(leaves: dict) -> dict:
     Returns:
       ``{path: hex digest}``: equal digests mean bit-identical leaves.
     """
-    digests = {}
+    digests: dict[str, str | None] = {}
     for path, leaf in leaves.items():
         if leaf is None:
             digests[path] = None

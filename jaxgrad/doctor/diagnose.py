@@ -208,7 +208,11 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
         answers64 = (calibrate.replay64(module64, [c for c in torch_calls
                                                    if (c.path, c.index) in ported], train=train)
                      if module64 is not None else {})
-        layers, first, case, before, note = [], None, None, None, None
+        layers: list = []
+        first: str | None = None
+        case: Case | None = None
+        before: tuple | None = None
+        note: str | None = None
         for call in e2e.calls:
             key = (call.path, call.index)
             ref = ref_calls[key]
@@ -237,8 +241,10 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
         total = error(ref_out, out)
         output_report = comparison(ref_out, out, reference64=out64)
         clean = output_report.passed
-        causes, pattern, glue = [], None, None
+        causes: list = []
+        pattern = glue = None
         if first is not None:
+            assert before is not None and case is not None  # set with first
             ref, own, own_out, answer64 = before
             from jaxgrad.doctor.regions import RegionLayer
 

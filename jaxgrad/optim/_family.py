@@ -126,7 +126,8 @@ class Step(NamedTuple):
       lr: this step's learning rate (``value_at(lr, count)``); None without an ``lr``.
     """
 
-    count: jax.Array
+    # optax's field name (ScaleByAdamState.count); it shadows tuple.count for type checkers
+    count: jax.Array  # type: ignore[assignment]
     number: jax.Array
     t: jax.Array
     lr: Any

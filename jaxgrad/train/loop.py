@@ -235,7 +235,7 @@ class Trainer:
         # lengths, they all run the one compiled call of the epoch's shape
         calls = -(-total // len(batches)) + (total // self.checkpoint_every
                                              if self.checkpoint_every else 0)
-        epoch_stack = []  # the epoch's batches, stacked once for every fused runner
+        epoch_stack: list = []  # the epoch's batches, stacked once for every fused runner
 
         def make_runners(names, steps):
             singles = [shard_batch((x[i], y[i]), self.mesh) for i in batches[:steps]]
@@ -389,6 +389,7 @@ class Trainer:
                 stopped = True
                 break
             if self.fused:
+                assert self.strategy is not None  # fused: a strategy other than "step"
                 params, opt_state, metrics = self._epoch_fn(self.strategy)(
                     self.params, self.opt_state, stacked, np.int32(first), np.int32(stop))
                 metrics = jax.tree_util.tree_map(lambda m: np.asarray(m)[first:stop], metrics)
@@ -414,9 +415,10 @@ class Trainer:
             self.epoch, self.step_in_epoch = epoch + 1, 0
         jax.block_until_ready(self.params)
         seconds = time.perf_counter() - began
-        losses = np.concatenate(losses) if losses else np.zeros((0,), np.float32)
-        examples = losses.size * self.batch_size * self.accumulate
-        return EpochResult(epoch, losses.size, losses, seconds, examples, stopped=stopped)
+        epoch_losses = np.concatenate(losses) if losses else np.zeros((0,), np.float32)
+        examples = epoch_losses.size * self.batch_size * self.accumulate
+        return EpochResult(epoch, epoch_losses.size, epoch_losses, seconds, examples,
+                           stopped=stopped)
 
     def _raise_non_finite(self, offset: int, metrics, epoch: int, first: int):
         finite = {k: np.atleast_1d(np.asarray(v))[offset] for k, v in

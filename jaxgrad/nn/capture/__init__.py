@@ -20,6 +20,7 @@ holds this order (no module imports one above it; no import cycle in ``jaxgrad``
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from jaxgrad.nn.capture import export, fx
 from jaxgrad.nn.capture.layers import (SUPPORTED, _is_torch_module, convert_layer,
@@ -35,8 +36,10 @@ def _convert(module, path: str):
     return fx.trace(module, path)  # custom forward code (fx imports torch.fx lazily)
 
 
-def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool = False,
-               capture: str = "auto", dynamic_shapes="auto", batch_one: bool = False):
+def from_torch(module: Any, example: Any = None, *, example_kwargs: dict | None = None,
+               with_buffers: bool = False, capture: str = "auto",
+               dynamic_shapes: str | dict | tuple | list | None = "auto",
+               batch_one: bool = False) -> tuple:
     """Build the jaxgrad twin of ``module`` and copy its weights.
 
     Two front ends (see "Capture" in the docs):
@@ -90,9 +93,9 @@ def from_torch(module, example=None, *, example_kwargs=None, with_buffers: bool 
     """
     if not any(cls.__name__ == "Module" and cls.__module__ == "torch.nn.modules.module"
                for cls in type(module).__mro__):  # duck typing: torch is not imported for this
-        kind, given = type(module), repr(module)
-        kind = kind.__qualname__ if kind.__module__ == "builtins" else (
-            f"{kind.__module__}.{kind.__qualname__}")
+        cls, given = type(module), repr(module)
+        kind = cls.__qualname__ if cls.__module__ == "builtins" else (
+            f"{cls.__module__}.{cls.__qualname__}")
         given = given if len(given) <= 80 else given[:77] + "..."
         raise TypeError(
             f"from_torch expects a torch `nn.Module`, got a `{kind}` ({given})"
