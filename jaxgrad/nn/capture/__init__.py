@@ -104,6 +104,9 @@ def from_torch(module: Any, example: Any = None, *, example_kwargs: dict | None 
         )
     if capture not in ("auto", "layers", "export"):
         raise ValueError(f"`capture` must be 'auto', 'layers' or 'export', got {capture!r}.")
+    if isinstance(dynamic_shapes, str) and dynamic_shapes not in ("auto", "batch"):
+        raise ValueError(f"`dynamic_shapes` must be 'auto', 'batch', None or a torch.export "
+                         f"dynamic_shapes spec, got {dynamic_shapes!r}.")
     if example_kwargs is not None and not isinstance(example_kwargs, dict):
         raise TypeError(f"`example_kwargs` must be a dict of keyword inputs, got "
                         f"{type(example_kwargs).__name__}.")
