@@ -95,10 +95,44 @@ def _nnx_row() -> jaxgrad.ParityReport:
                                            "grads": grads_to_torch(twin, grads)})
 
 
+def _shapes_row() -> jaxgrad.ParityReport:
+    """One capture at other shapes than the example's: batch 1 (torch's batch-1 program,
+    ``batch_one=True``), a larger batch and another length, output and every gradient
+    in both modes (training on torch's draws); and the ``save_exported`` artifact,
+    reloaded with ``load_exported``, at a shape the example did not have."""
+    import os
+    import tempfile
+
+    torch.manual_seed(5)
+    module = _Captured().double()
+    rng = np.random.default_rng(5)
+    with jax_precision("float64"):
+        model, params = nn.from_torch(module, example=(torch.from_numpy(
+            rng.integers(0, 11, (4, 5))),), batch_one=True)
+        reference, candidate = {}, {}
+        for shape in ((1, 5), (7, 5), (3, 6), (2, 2)):
+            ids = rng.integers(0, 11, shape)
+            for train in (False, True):
+                label = f"{shape} {'train' if train else 'eval'}"
+                torch.manual_seed(6)
+                reference[label], candidate[label] = grads_both(
+                    module, model, params, [ids], train=train, draws=True if train else None)
+        ids = rng.integers(0, 11, (6, 3))
+        module.eval()
+        reference["artifact (6, 3)"] = module(torch.from_numpy(ids)).detach().numpy()
+        with tempfile.TemporaryDirectory(prefix="jaxgrad-report-") as folder:
+            path = os.path.join(folder, "captured.jaxgrad")
+            nn.save_exported(path, model, params)
+            candidate["artifact (6, 3)"] = np.asarray(nn.load_exported(path)(ids))
+        return jaxgrad.compare(reference, candidate)
+
+
 CHECKS = [
     Check("captured (export) forward+grads", "float64", functools.partial(_row, False),
           area="capture"),
     Check("captured (export) train, torch's draws", "float64", functools.partial(_row, True),
           area="capture"),
     Check("captured (export) nnx twin forward+grads", "float64", _nnx_row, area="capture"),
+    Check("captured (export) one capture at other shapes, and its artifact", "float64",
+          _shapes_row, area="capture"),
 ]

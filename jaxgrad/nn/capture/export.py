@@ -794,10 +794,7 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
         cannot see; naming the node, op and module path.
     """
     kwargs = dict(kwargs or {})
-    if isinstance(dynamic_shapes, str) and dynamic_shapes not in ("auto", "batch"):
-        raise ValueError(f"`dynamic_shapes` must be 'auto', 'batch', None or a torch.export "
-                         f"dynamic_shapes spec, got {dynamic_shapes!r}.")
-    axes = dynamic_shapes if isinstance(dynamic_shapes, str) else None
+    axes = dynamic_shapes  # a string is 'auto' or 'batch' (from_torch checks it) if isinstance(dynamic_shapes, str) else None
     auto = axes is not None
     if dynamic_shapes is None:
         model = _capture(module, args, kwargs, path, frozen, None,
