@@ -54,7 +54,7 @@ def canonical_dtype(dtype: Any) -> np.dtype:
         return np.dtype("float32")
     text = str(dtype)
     if text.startswith("torch."):
-        text = text[len("torch."):]
+        text = text[len("torch.") :]
         if text == "double":
             text = "float64"
         elif text == "float":
@@ -81,8 +81,9 @@ def check_dtype_available(dtype: Any, *, what: str = "dtype") -> np.dtype:
     return dtype
 
 
-def check_input_dtype(layer_name: str, x: Any, expected_dtype: Any, *,
-                      argument: str = "input") -> None:
+def check_input_dtype(
+    layer_name: str, x: Any, expected_dtype: Any, *, argument: str = "input"
+) -> None:
     """Raise where torch would: a layer's input must have its parameters' dtype.
 
     torch refuses ``Linear(float32)(float64 input)`` ("mat1 and mat2 must have the same
@@ -107,6 +108,6 @@ def check_input_dtype(layer_name: str, x: Any, expected_dtype: Any, *,
         rebuild = f" or build the layer in {got}" if jnp.issubdtype(got, jnp.floating) else ""
         raise TypeError(
             f"{layer_name}: `{argument}` dtype {got} does not match the layer's {expected} "
-            f"parameters (torch raises \"mat1 and mat2 must have the same dtype\"). Cast "
+            f'parameters (torch raises "mat1 and mat2 must have the same dtype"). Cast '
             f"the input (`x.astype({expected!r})`){rebuild}."
         )

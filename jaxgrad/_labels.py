@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 
@@ -20,8 +20,7 @@ def leaf_labels(fn: Callable, args: Sequence) -> list[str]:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # builtins and some C callables have no signature
         parameters = []
-    names = [p.name for p in parameters
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     labels = []
     for path, _ in jax.tree_util.tree_flatten_with_path(tuple(args))[0]:
         position = path[0].idx

@@ -122,8 +122,9 @@ def looks_float32(values: np.ndarray) -> bool:
     return exact and bool(np.max(significant_bits(finite)) > ROUND_BITS)
 
 
-def leaf_tier(reference: np.ndarray, candidate: np.ndarray,
-              declared: str | None = None) -> tuple[str, str]:
+def leaf_tier(
+    reference: np.ndarray, candidate: np.ndarray, declared: str | None = None
+) -> tuple[str, str]:
     """``(tier, reason)``: the policy tier of one leaf pair (module docstring).
 
     Args:
@@ -258,8 +259,7 @@ def headroom(values, reference64, scale: float | None = None) -> float:
     """
     values = np.asarray(values, np.float64)
     exact = np.asarray(reference64, np.float64)
-    if values.shape != exact.shape or not (np.isfinite(values).all()
-                                           and np.isfinite(exact).all()):
+    if values.shape != exact.shape or not (np.isfinite(values).all() and np.isfinite(exact).all()):
         return float("inf")
     if not values.size:
         return 0.0
@@ -284,8 +284,11 @@ def neighbour_scales(paths, magnitudes: dict) -> dict:
         keys = paths[path]
         scale = 0.0
         for depth in range(len(keys) - 1, -1, -1):
-            others = [magnitudes[p] for p in live
-                      if p != path and tuple(paths[p][:depth]) == tuple(keys[:depth])]
+            others = [
+                magnitudes[p]
+                for p in live
+                if p != path and tuple(paths[p][:depth]) == tuple(keys[:depth])
+            ]
             if others:
                 scale = max(others)
                 break

@@ -14,7 +14,7 @@ gradient of ``sum_i loss_i``: torch's loop when the ``/ k`` is forgotten.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -29,8 +29,7 @@ def _sizes(tree, what: str, axis_name: str, symbol: str) -> dict:
     whose leading sizes differ."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
     if not leaves:
-        raise ValueError(f"`{what}` has no array leaves; expected leaves of shape "
-                         f"({symbol}, ...).")
+        raise ValueError(f"`{what}` has no array leaves; expected leaves of shape ({symbol}, ...).")
     sizes = {}
     for path, leaf in leaves:
         shape = jnp.shape(leaf)
@@ -54,8 +53,11 @@ def _reject_list_of_micro_batches(micro_batches) -> None:
     # torch's loop takes `for x, y in micro_batches`: a list of k (x, y) pairs. As a
     # pytree that list would be read as k·2 leaves sharing the *batch* axis, and scan
     # would iterate over examples: refuse it with the conversion.
-    if isinstance(micro_batches, list) and micro_batches and all(
-            isinstance(item, (tuple, list, dict)) for item in micro_batches):
+    if (
+        isinstance(micro_batches, list)
+        and micro_batches
+        and all(isinstance(item, (tuple, list, dict)) for item in micro_batches)
+    ):
         raise TypeError(
             f"`micro_batches` is a list of {len(micro_batches)} micro-batches (torch's "
             "`for x, y in micro_batches` form); accumulate_grads wants one pytree whose "
@@ -76,8 +78,10 @@ def leading_axis(micro_batches) -> int:
     _reject_list_of_micro_batches(micro_batches)
     k = next(iter(_sizes(micro_batches, "micro_batches", "micro-batch", "k").values()))
     if k == 0:
-        raise ValueError("`micro_batches` holds zero micro-batches (leading axis k = 0); "
-                         "accumulating over none would give a 0/0 loss. Pass k >= 1.")
+        raise ValueError(
+            "`micro_batches` holds zero micro-batches (leading axis k = 0); "
+            "accumulating over none would give a 0/0 loss. Pass k >= 1."
+        )
     return k
 
 
@@ -141,14 +145,18 @@ def split_batch(batch, k: int):
         scalar leaf, or n not divisible by k (or n < k: empty micro-batches).
     """
     if not isinstance(k, int) or isinstance(k, bool):
-        hint = (" Pass the batch as one pytree: `split_batch((x, y), k)`."
-                if hasattr(k, "shape") else "")
+        hint = (
+            " Pass the batch as one pytree: `split_batch((x, y), k)`."
+            if hasattr(k, "shape")
+            else ""
+        )
         raise TypeError(f"`k` must be an int, got {type(k).__name__}.{hint}")
     if k < 1:
         raise ValueError(f"`k` (={k}) must be >= 1: the number of micro-batches.")
     n = next(iter(_sizes(batch, "batch", "batch", "n").values()))
     if n % k or n < k:
-        raise ValueError(f"`batch` of leading size {n} cannot be split into k={k} equal, "
-                         f"non-empty micro-batches; k must divide {n}.")
-    return jax.tree.map(lambda leaf: jnp.reshape(leaf, (k, n // k) + jnp.shape(leaf)[1:]),
-                        batch)
+        raise ValueError(
+            f"`batch` of leading size {n} cannot be split into k={k} equal, "
+            f"non-empty micro-batches; k must divide {n}."
+        )
+    return jax.tree.map(lambda leaf: jnp.reshape(leaf, (k, n // k) + jnp.shape(leaf)[1:]), batch)

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -95,6 +95,7 @@ def intermediate_grads(fn: Callable, args: Sequence, names: Sequence[str]):
     def perturbed(perturbations):
         def tap(name, value):
             return value + perturbations[name] if name in perturbations else value
+
         return fn(*args, tap=tap)
 
     return jax.value_and_grad(perturbed)(perturbations)
@@ -106,8 +107,9 @@ def no_tap(name: str, value):
     return value
 
 
-def target_network_grads(online_model, online_params: dict, target_model, target_params: dict,
-                         batches) -> dict:
+def target_network_grads(
+    online_model, online_params: dict, target_model, target_params: dict, batches
+) -> dict:
     """Lesson 002's target network, the JAX way: ``mse(online(x), detach(target_net(x)))``.
 
     The twin of ``torchref.autodiff.target_network_step``: gradients with respect to
@@ -118,6 +120,7 @@ def target_network_grads(online_model, online_params: dict, target_model, target
     Returns:
       ``{"online": grads, "target": grads (exactly zero), "running": float}``
     """
+
     def loss_fn(online_params, target_params, x):
         target = detach(target_model.apply(target_params, x))
         return mse_loss(online_model.apply(online_params, x), target)

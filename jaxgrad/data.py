@@ -19,8 +19,8 @@ import dataclasses
 import gzip
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -103,8 +103,15 @@ def load_digits(*, test_fraction: float = 0.2, seed: int = 0, dtype="float32") -
     images = (np.asarray(bunch.data, dtype=np.float64) / 16.0).astype(dtype)
     labels = np.asarray(bunch.target, dtype=np.int64)
     train, test = stratified_split(labels, test_fraction, seed)
-    return Dataset(images[train], labels[train], images[test], labels[test],
-                   num_classes=10, name="digits", image_shape=(8, 8))
+    return Dataset(
+        images[train],
+        labels[train],
+        images[test],
+        labels[test],
+        num_classes=10,
+        name="digits",
+        image_shape=(8, 8),
+    )
 
 
 def _open_idx(directory: Path, stem: str) -> tuple[Path, bytes]:
@@ -135,7 +142,9 @@ def read_idx(path, data: bytes | None = None, *, ndim: int) -> np.ndarray:
     if data is None:
         data = path.read_bytes()
     if len(data) < 4:
-        raise ValueError(f"{path}: truncated — {len(data)} bytes, shorter than the 4-byte magic number.")
+        raise ValueError(
+            f"{path}: truncated — {len(data)} bytes, shorter than the 4-byte magic number."
+        )
     zero0, zero1, kind, dims = data[:4]
     expected_magic = (IDX_UBYTE_TYPE << 8) | ndim
     if zero0 or zero1 or kind != IDX_UBYTE_TYPE or dims != ndim:
@@ -146,7 +155,9 @@ def read_idx(path, data: bytes | None = None, *, ndim: int) -> np.ndarray:
         )
     header = 4 + 4 * ndim
     if len(data) < header:
-        raise ValueError(f"{path}: truncated header — {len(data)} bytes, expected at least {header}.")
+        raise ValueError(
+            f"{path}: truncated header — {len(data)} bytes, expected at least {header}."
+        )
     shape = struct.unpack(">" + "I" * ndim, data[4:header])
     expected = int(np.prod(shape))
     present = len(data) - header
@@ -215,8 +226,15 @@ def load_dataset(name: str, *, data_dir=None, dtype="float32") -> Dataset:
     raise ValueError(f"`name` (={name!r}) must be 'digits' or 'fashion-mnist'.")
 
 
-def batch_indices(num_examples: int, batch_size: int, *, seed: int, epoch: int,
-                  shuffle: bool = True, drop_last: bool = False) -> list[np.ndarray]:
+def batch_indices(
+    num_examples: int,
+    batch_size: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+    drop_last: bool = False,
+) -> list[np.ndarray]:
     """The index arrays of one epoch's batches, in order.
 
     The order is a permutation drawn from ``np.random.default_rng([seed, epoch])``: a
@@ -239,11 +257,12 @@ def batch_indices(num_examples: int, batch_size: int, *, seed: int, epoch: int,
         order = np.arange(num_examples)
     order = order.astype(np.int64)
     stop = num_examples - num_examples % batch_size if drop_last else num_examples
-    return [order[start:start + batch_size] for start in range(0, stop, batch_size)]
+    return [order[start : start + batch_size] for start in range(0, stop, batch_size)]
 
 
-def iterate_batches(x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bool = True,
-                    drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def iterate_batches(
+    x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bool = True, drop_last: bool = False
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield ``(x_batch, y_batch)`` in the order of ``batch_indices``.
 
     Args:
@@ -252,9 +271,12 @@ def iterate_batches(x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bo
     """
     x, y = np.asarray(x), np.asarray(y)
     if x.shape[0] != y.shape[0]:
-        raise ValueError(f"`x` has {x.shape[0]} examples but `y` has {y.shape[0]}; they must match.")
-    for indices in batch_indices(x.shape[0], batch_size, seed=seed, epoch=epoch,
-                                 shuffle=shuffle, drop_last=drop_last):
+        raise ValueError(
+            f"`x` has {x.shape[0]} examples but `y` has {y.shape[0]}; they must match."
+        )
+    for indices in batch_indices(
+        x.shape[0], batch_size, seed=seed, epoch=epoch, shuffle=shuffle, drop_last=drop_last
+    ):
         yield x[indices], y[indices]
 
 
@@ -269,5 +291,6 @@ def digit_tokens(dataset: Dataset) -> Dataset:
     def tokens(x):
         return np.rint(np.asarray(x, np.float64) * 16.0).astype(np.int64)
 
-    return dataclasses.replace(dataset, x_train=tokens(dataset.x_train),
-                               x_test=tokens(dataset.x_test))
+    return dataclasses.replace(
+        dataset, x_train=tokens(dataset.x_train), x_test=tokens(dataset.x_test)
+    )

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -107,8 +108,9 @@ class GradientReport:
         return "\n".join(lines)
 
 
-def report_from_norms(norms: Mapping[str, float], *, param: str = "weight",
-                      threshold: float = DEFAULT_THRESHOLD) -> GradientReport:
+def report_from_norms(
+    norms: Mapping[str, float], *, param: str = "weight", threshold: float = DEFAULT_THRESHOLD
+) -> GradientReport:
     """The verdict for per-layer norms ``{layer: norm}`` given in layer order."""
     if not norms:
         raise ValueError(f"no layer has a `{param}` gradient; nothing to report.")
@@ -137,8 +139,9 @@ def report_from_norms(norms: Mapping[str, float], *, param: str = "weight",
     return GradientReport(norms, param, first, last, ratio, verdict, zero, nonfinite, threshold)
 
 
-def gradient_report(grads: Mapping[str, Any], *, param: str = "weight",
-                    threshold: float = DEFAULT_THRESHOLD) -> GradientReport:
+def gradient_report(
+    grads: Mapping[str, Any], *, param: str = "weight", threshold: float = DEFAULT_THRESHOLD
+) -> GradientReport:
     """Compare the first and last layer's ``param`` gradient norms.
 
     Args:
@@ -187,5 +190,8 @@ def relu_activations(model, params, x) -> dict:
       x: `(batch, in_features)` input.
     """
     outputs = model.intermediates(params, x)
-    return {name: out for name, layer, out in zip(model.names, model.layers, outputs)
-            if type(layer).__name__ == "ReLU"}
+    return {
+        name: out
+        for name, layer, out in zip(model.names, model.layers, outputs)
+        if type(layer).__name__ == "ReLU"
+    }

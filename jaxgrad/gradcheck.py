@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -108,13 +108,19 @@ class GradcheckReport:
         lines.extend(f"note: {note}" for note in self.notes)
         rows = [("where", "analytic", "numeric", "|diff|", "allowed", "")]
         for row in self.worst:
-            rows.append((row.where, f"{row.analytic:.12g}", f"{row.numeric:.12g}",
-                         f"{row.abs_diff:.2e}", f"{row.allowed:.2e}",
-                         "ok" if row.passed else "FAIL"))
+            rows.append(
+                (
+                    row.where,
+                    f"{row.analytic:.12g}",
+                    f"{row.numeric:.12g}",
+                    f"{row.abs_diff:.2e}",
+                    f"{row.allowed:.2e}",
+                    "ok" if row.passed else "FAIL",
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines.append("worst:")
-        lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in rows)
+        lines.extend("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
         lines.append("PASS" if self.passed else "FAIL")
         return "\n".join(lines)
 
@@ -160,12 +166,22 @@ def _flatten_args(fn, args, argnums, allow_float32):
     return leaves, paths, treedef, diff_index, notes
 
 
-def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
-              rtol: float = 1e-6, rounding_ulps: float = 4.0, mode: str = "full",
-              n_directions: int = 16,
-              seed: int = 0, argnums: Sequence[int] | int | None = None,
-              allow_float32: bool = False, jit: bool = True, num_worst: int = 5,
-              name: str = "") -> GradcheckReport:
+def gradcheck(
+    fn: Callable,
+    *args,
+    eps: float = 1e-6,
+    atol: float = 1e-8,
+    rtol: float = 1e-6,
+    rounding_ulps: float = 4.0,
+    mode: str = "full",
+    n_directions: int = 16,
+    seed: int = 0,
+    argnums: Sequence[int] | int | None = None,
+    allow_float32: bool = False,
+    jit: bool = True,
+    num_worst: int = 5,
+    name: str = "",
+) -> GradcheckReport:
     """Check ``jax.grad(fn)`` against central differences, in float64.
 
     Args:
@@ -217,7 +233,8 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
         notes.append("jax_enable_x64 was off: gradcheck turned it on for the check")
     with jax.enable_x64(True):
         leaves, paths, treedef, diff_index, upcast_notes = _flatten_args(
-            fn, args, set(argnums), allow_float32)
+            fn, args, set(argnums), allow_float32
+        )
         notes.extend(upcast_notes)
         if not diff_index:
             raise ValueError("gradcheck: no floating-point input to differentiate in `args`.")
@@ -232,7 +249,7 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
             rebuilt = list(leaves)
             offset = 0
             for i, shape, size in zip(diff_index, shapes, sizes):
-                rebuilt[i] = vector[offset:offset + size].reshape(shape)
+                rebuilt[i] = vector[offset : offset + size].reshape(shape)
                 offset += size
             out = fn(*jax.tree_util.tree_unflatten(treedef, rebuilt))
             return jnp.reshape(out, ())
@@ -249,32 +266,50 @@ def gradcheck(fn: Callable, *args, eps: float = 1e-6, atol: float = 1e-8,
         rounding = rounding_ulps * _EPSILON * abs(value) / eps
         n = theta.size
         if mode == "full":
-            numeric = _central_differences(batched, theta, eps, lambda start, stop: np.eye(
-                stop - start, n, k=start, dtype=np.float64), n)
+            numeric = _central_differences(
+                batched,
+                theta,
+                eps,
+                lambda start, stop: np.eye(stop - start, n, k=start, dtype=np.float64),
+                n,
+            )
             analytic_checked = analytic
             reference = _split(numeric, paths, diff_index, shapes, sizes)
             candidate = _split(analytic, paths, diff_index, shapes, sizes)
-            where = [f"{paths[i]}{_index(shape, k)}" for i, shape, size in
-                     zip(diff_index, shapes, sizes) for k in range(size)]
+            where = [
+                f"{paths[i]}{_index(shape, k)}"
+                for i, shape, size in zip(diff_index, shapes, sizes)
+                for k in range(size)
+            ]
         else:
-            draws = np.asarray(jax.random.normal(jax.random.key(seed), (n_directions, n),
-                                                 jnp.float64))
+            draws = np.asarray(
+                jax.random.normal(jax.random.key(seed), (n_directions, n), jnp.float64)
+            )
             directions = draws / np.linalg.norm(draws, axis=1, keepdims=True)
-            numeric = _central_differences(batched, theta, eps,
-                                           lambda start, stop: directions[start:stop],
-                                           n_directions)
+            numeric = _central_differences(
+                batched, theta, eps, lambda start, stop: directions[start:stop], n_directions
+            )
             analytic_checked = directions @ analytic
             reference = {"directional derivatives": numeric}
             candidate = {"directional derivatives": analytic_checked}
             where = [f"direction {k}" for k in range(n_directions)]
-    parity = compare(reference, candidate, rtol=rtol, atol=atol + rounding,
-                     name=name or "gradcheck")
+    parity = compare(
+        reference, candidate, rtol=rtol, atol=atol + rounding, name=name or "gradcheck"
+    )
     return GradcheckReport(
-        mode=mode, eps=eps, rtol=rtol, atol=atol, rounding=rounding, value=value,
-        n_parameters=int(n), n_checked=int(numeric.size), parity=parity,
+        mode=mode,
+        eps=eps,
+        rtol=rtol,
+        atol=atol,
+        rounding=rounding,
+        value=value,
+        n_parameters=int(n),
+        n_checked=int(numeric.size),
+        parity=parity,
         worst=_worst(where, analytic_checked, numeric, atol + rounding, rtol, num_worst),
         notes=notes,
-        numeric=reference, analytic=candidate,
+        numeric=reference,
+        analytic=candidate,
     )
 
 
@@ -294,7 +329,8 @@ def _check_output(fn, evaluate, objective, theta) -> None:
             f"(Python control flow on an array, or a numpy conversion), and gradcheck "
             f"traces it with jax.grad and jax.vmap even with `jit=False`. Write the branch "
             f"with jnp.where or jax.lax.cond. {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0]}") from exc
+            f"{str(exc).splitlines()[0]}"
+        ) from exc
     except TypeError as exc:
         raise ValueError(f"gradcheck: `fn` ({_name(fn)}) must return a scalar: {exc}") from exc
     if out.dtype != jnp.float64:
@@ -308,8 +344,7 @@ def _check_output(fn, evaluate, objective, theta) -> None:
 def _finite_value(fn, out) -> float:
     """``f(θ)`` as a float; raise where it is not finite."""
     if not math.isfinite(float(out)):
-        raise ValueError(
-            f"gradcheck: `fn` ({_name(fn)}) is not finite at `args` (={float(out)}).")
+        raise ValueError(f"gradcheck: `fn` ({_name(fn)}) is not finite at `args` (={float(out)}).")
     return float(out)
 
 
@@ -335,7 +370,7 @@ def _central_differences(batched, theta, eps, rows, total: int) -> np.ndarray:
 def _split(vector, paths, diff_index, shapes, sizes) -> dict:
     tree, offset = {}, 0
     for i, shape, size in zip(diff_index, shapes, sizes):
-        tree[paths[i]] = np.asarray(vector[offset:offset + size]).reshape(shape)
+        tree[paths[i]] = np.asarray(vector[offset : offset + size]).reshape(shape)
         offset += size
     return tree
 
@@ -349,8 +384,16 @@ def _worst(where, analytic, numeric, atol, rtol, count) -> list:
     diff = np.abs(analytic - numeric)
     allowed = atol + rtol * np.abs(numeric)
     order = np.argsort(-(diff / allowed), kind="stable")[:count]
-    return [GradcheckRow(where=where[k], analytic=float(analytic[k]), numeric=float(numeric[k]),
-                         abs_diff=float(diff[k]), allowed=float(allowed[k])) for k in order]
+    return [
+        GradcheckRow(
+            where=where[k],
+            analytic=float(analytic[k]),
+            numeric=float(numeric[k]),
+            abs_diff=float(diff[k]),
+            allowed=float(allowed[k]),
+        )
+        for k in order
+    ]
 
 
 __all__ = ["MODES", "GradcheckReport", "GradcheckRow", "gradcheck"]

@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-
 # --- linear: y = x @ weight.T + bias ---------------------------------------------
+
 
 @jax.custom_vjp
 def _linear(x, weight, bias):
@@ -85,6 +85,7 @@ def linear(x, weight, bias):
 
 # --- relu: max(x, 0) -----------------------------------------------------------------
 
+
 @jax.custom_vjp
 def relu(x):
     """``torch.relu`` on `(*)`; the gradient at exactly 0 is 0, as torch's."""
@@ -104,6 +105,7 @@ relu.defvjp(_relu_fwd, _relu_bwd)
 
 
 # --- sigmoid: a = 1 / (1 + exp(-x)) ------------------------------------------------
+
 
 @jax.custom_vjp
 def sigmoid(x):
@@ -125,6 +127,7 @@ sigmoid.defvjp(_sigmoid_fwd, _sigmoid_bwd)
 
 # --- tanh ------------------------------------------------------------------------------
 
+
 @jax.custom_vjp
 def tanh(x):
     """``torch.tanh`` on `(*)`."""
@@ -144,6 +147,7 @@ tanh.defvjp(_tanh_fwd, _tanh_bwd)
 
 
 # --- layer_norm over the last axis ---------------------------------------------------
+
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def _layer_norm(x, weight, bias, eps):
@@ -195,6 +199,7 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
 
 # --- softmax cross-entropy on logits, integer targets, mean over the batch ------------
 
+
 @jax.custom_vjp
 def _softmax_cross_entropy(logits, target):
     return _softmax_cross_entropy_fwd(logits, target)[0]
@@ -218,8 +223,11 @@ _softmax_cross_entropy.defvjp(_softmax_cross_entropy_fwd, _softmax_cross_entropy
 
 def softmax_cross_entropy(logits, target):
     """``F.cross_entropy(logits, target)`` (mean): logits `(N, C)`, integer target `(N,)`."""
-    if logits.ndim != 2 or not jnp.issubdtype(target.dtype, jnp.integer) or (
-            tuple(target.shape) != logits.shape[:1]):
+    if (
+        logits.ndim != 2
+        or not jnp.issubdtype(target.dtype, jnp.integer)
+        or (tuple(target.shape) != logits.shape[:1])
+    ):
         raise ValueError(
             f"softmax_cross_entropy: expected logits (N, C) and integer target (N,), got "
             f"logits {tuple(logits.shape)} and target {tuple(target.shape)} {target.dtype}."
@@ -228,6 +236,7 @@ def softmax_cross_entropy(logits, target):
 
 
 # --- sigmoid + binary cross-entropy on logits, mean over every element ---------------
+
 
 @jax.custom_vjp
 def _sigmoid_binary_cross_entropy(logits, target):
@@ -250,8 +259,9 @@ def _sigmoid_binary_cross_entropy_bwd(saved, grad_out):
     return grad_logits, grad_target
 
 
-_sigmoid_binary_cross_entropy.defvjp(_sigmoid_binary_cross_entropy_fwd,
-                                     _sigmoid_binary_cross_entropy_bwd)
+_sigmoid_binary_cross_entropy.defvjp(
+    _sigmoid_binary_cross_entropy_fwd, _sigmoid_binary_cross_entropy_bwd
+)
 
 
 def sigmoid_binary_cross_entropy(logits, target):
@@ -265,6 +275,7 @@ def sigmoid_binary_cross_entropy(logits, target):
 
 
 # --- a deliberately wrong backward ----------------------------------------------------
+
 
 def scaled_backward(fn, scale: float):
     """``fn`` with a backward ``scale`` times the true one: a planted bug for checkers.
@@ -297,6 +308,7 @@ FUNCTIONS = {
     "softmax_cross_entropy": softmax_cross_entropy,
     "sigmoid_binary_cross_entropy": sigmoid_binary_cross_entropy,
 }
+
 
 def value_and_vjp(fn, inputs, cotangent=None, *, jit: bool = False):
     """``(fn(*inputs), [VJP for each floating input])``: what ``backward()`` fills in.
@@ -344,6 +356,7 @@ def example_inputs(name: str, rng: np.random.Generator, dtype: str = "float64") 
     Inputs of ``relu`` stay at least 0.1 away from its kink, so that a central
     difference with eps ≪ 0.1 never straddles it.
     """
+
     def normal(*shape):
         return rng.standard_normal(shape).astype(dtype)
 
@@ -363,5 +376,4 @@ def example_inputs(name: str, rng: np.random.Generator, dtype: str = "float64") 
     raise ValueError(f"`name` (={name!r}) must be one of {', '.join(FUNCTIONS)}.")
 
 
-__all__ = [*FUNCTIONS, "FUNCTIONS", "PLAIN", "example_inputs", "scaled_backward",
-           "value_and_vjp"]
+__all__ = [*FUNCTIONS, "FUNCTIONS", "PLAIN", "example_inputs", "scaled_backward", "value_and_vjp"]

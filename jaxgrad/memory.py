@@ -27,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,8 +44,16 @@ class Residual(NamedTuple):
     source: str  # "from the argument x", "output of tanh from …"
 
 
-_SHORT_DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16",
-                 "i32": "int32", "i64": "int64", "u8": "uint8", "bool": "bool"}
+_SHORT_DTYPES = {
+    "f32": "float32",
+    "f64": "float64",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "bool": "bool",
+}
 
 
 def _residual(shape, dtype, source: str) -> Residual:
@@ -73,8 +82,9 @@ def saved_residuals(fn: Callable, *args) -> list[Residual]:
         match = re.match(r"(\w+)\[([\d,]*)\]\s+(.*)", line)
         if match:
             shape = tuple(int(d) for d in match.group(2).split(",") if d)
-            residuals.append(_residual(shape, _SHORT_DTYPES.get(match.group(1), match.group(1)),
-                                       match.group(3)))
+            residuals.append(
+                _residual(shape, _SHORT_DTYPES.get(match.group(1), match.group(1)), match.group(3))
+            )
     return residuals
 
 
@@ -84,8 +94,10 @@ def vjp_residuals(fn: Callable, *args) -> list[Residual]:
     Shapes only (``jax.eval_shape``): nothing is computed.
     """
     closure = jax.eval_shape(lambda *a: jax.vjp(fn, *a)[1], *args)
-    return [_residual(leaf.shape, leaf.dtype, "vjp closure")
-            for leaf in jax.tree_util.tree_leaves(closure)]
+    return [
+        _residual(leaf.shape, leaf.dtype, "vjp closure")
+        for leaf in jax.tree_util.tree_leaves(closure)
+    ]
 
 
 def classify(residuals, batch_size: int) -> dict[str, int]:
@@ -117,10 +129,12 @@ def compiled_memory(fn: Callable, *args) -> dict[str, int]:
     stats = jax.jit(fn).lower(*args).compile().memory_analysis()
     if stats is None:  # pragma: no cover - some backends report nothing
         raise RuntimeError("this JAX backend gives no memory_analysis() for compiled programs.")
-    return {"arguments": int(stats.argument_size_in_bytes),
-            "outputs": int(stats.output_size_in_bytes),
-            "temporaries": int(stats.temp_size_in_bytes),
-            "aliased": int(stats.alias_size_in_bytes)}
+    return {
+        "arguments": int(stats.argument_size_in_bytes),
+        "outputs": int(stats.output_size_in_bytes),
+        "temporaries": int(stats.temp_size_in_bytes),
+        "aliased": int(stats.alias_size_in_bytes),
+    }
 
 
 def checkpointed_apply(model: Sequential, *, every: int, policy=None) -> Callable:
@@ -135,7 +149,7 @@ def checkpointed_apply(model: Sequential, *, every: int, policy=None) -> Callabl
         raise TypeError(f"`model` is a {type(model).__name__}; expected a jaxgrad.nn.Sequential.")
     if int(every) != every or every < 1:
         raise ValueError(f"`every` (={every}) must be a positive integer number of children.")
-    chunks = [model[start:start + every] for start in range(0, len(model), every)]
+    chunks = [model[start : start + every] for start in range(0, len(model), every)]
     chunk_fns = [jax.checkpoint(chunk.apply, policy=policy) for chunk in chunks]
 
     def apply(params, x):
@@ -150,4 +164,5 @@ def checkpointed_apply(model: Sequential, *, every: int, policy=None) -> Callabl
 def cast_floats(tree, dtype):
     """Every floating leaf of ``tree`` cast to ``dtype`` (e.g. ``jnp.bfloat16``)."""
     return jax.tree_util.tree_map(
-        lambda leaf: leaf.astype(dtype) if jnp.issubdtype(leaf.dtype, jnp.floating) else leaf, tree)
+        lambda leaf: leaf.astype(dtype) if jnp.issubdtype(leaf.dtype, jnp.floating) else leaf, tree
+    )

@@ -79,8 +79,8 @@ from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public na
     TOLERANCES,
     ZERO_IN_EXACT,
     Tolerance,
-    declared_tiers,
     ambiguous_argmax,
+    declared_tiers,
     float32_tolerance,
     headroom,
     leaf_tier,
@@ -216,14 +216,16 @@ class ParityReport:
         """A per-leaf table, then the structure problems, then the verdict."""
         rows = [("leaf", "shape", "dtype", "max abs err", "max rel err", "verdict")]
         for leaf in self.leaves:
-            rows.append((
-                leaf.path,
-                "x".join(map(str, leaf.shape)) or "scalar",
-                _dtype_label(leaf),
-                _fmt(leaf.max_abs_err),
-                _fmt(leaf.max_rel_err),
-                _verdict(leaf),
-            ))
+            rows.append(
+                (
+                    leaf.path,
+                    "x".join(map(str, leaf.shape)) or "scalar",
+                    _dtype_label(leaf),
+                    _fmt(leaf.max_abs_err),
+                    _fmt(leaf.max_rel_err),
+                    _verdict(leaf),
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         lines = []
         if self.name:
@@ -276,8 +278,10 @@ def _verdict(leaf) -> str:
         return "PASS"
     if leaf.rule == RULE_INTEGER:
         return "PASS (integer value: int32 against int64, x64 off)"
-    return (f"PASS ({leaf.rule}: {_in_tiers(leaf.headroom)}x the float32 tier from float64, "
-            f"reference {_in_tiers(leaf.reference_headroom)}x)")
+    return (
+        f"PASS ({leaf.rule}: {_in_tiers(leaf.headroom)}x the float32 tier from float64, "
+        f"reference {_in_tiers(leaf.reference_headroom)}x)"
+    )
 
 
 def _in_tiers(value: float) -> str:
@@ -320,16 +324,19 @@ def flatten(tree) -> dict[str, Any]:
       A flat dict: a flat ``{str: leaf}`` dict as it is, else jax's ``keystr`` of each
       leaf's path (``"['grads']['0.weight']"``; ``"<root>"`` for a bare array).
     """
-    if isinstance(tree, dict) and all(isinstance(k, str) for k in tree) and all(
-        not isinstance(v, (dict, list, tuple)) for v in tree.values()
+    if (
+        isinstance(tree, dict)
+        and all(isinstance(k, str) for k in tree)
+        and all(not isinstance(v, (dict, list, tuple)) for v in tree.values())
     ):
         return dict(tree)
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_none)
     return {jax.tree_util.keystr(path) or "<root>": leaf for path, leaf in leaves}
 
 
-def _compare_leaf(path, reference, candidate, rtol, atol, declared=None,
-                  exact=None, neighbours: float = 0.0) -> LeafResult:
+def _compare_leaf(
+    path, reference, candidate, rtol, atol, declared=None, exact=None, neighbours: float = 0.0
+) -> LeafResult:
     if reference is None or candidate is None:
         result = LeafResult(path=path, shape=(), dtype="None")
         if reference is None and candidate is None:
@@ -347,19 +354,29 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None,
     if ref.dtype != cand.dtype:
         if _integers_without_x64(ref.dtype, cand.dtype):
             result.tier, result.tier_reason, result.rtol, result.atol = (
-                ref.dtype.name, "dtype", 0.0, 0.0)
+                ref.dtype.name,
+                "dtype",
+                0.0,
+                0.0,
+            )
             wide_ref, wide_cand = ref.astype(np.int64), cand.astype(np.int64)
             diff = np.abs(wide_ref - wide_cand).ravel()
             result.max_abs_err = float(diff.max()) if diff.size else 0.0
-            result.max_rel_err = _max_finite([0.0] + [
-                float(d / abs(r)) if r else (math.inf if d else 0.0)
-                for d, r in zip(diff, wide_ref.ravel()) if d])
+            result.max_rel_err = _max_finite(
+                [0.0]
+                + [
+                    float(d / abs(r)) if r else (math.inf if d else 0.0)
+                    for d, r in zip(diff, wide_ref.ravel())
+                    if d
+                ]
+            )
             if diff.any():
                 worst = int(np.argmax(diff))
                 result.problem = (
                     f"{int((diff > 0).sum())}/{diff.size} integer values differ (compared by "
                     f"value: {cand.dtype.name} against {ref.dtype.name}, x64 off; worst: "
-                    f"reference {wide_ref.ravel()[worst]}, candidate {wide_cand.ravel()[worst]})")
+                    f"reference {wide_ref.ravel()[worst]}, candidate {wide_cand.ravel()[worst]})"
+                )
             else:
                 result.rule = RULE_INTEGER
             return result
@@ -417,8 +434,11 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None,
             f"(worst: reference {ref64[worst]:.17g}, candidate {cand64[worst]:.17g})"
         )
         if result.tier == "float64" and declared is None:
-            sides = [side for side, values in (("reference", ref), ("candidate", cand))
-                     if looks_float32(values)]
+            sides = [
+                side
+                for side, values in (("reference", ref), ("candidate", cand))
+                if looks_float32(values)
+            ]
             if len(sides) == 1:
                 result.problem += (
                     f"; the {sides[0]}'s values are all float32 values: computed in float32 "
@@ -429,14 +449,18 @@ def _compare_leaf(path, reference, candidate, rtol, atol, declared=None,
             result.problem += (
                 f"; against the float64 answer{where}: candidate {result.headroom:.3g}x the "
                 f"float32 tier, reference {result.reference_headroom:.3g}x (passes within "
-                f"max(1, {CALIBRATION_MULTIPLE:g} x reference))")
+                f"max(1, {CALIBRATION_MULTIPLE:g} x reference))"
+            )
     return result
 
 
 def _integers_without_x64(a: np.dtype, b: np.dtype) -> bool:
     """int32 against int64 (either side) while JAX has no 64-bit integers."""
-    return (a.kind == b.kind == "i" and {a.itemsize, b.itemsize} == {4, 8}
-            and jax.dtypes.canonicalize_dtype(np.int64) != np.int64)
+    return (
+        a.kind == b.kind == "i"
+        and {a.itemsize, b.itemsize} == {4, 8}
+        and jax.dtypes.canonicalize_dtype(np.int64) != np.int64
+    )
 
 
 def _calibrate(result: LeafResult, ref32, cand32, exact, neighbours: float) -> bool:
@@ -580,8 +604,16 @@ def rounding(values, reference64) -> dict:
     return found
 
 
-def compare(reference, candidate, *, rtol: float | None = None, atol: float | None = None,
-            computed_in=None, reference64=None, name: str = "") -> ParityReport:
+def compare(
+    reference,
+    candidate,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    computed_in=None,
+    reference64=None,
+    name: str = "",
+) -> ParityReport:
     """Compare ``candidate`` against ``reference``, structure first, then each leaf.
 
     Args:
@@ -614,8 +646,13 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
     ref_leaves = flatten(reference)
     cand_leaves = flatten(candidate)
     for calls in _RECORDINGS:
-        calls.append({"name": name, "reference": {p: _copy(v) for p, v in ref_leaves.items()},
-                      "candidate": {p: _copy(v) for p, v in cand_leaves.items()}})
+        calls.append(
+            {
+                "name": name,
+                "reference": {p: _copy(v) for p, v in ref_leaves.items()},
+                "candidate": {p: _copy(v) for p, v in cand_leaves.items()},
+            }
+        )
     declared = declared_tiers(computed_in, list(ref_leaves))
     structure = []
     missing = [p for p in ref_leaves if p not in cand_leaves]
@@ -636,8 +673,16 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
                 f"{tuple(np.shape(to_numpy(ref)))}: it must be the same computation in float64."
             )
     leaves = [
-        _compare_leaf(path, ref_leaves[path], cand_leaves[path], rtol, atol,
-                      declared.get(path), exact.get(path), scales.get(path, 0.0))
+        _compare_leaf(
+            path,
+            ref_leaves[path],
+            cand_leaves[path],
+            rtol,
+            atol,
+            declared.get(path),
+            exact.get(path),
+            scales.get(path, 0.0),
+        )
         for path in ref_leaves
         if path in cand_leaves
     ]
@@ -647,9 +692,16 @@ def compare(reference, candidate, *, rtol: float | None = None, atol: float | No
     return ParityReport(leaves=leaves, structure_problems=structure, name=name)
 
 
-def assert_parity(reference, candidate, *, rtol: float | None = None,
-                  atol: float | None = None, computed_in=None, reference64=None,
-                  name: str = "") -> ParityReport:
+def assert_parity(
+    reference,
+    candidate,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    computed_in=None,
+    reference64=None,
+    name: str = "",
+) -> ParityReport:
     """``compare`` and raise ``AssertionError`` with the per-leaf table on any failure.
 
     Args:
@@ -670,8 +722,15 @@ def assert_parity(reference, candidate, *, rtol: float | None = None,
         report's per-leaf table.
       ValueError: a bad ``computed_in`` or ``reference64``, as ``compare``.
     """
-    report = compare(reference, candidate, rtol=rtol, atol=atol, computed_in=computed_in,
-                     reference64=reference64, name=name)
+    report = compare(
+        reference,
+        candidate,
+        rtol=rtol,
+        atol=atol,
+        computed_in=computed_in,
+        reference64=reference64,
+        name=name,
+    )
     if not report.passed:
         raise AssertionError("parity check failed\n" + report.table())
     return report

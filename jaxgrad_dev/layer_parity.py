@@ -23,15 +23,15 @@ import jaxgrad
 from jaxgrad.parity import ParityReport
 from jaxgrad_dev.precision import jax_precision
 
-
 # XLA options that cut CPU compile time ~40 % for the hundreds of one-off programs of
 # the conformance tests; no fast-math, so IEEE semantics are unchanged. The report's
 # rows keep XLA's defaults, as a user's program runs.
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
-def layer_parity(module, *args, training: bool = False, name: str = "",
-                 fast_compile: bool = False, **kwargs) -> ParityReport:
+def layer_parity(
+    module, *args, training: bool = False, name: str = "", fast_compile: bool = False, **kwargs
+) -> ParityReport:
     """Compare ``module(*args, **kwargs)`` with its ``from_torch`` twin.
 
     Args:
@@ -47,8 +47,9 @@ def layer_parity(module, *args, training: bool = False, name: str = "",
     with jax_precision(dtype):
         model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
-        candidate, spec = jax_side(model, params, buffers, args, kwargs, training, cotangents,
-                                   fast_compile=fast_compile)
+        candidate, spec = jax_side(
+            model, params, buffers, args, kwargs, training, cotangents, fast_compile=fast_compile
+        )
         if spec != torch_spec:
             raise ValueError(f"{name}: output structure {spec} differs from torch's {torch_spec}")
         return jaxgrad.parity.compare(reference, candidate, name=name)
@@ -68,23 +69,35 @@ def torch_side(module, args, kwargs, cotangents: list | None = None) -> tuple[di
     outputs, spec = torch_pytree.tree_flatten(output)
     if cotangents is None:
         generator = torch.Generator().manual_seed(1)
-        cotangents = [torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
-                      if _needs_grad(leaf) else None for leaf in outputs]
+        cotangents = [
+            torch.randn(leaf.shape, generator=generator, dtype=leaf.dtype)
+            if _needs_grad(leaf)
+            else None
+            for leaf in outputs
+        ]
     inputs = [leaf for leaf in torch_pytree.tree_leaves((args, kwargs)) if _needs_grad(leaf)]
     params = dict(module.named_parameters())
     differentiable = [(o, c) for o, c in zip(outputs, cotangents) if c is not None]
     grads = [torch.zeros_like(t) for t in [*inputs, *params.values()]]
     if differentiable and grads:
-        grads = torch.autograd.grad([o for o, _ in differentiable], [*inputs, *params.values()],
-                                    grad_outputs=[c for _, c in differentiable],
-                                    allow_unused=True, materialize_grads=True)
+        grads = torch.autograd.grad(
+            [o for o, _ in differentiable],
+            [*inputs, *params.values()],
+            grad_outputs=[c for _, c in differentiable],
+            allow_unused=True,
+            materialize_grads=True,
+        )
     state = module.state_dict()
-    return {
-        "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
-        "input_grads": list(grads[:len(inputs)]),
-        "param_grads": dict(zip(params, grads[len(inputs):])),
-        "buffers": {k: v for k, v in state.items() if k not in params},
-    }, spec, cotangents
+    return (
+        {
+            "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs],
+            "input_grads": list(grads[: len(inputs)]),
+            "param_grads": dict(zip(params, grads[len(inputs) :])),
+            "buffers": {k: v for k, v in state.items() if k not in params},
+        },
+        spec,
+        cotangents,
+    )
 
 
 class _JaxCall:
@@ -99,22 +112,29 @@ class _JaxCall:
         leaves, self.in_spec = torch_pytree.tree_flatten((args, kwargs))
         self.diff_positions = [i for i, leaf in enumerate(leaves) if _needs_grad(leaf)]
         # device_put, not jnp.asarray: jax 0.10 compiles a program per shape for the latter
-        self.leaves = [jax.device_put(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor)
-                       else leaf for leaf in leaves]
-        self.array_positions = [i for i, leaf in enumerate(self.leaves)
-                                if isinstance(leaf, jax.Array) and i not in self.diff_positions]
+        self.leaves = [
+            jax.device_put(leaf.detach().numpy()) if isinstance(leaf, torch.Tensor) else leaf
+            for leaf in leaves
+        ]
+        self.array_positions = [
+            i
+            for i, leaf in enumerate(self.leaves)
+            if isinstance(leaf, jax.Array) and i not in self.diff_positions
+        ]
         self.diff_inputs = [self.leaves[i] for i in self.diff_positions]
         self.arrays = [self.leaves[i] for i in self.array_positions]
         self.model, self.training, self.key = model, training, jax.random.key(0)
 
     def __call__(self, params, diff_inputs, arrays, buffers):
         filled = list(self.leaves)
-        for position, value in zip([*self.diff_positions, *self.array_positions],
-                                   [*diff_inputs, *arrays]):
+        for position, value in zip(
+            [*self.diff_positions, *self.array_positions], [*diff_inputs, *arrays]
+        ):
             filled[position] = value
         call_args, call_kwargs = torch_pytree.tree_unflatten(filled, self.in_spec)
-        return self.model.apply(params, *call_args, buffers=buffers, train=self.training,
-                                key=self.key, **call_kwargs)
+        return self.model.apply(
+            params, *call_args, buffers=buffers, train=self.training, key=self.key, **call_kwargs
+        )
 
 
 def forward_program(model, params, buffers, args, kwargs, training) -> tuple:
@@ -136,8 +156,18 @@ def _const_bytes(const) -> tuple | str:
     return str(const.dtype), const.shape, np.asarray(const).tobytes()
 
 
-def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
-             fast_compile: bool = False, eager: bool = False) -> tuple[dict, Any]:
+def jax_side(
+    model,
+    params,
+    buffers,
+    args,
+    kwargs,
+    training,
+    cotangents,
+    *,
+    fast_compile: bool = False,
+    eager: bool = False,
+) -> tuple[dict, Any]:
     """The same as ``torch_side`` with ``model.apply`` and ``jax.vjp``.
 
     ``eager`` dispatches op by op instead of compiling one program: each primitive is
@@ -156,7 +186,8 @@ def jax_side(model, params, buffers, args, kwargs, training, cotangents, *,
 
     def forward_backward(params, diff_inputs, arrays, buffers, cot_arrays):
         differentiable, vjp, (output, new_buffers) = jax.vjp(
-            lambda p, d: forward(p, d, arrays, buffers), params, diff_inputs, has_aux=True)
+            lambda p, d: forward(p, d, arrays, buffers), params, diff_inputs, has_aux=True
+        )
         if [d.shape for d in differentiable] != [c.shape for c in cot_arrays]:
             return output, new_buffers, None  # a structure mismatch: reported by the caller
         return output, new_buffers, vjp(cot_arrays)

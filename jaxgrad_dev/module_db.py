@@ -47,7 +47,8 @@ import dataclasses
 import functools
 import inspect
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import torch
@@ -215,7 +216,7 @@ class SampleResult:
         return f"{self.cls}[{'train' if self.training else 'eval'}] {self.desc or '(default)'}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def module_infos() -> dict[str, Any]:
     """``{class name: ModuleInfo}`` of ``module_db``; imported once per process (~10 s)."""
     from torch.testing._internal.common_modules import module_db
@@ -226,8 +227,11 @@ def module_infos() -> dict[str, Any]:
 def samples(info, training: bool) -> list:
     """The class's float64 samples, reproducibly (torch's RNG seeded from the name)."""
     torch.manual_seed(zlib.crc32(f"{info.module_cls.__name__} {training}".encode()))
-    return list(info.module_inputs_func(info, device="cpu", dtype=torch.float64,
-                                        requires_grad=True, training=training))
+    return list(
+        info.module_inputs_func(
+            info, device="cpu", dtype=torch.float64, requires_grad=True, training=training
+        )
+    )
 
 
 def modes(info, all_modes: bool = False) -> tuple[bool, ...]:
@@ -238,8 +242,9 @@ def modes(info, all_modes: bool = False) -> tuple[bool, ...]:
     return (True, False) if all_modes or info.train_and_eval_differ else (True,)
 
 
-def run_class(name: str, all_modes: bool = False, reuse: bool = True,
-              every: int = 1, dtype: str = "float64") -> list[SampleResult]:
+def run_class(
+    name: str, all_modes: bool = False, reuse: bool = True, every: int = 1, dtype: str = "float64"
+) -> list[SampleResult]:
     """Every sample of ``name``, in training then (see ``modes``) evaluation mode.
 
     ``reuse``: an evaluation-mode sample on which the twin runs a program already held
@@ -259,18 +264,24 @@ def run_class(name: str, all_modes: bool = False, reuse: bool = True,
         # no reuse: an evaluation-mode sample has its own values, and a float32 verdict
         # depends on the values (rounding), not only on the program
         run = functools.partial(run_sample_float32, materialise=name.startswith("Lazy"))
-        return [run(info, sample, training)
-                for training in modes(info, all_modes)
-                for sample in samples(info, training)[::every]]
-    run = entry.run or functools.partial(
-        run_sample, verified={} if reuse and len(modes(info, all_modes)) > 1 else None)
-    return [run(info, sample, training)
+        return [
+            run(info, sample, training)
             for training in modes(info, all_modes)
-            for sample in samples(info, training)[::every]]
+            for sample in samples(info, training)[::every]
+        ]
+    run = entry.run or functools.partial(
+        run_sample, verified={} if reuse and len(modes(info, all_modes)) > 1 else None
+    )
+    return [
+        run(info, sample, training)
+        for training in modes(info, all_modes)
+        for sample in samples(info, training)[::every]
+    ]
 
 
-def run_sample(info, sample, training: bool, verified: dict | None = None,
-               materialise: bool = False) -> SampleResult:
+def run_sample(
+    info, sample, training: bool, verified: dict | None = None, materialise: bool = False
+) -> SampleResult:
     """Run one sample in both frameworks and compare (see the module docstring).
 
     ``verified`` (``{program: label}``), when given, collects the twin's forward programs
@@ -299,22 +310,38 @@ def run_sample(info, sample, training: bool, verified: dict | None = None,
             except (ValueError, TypeError):  # raised again, and judged, by jax_side below
                 program = None
             if not training and program in verified and _torch_modes_agree(module, args, kwargs):
-                return result("passed", f"same program as {verified[program]}; torch's "
-                              "evaluation and training results agree")
+                return result(
+                    "passed",
+                    f"same program as {verified[program]}; torch's "
+                    "evaluation and training results agree",
+                )
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
-        candidate = _jax_candidate(entry, result, argument, model, params, buffers, args,
-                                   kwargs, training, cotangents, torch_spec)
+        candidate = _jax_candidate(
+            entry,
+            result,
+            argument,
+            model,
+            params,
+            buffers,
+            args,
+            kwargs,
+            training,
+            cotangents,
+            torch_spec,
+        )
         if isinstance(candidate, SampleResult):
             return candidate
         report = jaxgrad.parity.compare(reference, candidate, name=result("").label)
     if training and report.passed and program is not None:
         verified.setdefault(program, result("").label)
-    return result("passed" if report.passed else "failed",
-                  "" if report.passed else report.table(), report)
+    return result(
+        "passed" if report.passed else "failed", "" if report.passed else report.table(), report
+    )
 
 
-def run_sample_float32(info, sample, training: bool, verified: dict | None = None,
-                       materialise: bool = False) -> SampleResult:
+def run_sample_float32(
+    info, sample, training: bool, verified: dict | None = None, materialise: bool = False
+) -> SampleResult:
     """One sample in float32 on both sides, judged with the calibrated float32 verdict.
 
     The sample (drawn in float64, as ``run_sample`` draws it) runs with the module in
@@ -349,21 +376,43 @@ def run_sample_float32(info, sample, training: bool, verified: dict | None = Non
             except (ValueError, TypeError):
                 program = None
             if not training and program in verified and _torch_modes_agree(module, args, kwargs):
-                return result("passed", f"same program as {verified[program]}; torch's "
-                              "evaluation and training results agree")
+                return result(
+                    "passed",
+                    f"same program as {verified[program]}; torch's "
+                    "evaluation and training results agree",
+                )
         reference, torch_spec, cotangents = torch_side(module, args, kwargs)
-        reference64 = torch_side(module64, args64, kwargs64, [  # the same product, cast up
-            None if c is None else c.double() for c in cotangents])[0]
-        candidate = _jax_candidate(entry, result, argument, model, params, buffers, args,
-                                   kwargs, training, cotangents, torch_spec)
+        reference64 = torch_side(
+            module64,
+            args64,
+            kwargs64,
+            [  # the same product, cast up
+                None if c is None else c.double() for c in cotangents
+            ],
+        )[0]
+        candidate = _jax_candidate(
+            entry,
+            result,
+            argument,
+            model,
+            params,
+            buffers,
+            args,
+            kwargs,
+            training,
+            cotangents,
+            torch_spec,
+        )
         if isinstance(candidate, SampleResult):
             return candidate
-        report = jaxgrad.parity.compare(reference, candidate, reference64=reference64,
-                                        name=result("").label + " float32")
+        report = jaxgrad.parity.compare(
+            reference, candidate, reference64=reference64, name=result("").label + " float32"
+        )
     if training and report.passed and program is not None:
         verified.setdefault(program, result("").label)
-    return result("passed" if report.passed else "failed",
-                  "" if report.passed else report.table(), report)
+    return result(
+        "passed" if report.passed else "failed", "" if report.passed else report.table(), report
+    )
 
 
 def _cast_floats(tree, dtype):
@@ -380,6 +429,7 @@ def _cast_floats(tree, dtype):
         if id(leaf) not in cast:
             cast[id(leaf)] = leaf.detach().to(dtype).requires_grad_(leaf.requires_grad)
         return cast[id(leaf)]
+
     return torch_pytree.tree_map(one, tree)
 
 
@@ -394,14 +444,24 @@ def rules(results: list[SampleResult]) -> dict[str, int]:
     return counts
 
 
-def _jax_candidate(entry, result, argument, model, params, buffers, args, kwargs, training,
-                   cotangents, torch_spec):
+def _jax_candidate(
+    entry, result, argument, model, params, buffers, args, kwargs, training, cotangents, torch_spec
+):
     """The twin's outputs and gradients for ``cotangents``, or the ``SampleResult`` that
     ends the sample: a refusal (declared or not), a run the entry declared refused, or
     an output structure other than torch's."""
     try:
-        candidate, spec = jax_side(model, params, buffers, args, kwargs, training,
-                                   cotangents, fast_compile=True, eager=not entry.jit)
+        candidate, spec = jax_side(
+            model,
+            params,
+            buffers,
+            args,
+            kwargs,
+            training,
+            cotangents,
+            fast_compile=True,
+            eager=not entry.jit,
+        )
     except (ValueError, TypeError) as exc:
         return _refusal(result, argument, exc)
     if argument:
@@ -416,8 +476,11 @@ def _entry(info, sample, training: bool):
     this sample, and the argument the entry declares refused (or None)."""
     name = info.module_cls.__name__
     entry = REGISTRY[name]
-    return (entry, functools.partial(SampleResult, name, training, sample.desc),
-            entry.refused(sample))
+    return (
+        entry,
+        functools.partial(SampleResult, name, training, sample.desc),
+        entry.refused(sample),
+    )
 
 
 def _build(info, sample, training: bool, dtype, materialise: bool) -> tuple:
@@ -468,8 +531,9 @@ def run_error_samples(name: str) -> list[SampleResult]:
         return []
     results = []
     torch.manual_seed(zlib.crc32(f"{name} errors".encode()))
-    for error in info.module_error_inputs_func(info, device="cpu", dtype=torch.float64,
-                                               requires_grad=True, training=True):
+    for error in info.module_error_inputs_func(
+        info, device="cpu", dtype=torch.float64, requires_grad=True, training=True
+    ):
         sample = error.module_error_input
         result = functools.partial(SampleResult, name, True, f"error: {error.error_regex}")
         c_args, c_kwargs = sample.constructor_input.args, sample.constructor_input.kwargs
@@ -483,10 +547,14 @@ def run_error_samples(name: str) -> list[SampleResult]:
                     model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
                     # nested inputs too: an LSTMCell's (h, c) state
                     inputs = jax.tree_util.tree_map(
-                        lambda a: jax.numpy.asarray(a.detach().numpy())
-                        if isinstance(a, torch.Tensor) else a, list(sample.forward_input.args))
-                    model.apply(params, *inputs, buffers=buffers, train=True,
-                                key=jax.random.key(0))
+                        lambda a: (
+                            jax.numpy.asarray(a.detach().numpy())
+                            if isinstance(a, torch.Tensor)
+                            else a
+                        ),
+                        list(sample.forward_input.args),
+                    )
+                    model.apply(params, *inputs, buffers=buffers, train=True, key=jax.random.key(0))
         except (ValueError, TypeError) as exc:
             results.append(result("rejected", f"{type(exc).__name__}: {exc}"))
         else:

@@ -33,15 +33,16 @@ import shutil
 import tempfile
 import zlib
 
-FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0",
-                      "--xla_llvm_disable_expensive_passes=true",
-                      "--xla_cpu_use_fusion_emitters=false")
+FAST_COMPILE_FLAGS = (
+    "--xla_backend_optimization_level=0",
+    "--xla_llvm_disable_expensive_passes=true",
+    "--xla_cpu_use_fusion_emitters=false",
+)
 _flags = os.environ.get("XLA_FLAGS", "")
 if os.environ.get("JAXGRAD_TEST_XLA_DEFAULT") != "1" and FAST_COMPILE_FLAGS[0] not in _flags:
     # before jax starts its backend (xdist's workers inherit it from the controller);
     # the user's own flags come last, so they win
-    os.environ["XLA_FLAGS"] = " ".join([*FAST_COMPILE_FLAGS,
-                                        _flags]).strip()
+    os.environ["XLA_FLAGS"] = " ".join([*FAST_COMPILE_FLAGS, _flags]).strip()
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -86,8 +87,11 @@ def _set_up_jax_and_torch() -> None:
 def _runs_no_tests(config) -> bool:
     """xdist's controller hands the tests to its workers and runs none itself; it skips
     importing jax and torch (~2 s sooner to the first test)."""
-    return (not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
-            and bool(config.getoption("tx", None)))
+    return (
+        not hasattr(config, "workerinput")
+        and config.getoption("dist", "no") != "no"
+        and bool(config.getoption("tx", None))
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,9 +18,9 @@ exhaustive``, as does ``python scripts/conformance_aten.py``).
 """
 
 import pytest
+from parity_checks import _conformance_aten as conformance
 
 from jaxgrad.nn import aten
-from parity_checks import _conformance_aten as conformance
 
 FAMILIES = ("_pointwise", "_reduce", "_shape", "_index", "_factory", "_nn", "_random")
 
@@ -31,20 +31,27 @@ def test_every_overload_belongs_to_a_family_and_unsampled_ones_are_mapped():
     # to torch by the tests UNSAMPLED names)
     assert families <= set(FAMILIES) | {"_autograd"}, families
     assert set(conformance.UNSAMPLED) <= set(aten.supported())
-    assert {name for name in aten.supported()
-            if conformance.family(name) == "_autograd"} <= set(conformance.UNSAMPLED)
+    assert {name for name in aten.supported() if conformance.family(name) == "_autograd"} <= set(
+        conformance.UNSAMPLED
+    )
 
 
 # the quick selections of `_nn` (~40 s) and `_pointwise` (~16 s) run in the exhaustive
 # run only (CI: -m "exhaustive or long"), beside every sample of theirs; the default run
 # takes the quick selection of the five other families (~17 worker-seconds)
-@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.exhaustive)
-                                    if f in ("_nn", "_pointwise") else f for f in FAMILIES])
+@pytest.mark.parametrize(
+    "family",
+    [
+        pytest.param(f, marks=pytest.mark.exhaustive) if f in ("_nn", "_pointwise") else f
+        for f in FAMILIES
+    ],
+)
 def test_family_passes_its_op_db_samples(family):
     verdict = conformance.family_verdict(family, quick=True)
     assert verdict.overloads, f"no overloads in {family}"
     assert not verdict.bad, f"{len(verdict.bad)} of {len(verdict.outcomes)} samples: " + "\n".join(
-        f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:600]}" for o in verdict.bad[:20])
+        f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:600]}" for o in verdict.bad[:20]
+    )
     assert not verdict.unreached, f"no op_db sample reaches {verdict.unreached}"
     assert any(o.status == "pass" for o in verdict.outcomes)
 
@@ -54,5 +61,6 @@ def test_family_passes_its_op_db_samples(family):
 def test_family_passes_every_op_db_sample(family):
     verdict = conformance.family_verdict(family)
     assert not verdict.bad, f"{len(verdict.bad)} of {len(verdict.outcomes)} samples: " + "\n".join(
-        f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:600]}" for o in verdict.bad[:20])
+        f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:600]}" for o in verdict.bad[:20]
+    )
     assert not verdict.unreached, f"no op_db sample reaches {verdict.unreached}"

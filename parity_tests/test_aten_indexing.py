@@ -39,16 +39,26 @@ def test_item_is_refused_naming_the_op():
         _entry("aten._local_scalar_dense.default")(jnp.ones(()))
 
 
-@pytest.mark.parametrize("overload, args, torch_call", [
-    ("aten.gather.default", lambda x, i: (x, 0, i), lambda x, i: torch.gather(x, 0, i)),
-    ("aten.index.Tensor", lambda x, i: (x, (i,)), lambda x, i: x[i]),
-    ("aten.index_select.default", lambda x, i: (x, 0, i.ravel()),
-     lambda x, i: torch.index_select(x, 0, i.ravel())),
-    ("aten.scatter_add.default", lambda x, i: (x, 0, i, x[:1]),
-     lambda x, i: torch.scatter_add(x, 0, i, x[:1])),
-])
+@pytest.mark.parametrize(
+    "overload, args, torch_call",
+    [
+        ("aten.gather.default", lambda x, i: (x, 0, i), lambda x, i: torch.gather(x, 0, i)),
+        ("aten.index.Tensor", lambda x, i: (x, (i,)), lambda x, i: x[i]),
+        (
+            "aten.index_select.default",
+            lambda x, i: (x, 0, i.ravel()),
+            lambda x, i: torch.index_select(x, 0, i.ravel()),
+        ),
+        (
+            "aten.scatter_add.default",
+            lambda x, i: (x, 0, i, x[:1]),
+            lambda x, i: torch.scatter_add(x, 0, i, x[:1]),
+        ),
+    ],
+)
 def test_an_out_of_range_index_raises_as_in_torch_and_is_clamped_or_dropped_under_jit(
-        overload, args, torch_call):
+    overload, args, torch_call
+):
     x, index = np.arange(4.0), np.array([5])
     with pytest.raises((IndexError, RuntimeError)):
         torch_call(torch.from_numpy(x), torch.from_numpy(index))
@@ -62,8 +72,9 @@ def test_an_out_of_range_index_raises_as_in_torch_and_is_clamped_or_dropped_unde
 def test_value_sized_outputs_run_on_concrete_values_and_are_refused_under_jit():
     x = jnp.asarray([[0.0, 1.5], [2.0, 0.0]])
     mask = x > 0
-    np.testing.assert_array_equal(_entry("aten.nonzero.default")(x),
-                                  torch.nonzero(torch.from_numpy(np.array(x))).numpy())
+    np.testing.assert_array_equal(
+        _entry("aten.nonzero.default")(x), torch.nonzero(torch.from_numpy(np.array(x))).numpy()
+    )
     np.testing.assert_array_equal(_entry("aten.index.Tensor")(x, (mask,)), [1.5, 2.0])
     with pytest.raises(ValueError, match="nonzero: the output shape"):
         jax.jit(_entry("aten.nonzero.default"))(x)

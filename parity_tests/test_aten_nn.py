@@ -52,13 +52,18 @@ def _torch_side(module, inputs, train: bool):
     out = module(*args)
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
     params = dict(module.named_parameters())
-    grads = torch.autograd.grad(out, [args[i] for i in _floating(inputs)] + list(params.values()),
-                                torch.from_numpy(cotangent))
+    grads = torch.autograd.grad(
+        out,
+        [args[i] for i in _floating(inputs)] + list(params.values()),
+        torch.from_numpy(cotangent),
+    )
     return cotangent, {
         "output": out.detach().numpy(),
         "buffers": {k: v.numpy() for k, v in module.named_buffers()},
-        "grads": {"inputs": [g.numpy() for g in grads[:len(_floating(inputs))]],
-                  "params": {k: g.numpy() for k, g in zip(params, grads[len(_floating(inputs)):])}},
+        "grads": {
+            "inputs": [g.numpy() for g in grads[: len(_floating(inputs))]],
+            "params": {k: g.numpy() for k, g in zip(params, grads[len(_floating(inputs)) :])},
+        },
     }
 
 
@@ -73,23 +78,31 @@ def _jax_side(model, params, buffers, inputs, cotangent, train: bool):
         return jnp.sum(out * cotangent), (out, new_buffers)
 
     (param_grads, input_grads), (out, new_buffers) = jax.grad(
-        objective, argnums=(0, 1), has_aux=True)(params, [jnp.asarray(inputs[i]) for i in floating])
-    return {"output": out, "buffers": dict(new_buffers),
-            "grads": {"inputs": input_grads, "params": param_grads}}
+        objective, argnums=(0, 1), has_aux=True
+    )(params, [jnp.asarray(inputs[i]) for i in floating])
+    return {
+        "output": out,
+        "buffers": dict(new_buffers),
+        "grads": {"inputs": input_grads, "params": param_grads},
+    }
 
 
 def _check_both_modes(module, inputs, overloads):
     """Capture ``module`` on ``inputs`` (numpy); each mode's program holds its overload
     and matches torch (``overloads``: ``{train: "aten.X.overload"}``)."""
     example = tuple(torch.from_numpy(a) for a in inputs)
-    model, params, buffers = nn.from_torch(module, example=example, with_buffers=True,
-                                           capture="export")
+    model, params, buffers = nn.from_torch(
+        module, example=example, with_buffers=True, capture="export"
+    )
     for train, overload in overloads.items():
         program = model.train_program if train else model.eval_program
         assert overload in _targets(program), sorted(_targets(program))
         cotangent, reference = _torch_side(module, inputs, train)
-        assert_parity(reference, _jax_side(model, params, buffers, inputs, cotangent, train),
-                      name=f"{overload} ({'train' if train else 'eval'})")
+        assert_parity(
+            reference,
+            _jax_side(model, params, buffers, inputs, cotangent, train),
+            name=f"{overload} ({'train' if train else 'eval'})",
+        )
 
 
 def test_batch_norm_overloads_of_both_modes_match_torch(x64, rng):
@@ -99,8 +112,14 @@ def test_batch_norm_overloads_of_both_modes_match_torch(x64, rng):
             tensor.copy_(torch.from_numpy(rng.standard_normal(3)))
         norm.running_var.copy_(torch.from_numpy(rng.uniform(0.5, 2.0, 3)))
     x = rng.standard_normal((4, 3, 2, 5)) * 3 + 1
-    _check_both_modes(norm, (x,), {True: "aten._native_batch_norm_legit_functional.default",
-                                False: "aten._native_batch_norm_legit_no_training.default"})
+    _check_both_modes(
+        norm,
+        (x,),
+        {
+            True: "aten._native_batch_norm_legit_functional.default",
+            False: "aten._native_batch_norm_legit_no_training.default",
+        },
+    )
 
 
 class Resize(tnn.Module):
@@ -114,13 +133,20 @@ class Resize(tnn.Module):
 
 # one in two in the default run (both modes, scale_factor and size), all five in the
 # exhaustive run (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("options", one_in(2, [
-    dict(scale_factor=2, mode="nearest"),
-    dict(scale_factor=(1.7, 0.7), mode="nearest"),
-    dict(size=(7, 3), mode="nearest"),
-    dict(scale_factor=(1.7, 0.7), mode="bilinear"),
-    dict(size=(7, 3), mode="bilinear", align_corners=True),
-]), ids=lambda options: "-".join(f"{k}={v}" for k, v in options.items()))
+@pytest.mark.parametrize(
+    "options",
+    one_in(
+        2,
+        [
+            dict(scale_factor=2, mode="nearest"),
+            dict(scale_factor=(1.7, 0.7), mode="nearest"),
+            dict(size=(7, 3), mode="nearest"),
+            dict(scale_factor=(1.7, 0.7), mode="bilinear"),
+            dict(size=(7, 3), mode="bilinear", align_corners=True),
+        ],
+    ),
+    ids=lambda options: "-".join(f"{k}={v}" for k, v in options.items()),
+)
 def test_upsample_vec_overloads_match_torch(x64, rng, options):
     x = rng.standard_normal((2, 3, 4, 5))
     overload = f"aten.upsample_{options['mode']}2d.vec"
@@ -128,22 +154,33 @@ def test_upsample_vec_overloads_match_torch(x64, rng, options):
 
 
 # downsampling (the stretched kernel) in the default run, upsampling in the exhaustive run
-@pytest.mark.parametrize("size", one_in(2, [pytest.param((3, 2), id="down"),
-                                            pytest.param((9, 7), id="up")]))
+@pytest.mark.parametrize(
+    "size", one_in(2, [pytest.param((3, 2), id="down"), pytest.param((9, 7), id="up")])
+)
 def test_antialiased_bicubic_matches_torch(x64, rng, size):
     """No OpInfo samples ``_upsample_bicubic2d_aa`` (Keys' cubic, A = -0.5, stretched
     by the scale when downsampling)."""
     x = rng.standard_normal((2, 3, 6, 5))
-    _check_both_modes(Resize(size=size, mode="bicubic", antialias=True), (x,),
-                      {True: "aten._upsample_bicubic2d_aa.default"})
+    _check_both_modes(
+        Resize(size=size, mode="bicubic", antialias=True),
+        (x,),
+        {True: "aten._upsample_bicubic2d_aa.default"},
+    )
 
 
 # one in two in the default run (sum, max), all three modes in the exhaustive run
-@pytest.mark.parametrize("options", one_in(2, [
-    dict(mode="sum", per_sample_weights=True),
-    dict(mode="max", include_last_offset=True),
-    dict(mode="mean", padding_idx=2),
-]), ids=lambda options: "-".join(f"{k}={v}" for k, v in options.items()))
+@pytest.mark.parametrize(
+    "options",
+    one_in(
+        2,
+        [
+            dict(mode="sum", per_sample_weights=True),
+            dict(mode="max", include_last_offset=True),
+            dict(mode="mean", padding_idx=2),
+        ],
+    ),
+    ids=lambda options: "-".join(f"{k}={v}" for k, v in options.items()),
+)
 def test_embedding_bag_matches_torch(x64, rng, options):
     options = dict(options)
     weighted = options.pop("per_sample_weights", False)
@@ -166,7 +203,10 @@ def test_in_place_batch_norm_in_training_is_refused_not_dropped():
 
     x, stats = jnp.ones((2, 3, 4)), jnp.zeros(3)
     op = aten.lookup("aten.native_batch_norm.default").fn
-    with pytest.raises(ValueError, match=r"writes its inputs running_mean and running_var in place.*capture='export'"):
+    with pytest.raises(
+        ValueError,
+        match=r"writes its inputs running_mean and running_var in place.*capture='export'",
+    ):
         op(x, None, None, stats, stats + 1, True, 0.1, 1e-5)
     output, _, _ = op(x, None, None, stats, stats + 1, False, 0.1, 1e-5)  # evaluation: fine
     assert output.shape == x.shape

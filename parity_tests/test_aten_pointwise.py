@@ -88,8 +88,9 @@ def _reference(overload, args, kwargs):
 def _candidate(overload, args, kwargs, with_grads):
     entry = aten.lookup(overload).fn
     values = [jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
-    floating = [i for i, a in enumerate(args)
-                if isinstance(a, np.ndarray) and a.dtype == np.float64]
+    floating = [
+        i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype == np.float64
+    ]
     if not with_grads:
         return {"value": entry(*values, **kwargs)}
 
@@ -103,8 +104,9 @@ def _candidate(overload, args, kwargs, with_grads):
     return {"value": out, "grads": list(vjp(jnp.asarray(_cotangent(out.shape), out.dtype)))}
 
 
-@pytest.mark.parametrize("overload, args, kwargs", CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "overload, args, kwargs", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
 def test_unsampled_pointwise_overloads_match_torch(x64, overload, args, kwargs):
     reference = _reference(overload, args, kwargs)
     candidate = _candidate(overload, args, kwargs, "grads" in reference)
@@ -131,19 +133,25 @@ SPECIAL_CASES = [  # where autodiff of the forward differs from torch's backward
 ]
 
 
-@pytest.mark.parametrize("overload, args, kwargs", SPECIAL_CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(SPECIAL_CASES)])
+@pytest.mark.parametrize(
+    "overload, args, kwargs",
+    SPECIAL_CASES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(SPECIAL_CASES)],
+)
 def test_nan_inf_and_signed_zero_follow_torchs_backward(x64, overload, args, kwargs):
     reference = _reference(overload, args, kwargs)
     report = parity.compare(reference, _candidate(overload, args, kwargs, True))
     assert report.passed, report.table()
 
 
-@pytest.mark.parametrize("overload, args", [
-    ("aten.div.Tensor_mode", (_INTS, np.array([1, 0, 2]))),
-    ("aten.remainder.Scalar", (_INTS, 0)),
-    ("aten.fmod.Tensor", (_INTS, np.zeros(3, np.int64))),
-])
+@pytest.mark.parametrize(
+    "overload, args",
+    [
+        ("aten.div.Tensor_mode", (_INTS, np.array([1, 0, 2]))),
+        ("aten.remainder.Scalar", (_INTS, 0)),
+        ("aten.fmod.Tensor", (_INTS, np.zeros(3, np.int64))),
+    ],
+)
 def test_integer_division_by_zero_raises_eagerly_as_in_torch(x64, overload, args):
     kwargs = {"rounding_mode": "floor"} if overload.startswith("aten.div") else {}
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
@@ -163,10 +171,18 @@ def test_a_negative_integer_power_is_refused_as_in_torch(x64):
         aten.lookup("aten.pow.Tensor_Scalar").fn(jnp.asarray(_INTS), -1)
 
 
-_DTYPES = {torch.bool: np.bool_, torch.uint8: np.uint8, torch.int8: np.int8,
-           torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64,
-           torch.float16: np.float16, torch.bfloat16: jnp.bfloat16,
-           torch.float32: np.float32, torch.float64: np.float64}
+_DTYPES = {
+    torch.bool: np.bool_,
+    torch.uint8: np.uint8,
+    torch.int8: np.int8,
+    torch.int16: np.int16,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+    torch.float16: np.float16,
+    torch.bfloat16: jnp.bfloat16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+}
 
 
 def test_type_promotion_is_torchs_result_type(x64):
@@ -177,7 +193,9 @@ def test_type_promotion_is_torchs_result_type(x64):
     wrong = []
     for (a, np_a), (b, np_b) in itertools.product(_DTYPES.items(), repeat=2):
         for shape_a, shape_b in (((2,), (2,)), ((2,), ()), ((), (2,)), ((), ())):
-            expected = torch.result_type(torch.zeros(shape_a, dtype=a), torch.zeros(shape_b, dtype=b))
+            expected = torch.result_type(
+                torch.zeros(shape_a, dtype=a), torch.zeros(shape_b, dtype=b)
+            )
             got = result_type(jnp.zeros(shape_a, np_a), jnp.zeros(shape_b, np_b))
             if np.dtype(got) != np.dtype(_DTYPES[expected]):
                 wrong.append((a, shape_a, b, shape_b, expected, got))

@@ -7,12 +7,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from parity_checks.autograd import (
+    TAPS,
+    detach_parity,
+    freezing_parity,
+    grad_wrt_parity,
+    intermediate_parity,
+    target_network_twins,
+    two_layer_arrays,
+    two_layer_jax,
+    two_layer_torch,
+)
 
 from jaxgrad import autodiff as jautodiff
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity
-from parity_checks.autograd import (TAPS, detach_parity, freezing_parity, grad_wrt_parity,
-                                    intermediate_parity, target_network_twins, two_layer_arrays,
-                                    two_layer_jax, two_layer_torch)
 
 pytestmark = pytest.mark.usefixtures("seed")
 
@@ -32,8 +40,10 @@ def test_intermediate_grads_float32():
 
 def test_intermediate_grad_of_output_by_hand(x64):
     # d mean((out - y)^2) / d out = 2 (out - y) / out.size
-    x, w1, b1, w2, b2, y = (jnp.asarray(np.random.default_rng(0).standard_normal(s))
-                            for s in [(5, 3), (4, 3), (4,), (2, 4), (2,), (5, 2)])
+    x, w1, b1, w2, b2, y = (
+        jnp.asarray(np.random.default_rng(0).standard_normal(s))
+        for s in [(5, 3), (4, 3), (4,), (2, 4), (2,), (5, 2)]
+    )
     _, grads = jautodiff.intermediate_grads(two_layer_jax, (x, w1, b1, w2, b2, y), ["out"])
     out = jnp.tanh(x @ w1.T + b1) @ w2.T + b2
     assert_parity(np.asarray(2 * (out - y) / out.size), grads["out"])
@@ -50,8 +60,7 @@ def test_grad_wrt_returns_gradients_in_the_order_asked(x64):
     arrays = two_layer_arrays("float64")
     names = ["b2", "w1", "b1"]
     tensors = {k: torch.from_numpy(a).requires_grad_(k in names) for k, a in arrays.items()}
-    reference = torch.autograd.grad(two_layer_torch(*tensors.values()),
-                                    [tensors[n] for n in names])
+    reference = torch.autograd.grad(two_layer_torch(*tensors.values()), [tensors[n] for n in names])
     params = {k: jnp.asarray(a) for k, a in arrays.items()}
     candidate = jautodiff.grad_wrt(lambda p: two_layer_jax(**p), params, names)
     assert [g.shape for g in candidate] == [(2,), (4, 3), (4,)]
@@ -109,21 +118,47 @@ def test_freezing_row_passes():
     assert report.passed, report.table()
 
 
-@pytest.mark.parametrize("call,error,fragment", [
-    (lambda: jautodiff.intermediate_grads(lambda x, tap: tap("h", x * 2), (jnp.ones(3),), ["h"]),
-     ValueError, "`fn` must return a scalar to differentiate"),
-    (lambda: jautodiff.intermediate_grads(lambda x, tap: jnp.sum(tap("h", x)), (jnp.ones(3),), ["g"]),
-     ValueError, "`names` ['g'] were never tapped in `fn` (tapped: ['h'])"),
-    (lambda: jautodiff.intermediate_grads(
-        lambda x, tap: jnp.sum(tap("h", tap("h", x))), (jnp.ones(3),), ["h"]),
-     ValueError, "`tap` name 'h' is used twice"),
-    (lambda: jautodiff.intermediate_grads(lambda x, tap: jnp.sum(x), (jnp.ones(3),), "h"),
-     TypeError, "`names` (='h') must be a sequence"),
-    (lambda: jautodiff.grad_wrt(lambda p: jnp.sum(p["w"]), {"w": jnp.ones(2)}, ["v"]),
-     ValueError, "`names` ['v'] are not in `params` (keys: ['w'])"),
-    (lambda: jautodiff.grad_wrt(lambda p: p["w"], {"w": jnp.ones(2)}, ["w"]),
-     ValueError, "`loss_fn` must return a scalar"),
-])
+@pytest.mark.parametrize(
+    "call,error,fragment",
+    [
+        (
+            lambda: jautodiff.intermediate_grads(
+                lambda x, tap: tap("h", x * 2), (jnp.ones(3),), ["h"]
+            ),
+            ValueError,
+            "`fn` must return a scalar to differentiate",
+        ),
+        (
+            lambda: jautodiff.intermediate_grads(
+                lambda x, tap: jnp.sum(tap("h", x)), (jnp.ones(3),), ["g"]
+            ),
+            ValueError,
+            "`names` ['g'] were never tapped in `fn` (tapped: ['h'])",
+        ),
+        (
+            lambda: jautodiff.intermediate_grads(
+                lambda x, tap: jnp.sum(tap("h", tap("h", x))), (jnp.ones(3),), ["h"]
+            ),
+            ValueError,
+            "`tap` name 'h' is used twice",
+        ),
+        (
+            lambda: jautodiff.intermediate_grads(lambda x, tap: jnp.sum(x), (jnp.ones(3),), "h"),
+            TypeError,
+            "`names` (='h') must be a sequence",
+        ),
+        (
+            lambda: jautodiff.grad_wrt(lambda p: jnp.sum(p["w"]), {"w": jnp.ones(2)}, ["v"]),
+            ValueError,
+            "`names` ['v'] are not in `params` (keys: ['w'])",
+        ),
+        (
+            lambda: jautodiff.grad_wrt(lambda p: p["w"], {"w": jnp.ones(2)}, ["w"]),
+            ValueError,
+            "`loss_fn` must return a scalar",
+        ),
+    ],
+)
 def test_autodiff_errors(call, error, fragment):
     with pytest.raises(error) as info:
         call()

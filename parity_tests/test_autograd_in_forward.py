@@ -34,9 +34,14 @@ def both(module, model, params, x, *, buffers=None, train=False):
     out = module(x_torch)
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
     (out * torch.from_numpy(cotangent)).sum().backward()
-    reference = {"output": out.detach().numpy(), "input": x_torch.grad.numpy(),
-                 "grads": {n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
-                           for n, p in module.named_parameters()}}
+    reference = {
+        "output": out.detach().numpy(),
+        "input": x_torch.grad.numpy(),
+        "grads": {
+            n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+            for n, p in module.named_parameters()
+        },
+    }
 
     def objective(params, x):
         options = {} if buffers is None else {"buffers": buffers}
@@ -44,8 +49,7 @@ def both(module, model, params, x, *, buffers=None, train=False):
         out = result[0] if buffers is not None else result
         return jnp.sum(out * cotangent), out
 
-    (grads, grad_x), out = jax.grad(objective, argnums=(0, 1), has_aux=True)(
-        params, jnp.asarray(x))
+    (grads, grad_x), out = jax.grad(objective, argnums=(0, 1), has_aux=True)(params, jnp.asarray(x))
     assert out.dtype == jnp.float64
     return reference, {"output": out, "input": grad_x, "grads": grads}
 
@@ -54,8 +58,9 @@ def convert(module, x, capture, **options):
     """``from_torch`` at the example's shapes (``dynamic_shapes=None``: what these tests
     hold is the same at every size; test_dynamic_shapes.py converts a custom Function
     with symbolic sizes)."""
-    return nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture,
-                         dynamic_shapes=None, **options)
+    return nn.from_torch(
+        module, example=(torch.from_numpy(x),), capture=capture, dynamic_shapes=None, **options
+    )
 
 
 class Base(tnn.Module):
@@ -144,8 +149,16 @@ class GradModeCalls(Base):
         return y * scale
 
 
-STOP_GRADIENT_MODELS = [Detach, StraightThrough, NoGradScale, InferenceModeStatistic, DotData,
-                        NestedEnableGrad, DetachInPlace, GradModeCalls]
+STOP_GRADIENT_MODELS = [
+    Detach,
+    StraightThrough,
+    NoGradScale,
+    InferenceModeStatistic,
+    DotData,
+    NestedEnableGrad,
+    DetachInPlace,
+    GradModeCalls,
+]
 
 
 @pytest.mark.parametrize("capture", ["layers", "export"])
@@ -169,8 +182,10 @@ def test_a_frozen_teacher_gets_no_gradient_and_updates_its_statistics(capture, x
     assert_parity(reference, result)
     assert not np.any(reference["grads"]["teacher.0.weight"])  # torch: none at all
     _, new_buffers = model.apply(params, jnp.asarray(x), buffers=buffers, train=True)
-    assert_parity({k: v.detach().numpy() for k, v in module.state_dict().items()
-                   if k in buffers}, dict(new_buffers))
+    assert_parity(
+        {k: v.detach().numpy() for k, v in module.state_dict().items() if k in buffers},
+        dict(new_buffers),
+    )
 
 
 class RequiresGradFalse(Base):
@@ -205,8 +220,11 @@ class InPlaceUnderNoGrad(Base):
 @pytest.mark.parametrize("capture", ["layers", "export"])
 def test_an_in_place_write_under_no_grad_is_refused_by_name(capture, x64, rng):
     module = InPlaceUnderNoGrad().double()
-    with pytest.raises(ValueError, match=r"computed outside a `torch.no_grad\(\)` region.* in "
-                                         r"place inside it"):
+    with pytest.raises(
+        ValueError,
+        match=r"computed outside a `torch.no_grad\(\)` region.* in "
+        r"place inside it",
+    ):
         convert(module, rng.standard_normal((3, 4)), capture)
 
 
@@ -305,8 +323,11 @@ def test_custom_functions_convert_with_their_own_backward(x64, rng):
     torch.manual_seed(3)
     module = WithFunctions().double()
     x = rng.standard_normal((3, 4))
-    with pytest.raises(ValueError, match=r"calls the custom autograd.Function "
-                                         r".*TripleGradient .*drop its backward"):
+    with pytest.raises(
+        ValueError,
+        match=r"calls the custom autograd.Function "
+        r".*TripleGradient .*drop its backward",
+    ):
         convert(module, x, "layers")
     model, params = convert(module, x, "auto")
     assert type(model).__name__ == "ExportedModule"
@@ -316,8 +337,9 @@ def test_custom_functions_convert_with_their_own_backward(x64, rng):
     # gradient through `a`), and jitting changes nothing
     jitted = jax.jit(lambda p, x: jax.grad(lambda p: jnp.sum(model.apply(p, x)))(p))
     plain = jax.grad(lambda p: jnp.sum(model.apply(p, jnp.asarray(x))))(params)
-    np.testing.assert_array_equal(np.asarray(jitted(params, jnp.asarray(x))["w"]),
-                                  np.asarray(plain["w"]))
+    np.testing.assert_array_equal(
+        np.asarray(jitted(params, jnp.asarray(x))["w"]), np.asarray(plain["w"])
+    )
 
 
 class LegacyRelu(torch.autograd.Function):
@@ -366,14 +388,16 @@ class UsesEscapesTorch(Base):
         return EscapesTorch.apply(self.fc(x)) * self.w
 
 
-def test_a_function_whose_backward_cannot_be_captured_is_refused_then_takes_a_jax_rule(
-        x64, rng):
+def test_a_function_whose_backward_cannot_be_captured_is_refused_then_takes_a_jax_rule(x64, rng):
     torch.manual_seed(4)
     module = UsesEscapesTorch().double()
     x = rng.standard_normal((3, 4))
     name = f"{EscapesTorch.__module__}.{EscapesTorch.__qualname__}"
-    with pytest.raises(ValueError, match=r"custom autograd.Function .*EscapesTorch.* cannot be "
-                                         r"reproduced: its backward .*register_autograd_function"):
+    with pytest.raises(
+        ValueError,
+        match=r"custom autograd.Function .*EscapesTorch.* cannot be "
+        r"reproduced: its backward .*register_autograd_function",
+    ):
         convert(module, x, "export")
 
     @jax.custom_vjp
@@ -455,13 +479,18 @@ def test_params_without_gradient_are_those_torch_leaves_without_grad(capture, x6
     torch.manual_seed(7)
     x = rng.standard_normal((5, 4))
     nested = tnn.Sequential(tnn.Linear(4, 4), FrozenTeacher())  # a traced child in a container
-    for module in (FrozenTeacher().double(), DetachedParameter().double(), Detach().double(),
-                   nested.double()):
+    for module in (
+        FrozenTeacher().double(),
+        DetachedParameter().double(),
+        Detach().double(),
+        nested.double(),
+    ):
         model, params = convert(module, x, capture)
         module.train()
         module(torch.from_numpy(x)).sum().backward()
         assert set(model.params_without_gradient()) == {
-            n for n, p in module.named_parameters() if p.grad is None}, type(module).__name__
+            n for n, p in module.named_parameters() if p.grad is None
+        }, type(module).__name__
 
 
 @pytest.mark.parametrize("capture", ["layers", "export"])
@@ -487,7 +516,7 @@ def test_freezing_them_steps_like_torchs_sgd_with_weight_decay(capture, x64, rng
 
         def loss(params, buffers):
             out, new_buffers = model.apply(params, jnp.asarray(x), buffers=buffers, train=True)
-            return jnp.sum(out ** 2), new_buffers
+            return jnp.sum(out**2), new_buffers
 
         grads, buffers = jax.grad(loss, has_aux=True)(params, buffers)
         updates, state = optimizer.update(grads, state, params)
@@ -502,8 +531,7 @@ class FrozenPositions(tnn.Module):
     def __init__(self):
         super().__init__()
         self.embed = tnn.Linear(4, 4)
-        self.positions = tnn.Parameter(torch.linspace(-1, 1, 12).reshape(3, 4),
-                                       requires_grad=False)
+        self.positions = tnn.Parameter(torch.linspace(-1, 1, 12).reshape(3, 4), requires_grad=False)
         self.head = tnn.Linear(4, 2)
 
     def forward(self, x):
@@ -522,8 +550,7 @@ def _frozen_bias():
     return module
 
 
-FROZEN_MODELS = {"positions": FrozenPositions, "backbone": _frozen_backbone,
-                 "bias": _frozen_bias}
+FROZEN_MODELS = {"positions": FrozenPositions, "backbone": _frozen_backbone, "bias": _frozen_bias}
 
 
 @pytest.mark.parametrize("capture", ["auto", "layers", "export"])
@@ -554,8 +581,7 @@ def test_frozen_parameters_get_no_gradient_and_stay_frozen_in_training(name, cap
         torch_opt.zero_grad()
         ((module(torch.from_numpy(x)) - torch.from_numpy(target)) ** 2).mean().backward()
         torch_opt.step()
-        grads = jax.grad(lambda p: jnp.mean((model.apply(p, jnp.asarray(x)) - target) ** 2))(
-            params)
+        grads = jax.grad(lambda p: jnp.mean((model.apply(p, jnp.asarray(x)) - target) ** 2))(params)
         updates, state = optimizer.update(grads, state, params)
         params = jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
     assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()}, params)
@@ -616,21 +642,27 @@ def test_the_nnx_twin_keeps_frozen_parameters_frozen(name, x64, rng):
     frozen = [v for _, v in nnx.iter_graph(twin) if isinstance(v, FrozenParam)]
     assert len(frozen) == sum(not p.requires_grad for p in module.parameters())
     reference, _ = both(module, *nn.from_torch(module), x)
-    grads = nnx.grad(lambda twin: jnp.sum(twin(jnp.asarray(x)) * np.linspace(
-        -1.0, 1.0, reference["output"].size).reshape(reference["output"].shape)))(twin)
+    grads = nnx.grad(
+        lambda twin: jnp.sum(
+            twin(jnp.asarray(x))
+            * np.linspace(-1.0, 1.0, reference["output"].size).reshape(reference["output"].shape)
+        )
+    )(twin)
     assert_parity(reference["grads"], grads_to_torch(twin, grads))
 
     optimizer = nnx.Optimizer(twin, optax.adamw(0.05, weight_decay=0.1), wrt=nnx.Param)
-    torch_opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=0.05,
-                                  weight_decay=0.1)
+    torch_opt = torch.optim.AdamW(
+        [p for p in module.parameters() if p.requires_grad], lr=0.05, weight_decay=0.1
+    )
     for _ in range(2):
         torch_opt.zero_grad()
         (module(torch.from_numpy(x)) ** 2).mean().backward()
         torch_opt.step()
         optimizer.update(twin, nnx.grad(lambda twin: jnp.mean(twin(jnp.asarray(x)) ** 2))(twin))
-    assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()},
-                  {n: v for n, v in nnx_state_dict(twin).items() if n in dict(
-                      module.named_parameters())})
+    assert_parity(
+        {n: p.detach().numpy() for n, p in module.named_parameters()},
+        {n: v for n, v in nnx_state_dict(twin).items() if n in dict(module.named_parameters())},
+    )
 
 
 def test_the_trainer_never_steps_a_frozen_parameter(x64, rng):
@@ -644,19 +676,23 @@ def test_the_trainer_never_steps_a_frozen_parameter(x64, rng):
     module = _frozen_backbone().double()
     model, params = convert(module, rng.standard_normal((3, 4)), "auto")
     x, y = rng.standard_normal((16, 4)), rng.integers(0, 3, 16)
-    trainer = Trainer(model, losses.cross_entropy, optim.adamw(lr=0.05, weight_decay=0.1),
-                      params, batch_size=4)
+    trainer = Trainer(
+        model, losses.cross_entropy, optim.adamw(lr=0.05, weight_decay=0.1), params, batch_size=4
+    )
     trainer.train_epoch(x, y)
-    np.testing.assert_array_equal(np.asarray(trainer.params["0.weight"]),
-                                  np.asarray(params["0.weight"]))
+    np.testing.assert_array_equal(
+        np.asarray(trainer.params["0.weight"]), np.asarray(params["0.weight"])
+    )
     torch_opt = torch.optim.AdamW(module.parameters(), lr=0.05, weight_decay=0.1)
     for indices in trainer.batches(len(x), 0):
         torch_opt.zero_grad()
-        TF.cross_entropy(module(torch.from_numpy(x[indices])),
-                         torch.from_numpy(y[indices])).backward()
+        TF.cross_entropy(
+            module(torch.from_numpy(x[indices])), torch.from_numpy(y[indices])
+        ).backward()
         torch_opt.step()
-    assert_parity({n: p.detach().numpy() for n, p in module.named_parameters()},
-                  dict(trainer.params))
+    assert_parity(
+        {n: p.detach().numpy() for n, p in module.named_parameters()}, dict(trainer.params)
+    )
 
 
 def test_a_frozen_torch_layer_converts_on_the_layer_path(x64, rng):
@@ -666,12 +702,16 @@ def test_a_frozen_torch_layer_converts_on_the_layer_path(x64, rng):
     module = tnn.LSTM(4, 3, batch_first=True).double()
     module.weight_hh_l0.requires_grad_(False)
     model, params = nn.from_torch(module)
-    assert type(model).__name__ == "Frozen" and model.params_without_gradient() == (
-        "weight_hh_l0",)
+    assert type(model).__name__ == "Frozen" and model.params_without_gradient() == ("weight_hh_l0",)
     x = rng.standard_normal((2, 5, 4))
     out, _ = module(torch.from_numpy(x))
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
     (out * torch.from_numpy(cotangent)).sum().backward()
     grads = jax.grad(lambda p: jnp.sum(model.apply(p, jnp.asarray(x))[0] * cotangent))(params)
-    assert_parity({n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
-                   for n, p in module.named_parameters()}, grads)
+    assert_parity(
+        {
+            n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+            for n, p in module.named_parameters()
+        },
+        grads,
+    )

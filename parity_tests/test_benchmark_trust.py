@@ -32,8 +32,9 @@ def test_single_round_has_no_spread():
     assert (s.median, s.relative_iqr, s.max_over_min) == (0.5, 0.0, 1.0)
 
 
-@pytest.mark.parametrize("times, match", [([], "empty"), ([1.0, 0.0], "positive"),
-                                          ([1.0, -2.0], "positive")])
+@pytest.mark.parametrize(
+    "times, match", [([], "empty"), ([1.0, 0.0], "positive"), ([1.0, -2.0], "positive")]
+)
 def test_spread_rejects_bad_times(times, match):
     with pytest.raises(ValueError, match=match):
         benchmark.spread(times)
@@ -41,8 +42,9 @@ def test_spread_rejects_bad_times(times, match):
 
 def test_wide_spread_is_untrusted_and_named():
     noisy = benchmark.spread([1.0, 1.5, 2.0, 3.0])  # a starved contender
-    trust = benchmark.judge(spreads={"torch eager": noisy,
-                                     "jax epoch": benchmark.spread([1.0, 1.01, 1.02])})
+    trust = benchmark.judge(
+        spreads={"torch eager": noisy, "jax epoch": benchmark.spread([1.0, 1.01, 1.02])}
+    )
     assert not trust.trusted
     assert len(trust.reasons) == 1 and trust.reasons[0].startswith("torch eager rounds spread")
     assert benchmark.goal_verdict(63.57, 2.0, trust).startswith("untrusted: torch eager")
@@ -72,10 +74,14 @@ def test_goal_verdict_when_trusted():
 
 
 def test_judge_collects_every_reason():
-    trust = benchmark.judge(run_reasons=["load 9.0 on 2 cores before the run (limit 1.0)"],
-                            spreads={"a": benchmark.spread([1, 2, 3])},
-                            warmups={"b": benchmark.WarmUp((1.0, 2.0, 4.0), False),
-                                     "c": benchmark.WarmUp((1.0, 1.0), True)})
+    trust = benchmark.judge(
+        run_reasons=["load 9.0 on 2 cores before the run (limit 1.0)"],
+        spreads={"a": benchmark.spread([1, 2, 3])},
+        warmups={
+            "b": benchmark.WarmUp((1.0, 2.0, 4.0), False),
+            "c": benchmark.WarmUp((1.0, 1.0), True),
+        },
+    )
     assert [r.split(" ")[0] for r in trust.reasons] == ["load", "a", "b"]
     assert trust.describe().startswith("untrusted: load 9.0")
 
@@ -99,24 +105,32 @@ def fake_clock(round_seconds):
 
 def test_warm_up_stops_at_steady_state():
     calls = []
-    w = benchmark.warm_up(lambda: calls.append(1), tolerance=0.1,
-                          clock=fake_clock([5.0, 2.0, 1.2, 1.1, 1.0]))
+    w = benchmark.warm_up(
+        lambda: calls.append(1), tolerance=0.1, clock=fake_clock([5.0, 2.0, 1.2, 1.1, 1.0])
+    )
     # 5 -> 2 -> 1.2 -> 1.1: |1.2 - 1.1| = 0.1 <= 0.1 * 1.1, steady after four rounds
     assert w.steady and len(calls) == 4
     assert w.times == pytest.approx((5.0, 2.0, 1.2, 1.1))
 
 
 def test_warm_up_gives_up_at_the_cap():
-    w = benchmark.warm_up(lambda: None, tolerance=0.1, max_rounds=3,
-                          clock=fake_clock([1.0, 2.0, 1.0, 2.0]))
+    w = benchmark.warm_up(
+        lambda: None, tolerance=0.1, max_rounds=3, clock=fake_clock([1.0, 2.0, 1.0, 2.0])
+    )
     assert not w.steady and len(w.times) == 3
     assert benchmark.warmup_reasons({"torch eager": w})[0].startswith(
-        "torch eager never steady in 3 warm-up rounds")
+        "torch eager never steady in 3 warm-up rounds"
+    )
 
 
-@pytest.mark.parametrize("kwargs, match", [({"max_rounds": 1}, "max_rounds"),
-                                           ({"max_rounds": 2.0}, "max_rounds"),
-                                           ({"tolerance": 0.0}, "tolerance")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_rounds": 1}, "max_rounds"),
+        ({"max_rounds": 2.0}, "max_rounds"),
+        ({"tolerance": 0.0}, "tolerance"),
+    ],
+)
 def test_warm_up_rejects_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         benchmark.warm_up(lambda: None, **kwargs)
@@ -136,8 +150,18 @@ def test_parse_cpuinfo_x86():
     info = benchmark.parse_cpuinfo(CPUINFO)
     assert info["model"] == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
     assert info["logical_cpus"] == 2
-    assert info["flags"] == ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni",
-                             "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"]
+    assert info["flags"] == [
+        "sse4_2",
+        "avx",
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512_vnni",
+        "avx512_bf16",
+        "amx_tile",
+        "amx_bf16",
+        "amx_int8",
+    ]
 
 
 def test_parse_cpuinfo_arm_and_empty():
@@ -148,8 +172,10 @@ def test_parse_cpuinfo_arm_and_empty():
 
 def test_thread_environment_keeps_only_thread_variables():
     env = {"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_use_xnnpack=true", "HOME": "/root"}
-    assert benchmark.thread_environment(env) == {"OMP_NUM_THREADS": "1",
-                                                 "XLA_FLAGS": "--xla_cpu_use_xnnpack=true"}
+    assert benchmark.thread_environment(env) == {
+        "OMP_NUM_THREADS": "1",
+        "XLA_FLAGS": "--xla_cpu_use_xnnpack=true",
+    }
 
 
 # Optimised HLO of a two-layer step, cut down by hand to what hlo_summary reads: a
@@ -184,13 +210,24 @@ def test_hlo_summary_by_hand():
     from jaxgrad.train import xla_cpu
 
     s = xla_cpu.hlo_summary(HLO)
-    assert s == {"dots": 2, "library_dots": {"__ynn_fusion": {"lhs{1} rhs{1}": 1}},
-                 "plain_dots": {"lhs{0} rhs{0}": 1}, "copies": [("f32[1024,4]", 1)],
-                 "fusions": {"kCustom": 1, "kLoop": 1}}
-    assert xla_cpu.hlo_summary(HLO, min_copy_elements=1)["copies"] == [("f32[1024,4]", 1),
-                                                                       ("s32[]", 1)]
-    assert xla_cpu.hlo_summary("") == {"dots": 0, "library_dots": {}, "plain_dots": {},
-                                       "copies": [], "fusions": {}}
+    assert s == {
+        "dots": 2,
+        "library_dots": {"__ynn_fusion": {"lhs{1} rhs{1}": 1}},
+        "plain_dots": {"lhs{0} rhs{0}": 1},
+        "copies": [("f32[1024,4]", 1)],
+        "fusions": {"kCustom": 1, "kLoop": 1},
+    }
+    assert xla_cpu.hlo_summary(HLO, min_copy_elements=1)["copies"] == [
+        ("f32[1024,4]", 1),
+        ("s32[]", 1),
+    ]
+    assert xla_cpu.hlo_summary("") == {
+        "dots": 0,
+        "library_dots": {},
+        "plain_dots": {},
+        "copies": [],
+        "fusions": {},
+    }
 
 
 def test_hlo_summary_reads_real_compiled_hlo():
@@ -203,7 +240,8 @@ def test_hlo_summary_reads_real_compiled_hlo():
     fn = jax.jit(lambda x, w: x @ w.T)
     s = xla_cpu.hlo_summary(xla_cpu.compiled_hlo(fn, jnp.ones((4, 3)), jnp.ones((5, 3))))
     counted = sum(s["plain_dots"].values()) + sum(
-        sum(dims.values()) for dims in s["library_dots"].values())
+        sum(dims.values()) for dims in s["library_dots"].values()
+    )
     assert s["dots"] == counted == 1
 
 
@@ -212,11 +250,10 @@ def test_compute_dtype_error_against_a_hand_cast():
     # params and inputs are cast to bfloat16 by hand; float32 on float32 params costs nothing.
     import jax
     import jax.numpy as jnp
+    import numpy as np
 
     from jaxgrad import losses, nn
     from jaxgrad.train import compute_dtype_error
-
-    import numpy as np
 
     model = nn.mlp([6, 5, 3])
     rng = np.random.default_rng(1)  # numpy, not model.init: no per-op compiles
@@ -225,7 +262,9 @@ def test_compute_dtype_error_against_a_hand_cast():
     x = jnp.asarray(rng.standard_normal((4, 6)), jnp.float32)
     y = jnp.array([0, 1, 2, 1])
     assert compute_dtype_error(model, losses.cross_entropy, params, (x, y), "float32") == {
-        "loss": 0.0, "grads": 0.0}
+        "loss": 0.0,
+        "grads": 0.0,
+    }
 
     def loss(p, cast):
         q = {k: v.astype(jnp.bfloat16) for k, v in p.items()} if cast else p
@@ -233,7 +272,8 @@ def test_compute_dtype_error_against_a_hand_cast():
         return losses.cross_entropy(out.astype(jnp.float32), y)
 
     (l32, g32), (l16, g16) = jax.jit(  # one compile for both
-        lambda p: (jax.value_and_grad(loss)(p, False), jax.value_and_grad(loss)(p, True)))(params)
+        lambda p: (jax.value_and_grad(loss)(p, False), jax.value_and_grad(loss)(p, True))
+    )(params)
     num = sum(float(jnp.sum((g16[k] - g32[k]) ** 2)) for k in g32) ** 0.5
     den = sum(float(jnp.sum(g32[k] ** 2)) for k in g32) ** 0.5
     error = compute_dtype_error(model, losses.cross_entropy, params, (x, y), "bfloat16")
@@ -246,16 +286,22 @@ def test_compute_dtype_error_against_a_hand_cast():
 
 # ------------------------------------------------------- per-row verdicts (issue 28)
 STEADY = benchmark.spread([1.0, 1.01, 1.02, 1.03])  # 2.0% IQR/median
-NOISY = benchmark.spread([1.0, 1.2, 1.5, 2.0])      # a starved contender
-NOISY_PEAK = {"jax": benchmark.spread([0.10, 0.11, 0.12]),
-              "torch": benchmark.spread([0.10, 0.12, 0.14, 0.17])}  # 25% IQR/median
+NOISY = benchmark.spread([1.0, 1.2, 1.5, 2.0])  # a starved contender
+NOISY_PEAK = {
+    "jax": benchmark.spread([0.10, 0.11, 0.12]),
+    "torch": benchmark.spread([0.10, 0.12, 0.14, 0.17]),
+}  # 25% IQR/median
 
 
 def _rows(**noisy):
     """Two rows of three contenders, steady unless named in ``noisy``."""
-    return {row: {c: (NOISY if noisy.get(row) == c else STEADY)
-                  for c in ("jax default", "jax step", "torch eager")}
-            for row in ("cnn b128", "lstm b128")}
+    return {
+        row: {
+            c: (NOISY if noisy.get(row) == c else STEADY)
+            for c in ("jax default", "jax step", "torch eager")
+        }
+        for row in ("cnn b128", "lstm b128")
+    }
 
 
 def test_noisy_peak_probe_should_pass_the_rows():
@@ -268,7 +314,8 @@ def test_noisy_peak_probe_should_pass_the_rows():
     assert v.peak.reasons[0].startswith("peak probe noisy: matmul peak (torch) rounds spread")
     assert len(v.peak.reasons) == 1  # the jax side spread 9.1%, within 10%
     assert benchmark.goal_verdict(0.95, 0.9, v.peak_column("cnn b128")).startswith(
-        "untrusted: peak probe noisy")
+        "untrusted: peak probe noisy"
+    )
 
 
 def test_steady_peak_probe_should_pass_the_peak_column():
@@ -279,8 +326,9 @@ def test_steady_peak_probe_should_pass_the_peak_column():
 
 
 def test_noisy_row_should_fail_only_that_row():
-    v = benchmark.verdict(row_spreads=_rows(**{"cnn b128": "torch eager"}),
-                          peak_spreads={"jax": STEADY})
+    v = benchmark.verdict(
+        row_spreads=_rows(**{"cnn b128": "torch eager"}), peak_spreads={"jax": STEADY}
+    )
     assert not v.trusted and v.untrusted_rows == ["cnn b128"]
     assert v.run.trusted and v.rows["lstm b128"].trusted
     assert v.rows["cnn b128"].reasons[0].startswith("torch eager rounds spread")
@@ -301,8 +349,7 @@ def test_steady_rows_should_pass_unnoisy_warmups_too():
 
 def test_high_load_should_fail_the_whole_run():
     load = benchmark.load_reasons(7.0, 8.0, 2)
-    v = benchmark.verdict(run_reasons=load, row_spreads=_rows(),
-                          peak_spreads={"jax": STEADY})
+    v = benchmark.verdict(run_reasons=load, row_spreads=_rows(), peak_spreads={"jax": STEADY})
     assert not v.trusted and not v.run.trusted
     assert v.untrusted_rows == ["cnn b128", "lstm b128"]
     for trust in v.rows.values():
@@ -310,8 +357,9 @@ def test_high_load_should_fail_the_whole_run():
 
 
 def test_low_load_should_pass_the_run():
-    v = benchmark.verdict(run_reasons=benchmark.load_reasons(0.4, 2.9, 2),
-                          row_spreads=_rows(), peak_spreads={})
+    v = benchmark.verdict(
+        run_reasons=benchmark.load_reasons(0.4, 2.9, 2), row_spreads=_rows(), peak_spreads={}
+    )
     assert v.trusted and v.peak.trusted
 
 
@@ -327,22 +375,36 @@ def _bench_result(name, round_seconds):
     for contender, times in round_seconds.items():
         rates = [10 / t for t in times]
         contenders[contender] = {
-            "steps_per_s_median": sorted(rates)[len(rates) // 2], "steps_per_s_min": min(rates),
-            "steps_per_s_max": max(rates), "spread": vars(benchmark.spread(times)),
-            "vs_torch_eager": 1.6, "gflops": 1.0, "fraction_of_peak": 0.5,
-            "fraction_of_jax_peak": 0.92, "first_call_seconds": 0.1}
-    return {"name": name, "contenders": contenders,
-            "spreads": {k: benchmark.spread(t) for k, t in round_seconds.items()},
-            "warmups": {k: benchmark.WarmUp((1.0, 1.0), True) for k in round_seconds},
-            "strategy": {"strategy": "epoch", "source": "probed", "timings": {}}}
+            "steps_per_s_median": sorted(rates)[len(rates) // 2],
+            "steps_per_s_min": min(rates),
+            "steps_per_s_max": max(rates),
+            "spread": vars(benchmark.spread(times)),
+            "vs_torch_eager": 1.6,
+            "gflops": 1.0,
+            "fraction_of_peak": 0.5,
+            "fraction_of_jax_peak": 0.92,
+            "first_call_seconds": 0.1,
+        }
+    return {
+        "name": name,
+        "contenders": contenders,
+        "spreads": {k: benchmark.spread(t) for k, t in round_seconds.items()},
+        "warmups": {k: benchmark.WarmUp((1.0, 1.0), True) for k in round_seconds},
+        "strategy": {"strategy": "epoch", "source": "probed", "timings": {}},
+    }
 
 
 def _run_bench_verdict(capsys, rows, peak_seconds, load=(0.2, 2.0)):
     import bench  # scripts/bench.py (scripts/ is on the test path)
 
     results = [_bench_result(name, times) for name, times in rows.items()]
-    peak = {"n": 128, "jax_gflops": 2.0, "torch_gflops": 2.0, "peak_gflops": 2.0,
-            "seconds": peak_seconds}
+    peak = {
+        "n": 128,
+        "jax_gflops": 2.0,
+        "torch_gflops": 2.0,
+        "peak_gflops": 2.0,
+        "seconds": peak_seconds,
+    }
     check = {"load_before": load[0], "load_after": load[1], "usable_cpus": 2}
     run_reasons = benchmark.load_reasons(*load, 2)
     verdict = bench.judge_results(results, peak, run_reasons)
@@ -358,7 +420,8 @@ NOISY_ROUNDS = [1.0, 1.5, 2.5]
 def test_bench_noisy_peak_should_pass_rows_and_mark_the_column(capsys):
     rows = {"cnn b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS}}
     verdict, data, out = _run_bench_verdict(
-        capsys, rows, {"jax": NOISY_ROUNDS, "torch": STEADY_ROUNDS})
+        capsys, rows, {"jax": NOISY_ROUNDS, "torch": STEADY_ROUNDS}
+    )
     assert verdict.trusted and data[0]["trusted"] and not data[0]["peak_column_trusted"]
     assert "UNTRUSTED" not in out
     assert "50.0%*" in out and "* peak probe noisy" in out
@@ -375,10 +438,13 @@ def test_bench_judges_the_big_mlp_against_xlas_own_peak(capsys):
 
 
 def test_bench_noisy_row_should_fail_only_that_row(capsys):
-    rows = {"cnn b128": {"jax default": STEADY_ROUNDS, "torch eager": NOISY_ROUNDS},
-            "lstm b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS}}
+    rows = {
+        "cnn b128": {"jax default": STEADY_ROUNDS, "torch eager": NOISY_ROUNDS},
+        "lstm b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS},
+    }
     verdict, data, out = _run_bench_verdict(
-        capsys, rows, {"jax": STEADY_ROUNDS, "torch": STEADY_ROUNDS})
+        capsys, rows, {"jax": STEADY_ROUNDS, "torch": STEADY_ROUNDS}
+    )
     assert verdict.untrusted_rows == ["cnn b128"] and not verdict.trusted
     assert [r["trusted"] for r in data] == [False, True]
     assert "UNTRUSTED ROWS: cnn b128" in out and "UNTRUSTED RUN" not in out
@@ -389,8 +455,7 @@ def test_bench_noisy_row_should_fail_only_that_row(capsys):
 
 def test_bench_high_load_should_fail_every_row(capsys):
     rows = {"lstm b128": {"jax default": STEADY_ROUNDS, "torch eager": STEADY_ROUNDS}}
-    verdict, data, out = _run_bench_verdict(
-        capsys, rows, {"jax": STEADY_ROUNDS}, load=(7.0, 8.0))
+    verdict, data, out = _run_bench_verdict(capsys, rows, {"jax": STEADY_ROUNDS}, load=(7.0, 8.0))
     assert not verdict.trusted and not data[0]["trusted"]
     assert "UNTRUSTED RUN" in out and "untrusted, no verdict" in out
     assert " met" not in out

@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from parity_checks._capture_parity import grads_both
 from torch import nn as tnn
 
 from jaxgrad import nn
 from jaxgrad.nn.capture import fx_ops
 from jaxgrad.parity import assert_parity
-from parity_checks._capture_parity import draws_for, grads_both, torch_run
 from parity_tests._sampling import one_in
 
 
@@ -50,15 +50,21 @@ def test_write_through_a_view_is_reproduced_by_export_and_refused_by_layers(x64,
     torch.manual_seed(0)
     module = WritesThroughAView().double()
     x = rng.standard_normal((2, 3))
-    with pytest.raises(ValueError, match=r"node 'mul_' .* overwrites 'view' in place and "
-                                         r"'view' is a view of another value"):
+    with pytest.raises(
+        ValueError,
+        match=r"node 'mul_' .* overwrites 'view' in place and "
+        r"'view' is a view of another value",
+    ):
         nn.from_torch(module, capture="layers")
     model, params = nn.from_torch(module, example=(torch.from_numpy(x),))
     assert type(model).__name__ == "ExportedModule"
     assert_parity(*grads_both(module, model, params, [x]))
     # the doubled result, not the unwritten one: 2·fc(x) against torch's own fc
-    np.testing.assert_allclose(np.asarray(model.apply(params, jnp.asarray(x))),
-                               2 * module.fc(torch.from_numpy(x)).detach().numpy(), rtol=1e-15)
+    np.testing.assert_allclose(
+        np.asarray(model.apply(params, jnp.asarray(x))),
+        2 * module.fc(torch.from_numpy(x)).detach().numpy(),
+        rtol=1e-15,
+    )
 
 
 class SafeInPlace(tnn.Module):
@@ -92,8 +98,11 @@ class WritesItsInput(tnn.Module):
 
 def test_a_forward_writing_its_input_is_refused_on_both_paths():
     x = torch.randn(2, 3)
-    with pytest.raises(ValueError, match=r"overwrites 'x' in place and it is the forward's "
-                                         r"input 'x'"):
+    with pytest.raises(
+        ValueError,
+        match=r"overwrites 'x' in place and it is the forward's "
+        r"input 'x'",
+    ):
         nn.from_torch(WritesItsInput(), capture="layers")
     with pytest.raises(ValueError, match=r"writes its input in place"):
         nn.from_torch(WritesItsInput(), example=(x,), capture="export")
@@ -113,12 +122,24 @@ class ModeBranch(tnn.Module):
 
 # converted in train with layers, in eval with export in the default run; the two other
 # pairs in the exhaustive run (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("converted_in,capture", one_in(2, [
-    pytest.param(mode, capture, id=f"{mode}-{capture}")
-    for mode, capture in [("train", "layers"), ("train", "export"), ("eval", "export"),
-                          ("eval", "layers")]]))
+@pytest.mark.parametrize(
+    "converted_in,capture",
+    one_in(
+        2,
+        [
+            pytest.param(mode, capture, id=f"{mode}-{capture}")
+            for mode, capture in [
+                ("train", "layers"),
+                ("train", "export"),
+                ("eval", "export"),
+                ("eval", "layers"),
+            ]
+        ],
+    ),
+)
 def test_apply_follows_torchs_mode_whatever_mode_the_module_was_converted_in(
-        x64, rng, capture, converted_in):
+    x64, rng, capture, converted_in
+):
     torch.manual_seed(2)
     module = ModeBranch().double().train(converted_in == "train")
     x = rng.standard_normal((2, 3))
@@ -168,8 +189,9 @@ def test_stochastic_depth_and_dropout_are_active_in_training_and_match_torchs_dr
     with pytest.raises(ValueError, match=r"random op .* needs a key"):
         model.apply(params, xj, train=True)
     evaluated = model.apply(params, xj)  # no key needed: nothing random in eval
-    np.testing.assert_allclose(evaluated, module.eval()(torch.from_numpy(x)).detach().numpy(),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        evaluated, module.eval()(torch.from_numpy(x)).detach().numpy(), rtol=1e-13
+    )
 
 
 def test_stochastic_depth_on_the_layer_path_is_keyed_and_off_in_eval(x64, rng):
@@ -183,9 +205,11 @@ def test_stochastic_depth_on_the_layer_path_is_keyed_and_off_in_eval(x64, rng):
     assert not np.array_equal(first, model.apply(params, x, train=True, key=jax.random.key(1)))
     dropped = np.all(first == np.asarray(x), axis=1).mean()  # whole rows: p=0.5 (+ dropout)
     assert 0.3 < dropped < 0.7, dropped
-    np.testing.assert_allclose(model.apply(params, x),
-                               module.eval()(torch.from_numpy(np.asarray(x))).detach().numpy(),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        model.apply(params, x),
+        module.eval()(torch.from_numpy(np.asarray(x))).detach().numpy(),
+        rtol=1e-13,
+    )
 
 
 # ------------------------------------------------ constants and tied weights
@@ -195,10 +219,12 @@ class WithConstants(tnn.Module):
         self.embed = tnn.Embedding(10, d)
         self.pos = tnn.Embedding(n, d)
         self.register_buffer("position_ids", torch.arange(n)[None], persistent=False)
-        self.register_buffer("inv_freq", 1.0 / (100 ** (torch.arange(0, d, 2).double() / d)),
-                             persistent=False)
-        self.register_buffer("causal", torch.tril(torch.ones(n, n, dtype=torch.bool)),
-                             persistent=False)
+        self.register_buffer(
+            "inv_freq", 1.0 / (100 ** (torch.arange(0, d, 2).double() / d)), persistent=False
+        )
+        self.register_buffer(
+            "causal", torch.tril(torch.ones(n, n, dtype=torch.bool)), persistent=False
+        )
         self.head = tnn.Linear(d, 10, bias=False)
         self.head.weight = self.embed.weight  # tied, as in GPT-2
 
@@ -224,11 +250,20 @@ def test_non_persistent_buffers_are_constants_and_tied_weights_one_parameter(x64
     out = module(torch.from_numpy(ids))
     cotangent = np.linspace(-1, 1, out.numel()).reshape(out.shape)
     (out * torch.from_numpy(cotangent)).sum().backward()
-    grads, ours = jax.grad(lambda p: (jnp.sum(model.apply(p, jnp.asarray(ids)) * cotangent),
-                                      model.apply(p, jnp.asarray(ids))), has_aux=True)(params)
-    assert_parity({"output": out.detach().numpy(),
-                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
-                  {"output": ours, "grads": grads})
+    grads, ours = jax.grad(
+        lambda p: (
+            jnp.sum(model.apply(p, jnp.asarray(ids)) * cotangent),
+            model.apply(p, jnp.asarray(ids)),
+        ),
+        has_aux=True,
+    )(params)
+    assert_parity(
+        {
+            "output": out.detach().numpy(),
+            "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+        },
+        {"output": ours, "grads": grads},
+    )
 
 
 class PositionIds(tnn.Module):
@@ -240,7 +275,7 @@ class PositionIds(tnn.Module):
         self.register_buffer("position_ids", torch.arange(n)[None], persistent=False)
 
     def forward(self, ids):
-        return self.embed(ids) + self.pos(self.position_ids[:, :ids.shape[1]])
+        return self.embed(ids) + self.pos(self.position_ids[:, : ids.shape[1]])
 
 
 def test_int64_constants_run_without_x64_as_jax_canonicalises_them():
@@ -252,8 +287,7 @@ def test_int64_constants_run_without_x64_as_jax_canonicalises_them():
     ids = np.array([[1, 2, 3], [4, 5, 6]])
     model, params = nn.from_torch(module, example=(torch.from_numpy(ids),))
     with torch.no_grad():
-        assert_parity(module(torch.from_numpy(ids)).numpy(),
-                      model.apply(params, jnp.asarray(ids)))
+        assert_parity(module(torch.from_numpy(ids)).numpy(), model.apply(params, jnp.asarray(ids)))
 
 
 # ------------------------------------------------------- the fx op table
@@ -275,8 +309,15 @@ class CommonOps(tnn.Module):
         # uninitialised memory (inf·0 made torch's output NaN now and then): only its
         # shape and dtype are used
         blank = h.new_empty((2, 3))
-        return (total + mixed[:, :1].expand(-1, 6)[:, :1] + c + d.sum(-1, keepdim=True)
-                + e[:, :1] + rows[0] + blank.new_zeros(blank.shape).sum())
+        return (
+            total
+            + mixed[:, :1].expand(-1, 6)[:, :1]
+            + c
+            + d.sum(-1, keepdim=True)
+            + e[:, :1]
+            + rows[0]
+            + blank.new_zeros(blank.shape).sum()
+        )
 
 
 def test_common_ops_on_the_layer_path_match_torch(x64, rng):
@@ -289,8 +330,11 @@ def test_common_ops_on_the_layer_path_match_torch(x64, rng):
 
 def test_register_op_refuses_to_replace_a_built_in_unless_asked():
     original = fx_ops.OPS["torch.cat"]
-    with pytest.raises(ValueError, match=r"'torch.cat' is already in the op table .* "
-                                         r"`replace=True`"):
+    with pytest.raises(
+        ValueError,
+        match=r"'torch.cat' is already in the op table .* "
+        r"`replace=True`",
+    ):
         fx_ops.register_op("torch.cat", lambda tensors, dim=0: None)
     try:
         fx_ops.register_op("torch.cat", original.fn, replace=True)
@@ -341,8 +385,12 @@ def test_the_doctor_localises_a_captured_program_by_torch_module_path(x64):
     assert clean.clean and [row["path"] for row in clean.layers] == ["fc1", "norm", "act", "fc2"]
     # a planted mistake in the captured program: LayerNorm's eps 1e-5 -> 1e-3
     program = model.eval_program
-    nodes = tuple(dataclasses.replace(n, args=n.args[:4] + (1e-3,))
-                  if n.target == "aten.native_layer_norm.default" else n for n in program.nodes)
+    nodes = tuple(
+        dataclasses.replace(n, args=n.args[:4] + (1e-3,))
+        if n.target == "aten.native_layer_norm.default"
+        else n
+        for n in program.nodes
+    )
     planted = dataclasses.replace(model, eval_program=dataclasses.replace(program, nodes=nodes))
     report = diagnose(net, (planted, params), x)
     assert report.first_layer == "norm", report.verdict
@@ -386,13 +434,18 @@ def test_uniform_normal_and_permutation_draws_match_torch(x64, rng):
     x = rng.standard_normal((5, 4))
     model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
     targets = sorted(n.target for n in model.train_program.random_nodes())
-    assert targets == ["aten.rand.default", "aten.rand_like.default", "aten.randn_like.default",
-                       "aten.randperm.default"]
+    assert targets == [
+        "aten.rand.default",
+        "aten.rand_like.default",
+        "aten.randn_like.default",
+        "aten.randperm.default",
+    ]
     assert_parity(*grads_both(module, model, params, [x], train=True, draws=True))
     draws = jax.random.key(0)
     ours = np.asarray(model.apply(params, jnp.asarray(x), train=True, key=draws))
-    assert not np.array_equal(ours, model.apply(params, jnp.asarray(x), train=True,
-                                                key=jax.random.key(1)))
+    assert not np.array_equal(
+        ours, model.apply(params, jnp.asarray(x), train=True, key=jax.random.key(1))
+    )
 
 
 # ------------------------------------------------------- attention's safe softmax
@@ -403,10 +456,11 @@ class MaskedAttention(tnn.Module):
     def __init__(self):
         super().__init__()
         self.qkv = tnn.Linear(4, 12)
-        self.register_buffer("attend", torch.tensor([[True, False, True],
-                                                     [False, False, False],
-                                                     [True, True, True]]),
-                             persistent=False)
+        self.register_buffer(
+            "attend",
+            torch.tensor([[True, False, True], [False, False, False], [True, True, True]]),
+            persistent=False,
+        )
 
     def forward(self, x):
         q, k, v = self.qkv(x).unflatten(-1, (3, 2, 2)).permute(2, 0, 3, 1, 4)
@@ -442,9 +496,11 @@ class CountsItsCalls(tnn.Module):
 
 
 def _state_of(module):
-    return ({k: v.clone() for k, v in module.state_dict().items()},
-            {n: m.training for n, m in module.named_modules()},
-            {n: p.requires_grad for n, p in module.named_parameters()})
+    return (
+        {k: v.clone() for k, v in module.state_dict().items()},
+        {n: m.training for n, m in module.named_modules()},
+        {n: p.requires_grad for n, p in module.named_parameters()},
+    )
 
 
 def _assert_untouched(module, before):
@@ -460,8 +516,7 @@ def test_from_torch_leaves_the_module_as_it_found_it(capture, x64):
     module = CountsItsCalls().double().eval()
     before = _state_of(module)
     try:
-        nn.from_torch(module, example=(torch.zeros(2, 3, dtype=torch.float64),),
-                      capture=capture)
+        nn.from_torch(module, example=(torch.zeros(2, 3, dtype=torch.float64),), capture=capture)
     except ValueError:
         assert capture == "layers"  # an in-place write to a module tensor is refused there
     _assert_untouched(module, before)
@@ -487,8 +542,10 @@ class RunsOnlyChosenExperts(tnn.Module):
 
     def __init__(self):
         super().__init__()
-        self.router, self.experts = tnn.Linear(4, 3), tnn.ModuleList(
-            tnn.Linear(4, 4) for _ in range(3))
+        self.router, self.experts = (
+            tnn.Linear(4, 3),
+            tnn.ModuleList(tnn.Linear(4, 4) for _ in range(3)),
+        )
 
     def forward(self, x):
         choice = self.router(x).argmax(-1)
@@ -502,5 +559,8 @@ class RunsOnlyChosenExperts(tnn.Module):
 
 def test_a_loop_over_data_dependent_experts_is_refused_with_what_to_do(x64):
     with pytest.raises(ValueError, match=r"depend on tensor values .*experts_implementation"):
-        nn.from_torch(RunsOnlyChosenExperts().double(),
-                      example=(torch.randn(5, 4, dtype=torch.float64),), capture="export")
+        nn.from_torch(
+            RunsOnlyChosenExperts().double(),
+            example=(torch.randn(5, 4, dtype=torch.float64),),
+            capture="export",
+        )

@@ -20,8 +20,27 @@ from jaxgrad.nn import functional as F
 from jaxgrad_dev.layer_parity import layer_parity
 
 D = torch.float64
-POINTS = [-800.0, -30.0, -20.0, -6.0, -3.0, -2.5, -1.0, -1e-300, 0.0, 1e-300, 0.5, 2.5, 3.0,
-          6.0, 10.0, 20.0, 20.000001, 40.0, 800.0]
+POINTS = [
+    -800.0,
+    -30.0,
+    -20.0,
+    -6.0,
+    -3.0,
+    -2.5,
+    -1.0,
+    -1e-300,
+    0.0,
+    1e-300,
+    0.5,
+    2.5,
+    3.0,
+    6.0,
+    10.0,
+    20.0,
+    20.000001,
+    40.0,
+    800.0,
+]
 
 MODULES = {
     "ReLU6": torch.nn.ReLU6(),
@@ -53,11 +72,13 @@ def test_hand_derived_gradients_at_the_kinks():
     with jax.enable_x64(True):
         x = np.array([0.0, 6.0, 3.0, -3.0, 1.0])
         np.testing.assert_array_equal(jax.grad(lambda x: F.relu6(x).sum())(x), [0, 0, 1, 0, 1])
-        np.testing.assert_array_equal(jax.grad(lambda x: F.hardswish(x).sum())(x),
-                                      [0.5, 1, 1, 0, 1 / 3 + 0.5])
+        np.testing.assert_array_equal(
+            jax.grad(lambda x: F.hardswish(x).sum())(x), [0.5, 1, 1, 0, 1 / 3 + 0.5]
+        )
         sixth = float(np.float32(1) / np.float32(6))
-        np.testing.assert_array_equal(jax.grad(lambda x: F.hardsigmoid(x).sum())(x),
-                                      [sixth, 0, 0, 0, sixth])
+        np.testing.assert_array_equal(
+            jax.grad(lambda x: F.hardsigmoid(x).sum())(x), [sixth, 0, 0, 0, sixth]
+        )
 
 
 def test_softmax_implicit_dim_follows_torch_and_warns():

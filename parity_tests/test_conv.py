@@ -23,21 +23,42 @@ D = torch.float64
 
 CONV_CASES = {
     "1d dilation 2 groups 2": (torch.nn.Conv1d(4, 2, 3, dilation=2, groups=2), (1, 4, 9)),
-    "1d same even kernel dilated": (torch.nn.Conv1d(2, 2, 4, padding="same", dilation=2), (1, 2, 9)),
+    "1d same even kernel dilated": (
+        torch.nn.Conv1d(2, 2, 4, padding="same", dilation=2),
+        (1, 2, 9),
+    ),
     "1d valid no bias": (torch.nn.Conv1d(2, 3, 2, padding="valid", bias=False), (2, 2, 5)),
     "1d circular": (torch.nn.Conv1d(2, 2, 3, padding=2, padding_mode="circular"), (1, 2, 5)),
-    "2d stride (2,1) pad (1,2)": (torch.nn.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=(1, 2)), (2, 2, 5, 4)),
+    "2d stride (2,1) pad (1,2)": (
+        torch.nn.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=(1, 2)),
+        (2, 2, 5, 4),
+    ),
     "2d groups 3 depthwise": (torch.nn.Conv2d(3, 6, 3, groups=3), (1, 3, 5, 5)),
     "2d dilation (2,1)": (torch.nn.Conv2d(2, 2, 3, dilation=(2, 1), padding=1), (1, 2, 7, 5)),
     "2d same even kernel": (torch.nn.Conv2d(2, 2, (4, 3), padding="same"), (1, 2, 6, 5)),
     "2d reflect": (torch.nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode="reflect"), (1, 2, 5, 6)),
-    "2d replicate stride 2": (torch.nn.Conv2d(2, 3, 3, stride=2, padding=1, padding_mode="replicate"), (2, 2, 6, 5)),
+    "2d replicate stride 2": (
+        torch.nn.Conv2d(2, 3, 3, stride=2, padding=1, padding_mode="replicate"),
+        (2, 2, 6, 5),
+    ),
     "2d circular": (torch.nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"), (1, 2, 4, 5)),
     "t1d groups 2 dilation 2": (torch.nn.ConvTranspose1d(4, 6, 3, groups=2, dilation=2), (1, 4, 5)),
-    "t1d padding beyond kernel": (torch.nn.ConvTranspose1d(2, 2, 2, stride=3, padding=2), (1, 2, 5)),
-    "t2d stride (2,3) out_pad (1,2)": (torch.nn.ConvTranspose2d(2, 3, 3, stride=(2, 3), output_padding=(1, 2)), (1, 2, 3, 3)),
-    "t2d groups 2 no bias": (torch.nn.ConvTranspose2d(4, 2, (2, 3), groups=2, bias=False, padding=1), (2, 4, 3, 4)),
-    "t2d dilation 2 out_pad 1": (torch.nn.ConvTranspose2d(2, 2, 3, stride=1, dilation=2, output_padding=1), (1, 2, 3, 3)),
+    "t1d padding beyond kernel": (
+        torch.nn.ConvTranspose1d(2, 2, 2, stride=3, padding=2),
+        (1, 2, 5),
+    ),
+    "t2d stride (2,3) out_pad (1,2)": (
+        torch.nn.ConvTranspose2d(2, 3, 3, stride=(2, 3), output_padding=(1, 2)),
+        (1, 2, 3, 3),
+    ),
+    "t2d groups 2 no bias": (
+        torch.nn.ConvTranspose2d(4, 2, (2, 3), groups=2, bias=False, padding=1),
+        (2, 4, 3, 4),
+    ),
+    "t2d dilation 2 out_pad 1": (
+        torch.nn.ConvTranspose2d(2, 2, 3, stride=1, dilation=2, output_padding=1),
+        (1, 2, 3, 3),
+    ),
 }
 
 
@@ -87,10 +108,13 @@ def test_conv_transpose_init_bounds_are_torchs_with_groups():
     `out / groups · prod(k)` (``_calculate_fan_in_and_fan_out`` reads dimension 1),
     neither `in · prod(k)` nor `out · prod(k)`. Bounds from torch; jaxgrad's draws must
     reach within 10 % of them (96 and 72 uniform weights) and never pass them."""
-    cases = [(nn.ConvTranspose1d(4, 32, 3, groups=4),
-              torch.nn.ConvTranspose1d(4, 32, 3, groups=4)),
-             (nn.ConvTranspose2d(6, 4, (3, 2), groups=2),
-              torch.nn.ConvTranspose2d(6, 4, (3, 2), groups=2))]
+    cases = [
+        (nn.ConvTranspose1d(4, 32, 3, groups=4), torch.nn.ConvTranspose1d(4, 32, 3, groups=4)),
+        (
+            nn.ConvTranspose2d(6, 4, (3, 2), groups=2),
+            torch.nn.ConvTranspose2d(6, 4, (3, 2), groups=2),
+        ),
+    ]
     for layer, module in cases:
         fan_in, _ = torch.nn.init._calculate_fan_in_and_fan_out(module.weight)
         bound = 1 / np.sqrt(fan_in)  # kaiming_uniform(a=√5) and the bias: U(±1/√fan_in)
@@ -104,27 +128,47 @@ def test_conv_transpose_init_bounds_are_torchs_with_groups():
 
 def test_functional_conv_matches_torch_with_jit():
     rng = np.random.default_rng(0)
-    x, w, b = rng.standard_normal((2, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3)), rng.standard_normal(6)
-    expected = torch.nn.functional.conv2d(*map(torch.from_numpy, (x, w, b)), stride=2, padding=1,
-                                          groups=2)
+    x, w, b = (
+        rng.standard_normal((2, 4, 6, 5)),
+        rng.standard_normal((6, 2, 3, 3)),
+        rng.standard_normal(6),
+    )
+    expected = torch.nn.functional.conv2d(
+        *map(torch.from_numpy, (x, w, b)), stride=2, padding=1, groups=2
+    )
     with jax.enable_x64(True):
         got = jax.jit(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2))(x, w, b)
     jaxgrad.assert_parity(expected, got)
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: nn.Conv2d(2, 3, 3, stride=2, padding="same"), "`padding`='same' is not supported for strided"),
-    (lambda: nn.Conv2d(2, 3, 3, padding_mode="mirror"), "`padding_mode` (='mirror')"),
-    (lambda: nn.Conv2d(2, 3, 0), "`kernel_size` (=0) must be positive"),
-    (lambda: nn.Conv2d(2, 3, 3, stride=(1, 0)), "`stride` (=(1, 0)) must be positive"),
-    (lambda: nn.Conv2d(2, 3, (3, 3, 3)), "`kernel_size` (=(3, 3, 3)) must be an int or 2 ints"),
-    (lambda: nn.Conv2d(2, 3, 3, padding=-1), "`padding` (=-1) must be non-negative"),
-    (lambda: nn.Conv2d(3, 4, 3, groups=2), "`in_channels` (=3) must be divisible by `groups` (=2)"),
-    (lambda: nn.Conv1d(2, 3, 3, padding="full"), "`padding` (='full')"),
-    (lambda: nn.ConvTranspose2d(2, 3, 3, padding_mode="reflect"), "`padding_mode` (='reflect') must be 'zeros'"),
-    (lambda: nn.ConvTranspose2d(2, 3, 3, stride=2, output_padding=2), "`output_padding` (=(2, 2))"),
-    (lambda: nn.Conv2d(2, 3, 2.5), "`kernel_size` (=2.5) must be an int"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (
+            lambda: nn.Conv2d(2, 3, 3, stride=2, padding="same"),
+            "`padding`='same' is not supported for strided",
+        ),
+        (lambda: nn.Conv2d(2, 3, 3, padding_mode="mirror"), "`padding_mode` (='mirror')"),
+        (lambda: nn.Conv2d(2, 3, 0), "`kernel_size` (=0) must be positive"),
+        (lambda: nn.Conv2d(2, 3, 3, stride=(1, 0)), "`stride` (=(1, 0)) must be positive"),
+        (lambda: nn.Conv2d(2, 3, (3, 3, 3)), "`kernel_size` (=(3, 3, 3)) must be an int or 2 ints"),
+        (lambda: nn.Conv2d(2, 3, 3, padding=-1), "`padding` (=-1) must be non-negative"),
+        (
+            lambda: nn.Conv2d(3, 4, 3, groups=2),
+            "`in_channels` (=3) must be divisible by `groups` (=2)",
+        ),
+        (lambda: nn.Conv1d(2, 3, 3, padding="full"), "`padding` (='full')"),
+        (
+            lambda: nn.ConvTranspose2d(2, 3, 3, padding_mode="reflect"),
+            "`padding_mode` (='reflect') must be 'zeros'",
+        ),
+        (
+            lambda: nn.ConvTranspose2d(2, 3, 3, stride=2, output_padding=2),
+            "`output_padding` (=(2, 2))",
+        ),
+        (lambda: nn.Conv2d(2, 3, 2.5), "`kernel_size` (=2.5) must be an int"),
+    ],
+)
 def test_bad_constructor_arguments_are_named(build, message):
     with pytest.raises((ValueError, TypeError)) as info:
         build()
@@ -134,12 +178,18 @@ def test_bad_constructor_arguments_are_named(build, message):
 def test_bad_inputs_name_the_argument_and_the_layer_path():
     conv = nn.Conv2d(3, 4, 3)
     params = conv.init(jax.random.key(0))
-    with pytest.raises(ValueError, match=r"expected a 3-d \(unbatched, C H W\) or 4-d .* got shape \(3, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"expected a 3-d \(unbatched, C H W\) or 4-d .* got shape \(3, 5\)"
+    ):
         conv.apply(params, np.zeros((3, 5), np.float32))
-    with pytest.raises(ValueError, match=r"`in_channels` \(=3\) must match the input's channel dimension \(=2"):
+    with pytest.raises(
+        ValueError, match=r"`in_channels` \(=3\) must match the input's channel dimension \(=2"
+    ):
         conv.apply(params, np.zeros((1, 2, 5, 5), np.float32))
     model = nn.Sequential(nn.Identity(), nn.ReLU(), nn.Conv2d(5, 2, 3))
-    with pytest.raises(ValueError, match=r"Conv2d at '2': Conv2d: `in_channels` \(=5\) must match .*\(=3"):
+    with pytest.raises(
+        ValueError, match=r"Conv2d at '2': Conv2d: `in_channels` \(=5\) must match .*\(=3"
+    ):
         model.apply(model.init(jax.random.key(0)), np.zeros((1, 3, 7, 7), np.float32))
     with pytest.raises(ValueError, match="kernel .* is larger than the padded input"):
         conv.apply(params, np.zeros((1, 3, 2, 2), np.float32))

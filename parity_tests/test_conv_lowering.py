@@ -26,19 +26,28 @@ from jaxgrad import losses, nn
 from jaxgrad.nn.functional import _lowering
 from jaxgrad.train.stateful import make_stateful_train_epoch, make_stateful_train_step
 
-TORCH_CONV = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
-              3: torch.nn.functional.conv3d}
+TORCH_CONV = {
+    1: torch.nn.functional.conv1d,
+    2: torch.nn.functional.conv2d,
+    3: torch.nn.functional.conv3d,
+}
 # (spatial dims, groups, stride, dilation, padding): the default run takes, for each
 # rank and groups, two of the eight stride/dilation/padding combinations, between them
 # varying all three; the exhaustive run (CI) takes all 48
 # (groups 4 is depthwise: one input channel per group, two output channels each)
 _DEFAULT = {1: {(1, 1, 0), (2, 2, 1)}, 2: {(2, 1, 1), (1, 2, 0)}, 4: {(1, 1, 1), (2, 2, 0)}}
 CASES = [
-    pytest.param(n, groups, stride, dilation, padding,
-                 marks=() if (stride, dilation, padding) in _DEFAULT[groups]
-                 else pytest.mark.exhaustive)
+    pytest.param(
+        n,
+        groups,
+        stride,
+        dilation,
+        padding,
+        marks=() if (stride, dilation, padding) in _DEFAULT[groups] else pytest.mark.exhaustive,
+    )
     for n, groups, stride, dilation, padding in itertools.product(
-        (1, 2, 3), (1, 2, 4), (1, 2), (1, 2), (0, 1))
+        (1, 2, 3), (1, 2, 4), (1, 2), (1, 2), (0, 1)
+    )
 ]
 
 
@@ -53,14 +62,16 @@ def _conv_case(n, groups, seed=0):
 def test_patches_match_torch_output_and_gradients(n, groups, stride, dilation, padding):
     x, w = _conv_case(n, groups)
     tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
-    expected = TORCH_CONV[n](tx, tw, stride=stride, padding=padding, dilation=dilation,
-                             groups=groups)
+    expected = TORCH_CONV[n](
+        tx, tw, stride=stride, padding=padding, dilation=dilation, groups=groups
+    )
     cotangent = np.random.default_rng(1).standard_normal(tuple(expected.shape))
     expected.backward(torch.from_numpy(cotangent))
 
     def conv(x, w):
-        return _lowering.conv_patches(x, w, (stride,) * n, [(padding, padding)] * n,
-                                      (dilation,) * n, groups)
+        return _lowering.conv_patches(
+            x, w, (stride,) * n, [(padding, padding)] * n, (dilation,) * n, groups
+        )
 
     with jax.enable_x64(True):
         got, vjp = jax.vjp(conv, x, w)
@@ -71,18 +82,27 @@ def test_patches_match_torch_output_and_gradients(n, groups, stride, dilation, p
 
 
 @pytest.mark.parametrize("capture", ["layers", "export"])
-@pytest.mark.parametrize("make", [
-    lambda: torch.nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=4, padding_mode="reflect"),
-    lambda: torch.nn.Conv1d(3, 3, 5, stride=2, dilation=2, groups=3),
-], ids=["conv2d-reflect", "conv1d-dilated"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.nn.Conv2d(4, 8, 3, stride=2, padding=1, groups=4, padding_mode="reflect"),
+        lambda: torch.nn.Conv1d(3, 3, 5, stride=2, dilation=2, groups=3),
+    ],
+    ids=["conv2d-reflect", "conv1d-dilated"],
+)
 def test_depthwise_layers_under_auto_match_torch(make, capture):
     """Depthwise layers converted by both front ends, under ``"auto"`` (patches on the
     CPU, in a per-call program): output, input, weight and bias gradients against
     torch in float64 (a 1.001-scaled patches output fails every case)."""
     torch.manual_seed(0)
     module = make().double()
-    x = torch.randn(2, module.in_channels, *(12,) * (module.weight.ndim - 2),
-                    dtype=torch.float64, requires_grad=True)
+    x = torch.randn(
+        2,
+        module.in_channels,
+        *(12,) * (module.weight.ndim - 2),
+        dtype=torch.float64,
+        requires_grad=True,
+    )
     expected = module(x)
     cotangent = torch.randn_like(expected)
     expected.backward(cotangent)
@@ -104,11 +124,9 @@ def test_patches_forward_mode_matches_xla_lowering():
         tangents = (rng.standard_normal(x.shape), rng.standard_normal(w.shape))
         args = ((2,) * n, [(1, 2)] * n, (1,) * n, groups)  # asymmetric pads, as 'same'
         with jax.enable_x64(True):
-            _, patches = jax.jvp(lambda x, w: _lowering.conv_patches(x, w, *args), (x, w),
-                                 tangents)
+            _, patches = jax.jvp(lambda x, w: _lowering.conv_patches(x, w, *args), (x, w), tangents)  # noqa: B023
             with nn.conv_lowering("xla"):
-                _, xla = jax.jvp(lambda x, w: _lowering.convolve(x, w, *args), (x, w),
-                                 tangents)
+                _, xla = jax.jvp(lambda x, w: _lowering.convolve(x, w, *args), (x, w), tangents)  # noqa: B023
         jaxgrad.assert_parity(np.asarray(xla), patches)
 
 
@@ -133,9 +151,15 @@ def _scan_bodies(jaxpr):
 def test_auto_uses_patches_inside_jaxgrads_loops_only():
     torch.manual_seed(0)
     model, params, buffers = nn.from_torch(
-        torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
-                            torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(64, 3)),
-        with_buffers=True)
+        torch.nn.Sequential(
+            torch.nn.Conv2d(1, 4, 3, padding=1),
+            torch.nn.BatchNorm2d(4),
+            torch.nn.ReLU(),
+            torch.nn.Flatten(),
+            torch.nn.Linear(64, 3),
+        ),
+        with_buffers=True,
+    )
     optimizer = optax.sgd(0.1)
     opt_state = optimizer.init(params)
     xs, ys = jnp.zeros((3, 2, 1, 4, 4)), jnp.zeros((3, 2), jnp.int32)
@@ -190,7 +214,9 @@ def test_mode_from_environment_and_bad_modes(monkeypatch):
     with nn.conv_lowering("xla"):
         assert _lowering.current_mode() == "xla"
     monkeypatch.setenv("JAXGRAD_CONV", "fast")
-    with pytest.raises(ValueError, match=r"\$JAXGRAD_CONV \(='fast'\) must be one of auto, xla, patches"):
+    with pytest.raises(
+        ValueError, match=r"\$JAXGRAD_CONV \(='fast'\) must be one of auto, xla, patches"
+    ):
         _lowering.current_mode()
     with pytest.raises(ValueError, match=r"`mode` \(='im2col'\) must be one of"):
         with nn.conv_lowering("im2col"):

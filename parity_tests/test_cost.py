@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import cost as cost_script
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 
-import cost as cost_script
 import jaxgrad.nn
 import torchref.models
 from jaxgrad import losses
@@ -57,7 +57,13 @@ def test_lesson_parameter_counts():
     big = cost_script.NETWORKS["lesson 14.2M"]
     count = sum(a * b + b for a, b in zip(big[:-1], big[1:]))
     assert count == 14_217_226 and round(count / 1e6, 1) == 14.2
-    assert sum(p.numel() for p in torchref.models.mlp(cost_script.NETWORKS["lesson 203,530"]).parameters()) == 203_530
+    assert (
+        sum(
+            p.numel()
+            for p in torchref.models.mlp(cost_script.NETWORKS["lesson 203,530"]).parameters()
+        )
+        == 203_530
+    )
 
 
 def test_cost_script_runs_quick(tmp_path):
@@ -68,5 +74,7 @@ def test_cost_script_runs_quick(tmp_path):
             assert row[f"{side}_forward"] > 0 and row[f"{side}_forward_backward"] > 0
     for row in results["networks"].values():
         for side in ("torch", "jax"):
-            expected = row["params"] * (2 * row[f"{side}_forward"] + row[f"{side}_overhead_per_param_used"])
+            expected = row["params"] * (
+                2 * row[f"{side}_forward"] + row[f"{side}_overhead_per_param_used"]
+            )
             assert row[f"{side}_naive_extrapolated"] == pytest.approx(expected, rel=1e-12)

@@ -117,7 +117,9 @@ def test_fashion_mnist_bad_magic_named(tmp_path, rng):
 def test_fashion_mnist_truncated_named(tmp_path, rng):
     write_fashion(tmp_path, rng)
     write_idx(tmp_path / "t10k-images-idx3-ubyte", np.zeros((3, 28, 28)), truncate=7)
-    with pytest.raises(ValueError, match="t10k-images-idx3-ubyte: truncated.*2352 bytes.*found 2345"):
+    with pytest.raises(
+        ValueError, match="t10k-images-idx3-ubyte: truncated.*2352 bytes.*found 2345"
+    ):
         data.load_fashion_mnist(tmp_path)
 
 
@@ -149,8 +151,9 @@ def test_batch_indices_partition_and_determinism():
 def test_unshuffled_batches_are_torchs_batch_sampler(num_examples, batch_size, drop_last):
     """``drop_last`` drops only an incomplete last batch, as torch's ``BatchSampler``."""
     expected = list(torch.utils.data.BatchSampler(range(num_examples), batch_size, drop_last))
-    got = data.batch_indices(num_examples, batch_size, seed=0, epoch=0, shuffle=False,
-                             drop_last=drop_last)
+    got = data.batch_indices(
+        num_examples, batch_size, seed=0, epoch=0, shuffle=False, drop_last=drop_last
+    )
     assert [b.tolist() for b in got] == expected
 
 

@@ -16,7 +16,6 @@ import subprocess
 import sys
 
 import pytest
-
 from parity_checks import all_checks
 from parity_checks._determinism import fingerprints, select
 
@@ -35,8 +34,9 @@ def _differences(first: dict, second: dict) -> list:
                 if changed:
                     problems.append(f"{row}: {side} leaves changed bits: {', '.join(changed)}")
         if len(result["comparisons"]) != len(other["comparisons"]):
-            problems.append(f"{row}: {len(result['comparisons'])} comparisons, then "
-                            f"{len(other['comparisons'])}")
+            problems.append(
+                f"{row}: {len(result['comparisons'])} comparisons, then {len(other['comparisons'])}"
+            )
     return problems
 
 
@@ -48,8 +48,14 @@ def test_float32_rows_reproduce_their_own_bits_under_load(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "scripts")]))
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        command = [sys.executable, "-m", "parity_checks._determinism", str(out),
-                   "--dtype", "float32"]
+        command = [
+            sys.executable,
+            "-m",
+            "parity_checks._determinism",
+            str(out),
+            "--dtype",
+            "float32",
+        ]
         for row in ROWS:
             command += ["--filter", row]
         other = subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -67,16 +73,26 @@ def test_float32_rows_reproduce_their_own_bits_under_load(tmp_path):
 
 def test_fingerprints_see_a_changed_bit_should_fail():
     """_should_fail: one ulp in one leaf is reported, on the side where it happened."""
-    from jaxgrad.parity import leaf_digests
-
     import numpy as np
+
+    from jaxgrad.parity import leaf_digests
 
     leaf = np.float32([0.1, 0.2])
     nudged = np.nextafter(leaf, np.float32(1))
-    run = {"row": {"comparisons": [{"reference": leaf_digests({"w": leaf}),
-                                    "candidate": leaf_digests({"w": leaf})}]}}
-    other = {"row": {"comparisons": [{"reference": leaf_digests({"w": leaf}),
-                                      "candidate": leaf_digests({"w": nudged})}]}}
+    run = {
+        "row": {
+            "comparisons": [
+                {"reference": leaf_digests({"w": leaf}), "candidate": leaf_digests({"w": leaf})}
+            ]
+        }
+    }
+    other = {
+        "row": {
+            "comparisons": [
+                {"reference": leaf_digests({"w": leaf}), "candidate": leaf_digests({"w": nudged})}
+            ]
+        }
+    }
     assert _differences(run, run) == []
     assert _differences(run, other) == ["row: candidate leaves changed bits: w"]
     assert leaf_digests({"w": leaf})["w"] != leaf_digests({"w": leaf.astype(np.float64)})["w"]

@@ -29,8 +29,12 @@ def test_grouping_numeric_order_and_hand_norms():
     }
     norms = jdiag.layer_grad_norms(grads)
     assert list(norms) == ["1.0", "2", "10", ""]
-    assert norms == {"1.0": {"weight": 13.0}, "2": {"weight": 3.0, "bias": 0.0},
-                     "10": {"weight": 5.0}, "": {"scale": 2.0}}
+    assert norms == {
+        "1.0": {"weight": 13.0},
+        "2": {"weight": 3.0, "bias": 0.0},
+        "10": {"weight": 5.0},
+        "": {"scale": 2.0},
+    }
     assert all(type(v) is float for layer in norms.values() for v in layer.values())
     with pytest.raises(TypeError, match="`grads` is a list"):
         jdiag.layer_grad_norms([np.ones(2)])
@@ -93,8 +97,12 @@ def test_report_zero_and_nonfinite_without_nan():
 
 
 def test_gradient_report_from_grads_uses_weights_only():
-    grads = {"0.weight": np.full((2, 2), 0.5), "0.bias": np.zeros(2),
-             "2.weight": np.zeros((2, 2)), "4.weight": np.array([300.0])}
+    grads = {
+        "0.weight": np.full((2, 2), 0.5),
+        "0.bias": np.zeros(2),
+        "2.weight": np.zeros((2, 2)),
+        "4.weight": np.array([300.0]),
+    }
     report = jdiag.gradient_report(grads)
     assert report.norms == {"0": 1.0, "2": 0.0, "4": 300.0}
     assert report.verdict == "vanishing" and report.zero_layers == ("2",)

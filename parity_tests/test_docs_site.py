@@ -47,15 +47,22 @@ MODULES = {
 
 def _requires_mkdocs():
     for package in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
-        pytest.importorskip(package, reason=f"`{package}` is not installed: the docs extra "
-                            "(pip install -c constraints.txt -e \".[docs]\") builds the site")
+        pytest.importorskip(
+            package,
+            reason=f"`{package}` is not installed: the docs extra "
+            '(pip install -c constraints.txt -e ".[docs]") builds the site',
+        )
 
 
 def _build(folder):
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -90,7 +97,8 @@ def public_names(module: str) -> list[str]:
     tree = ast.parse(open(path, encoding="utf-8").read())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
             return list(ast.literal_eval(node.value))
     names = []
     for node in tree.body:
@@ -117,7 +125,7 @@ def _entry(page: str, anchor: str) -> str:
         return ""
     contents = page.find('class="doc doc-contents', start)
     following = page.find('class="doc doc-heading"', contents)
-    return page[start:following if following > 0 else len(page)]
+    return page[start : following if following > 0 else len(page)]
 
 
 @pytest.mark.long  # the site build (~10 s); CI: -m "exhaustive or long", and mkdocs build --strict
@@ -138,8 +146,7 @@ def test_every_public_name_has_a_rendered_reference_entry(site, page):
 
 @pytest.mark.long  # the site build (~10 s); CI: -m "exhaustive or long", and mkdocs build --strict
 def test_the_home_page_is_the_readme_and_shows_the_real_quick_start(site):
-    home = html.unescape(re.sub(r"<[^>]+>", "", open(site / "index.html",
-                                                     encoding="utf-8").read()))
+    home = html.unescape(re.sub(r"<[^>]+>", "", open(site / "index.html", encoding="utf-8").read()))
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     title = readme.split("\n", 1)[0].lstrip("# ")
     assert title == "jaxgrad" and "Set-up: two commands" in home
@@ -155,12 +162,14 @@ def test_the_home_page_is_the_readme_and_shows_the_real_quick_start(site):
 def _served(folder):
     """``folder`` over HTTP on a free local port (the search runs in a web worker, which
     a browser refuses to start from a ``file://`` page)."""
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -201,8 +210,7 @@ def test_site_pages_in_headless_chromium(site, browser):
     """The home page's search box finds an API entry; the API page shows a signature."""
     with _served(site) as base:
         browser.open(base)
-        assert browser.evaluate("document.querySelector('h1').firstChild.textContent") == \
-            "jaxgrad"
+        assert browser.evaluate("document.querySelector('h1').firstChild.textContent") == "jaxgrad"
         placeholder, visible, hits = browser.evaluate(SEARCH)
         assert placeholder == "Search" and visible, "no search box on the home page"
         assert any("reference/parity/" in hit for hit in hits), hits
@@ -211,7 +219,8 @@ def test_site_pages_in_headless_chromium(site, browser):
         browser.open(base + "reference/parity/")
         signature = browser.evaluate(SIGNATURE)
         assert signature is not None and signature.startswith(
-            "compare(reference, candidate, *, rtol=None, atol=None"), signature
+            "compare(reference, candidate, *, rtol=None, atol=None"
+        ), signature
         assert browser.evaluate("document.querySelector('input.md-search__input') !== null")
         requests += browser.requests
     outside = [url for url in requests if not url.startswith((base, "data:"))]

@@ -37,8 +37,9 @@ def _replace_leaf(model, index, layer):
 
 
 def test_clean_bill_and_every_entry_named(x64):
-    tm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(),
-                             torch.nn.Linear(4, 3)).to(D)
+    tm = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(), torch.nn.Linear(4, 3)
+    ).to(D)
     model, params, _ = _port(tm)
     report = diagnose(tm, (model, params), torch.randn(5, 4, dtype=D))
     assert report.clean and report.first_layer is None and report.causes == []
@@ -48,8 +49,9 @@ def test_clean_bill_and_every_entry_named(x64):
 
 
 def test_float32_port_is_judged_at_the_float32_tier():
-    tm = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU(),
-                             torch.nn.Linear(8, 3))
+    tm = torch.nn.Sequential(
+        torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU(), torch.nn.Linear(8, 3)
+    )
     model, params, _ = _port(tm)
     x = torch.randn(16, 8)
     report = diagnose(tm, (model, params), x)
@@ -68,11 +70,14 @@ class _Float32Linear(jnn.Linear):
 
 @pytest.mark.parametrize("entry", ["norm_eps", "gelu_variant", "linear_transposed", "precision"])
 def test_mlp_mistakes(x64, entry):
-    tm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(),
-                             torch.nn.Linear(4, 3)).to(D)
+    tm = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(), torch.nn.Linear(4, 3)
+    ).to(D)
     model, params, _ = _port(tm)
     x = torch.randn(6, 4, dtype=D)
-    layer = {"norm_eps": "1", "gelu_variant": "2", "linear_transposed": "0", "precision": "3"}[entry]
+    layer = {"norm_eps": "1", "gelu_variant": "2", "linear_transposed": "0", "precision": "3"}[
+        entry
+    ]
     if entry == "norm_eps":
         model = _replace_leaf(model, 1, jnn.LayerNorm(4, eps=1e-6, dtype="float64"))
     elif entry == "gelu_variant":
@@ -81,8 +86,9 @@ def test_mlp_mistakes(x64, entry):
         params["0.weight"] = np.asarray(params["0.weight"]).T
     else:
         model = _replace_leaf(model, 3, _Float32Linear(4, 3, dtype="float32"))
-        params = {k: (np.asarray(v, np.float32) if k.startswith("3.") else v)
-                  for k, v in params.items()}
+        params = {
+            k: (np.asarray(v, np.float32) if k.startswith("3.") else v) for k, v in params.items()
+        }
     report = diagnose(tm, (model, params), x)
     _first(report, entry, layer)
     assert f"layer `{layer}`" in report.verdict
@@ -100,13 +106,17 @@ def test_norm_eps_verdict_numbers(x64):
 
 
 def _conv_net():
-    return torch.nn.Sequential(torch.nn.Conv2d(2, 2, 3, padding=1), torch.nn.ReLU(),
-                               torch.nn.MaxPool2d(2, ceil_mode=True),
-                               torch.nn.AvgPool2d(3, 1, 1)).to(D)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(2, 2, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2, ceil_mode=True),
+        torch.nn.AvgPool2d(3, 1, 1),
+    ).to(D)
 
 
-@pytest.mark.parametrize("entry", ["conv_kernel_layout", "conv_kernel_flip", "padding",
-                                   "ceil_mode", "count_include_pad"])
+@pytest.mark.parametrize(
+    "entry", ["conv_kernel_layout", "conv_kernel_flip", "padding", "ceil_mode", "count_include_pad"]
+)
 def test_conv_mistakes(x64, entry):
     tm = _conv_net()
     model, params, _ = _port(tm)
@@ -133,14 +143,17 @@ class _BiasedVarBatchNorm(jnn.BatchNorm2d):
     """A port that accumulates the biased batch variance (flax's rule)."""
 
     def forward_with_state(self, params, x, *, buffers, train, key, path):
-        out, new = super().forward_with_state(params, x, buffers=buffers, train=train,
-                                              key=key, path=path)
+        out, new = super().forward_with_state(
+            params, x, buffers=buffers, train=train, key=key, path=path
+        )
         if train:
             n = x.size // x.shape[1]
             m = self.momentum
             unbiased_part = new["running_var"] - (1 - m) * buffers["running_var"]
-            new = {**new, "running_var": (1 - m) * buffers["running_var"]
-                   + unbiased_part * (n - 1) / n}
+            new = {
+                **new,
+                "running_var": (1 - m) * buffers["running_var"] + unbiased_part * (n - 1) / n,
+            }
         return out, new
 
 
@@ -153,8 +166,9 @@ def test_batch_norm_mistakes(x64, entry):
     else:
         bn = _BiasedVarBatchNorm(2, dtype="float64")
     model = _replace_leaf(model, 1, bn)
-    report = diagnose(tm, (model, params), torch.randn(2, 1, 2, 2, dtype=D),
-                      buffers=buffers, train=True)
+    report = diagnose(
+        tm, (model, params), torch.randn(2, 1, 2, 2, dtype=D), buffers=buffers, train=True
+    )
     _first(report, entry, "1")
 
 
@@ -259,9 +273,18 @@ def test_resnet_graph_port(x64):
     tm = resnet(dtype=D).eval()
     model, params, buffers = _port(tm)
     x = torch.randn(1, 1, 8, 8, dtype=D)
-    bad = dataclasses.replace(model, layers=tuple(
-        (p, jnn.BatchNorm2d(l.num_features, eps=1e-6, dtype="float64") if p == "layer1.0.bn2" else l)
-        for p, l in model.layers))
+    bad = dataclasses.replace(
+        model,
+        layers=tuple(
+            (
+                p,
+                jnn.BatchNorm2d(layer.num_features, eps=1e-6, dtype="float64")
+                if p == "layer1.0.bn2"
+                else layer,
+            )
+            for p, layer in model.layers
+        ),
+    )
     report = diagnose(tm, (bad, params), x, buffers=buffers)
     _first(report, "norm_eps", "layer1.0.bn2")
     # every other layer of the traced port (relu called twice per block) is clean
@@ -282,11 +305,14 @@ class _Residual(torch.nn.Module):
 def test_error_between_layers(x64):
     tm = _Residual().to(D)
     model, params, _ = _port(tm)
-    nodes = tuple(dataclasses.replace(n, target="operator.sub") if n.target == "operator.add"
-                  else n for n in model.nodes)
+    nodes = tuple(
+        dataclasses.replace(n, target="operator.sub") if n.target == "operator.add" else n
+        for n in model.nodes
+    )
     assert nodes != model.nodes
-    report = diagnose(tm, (dataclasses.replace(model, nodes=nodes), params),
-                      torch.randn(4, 3, dtype=D))
+    report = diagnose(
+        tm, (dataclasses.replace(model, nodes=nodes), params), torch.randn(4, 3, dtype=D)
+    )
     assert report.first_layer is None and not report.output_within_tier
     assert "made between layers, in the forward code before layer `fc2`" in report.verdict
 
@@ -308,23 +334,25 @@ class _ConvHead(torch.nn.Module):
 
 
 def test_flatten_order_in_a_layer_and_between_layers(x64):
-    tm = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 1), torch.nn.Flatten(),
-                             torch.nn.Linear(12, 2)).to(D)
+    tm = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 1), torch.nn.Flatten(), torch.nn.Linear(12, 2)
+    ).to(D)
     model, params, _ = _port(tm)
     x = torch.randn(2, 2, 2, 2, dtype=D)
-    _first(diagnose(tm, (_replace_leaf(model, 1, _NHWCFlatten()), params), x),
-           "flatten_order", "1")
+    _first(diagnose(tm, (_replace_leaf(model, 1, _NHWCFlatten()), params), x), "flatten_order", "1")
     tm = _ConvHead().to(D)
     model, params, _ = _port(tm)
     nodes = tuple(n for n in model.nodes)
     flat = next(n for n in nodes if n.target == "torch.flatten")
-    perm = dataclasses.replace(flat, name="nhwc", target="method.permute",
-                               args=(flat.args[0], 0, 2, 3, 1), kwargs=())
+    perm = dataclasses.replace(
+        flat, name="nhwc", target="method.permute", args=(flat.args[0], 0, 2, 3, 1), kwargs=()
+    )
     fx = __import__("jaxgrad.nn.capture.fx", fromlist=["Ref"])
     flat2 = dataclasses.replace(flat, args=(fx.Ref("nhwc"),) + flat.args[1:])
     nodes = tuple(x for n in nodes for x in ((perm, flat2) if n is flat else (n,)))
-    report = diagnose(tm, (dataclasses.replace(model, nodes=nodes), params),
-                      torch.randn(2, 2, 2, 2, dtype=D))
+    report = diagnose(
+        tm, (dataclasses.replace(model, nodes=nodes), params), torch.randn(2, 2, 2, 2, dtype=D)
+    )
     assert report.first_layer is None and report.causes[0].name == "flatten_order", str(report)
     assert report.causes[0].explains and "before layer `fc`" in report.verdict
 
@@ -358,19 +386,33 @@ def test_bad_input(x64):
     model, params, _ = _port(tm)
     x = torch.randn(2, 3, dtype=D)
     renamed = {k.replace("2.", "out."): v for k, v in params.items()}
-    with pytest.raises(ValueError, match=r"port params torch does not have: out.weight \(2, 3\) "
-                                         r"\(same shape: 2.weight\?\).*torch params the port"):
+    with pytest.raises(
+        ValueError,
+        match=r"port params torch does not have: out.weight \(2, 3\) "
+        r"\(same shape: 2.weight\?\).*torch params the port",
+    ):
         diagnose(tm, (model, renamed), x)
-    swapped = jnn.Sequential({"2": jnn.Linear(3, 2, dtype="float64"), "1": jnn.Tanh(),
-                              "0": jnn.Linear(3, 3, dtype="float64")})
+    swapped = jnn.Sequential(
+        {
+            "2": jnn.Linear(3, 2, dtype="float64"),
+            "1": jnn.Tanh(),
+            "0": jnn.Linear(3, 3, dtype="float64"),
+        }
+    )
     with pytest.raises(ValueError, match="different order"):
         diagnose(tm, (swapped, params), torch.randn(2, 3, dtype=D))
     with pytest.raises(ValueError, match=r"rejects the example input \(\(2, 5\) float64\)"):
         diagnose(tm, (model, params), torch.randn(2, 5, dtype=D))
     with pytest.raises(TypeError, match="`port` must be"):
         diagnose(tm, model, x)
-    extra = jnn.Sequential({"0": jnn.Linear(3, 3, dtype="float64"), "1": jnn.Tanh(),
-                            "9": jnn.Tanh(), "2": jnn.Linear(3, 2, dtype="float64")})
+    extra = jnn.Sequential(
+        {
+            "0": jnn.Linear(3, 3, dtype="float64"),
+            "1": jnn.Tanh(),
+            "9": jnn.Tanh(),
+            "2": jnn.Linear(3, 2, dtype="float64"),
+        }
+    )
     with pytest.raises(ValueError, match="no torch module of the same path: 9"):
         diagnose(tm, (extra, params), x)
 
@@ -382,8 +424,9 @@ def test_nnx_port(x64):
 
     from jaxgrad.flax import to_nnx
 
-    tm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(),
-                             torch.nn.Linear(4, 2)).to(D)
+    tm = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU(), torch.nn.Linear(4, 2)
+    ).to(D)
     port = to_nnx(tm)
     x = torch.randn(3, 4, dtype=D)
     assert diagnose(tm, port, x).clean

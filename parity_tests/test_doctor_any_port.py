@@ -107,33 +107,48 @@ class Plant:
 
 # which entries apply to which model, where they are made, and how to plant them
 CASES = {
-    "mlp": {"norm_eps": ("norm", Plant(eps=1e-6)), "gelu_variant": ("act", Plant(gelu_tanh=True)),
-            "linear_transposed": ("fc1", Plant(transposed=True)),
-            "precision": ("fc1", Plant(float32=True))},
-    "cnn": {"conv_kernel_layout": ("conv", Plant(conv_reshaped=True)),
-            "conv_kernel_flip": ("conv", Plant(conv_flipped=True)),
-            "padding": ("conv", Plant(same=True)), "norm_eps": ("bn", Plant(bn_eps=1e-3)),
-            "count_include_pad": ("smooth", Plant(valid_count=True)),
-            "flatten_order": ("fc", Plant(flatten_hwc=True)),
-            "precision": ("conv", Plant(float32=True))},
-    "block": {"norm_eps": ("ln1", Plant(eps=1e-6)), "gelu_variant": ("act", Plant(gelu_tanh=True)),
-              "attention_packing": ("attn", Plant(qk_swapped=True)),
-              "linear_transposed": ("attn", Plant(transposed=True)),
-              "precision": ("ln1", Plant(float32=True))},
+    "mlp": {
+        "norm_eps": ("norm", Plant(eps=1e-6)),
+        "gelu_variant": ("act", Plant(gelu_tanh=True)),
+        "linear_transposed": ("fc1", Plant(transposed=True)),
+        "precision": ("fc1", Plant(float32=True)),
+    },
+    "cnn": {
+        "conv_kernel_layout": ("conv", Plant(conv_reshaped=True)),
+        "conv_kernel_flip": ("conv", Plant(conv_flipped=True)),
+        "padding": ("conv", Plant(same=True)),
+        "norm_eps": ("bn", Plant(bn_eps=1e-3)),
+        "count_include_pad": ("smooth", Plant(valid_count=True)),
+        "flatten_order": ("fc", Plant(flatten_hwc=True)),
+        "precision": ("conv", Plant(float32=True)),
+    },
+    "block": {
+        "norm_eps": ("ln1", Plant(eps=1e-6)),
+        "gelu_variant": ("act", Plant(gelu_tanh=True)),
+        "attention_packing": ("attn", Plant(qk_swapped=True)),
+        "linear_transposed": ("attn", Plant(transposed=True)),
+        "precision": ("ln1", Plant(float32=True)),
+    },
 }
 
 
 def _state(tm, plant):
     dtype = np.float32 if plant.float32 else np.float64
-    return {k: v.detach().numpy().astype(dtype) for k, v in tm.state_dict().items()
-            if v.dtype.is_floating_point}
+    return {
+        k: v.detach().numpy().astype(dtype)
+        for k, v in tm.state_dict().items()
+        if v.dtype.is_floating_point
+    }
 
 
 def _hwio(w, plant):
     """torch's OIHW weight as a flax HWIO kernel (or reshaped: the mistake)."""
     w = w[..., ::-1, ::-1].copy() if plant.conv_flipped else w
-    return w.reshape(w.shape[2], w.shape[3], w.shape[1], w.shape[0]) if plant.conv_reshaped \
+    return (
+        w.reshape(w.shape[2], w.shape[3], w.shape[1], w.shape[0])
+        if plant.conv_reshaped
         else w.transpose(2, 3, 1, 0)
+    )
 
 
 def _oihw(w, plant):
@@ -167,8 +182,7 @@ def _smooth(x, plant, window):
     total = jax.lax.reduce_window(x, 0.0, jax.lax.add, window, (1,) * x.ndim, pads)
     if not plant.valid_count:
         return total / 9
-    count = jax.lax.reduce_window(jnp.ones_like(x), 0.0, jax.lax.add, window, (1,) * x.ndim,
-                                  pads)
+    count = jax.lax.reduce_window(jnp.ones_like(x), 0.0, jax.lax.add, window, (1,) * x.ndim, pads)
     return total / count
 
 
@@ -197,53 +211,84 @@ def fn_port(kind, tm, plant):
     """``(fn, params)``: flax names and layouts, NHWC inside the CNN."""
     sd = _state(tm, plant)
     if kind == "mlp":
-        params = {"dense_in": {"kernel": sd["fc1.weight"] if plant.transposed else sd["fc1.weight"].T,
-                               "bias": sd["fc1.bias"]},
-                  "ln": {"scale": sd["norm.weight"], "bias": sd["norm.bias"]},
-                  "dense_out": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]}}
+        params = {
+            "dense_in": {
+                "kernel": sd["fc1.weight"] if plant.transposed else sd["fc1.weight"].T,
+                "bias": sd["fc1.bias"],
+            },
+            "ln": {"scale": sd["norm.weight"], "bias": sd["norm.bias"]},
+            "dense_out": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]},
+        }
 
         def fn(p, x):
             h = _x(x, plant) @ p["dense_in"]["kernel"] + p["dense_in"]["bias"]
             h = _gelu(_ln(h, p["ln"], plant.eps), plant)
             return h @ p["dense_out"]["kernel"] + p["dense_out"]["bias"]
+
         return fn, params
     if kind == "cnn":
-        params = {"conv": {"kernel": _hwio(sd["conv.weight"], plant), "bias": sd["conv.bias"]},
-                  "bn": {"scale": sd["bn.weight"], "bias": sd["bn.bias"],
-                         "mean": sd["bn.running_mean"], "var": sd["bn.running_var"]},
-                  "head": {"kernel": _head_kernel(sd["fc.weight"], plant), "bias": sd["fc.bias"]}}
+        params = {
+            "conv": {"kernel": _hwio(sd["conv.weight"], plant), "bias": sd["conv.bias"]},
+            "bn": {
+                "scale": sd["bn.weight"],
+                "bias": sd["bn.bias"],
+                "mean": sd["bn.running_mean"],
+                "var": sd["bn.running_var"],
+            },
+            "head": {"kernel": _head_kernel(sd["fc.weight"], plant), "bias": sd["fc.bias"]},
+        }
 
         def fn(p, x):
             x = _x(x, plant).transpose(0, 2, 3, 1)  # NHWC
-            x = jax.lax.conv_general_dilated(
-                x, p["conv"]["kernel"], (2, 2), "SAME" if plant.same else ((1, 1), (1, 1)),
-                dimension_numbers=("NHWC", "HWIO", "NHWC")) + p["conv"]["bias"]
+            x = (
+                jax.lax.conv_general_dilated(
+                    x,
+                    p["conv"]["kernel"],
+                    (2, 2),
+                    "SAME" if plant.same else ((1, 1), (1, 1)),
+                    dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                )
+                + p["conv"]["bias"]
+            )
             bn = p["bn"]
             x = (x - bn["mean"]) / jnp.sqrt(bn["var"] + plant.bn_eps) * bn["scale"] + bn["bias"]
             x = _smooth(jax.nn.relu(x), plant, (1, 3, 3, 1))
-            x = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
-                                      "VALID")
+            x = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
             return x.reshape(x.shape[0], -1) @ p["head"]["kernel"] + p["head"]["bias"]
+
         return fn, params
     (wq, wk, wv), (bq, bk, bv) = _qkv(sd, plant)
     wo = sd["attn.out_proj.weight"]
 
     def dense(w, b):  # flax DenseGeneral: (in, heads, head_dim)
         return {"kernel": w.T.reshape(8, 2, 4), "bias": b.reshape(2, 4)}
-    params = {"ln_1": {"scale": sd["ln1.weight"], "bias": sd["ln1.bias"]},
-              "attn": {"query": dense(wq, bq), "key": dense(wk, bk), "value": dense(wv, bv),
-                       "out": {"kernel": (wo if plant.transposed else wo.T).reshape(2, 4, 8),
-                               "bias": sd["attn.out_proj.bias"]}},
-              "ln_2": {"scale": sd["ln2.weight"], "bias": sd["ln2.bias"]},
-              "mlp": {"fc_in": {"kernel": sd["fc1.weight"].T, "bias": sd["fc1.bias"]},
-                      "fc_out": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]}}}
+
+    params = {
+        "ln_1": {"scale": sd["ln1.weight"], "bias": sd["ln1.bias"]},
+        "attn": {
+            "query": dense(wq, bq),
+            "key": dense(wk, bk),
+            "value": dense(wv, bv),
+            "out": {
+                "kernel": (wo if plant.transposed else wo.T).reshape(2, 4, 8),
+                "bias": sd["attn.out_proj.bias"],
+            },
+        },
+        "ln_2": {"scale": sd["ln2.weight"], "bias": sd["ln2.bias"]},
+        "mlp": {
+            "fc_in": {"kernel": sd["fc1.weight"].T, "bias": sd["fc1.bias"]},
+            "fc_out": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]},
+        },
+    }
 
     def fn(p, x, key_padding_mask=None):
         x = _x(x, plant)
         h = _ln(x, p["ln_1"], plant.eps)
         a = p["attn"]
-        q, k, v = (jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
+            for n in ("query", "key", "value")
+        )
         logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(4.0)
         weights = jax.nn.softmax(_masked(logits, key_padding_mask, plant), axis=-1)
         att = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
@@ -251,13 +296,15 @@ def fn_port(kind, tm, plant):
         m = p["mlp"]
         h = _gelu(_ln(x, p["ln_2"], plant.eps) @ m["fc_in"]["kernel"] + m["fc_in"]["bias"], plant)
         return x + h @ m["fc_out"]["kernel"] + m["fc_out"]["bias"]
+
     return fn, params
 
 
 # ------------------------------------------------------------------ equinox style
 def _pytree(cls, data, meta=()):
-    return jax.tree_util.register_dataclass(dataclasses.dataclass(cls), data_fields=list(data),
-                                            meta_fields=list(meta))
+    return jax.tree_util.register_dataclass(
+        dataclasses.dataclass(cls), data_fields=list(data), meta_fields=list(meta)
+    )
 
 
 class _Linear:  # equinox's layout: weight (out, in)
@@ -301,8 +348,9 @@ class _EqxCNN:
     plant: Plant
 
     def __call__(self, x):
-        x = jax.lax.conv_general_dilated(_x(x, self.plant), self.weight, (2, 2),
-                                         "SAME" if self.plant.same else ((1, 1), (1, 1)))
+        x = jax.lax.conv_general_dilated(
+            _x(x, self.plant), self.weight, (2, 2), "SAME" if self.plant.same else ((1, 1), (1, 1))
+        )
         x = x + self.bias[:, None, None]
         bn = {k: v[:, None, None] for k, v in self.bn.items()}
         x = (x - bn["mean"]) / jnp.sqrt(bn["var"] + self.plant.bn_eps) * bn["weight"] + bn["bias"]
@@ -321,16 +369,20 @@ class _EqxAttention:  # equinox's MultiheadAttention: four (out, in) projections
     plant: Plant
 
     def __call__(self, x, key_padding_mask=None):
-        q, k, v = (p(x).reshape(*x.shape[:2], 2, 4)
-                   for p in (self.query_proj, self.key_proj, self.value_proj))
-        logits = _masked(jnp.einsum("bqhd,bkhd->bhqk", q / jnp.sqrt(4.0), k),
-                         key_padding_mask, self.plant)
+        q, k, v = (
+            p(x).reshape(*x.shape[:2], 2, 4)
+            for p in (self.query_proj, self.key_proj, self.value_proj)
+        )
+        logits = _masked(
+            jnp.einsum("bqhd,bkhd->bhqk", q / jnp.sqrt(4.0), k), key_padding_mask, self.plant
+        )
         att = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(logits, axis=-1), v)
         return self.output_proj(att.reshape(x.shape))
 
 
-EqxAttention = _pytree(_EqxAttention, ("query_proj", "key_proj", "value_proj", "output_proj"),
-                       ("plant",))
+EqxAttention = _pytree(
+    _EqxAttention, ("query_proj", "key_proj", "value_proj", "output_proj"), ("plant",)
+)
 
 
 class _EqxBlock:
@@ -361,21 +413,37 @@ def eqx_port(kind, tm, plant):
 
     def norm(name, eps):
         return EqxLayerNorm(sd[f"{name}.weight"], sd[f"{name}.bias"], eps)
+
     if kind == "mlp":
-        return EqxMLP(linear("fc1", plant.transposed), norm("norm", plant.eps), linear("fc2"), plant)
+        return EqxMLP(
+            linear("fc1", plant.transposed), norm("norm", plant.eps), linear("fc2"), plant
+        )
     if kind == "cnn":
         w = sd["fc.weight"]
-        return EqxCNN(_oihw(sd["conv.weight"], plant), sd["conv.bias"],
-                      {"weight": sd["bn.weight"], "bias": sd["bn.bias"],
-                       "mean": sd["bn.running_mean"], "var": sd["bn.running_var"]},
-                      EqxLinear(w, sd["fc.bias"]), plant)
+        return EqxCNN(
+            _oihw(sd["conv.weight"], plant),
+            sd["conv.bias"],
+            {
+                "weight": sd["bn.weight"],
+                "bias": sd["bn.bias"],
+                "mean": sd["bn.running_mean"],
+                "var": sd["bn.running_var"],
+            },
+            EqxLinear(w, sd["fc.bias"]),
+            plant,
+        )
     (wq, wk, wv), (bq, bk, bv) = _qkv(sd, plant)
     wo = sd["attn.out_proj.weight"]
-    attn = EqxAttention(EqxLinear(wq, bq), EqxLinear(wk, bk), EqxLinear(wv, bv),
-                        EqxLinear(wo.T if plant.transposed else wo, sd["attn.out_proj.bias"]),
-                        plant)
-    return EqxBlock(norm("ln1", plant.eps), attn, norm("ln2", plant.eps), linear("fc1"),
-                    linear("fc2"), plant)
+    attn = EqxAttention(
+        EqxLinear(wq, bq),
+        EqxLinear(wk, bk),
+        EqxLinear(wv, bv),
+        EqxLinear(wo.T if plant.transposed else wo, sd["attn.out_proj.bias"]),
+        plant,
+    )
+    return EqxBlock(
+        norm("ln1", plant.eps), attn, norm("ln2", plant.eps), linear("fc1"), linear("fc2"), plant
+    )
 
 
 # ------------------------------------------------------------------ custom nnx modules
@@ -398,16 +466,29 @@ class NnxMLP(nnx.Module):
 class NnxCNN(nnx.Module):
     def __init__(self, plant, dtype, rngs):
         self.plant = plant
-        self.conv = nnx.Conv(2, 4, (3, 3), strides=2, padding="SAME" if plant.same else 1,
-                             param_dtype=dtype, rngs=rngs)
-        self.bn = nnx.BatchNorm(4, use_running_average=True, epsilon=plant.bn_eps,
-                                param_dtype=dtype, rngs=rngs)
+        self.conv = nnx.Conv(
+            2,
+            4,
+            (3, 3),
+            strides=2,
+            padding="SAME" if plant.same else 1,
+            param_dtype=dtype,
+            rngs=rngs,
+        )
+        self.bn = nnx.BatchNorm(
+            4, use_running_average=True, epsilon=plant.bn_eps, param_dtype=dtype, rngs=rngs
+        )
         self.head = nnx.Linear(16, 3, param_dtype=dtype, rngs=rngs)
 
     def __call__(self, x):
         x = nnx.relu(self.bn(self.conv(_x(x, self.plant).transpose(0, 2, 3, 1))))
-        x = nnx.avg_pool(x, (3, 3), strides=(1, 1), padding=((1, 1), (1, 1)),
-                         count_include_pad=not self.plant.valid_count)
+        x = nnx.avg_pool(
+            x,
+            (3, 3),
+            strides=(1, 1),
+            padding=((1, 1), (1, 1)),
+            count_include_pad=not self.plant.valid_count,
+        )
         x = nnx.max_pool(x, (2, 2), strides=(2, 2))
         return self.head(x.reshape(x.shape[0], -1))
 
@@ -428,8 +509,14 @@ class NnxBlock(nnx.Module):
         self.plant = plant
         self.ln_1 = nnx.LayerNorm(8, epsilon=plant.eps, param_dtype=dtype, rngs=rngs)
         fill = float(jnp.finfo(dtype).min) if plant.finite_fill else -np.inf
-        self.attn = nnx.MultiHeadAttention(2, 8, decode=False, param_dtype=dtype, rngs=rngs,
-                                           attention_fn=functools.partial(_attention, fill=fill))
+        self.attn = nnx.MultiHeadAttention(
+            2,
+            8,
+            decode=False,
+            param_dtype=dtype,
+            rngs=rngs,
+            attention_fn=functools.partial(_attention, fill=fill),
+        )
         self.ln_2 = nnx.LayerNorm(8, epsilon=plant.eps, param_dtype=dtype, rngs=rngs)
         self.fc_in = nnx.Linear(8, 16, param_dtype=dtype, rngs=rngs)
         self.fc_out = nnx.Linear(16, 8, param_dtype=dtype, rngs=rngs)
@@ -463,8 +550,12 @@ def nnx_port(kind, tm, plant):
         m = NnxCNN(plant, dtype, rngs)
         _set(m.conv.kernel, _hwio(sd["conv.weight"], plant))
         _set(m.conv.bias, sd["conv.bias"])
-        for ours, theirs in (("scale", "weight"), ("bias", "bias"), ("mean", "running_mean"),
-                             ("var", "running_var")):
+        for ours, theirs in (
+            ("scale", "weight"),
+            ("bias", "bias"),
+            ("mean", "running_mean"),
+            ("var", "running_var"),
+        ):
             _set(getattr(m.bn, ours), sd[f"bn.{theirs}"])
         _set(m.head.kernel, _head_kernel(sd["fc.weight"], plant))
         _set(m.head.bias, sd["fc.bias"])
@@ -492,17 +583,26 @@ PORTS = {"nnx": nnx_port, "pytree": eqx_port, "fn": fn_port}
 # ------------------------------------------------------------------ the tests
 # kind x form: one in three in the default run, each kind with another form (mlp-nnx,
 # cnn-pytree, block-fn); all nine in the exhaustive run (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("kind,form", one_in(3, [
-    pytest.param(kind, form, id=f"{kind}-{form}") for k, kind in enumerate(INPUTS)
-    for form in [*PORTS][k:] + [*PORTS][:k]]))
+@pytest.mark.parametrize(
+    "kind,form",
+    one_in(
+        3,
+        [
+            pytest.param(kind, form, id=f"{kind}-{form}")
+            for k, kind in enumerate(INPUTS)
+            for form in [*PORTS][k:] + [*PORTS][:k]
+        ],
+    ),
+)
 def test_correct_port_gets_a_clean_bill(x64, kind, form):
     tm, x = _torch(kind)
     report = diagnose(tm, PORTS[form](kind, tm, Plant()), x)
     assert report.clean, str(report)
     assert "clean bill" in report.verdict
     # every torch parameter was found in the port by value, none twice
-    assert report.params and not any("not found" in p or "ambiguous" in p
-                                     for p in report.params), str(report)
+    assert report.params and not any("not found" in p or "ambiguous" in p for p in report.params), (
+        str(report)
+    )
     assert not report.unmatched, str(report)
 
 
@@ -512,9 +612,14 @@ QUICK = {("mlp", "gelu_variant"), ("cnn", "flatten_order"), ("block", "attention
 
 
 @pytest.mark.parametrize("form", PORTS)
-@pytest.mark.parametrize("kind, entry", [
-    pytest.param(k, e, marks=() if (k, e) in QUICK else pytest.mark.long)
-    for k in CASES for e in CASES[k]])
+@pytest.mark.parametrize(
+    "kind, entry",
+    [
+        pytest.param(k, e, marks=() if (k, e) in QUICK else pytest.mark.long)
+        for k in CASES
+        for e in CASES[k]
+    ],
+)
 def test_planted_mistake_is_ranked_first(x64, kind, entry, form):
     tm, x = _torch(kind)
     layer, plant = CASES[kind][entry]
@@ -540,16 +645,24 @@ def test_nnx_attention_softmax_in_float32(x64):
     assert report.causes[0].explains and 1e-9 < report.causes[0].error_before < 1e-6
 
 
-MASKS = {"clean": [[False, True, False], [True, False, False]],
-         "mask_polarity": [[False, True, False], [True, False, False]],
-         "mask_fill": [[False, True, False], [True, True, True]]}
+MASKS = {
+    "clean": [[False, True, False], [True, False, False]],
+    "mask_polarity": [[False, True, False], [True, False, False]],
+    "mask_fill": [[False, True, False], [True, True, True]],
+}
 
 
-@pytest.mark.parametrize("form", [pytest.param(f, marks=() if f == "fn" else pytest.mark.long)
-                                  for f in PORTS])
-@pytest.mark.parametrize("entry, plant", [("clean", Plant()),
-                                          ("mask_polarity", Plant(mask_attend=True)),
-                                          ("mask_fill", Plant(finite_fill=True))])
+@pytest.mark.parametrize(
+    "form", [pytest.param(f, marks=() if f == "fn" else pytest.mark.long) for f in PORTS]
+)
+@pytest.mark.parametrize(
+    "entry, plant",
+    [
+        ("clean", Plant()),
+        ("mask_polarity", Plant(mask_attend=True)),
+        ("mask_fill", Plant(finite_fill=True)),
+    ],
+)
 def test_masked_attention(x64, entry, plant, form):
     """The mask conventions, planted in the transformer block's attention."""
     tm, x = _torch("block")
@@ -564,8 +677,9 @@ def test_masked_attention(x64, entry, plant, form):
 
 def _tiny():
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(),
-                               torch.nn.Linear(4, 2)).to(D), torch.randn(5, 4, dtype=D)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)).to(
+        D
+    ), torch.randn(5, 4, dtype=D)
 
 
 def test_what_cannot_be_matched_is_said(x64):
@@ -576,6 +690,7 @@ def test_what_cannot_be_matched_is_said(x64):
     def column_major(p, x):  # activations kept (features, batch); w1 stored doubled
         h = jnp.tanh((p["w1_twice"] / 2) @ x.T + p["b1"][:, None])
         return (p["w2"] @ h).T + p["b2"]
+
     report = diagnose(tm, (column_major, {"w1_twice": 2 * w1, "b1": b1, "w2": w2, "b2": b2}), x)
     assert report.clean, str(report)  # the output is right: the unmatched are only said
     text = str(report)
@@ -585,26 +700,34 @@ def test_what_cannot_be_matched_is_said(x64):
     for path, reason in report.unmatched:
         why[path] = why.get(path, "") + reason + " | "
     assert "0.weight not found among the port's leaves by value" in why["0"]
-    assert why["1"].startswith("its output is not among the port's values, though the "
-                               "model's output is"), text
+    assert why["1"].startswith(
+        "its output is not among the port's values, though the model's output is"
+    ), text
     assert "could not match `1`: its output is not among the port's values" in text
 
 
 def test_ambiguous_parameters_are_said(x64):
     torch.manual_seed(0)
     tm = torch.nn.Sequential(torch.nn.LayerNorm(4), torch.nn.LayerNorm(4)).to(D)  # ones, zeros
-    params = {"a": {"scale": np.ones(4), "bias": np.zeros(4)},
-              "b": {"scale": np.ones(4), "bias": np.zeros(4)}}
+    params = {
+        "a": {"scale": np.ones(4), "bias": np.zeros(4)},
+        "b": {"scale": np.ones(4), "bias": np.zeros(4)},
+    }
 
     def fn(p, x):
         for name in ("a", "b"):
             x = _ln(x, p[name], 1e-5)
         return x
+
     report = diagnose(tm, (fn, params), torch.randn(3, 4, dtype=D))
     assert report.clean, str(report)
     # the same values in four leaves: told apart by the values each module's output uses
-    assert report.params == ["0.weight -> a.scale", "0.bias -> a.bias", "1.weight -> b.scale",
-                             "1.bias -> b.bias"], str(report)
+    assert report.params == [
+        "0.weight -> a.scale",
+        "0.bias -> a.bias",
+        "1.weight -> b.scale",
+        "1.bias -> b.bias",
+    ], str(report)
     assert not report.unmatched, str(report)
     # a module whose output the port does not reproduce: its twins stay ambiguous
     report = diagnose(tm, (lambda p, x: fn(p, x) * 1.5, params), torch.randn(3, 4, dtype=D))
@@ -618,16 +741,24 @@ def test_error_between_modules(x64):
     def minus(p, x):
         a = p["attn"]
         h = _ln(x, p["ln_1"], 1e-5)
-        q, k, v = (jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
-                   for n in ("query", "key", "value"))
+        q, k, v = (
+            jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
+            for n in ("query", "key", "value")
+        )
         weights = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 2.0, axis=-1)
-        att = jnp.einsum("bqhd,hde->bqe", jnp.einsum("bhqk,bkhd->bqhd", weights, v),
-                         a["out"]["kernel"]) + a["out"]["bias"]
+        att = (
+            jnp.einsum(
+                "bqhd,hde->bqe", jnp.einsum("bhqk,bkhd->bqhd", weights, v), a["out"]["kernel"]
+            )
+            + a["out"]["bias"]
+        )
         x = x - att  # torch adds
         m = p["mlp"]
-        h = jax.nn.gelu(_ln(x, p["ln_2"], 1e-5) @ m["fc_in"]["kernel"] + m["fc_in"]["bias"],
-                        approximate=False)
+        h = jax.nn.gelu(
+            _ln(x, p["ln_2"], 1e-5) @ m["fc_in"]["kernel"] + m["fc_in"]["bias"], approximate=False
+        )
         return x + h @ m["fc_out"]["kernel"] + m["fc_out"]["bias"]
+
     report = diagnose(tm, (minus, params), x)
     assert report.first_layer is None and not report.output_within_tier, str(report)
     assert "made between layers, in the forward code before layer `ln2`" in report.verdict
@@ -641,6 +772,7 @@ def test_untraceable_port_and_training_mode(x64):
     def branchy(p, x):  # Python control flow on a value: jax.make_jaxpr refuses it
         h = np.tanh(np.asarray(x) @ p["w1"].T + p["b1"])
         return h @ p["w2"].T + p["b2"] if float(h.sum()) == float(h.sum()) else h
+
     report = diagnose(tm, (branchy, {"w1": w1, "b1": b1, "w2": w2, "b2": b2}), x)
     assert report.output_within_tier and report.layers == [], str(report)
     assert "cannot be traced with jax.make_jaxpr" in report.verdict
@@ -655,10 +787,12 @@ def test_closure_port(x64):
 
     def closure(x):  # the weights it closes over are the jaxpr's constants
         return jnp.tanh(x @ w1.T + b1) @ w2.T + b2
+
     assert diagnose(tm, closure, x).clean
 
     def transposed(x):
         return jnp.tanh(x @ w1 + b1) @ w2.T + b2
+
     report = diagnose(tm, transposed, x)
     assert report.port_kind == "closure" and report.first_layer == "0", str(report)
     assert report.causes[0].name == "linear_transposed" and report.causes[0].explains

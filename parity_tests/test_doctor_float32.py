@@ -24,8 +24,8 @@ import torch
 import jaxgrad.nn as jnn
 from jaxgrad.doctor import diagnose, training_drift
 from jaxgrad.parity import compare
-from parity_tests.test_doctor_any_port import Plant, _torch, eqx_port, fn_port, nnx_port
 from parity_tests._sampling import one_in
+from parity_tests.test_doctor_any_port import Plant, _torch, eqx_port, fn_port, nnx_port
 
 CALIBRATED = ("float64 answer", "reference rounding")
 
@@ -51,9 +51,13 @@ def _jaxgrad_port(tm, eps=None):
     planted by hand into the converted layers."""
     model, params, buffers = jnn.from_torch(tm, with_buffers=True)
     if eps:
-        model = dataclasses.replace(model, layers=tuple(
-            (name, dataclasses.replace(layer, eps=eps[name]) if name in eps else layer)
-            for name, layer in model.layers))
+        model = dataclasses.replace(
+            model,
+            layers=tuple(
+                (name, dataclasses.replace(layer, eps=eps[name]) if name in eps else layer)
+                for name, layer in model.layers
+            ),
+        )
     return (model, params), buffers
 
 
@@ -61,7 +65,8 @@ PORTS = {"nnx": nnx_port, "pytree": eqx_port, "fn": fn_port}
 FORMS = ["jaxgrad", *PORTS]
 
 
-def _diagnose(kind, form, tm, x, plant=Plant(float32=True), eps=None):
+def _diagnose(kind, form, tm, x, plant=None, eps=None):
+    plant = Plant(float32=True) if plant is None else plant
     if form == "jaxgrad":
         port, buffers = _jaxgrad_port(tm, eps)
         return diagnose(tm, port, x, buffers=buffers)
@@ -70,9 +75,13 @@ def _diagnose(kind, form, tm, x, plant=Plant(float32=True), eps=None):
 
 def _rules(report):
     """Every rule that passed a layer row's or the output's leaves."""
-    found = [leaf["rule"] for row in report.layers
-             for which in ("injected_comparison", "end_to_end_comparison")
-             for leaf in row[which]["leaves"] if leaf["rule"]]
+    found = [
+        leaf["rule"]
+        for row in report.layers
+        for which in ("injected_comparison", "end_to_end_comparison")
+        for leaf in row[which]["leaves"]
+        if leaf["rule"]
+    ]
     return found + ([report.output_rule] if report.output_rule else [])
 
 
@@ -82,8 +91,10 @@ def test_correct_float32_cnn_gets_a_clean_bill_where_the_tier_alone_fails(form):
     report = _diagnose("cnn", form, tm, x)
     assert report.clean and report.calibrated and report.dtype == "float32", str(report)
     # torch's own float32 misses the tier here: some leaf passed only by the calibrated rule
-    assert any(rule.split(":")[-1].strip().startswith(CALIBRATED) or rule in CALIBRATED
-               for rule in _rules(report)), str(report)
+    assert any(
+        rule.split(":")[-1].strip().startswith(CALIBRATED) or rule in CALIBRATED
+        for rule in _rules(report)
+    ), str(report)
     text = str(report)
     assert "calibrated" in report.heading and "[passed by " in text, text
 
@@ -127,8 +138,9 @@ def test_float32_eps_mistake_is_named_first(kind, layer, form):
     assert report.first_layer == layer, str(report)
     assert report.causes and report.causes[0].name == "norm_eps", str(report)
     assert report.causes[0].explains, str(report)
-    assert f"layer `{layer}`" in report.verdict and "eps is 1e-06, torch uses 1e-05" in \
-        report.verdict
+    assert (
+        f"layer `{layer}`" in report.verdict and "eps is 1e-06, torch uses 1e-05" in report.verdict
+    )
 
 
 def test_float32_training_mode_batchnorm_clean_and_planted():
@@ -163,8 +175,11 @@ def test_training_drift_with_a_float64_reference():
     tier = 1e-5 * 1.2  # rtol x |value|, about
 
     def run(offset):
-        return [{"params": {"w": (step["params"]["w"] + offset * tier).astype(np.float32)}}
-                for step in exact]
+        return [
+            {"params": {"w": (step["params"]["w"] + offset * tier).astype(np.float32)}}
+            for step in exact
+        ]
+
     reference, port, far = run(2.0), run(-1.0), run(-18.0)
     assert training_drift(reference, port).step == 0
     assert training_drift(reference, port, reference64=exact).step is None
@@ -209,19 +224,34 @@ def bad(module):
 '''
 
 
-@pytest.mark.parametrize("builder, code, text", [
-    ("good", 0, "clean bill"),
-    ("bad", 1, "layer `bn` (BatchNorm2d): eps is 1e-06, torch uses 1e-05"),
-])
-def test_doctor_script_float32_says_the_calibrated_rule(tmp_path, capsys, monkeypatch,
-                                                        builder, code, text):
+@pytest.mark.parametrize(
+    "builder, code, text",
+    [
+        ("good", 0, "clean bill"),
+        ("bad", 1, "layer `bn` (BatchNorm2d): eps is 1e-06, torch uses 1e-05"),
+    ],
+)
+def test_doctor_script_float32_says_the_calibrated_rule(
+    tmp_path, capsys, monkeypatch, builder, code, text
+):
     import doctor
 
     (tmp_path / "user_f32.py").write_text(_USER)
     monkeypatch.chdir(tmp_path)
     html = tmp_path / "doctor.html"
-    got = doctor.main(["user_f32:Net", "--port", f"user_f32:{builder}", "--input-shape",
-                       "2,2,4,4", "--dtype", "float32", "--html", str(html)])
+    got = doctor.main(
+        [
+            "user_f32:Net",
+            "--port",
+            f"user_f32:{builder}",
+            "--input-shape",
+            "2,2,4,4",
+            "--dtype",
+            "float32",
+            "--html",
+            str(html),
+        ]
+    )
     captured = capsys.readouterr()
     printed = captured.out
     assert got == code, printed + captured.err

@@ -26,6 +26,7 @@ def _run(make, tx, steps=3, **kw):
 
 def _hand_adam(lr, b1=0.9, b2=0.999, eps=1e-8, *, eps_before_bc=False, bias_correction=True):
     """Adam written out, with one of two mistakes on request."""
+
     def init(p):
         return (jax.tree.map(jnp.zeros_like, p), jax.tree.map(jnp.zeros_like, p), 0)
 
@@ -33,40 +34,70 @@ def _hand_adam(lr, b1=0.9, b2=0.999, eps=1e-8, *, eps_before_bc=False, bias_corr
         m, v, t = state
         t += 1
         m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-        v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g ** 2, v, g)
-        c1, c2 = (1 - b1 ** t, 1 - b2 ** t) if bias_correction else (1.0, 1.0)
+        v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g**2, v, g)
+        c1, c2 = (1 - b1**t, 1 - b2**t) if bias_correction else (1.0, 1.0)
         if eps_before_bc:
             u = jax.tree.map(lambda m, v: -lr * (m / c1) * jnp.sqrt(c2) / (jnp.sqrt(v) + eps), m, v)
         else:
             u = jax.tree.map(lambda m, v: -lr * (m / c1) / (jnp.sqrt(v / c2) + eps), m, v)
         return u, (m, v, t)
+
     return optax.GradientTransformation(init, update)
 
 
 CASES = {
-    "adam_eps_inside_sqrt": (lambda p: torch.optim.Adam(p, lr=0.1, eps=1e-3),
-                             optax.adam(0.1, eps=0.0, eps_root=1e-3), {}),
-    "adam_eps_before_bias_correction": (lambda p: torch.optim.Adam(p, lr=0.1, eps=1e-3),
-                                        _hand_adam(0.1, eps=1e-3, eps_before_bc=True), {}),
-    "adam_no_bias_correction": (lambda p: torch.optim.Adam(p, lr=0.1),
-                                _hand_adam(0.1, bias_correction=False), {}),
-    "coupled_vs_decoupled_decay": (lambda p: torch.optim.Adam(p, lr=0.1, weight_decay=0.1),
-                                   optax.adamw(0.1, weight_decay=0.1), {}),
+    "adam_eps_inside_sqrt": (
+        lambda p: torch.optim.Adam(p, lr=0.1, eps=1e-3),
+        optax.adam(0.1, eps=0.0, eps_root=1e-3),
+        {},
+    ),
+    "adam_eps_before_bias_correction": (
+        lambda p: torch.optim.Adam(p, lr=0.1, eps=1e-3),
+        _hand_adam(0.1, eps=1e-3, eps_before_bc=True),
+        {},
+    ),
+    "adam_no_bias_correction": (
+        lambda p: torch.optim.Adam(p, lr=0.1),
+        _hand_adam(0.1, bias_correction=False),
+        {},
+    ),
+    "coupled_vs_decoupled_decay": (
+        lambda p: torch.optim.Adam(p, lr=0.1, weight_decay=0.1),
+        optax.adamw(0.1, weight_decay=0.1),
+        {},
+    ),
     "adamw_default_decay": (lambda p: torch.optim.AdamW(p, lr=0.1), optax.adamw(0.1), {}),
     "decay_dropped": (lambda p: torch.optim.SGD(p, lr=0.1, weight_decay=0.1), optax.sgd(0.1), {}),
-    "momentum_as_ema": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-                        optax.chain(optax.ema(0.9, debias=False), optax.scale(-0.1)), {}),
-    "dampening_first_step": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.5),
-                             optax.chain(optax.scale(0.5), optax.trace(0.9), optax.scale(-0.1)), {}),
-    "nesterov": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-                 optax.sgd(0.1, momentum=0.9, nesterov=True), {}),
-    "rmsprop_eps_inside_sqrt": (lambda p: torch.optim.RMSprop(p, lr=0.01, eps=1e-3),
-                                optax.rmsprop(0.01, decay=0.99, eps=1e-3), {}),
-    "rmsprop_decay": (lambda p: torch.optim.RMSprop(p, lr=0.01),
-                      optax.rmsprop(0.01, eps=1e-8, eps_in_sqrt=False), {}),
-    "clipping_eps": (lambda p: torch.optim.SGD(p, lr=0.1),
-                     optax.chain(optax.clip_by_global_norm(1e-3), optax.sgd(0.1)),
-                     {"max_norm": 1e-3}),
+    "momentum_as_ema": (
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        optax.chain(optax.ema(0.9, debias=False), optax.scale(-0.1)),
+        {},
+    ),
+    "dampening_first_step": (
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.5),
+        optax.chain(optax.scale(0.5), optax.trace(0.9), optax.scale(-0.1)),
+        {},
+    ),
+    "nesterov": (
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+        optax.sgd(0.1, momentum=0.9, nesterov=True),
+        {},
+    ),
+    "rmsprop_eps_inside_sqrt": (
+        lambda p: torch.optim.RMSprop(p, lr=0.01, eps=1e-3),
+        optax.rmsprop(0.01, decay=0.99, eps=1e-3),
+        {},
+    ),
+    "rmsprop_decay": (
+        lambda p: torch.optim.RMSprop(p, lr=0.01),
+        optax.rmsprop(0.01, eps=1e-8, eps_in_sqrt=False),
+        {},
+    ),
+    "clipping_eps": (
+        lambda p: torch.optim.SGD(p, lr=0.1),
+        optax.chain(optax.clip_by_global_norm(1e-3), optax.sgd(0.1)),
+        {"max_norm": 1e-3},
+    ),
 }
 
 
@@ -84,12 +115,17 @@ def test_optimizer_convention_ranked_first(x64, name):
     assert f"[{name}]" in str(report)
 
 
-@pytest.mark.parametrize("make,tx", [
-    (lambda p: torch.optim.Adam(p, lr=0.1), optax.adam(0.1)),
-    (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), optax.sgd(0.1, momentum=0.9)),
-    (lambda p: torch.optim.RMSprop(p, lr=0.01), optax.rmsprop(0.01, decay=0.99, eps=1e-8,
-                                                              eps_in_sqrt=False)),
-])
+@pytest.mark.parametrize(
+    "make,tx",
+    [
+        (lambda p: torch.optim.Adam(p, lr=0.1), optax.adam(0.1)),
+        (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), optax.sgd(0.1, momentum=0.9)),
+        (
+            lambda p: torch.optim.RMSprop(p, lr=0.01),
+            optax.rmsprop(0.01, decay=0.99, eps=1e-8, eps_in_sqrt=False),
+        ),
+    ],
+)
 def test_optimizer_clean_bill(x64, make, tx):
     report = _run(make, tx)
     assert report.first_step is None and "clean bill" in str(report)
@@ -103,8 +139,11 @@ def test_optimizer_bad_input(x64):
         diagnose_optimizer(torch.optim.Adagrad(p, lr=0.1), optax.sgd(0.1), [[np.ones(2)]])
     q = [torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))]
     with pytest.raises(ValueError, match="one param group, got 2"):
-        diagnose_optimizer(torch.optim.SGD([{"params": p}, {"params": q}], lr=0.1),
-                           optax.sgd(0.1), [[np.ones(2), np.ones(2)]])
+        diagnose_optimizer(
+            torch.optim.SGD([{"params": p}, {"params": q}], lr=0.1),
+            optax.sgd(0.1),
+            [[np.ones(2), np.ones(2)]],
+        )
 
 
 def _runs(where):

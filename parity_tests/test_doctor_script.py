@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-
-_USER = '''
+_USER = """
 import dataclasses
 
 import torch
@@ -32,10 +31,10 @@ def bad(module):
     layers = dict(model.layers)
     layers["body.1"] = jnn.LayerNorm(4, eps=1e-6, dtype="float64")
     return dataclasses.replace(model, layers=tuple(layers.items())), params
-'''
+"""
 
 
-_TOKENS = '''
+_TOKENS = """
 import torch
 
 
@@ -52,7 +51,7 @@ class TokenNet(torch.nn.Module):
 def build(module):
     import jaxgrad.nn as jnn
     return jnn.from_torch(module)
-'''
+"""
 
 
 def test_user_session_with_token_ids(tmp_path, capsys, monkeypatch):
@@ -70,10 +69,13 @@ def test_user_session_with_token_ids(tmp_path, capsys, monkeypatch):
     assert "clean bill" in printed and "Embedding" in printed
 
 
-@pytest.mark.parametrize("builder, code, text", [
-    ("good", 0, "clean bill"),
-    ("bad", 1, "layer `body.1` (LayerNorm): eps is 1e-06, torch uses 1e-05"),
-])
+@pytest.mark.parametrize(
+    "builder, code, text",
+    [
+        ("good", 0, "clean bill"),
+        ("bad", 1, "layer `body.1` (LayerNorm): eps is 1e-06, torch uses 1e-05"),
+    ],
+)
 def test_user_session(tmp_path, capsys, monkeypatch, builder, code, text):
     import doctor
 
@@ -94,18 +96,25 @@ def test_user_session_rejected_input(tmp_path, capsys, monkeypatch):
     assert "rejects the example input ((3, 5) float64)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "give --demo NAME, or REFERENCE with --port and --input-shape"),
-    (["--demo", "resnet", "a:B"], "--demo takes no REFERENCE"),
-    (["a:B", "--port", "nocolon", "--input-shape", "2"], "--port 'nocolon' must be"),
-    (["no_such_module_anywhere:B", "--port", "c:d", "--input-shape", "2"],
-     "REFERENCE: cannot import 'no_such_module_anywhere'"),
-    (["a:B", "--port", "c:d", "--input-shape", "2,0"], "every dimension must be positive"),
-    (["--demo", "nope"], "invalid choice"),
-    (["a:B", "--port", "c:d", "--input-shape", "2", "--int-input", "0"],
-     "--int-input must be >= 1 (got 0)"),
-    (["--demo", "resnet", "--int-input", "10"], "--demo takes no --int-input"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "give --demo NAME, or REFERENCE with --port and --input-shape"),
+        (["--demo", "resnet", "a:B"], "--demo takes no REFERENCE"),
+        (["a:B", "--port", "nocolon", "--input-shape", "2"], "--port 'nocolon' must be"),
+        (
+            ["no_such_module_anywhere:B", "--port", "c:d", "--input-shape", "2"],
+            "REFERENCE: cannot import 'no_such_module_anywhere'",
+        ),
+        (["a:B", "--port", "c:d", "--input-shape", "2,0"], "every dimension must be positive"),
+        (["--demo", "nope"], "invalid choice"),
+        (
+            ["a:B", "--port", "c:d", "--input-shape", "2", "--int-input", "0"],
+            "--int-input must be >= 1 (got 0)",
+        ),
+        (["--demo", "resnet", "--int-input", "10"], "--demo takes no --int-input"),
+    ],
+)
 def test_bad_arguments(capsys, argv, message):
     import doctor
 
@@ -115,7 +124,7 @@ def test_bad_arguments(capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
-_PORTS = '''
+_PORTS = """
 import dataclasses
 
 import jax
@@ -181,17 +190,33 @@ def pytree(module):
     sd = {k: _np(v) for k, v in module.state_dict().items()}
     return Pytree(sd["body.0.weight"], sd["body.0.bias"], sd["body.1.weight"], sd["body.1.bias"],
                   sd["head.weight"].T, sd["head.bias"])
-'''
+"""
 
 
-@pytest.mark.parametrize("argv, code, texts", [
-    (["--port", "user_ports:forward", "--params", "user_ports:convert"], 0,
-     ["port: a function, traced", "body.0.weight -> dense.kernel (transposed)", "clean bill"]),
-    (["--port", "user_ports:Custom"], 1,
-     ["port: a nnx module, traced", "layer `body.1` (LayerNorm): eps is 1e-06, torch uses 1e-05",
-      "[norm_eps]"]),
-    (["--port", "user_ports:pytree"], 0, ["port: a pytree module, traced", "clean bill"]),
-])
+@pytest.mark.parametrize(
+    "argv, code, texts",
+    [
+        (
+            ["--port", "user_ports:forward", "--params", "user_ports:convert"],
+            0,
+            [
+                "port: a function, traced",
+                "body.0.weight -> dense.kernel (transposed)",
+                "clean bill",
+            ],
+        ),
+        (
+            ["--port", "user_ports:Custom"],
+            1,
+            [
+                "port: a nnx module, traced",
+                "layer `body.1` (LayerNorm): eps is 1e-06, torch uses 1e-05",
+                "[norm_eps]",
+            ],
+        ),
+        (["--port", "user_ports:pytree"], 0, ["port: a pytree module, traced", "clean bill"]),
+    ],
+)
 def test_user_session_any_port(tmp_path, capsys, monkeypatch, x64, argv, code, texts):
     import doctor
 

@@ -26,8 +26,8 @@ import torch
 from torch import nn as tnn
 
 from jaxgrad import nn
-from jaxgrad.nn.capture.refs import Ref
 from jaxgrad.nn.capture.program import TensorMeta
+from jaxgrad.nn.capture.refs import Ref
 from jaxgrad.nn.capture.shapes import SymDim
 from jaxgrad.parity import assert_parity
 
@@ -78,8 +78,10 @@ def torch_values(module, x, *, train=False):
     out = module(x_torch)
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
     (out * torch.from_numpy(cotangent)).sum().backward()
-    values = {"output": out.detach().numpy(),
-              "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    values = {
+        "output": out.detach().numpy(),
+        "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+    }
     if floating:
         values["input"] = x_torch.grad.numpy()
     return values, cotangent
@@ -109,8 +111,9 @@ def captured():
     module = ConvHead().double()
     example = torch.randn(2, 3, 8, 8, dtype=torch.float64)
     with jax.enable_x64(True):
-        model, params, buffers = nn.from_torch(module, (example,), capture="export",
-                                               with_buffers=True, batch_one=True)
+        model, params, buffers = nn.from_torch(
+            module, (example,), capture="export", with_buffers=True, batch_one=True
+        )
     return module, model, params, buffers
 
 
@@ -138,8 +141,10 @@ def test_training_statistics_at_another_batch_size_are_torchs(conv_head, rng):
     module.train()
     module(torch.from_numpy(x))
     _, new_buffers = model.apply(params, x, buffers=buffers, train=True)
-    assert_parity({k: v.numpy() for k, v in module.state_dict().items() if k in new_buffers},
-                  dict(new_buffers))
+    assert_parity(
+        {k: v.numpy() for k, v in module.state_dict().items() if k in new_buffers},
+        dict(new_buffers),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +153,7 @@ def tiny_lm():
     torch.manual_seed(1)
     module = TinyLM().double()
     with jax.enable_x64(True):
-        model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),),
-                                      capture="export")
+        model, params = nn.from_torch(module, (torch.randint(0, 11, (2, 16)),), capture="export")
     return module, model, params
 
 
@@ -159,8 +163,9 @@ def test_sequence_model_runs_every_length_and_batch(x64, tiny_lm, rng):
     for batch, length in ((3, 24), (4, 5)):
         ids = rng.integers(0, 11, (batch, length))
         reference, cotangent = torch_values(module, ids)
-        assert_parity(reference, jax_values(model, params, ids, cotangent),
-                      name=f"{batch}x{length}")
+        assert_parity(
+            reference, jax_values(model, params, ids, cotangent), name=f"{batch}x{length}"
+        )
 
 
 class HalfGradientRound(torch.autograd.Function):
@@ -191,8 +196,9 @@ class Quantised(tnn.Module):
 def test_autograd_in_the_forward_keeps_torchs_gradients_at_every_batch_size(x64, rng):
     torch.manual_seed(2)
     module = Quantised().double()
-    model, params = nn.from_torch(module, (torch.zeros(2, 6, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        module, (torch.zeros(2, 6, dtype=torch.float64),), capture="export"
+    )
     assert not model.shapes.static  # the Function's own programs kept symbolic sizes too
     for batch in (2, 3, 7):
         x = rng.standard_normal((batch, 6))
@@ -216,18 +222,25 @@ def test_a_size_the_linear_fixes_is_refused_naming_input_dimension_and_size(x64)
         def forward(self, x):  # (batch, rows, 8): the Linear fixes the last size
             return self.fc(x).sum(1)
 
-    model, params = nn.from_torch(Rows().double(), (torch.zeros(2, 4, 8, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        Rows().double(), (torch.zeros(2, 4, 8, dtype=torch.float64),), capture="export"
+    )
     assert model.apply(params, np.zeros((3, 7, 8))).shape == (3, 3)  # batch, rows: free
-    with pytest.raises(ValueError, match=r"input 0 dim 2 must be 8, got 9 \(torch.export fixed "
-                                         r"this size while capturing"):
+    with pytest.raises(
+        ValueError,
+        match=r"input 0 dim 2 must be 8, got 9 \(torch.export fixed "
+        r"this size while capturing",
+    ):
         model.apply(params, np.zeros((2, 4, 9)))
 
 
 def test_a_guard_on_several_sizes_is_refused_naming_it(conv_head):
     _, model, params, buffers = conv_head
-    with pytest.raises(ValueError, match=r"break a condition .*input 0 dim 3.*input 0 dim 2"
-                                         r".*== 144.*got input 0 dim 3 = 9"):
+    with pytest.raises(
+        ValueError,
+        match=r"break a condition .*input 0 dim 3.*input 0 dim 2"
+        r".*== 144.*got input 0 dim 3 = 9",
+    ):
         model.apply(params, np.zeros((2, 3, 9, 9)), buffers=buffers)
 
 
@@ -238,19 +251,27 @@ def test_a_size_the_code_branches_on_stays_fixed_and_the_message_names_the_line(
                 return x * 2
             return x
 
-    model, params = nn.from_torch(Branch(), (torch.zeros(2, 3, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        Branch(), (torch.zeros(2, 3, dtype=torch.float64),), capture="export"
+    )
     assert model.apply(params, np.ones((5, 3))).tolist() == [[2.0] * 3] * 5
-    with pytest.raises(ValueError, match=r"input 0 dim 1 must be 3, got 4 .*"
-                                         r"test_dynamic_shapes.py:\d+ `if x.shape\[1\] == 3"):
+    with pytest.raises(
+        ValueError,
+        match=r"input 0 dim 1 must be 3, got 4 .*"
+        r"test_dynamic_shapes.py:\d+ `if x.shape\[1\] == 3",
+    ):
         model.apply(params, np.ones((5, 4)))
 
 
 def test_static_capture_is_the_examples_shapes_and_says_so(conv_head):
     module, _, _, _ = conv_head
     model, params, buffers = nn.from_torch(
-        module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),), capture="export",
-        with_buffers=True, dynamic_shapes=None)
+        module,
+        (torch.zeros(2, 3, 8, 8, dtype=torch.float64),),
+        capture="export",
+        with_buffers=True,
+        dynamic_shapes=None,
+    )
     assert "dynamic_shapes=None" in model.shapes.static
     with pytest.raises(ValueError, match=r"input 0 dim 0 must be 2, got 3 .*example's shapes"):
         model.apply(params, np.zeros((3, 3, 8, 8)), buffers=buffers)
@@ -284,16 +305,20 @@ RUN_WITHOUT_TORCH = textwrap.dedent("""
 
 def run_without_torch(artifact, inputs, tmp_path):
     np.savez(tmp_path / "inputs.npz", **inputs)
-    done = subprocess.run([sys.executable, "-c", RUN_WITHOUT_TORCH, str(artifact),
-                           str(tmp_path / "inputs.npz")], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT_TORCH, str(artifact), str(tmp_path / "inputs.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    line = next(l for l in done.stdout.splitlines() if l.startswith("RESULT"))
-    return json.loads(line[len("RESULT"):])
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT"))
+    return json.loads(line[len("RESULT") :])
 
 
-@pytest.mark.parametrize("train", [False, pytest.param(True, marks=pytest.mark.long)],
-                         ids=["eval", "train"])  # train: CI's long run (a second process)
+@pytest.mark.parametrize(
+    "train", [False, pytest.param(True, marks=pytest.mark.long)], ids=["eval", "train"]
+)  # train: CI's long run (a second process)
 def test_the_artifact_runs_without_torch_at_every_batch_size(conv_head, train, tmp_path, rng):
     module, model, params, buffers = conv_head
     path = tmp_path / "convhead.jaxgrad"
@@ -309,9 +334,11 @@ def test_the_artifact_runs_without_torch_at_every_batch_size(conv_head, train, t
         reference = module(torch.from_numpy(x)).detach().numpy()
         assert_parity(reference, np.asarray(result[name]), name=name)
         if train:
-            assert_parity({k: v.numpy() for k, v in module.state_dict().items() if k in buffers},
-                          {k: np.asarray(v) for k, v in result[name + ".buffers"].items()},
-                          name=f"{name} statistics")
+            assert_parity(
+                {k: v.numpy() for k, v in module.state_dict().items() if k in buffers},
+                {k: np.asarray(v) for k, v in result[name + ".buffers"].items()},
+                name=f"{name} statistics",
+            )
     module.load_state_dict(start)
 
 
@@ -339,8 +366,11 @@ def test_load_exported_refuses_what_it_cannot_read(tmp_path):
     other = tmp_path / "other.jaxgrad"
     with zipfile.ZipFile(other, "w") as archive:
         archive.writestr("meta.json", json.dumps({"format": "jaxgrad-exported/99"}))
-    with pytest.raises(ValueError, match=r"format 'jaxgrad-exported/99'.*reads "
-                                         r"'jaxgrad-exported/1'"):
+    with pytest.raises(
+        ValueError,
+        match=r"format 'jaxgrad-exported/99'.*reads "
+        r"'jaxgrad-exported/1'",
+    ):
         nn.load_exported(other)
     with pytest.raises(ValueError, match="not a jaxgrad exported artifact"):
         nn.load_exported(tmp_path / "missing.jaxgrad")
@@ -359,8 +389,12 @@ def test_batch_one_where_torch_cannot_train_a_batch_of_one(x64, rng):
     torch.manual_seed(3)
     module = tnn.Sequential(tnn.Linear(4, 3), tnn.BatchNorm1d(3)).double()
     model, params, buffers = nn.from_torch(
-        module, (torch.zeros(4, 4, dtype=torch.float64),), capture="export",
-        with_buffers=True, batch_one=True)
+        module,
+        (torch.zeros(4, 4, dtype=torch.float64),),
+        capture="export",
+        with_buffers=True,
+        batch_one=True,
+    )
     x = rng.standard_normal((1, 4))
     module.eval()
     out, _ = model.apply(params, x, buffers=buffers)
@@ -368,8 +402,11 @@ def test_batch_one_where_torch_cannot_train_a_batch_of_one(x64, rng):
     module.train()
     with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
         module(torch.from_numpy(x))
-    with pytest.raises(ValueError, match=r"train=True\) at these sizes: torch cannot run its "
-                                         r"training forward .*Expected more than 1 value"):
+    with pytest.raises(
+        ValueError,
+        match=r"train=True\) at these sizes: torch cannot run its "
+        r"training forward .*Expected more than 1 value",
+    ):
         model.apply(params, x, buffers=buffers, train=True)
 
 
@@ -380,12 +417,15 @@ def test_a_wrong_shape_at_another_size_is_caught_as_a_table_bug(x64, tiny_lm, rn
     program keeps the batch) passes at batch 2 and is caught at batch 3."""
     _, model, params = tiny_lm
     program = model.eval_program
-    index, head = next((i, n) for i, n in enumerate(program.nodes)
-                       if isinstance(n.meta, TensorMeta) and n.meta.shape
-                       and isinstance(n.meta.shape[0], SymDim))
-    planted_node = dataclasses.replace(head, name="planted", target="aten.slice.Tensor",
-                                       args=(Ref(head.name), 0, 0, 2), kwargs=())
-    nodes = program.nodes[:index + 1] + (planted_node,) + program.nodes[index + 1:]
+    index, head = next(
+        (i, n)
+        for i, n in enumerate(program.nodes)
+        if isinstance(n.meta, TensorMeta) and n.meta.shape and isinstance(n.meta.shape[0], SymDim)
+    )
+    planted_node = dataclasses.replace(
+        head, name="planted", target="aten.slice.Tensor", args=(Ref(head.name), 0, 0, 2), kwargs=()
+    )
+    nodes = program.nodes[: index + 1] + (planted_node,) + program.nodes[index + 1 :]
     planted = dataclasses.replace(model, eval_program=dataclasses.replace(program, nodes=nodes))
     planted.apply(params, rng.integers(0, 11, (2, 16)))
     with pytest.raises(ValueError, match=r"node 'planted' \(aten.slice.Tensor\).*This is a bug"):
@@ -396,6 +436,7 @@ def test_a_max_pool_in_the_artifact_picks_torchs_position(x64, tmp_path):
     """With symbolic sizes the max pool is one reduce_window over (value, index) pairs;
     torch's choice must survive any combining order: the first of tied maxima, a NaN
     over numbers, a real -inf over the padding. Values and indices against torch."""
+
     class Pool(tnn.Module):
         def forward(self, x):
             return torch.nn.functional.max_pool2d(x, 3, 2, padding=1, return_indices=True)
@@ -404,8 +445,9 @@ def test_a_max_pool_in_the_artifact_picks_torchs_position(x64, tmp_path):
     x[0, 0, :3, :3] = -np.inf
     x[1, 1, 4, 4] = np.nan
     x[1, 1, 4, 5] = np.nan
-    model, params = nn.from_torch(Pool(), (torch.zeros(2, 2, 9, 7, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        Pool(), (torch.zeros(2, 2, 9, 7, dtype=torch.float64),), capture="export"
+    )
     nn.save_exported(tmp_path / "pool.jaxgrad", model, params)
     loaded = nn.load_exported(tmp_path / "pool.jaxgrad")
     for batch in (3, 2):
@@ -418,6 +460,7 @@ def test_a_max_pool_in_the_artifact_picks_torchs_position(x64, tmp_path):
 def test_a_strided_view_in_the_artifact_is_torchs_at_every_batch_size(x64, tmp_path):
     """``as_strided`` with the batch symbolic (Swin's decomposition has one): the
     gather's index is built with the sizes as ``jax.export`` dimension variables."""
+
     class Windows(tnn.Module):
         def forward(self, x):  # (batch, 12): overlapping windows of 4 every 2 per row
             return x.as_strided((x.shape[0], 5, 4), (12, 2, 1)) * 2.0
@@ -452,15 +495,23 @@ class ViewWrite(tnn.Module):
 def test_no_node_of_a_dynamic_capture_is_left_unread(x64):
     torch.manual_seed(0)
     module = ViewWrite().double()
-    model, _ = nn.from_torch(module, (torch.zeros(2, 3, 8, dtype=torch.float64),),
-                             capture="export")
+    model, _ = nn.from_torch(module, (torch.zeros(2, 3, 8, dtype=torch.float64),), capture="export")
     for program in (model.train_program, model.eval_program):
-        read = {ref.name for node in program.nodes
-                for ref in jax.tree_util.tree_leaves((node.args, node.kwargs),
-                                                     is_leaf=lambda v: isinstance(v, Ref))
-                if isinstance(ref, Ref)}
-        read |= {ref.name for ref in jax.tree_util.tree_leaves(
-            program.outputs, is_leaf=lambda v: isinstance(v, Ref)) if isinstance(ref, Ref)}
+        read = {
+            ref.name
+            for node in program.nodes
+            for ref in jax.tree_util.tree_leaves(
+                (node.args, node.kwargs), is_leaf=lambda v: isinstance(v, Ref)
+            )
+            if isinstance(ref, Ref)
+        }
+        read |= {
+            ref.name
+            for ref in jax.tree_util.tree_leaves(
+                program.outputs, is_leaf=lambda v: isinstance(v, Ref)
+            )
+            if isinstance(ref, Ref)
+        }
         unread = [node.name for node in program.nodes if node.name not in read]
         assert not unread, unread
 
@@ -486,37 +537,57 @@ def test_the_nnx_twin_of_a_dynamic_capture_runs_the_linear_as_stock_nnx(x64, rng
         return jnp.sum(value * cotangent), value
 
     (_, value), grads = nnx.value_and_grad(objective, has_aux=True)(twin)
-    assert_parity({"output": out.detach().numpy(),
-                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
-                  {"output": value, "grads": grads_to_torch(twin, grads)})
+    assert_parity(
+        {
+            "output": out.detach().numpy(),
+            "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+        },
+        {"output": value, "grads": grads_to_torch(twin, grads)},
+    )
 
 
 def test_dynamic_batch_only_keeps_the_other_sizes_and_says_who_fixed_them(conv_head, rng):
     module, _, _, _ = conv_head
     model, params, buffers = nn.from_torch(
-        module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),), capture="export",
-        with_buffers=True, dynamic_shapes="batch")
+        module,
+        (torch.zeros(2, 3, 8, 8, dtype=torch.float64),),
+        capture="export",
+        with_buffers=True,
+        dynamic_shapes="batch",
+    )
     for batch in (3, 6):
         x = rng.standard_normal((batch, 3, 8, 8))
         reference, cotangent = torch_values(module, x)
-        assert_parity(reference, jax_values(model, params, x, cotangent, buffers=buffers),
-                      name=f"batch {batch}")
+        assert_parity(
+            reference,
+            jax_values(model, params, x, cotangent, buffers=buffers),
+            name=f"batch {batch}",
+        )
     # with every size dynamic this is a guard over both sides (4*(H-2)*(W-2) == 144)
-    with pytest.raises(ValueError, match=r"input 0 dim 2 must be 8, got 9 .*"
-                                         r"dynamic_shapes='batch'.*first size"):
+    with pytest.raises(
+        ValueError,
+        match=r"input 0 dim 2 must be 8, got 9 .*"
+        r"dynamic_shapes='batch'.*first size",
+    ):
         model.apply(params, np.zeros((2, 3, 9, 9)), buffers=buffers)
     for capture in ("export", "layers"):  # refused before either front end runs
         with pytest.raises(ValueError, match=r"`dynamic_shapes` must be 'auto', 'batch', None"):
-            nn.from_torch(module, (torch.zeros(2, 3, 8, 8, dtype=torch.float64),),
-                          capture=capture, dynamic_shapes="all")
+            nn.from_torch(
+                module,
+                (torch.zeros(2, 3, 8, 8, dtype=torch.float64),),
+                capture=capture,
+                dynamic_shapes="all",
+            )
 
 
 AVERAGE_POOLS = {
     "k3 s2 p1 ceil, padding counted": dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-    "k3 s2 p1 ceil, padding not counted": dict(kernel_size=3, stride=2, padding=1,
-                                               ceil_mode=True, count_include_pad=False),
-    "k2 s2 ceil (timm's avg2 downsampling)": dict(kernel_size=2, stride=2, ceil_mode=True,
-                                                  count_include_pad=False),
+    "k3 s2 p1 ceil, padding not counted": dict(
+        kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False
+    ),
+    "k2 s2 ceil (timm's avg2 downsampling)": dict(
+        kernel_size=2, stride=2, ceil_mode=True, count_include_pad=False
+    ),
     "k3 s1 p1 divisor 4": dict(kernel_size=3, stride=1, padding=1, divisor_override=4),
 }
 
@@ -526,19 +597,20 @@ def test_an_average_pool_in_the_artifact_is_torchs_at_every_size(x64, tmp_path, 
     """With symbolic image sides (timm's CoAtNet downsamples so) the average pool is a
     reduce_window of sums over one of ones; ceil_mode pads the right by stride - 1.
     Odd and even sides, against torch in float64."""
+
     class Pool(tnn.Module):
         def forward(self, x):
             return torch.nn.functional.avg_pool2d(x, **options)
 
-    model, params = nn.from_torch(Pool(), (torch.zeros(2, 2, 8, 6, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        Pool(), (torch.zeros(2, 2, 8, 6, dtype=torch.float64),), capture="export"
+    )
     nn.save_exported(tmp_path / "pool.jaxgrad", model, params)
     loaded = nn.load_exported(tmp_path / "pool.jaxgrad")
     rng = np.random.default_rng(11)
     for shape in ((3, 2, 9, 7), (2, 2, 6, 10), (4, 2, 5, 5)):
         x = rng.standard_normal(shape)
-        assert_parity(Pool()(torch.from_numpy(x)).numpy(), np.asarray(loaded(x)),
-                      name=f"{shape}")
+        assert_parity(Pool()(torch.from_numpy(x)).numpy(), np.asarray(loaded(x)), name=f"{shape}")
 
 
 def test_a_ceil_mode_pool_torch_may_shorten_is_refused_in_the_artifact(x64, tmp_path):
@@ -546,8 +618,9 @@ def test_a_ceil_mode_pool_torch_may_shorten_is_refused_in_the_artifact(x64, tmp_
         def forward(self, x):  # padding + stride > kernel: torch drops a last window
             return torch.nn.functional.max_pool2d(x, 2, 3, padding=1, ceil_mode=True)
 
-    model, params = nn.from_torch(Pool(), (torch.zeros(2, 2, 8, 6, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        Pool(), (torch.zeros(2, 2, 8, 6, dtype=torch.float64),), capture="export"
+    )
     with pytest.raises(ValueError, match=r"ceil_mode=True with symbolic sizes .*1 \+ 3 > 2"):
         nn.save_exported(tmp_path / "pool.jaxgrad", model, params)
 
@@ -564,8 +637,9 @@ def test_a_size_rounded_up_with_math_ceil_stays_symbolic_and_exports(x64, tmp_pa
             count = math.ceil(x.shape[1] / 4)
             return x.new_ones(x.shape[0], count) * x.sum(1, keepdim=True)
 
-    model, params = nn.from_torch(Patches(), (torch.zeros(2, 10, dtype=torch.float64),),
-                                  capture="export")
+    model, params = nn.from_torch(
+        Patches(), (torch.zeros(2, 10, dtype=torch.float64),), capture="export"
+    )
     assert not model.shapes.static, model.shapes.static
     assert any(node.target == "sym.ceildiv" for node in model.eval_program.nodes)
     nn.save_exported(tmp_path / "patches.jaxgrad", model, params)
@@ -590,8 +664,10 @@ def test_unread_nodes_are_dropped_but_never_a_check_or_a_random_draw():
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     size = graph.call_function(torch.ops.aten.sym_size.int, (x, 0))
-    check = graph.call_function(torch.ops.aten._assert_scalar.default,
-                                (graph.call_function(operator.ge, (size, 2)), "batch >= 2"))
+    check = graph.call_function(
+        torch.ops.aten._assert_scalar.default,
+        (graph.call_function(operator.ge, (size, 2)), "batch >= 2"),
+    )
     unread_view = graph.call_function(torch.ops.aten.view.default, (x, [-1]))
     unread_draw = graph.call_function(torch.ops.aten.bernoulli.p, (x, 0.5))
     graph.output(x)

@@ -21,16 +21,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from parity_checks._capture_parity import draws_for, torch_run
 from torch import nn as tnn
 
-from jaxgrad import nn
+from jaxgrad import nn, parity
 from jaxgrad import optim as joptim
-from jaxgrad import parity
 from jaxgrad.doctor import match
 from jaxgrad.nn import aten
 from jaxgrad.nn.capture import fx_ops
 from jaxgrad.optim import quasi_newton
-from parity_checks._capture_parity import grads_both, torch_run, draws_for
 
 D = torch.float64
 
@@ -53,12 +52,23 @@ def _torch_vjp(torch_fn, arrays, differentiable):
     out = torch_fn(*leaves)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     used = [(k, o) for k, o in enumerate(outs) if o.requires_grad]
-    grads = torch.autograd.grad([o for _, o in used], [leaves[i] for i in differentiable],
-                                [torch.from_numpy(_cotangent(tuple(o.shape), k)) for k, o in used],
-                                allow_unused=True) if used else [None] * len(differentiable)
-    return {"value": [o.detach().numpy() for o in outs],
-            "grads": [np.zeros(leaves[i].shape) if g is None else g.numpy()
-                      for i, g in zip(differentiable, grads)]}
+    grads = (
+        torch.autograd.grad(
+            [o for _, o in used],
+            [leaves[i] for i in differentiable],
+            [torch.from_numpy(_cotangent(tuple(o.shape), k)) for k, o in used],
+            allow_unused=True,
+        )
+        if used
+        else [None] * len(differentiable)
+    )
+    return {
+        "value": [o.detach().numpy() for o in outs],
+        "grads": [
+            np.zeros(leaves[i].shape) if g is None else g.numpy()
+            for i, g in zip(differentiable, grads)
+        ],
+    }
 
 
 def _jax_vjp(jax_fn, arrays, differentiable):
@@ -96,8 +106,12 @@ def _torch_op(overload):
 
 def _assert_entry_matches(overload, arrays, kwargs=None, differentiable=(0,)):
     kwargs = kwargs or {}
-    _assert_vjp_matches(lambda *a: _torch_op(overload)(*a, **kwargs),
-                        lambda *a: _entry(overload)(*a, **kwargs), arrays, differentiable)
+    _assert_vjp_matches(
+        lambda *a: _torch_op(overload)(*a, **kwargs),
+        lambda *a: _entry(overload)(*a, **kwargs),
+        arrays,
+        differentiable,
+    )
 
 
 def _assert_capture_matches(module, *arrays, capture="export"):
@@ -106,8 +120,7 @@ def _assert_capture_matches(module, *arrays, capture="export"):
     example = tuple(torch.from_numpy(a) for a in arrays)
     # at the example's shapes (dynamic_shapes=None): these tests are about values at
     # edges; test_dynamic_shapes.py holds the symbolic sizes (and costs them once)
-    model, params = nn.from_torch(module, example=example, capture=capture,
-                                  dynamic_shapes=None)
+    model, params = nn.from_torch(module, example=example, capture=capture, dynamic_shapes=None)
     differentiable = tuple(range(len(arrays)))
     _assert_vjp_matches(module, lambda *a: model.apply(params, *a), arrays, differentiable)
 
@@ -121,8 +134,7 @@ EXPONENTS = np.array([0.0, 2.0, 0.5, 0.0, 1.0, 0.0, 2.0, -1.0])
 
 @pytest.mark.parametrize("case", ["zero-to-zero", "mixed"])
 def test_pow_gradients_at_zero_to_the_zero_are_torchs_zeros(x64, case):
-    bases, exponents = (np.zeros(3), np.zeros(3)) if case == "zero-to-zero" else (BASES,
-                                                                                 EXPONENTS)
+    bases, exponents = (np.zeros(3), np.zeros(3)) if case == "zero-to-zero" else (BASES, EXPONENTS)
     _assert_entry_matches("aten.pow.Tensor_Tensor", (bases, exponents), differentiable=(0, 1))
     _assert_entry_matches("aten.pow.Tensor_Scalar", (bases, 0.0))  # x ** 0
     _assert_entry_matches("aten.pow.Scalar", (0.0, exponents), differentiable=(1,))  # 0 ** y
@@ -130,7 +142,7 @@ def test_pow_gradients_at_zero_to_the_zero_are_torchs_zeros(x64, case):
 
 class Power(tnn.Module):
     def forward(self, base, exponent):
-        return base ** exponent + base ** 0
+        return base**exponent + base**0
 
 
 def test_pow_at_zero_to_the_zero_through_a_captured_model(x64):
@@ -144,12 +156,24 @@ def _bounds_and_neighbours(low, high):
     """Each bound twice, its nearest neighbours inside (1e-300 for 0: XLA flushes the
     subnormal next to 0 to 0), the middle and a point outside each bound."""
     inside_low = np.nextafter(low, high) if low != 0 else 1e-300
-    return np.array([low - 1.0, low, inside_low, 0.5 * (low + high),
-                     np.nextafter(high, low), high, high + 1.0, low, high])
+    return np.array(
+        [
+            low - 1.0,
+            low,
+            inside_low,
+            0.5 * (low + high),
+            np.nextafter(high, low),
+            high,
+            high + 1.0,
+            low,
+            high,
+        ]
+    )
 
 
-@pytest.mark.parametrize("low, high", [(-1.0, 1.0), (0.0, 6.0), (-2.0, 3.0)],
-                         ids=["hardtanh", "relu6", "hardtanh(-2,3)"])
+@pytest.mark.parametrize(
+    "low, high", [(-1.0, 1.0), (0.0, 6.0), (-2.0, 3.0)], ids=["hardtanh", "relu6", "hardtanh(-2,3)"]
+)
 def test_hardtanh_gradient_at_its_bounds_is_zero_like_torch(x64, low, high):
     _assert_entry_matches("aten.hardtanh.default", (_bounds_and_neighbours(low, high), low, high))
 
@@ -161,8 +185,13 @@ class Bounded(tnn.Module):
 
 @pytest.mark.parametrize("capture", ["export", "layers"])
 def test_relu6_and_hardtanh_at_their_bounds_through_a_captured_model(x64, capture):
-    points = np.concatenate([_bounds_and_neighbours(0.0, 6.0),
-                             _bounds_and_neighbours(-2.0, 3.0), _bounds_and_neighbours(-1, 1)])
+    points = np.concatenate(
+        [
+            _bounds_and_neighbours(0.0, 6.0),
+            _bounds_and_neighbours(-2.0, 3.0),
+            _bounds_and_neighbours(-1, 1),
+        ]
+    )
     _assert_capture_matches(Bounded(), points, capture=capture)
 
 
@@ -175,12 +204,16 @@ def test_relu6_layer_gradient_at_its_bounds_is_zero_like_torch(x64):
 # ------------------------------------------------- 3. clamp exactly at min / max
 # torch's clamp_backward passes the gradient to self on min ≤ x ≤ max, bounds included;
 # with tensor bounds, min gets it where x < min < max and max where x > max or max < min
-CLAMPED = np.array([-3.0, -1.0, np.nextafter(-1.0, 0.0), 0.0, 2.0, np.nextafter(2.0, 3.0),
-                    5.0, -1.0, 2.0])
+CLAMPED = np.array(
+    [-3.0, -1.0, np.nextafter(-1.0, 0.0), 0.0, 2.0, np.nextafter(2.0, 3.0), 5.0, -1.0, 2.0]
+)
 
 
-@pytest.mark.parametrize("low, high", [(-1.0, 2.0), (-1.0, None), (None, 2.0), (2.0, 2.0)],
-                         ids=["both", "min-only", "max-only", "min-equals-max"])
+@pytest.mark.parametrize(
+    "low, high",
+    [(-1.0, 2.0), (-1.0, None), (None, 2.0), (2.0, 2.0)],
+    ids=["both", "min-only", "max-only", "min-equals-max"],
+)
 def test_clamp_passes_the_gradient_at_its_bounds_like_torch(x64, low, high):
     _assert_entry_matches("aten.clamp.default", (CLAMPED, low, high))
 
@@ -232,22 +265,31 @@ INPUT = np.arange(1.0, 13.0).reshape(4, 3)
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put_with_repeated_indices_gives_every_duplicate_its_gradient(x64, accumulate):
     rows = np.array([1, 3, 1, 1, -3])  # row 1 four times (-3 is row 1 too)
-    values = (np.array([[7.0, 8.0, 9.0], [1.5, 2.5, 3.5], [7.0, 8.0, 9.0], [7.0, 8.0, 9.0],
-                        [7.0, 8.0, 9.0]]) if not accumulate else
-              np.arange(15.0).reshape(5, 3) * 0.5)
+    values = (
+        np.array(
+            [[7.0, 8.0, 9.0], [1.5, 2.5, 3.5], [7.0, 8.0, 9.0], [7.0, 8.0, 9.0], [7.0, 8.0, 9.0]]
+        )
+        if not accumulate
+        else np.arange(15.0).reshape(5, 3) * 0.5
+    )
     _assert_vjp_matches(
         lambda x, v: torch.ops.aten.index_put.default(x, [torch.from_numpy(rows)], v, accumulate),
         lambda x, v: _entry("aten.index_put.default")(x, (jnp.asarray(rows),), v, accumulate),
-        (INPUT, values), differentiable=(0, 1))
+        (INPUT, values),
+        differentiable=(0, 1),
+    )
 
 
 def test_index_put_of_repeated_element_pairs_gives_every_duplicate_its_gradient(x64):
     rows, cols = np.array([0, 2, 0, 0]), np.array([1, 2, 1, 1])
     _assert_vjp_matches(
         lambda x, v: torch.ops.aten.index_put.default(
-            x, [torch.from_numpy(rows), torch.from_numpy(cols)], v),
+            x, [torch.from_numpy(rows), torch.from_numpy(cols)], v
+        ),
         lambda x, v: _entry("aten.index_put.default")(x, (jnp.asarray(rows), jnp.asarray(cols)), v),
-        (INPUT, np.array([5.0, -1.0, 5.0, 5.0])), differentiable=(0, 1))
+        (INPUT, np.array([5.0, -1.0, 5.0, 5.0])),
+        differentiable=(0, 1),
+    )
 
 
 @pytest.mark.parametrize("overload", ["aten.scatter.src", "aten.scatter_add.default"])
@@ -257,7 +299,9 @@ def test_scatter_with_repeated_indices_gives_every_duplicate_its_gradient(x64, o
     _assert_vjp_matches(
         lambda x, s: _torch_op(overload)(x, 0, torch.from_numpy(index), s),
         lambda x, s: _entry(overload)(x, 0, jnp.asarray(index), s),
-        (INPUT, src), differentiable=(0, 1))
+        (INPUT, src),
+        differentiable=(0, 1),
+    )
 
 
 class WritesTwice(tnn.Module):
@@ -281,15 +325,18 @@ TIED_SRC = np.array([5.0, 3.0, 1.0, 2.0, 2.0, -7.0, 0.0, 0.0])  # ties with inpu
 
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
-def test_scatter_reduce_splits_the_gradient_evenly_among_ties_like_torch(x64, reduce,
-                                                                       include_self):
+def test_scatter_reduce_splits_the_gradient_evenly_among_ties_like_torch(x64, reduce, include_self):
     src = TIED_SRC if reduce == "amax" else -TIED_SRC
     _assert_vjp_matches(
-        lambda x, s: torch.ops.aten.scatter_reduce.two(x, 0, torch.from_numpy(TIED_INDEX), s,
-                                                       reduce, include_self=include_self),
-        lambda x, s: _entry("aten.scatter_reduce.two")(x, 0, jnp.asarray(TIED_INDEX), s,
-                                                      reduce, include_self=include_self),
-        (TIED_INPUT if reduce == "amax" else -TIED_INPUT, src), differentiable=(0, 1))
+        lambda x, s: torch.ops.aten.scatter_reduce.two(
+            x, 0, torch.from_numpy(TIED_INDEX), s, reduce, include_self=include_self
+        ),
+        lambda x, s: _entry("aten.scatter_reduce.two")(
+            x, 0, jnp.asarray(TIED_INDEX), s, reduce, include_self=include_self
+        ),
+        (TIED_INPUT if reduce == "amax" else -TIED_INPUT, src),
+        differentiable=(0, 1),
+    )
 
 
 def test_scatter_reduce_ties_in_two_dimensions_match_torch(x64):
@@ -299,7 +346,9 @@ def test_scatter_reduce_ties_in_two_dimensions_match_torch(x64):
     _assert_vjp_matches(
         lambda x, s: torch.ops.aten.scatter_reduce.two(x, 1, torch.from_numpy(index), s, "amax"),
         lambda x, s: _entry("aten.scatter_reduce.two")(x, 1, jnp.asarray(index), s, "amax"),
-        (x, src), differentiable=(0, 1))
+        (x, src),
+        differentiable=(0, 1),
+    )
 
 
 # ---------------------------------- 7. two random ops in one module draw independently
@@ -307,15 +356,20 @@ class TwoDraws(tnn.Module):
     """Two draws of one kind, in one module (one path): each needs its own key."""
 
     def forward(self, x):
-        return (torch.rand_like(x), torch.rand_like(x),
-                TF.dropout(x, 0.5, training=self.training), TF.dropout(x, 0.5, training=self.training))
+        return (
+            torch.rand_like(x),
+            torch.rand_like(x),
+            TF.dropout(x, 0.5, training=self.training),
+            TF.dropout(x, 0.5, training=self.training),
+        )
 
 
 def test_two_random_ops_in_one_captured_module_draw_independently(x64):
     x = np.ones((64,))
     module = TwoDraws().to(D).train()
-    (first, second, dropped, dropped_again), _ = torch_run(module, (torch.from_numpy(x),),
-                                                           train=True)
+    (first, second, dropped, dropped_again), _ = torch_run(
+        module, (torch.from_numpy(x),), train=True
+    )
     # torch's property: two draws of one module are not the same numbers
     assert not torch.equal(first, second) and not torch.equal(dropped, dropped_again)
     model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
@@ -332,8 +386,7 @@ def test_two_random_ops_in_one_captured_module_draw_independently(x64):
     # handed torch's own draws, each op takes its own one, in order
     module.train()
     out, recorded = torch_run(module, (torch.from_numpy(x),), train=True)
-    given = model.apply(params, jnp.asarray(x), train=True,
-                        random_draws=draws_for(model, recorded))
+    given = model.apply(params, jnp.asarray(x), train=True, random_draws=draws_for(model, recorded))
     parity.assert_parity([t.detach().numpy() for t in out], list(given))
 
 
@@ -380,22 +433,33 @@ def test_lbfgs_strong_wolfe_zoom_on_a_4d_rosenbrock_ends_where_torchs_does(x64, 
         losses.append(float(loss))
     assert sum(zooms) >= 3, "the closure must reach the zoom phase, or this test proves nothing"
     view = joptim.torch_style_state(state, ["x"])["x"]
-    assert (int(view["n_iter"]), int(view["func_evals"])) == (torch_state["n_iter"],
-                                                             torch_state["func_evals"])
-    parity.assert_parity({"x": params["x"].detach().numpy(), "loss": np.array(torch_losses)},
-                         {"x": ours["x"], "loss": np.array(losses)})
+    assert (int(view["n_iter"]), int(view["func_evals"])) == (
+        torch_state["n_iter"],
+        torch_state["func_evals"],
+    )
+    parity.assert_parity(
+        {"x": params["x"].detach().numpy(), "loss": np.array(torch_losses)},
+        {"x": ours["x"], "loss": np.array(losses)},
+    )
 
 
 # ------------------------------- 9. the doctor's matcher judges each element at its scale
 # float32 tier: |c − r| ≤ 1e-6·max|r| + 1e-5·|r| per element; judged at max|r| = 1000,
 # 0.006 would pass for 0.001 (the allowance there is 1e-3 + 1e-2)
-@pytest.mark.parametrize("dtype, wrong, right", [
-    (torch.float32, 0.006, 0.001 * (1 + 2e-6)),
-    (torch.float64, 0.001 + 5e-8, 0.001 * (1 + 5e-11)),  # within 1e-10·1000, not 1e-10·0.001
-], ids=["float32", "float64"])
+@pytest.mark.parametrize(
+    "dtype, wrong, right",
+    [
+        (torch.float32, 0.006, 0.001 * (1 + 2e-6)),
+        (torch.float64, 0.001 + 5e-8, 0.001 * (1 + 5e-11)),  # within 1e-10·1000, not 1e-10·0.001
+    ],
+    ids=["float32", "float64"],
+)
 def test_the_doctors_matcher_judges_each_element_at_its_own_scale(dtype, wrong, right):
-    reference = (torch.tensor([1.0, 1e-3], dtype=D) * torch.tensor([1000.0, 1.0], dtype=D)
-                 ).to(dtype).numpy()  # torch's [1000, 0.001]
+    reference = (
+        (torch.tensor([1.0, 1e-3], dtype=D) * torch.tensor([1000.0, 1.0], dtype=D))
+        .to(dtype)
+        .numpy()
+    )  # torch's [1000, 0.001]
     numpy_dtype = reference.dtype
     wrong_value = np.array([1000.0, wrong], numpy_dtype)
     right_value = np.array([1000.0, right], numpy_dtype)
@@ -407,7 +471,12 @@ def test_the_doctors_matcher_judges_each_element_at_its_own_scale(dtype, wrong, 
 
     class Value:  # a port value as the doctor's trace records it
         def __init__(self, array, order):
-            self.array, self.where, self.order, self.leaves = array, f"eqn {order}", order, frozenset()
+            self.array, self.where, self.order, self.leaves = (
+                array,
+                f"eqn {order}",
+                order,
+                frozenset(),
+            )
 
     assert not match.Pool([Value(wrong_value, 0)], chw=()).find(reference).ok
     assert match.Pool([Value(right_value, 0)], chw=()).find(reference).ok
@@ -438,8 +507,9 @@ def test_uneven_chunks_are_torchs_sizes_on_both_paths(x64, capture, method, chun
     x = np.arange(2.0 * size).reshape(2, size) / 7
     module = Chunks(chunks, method).to(D)
     expected = module(torch.from_numpy(x))
-    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture=capture,
-                                  dynamic_shapes=None)
+    model, params = nn.from_torch(
+        module, example=(torch.from_numpy(x),), capture=capture, dynamic_shapes=None
+    )
     ours = model.apply(params, jnp.asarray(x))
     assert [tuple(p.shape) for p in ours] == [tuple(p.shape) for p in expected]
     # each piece has its own cotangent scale: pieces swapped or resized cannot cancel out
@@ -469,12 +539,17 @@ def _tiny_gradients(shape, steps):
     return [1e-9 * (np.cos(0.7 * ramp + 0.4 * k) + 0.5) for k in range(steps)]
 
 
-@pytest.mark.parametrize("eps", [(None, 1e-3), (1e-8, 1e-3), (1e-10, 1e-9)],
-                         ids=["default", "eps1-1e-8", "eps1-1e-10"])
+@pytest.mark.parametrize(
+    "eps", [(None, 1e-3), (1e-8, 1e-3), (1e-10, 1e-9)], ids=["default", "eps1-1e-8", "eps1-1e-10"]
+)
 def test_adafactor_where_its_eps_floors_apply_matches_torch(x64, eps):
     rng = np.random.default_rng(11)
-    start = {"matrix": rng.standard_normal((3, 4)) * 1e-9, "vector": rng.standard_normal(5),
-             "zeros": np.zeros((2, 3)), "tiny_vector": rng.standard_normal(4) * 1e-9}
+    start = {
+        "matrix": rng.standard_normal((3, 4)) * 1e-9,
+        "vector": rng.standard_normal(5),
+        "zeros": np.zeros((2, 3)),
+        "tiny_vector": rng.standard_normal(4) * 1e-9,
+    }
     gradients = {n: _tiny_gradients(v.shape, 6) for n, v in start.items()}
     params = {n: torch.tensor(v, requires_grad=True) for n, v in start.items()}
     optimizer = torch.optim.Adafactor(list(params.values()), lr=0.05, eps=eps)
@@ -485,16 +560,22 @@ def test_adafactor_where_its_eps_floors_apply_matches_torch(x64, eps):
         for n, p in params.items():
             p.grad = torch.from_numpy(gradients[n][k])
         optimizer.step()
-        updates, state = transform.update({n: jnp.asarray(gradients[n][k]) for n in ours},
-                                          state, ours)
+        updates, state = transform.update(
+            {n: jnp.asarray(gradients[n][k]) for n in ours}, state, ours
+        )
         ours = jax.tree.map(lambda p, u: p + u, ours, updates)
-    reference_state = {n: {f: v.numpy() for f, v in optimizer.state[p].items() if f != "step"}
-                       for n, p in params.items()}
-    our_state = {n: {f: np.asarray(v) for f, v in entry.items() if f != "step"}
-                 for n, entry in joptim.torch_style_state(state, list(start)).items()}
-    parity.assert_parity({"params": {n: p.detach().numpy() for n, p in params.items()},
-                          "state": reference_state},
-                         {"params": ours, "state": our_state})
+    reference_state = {
+        n: {f: v.numpy() for f, v in optimizer.state[p].items() if f != "step"}
+        for n, p in params.items()
+    }
+    our_state = {
+        n: {f: np.asarray(v) for f, v in entry.items() if f != "step"}
+        for n, entry in joptim.torch_style_state(state, list(start)).items()
+    }
+    parity.assert_parity(
+        {"params": {n: p.detach().numpy() for n, p in params.items()}, "state": reference_state},
+        {"params": ours, "state": our_state},
+    )
 
 
 # ================================================================ the three bugs
@@ -505,10 +586,14 @@ class RowVariance(tnn.Module):
 
 
 @pytest.mark.filterwarnings("ignore:var\\(\\). degrees of freedom")  # torch warns; the edge
-@pytest.mark.parametrize("shape, correction", [((3, 1), 1), ((2, 2), 2), ((1, 3), 0)],
-                         ids=["size-1-dim", "correction-2-of-2", "correction-0"])
+@pytest.mark.parametrize(
+    "shape, correction",
+    [((3, 1), 1), ((2, 2), 2), ((1, 3), 0)],
+    ids=["size-1-dim", "correction-2-of-2", "correction-0"],
+)
 def test_variance_over_as_many_elements_as_the_correction_is_nan_with_nan_gradient(
-        x64, shape, correction):
+    x64, shape, correction
+):
     x = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape) / 3
     _assert_entry_matches("aten.var.correction", (x, [-1]), {"correction": correction})
 
@@ -529,11 +614,13 @@ def test_chunk_of_an_empty_dimension_gives_torchs_empty_chunks(x64, capture):
     x = np.zeros((2, 0))
     expected = EmptyChunks()(torch.from_numpy(x))
     assert [len(pieces) for pieces in expected] == [3, 2, 1]
-    model, params = nn.from_torch(EmptyChunks(), example=(torch.from_numpy(x),), capture=capture,
-                                  dynamic_shapes=None)
+    model, params = nn.from_torch(
+        EmptyChunks(), example=(torch.from_numpy(x),), capture=capture, dynamic_shapes=None
+    )
     ours = model.apply(params, jnp.asarray(x))
-    parity.assert_parity([[t.numpy() for t in pieces] for pieces in expected],
-                         [list(pieces) for pieces in ours])
+    parity.assert_parity(
+        [[t.numpy() for t in pieces] for pieces in expected], [list(pieces) for pieces in ours]
+    )
 
 
 def test_split_by_size_of_an_empty_dimension_is_one_empty_piece_like_torch(x64):
@@ -556,8 +643,11 @@ def test_no_capture_test_reads_uninitialised_new_empty_memory(monkeypatch):
     x = torch.randn(4, 6, dtype=D)
     reference = module(x)
     new_empty = torch.Tensor.new_empty
-    monkeypatch.setattr(torch.Tensor, "new_empty",
-                        lambda self, *a, **k: new_empty(self, *a, **k).fill_(float("nan")))
+    monkeypatch.setattr(
+        torch.Tensor,
+        "new_empty",
+        lambda self, *a, **k: new_empty(self, *a, **k).fill_(float("nan")),
+    )
     filled = module(x)
     assert torch.isfinite(filled).all()
     torch.testing.assert_close(filled, reference, rtol=0, atol=0)

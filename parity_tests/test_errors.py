@@ -36,15 +36,20 @@ def test_load_state_dict_reports_an_unexpected_key(model_and_weights):
 def test_load_state_dict_reports_a_transposed_weight(model_and_weights):
     model, weights = model_and_weights
     weights["0.weight"] = weights["0.weight"].T
-    with pytest.raises(ValueError, match=r"`0.weight`: shape \(4, 3\) does not match the model's "
-                                         r"\(3, 4\) \(transposed\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"`0.weight`: shape \(4, 3\) does not match the model's "
+        r"\(3, 4\) \(transposed\?",
+    ):
         model.load_state_dict(weights)
 
 
 def test_load_state_dict_refuses_float16_instead_of_casting(model_and_weights):
     model, weights = model_and_weights
     weights["0.bias"] = weights["0.bias"].astype(np.float16)
-    with pytest.raises(ValueError, match="`0.bias`: dtype float16 does not match the model's float32"):
+    with pytest.raises(
+        ValueError, match="`0.bias`: dtype float16 does not match the model's float32"
+    ):
         model.load_state_dict(weights)
 
 
@@ -57,8 +62,12 @@ def test_load_state_dict_reports_every_problem_at_once(model_and_weights):
     with pytest.raises(ValueError) as info:
         model.load_state_dict(weights)
     message = str(info.value)
-    for fragment in ("missing keys: 2.bias", "unexpected keys: extra", "`0.weight`: shape",
-                     "`0.bias`: dtype float16"):
+    for fragment in (
+        "missing keys: 2.bias",
+        "unexpected keys: extra",
+        "`0.weight`: shape",
+        "`0.bias`: dtype float16",
+    ):
         assert fragment in message
 
 
@@ -73,10 +82,12 @@ def test_load_state_dict_accepts_torch_numpy_and_jax_values(model_and_weights):
 
 
 def test_from_torch_names_the_unsupported_class_and_its_path():
-    torch_model = tnn.Sequential(
-        tnn.Linear(4, 4), tnn.Sequential(tnn.PixelShuffle(2), tnn.ReLU()))
-    with pytest.raises(ValueError, match=r"unsupported module PixelShuffle at '1.0'; supported "
-                                         r"modules are .*Linear, .*Sequential"):
+    torch_model = tnn.Sequential(tnn.Linear(4, 4), tnn.Sequential(tnn.PixelShuffle(2), tnn.ReLU()))
+    with pytest.raises(
+        ValueError,
+        match=r"unsupported module PixelShuffle at '1.0'; supported "
+        r"modules are .*Linear, .*Sequential",
+    ):
         nn.from_torch(torch_model)
     with pytest.raises(ValueError, match="unsupported module PixelUnshuffle at the top level"):
         nn.from_torch(tnn.PixelUnshuffle(2))
@@ -85,8 +96,11 @@ def test_from_torch_names_the_unsupported_class_and_its_path():
 def test_linear_rejects_an_input_of_the_wrong_width():
     layer = nn.Linear(3, 2)
     params = layer.init(jax.random.key(0))
-    with pytest.raises(ValueError, match=r"`in_features` \(=3\) must match the input's last "
-                                         r"dimension \(input shape \(5, 4\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`in_features` \(=3\) must match the input's last "
+        r"dimension \(input shape \(5, 4\)\)",
+    ):
         layer.apply(params, jnp.zeros((5, 4)))
 
 
@@ -117,8 +131,10 @@ def test_apply_refuses_a_torch_tensor_saying_how_to_convert_it(capture):
     torch_model = torchref.mlp([4, 3, 2])
     model, params = nn.from_torch(torch_model, torch.zeros(2, 4), capture=capture)
     x = torch.zeros(2, 4)
-    message = (r"input 0 is a torch tensor \(torch.float32, shape \[2, 4\]\); jaxgrad takes "
-               r"jax or numpy arrays: convert it with `jnp.asarray\(t.detach\(\).numpy\(\)\)`")
+    message = (
+        r"input 0 is a torch tensor \(torch.float32, shape \[2, 4\]\); jaxgrad takes "
+        r"jax or numpy arrays: convert it with `jnp.asarray\(t.detach\(\).numpy\(\)\)`"
+    )
     with pytest.raises(TypeError, match=message):
         model.apply(params, x)
     torch_params = {k: torch.from_numpy(np.asarray(v)) for k, v in params.items()}
@@ -135,16 +151,22 @@ def test_apply_names_a_transposed_parameter(model_and_weights, jit):
     params = model.load_state_dict(weights)
     params["2.weight"] = params["2.weight"].T
     apply = jax.jit(model.apply) if jit else model.apply
-    with pytest.raises(ValueError, match=r"Sequential.apply: params do not fit the model: "
-                                         r"`2.weight`: shape \(3, 2\) does not match the "
-                                         r"model's \(2, 3\) \(transposed\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"Sequential.apply: params do not fit the model: "
+        r"`2.weight`: shape \(3, 2\) does not match the "
+        r"model's \(2, 3\) \(transposed\?",
+    ):
         apply(params, jnp.zeros((5, 4)))
 
 
 def test_from_torch_refuses_what_is_not_a_torch_module():
-    with pytest.raises(TypeError, match=r"from_torch expects a torch `nn.Module`, got a "
-                                        r"`function` \(<function .*\); wrap a "
-                                        r"function in a module whose `forward` calls it"):
+    with pytest.raises(
+        TypeError,
+        match=r"from_torch expects a torch `nn.Module`, got a "
+        r"`function` \(<function .*\); wrap a "
+        r"function in a module whose `forward` calls it",
+    ):
         nn.from_torch(lambda x: x)
     with pytest.raises(TypeError, match=r"got a `numpy.ndarray` \(array\(\[0., 0.\]\)\)\.$"):
         nn.from_torch(np.zeros(2))

@@ -16,20 +16,22 @@ import numpy as np
 import pytest
 import torch
 from flax import nnx
+from parity_checks.nnx_interop import nnx_trajectory
 
 import jaxgrad
-import torchref
 from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.flax import from_nnx, grads_to_torch, nnx_state_dict, to_nnx
 from jaxgrad.parity import assert_parity
-from parity_checks.nnx_interop import nnx_trajectory
 
 
 def _mlp():
     return torch.nn.Sequential(
-        torch.nn.Linear(6, 5), torch.nn.GELU(), torch.nn.Linear(5, 4),
-        torch.nn.LeakyReLU(0.2), torch.nn.Linear(4, 3),
+        torch.nn.Linear(6, 5),
+        torch.nn.GELU(),
+        torch.nn.Linear(5, 4),
+        torch.nn.LeakyReLU(0.2),
+        torch.nn.Linear(4, 3),
     ).double()
 
 
@@ -92,23 +94,32 @@ def test_training_trajectory_with_nnx_optimizer_matches_torch(x64, seed):
     rng = np.random.default_rng(seed)
     x, y = rng.standard_normal((32, 6)), rng.integers(0, 3, 32)
     reference, candidate = nnx_trajectory(
-        module, x, y, steps=20,
+        module,
+        x,
+        y,
+        steps=20,
         torch_optimizer=torch.optim.Adam(module.parameters(), lr=1e-2, weight_decay=0.01),
-        jax_optimizer=joptim.adam(lr=1e-2, weight_decay=0.01))
+        jax_optimizer=joptim.adam(lr=1e-2, weight_decay=0.01),
+    )
     assert_parity(reference, candidate)
 
 
 def test_unsupported_layer_is_named_with_its_path():
-    module = torch.nn.Sequential(torch.nn.Linear(2, 2),
-                                 torch.nn.Sequential(torch.nn.PixelShuffle(2)))
+    module = torch.nn.Sequential(
+        torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.PixelShuffle(2))
+    )
     with pytest.raises(ValueError, match=r"PixelShuffle at '1\.0'"):
         to_nnx(module)
 
 
 def test_hand_built_model_with_mismatched_shapes_lists_every_problem():
     rngs = nnx.Rngs(0)
-    hand = nnx.Sequential(nnx.Linear(3, 4, rngs=rngs), nnx.relu, nnx.Linear(5, 2, rngs=rngs),
-                          nnx.Linear(3, 1, rngs=rngs))
+    hand = nnx.Sequential(
+        nnx.Linear(3, 4, rngs=rngs),
+        nnx.relu,
+        nnx.Linear(5, 2, rngs=rngs),
+        nnx.Linear(3, 1, rngs=rngs),
+    )
     with pytest.raises(ValueError) as info:
         from_nnx(hand)
     message = str(info.value)
@@ -149,7 +160,9 @@ class _Residual(torch.nn.Module):
         self.fc1 = torch.nn.Linear(6, 6)
         self.bn = torch.nn.BatchNorm1d(6)
         self.fc2 = torch.nn.Linear(6, 6)
-        self.head = torch.nn.Sequential(torch.nn.SiLU(), torch.nn.Dropout(0.0), torch.nn.Linear(6, 3))
+        self.head = torch.nn.Sequential(
+            torch.nn.SiLU(), torch.nn.Dropout(0.0), torch.nn.Linear(6, 3)
+        )
 
     def forward(self, x):
         y = torch.relu(self.bn(self.fc1(x)))
@@ -163,9 +176,13 @@ def test_traced_forward_with_batch_norm_trains_like_torch(x64, seed):
     rng = np.random.default_rng(seed)
     x, y = rng.standard_normal((40, 6)), rng.integers(0, 3, 40)
     reference, candidate = nnx_trajectory(
-        module, x, y, steps=20,
+        module,
+        x,
+        y,
+        steps=20,
         torch_optimizer=torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9),
-        jax_optimizer=joptim.sgd(lr=0.1, momentum=0.9))
+        jax_optimizer=joptim.sgd(lr=0.1, momentum=0.9),
+    )
     assert int(candidate[-1]["bn.num_batches_tracked"]) == 20
     assert_parity(reference, candidate)
 
@@ -181,8 +198,9 @@ class _KeywordTensors(torch.nn.Module):
         self.fc = torch.nn.Linear(4, 3)
 
     def forward(self, x):
-        return self.fc(torch.nn.functional.layer_norm(x, (4,), weight=self.weight,
-                                                      bias=self.bias, eps=1e-6))
+        return self.fc(
+            torch.nn.functional.layer_norm(x, (4,), weight=self.weight, bias=self.bias, eps=1e-6)
+        )
 
 
 def test_traced_call_with_tensors_as_keyword_arguments(x64):
@@ -203,11 +221,22 @@ def test_twin_starts_in_the_torch_modules_mode(x64):
         assert_parity(ref, np.asarray(nnx_module(jnp.asarray(x.numpy()))))
 
 
-@pytest.mark.parametrize("layer", [
-    torch.nn.ReLU6(), torch.nn.Hardswish(), torch.nn.Hardsigmoid(), torch.nn.ELU(0.7),
-    torch.nn.Softplus(beta=2.0, threshold=3.0), torch.nn.Mish(), torch.nn.Softmax(dim=1),
-    torch.nn.LogSoftmax(dim=0), torch.nn.SiLU(), torch.nn.GELU("tanh"),
-], ids=lambda layer: type(layer).__name__)
+@pytest.mark.parametrize(
+    "layer",
+    [
+        torch.nn.ReLU6(),
+        torch.nn.Hardswish(),
+        torch.nn.Hardsigmoid(),
+        torch.nn.ELU(0.7),
+        torch.nn.Softplus(beta=2.0, threshold=3.0),
+        torch.nn.Mish(),
+        torch.nn.Softmax(dim=1),
+        torch.nn.LogSoftmax(dim=0),
+        torch.nn.SiLU(),
+        torch.nn.GELU("tanh"),
+    ],
+    ids=lambda layer: type(layer).__name__,
+)
 def test_activations_match_torch_and_read_back(x64, layer):
     x = torch.linspace(-7, 7, 30, dtype=torch.float64).reshape(5, 6)
     nnx_module = to_nnx(torch.nn.Sequential(layer))
@@ -234,24 +263,38 @@ def test_hand_built_flax_cnn_reads_back_as_torch(x64):
     rngs = nnx.Rngs(0)
     hand = nnx.Sequential(
         nnx.Conv(1, 4, (3, 3), padding=((1, 1), (1, 1)), param_dtype=jnp.float64, rngs=rngs),
-        nnx.BatchNorm(4, momentum=0.9, use_running_average=True, param_dtype=jnp.float64,
-                      rngs=rngs),
+        nnx.BatchNorm(
+            4, momentum=0.9, use_running_average=True, param_dtype=jnp.float64, rngs=rngs
+        ),
         nnx.relu,
         functools.partial(nnx.max_pool, window_shape=(2, 2), strides=(2, 2)),
     )
     model, params, buffers = from_nnx(hand)
     assert [type(layer).__name__ for layer in model.layers] == [
-        "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d"]
+        "Conv2d",
+        "BatchNorm2d",
+        "ReLU",
+        "MaxPool2d",
+    ]
     assert model[1].momentum == pytest.approx(0.1)  # flax 0.9 weighs the old average
-    torch_module = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1),
-                                       torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
-                                       torch.nn.MaxPool2d(2)).double().eval()
-    torch_module.load_state_dict({k: torch.from_numpy(v)
-                                  for k, v in model.state_dict(params, buffers).items()})
+    torch_module = (
+        torch.nn.Sequential(
+            torch.nn.Conv2d(1, 4, 3, padding=1),
+            torch.nn.BatchNorm2d(4),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+        )
+        .double()
+        .eval()
+    )
+    torch_module.load_state_dict(
+        {k: torch.from_numpy(v) for k, v in model.state_dict(params, buffers).items()}
+    )
     x = np.random.default_rng(0).standard_normal((2, 1, 6, 6))
     out = hand(jnp.moveaxis(jnp.asarray(x), 1, -1))
-    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
-                  np.asarray(jnp.moveaxis(out, -1, 1)))
+    assert_parity(
+        torch_module(torch.from_numpy(x)).detach().numpy(), np.asarray(jnp.moveaxis(out, -1, 1))
+    )
 
 
 def test_flax_same_padding_is_refused_with_the_reason():
@@ -286,8 +329,7 @@ class Net(nn.Module):
 
 # long (~8 s, the port script end to end): CI's -m "exhaustive or long" run
 @pytest.mark.long
-def test_port_script_converts_proves_saves_and_reloads_a_users_model(tmp_path, capsys,
-                                                                    monkeypatch):
+def test_port_script_converts_proves_saves_and_reloads_a_users_model(tmp_path, capsys, monkeypatch):
     """Dropout and an LSTM (whose output is a tuple) in one model: the port passes,
     the file holds the random-number state, reloads bit for bit, and runs like torch."""
     import port
@@ -295,8 +337,9 @@ def test_port_script_converts_proves_saves_and_reloads_a_users_model(tmp_path, c
     (tmp_path / "user_net.py").write_text(_USER_MODEL)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "net.safetensors"
-    code = port.main(["user_net:Net", "--input-shape", "2,1,8,8", "--out", str(out),
-                      "--kwargs", '{"hidden": 6}'])
+    code = port.main(
+        ["user_net:Net", "--input-shape", "2,1,8,8", "--out", str(out), "--kwargs", '{"hidden": 6}']
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "parity float64" in printed and "FAIL" not in printed
@@ -325,8 +368,10 @@ def test_port_script_converts_proves_saves_and_reloads_a_users_model(tmp_path, c
     saved = nnx_state_dict(twin)
     torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in saved.items()})
     x = np.random.default_rng(0).standard_normal((2, 1, 8, 8)).astype(np.float32)
-    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
-                  np.asarray(twin(jnp.moveaxis(jnp.asarray(x), 1, -1))))
+    assert_parity(
+        torch_module(torch.from_numpy(x)).detach().numpy(),
+        np.asarray(twin(jnp.moveaxis(jnp.asarray(x), 1, -1))),
+    )
 
 
 def test_save_nnx_stores_dropout_random_state_and_load_nnx_resumes_its_stream(tmp_path):
@@ -337,8 +382,9 @@ def test_save_nnx_stores_dropout_random_state_and_load_nnx_resumes_its_stream(tm
 
     def build(seed):  # the output's zeros are the dropout mask
         torch.manual_seed(seed)
-        return to_nnx(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
-                                          torch.nn.Dropout(0.5)))  # train mode: dropout on
+        return to_nnx(
+            torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Dropout(0.5))
+        )  # train mode: dropout on
 
     saved = build(0)
     x = np.ones((16, 6), np.float32)
@@ -352,34 +398,41 @@ def test_save_nnx_stores_dropout_random_state_and_load_nnx_resumes_its_stream(tm
     assert 0 < first_mask.sum() < first_mask.size
     assert not np.array_equal(after_saved == 0, first_mask)  # a new mask: fresh did not restart
     fresh.layers[2].rngs.key.set_value(jax.random.key(0, impl="rbg"))
-    with pytest.raises(ValueError, match="`layers.2.rngs.key`: file has a threefry2x32 PRNG "
-                                         "key, module has a rbg PRNG key"):
+    with pytest.raises(
+        ValueError,
+        match="`layers.2.rngs.key`: file has a threefry2x32 PRNG key, module has a rbg PRNG key",
+    ):
         load_nnx(fresh, path)
 
 
-_GELU_MLP = '''
+_GELU_MLP = """
 from torch import nn
 
 
 def mlp():
     return nn.Sequential(nn.Linear(3, 4), nn.GELU(), nn.Linear(4, 2))
-'''
+"""
 
 
-def test_port_script_exits_1_only_for_a_failed_check_and_3_for_a_crash(tmp_path, capsys,
-                                                                       monkeypatch):
+def test_port_script_exits_1_only_for_a_failed_check_and_3_for_a_crash(
+    tmp_path, capsys, monkeypatch
+):
     """A planted convention bug (GELU's tanh form) fails the parity checks and a
     planted no-op load fails the reload: exit 1 with both FAILs printed. A crash inside
     the port is exit 3 with its traceback, never 1."""
     import port
+
     from jaxgrad.flax import convert
 
     (tmp_path / "gelu_mlp.py").write_text(_GELU_MLP)
     monkeypatch.chdir(tmp_path)
     argv = ["gelu_mlp:mlp", "--input-shape", "5,3", "--out", str(tmp_path / "m.safetensors")]
     _, need = convert._TO_NNX["GELU"]
-    monkeypatch.setitem(convert._TO_NNX, "GELU", (
-        lambda layer, p, b, d: functools.partial(nnx.gelu, approximate=True), need))
+    monkeypatch.setitem(
+        convert._TO_NNX,
+        "GELU",
+        (lambda layer, p, b, d: functools.partial(nnx.gelu, approximate=True), need),
+    )
     monkeypatch.setattr("jaxgrad.flax.load_nnx", lambda module, path: None)
     assert port.main(argv) == 1
     printed = capsys.readouterr().out
@@ -395,15 +448,20 @@ def test_port_script_exits_1_only_for_a_failed_check_and_3_for_a_crash(tmp_path,
     assert "RuntimeError: planted crash" in err and "exit status 3" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["user_net:Missing", "--input-shape", "2,1,8,8"], "has no 'Missing'"),
-    (["no_such_module:Net", "--input-shape", "2,1,8,8"], "cannot import"),
-    (["user_net:Net", "--input-shape", "2,0,8"], "every dimension must be positive"),
-    (["user_net:Net", "--input-shape", "2,3,8,8"], "rejects an input of shape"),
-    (["user_net:Net", "--input-shape", "2,1,8,8", "--kwargs", "[1]"], "JSON object"),
-    (["user_net:Net", "--input-shape", "2,1,8,8", "--state-dict", "list.pt"],
-     "expected a state_dict (names -> tensors), got list"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["user_net:Missing", "--input-shape", "2,1,8,8"], "has no 'Missing'"),
+        (["no_such_module:Net", "--input-shape", "2,1,8,8"], "cannot import"),
+        (["user_net:Net", "--input-shape", "2,0,8"], "every dimension must be positive"),
+        (["user_net:Net", "--input-shape", "2,3,8,8"], "rejects an input of shape"),
+        (["user_net:Net", "--input-shape", "2,1,8,8", "--kwargs", "[1]"], "JSON object"),
+        (
+            ["user_net:Net", "--input-shape", "2,1,8,8", "--state-dict", "list.pt"],
+            "expected a state_dict (names -> tensors), got list",
+        ),
+    ],
+)
 def test_port_script_refuses_bad_input_with_exit_2(tmp_path, monkeypatch, capsys, argv, message):
     import port
 
@@ -438,19 +496,33 @@ def test_every_convention_is_mapped_and_matters(x64):
     for row in rows:
         assert row["mapped"] <= 1e-12, row
         unmapped = row["unmapped"]
-        assert unmapped != unmapped or abs(unmapped - (1.0 if row["unit"] == "std ratio" else 0.0)) > 1e-4, row
+        assert (
+            unmapped != unmapped
+            or abs(unmapped - (1.0 if row["unit"] == "std ratio" else 0.0)) > 1e-4
+        ), row
 
 
 def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
     """Padding and Upsample have no stock flax twin with torch's meaning: they run as
     TorchLayer (the jaxgrad layer, params as nnx.Param), between stock layers."""
     module = torch.nn.Sequential(
-        torch.nn.ConvTranspose2d(2, 3, 3, stride=2), torch.nn.ReflectionPad2d(1),
-        torch.nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Conv2d(3, 2, 3)).double()
+        torch.nn.ConvTranspose2d(2, 3, 3, stride=2),
+        torch.nn.ReflectionPad2d(1),
+        torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+        torch.nn.Conv2d(3, 2, 3),
+    ).double()
     nnx_module = to_nnx(module, layout="NCHW")
     kinds = [type(item).__name__ for item in nnx_module.layers]
-    assert kinds == ["ChannelsLast", "ConvTranspose", "ChannelsFirst", "TorchLayer", "TorchLayer",
-                     "ChannelsLast", "Conv", "ChannelsFirst"]
+    assert kinds == [
+        "ChannelsLast",
+        "ConvTranspose",
+        "ChannelsFirst",
+        "TorchLayer",
+        "TorchLayer",
+        "ChannelsLast",
+        "Conv",
+        "ChannelsFirst",
+    ]
     x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
     cotangent = torch.randn(2, 2, 20, 20, dtype=torch.float64)
     module.zero_grad()
@@ -462,9 +534,13 @@ def test_layers_without_a_flax_form_run_inside_nnx_as_jaxgrad_layers(x64):
         return jnp.sum(logits * jnp.asarray(cotangent.numpy())), logits
 
     (_, logits), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
-    assert_parity({"out": out.detach().numpy(),
-                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
-                  {"out": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)})
+    assert_parity(
+        {
+            "out": out.detach().numpy(),
+            "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+        },
+        {"out": np.asarray(logits), "grads": grads_to_torch(nnx_module, grads)},
+    )
     back = nnx_state_dict(nnx_module)
     for name, value in module.state_dict().items():
         np.testing.assert_array_equal(back[name], value.numpy())
@@ -486,17 +562,25 @@ def _norm_matches_torch(module, x, rng, layout="NHWC"):
         return jnp.sum(y * jnp.asarray(cotangent)), y
 
     (_, y), grads = nnx.value_and_grad(loss, has_aux=True)(nnx_module)
-    assert_parity({"out": out.detach().numpy(),
-                   "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}},
-                  {"out": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)})
+    assert_parity(
+        {
+            "out": out.detach().numpy(),
+            "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+        },
+        {"out": np.asarray(y), "grads": grads_to_torch(nnx_module, grads)},
+    )
     return nnx_module
 
 
-@pytest.mark.parametrize("make, shape, layout", [
-    (lambda: torch.nn.LayerNorm(6), (5, 6), "NHWC"),
-    (lambda: torch.nn.GroupNorm(2, 4), (2, 4, 3, 3), "NCHW"),
-    (lambda: torch.nn.RMSNorm(6), (5, 6), "NHWC"),
-], ids=["LayerNorm", "GroupNorm", "RMSNorm-default-eps"])
+@pytest.mark.parametrize(
+    "make, shape, layout",
+    [
+        (lambda: torch.nn.LayerNorm(6), (5, 6), "NHWC"),
+        (lambda: torch.nn.GroupNorm(2, 4), (2, 4, 3, 3), "NCHW"),
+        (lambda: torch.nn.RMSNorm(6), (5, 6), "NHWC"),
+    ],
+    ids=["LayerNorm", "GroupNorm", "RMSNorm-default-eps"],
+)
 def test_norm_layers_keep_torchs_epsilon(x64, rng, make, shape, layout):
     """Rows of variance 1e-6, where torch's eps 1e-5 and flax's default 1e-6 scale the
     output 2.3x apart: forward and every gradient against torch. RMSNorm's default
@@ -508,11 +592,15 @@ def test_norm_layers_keep_torchs_epsilon(x64, rng, make, shape, layout):
         assert nnx_module.layers[0].epsilon == torch.finfo(torch.float64).eps
 
 
-@pytest.mark.parametrize("make, stock", [
-    (lambda: torch.nn.LayerNorm((2, 4)), nnx.LayerNorm),
-    (lambda: torch.nn.LayerNorm((2, 4), bias=False), nnx.LayerNorm),
-    (lambda: torch.nn.RMSNorm((2, 4), eps=1e-5), nnx.RMSNorm),
-], ids=["LayerNorm", "LayerNorm-no-bias", "RMSNorm"])
+@pytest.mark.parametrize(
+    "make, stock",
+    [
+        (lambda: torch.nn.LayerNorm((2, 4)), nnx.LayerNorm),
+        (lambda: torch.nn.LayerNorm((2, 4), bias=False), nnx.LayerNorm),
+        (lambda: torch.nn.RMSNorm((2, 4), eps=1e-5), nnx.RMSNorm),
+    ],
+    ids=["LayerNorm", "LayerNorm-no-bias", "RMSNorm"],
+)
 def test_multi_axis_norms_become_stock_norms_over_the_trailing_axes(x64, rng, make, stock):
     """torch's normalized_shape (2, 4) is a stock norm over axes (-2, -1) whose flat
     (8,) scale flax reshapes onto them: forward and gradients against torch, and the
@@ -527,25 +615,38 @@ def test_multi_axis_norms_become_stock_norms_over_the_trailing_axes(x64, rng, ma
 
 
 @pytest.mark.parametrize("use_scale, use_bias", [(False, True), (True, False)])
-def test_hand_built_group_norm_with_one_affine_param_reads_back_exactly(x64, rng, use_scale,
-                                                                        use_bias):
+def test_hand_built_group_norm_with_one_affine_param_reads_back_exactly(
+    x64, rng, use_scale, use_bias
+):
     """torch's GroupNorm has both affine params or none: the one flax left out reads
     back at its identity (scale 1, bias 0), and torch then computes flax's output;
     its gradient is not in flax's, so grads_to_torch refuses instead of inventing one."""
-    hand = nnx.eval_shape(lambda: nnx.GroupNorm(  # no init computed: the one param is set
-        4, num_groups=2, use_scale=use_scale, use_bias=use_bias, use_fast_variance=False,
-        epsilon=1e-5, param_dtype=jnp.float64, rngs=nnx.Rngs(0)))
+    hand = nnx.eval_shape(
+        lambda: nnx.GroupNorm(  # no init computed: the one param is set
+            4,
+            num_groups=2,
+            use_scale=use_scale,
+            use_bias=use_bias,
+            use_fast_variance=False,
+            epsilon=1e-5,
+            param_dtype=jnp.float64,
+            rngs=nnx.Rngs(0),
+        )
+    )
     present = hand.scale if use_scale else hand.bias
     present.set_value(jnp.asarray(rng.standard_normal(4)))
     torch_module = torch.nn.GroupNorm(2, 4).double()
     torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in nnx_state_dict(hand).items()})
     x = rng.standard_normal((2, 4, 3))
     out = nnx.jit(lambda mod, x: mod(x))(hand, jnp.moveaxis(jnp.asarray(x), 1, -1))
-    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
-                  np.asarray(jnp.moveaxis(out, -1, 1)))
+    assert_parity(
+        torch_module(torch.from_numpy(x)).detach().numpy(), np.asarray(jnp.moveaxis(out, -1, 1))
+    )
     missing = "weight" if use_bias else "bias"
-    np.testing.assert_array_equal(getattr(torch_module, missing).detach().numpy(),
-                                  np.ones(4) if missing == "weight" else np.zeros(4))
+    np.testing.assert_array_equal(
+        getattr(torch_module, missing).detach().numpy(),
+        np.ones(4) if missing == "weight" else np.zeros(4),
+    )
     grads = nnx.state(hand, nnx.Param)  # grads_to_torch refuses on the structure alone
     with pytest.raises(ValueError, match=f"torch's `{missing}` has no gradient"):
         grads_to_torch(hand, grads)
@@ -554,24 +655,60 @@ def test_hand_built_group_norm_with_one_affine_param_reads_back_exactly(x64, rng
 _ONE_AFFINE_PARAM = {
     # name: (the stock nnx layer, its torch twin, the torch param flax has no gradient of)
     "LayerNorm-bias-only": (
-        lambda: nnx.LayerNorm(4, use_scale=False, use_bias=True, epsilon=1e-5,
-                              use_fast_variance=False, param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
-        lambda: torch.nn.LayerNorm(4), "weight"),
+        lambda: nnx.LayerNorm(
+            4,
+            use_scale=False,
+            use_bias=True,
+            epsilon=1e-5,
+            use_fast_variance=False,
+            param_dtype=jnp.float64,
+            rngs=nnx.Rngs(0),
+        ),
+        lambda: torch.nn.LayerNorm(4),
+        "weight",
+    ),
     "LayerNorm-scale-only": (  # torch's bias=False: exact, gradients too
-        lambda: nnx.LayerNorm(4, use_scale=True, use_bias=False, epsilon=1e-5,
-                              use_fast_variance=False, param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
-        lambda: torch.nn.LayerNorm(4, bias=False), None),
+        lambda: nnx.LayerNorm(
+            4,
+            use_scale=True,
+            use_bias=False,
+            epsilon=1e-5,
+            use_fast_variance=False,
+            param_dtype=jnp.float64,
+            rngs=nnx.Rngs(0),
+        ),
+        lambda: torch.nn.LayerNorm(4, bias=False),
+        None,
+    ),
     "RMSNorm-no-scale": (  # nnx.RMSNorm has no bias: use_scale=False is torch's affine=False
         lambda: nnx.RMSNorm(4, use_scale=False, param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
-        lambda: torch.nn.RMSNorm(4, eps=1e-6, elementwise_affine=False), None),
+        lambda: torch.nn.RMSNorm(4, eps=1e-6, elementwise_affine=False),
+        None,
+    ),
     "BatchNorm-bias-only": (
-        lambda: nnx.BatchNorm(4, use_scale=False, use_bias=True, use_running_average=True,
-                              param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
-        lambda: torch.nn.BatchNorm1d(4).eval(), "weight"),
+        lambda: nnx.BatchNorm(
+            4,
+            use_scale=False,
+            use_bias=True,
+            use_running_average=True,
+            param_dtype=jnp.float64,
+            rngs=nnx.Rngs(0),
+        ),
+        lambda: torch.nn.BatchNorm1d(4).eval(),
+        "weight",
+    ),
     "BatchNorm-scale-only": (
-        lambda: nnx.BatchNorm(4, use_scale=True, use_bias=False, use_running_average=True,
-                              param_dtype=jnp.float64, rngs=nnx.Rngs(0)),
-        lambda: torch.nn.BatchNorm1d(4).eval(), "bias"),
+        lambda: nnx.BatchNorm(
+            4,
+            use_scale=True,
+            use_bias=False,
+            use_running_average=True,
+            param_dtype=jnp.float64,
+            rngs=nnx.Rngs(0),
+        ),
+        lambda: torch.nn.BatchNorm1d(4).eval(),
+        "bias",
+    ),
 }
 
 
@@ -607,33 +744,53 @@ def test_hand_built_norm_with_one_affine_param_reads_back_exactly(x64, rng, name
     assert read_back.dtype == np.float64
     assert_parity(np.asarray(out), np.asarray(read_back))
     if missing is not None:
-        np.testing.assert_array_equal(getattr(torch_module, missing).detach().numpy(),
-                                      np.ones(4) if missing == "weight" else np.zeros(4))
-        with pytest.raises(ValueError, match=f"nnx.{type(hand).__name__} at 'the top level'"
-                                             f".*torch's `{missing}` has no gradient"):
+        np.testing.assert_array_equal(
+            getattr(torch_module, missing).detach().numpy(),
+            np.ones(4) if missing == "weight" else np.zeros(4),
+        )
+        with pytest.raises(
+            ValueError,
+            match=f"nnx.{type(hand).__name__} at 'the top level'"
+            f".*torch's `{missing}` has no gradient",
+        ):
             grads_to_torch(hand, grads)
     elif list(torch_module.parameters()):
         (torch_out * torch.from_numpy(cotangent)).sum().backward()
-        assert_parity({n: p.grad.numpy() for n, p in torch_module.named_parameters()},
-                      grads_to_torch(hand, grads))
+        assert_parity(
+            {n: p.grad.numpy() for n, p in torch_module.named_parameters()},
+            grads_to_torch(hand, grads),
+        )
     else:
         assert grads_to_torch(hand, grads) == {}
 
 
-@pytest.mark.parametrize("make, named", [
-    (lambda r: nnx.LayerNorm(4, reduction_axes=(-3, -1), feature_axes=(-3, -1), rngs=r),
-     ["`reduction_axes`=(-3, -1)", "`feature_axes`=(-3, -1)"]),
-    (lambda r: nnx.LayerNorm(4, reduction_axes=(-2, -1), feature_axes=-1, rngs=r),
-     ["`reduction_axes`=(-2, -1)"]),
-    # trailing axes, but how 8 flat features split over them is not in the module
-    (lambda r: nnx.LayerNorm(8, reduction_axes=(-2, -1), feature_axes=(-2, -1), rngs=r),
-     ["trailing axes (-2, -1)", "torch_normalized_shape"]),
-    (lambda r: nnx.RMSNorm(4, reduction_axes=-2, rngs=r), ["`reduction_axes`=-2"]),
-    (lambda r: nnx.GroupNorm(4, num_groups=2, reduction_axes=(1, 2, 3), rngs=r),
-     ["`reduction_axes`=(1, 2, 3)"]),
-    (lambda r: nnx.BatchNorm(4, axis=1, axis_name="batch", rngs=r),
-     ["`axis`=1", "`axis_name`='batch'"]),
-])
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        (
+            lambda r: nnx.LayerNorm(4, reduction_axes=(-3, -1), feature_axes=(-3, -1), rngs=r),
+            ["`reduction_axes`=(-3, -1)", "`feature_axes`=(-3, -1)"],
+        ),
+        (
+            lambda r: nnx.LayerNorm(4, reduction_axes=(-2, -1), feature_axes=-1, rngs=r),
+            ["`reduction_axes`=(-2, -1)"],
+        ),
+        # trailing axes, but how 8 flat features split over them is not in the module
+        (
+            lambda r: nnx.LayerNorm(8, reduction_axes=(-2, -1), feature_axes=(-2, -1), rngs=r),
+            ["trailing axes (-2, -1)", "torch_normalized_shape"],
+        ),
+        (lambda r: nnx.RMSNorm(4, reduction_axes=-2, rngs=r), ["`reduction_axes`=-2"]),
+        (
+            lambda r: nnx.GroupNorm(4, num_groups=2, reduction_axes=(1, 2, 3), rngs=r),
+            ["`reduction_axes`=(1, 2, 3)"],
+        ),
+        (
+            lambda r: nnx.BatchNorm(4, axis=1, axis_name="batch", rngs=r),
+            ["`axis`=1", "`axis_name`='batch'"],
+        ),
+    ],
+)
 def test_hand_built_norm_over_other_axes_is_refused_by_name(make, named):
     """A norm normalising other axes than torch's layer would read back as a layer that
     computes something else (main: silently, as a last-axis LayerNorm); every such
@@ -655,7 +812,8 @@ def test_avg_pool_twin_keeps_the_input_dtype_under_x64(dtype, count_include_pad,
     (forward and input gradient), and converts back with ``from_nnx``."""
     torch.manual_seed(0)
     module = torch.nn.Sequential(
-        torch.nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=count_include_pad)).to(dtype)
+        torch.nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=count_include_pad)
+    ).to(dtype)
     nnx_module = to_nnx(module)
     x = torch.randn(2, 3, 7, 7, dtype=dtype, requires_grad=True)
     cotangent = torch.randn(2, 3, 4, 4, dtype=dtype)
@@ -666,12 +824,17 @@ def test_avg_pool_twin_keeps_the_input_dtype_under_x64(dtype, count_include_pad,
         return jnp.sum(jnp.moveaxis(out, -1, 1) * jnp.asarray(cotangent.numpy())), out
 
     (_, out), grad = jax.value_and_grad(objective, has_aux=True)(
-        jnp.moveaxis(jnp.asarray(x.detach().numpy()), 1, -1))
+        jnp.moveaxis(jnp.asarray(x.detach().numpy()), 1, -1)
+    )
     numpy_dtype = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
     assert out.dtype == numpy_dtype and grad.dtype == numpy_dtype
-    assert_parity({"output": module(x).detach().numpy(), "input grad": x.grad.numpy()},
-                  {"output": np.moveaxis(np.asarray(out), -1, 1),
-                   "input grad": np.moveaxis(np.asarray(grad), -1, 1)})
+    assert_parity(
+        {"output": module(x).detach().numpy(), "input grad": x.grad.numpy()},
+        {
+            "output": np.moveaxis(np.asarray(out), -1, 1),
+            "input grad": np.moveaxis(np.asarray(grad), -1, 1),
+        },
+    )
     model, _ = from_nnx(nnx_module)
     (layer,) = model.layers
     assert (type(layer).__name__, layer.count_include_pad) == ("AvgPool2d", count_include_pad)

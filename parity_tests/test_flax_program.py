@@ -73,8 +73,10 @@ def test_forward_and_every_gradient_match_torch(x64):
     out = module(ids)
     cotangent = torch.from_numpy(np.random.default_rng(4).standard_normal(tuple(out.shape)))
     (out * cotangent).sum().backward()
-    reference = {"output": out.detach().numpy(),
-                 "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    reference = {
+        "output": out.detach().numpy(),
+        "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+    }
     twin = to_nnx(module, example=(ids,))
 
     def objective(twin):
@@ -91,10 +93,18 @@ def test_training_forward_updates_batchnorm_statistics_as_torch(x64):
     assert not twin.deterministic  # torch's train(): the training-mode program
     expected = module(ids).detach().numpy()
     value = twin(jnp.asarray(ids.numpy()))
-    assert_parity({"output": expected, "running_mean": module.bn.running_mean.numpy(),
-                   "running_var": module.bn.running_var.numpy()},
-                  {"output": value, "running_mean": twin.buffers["bn.running_mean"][...],
-                   "running_var": twin.buffers["bn.running_var"][...]})
+    assert_parity(
+        {
+            "output": expected,
+            "running_mean": module.bn.running_mean.numpy(),
+            "running_var": module.bn.running_var.numpy(),
+        },
+        {
+            "output": value,
+            "running_mean": twin.buffers["bn.running_mean"][...],
+            "running_var": twin.buffers["bn.running_var"][...],
+        },
+    )
 
 
 def test_read_back_gives_torchs_state_dict(x64):
@@ -109,5 +119,6 @@ def test_read_back_gives_torchs_state_dict(x64):
     again = to_nnx(model, params, buffers)
     again.eval()
     twin.eval()
-    np.testing.assert_array_equal(np.asarray(again(jnp.asarray(ids.numpy()))),
-                                  np.asarray(twin(jnp.asarray(ids.numpy()))))
+    np.testing.assert_array_equal(
+        np.asarray(again(jnp.asarray(ids.numpy()))), np.asarray(twin(jnp.asarray(ids.numpy())))
+    )

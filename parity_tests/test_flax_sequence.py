@@ -24,8 +24,16 @@ import pytest
 import torch
 from flax import nnx
 
-from jaxgrad.flax import (attention_modules, from_nnx, grads_to_torch, modules, nnx_state_dict,
-                          sequence_modules, to_nnx, transformer_modules)
+from jaxgrad.flax import (
+    attention_modules,
+    from_nnx,
+    grads_to_torch,
+    modules,
+    nnx_state_dict,
+    sequence_modules,
+    to_nnx,
+    transformer_modules,
+)
 from jaxgrad.parity import assert_parity
 from parity_tests._sampling import one_in
 
@@ -42,6 +50,7 @@ def _torch(tree):
 def _outputs_and_grads(module, spec, arrays, cotangents):
     """Every call of ``spec`` (``(treedef, static leaves)`` per call, array leaves taken
     from ``arrays`` in order) on ``module``; the gradient of ``sum(outputs · cotangents)``."""
+
     def objective(mod):
         arrays_left, ys = iter(arrays), []
         for treedef, static in spec:
@@ -67,8 +76,10 @@ def _parity(torch_module, nnx_module, calls, rng):
     leaves = jax.tree.leaves(outs)
     cotangents = [rng.standard_normal(tuple(t.shape)) for t in leaves]
     sum(((t * torch.from_numpy(c)).nansum() for t, c in zip(leaves, cotangents))).backward()
-    reference = {"outputs": [t.detach().numpy() for t in leaves],
-                 "grads": {n: p.grad.numpy() for n, p in torch_module.named_parameters()}}
+    reference = {
+        "outputs": [t.detach().numpy() for t in leaves],
+        "grads": {n: p.grad.numpy() for n, p in torch_module.named_parameters()},
+    }
     spec, arrays = [], []
     for call in calls:
         flat, treedef = jax.tree.flatten(call)
@@ -76,8 +87,10 @@ def _parity(torch_module, nnx_module, calls, rng):
         spec.append((treedef, tuple(_ARRAY if isinstance(v, np.ndarray) else v for v in flat)))
     ys, grads = _outputs_and_grads(nnx_module, tuple(spec), arrays, cotangents)
     assert all(y.dtype == jnp.float64 for y in ys)
-    assert_parity(reference, {"outputs": [np.asarray(y) for y in ys],
-                              "grads": grads_to_torch(nnx_module, grads)})
+    assert_parity(
+        reference,
+        {"outputs": [np.asarray(y) for y in ys], "grads": grads_to_torch(nnx_module, grads)},
+    )
 
 
 def _round_trip(torch_module, nnx_module):
@@ -96,19 +109,31 @@ def _empty(build):
 
 
 # ------------------------------------------------------------------ recurrent
-_CELL = {torch.nn.LSTM: sequence_modules.TorchLSTMCell, torch.nn.GRU: sequence_modules.TorchGRUCell,
-         torch.nn.RNN: sequence_modules.TorchRNNCell}
+_CELL = {
+    torch.nn.LSTM: sequence_modules.TorchLSTMCell,
+    torch.nn.GRU: sequence_modules.TorchGRUCell,
+    torch.nn.RNN: sequence_modules.TorchRNNCell,
+}
 _STOCK = {torch.nn.LSTM: nnx.LSTMCell, torch.nn.GRU: nnx.GRUCell, torch.nn.RNN: nnx.SimpleCell}
 
 
 # GRU and RNN in the default run (LSTM: test_lstm_proj_size_... below), LSTM in the
 # exhaustive run too (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("cls, options", one_in(2, [
-    pytest.param(torch.nn.GRU, dict(num_layers=2, bidirectional=True, batch_first=True),
-                 id="gru-2-bi-bf"),
-    pytest.param(torch.nn.LSTM, dict(num_layers=2, bias=False), id="lstm-2-nobias"),
-    pytest.param(torch.nn.RNN, dict(num_layers=2, nonlinearity="relu"), id="rnn-relu-2"),
-]))
+@pytest.mark.parametrize(
+    "cls, options",
+    one_in(
+        2,
+        [
+            pytest.param(
+                torch.nn.GRU,
+                dict(num_layers=2, bidirectional=True, batch_first=True),
+                id="gru-2-bi-bf",
+            ),
+            pytest.param(torch.nn.LSTM, dict(num_layers=2, bias=False), id="lstm-2-nobias"),
+            pytest.param(torch.nn.RNN, dict(num_layers=2, nonlinearity="relu"), id="rnn-relu-2"),
+        ],
+    ),
+)
 def test_recurrent_layers_become_stock_nnx_rnns(x64, rng, cls, options):
     """Each cell is the stock flax cell with torch's biases as separate Params; the
     LSTM also takes torch's initial state ``(h_0, c_0)`` and an unbatched input."""
@@ -120,8 +145,9 @@ def test_recurrent_layers_become_stock_nnx_rnns(x64, rng, cls, options):
     assert len(cells) == layers and all(isinstance(c, _STOCK[cls]) for c in cells)
     assert not _instances(nnx_module, modules.TorchLayer)
     biases = sum(1 for path, _ in nnx.iter_graph(nnx_module) if path and path[-1] == "bias")
-    assert biases == (0 if options.get("bias") is False else
-                      2 * layers * (4 if cls is torch.nn.LSTM else 1))  # bias_ih, bias_hh apart
+    assert biases == (
+        0 if options.get("bias") is False else 2 * layers * (4 if cls is torch.nn.LSTM else 1)
+    )  # bias_ih, bias_hh apart
     x = rng.standard_normal((2, 3, 3) if options.get("batch_first") else (3, 2, 3))
     calls = [((x,), {})]
     if cls is torch.nn.LSTM:  # zero initial state, batched: the report's `nnx lstm` rows
@@ -152,8 +178,9 @@ def test_stock_cells_read_back_with_the_missing_bias_at_zero(x64, rng, cls):
         if isinstance(variable, nnx.Param):
             variable.set_value(jnp.asarray(rng.standard_normal(variable.get_value().shape) / 2))
     mode = {torch.nn.LSTM: "LSTM", torch.nn.GRU: "GRU", torch.nn.RNN: "RNN_TANH"}[cls]
-    hand = sequence_modules.TorchRecurrent(mode, [nnx.RNN(cell, rngs=False)], batch_first=True,
-                                           dropout=0.0)
+    hand = sequence_modules.TorchRecurrent(
+        mode, [nnx.RNN(cell, rngs=False)], batch_first=True, dropout=0.0
+    )
     model, params = from_nnx(hand)
     torch_module = cls(3, 4, batch_first=True, dtype=torch.float64)
     torch_module.load_state_dict(_torch({k: np.array(v) for k, v in params.items()}))
@@ -161,8 +188,10 @@ def test_stock_cells_read_back_with_the_missing_bias_at_zero(x64, rng, cls):
     assert not zero.detach().any()
     x = rng.standard_normal((2, 3, 3))
     if cls is torch.nn.GRU:  # b_hn enters as r ⊙ b_hn: its gradient is not dense_i's
-        assert_parity(torch_module(torch.from_numpy(x))[0].detach().numpy(),
-                      np.asarray(hand(jnp.asarray(x))[0]))
+        assert_parity(
+            torch_module(torch.from_numpy(x))[0].detach().numpy(),
+            np.asarray(hand(jnp.asarray(x))[0]),
+        )
         grads = nnx.grad(lambda m: m(jnp.asarray(x))[0].sum())(hand)
         with pytest.raises(ValueError, match="`bias_hh` gradient .* cannot be read"):
             grads_to_torch(hand, grads)  # never a silent 0 for torch's b_hn gradient
@@ -187,10 +216,17 @@ def test_projected_cells_torch_cannot_hold_are_refused():
     def proj_cell(in_features):
         return sequence_modules.TorchProjLSTMCell(in_features, 4, 2, rngs=nnx.Rngs(0))
 
-    mixed = _empty(lambda: sequence_modules.TorchRecurrent("LSTM", [
-        nnx.RNN(proj_cell(3), rngs=False),
-        nnx.RNN(sequence_modules.TorchLSTMCell(2, 4, rngs=nnx.Rngs(0)), rngs=False)],
-        batch_first=False, dropout=0.0))
+    mixed = _empty(
+        lambda: sequence_modules.TorchRecurrent(
+            "LSTM",
+            [
+                nnx.RNN(proj_cell(3), rngs=False),
+                nnx.RNN(sequence_modules.TorchLSTMCell(2, 4, rngs=nnx.Rngs(0)), rngs=False),
+            ],
+            batch_first=False,
+            dropout=0.0,
+        )
+    )
     with pytest.raises(ValueError, match=r"layers\[1\] forward: proj_features 0 != 2"):
         from_nnx(mixed)
     with pytest.raises(ValueError, match="torch's LSTMCell has no `proj_size`"):
@@ -198,18 +234,31 @@ def test_projected_cells_torch_cannot_hold_are_refused():
 
 
 def test_hand_built_recurrent_stack_that_does_not_chain_lists_every_problem():
-    hand = _empty(lambda: sequence_modules.TorchRecurrent("LSTM", [
-        nnx.RNN(nnx.LSTMCell(3, 4, rngs=nnx.Rngs(0)), rngs=False),
-        nnx.RNN(nnx.LSTMCell(5, 4, rngs=nnx.Rngs(0)), rngs=False),
-        nnx.RNN(nnx.GRUCell(4, 4, rngs=nnx.Rngs(0)), rngs=False)], batch_first=True, dropout=0.0))
+    hand = _empty(
+        lambda: sequence_modules.TorchRecurrent(
+            "LSTM",
+            [
+                nnx.RNN(nnx.LSTMCell(3, 4, rngs=nnx.Rngs(0)), rngs=False),
+                nnx.RNN(nnx.LSTMCell(5, 4, rngs=nnx.Rngs(0)), rngs=False),
+                nnx.RNN(nnx.GRUCell(4, 4, rngs=nnx.Rngs(0)), rngs=False),
+            ],
+            batch_first=True,
+            dropout=0.0,
+        )
+    )
     with pytest.raises(ValueError) as info:
         from_nnx(hand)
     message = str(info.value)
     assert "layers[1] forward: in_features 5, but the layer below gives 4" in message
     assert "layers[2] forward: GRUCell in a LSTM stack" in message
-    residual = _empty(lambda: sequence_modules.TorchRecurrent("RNN_TANH", [
-        nnx.RNN(nnx.SimpleCell(3, 4, residual=True, rngs=nnx.Rngs(0)), rngs=False)],
-        batch_first=True, dropout=0.0))
+    residual = _empty(
+        lambda: sequence_modules.TorchRecurrent(
+            "RNN_TANH",
+            [nnx.RNN(nnx.SimpleCell(3, 4, residual=True, rngs=nnx.Rngs(0)), rngs=False)],
+            batch_first=True,
+            dropout=0.0,
+        )
+    )
     with pytest.raises(ValueError, match="layers\\[0\\] forward: `residual`=True"):
         from_nnx(residual)
     wrong = _empty(lambda: sequence_modules.TorchCell("LSTM", nnx.GRUCell(3, 4, rngs=nnx.Rngs(0))))
@@ -242,8 +291,11 @@ def test_cell_modules_become_stock_cells_and_save_load_round_trips(x64, rng, tmp
     torch.manual_seed(0)
     module = _Cells().double()
     nnx_module = to_nnx(module)
-    for path, cell in (("lstm", sequence_modules.TorchLSTMCell),
-                       ("gru", sequence_modules.TorchGRUCell), ("rnn", sequence_modules.TorchRNNCell)):
+    for path, cell in (
+        ("lstm", sequence_modules.TorchLSTMCell),
+        ("gru", sequence_modules.TorchGRUCell),
+        ("rnn", sequence_modules.TorchRNNCell),
+    ):
         twin = nnx_module.layers[path]
         assert isinstance(twin, sequence_modules.TorchCell) and isinstance(twin.cell, cell)
     assert not _instances(nnx_module, modules.TorchLayer)
@@ -273,8 +325,9 @@ def test_attention_becomes_stock_multi_head_attention(x64, rng, attention, batch
     """Padding and causal masks with every ``need_weights``/``average_attn_weights``
     combination (the report's row-attention model has no masks)."""
     if batch_first or kdim:
-        module = torch.nn.MultiheadAttention(4, 2, kdim=kdim, vdim=kdim, batch_first=batch_first,
-                                             dtype=torch.float64)
+        module = torch.nn.MultiheadAttention(
+            4, 2, kdim=kdim, vdim=kdim, batch_first=batch_first, dtype=torch.float64
+        )
         nnx_module = to_nnx(module)
     else:
         module, nnx_module = attention
@@ -283,12 +336,19 @@ def test_attention_becomes_stock_multi_head_attention(x64, rng, attention, batch
     shape = (2, 3) if batch_first else (3, 2)
     q = rng.standard_normal((*shape, 4))
     kv = rng.standard_normal((2, 4, kdim or 4) if batch_first else (4, 2, kdim or 4))
-    masks = dict(key_padding_mask=np.array([[False] * 3 + [True], [False, True, False, True]]),
-                 attn_mask=np.triu(np.ones((3, 4), bool), 1))
-    _parity(module, nnx_module, [((q, kv, kv), dict(masks, need_weights=need_weights,
-                                                    average_attn_weights=average))
-                                 for need_weights, average in ((True, True), (True, False),
-                                                               (False, True))], rng)
+    masks = dict(
+        key_padding_mask=np.array([[False] * 3 + [True], [False, True, False, True]]),
+        attn_mask=np.triu(np.ones((3, 4), bool), 1),
+    )
+    _parity(
+        module,
+        nnx_module,
+        [
+            ((q, kv, kv), dict(masks, need_weights=need_weights, average_attn_weights=average))
+            for need_weights, average in ((True, True), (True, False), (False, True))
+        ],
+        rng,
+    )
     _round_trip(module, nnx_module)
 
 
@@ -299,15 +359,20 @@ def test_fully_masked_rows_give_what_torch_gives(x64, rng, attention):
     x = rng.standard_normal((3, 2, 4))
     padding = np.array([[True, True, True], [False, True, False]])
     flags = (True, False)
-    outs = nnx.jit(lambda mod, x, p: [mod(x, x, x, key_padding_mask=p, need_weights=w)
-                                      for w in flags])(nnx_module, jnp.asarray(x),
-                                                       jnp.asarray(padding))
+    outs = nnx.jit(
+        lambda mod, x, p: [mod(x, x, x, key_padding_mask=p, need_weights=w) for w in flags]
+    )(nnx_module, jnp.asarray(x), jnp.asarray(padding))
     for need_weights, out in zip(flags, outs):
-        ref = module(*(torch.from_numpy(x),) * 3, key_padding_mask=torch.from_numpy(padding),
-                     need_weights=need_weights)
+        ref = module(
+            *(torch.from_numpy(x),) * 3,
+            key_padding_mask=torch.from_numpy(padding),
+            need_weights=need_weights,
+        )
         assert np.isnan(ref[0].detach().numpy()).any() == need_weights
-        assert_parity([t.detach().numpy() for t in ref if t is not None],
-                      [np.asarray(t) for t in out if t is not None])
+        assert_parity(
+            [t.detach().numpy() for t in ref if t is not None],
+            [np.asarray(t) for t in out if t is not None],
+        )
 
 
 def test_attention_extras_run_between_the_stock_projections(x64, rng):
@@ -315,8 +380,16 @@ def test_attention_extras_run_between_the_stock_projections(x64, rng):
     projection rebuilt for vdim) with boolean masks, then float (additive) masks with
     -inf entries: what nnx.MultiHeadAttention's own call cannot express runs between
     its stock projections and its attention_fn."""
-    module = torch.nn.MultiheadAttention(4, 2, add_bias_kv=True, add_zero_attn=True, kdim=3,
-                                         vdim=5, batch_first=True, dtype=torch.float64)
+    module = torch.nn.MultiheadAttention(
+        4,
+        2,
+        add_bias_kv=True,
+        add_zero_attn=True,
+        kdim=3,
+        vdim=5,
+        batch_first=True,
+        dtype=torch.float64,
+    )
     with torch.no_grad():  # torch starts bias_k/bias_v random but in_proj_bias at 0
         module.in_proj_bias.copy_(torch.from_numpy(rng.standard_normal(12)))
     nnx_module = to_nnx(module)
@@ -327,10 +400,22 @@ def test_attention_extras_run_between_the_stock_projections(x64, rng):
     padding = np.array([[False] * 3 + [True], [False, True, False, True]])
     causal = np.triu(np.ones((3, 4), bool), 1)
     additive = np.where(causal, -np.inf, rng.standard_normal((3, 4)))
-    _parity(module, nnx_module, [
-        ((q, k, v), dict(key_padding_mask=padding, attn_mask=causal)),
-        ((q, k, v), dict(key_padding_mask=np.where(padding, -np.inf, 0.5), attn_mask=additive,
-                         need_weights=False))], rng)
+    _parity(
+        module,
+        nnx_module,
+        [
+            ((q, k, v), dict(key_padding_mask=padding, attn_mask=causal)),
+            (
+                (q, k, v),
+                dict(
+                    key_padding_mask=np.where(padding, -np.inf, 0.5),
+                    attn_mask=additive,
+                    need_weights=False,
+                ),
+            ),
+        ],
+        rng,
+    )
     _round_trip(module, nnx_module)
 
 
@@ -351,8 +436,19 @@ def test_attention_masks_hints_and_modules_torch_cannot_take_are_refused(attenti
         nnx_module(x, x, x, attn_mask=jnp.zeros((3, 3), jnp.int32))
     with pytest.raises(ValueError, match="`is_causal`=True is a hint that needs"):
         nnx_module(x, x, x, is_causal=True)
-    hand = _empty(lambda: attention_modules.TorchMultiheadAttention(nnx.MultiHeadAttention(
-        4, 4, qkv_features=8, num_kv_heads=2, normalize_qk=True, decode=False, rngs=nnx.Rngs(0))))
+    hand = _empty(
+        lambda: attention_modules.TorchMultiheadAttention(
+            nnx.MultiHeadAttention(
+                4,
+                4,
+                qkv_features=8,
+                num_kv_heads=2,
+                normalize_qk=True,
+                decode=False,
+                rngs=nnx.Rngs(0),
+            )
+        )
+    )
     with pytest.raises(ValueError) as info:
         from_nnx(hand)
     for part in ("`qkv_features` (=8)", "`num_kv_heads` (=2)", "`normalize_qk`=True"):
@@ -363,19 +459,30 @@ def test_attention_masks_hints_and_modules_torch_cannot_take_are_refused(attenti
 def _decoder(kind, rng):
     if kind == "stack":
         layer = torch.nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, dtype=torch.float64)
-        module = torch.nn.TransformerDecoder(layer, 1, norm=torch.nn.LayerNorm(4, dtype=torch.float64))
+        module = torch.nn.TransformerDecoder(
+            layer, 1, norm=torch.nn.LayerNorm(4, dtype=torch.float64)
+        )
     else:
-        module = torch.nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, activation="gelu",
-                                                  layer_norm_eps=1e-3, batch_first=True,
-                                                  norm_first=True, dtype=torch.float64)
+        module = torch.nn.TransformerDecoderLayer(
+            4,
+            2,
+            6,
+            dropout=0.0,
+            activation="gelu",
+            layer_norm_eps=1e-3,
+            batch_first=True,
+            norm_first=True,
+            dtype=torch.float64,
+        )
     with torch.no_grad():  # every parameter random (torch starts biases at 0, norms at 1)
         for p in module.parameters():
             p.copy_(torch.from_numpy(rng.standard_normal(tuple(p.shape))))
     return module
 
 
-@pytest.mark.parametrize("kind", ["stack", "layer"], ids=["stack-post-norm-relu",
-                                                          "layer-pre-norm-gelu-batch-first"])
+@pytest.mark.parametrize(
+    "kind", ["stack", "layer"], ids=["stack-post-norm-relu", "layer-pre-norm-gelu-batch-first"]
+)
 def test_transformer_decoder_becomes_stock_attention_linear_and_layer_norm(x64, rng, kind):
     """Self- and cross-attention on stock nnx.MultiHeadAttention under torch's child
     names; every mask torch takes (a causal tgt_mask with the tgt_is_causal hint, a
@@ -391,14 +498,18 @@ def test_transformer_decoder_becomes_stock_attention_linear_and_layer_norm(x64, 
     causal = np.triu(np.ones((3, 3), bool), 1)
     if kind == "stack":
         tgt, memory = rng.standard_normal((3, 2, 4)), rng.standard_normal((4, 2, 4))
-        masks = dict(tgt_mask=causal, tgt_is_causal=True,
-                     memory_mask=np.where(np.eye(3, 4, dtype=bool), -1.5, 0.0),
-                     tgt_key_padding_mask=np.array([[False, False, True], [False] * 3]),
-                     memory_key_padding_mask=np.array([[False] * 3 + [True], [False] * 4]))
+        masks = dict(
+            tgt_mask=causal,
+            tgt_is_causal=True,
+            memory_mask=np.where(np.eye(3, 4, dtype=bool), -1.5, 0.0),
+            tgt_key_padding_mask=np.array([[False, False, True], [False] * 3]),
+            memory_key_padding_mask=np.array([[False] * 3 + [True], [False] * 4]),
+        )
     else:
         tgt, memory = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 4))
-        masks = dict(tgt_mask=causal, memory_mask=np.triu(np.ones((3, 4), bool), 1),
-                     memory_is_causal=True)
+        masks = dict(
+            tgt_mask=causal, memory_mask=np.triu(np.ones((3, 4), bool), 1), memory_is_causal=True
+        )
     _parity(module, nnx_module, [((tgt, memory), masks)], rng)
     _round_trip(module, nnx_module)
 
@@ -406,16 +517,31 @@ def test_transformer_decoder_becomes_stock_attention_linear_and_layer_norm(x64, 
 # ---------------------------------------------------- transposed and padded convolutions
 # numerics=False: the report's `nnx upconv` rows run that layer (forward, gradients,
 # round trip); the class it becomes is asserted here
-@pytest.mark.parametrize("options, numerics", [
-    (dict(kernel_size=3, stride=2, padding=1, output_padding=1), False),
-    (dict(kernel_size=(2, 3), stride=(2, 1), padding=(0, 2), dilation=(1, 2),
-          output_padding=(1, 1)), True),
-], ids=["stride2-outpad", "dilated-rect"])
+@pytest.mark.parametrize(
+    "options, numerics",
+    [
+        (dict(kernel_size=3, stride=2, padding=1, output_padding=1), False),
+        (
+            dict(
+                kernel_size=(2, 3),
+                stride=(2, 1),
+                padding=(0, 2),
+                dilation=(1, 2),
+                output_padding=(1, 1),
+            ),
+            True,
+        ),
+    ],
+    ids=["stride2-outpad", "dilated-rect"],
+)
 def test_conv_transpose_becomes_stock_nnx_conv_transpose(x64, rng, options, numerics):
     module = torch.nn.Sequential(torch.nn.ConvTranspose2d(3, 2, **options)).double()
     nnx_module = to_nnx(module, layout="NCHW")
-    assert [type(i).__name__ for i in nnx_module.layers] == ["ChannelsLast", "ConvTranspose",
-                                                              "ChannelsFirst"]
+    assert [type(i).__name__ for i in nnx_module.layers] == [
+        "ChannelsLast",
+        "ConvTranspose",
+        "ChannelsFirst",
+    ]
     assert nnx_module.layers[1].transpose_kernel
     if numerics:
         _parity(module, nnx_module, [((rng.standard_normal((2, 3, 3, 4)),), {})], rng)
@@ -426,8 +552,11 @@ def test_hand_built_conv_transpose_reads_back_or_is_refused(x64, rng):
     """flax's own kernel orientation (transpose_kernel=False: applied unflipped) and
     'VALID' padding are torch's weight flipped and padding 0; 'SAME' at stride 2 would
     need output_padding -1, which torch cannot have."""
-    hand = _empty(lambda: nnx.ConvTranspose(2, 3, (3, 3), strides=2, padding="VALID",
-                                            param_dtype=jnp.float64, rngs=nnx.Rngs(0)))
+    hand = _empty(
+        lambda: nnx.ConvTranspose(
+            2, 3, (3, 3), strides=2, padding="VALID", param_dtype=jnp.float64, rngs=nnx.Rngs(0)
+        )
+    )
     for variable in (hand.kernel, hand.bias):
         variable.set_value(jnp.asarray(rng.standard_normal(variable.get_value().shape)))
     model, params = from_nnx(nnx.Sequential(hand))
@@ -435,8 +564,9 @@ def test_hand_built_conv_transpose_reads_back_or_is_refused(x64, rng):
     torch_module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in params.items()})
     x = rng.standard_normal((1, 2, 4, 4))
     nhwc = nnx.jit(lambda mod, x: mod(x))(hand, jnp.moveaxis(jnp.asarray(x), 1, -1))
-    assert_parity(torch_module(torch.from_numpy(x)).detach().numpy(),
-                  np.asarray(jnp.moveaxis(nhwc, -1, 1)))
+    assert_parity(
+        torch_module(torch.from_numpy(x)).detach().numpy(), np.asarray(jnp.moveaxis(nhwc, -1, 1))
+    )
     with pytest.raises(ValueError, match="output_padding=-1"):
         from_nnx(nnx.Sequential(nnx.ConvTranspose(2, 3, (3, 3), strides=2, rngs=nnx.Rngs(0))))
 
@@ -444,8 +574,11 @@ def test_hand_built_conv_transpose_reads_back_or_is_refused(x64, rng):
 def test_grouped_conv_transpose_is_one_stock_conv_transpose_per_group(x64, rng):
     """Each group a stock nnx.ConvTranspose on its slice of channels, weight rows and
     bias (the code is the same for 1-d)."""
-    module = torch.nn.Sequential(torch.nn.ConvTranspose2d(
-        6, 4, 3, stride=2, padding=1, output_padding=1, dilation=(1, 2), groups=2)).double()
+    module = torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(
+            6, 4, 3, stride=2, padding=1, output_padding=1, dilation=(1, 2), groups=2
+        )
+    ).double()
     shape = (2, 6, 3, 3)
     nnx_module = to_nnx(module, layout="NCHW")
     grouped = nnx_module.layers[1]
@@ -456,14 +589,18 @@ def test_grouped_conv_transpose_is_one_stock_conv_transpose_per_group(x64, rng):
     _round_trip(module, nnx_module)
 
 
-@pytest.mark.parametrize("mode, options, kind, numerics", [
-    ("circular", dict(padding=1), "Conv", False),  # numerics: the `nnx upconv` rows
-    ("reflect", dict(padding="same", kernel_size=4), "Conv", True),
-    ("replicate", dict(padding=1), "TorchPaddedConv", False),
-    ("reflect", dict(padding=2, stride=2), "TorchPaddedConv", True),
-])
-def test_padding_modes_map_to_flax_padding_or_an_explicit_pad(x64, rng, mode, options, kind,
-                                                              numerics):
+@pytest.mark.parametrize(
+    "mode, options, kind, numerics",
+    [
+        ("circular", dict(padding=1), "Conv", False),  # numerics: the `nnx upconv` rows
+        ("reflect", dict(padding="same", kernel_size=4), "Conv", True),
+        ("replicate", dict(padding=1), "TorchPaddedConv", False),
+        ("reflect", dict(padding=2, stride=2), "TorchPaddedConv", True),
+    ],
+)
+def test_padding_modes_map_to_flax_padding_or_an_explicit_pad(
+    x64, rng, mode, options, kind, numerics
+):
     options = {"kernel_size": 3, **options}
     module = torch.nn.Sequential(torch.nn.Conv2d(2, 3, padding_mode=mode, **options)).double()
     nnx_module = to_nnx(module, layout="NCHW")
@@ -479,27 +616,34 @@ def test_padding_modes_map_to_flax_padding_or_an_explicit_pad(x64, rng, mode, op
 
 
 def test_instance_norm_with_running_stats_trains_like_torch(x64, rng):
-    module = torch.nn.Sequential(torch.nn.InstanceNorm2d(3, affine=True,
-                                                         track_running_stats=True)).double()
+    module = torch.nn.Sequential(
+        torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)
+    ).double()
     nnx_module = to_nnx(module, layout="NCHW")
     assert isinstance(nnx_module.layers[1], modules.TorchInstanceNorm)
     for _ in range(3):  # train mode: per-instance statistics, running ones updated
         x = rng.standard_normal((2, 3, 3, 4)) * 2 + 1
         _parity(module, nnx_module, [((x,), {})], rng)
-    assert_parity({k: v.numpy() for k, v in module.state_dict().items()}, nnx_state_dict(nnx_module))
+    assert_parity(
+        {k: v.numpy() for k, v in module.state_dict().items()}, nnx_state_dict(nnx_module)
+    )
     module.eval()
     nnx_module.eval()
     _parity(module, nnx_module, [((rng.standard_normal((2, 3, 3, 4)),), {})], rng)
 
 
-@pytest.mark.parametrize("name, stock", [("transformer", nnx.MultiHeadAttention),
-                                         ("lstm", nnx.LSTMCell)])
+@pytest.mark.parametrize(
+    "name, stock", [("transformer", nnx.MultiHeadAttention), ("lstm", nnx.LSTMCell)]
+)
 def test_sequence_classifiers_run_on_stock_flax_layers(name, stock):
     """The parity report's `nnx transformer` / `nnx lstm` models: no TorchLayer left."""
     from torchref.sequence_models import sequence_model
 
-    options = (dict(d_model=8, nhead=2, dim_feedforward=16, num_layers=1) if name == "transformer"
-               else dict(hidden_size=8))
+    options = (
+        dict(d_model=8, nhead=2, dim_feedforward=16, num_layers=1)
+        if name == "transformer"
+        else dict(hidden_size=8)
+    )
     nnx_module = to_nnx(sequence_model(name, num_classes=5, **options))
     assert _instances(nnx_module, stock) and _instances(nnx_module, nnx.Linear)
     assert not _instances(nnx_module, modules.TorchLayer)

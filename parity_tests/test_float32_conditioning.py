@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from parity_checks._twin import reference_rounding
 from parity_checks.sequence import _perturbed, layer_cases
+from torch import nn
 
 CASES = layer_cases("float32")
 
@@ -33,7 +32,8 @@ def test_float32_sequence_rows_are_well_conditioned(name):
     assert ratios[worst] < 0.5, (
         f"{name} [float32]: torch's own float32 {worst} lies {ratios[worst]:.2f} of the "
         f"float32 tier from its float64 result; its verdict would depend on rounding. "
-        f"Give the float32 row inputs on which the computation is well conditioned.")
+        f"Give the float32 row inputs on which the computation is well conditioned."
+    )
 
 
 def test_an_ill_conditioned_layer_norm_row_is_caught():
@@ -53,21 +53,31 @@ def test_the_zoo_note_counts_the_leaves_each_calibrated_rule_passed():
     """Hand-made values in units of the float32 tier around exact (float64) answers:
     torch's float32 misses the tier by 1.5 on ``b``, jaxgrad by 2 on ``a`` (within 5x
     torch's own 0.5 there) and 0.5 on ``b``; both fail the tier against torch's float32."""
-    import jaxgrad
     from parity_checks._zoo import calibrated_note
+
+    import jaxgrad
 
     tier = 1e-6 + 1e-5  # the float32 tolerance around 1.0 with max|reference| 1
     exact = {"a": np.array([1.0, 1.0, 0.5]), "b": np.array([1.0, 1.0, 1.0])}
-    torch32 = {"a": np.float32([1.0, 1.0 - 0.5 * tier, 0.5]),
-               "b": np.float32([1.0, 1.0, 1.0 + 1.5 * tier])}
-    ours = {"a": np.float32([1.0, 1.0 + 2.0 * tier, 0.5]),
-            "b": np.float32([1.0, 1.0, 1.0 - 0.5 * tier])}
-    report = jaxgrad.parity.compare({"grads": torch32}, {"grads": ours},
-                                    reference64={"grads": exact})
+    torch32 = {
+        "a": np.float32([1.0, 1.0 - 0.5 * tier, 0.5]),
+        "b": np.float32([1.0, 1.0, 1.0 + 1.5 * tier]),
+    }
+    ours = {
+        "a": np.float32([1.0, 1.0 + 2.0 * tier, 0.5]),
+        "b": np.float32([1.0, 1.0, 1.0 - 0.5 * tier]),
+    }
+    report = jaxgrad.parity.compare(
+        {"grads": torch32}, {"grads": ours}, reference64={"grads": exact}
+    )
     assert report.passed and [leaf.rule for leaf in report.leaves] == [
-        "reference rounding", "float64 answer"]
+        "reference rounding",
+        "float64 answer",
+    ]
     note = calibrated_note(report)
-    assert note.startswith("2 of 2 float32 leaves outside the tier against torch's float32 "
-                           "pass against its float64 answer (float64 answer: 1, reference "
-                           "rounding: 1; jaxgrad up to 2.0"), note
+    assert note.startswith(
+        "2 of 2 float32 leaves outside the tier against torch's float32 "
+        "pass against its float64 answer (float64 answer: 1, reference "
+        "rounding: 1; jaxgrad up to 2.0"
+    ), note
     assert calibrated_note(jaxgrad.parity.compare(torch32, torch32)) is None

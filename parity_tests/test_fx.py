@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as TF
 from torch import nn as tnn
 
-import jaxgrad
 from jaxgrad import nn
 from jaxgrad.parity import assert_parity
 
@@ -61,9 +60,12 @@ def _torch_step(module, x, cotangent, train):
     x = torch.from_numpy(x).requires_grad_(True)
     out = module(x)
     (out * torch.from_numpy(cotangent)).sum().backward()
-    return {"output": out.detach().numpy(), "input": x.grad.numpy(),
-            "params": {n: p.grad.numpy() for n, p in module.named_parameters()},
-            "buffers": {n: b.numpy().copy() for n, b in module.named_buffers()}}
+    return {
+        "output": out.detach().numpy(),
+        "input": x.grad.numpy(),
+        "params": {n: p.grad.numpy() for n, p in module.named_parameters()},
+        "buffers": {n: b.numpy().copy() for n, b in module.named_buffers()},
+    }
 
 
 def _jax_step(model, params, buffers, x, cotangent, train):
@@ -71,11 +73,18 @@ def _jax_step(model, params, buffers, x, cotangent, train):
         out, new = model.apply(params, x, buffers=buffers, train=train, key=None)
         return jnp.sum(out * cotangent), (out, new)
 
-    (grads, grad_x), (out, new) = jax.jit(
-        jax.grad(objective, argnums=(0, 1), has_aux=True))(params, jnp.asarray(x))
-    return {"output": out, "input": grad_x, "params": grads,
-            "buffers": {k: np.asarray(v).astype(np.int64) if k.endswith("tracked") else v
-                        for k, v in new.items()}}
+    (grads, grad_x), (out, new) = jax.jit(jax.grad(objective, argnums=(0, 1), has_aux=True))(
+        params, jnp.asarray(x)
+    )
+    return {
+        "output": out,
+        "input": grad_x,
+        "params": grads,
+        "buffers": {
+            k: np.asarray(v).astype(np.int64) if k.endswith("tracked") else v
+            for k, v in new.items()
+        },
+    }
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
@@ -88,8 +97,10 @@ def test_traced_residual_net_matches_torch(x64, rng, train):
     x = rng.standard_normal((5, 4))
     cotangent = rng.standard_normal((5, 3))
     # train: batch statistics, running statistics updated, num_batches_tracked counted
-    assert_parity(_torch_step(net, x, cotangent, train),
-                  _jax_step(model, params, buffers, x, cotangent, train))
+    assert_parity(
+        _torch_step(net, x, cotangent, train),
+        _jax_step(model, params, buffers, x, cotangent, train),
+    )
 
 
 def test_traced_model_works_under_vmap_and_dropout_takes_a_key(x64, rng):
@@ -143,8 +154,10 @@ class PlainSubclass(tnn.Linear):
 def test_user_classes_named_like_torchs_go_through_tracing(x64, rng):
     torch.manual_seed(2)
     x = rng.standard_normal((2, 3))
-    for module in (Linear(3, 3).double(),
-                   Sequential(tnn.Linear(3, 2), tnn.Tanh(), tnn.Linear(3, 3)).double()):
+    for module in (
+        Linear(3, 3).double(),
+        Sequential(tnn.Linear(3, 2), tnn.Tanh(), tnn.Linear(3, 3)).double(),
+    ):
         model, params = nn.from_torch(module)
         assert isinstance(model, nn.fx.GraphModule), type(module).__name__
         expected = module(torch.from_numpy(x)).detach().numpy()
@@ -156,8 +169,10 @@ def test_user_classes_named_like_torchs_go_through_tracing(x64, rng):
     model, params, buffers = nn.from_torch(outer, with_buffers=True)
     assert isinstance(model[0], nn.fx.GraphModule)
     assert model.state_dict_keys() == list(outer.state_dict())
-    assert_parity(outer(torch.from_numpy(x)).detach().numpy(),
-                  model.apply(params, jnp.asarray(x), buffers=buffers)[0])
+    assert_parity(
+        outer(torch.from_numpy(x)).detach().numpy(),
+        model.apply(params, jnp.asarray(x), buffers=buffers)[0],
+    )
 
 
 class Untraceable(tnn.Module):
@@ -204,25 +219,37 @@ class Tied(tnn.Module):
 
 
 def test_untraceable_unmapped_and_unsupported_are_named():
-    with pytest.raises(ValueError, match=r"cannot trace Untraceable at the top level with "
-                                         r"torch.fx.symbolic_trace"):
+    with pytest.raises(
+        ValueError,
+        match=r"cannot trace Untraceable at the top level with "
+        r"torch.fx.symbolic_trace",
+    ):
         nn.from_torch(Untraceable())
-    with pytest.raises(ValueError, match=r"unmapped op torch.logdet at node 'logdet' "
-                                         r"\(call_function .*\) in Wrapper at 'inner.1'"):
+    with pytest.raises(
+        ValueError,
+        match=r"unmapped op torch.logdet at node 'logdet' "
+        r"\(call_function .*\) in Wrapper at 'inner.1'",
+    ):
         nn.from_torch(Wrapper(UsesLogdet()), capture="layers")
     with pytest.raises(ValueError, match=r"unsupported module PixelShuffle at 'inner.1'"):
         nn.from_torch(Wrapper(tnn.PixelShuffle(2)), capture="layers")
-    with pytest.raises(ValueError, match=r"node 'add_' .* overwrites 'view' in place and "
-                                         r"'view' is a view of another value"):
+    with pytest.raises(
+        ValueError,
+        match=r"node 'add_' .* overwrites 'view' in place and "
+        r"'view' is a view of another value",
+    ):
         nn.from_torch(ThroughAView())
     with pytest.raises(ValueError, match=r"shares parameters between names \(a.weight = b.weight"):
         nn.from_torch(Tied())
 
 
 def test_import_jaxgrad_works_without_torch():
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import jaxgrad, jaxgrad.nn, jaxgrad.nn.capture.fx, jaxgrad.nn.capture.fx_ops\n"
-            "print('ok')")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import jaxgrad, jaxgrad.nn, jaxgrad.nn.capture.fx, jaxgrad.nn.capture.fx_ops\n"
+        "print('ok')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.stdout.strip() == "ok", result.stderr[-2000:]

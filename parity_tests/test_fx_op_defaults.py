@@ -18,9 +18,14 @@ from jaxgrad.parity import assert_parity
 
 class _Defaults(torch.nn.Module):
     def forward(self, x):
-        return (torch.flatten(x), x.flatten(), torch.flatten(x, 1),
-                torch.div(x, -0.7, rounding_mode="trunc"), x.div(0.7, rounding_mode="trunc"),
-                torch.div(x, 0.7, rounding_mode="floor"))
+        return (
+            torch.flatten(x),
+            x.flatten(),
+            torch.flatten(x, 1),
+            torch.div(x, -0.7, rounding_mode="trunc"),
+            x.div(0.7, rounding_mode="trunc"),
+            torch.div(x, 0.7, rounding_mode="floor"),
+        )
 
 
 def test_flatten_without_arguments_and_div_rounding_modes_match_torch(x64):

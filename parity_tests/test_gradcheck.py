@@ -7,14 +7,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from parity_checks.gradcheck import (
+    input_shapes,
+    layer_cases,
+    layer_gradcheck,
+    loss_cases,
+    loss_gradcheck,
+)
 
 import jaxgrad.losses as L
 import jaxgrad.nn as jnn
 from jaxgrad.gradcheck import gradcheck
 from jaxgrad.manual import scaled_backward
 from jaxgrad.parity import compare
-from parity_checks.gradcheck import (input_shapes, layer_cases, layer_gradcheck, loss_cases,
-                                     loss_gradcheck)
 from parity_tests._sampling import one_in
 from torchref.gradcheck import strict_gradcheck
 from torchref.manual import scaled_backward as torch_scaled_backward
@@ -43,8 +48,11 @@ def test_gradcheck_passes_on_layer(name, x64, rng):
     report = layer_gradcheck(name, rng)
     assert report.passed, report.table()
     layer, shape = layer_cases()[name]
-    assert report.n_checked == report.n_parameters == sum(
-        int(np.prod(s)) for s in input_shapes(shape)) + layer.num_parameters()
+    assert (
+        report.n_checked
+        == report.n_parameters
+        == sum(int(np.prod(s)) for s in input_shapes(shape)) + layer.num_parameters()
+    )
 
 
 def test_every_loss_has_a_case():
@@ -66,19 +74,29 @@ def test_gradcheck_passes_on_loss(name, rng):
 
 # one row in three in the default run (layers, then losses: both kinds), every row in the
 # exhaustive run (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("kind, name", one_in(3, [
-    *[("layer", name) for name in layer_cases()],
-    *[("loss", name) for name in loss_cases(np.random.default_rng(0))]]))
+@pytest.mark.parametrize(
+    "kind, name",
+    one_in(
+        3,
+        [
+            *[("layer", name) for name in layer_cases()],
+            *[("loss", name) for name in loss_cases(np.random.default_rng(0))],
+        ],
+    ),
+)
 def test_backward_scaled_by_1_001_caught_on_every_row(kind, name):
     """Every layer and loss with a gradcheck row: a 0.1 % wrong backward fails it."""
     check = layer_gradcheck if kind == "layer" else loss_gradcheck
     assert not check(name, np.random.default_rng(0), backward_scale=1.001).passed
 
 
-@pytest.mark.parametrize("row, wrong", [
-    ("BatchNorm1d, BatchNorm2d, BatchNorm3d", "BatchNorm3d"),
-    ("InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm", "InstanceNorm3d affine"),
-])
+@pytest.mark.parametrize(
+    "row, wrong",
+    [
+        ("BatchNorm1d, BatchNorm2d, BatchNorm3d", "BatchNorm3d"),
+        ("InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm", "InstanceNorm3d affine"),
+    ],
+)
 def test_backward_scaled_by_1_001_caught_on_a_state_layer_row(row, wrong):
     """A 0.1 % wrong backward of one layer of a multi-layer state-layer row fails the
     row, on that layer's leaves only (the rows' passing runs are the parity report's)."""
@@ -86,8 +104,11 @@ def test_backward_scaled_by_1_001_caught_on_a_state_layer_row(row, wrong):
 
     report = state_layer_gradcheck(GRADCHECKS[row], wrong=wrong)
     failing = {leaf.path for leaf in report.leaves if not leaf.passed}
-    assert failing == {f"params['{wrong}']['weight']", f"params['{wrong}']['bias']",
-                       f"inputs['{wrong}']"}
+    assert failing == {
+        f"params['{wrong}']['weight']",
+        f"params['{wrong}']['bias']",
+        f"inputs['{wrong}']",
+    }
 
 
 @pytest.mark.long  # compiles a transformer twice (~10 s on a loaded machine)
@@ -109,9 +130,9 @@ def test_rounding_of_a_large_value_is_no_false_alarm_should_pass(seed):
     fn, x, target = _large_sum_of_squares(seed)
     report = gradcheck(fn, x, target)
     assert report.passed, report.table()
-    value = float(np.sum(x ** 2))
+    value = float(np.sum(x**2))
     assert report.value == pytest.approx(value)
-    assert report.rounding == pytest.approx(4 * 2.0 ** -52 * value / 1e-6)
+    assert report.rounding == pytest.approx(4 * 2.0**-52 * value / 1e-6)
     assert f"rounding allowance {report.rounding:.2g} (|f| = {value:.6g})" in report.table()
     assert 8e-7 < report.rounding < 9e-7
     # the false alarm the allowance removes: the quotient's rounding error, ~1e-7,
@@ -137,8 +158,9 @@ def test_correct_backward_should_pass(mode, rng):
     assert report.passed, report.table()
 
 
-@pytest.mark.parametrize("mode, scale", [("full", 1.001), ("directions", 1.001),
-                                         ("full", 1 - 1e-5)])
+@pytest.mark.parametrize(
+    "mode, scale", [("full", 1.001), ("directions", 1.001), ("full", 1 - 1e-5)]
+)
 def test_scaled_backward_should_fail(mode, scale, rng):
     w, x = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
     report = gradcheck(scaled_backward(_small_model, scale), w, x, mode=mode, n_directions=4)
@@ -208,8 +230,9 @@ def test_bad_arguments(rng):
 def test_a_function_that_needs_concrete_values_is_told_why_not_that_it_is_not_scalar(rng):
     """Python control flow on an array cannot be traced (jax raises a TypeError
     subclass); the error says that and how to write it, not "must return a scalar"."""
+
     def piecewise(w):
-        return jnp.sum(w ** 2) if float(jnp.sum(w)) > 0 else jnp.sum(w ** 3)
+        return jnp.sum(w**2) if float(jnp.sum(w)) > 0 else jnp.sum(w**3)
 
     w = np.abs(rng.standard_normal((2, 3)))
     with pytest.raises(ValueError, match=r"cannot be traced.*jnp.where") as info:
@@ -217,12 +240,13 @@ def test_a_function_that_needs_concrete_values_is_told_why_not_that_it_is_not_sc
     assert "must return a scalar" not in str(info.value)
 
     def branchless(w):
-        return jnp.where(jnp.sum(w) > 0, jnp.sum(w ** 2), jnp.sum(w ** 3))
+        return jnp.where(jnp.sum(w) > 0, jnp.sum(w**2), jnp.sum(w**3))
 
     assert gradcheck(branchless, w).passed
 
 
 # --- agreement with torch.autograd.gradcheck at the same strict tolerances -------------
+
 
 def _torch_model(w, x):
     return torch.sum(torch.tanh(x @ w.T) ** 2)

@@ -14,10 +14,22 @@ import pytest
 import jaxgrad.graph.types as jtypes
 import jaxgrad.nn as jnn
 import torchref.graph as tgraph
-from jaxgrad.graph import as_graph, backward_graph, render, step_through, to_dot, to_mermaid
-from jaxgrad.graph import to_text, trace
-from jaxgrad.graph.examples import (LESSON_EXPRESSION_ARGS, SEED_NEURON_ARGS,
-                                    lesson_expression, seed_neuron)
+from jaxgrad.graph import (
+    as_graph,
+    backward_graph,
+    render,
+    step_through,
+    to_dot,
+    to_mermaid,
+    to_text,
+    trace,
+)
+from jaxgrad.graph.examples import (
+    LESSON_EXPRESSION_ARGS,
+    SEED_NEURON_ARGS,
+    lesson_expression,
+    seed_neuron,
+)
 from jaxgrad.lessons import agrees_to_printed_digits
 from jaxgrad.parity import assert_parity
 
@@ -54,8 +66,9 @@ def test_backward_graph_lesson_expression(x64):
     assert any(n.kind == "residual" for n in graph.nodes)
     grads = {graph.node(o).label: graph.node(o).value for o in graph.outputs}
     reference = jax.grad(lesson_expression, argnums=tuple(range(6)))(*args)
-    assert_parity({f"d{k}": np.asarray(g) for k, g in zip(LESSON_EXPRESSION_ARGS, reference)},
-                  grads)
+    assert_parity(
+        {f"d{k}": np.asarray(g) for k, g in zip(LESSON_EXPRESSION_ARGS, reference)}, grads
+    )
     for name, expected in LESSON_000_GRADS.items():
         assert agrees_to_printed_digits(float(grads[f"d{name}"]), expected, 4)
 
@@ -79,8 +92,10 @@ def test_step_through_seed_neuron_matches_lesson_001(x64):
     (sigmoid,) = [n for n in result.graph.nodes if n.op == "logistic"]
     assert agrees_to_printed_digits(float(sigmoid.value), 0.731, 3)
     assert agrees_to_printed_digits(float(values["L"]), 0.072, 3)
-    steps = {(s.op, result.graph.node(s.input).label if s.input in result.graph.inputs
-              else s.input): s for s in result.backward}
+    steps = {
+        (s.op, result.graph.node(s.input).label if s.input in result.graph.inputs else s.input): s
+        for s in result.backward
+    }
     (through_sigmoid,) = [s for s in result.backward if s.op == "logistic"]
     assert agrees_to_printed_digits(float(through_sigmoid.upstream), -0.538, 3)  # 2(a − y)
     assert agrees_to_printed_digits(float(through_sigmoid.local), 0.197, 3)  # a(1 − a)
@@ -98,8 +113,7 @@ def test_step_through_sums_paths(x64):
 
 def test_step_through_arrays_equals_jax_grad(x64, rng):
     model = jnn.mlp([3, 4, 2], "tanh", dtype="float64")
-    params = {k: jnp.asarray(rng.standard_normal(s.shape))
-              for k, s in model.param_shapes().items()}
+    params = {k: jnp.asarray(rng.standard_normal(s.shape)) for k, s in model.param_shapes().items()}
     x = jnp.asarray(rng.standard_normal((5, 3)))
     y = jnp.asarray(rng.standard_normal((5, 2)))
 
@@ -108,8 +122,10 @@ def test_step_through_arrays_equals_jax_grad(x64, rng):
 
     reference = jax.jit(jax.grad(loss))(params, x, y)
     result = step_through(loss, params, x, y, verbose=False)
-    assert_parity({f"params['{k}']": v for k, v in reference.items()},
-                  {k: v for k, v in result.grads.items() if k.startswith("params")})
+    assert_parity(
+        {f"params['{k}']": v for k, v in reference.items()},
+        {k: v for k, v in result.grads.items() if k.startswith("params")},
+    )
     assert any(line.count("vjp(") for line in result.lines)
 
 
@@ -122,8 +138,11 @@ def test_renderers(x64):
     graph = trace(lesson_expression, *_args(LESSON_EXPRESSION_ARGS), output_labels="L")
     mermaid = to_mermaid(graph)
     assert mermaid.splitlines()[0] == "flowchart LR"
-    assert mermaid.count("subgraph") == mermaid.count("\n    end") + mermaid.count(
-        "\n        end") == 2
+    assert (
+        mermaid.count("subgraph")
+        == mermaid.count("\n    end") + mermaid.count("\n        end")
+        == 2
+    )
     assert all(f"{e.source} --> {e.target}" in mermaid for e in graph.edges)
     dot = to_dot(graph)
     assert dot.startswith('digraph "lesson_expression"') and dot.count("{") == dot.count("}")
@@ -137,11 +156,17 @@ def test_renderers(x64):
 
 # --- torchref.graph ------------------------------------------------------------------
 
+
 def test_graph_types_have_identical_fields():
-    for ours, theirs in ((jtypes.Graph, tgraph.Graph), (jtypes.Node, tgraph.Node),
-                         (jtypes.Edge, tgraph.Edge)):
-        describe = lambda cls: [(f.name, str(f.type), f.default, f.compare)  # noqa: E731
-                                for f in dataclasses.fields(cls)]
+    for ours, theirs in (
+        (jtypes.Graph, tgraph.Graph),
+        (jtypes.Node, tgraph.Node),
+        (jtypes.Edge, tgraph.Edge),
+    ):
+        describe = lambda cls: [
+            (f.name, str(f.type), f.default, f.compare)  # noqa: E731
+            for f in dataclasses.fields(cls)
+        ]
         assert describe(ours) == describe(theirs), ours.__name__
 
 
@@ -149,7 +174,12 @@ def test_torch_graph_of_lesson_002():
     example = tgraph.lesson_002_example()
     graph = tgraph.autograd_graph(example["loss"], {"x": example["x"]})
     assert [n.op for n in graph.nodes if n.kind == "operation"] == [
-        "SumBackward0", "PowBackward0", "ReluBackward0", "MulBackward0", "AccumulateGrad"]
+        "SumBackward0",
+        "PowBackward0",
+        "ReluBackward0",
+        "MulBackward0",
+        "AccumulateGrad",
+    ]
     (leaf,) = [graph.nodes[int(i[1:])] for i in graph.outputs]
     assert leaf.label == "x" and leaf.kind == "leaf" and leaf.inputs == ("n5",)
     assert example["x"].is_leaf and example["x"].grad_fn is None
@@ -171,8 +201,10 @@ def test_torch_graph_and_jax_backward_agree_on_lesson_expression(x64):
     built["L"].backward()
     jax_graph = backward_graph(lesson_expression, *_args(LESSON_EXPRESSION_ARGS))
     jax_grads = {jax_graph.node(o).label: jax_graph.node(o).value for o in jax_graph.outputs}
-    assert_parity({f"d{k}": t.grad for k, t in built["leaves"].items()},
-                  {f"d{k}": jax_grads[f"d{k}"] for k in built["leaves"]})
+    assert_parity(
+        {f"d{k}": t.grad for k, t in built["leaves"].items()},
+        {f"d{k}": jax_grads[f"d{k}"] for k in built["leaves"]},
+    )
 
 
 def test_graph_script_writes_three_mermaid_graphs(tmp_path, capsys):
@@ -214,10 +246,18 @@ def test_graph_modules_keep_to_their_framework():
         # and torch.export (nn/capture/export.py, and nn/capture/export_autograd.py, what
         # the export front end does about autograd in a forward), and zoo_imports.py
         # (torchvision's import on a CPU-only torch) imports torch, lazily, in functions
-        assert "torch" not in packages or name in ("fx.py", "export.py", "export_autograd.py",
-                                                   "zoo_imports.py"), (name, packages)
-    for name in ("nn/capture/fx.py", "nn/capture/export.py", "nn/capture/export_autograd.py",
-                 "zoo_imports.py"):
+        assert "torch" not in packages or name in (
+            "fx.py",
+            "export.py",
+            "export_autograd.py",
+            "zoo_imports.py",
+        ), (name, packages)
+    for name in (
+        "nn/capture/fx.py",
+        "nn/capture/export.py",
+        "nn/capture/export_autograd.py",
+        "zoo_imports.py",
+    ):
         source = (pathlib.Path(jaxgrad.__file__).parent / name).read_text()
         assert "\n    import torch" in source or "\n    from torch" in source, name
         assert "\nimport torch" not in source and "\nfrom torch" not in source, name
@@ -236,7 +276,9 @@ def test_the_development_tools_are_imported_one_way():
     script_modules = {p.stem for p in scripts.glob("*.py")} | {"parity_checks"}
     for name, packages in _imported_packages(pathlib.Path(jaxgrad_dev.__file__).parent):
         assert not packages & {"parity_tests", "conftest", "scripts", *script_modules}, (
-            name, packages)
+            name,
+            packages,
+        )
     for name, packages in _imported_packages(pathlib.Path(jaxgrad.__file__).parent):
         assert "jaxgrad_dev" not in packages, (name, packages)
 
@@ -259,10 +301,13 @@ def _imports_within(package: str) -> dict[str, set]:
             if isinstance(node, ast.ImportFrom) and node.module == package:
                 found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
-                found.add(node.module[len(prefix):].split(".")[0])
+                found.add(node.module[len(prefix) :].split(".")[0])
             elif isinstance(node, ast.Import):
-                found |= {a.name[len(prefix):].split(".")[0] for a in node.names
-                          if a.name.startswith(prefix)}
+                found |= {
+                    a.name[len(prefix) :].split(".")[0]
+                    for a in node.names
+                    if a.name.startswith(prefix)
+                }
         edges[module] = (found & modules) - {module}
     return edges
 
@@ -275,7 +320,8 @@ def test_the_modules_of_a_package_import_each_other_one_way(package):
     while left:
         free = [m for m, imported in left.items() if not imported & left.keys()]
         assert free, f"{package}: import cycle among " + ", ".join(
-            f"{m} -> {sorted(imported & left.keys())}" for m, imported in sorted(left.items()))
+            f"{m} -> {sorted(imported & left.keys())}" for m, imported in sorted(left.items())
+        )
         for module in free:
             del left[module]
 
@@ -295,8 +341,9 @@ def test_custom_vjp_is_expanded_and_its_hand_written_backward_shown(x64):
     # the hand-written rule g·(1 − t²) over the saved t, not autodiff's rule for tanh
     assert "tanh" not in ops and "sub" in ops and ops.count("mul") >= 2
     assert any(n.kind == "residual" and n.shape == (2,) for n in graph.nodes)
-    assert_parity(np.asarray(jax.grad(lambda x: jnp.sum(jnp.tanh(x)))(x)),
-                  graph.node(graph.outputs[0]).value)
+    assert_parity(
+        np.asarray(jax.grad(lambda x: jnp.sum(jnp.tanh(x)))(x)), graph.node(graph.outputs[0]).value
+    )
 
 
 def test_control_flow_stays_one_node(x64):
@@ -345,8 +392,9 @@ def import_cycles(graph) -> list[list[str]]:
                     index[child] = low[child] = len(index)
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(
-                        child)))))
+                    work.append(
+                        (child, iter(sorted(graph.find_modules_directly_imported_by(child))))
+                    )
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -388,8 +436,9 @@ def test_a_cycle_planted_in_the_graph_is_found():
     graph.add_import(importer="jaxgrad.nn.capture.refs", imported="jaxgrad.nn.capture")
     cycles = import_cycles(graph)
     assert len(cycles) == 1
-    assert {"jaxgrad.nn.capture", "jaxgrad.nn.capture.refs",
-            "jaxgrad.nn.capture.export"} <= set(cycles[0])
+    assert {"jaxgrad.nn.capture", "jaxgrad.nn.capture.refs", "jaxgrad.nn.capture.export"} <= set(
+        cycles[0]
+    )
 
 
 def test_the_import_contracts_hold():
@@ -402,7 +451,12 @@ def test_the_import_contracts_hold():
     pytest.importorskip("importlinter")
     root = pathlib.Path(__file__).resolve().parents[1]
     command = shutil.which("lint-imports", path=str(pathlib.Path(sys.executable).parent))
-    done = subprocess.run([command or "lint-imports", "--no-cache"], cwd=root,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [command or "lint-imports", "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "0 broken" in done.stdout

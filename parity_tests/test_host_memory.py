@@ -16,8 +16,9 @@ from jaxgrad.train import host_memory, strategy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-glibc_only = pytest.mark.skipif(host_memory._glibc()[0] is None,
-                                reason="keep_freed_host_memory acts on glibc's malloc only")
+glibc_only = pytest.mark.skipif(
+    host_memory._glibc()[0] is None, reason="keep_freed_host_memory acts on glibc's malloc only"
+)
 
 FLAGS = textwrap.dedent("""
     import argparse, sys
@@ -36,12 +37,15 @@ FLAGS = textwrap.dedent("""
 
 @glibc_only
 def test_the_flag_and_the_setting_are_what_they_say():
-    done = subprocess.run([sys.executable, "-c", FLAGS], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", FLAGS], cwd=ROOT, text=True, capture_output=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line.split(" ", 1) for line in done.stdout.splitlines()]
-    result = {"states": [value for key, value in lines if key == "state"],
-              **{key: value for key, value in lines if key != "state"}}
+    result = {
+        "states": [value for key, value in lines if key == "state"],
+        **{key: value for key, value in lines if key != "state"},
+    }
     assert result["states"] == ["default", "default", "kept"]
     assert result["off"] == "default (--no-keep-host-memory)"  # the flag off changes nothing
     assert result["on"].startswith("kept (glibc ")
@@ -80,11 +84,13 @@ def test_kept_memory_ends_the_page_faults_of_each_large_block():
     a block: a 40 MB block is mapped afresh on every malloc (every page faulted in on
     first touch) until freed memory is kept, then reused without a fault. (On XLA's
     worker threads the same holds for blocks their heaps hold; see the module's limit.)"""
-    done = subprocess.run([sys.executable, "-c", CYCLES], cwd=ROOT, text=True,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CYCLES], cwd=ROOT, text=True, capture_output=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    counts = {line.split()[0]: [int(v) for v in line.split()[1:]]
-              for line in done.stdout.splitlines()}
+    counts = {
+        line.split()[0]: [int(v) for v in line.split()[1:]] for line in done.stdout.splitlines()
+    }
     pages = (40 << 20) // 4096
     assert counts["before"][0] >= pages * 0.9, counts  # every cycle faulted its pages in
     assert counts["after"][1] < pages / 100, counts  # no cycle after the first did

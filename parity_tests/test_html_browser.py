@@ -31,25 +31,24 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import parity as parity_script
 import pytest
 import torch
+from parity_checks import all_checks
+from parity_checks.harness import Check
 
-import parity as parity_script
 from jaxgrad.html import explorer_page, export_graph, write_page
 from jaxgrad.html.doctor import write_doctor_report
 from jaxgrad.html.examples import EXAMPLES, bind
 from jaxgrad.html.report import write_parity_report
 from jaxgrad.lessons import two_layer
 from jaxgrad.parity import assert_parity, compare
-from parity_checks import all_checks
-from parity_checks.harness import Check
 from parity_tests.test_html_doctor import doctor_sessions
 from parity_tests.test_html_export import scalar_zoo, vector_loss
 from torchref.replay import replay
 
 FD_TIER = dict(atol=1e-8, rtol=1e-6)
 VECTOR_POINT = dict(w=[0.3, -0.2, 0.5], x=[1.0, 2.0, -1.5], b=0.25, t=0.1)
-
 
 
 def _explorer(folder, name, fn, values, title):
@@ -67,14 +66,15 @@ def pages(tmp_path_factory):
     built = {}
     for key in ("tiny_relu", "neuron"):
         example = EXAMPLES[key]
-        built[key] = _explorer(folder, key, example.fn, list(example.point.values()),
-                               example.title)
+        built[key] = _explorer(folder, key, example.fn, list(example.point.values()), example.title)
     example = EXAMPLES["two_layer"]
-    built["two_layer"] = _explorer(folder, "two_layer", example.fn,
-                                   bind(example.fn, example.point), example.title)
+    built["two_layer"] = _explorer(
+        folder, "two_layer", example.fn, bind(example.fn, example.point), example.title
+    )
     built["zoo"] = _explorer(folder, "zoo", scalar_zoo, [0.7, 1.3], "scalar_zoo")
-    built["vector"] = _explorer(folder, "vector", vector_loss, bind(vector_loss, VECTOR_POINT),
-                                "vector_loss")
+    built["vector"] = _explorer(
+        folder, "vector", vector_loss, bind(vector_loss, VECTOR_POINT), "vector_loss"
+    )
     return built
 
 
@@ -96,8 +96,10 @@ def _click(browser, button):
 
 
 def _position(browser):
-    return browser.evaluate("[+document.getElementById('position').dataset.position, "
-                            "+document.getElementById('position').dataset.total]")
+    return browser.evaluate(
+        "[+document.getElementById('position').dataset.position, "
+        "+document.getElementById('position').dataset.total]"
+    )
 
 
 def _value(text):
@@ -119,10 +121,12 @@ def _set_sliders(browser, values: dict) -> dict:
     """Move each slider like a reader; returns the values the page actually took."""
     taken = {}
     for label, value in values.items():
-        taken[label] = float(browser.evaluate(f"""(() => {{
+        taken[label] = float(
+            browser.evaluate(f"""(() => {{
             const range = document.querySelector('input[data-input="{label}"]');
             range.value = "{value!r}"; range.dispatchEvent(new Event('input'));
-            return range.value; }})()"""))
+            return range.value; }})()""")
+        )
     return taken
 
 
@@ -157,13 +161,18 @@ def _jax(fn, values):
 
 def _assert_shown_matches_jax(shown, fn, labels):
     loss, grads = _jax(fn, [shown["point"][label] for label in labels])
-    assert_parity({"loss": np.float64(loss), **dict(zip(labels, grads))},
-                  {"loss": np.float64(shown["loss"]),
-                   **{label: np.asarray(shown["grads"][label], np.float64) for label in labels}})
+    assert_parity(
+        {"loss": np.float64(loss), **dict(zip(labels, grads))},
+        {
+            "loss": np.float64(shown["loss"]),
+            **{label: np.asarray(shown["grads"][label], np.float64) for label in labels},
+        },
+    )
     checked = shown["check"]["input"]
     expected = grads[labels.index(checked)]
-    report = compare({checked: np.float64(expected)},
-                     {checked: np.float64(shown["check"]["numeric"])}, **FD_TIER)
+    report = compare(
+        {checked: np.float64(expected)}, {checked: np.float64(shown["check"]["numeric"])}, **FD_TIER
+    )
     assert report.passed, report.table()
     assert shown["check"]["verdict"] == "pass"
     return grads
@@ -189,16 +198,20 @@ def test_step_walks_the_backward_pass_node_by_node_then_reset(browser, pages, sh
         for row in rows:
             # the page's product, JAX's step and torch's grad_fn for the same (node, input)
             assert row["product"] == pytest.approx(row["local"] * row["upstream"], rel=1e-15)
-            assert_parity({"jax": np.float64(row["jax"]), "torch": np.float64(row["torch"])},
-                          {"jax": np.float64(row["product"]), "torch": np.float64(row["product"])})
+            assert_parity(
+                {"jax": np.float64(row["jax"]), "torch": np.float64(row["torch"])},
+                {"jax": np.float64(row["product"]), "torch": np.float64(row["product"])},
+            )
             assert row["grad-fn"] == torch_side["grad_fn"][row["node"]]
     # the gradients on the backward graph's input nodes are jax.grad's
     labels = list(EXAMPLES["tiny_relu"].point)
     _, grads = _jax(page["fn"], EXAMPLES["tiny_relu"].point.values())
     shown = browser.evaluate("""Object.fromEntries([...document.querySelectorAll(
         '#backward g.node.input')].map(g => [g.querySelector('title').textContent, g.dataset.grad]))""")
-    assert_parity({label: np.float64(g) for label, g in zip(labels, grads)},
-                  {label: np.float64(_value(shown[f"∂L/∂{label}"])) for label in labels})
+    assert_parity(
+        {label: np.float64(g) for label, g in zip(labels, grads)},
+        {label: np.float64(_value(shown[f"∂L/∂{label}"])) for label in labels},
+    )
 
     _click(browser, "reset")
     assert _position(browser)[0] == 0
@@ -206,7 +219,9 @@ def test_step_walks_the_backward_pass_node_by_node_then_reset(browser, pages, sh
     assert browser.evaluate("""[...document.querySelectorAll(`#forward g.node.operation,
         #forward g.node.output, #backward g.node`)].every(g => !g.dataset.value && !g.dataset.grad)""")
     _click(browser, "step")  # the first forward operation: w1 · x = 1
-    first = browser.evaluate(f"document.querySelector('#forward g[data-id=\"{operations[0]['id']}\"]').dataset.value")
+    first = browser.evaluate(
+        f"document.querySelector('#forward g[data-id=\"{operations[0]['id']}\"]').dataset.value"
+    )
     assert _value(first) == operations[0]["value"] == 1.0
 
 
@@ -227,9 +242,13 @@ def test_sliders_recompute_values_gradients_and_the_check(browser, pages):
     _set_sliders(browser, {"w1": 0.5, "x": 2.0, "b1": -1.0})
     tie = _shown(browser)
     loss, grads = _jax(page["fn"], [tie["point"][label] for label in labels])
-    assert_parity({"loss": np.float64(loss), **dict(zip(labels, grads))},
-                  {"loss": np.float64(tie["loss"]),
-                   **{label: np.float64(tie["grads"][label]) for label in labels}})
+    assert_parity(
+        {"loss": np.float64(loss), **dict(zip(labels, grads))},
+        {
+            "loss": np.float64(tie["loss"]),
+            **{label: np.float64(tie["grads"][label]) for label in labels},
+        },
+    )
     assert tie["grads"]["w1"] == 0.0 == float(grads[0])
     assert tie["check"]["verdict"] == "fail" and tie["check"]["numeric"] != 0.0
 
@@ -278,34 +297,56 @@ def test_every_other_primitive_matches_jax_including_ties(browser, pages):
     _set_sliders(browser, {"a": 1.5, "b": 1.5})
     shown = _shown(browser)
     loss, grads = _jax(page["fn"], [1.5, 1.5])
-    assert_parity({"loss": np.float64(loss), "a": grads[0], "b": grads[1]},
-                  {"loss": np.float64(shown["loss"]), "a": np.float64(shown["grads"]["a"]),
-                   "b": np.float64(shown["grads"]["b"])})
+    assert_parity(
+        {"loss": np.float64(loss), "a": grads[0], "b": grads[1]},
+        {
+            "loss": np.float64(shown["loss"]),
+            "a": np.float64(shown["grads"]["a"]),
+            "b": np.float64(shown["grads"]["b"]),
+        },
+    )
 
 
 def test_two_layer_matrices_match_the_hand_written_backward(browser, pages):
     page = pages["two_layer"]
     _open(browser, page)
     data = two_layer.lesson_data()
-    hand = two_layer.numpy_backward(data["X"], data["y"], data["W1"], data["b1"], data["W2"],
-                                    data["b2"])
-    loss = two_layer.numpy_forward(data["X"], data["y"], data["W1"], data["b1"], data["W2"],
-                                   data["b2"])[4]
+    hand = two_layer.numpy_backward(
+        data["X"], data["y"], data["W1"], data["b1"], data["W2"], data["b2"]
+    )
+    loss = two_layer.numpy_forward(
+        data["X"], data["y"], data["W1"], data["b1"], data["W2"], data["b2"]
+    )[4]
     # torch's layout on the page: Linear.weight is the lesson's W transposed
-    expected = {"loss": np.float64(loss), "params['0.weight']": hand["W1"].T,
-                "params['0.bias']": hand["b1"].reshape(-1), "params['2.weight']": hand["W2"].T,
-                "params['2.bias']": hand["b2"].reshape(-1)}
+    expected = {
+        "loss": np.float64(loss),
+        "params['0.weight']": hand["W1"].T,
+        "params['0.bias']": hand["b1"].reshape(-1),
+        "params['2.weight']": hand["W2"].T,
+        "params['2.bias']": hand["b2"].reshape(-1),
+    }
     shown = _shown(browser)
-    assert_parity(expected, {"loss": np.float64(shown["loss"]), **{
-        k: np.asarray(shown["grads"][k]).reshape(v.shape) for k, v in expected.items()
-        if k != "loss"}})
+    assert_parity(
+        expected,
+        {
+            "loss": np.float64(shown["loss"]),
+            **{
+                k: np.asarray(shown["grads"][k]).reshape(v.shape)
+                for k, v in expected.items()
+                if k != "loss"
+            },
+        },
+    )
     # no scalar input, so no slider; the gradient check nudges one matrix element
     assert browser.evaluate("document.querySelectorAll('#sliders input').length") == 0
     browser.evaluate("""(() => { const s = document.getElementById('check-input');
         s.value = "params['0.weight']\\u00005"; s.dispatchEvent(new Event('change')); })()""")
     shown = _shown(browser)
-    report = compare({"w[1, 2]": np.float64(hand["W1"].T[1, 2])},
-                     {"w[1, 2]": np.float64(shown["check"]["numeric"])}, **FD_TIER)
+    report = compare(
+        {"w[1, 2]": np.float64(hand["W1"].T[1, 2])},
+        {"w[1, 2]": np.float64(shown["check"]["numeric"])},
+        **FD_TIER,
+    )
     assert report.passed, report.table()
     assert shown["check"]["verdict"] == "pass"
     steps = 0
@@ -316,7 +357,9 @@ def test_two_layer_matrices_match_the_hand_written_backward(browser, pages):
     assert steps == len(operations)
     for rows in [_step_rows(browser)]:  # the last step: the first transpose's vjp
         for row in rows:
-            assert_parity({"torch": np.asarray(row["torch"])}, {"torch": np.asarray(row["product"])})
+            assert_parity(
+                {"torch": np.asarray(row["torch"])}, {"torch": np.asarray(row["product"])}
+            )
 
 
 # --- rendering and screenshots --------------------------------------------------------
@@ -361,8 +404,11 @@ def test_explorer_graphs_render_at_their_layout_size(browser, pages, key):
 
 
 def test_parity_report_page(browser, shots, tmp_path):
-    checks = [c for c in all_checks() if c.name in ("lesson example 1: tiny_relu",
-                                                   "explorer square_plus: grad_fn per node")]
+    checks = [
+        c
+        for c in all_checks()
+        if c.name in ("lesson example 1: tiny_relu", "explorer square_plus: grad_fn per node")
+    ]
 
     def wrong_backward():
         # the policy's own example: a backward 0.1 % off must be caught
@@ -370,8 +416,14 @@ def test_parity_report_page(browser, shots, tmp_path):
         candidate = {"weight": reference["weight"] * 1.001, "bias": reference["bias"]}
         return compare(reference, candidate, name="backward scaled by 1.001")
 
-    checks.append(Check(name="deliberately wrong backward (x1.001)", dtype="float64",
-                        run=wrong_backward, area="lessons"))
+    checks.append(
+        Check(
+            name="deliberately wrong backward (x1.001)",
+            dtype="float64",
+            run=wrong_backward,
+            area="lessons",
+        )
+    )
     rows = parity_script.run(checks, out=io.StringIO())
     path = tmp_path / "report.html"
     write_parity_report(str(path), rows, versions={"torch": "test"}, seconds=1.0, plots={})
@@ -415,9 +467,13 @@ def test_doctor_page(browser, shots, tmp_path):
     def folds():
         return browser.evaluate("""[...document.querySelectorAll('#session-0 details')].map(d =>
             [d.dataset.layer, d.open, d.getBoundingClientRect().height])""")
+
     start = folds()
     assert [(layer, opened) for layer, opened, _ in start] == [
-        ("body.0", False), ("body.1", True), ("head", False)]
+        ("body.0", False),
+        ("body.1", True),
+        ("head", False),
+    ]
     # docs/doctor_report.png: the page as it opens, down to the clean bill's verdict
     _screenshot(browser, shots, "doctor_report.png", keep_height=1262)
     first = browser.evaluate("""(() => { const td = document.querySelector('#session-0 tr.first td');
@@ -438,12 +494,14 @@ def test_doctor_page(browser, shots, tmp_path):
                   +s.querySelector('line.tol').getAttribute('x1'), box.width, box.height]; }))""")
     layer = report.layers[1]
     assert len(bars) == 2  # own, then end to end
-    for shown, comparison in zip(bars, (layer["injected_comparison"],
-                                        layer["end_to_end_comparison"])):
+    for shown, comparison in zip(
+        bars, (layer["injected_comparison"], layer["end_to_end_comparison"])
+    ):
         (leaf,) = comparison["leaves"]
         assert [b[:2] for b in shown] == [["out", "abs"], ["out", "rel"]]
-        for (_, kind, error, tolerance, verdict, width, tick, box_w, box_h), key, tol in zip(
-                shown, ("max_abs_err", "max_rel_err"), ("atol", "rtol")):
+        for (_, _kind, error, tolerance, verdict, width, tick, box_w, box_h), key, tol in zip(
+            shown, ("max_abs_err", "max_rel_err"), ("atol", "rtol")
+        ):
             assert error == leaf[key] and tolerance == leaf[tol]
             assert verdict == ("over" if leaf[key] > leaf[tol] else "under")
             assert width == pytest.approx(_bar_x(error), abs=0.06)

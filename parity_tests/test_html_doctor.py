@@ -53,10 +53,14 @@ def doctor_sessions() -> dict:
         tensors = [torch.nn.Parameter(torch.tensor(p)) for p in start]
         optimizer = diagnose_optimizer(
             torch.optim.Adam(tensors, lr=LR, weight_decay=DECAY),
-            optax.adamw(LR, weight_decay=DECAY), grads)
-    sessions = [Session("LayerNorm eps as flax has it", diverging, "eps=1e-6 in body.1"),
-                Session("the same model ported right", clean),
-                Session("Adam with weight decay", optimizer, "port: optax.adamw")]
+            optax.adamw(LR, weight_decay=DECAY),
+            grads,
+        )
+    sessions = [
+        Session("LayerNorm eps as flax has it", diverging, "eps=1e-6 in body.1"),
+        Session("the same model ported right", clean),
+        Session("Adam with weight decay", optimizer, "port: optax.adamw"),
+    ]
     return {"sessions": sessions, "module": module, "x": x, "start": start, "grads": grads}
 
 
@@ -73,6 +77,7 @@ class _Element:
     def find(self, tag, **attrs):
         """Descendants with ``tag`` whose attributes contain ``attrs`` (``class_`` matches
         one of the classes)."""
+
         def matches(e):
             for key, value in attrs.items():
                 if key == "class_":
@@ -81,11 +86,13 @@ class _Element:
                 elif e.attrs.get(key.replace("_", "-")) != value:
                     return False
             return e.tag == tag
+
         return [e for e in self.walk() if matches(e)]
 
     def all_text(self):
-        return "".join(child if isinstance(child, str) else child.all_text()
-                       for child in self.children)
+        return "".join(
+            child if isinstance(child, str) else child.all_text() for child in self.children
+        )
 
 
 class _Page(html.parser.HTMLParser):
@@ -143,9 +150,17 @@ def test_page_frame_environment_first_then_summary_then_sessions(built):
     text, page = built["text"], built["page"]
     assert "<script" not in text and "http://" not in text and "https://" not in text
     assert "default-src 'none'" in text  # the report page's policy: no request at all
-    order = [text.index(needle) for needle in ('id="environment"', 'id="verdict"',
-                                               'class="summary sessions"', 'id="session-0"',
-                                               'id="session-1"', 'id="session-2"')]
+    order = [
+        text.index(needle)
+        for needle in (
+            'id="environment"',
+            'id="verdict"',
+            'class="summary sessions"',
+            'id="session-0"',
+            'id="session-1"',
+            'id="session-2"',
+        )
+    ]
     assert order == sorted(order)
     env = page.find("table", id="environment")[0].all_text()
     for needle in ("jax 0.", "torch test", "float64: rtol 1e-10, atol 1e-12", "highest"):
@@ -154,7 +169,8 @@ def test_page_frame_environment_first_then_summary_then_sessions(built):
     assert [r.all_text() for r in page.find("table", class_="summary")[0].find("tr")[1:]] == [
         "LayerNorm eps as flax has itmodellayer body.1norm_eps",
         "the same model ported rightmodelclean bill",
-        "Adam with weight decayoptimizerstep 1coupled_vs_decoupled_decay"]
+        "Adam with weight decayoptimizerstep 1coupled_vs_decoupled_decay",
+    ]
 
 
 def test_diverging_layer_is_marked_and_its_numbers_are_the_reports(built):
@@ -163,16 +179,22 @@ def test_diverging_layer_is_marked_and_its_numbers_are_the_reports(built):
     assert section.attrs["data-first-layer"] == "body.1" == report.first_layer
     assert section.attrs["data-clean"] == "false"
     rows = section.find("table", class_="layers")[0].find("tr")[1:]
-    assert [r.attrs["data-layer"] for r in rows] == [r["path"] for r in report.layers] == [
-        "body.0", "body.1", "head"]
+    assert (
+        [r.attrs["data-layer"] for r in rows]
+        == [r["path"] for r in report.layers]
+        == ["body.0", "body.1", "head"]
+    )
     assert [r.attrs["class"] for r in rows] == ["pass", "first fail", "pass"]
     for row, layer in zip(rows, report.layers):
         assert number(row.attrs["data-injected"]) == layer["injected"]
         assert number(row.attrs["data-end-to-end"]) == layer["end_to_end"]
         bars = {svg.attrs["data-kind"]: svg for svg in row.find("svg")}
         assert number(bars["injected"].attrs["data-error"]) == layer["injected"]
-        assert number(bars["injected"].attrs["data-tolerance"]) == \
-            _worst(layer["injected_comparison"])["atol"] == 1e-12
+        assert (
+            number(bars["injected"].attrs["data-tolerance"])
+            == _worst(layer["injected_comparison"])["atol"]
+            == 1e-12
+        )
         assert number(bars["end_to_end"].attrs["data-error"]) == layer["end_to_end"]
     assert "FIRST OVER THE TIER" in rows[1].all_text()
     # each layer folds to its per-leaf tables; the diverging one (only) is unfolded
@@ -189,12 +211,16 @@ def test_diverging_layer_is_marked_and_its_numbers_are_the_reports(built):
     assert number(bars["rel"].attrs["data-tolerance"]) == expected["rtol"] == 1e-10
     assert bars["abs"].find("rect", class_="over"), "over the tier: a red bar"
     assert "FAIL" in leaf.all_text()
-    assert number(carried.find("tr", data_leaf="out")[0].find("svg")[0].attrs["data-error"]) \
+    assert (
+        number(carried.find("tr", data_leaf="out")[0].find("svg")[0].attrs["data-error"])
         == layer["end_to_end_comparison"]["leaves"][0]["max_abs_err"]
+    )
     # the ranked conventions with their evidence, in the report's order
     causes = section.find("table", class_="causes")[0].find("tr")[1:]
     assert [c.attrs["data-cause"] for c in causes] == [c.name for c in report.causes]
-    assert causes[0].attrs["data-cause"] == "norm_eps" and causes[0].attrs["data-explains"] == "true"
+    assert (
+        causes[0].attrs["data-cause"] == "norm_eps" and causes[0].attrs["data-explains"] == "true"
+    )
     for row, cause in zip(causes, report.causes):
         assert number(row.attrs["data-before"]) == cause.error_before
         assert number(row.attrs["data-after"]) == cause.error_after
@@ -240,16 +266,20 @@ def test_optimizer_session_steps_and_conventions(built):
     # step 1 by hand: torch's Adam takes g + wd·p, optax.adamw adds wd·p after; the
     # first Adam step of either is lr·g/(|g| + eps)
     p, g = built["start"], built["grads"][0]
-    torch_step = [pi - LR * (gi + DECAY * pi) / (np.abs(gi + DECAY * pi) + 1e-8)
-                  for pi, gi in zip(p, g)]
+    torch_step = [
+        pi - LR * (gi + DECAY * pi) / (np.abs(gi + DECAY * pi) + 1e-8) for pi, gi in zip(p, g)
+    ]
     optax_step = [pi - LR * (gi / (np.abs(gi) + 1e-8) + DECAY * pi) for pi, gi in zip(p, g)]
     by_hand = max(float(np.max(np.abs(a - b))) for a, b in zip(torch_step, optax_step))
     assert number(rows[0].attrs["data-error"]) == pytest.approx(by_hand, rel=1e-9)
     step = section.find("details", data_step="1")[0]
     assert "open" in step.attrs
     leaves = step.find("tr")
-    shown = {tr.attrs["data-leaf"]: number(tr.find("svg")[0].attrs["data-error"])
-             for tr in leaves if "data-leaf" in tr.attrs}
+    shown = {
+        tr.attrs["data-leaf"]: number(tr.find("svg")[0].attrs["data-error"])
+        for tr in leaves
+        if "data-leaf" in tr.attrs
+    }
     assert shown == {leaf["path"]: leaf["max_abs_err"] for leaf in report.steps[0]["leaves"]}
     assert set(shown) == {"params.0", "params.1"} and max(shown.values()) == report.errors[0]
     causes = section.find("table", class_="causes")[0].find("tr")[1:]
@@ -288,8 +318,9 @@ def test_script_writes_the_page_of_the_user_session(user_module, capsys, built):
     report = built["sessions"][0].report
     row = page.find("tr", class_="first")[0]
     assert row.attrs["data-layer"] == report.first_layer == "body.1"
-    assert [number(r.attrs["data-injected"]) for r in page.find("tr") if "data-layer" in r.attrs] \
-        == [r["injected"] for r in report.layers]
+    assert [
+        number(r.attrs["data-injected"]) for r in page.find("tr") if "data-layer" in r.attrs
+    ] == [r["injected"] for r in report.layers]
     title = page.find("section", id="session-0")[0].find("h2")[0].all_text()
     assert title == "user_doc:Net ported by user_doc:bad"
 
@@ -304,12 +335,16 @@ def test_script_rejected_input_writes_nothing(user_module, capsys):
     assert not path.exists()
 
 
-@pytest.mark.parametrize("where, message", [
-    ("missing/out.html", "directory missing does not exist"),
-    (".", "is a directory; give a file name"),
-])
-def test_script_refuses_an_unwritable_path_before_any_work(tmp_path, monkeypatch, capsys,
-                                                           where, message):
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("missing/out.html", "directory missing does not exist"),
+        (".", "is a directory; give a file name"),
+    ],
+)
+def test_script_refuses_an_unwritable_path_before_any_work(
+    tmp_path, monkeypatch, capsys, where, message
+):
     import doctor
 
     monkeypatch.chdir(tmp_path)
@@ -339,7 +374,12 @@ def test_finite_numbers_only_where_the_report_has_them():
     from jaxgrad.html.report import data_number
 
     assert [data_number(v) for v in (None, math.inf, -math.inf, 0.1, 1e-300)] == [
-        "", "Infinity", "-Infinity", "0.1", "1e-300"]
+        "",
+        "Infinity",
+        "-Infinity",
+        "0.1",
+        "1e-300",
+    ]
     assert float(data_number(2.4818263945717963)) == 2.4818263945717963
 
 
@@ -357,6 +397,7 @@ def test_demo_page(tmp_path, capsys):
     summary = page.find("table", class_="summary")[0].find("tr")[1:]
     assert all("step 1" in row.all_text() for row in summary)
     # every verdict the demo printed is on the page, in the same order
-    verdicts = [line[len("verdict: "):] for line in printed.splitlines()
-                if line.startswith("verdict: ")]
-    assert [p.all_text()[len("verdict: "):] for p in page.find("p", class_="verdict")] == verdicts
+    verdicts = [
+        line[len("verdict: ") :] for line in printed.splitlines() if line.startswith("verdict: ")
+    ]
+    assert [p.all_text()[len("verdict: ") :] for p in page.find("p", class_="verdict")] == verdicts

@@ -8,13 +8,13 @@ import os
 import subprocess
 import sys
 
+import explore
 import jax
 import jax.numpy as jnp
 import numpy as np
+import parity as parity_script
 import pytest
 
-import explore
-import parity as parity_script
 from jaxgrad.html import export_graph, write_page
 from jaxgrad.html.examples import EXAMPLES, bind, load_function, parse_arguments
 from jaxgrad.parity import assert_parity
@@ -33,8 +33,14 @@ def vector_loss(w, x, b, t):
 def scalar_zoo(a, b):
     """The remaining primitives: sqrt, min, max (and a tie), integer_pow ±, log1p, neg,
     square, div."""
-    return (jnp.sqrt(a * a + 1.0) + jnp.minimum(a, b) ** 3 + jnp.log1p(b * b) - (-a) ** -1
-            + jnp.square(b) + jnp.maximum(a, b) / b)
+    return (
+        jnp.sqrt(a * a + 1.0)
+        + jnp.minimum(a, b) ** 3
+        + jnp.log1p(b * b)
+        - (-a) ** -1
+        + jnp.square(b)
+        + jnp.maximum(a, b) / b
+    )
 
 
 def vector_valued(w):
@@ -51,16 +57,21 @@ def test_export_matches_jax_and_torch_per_node():
     assert graph["output"]["value"] == pytest.approx(5.5225, abs=5e-5)  # lesson 000 §2: 5.5225
     with jax.enable_x64(True):
         expected = jax.grad(example.fn, argnums=tuple(range(6)))(
-            *[jnp.float64(v) for v in example.point.values()])
-    assert_parity(dict(zip(example.point, np.asarray(expected))),
-                  {k: np.float64(v) for k, v in graph["jax"]["grads"].items()})
+            *[jnp.float64(v) for v in example.point.values()]
+        )
+    assert_parity(
+        dict(zip(example.point, np.asarray(expected))),
+        {k: np.float64(v) for k, v in graph["jax"]["grads"].items()},
+    )
     torch_side = replay(graph)
     assert torch_side["grad_fn"][graph["output"]["id"]] == "PowBackward0"
     assert "ReluBackward0" in torch_side["grad_fn"].values()  # jax.nn.relu's max(x, 0)
     relu = [n for n in graph["nodes"] if n.get("rule") == "relu"]
     assert [n["op"] for n in relu] == ["max"]
-    assert_parity({k: np.float64(v) for k, v in torch_side["grads"].items()},
-                  {k: np.float64(v) for k, v in graph["jax"]["grads"].items()})
+    assert_parity(
+        {k: np.float64(v) for k, v in torch_side["grads"].items()},
+        {k: np.float64(v) for k, v in graph["jax"]["grads"].items()},
+    )
     assert len(torch_side["passed"]) == len(graph["jax"]["steps"])
 
 
@@ -70,8 +81,10 @@ def test_export_of_vectors_and_transcendentals_matches_torch():
     ops = {n["op"] for n in graph["nodes"]}
     assert {"dot_general", "tanh", "exp", "log", "logistic", "div"} <= ops
     torch_side = replay(graph)
-    assert_parity({k: np.asarray(v) for k, v in torch_side["grads"].items()},
-                  {k: np.asarray(v) for k, v in graph["jax"]["grads"].items()})
+    assert_parity(
+        {k: np.asarray(v) for k, v in torch_side["grads"].items()},
+        {k: np.asarray(v) for k, v in graph["jax"]["grads"].items()},
+    )
 
 
 def test_export_refuses_what_the_page_cannot_compute():
@@ -91,7 +104,7 @@ def test_export_refuses_what_the_page_cannot_compute():
 
 def test_arguments_parse_or_name_the_problem():
     assert parse_arguments(["w=0.5", "x=[1, 2]"]) == {"w": 0.5, "x": [1.0, 2.0]}
-    for bad in ("w", "w=abc", "w=nan", "w=[]", "w=[1, \"a\"]", "1w=2", "w=true"):
+    for bad in ("w", "w=abc", "w=nan", "w=[]", 'w=[1, "a"]', "1w=2", "w=true"):
         with pytest.raises(ValueError, match="argument"):
             parse_arguments([bad])
     with pytest.raises(ValueError, match="twice"):
@@ -130,23 +143,37 @@ def test_write_page_leaves_nothing_behind_on_failure(tmp_path, monkeypatch):
 def test_explore_lists_the_hand_gradients_keys(capsys):
     assert explore.main(["--list"]) == 0
     out = capsys.readouterr().out
-    for key in ("tiny_relu", "dead_relu", "two_weight", "square_plus", "affine_square",
-                "two_layer_scalar", "sigmoid_neuron", "neuron", "two_layer"):
+    for key in (
+        "tiny_relu",
+        "dead_relu",
+        "two_weight",
+        "square_plus",
+        "affine_square",
+        "two_layer_scalar",
+        "sigmoid_neuron",
+        "neuron",
+        "two_layer",
+    ):
         assert key in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["tiny_rleu"], "unknown example 'tiny_rleu'; the examples are tiny_relu, dead_relu"),
-    (["tiny_relu", "--set", "w1=abc"], "argument 'w1=abc'"),
-    (["tiny_relu", "--set", "q=1"], "--set q: tiny_relu has w1, b1"),
-    (["tiny_relu", "w1=1"], "takes no NAME=VALUE arguments"),
-    (["parity_tests.test_html_export:vector_valued", "w=[1,2]"], "one floating scalar"),
-    (["parity_tests.test_html_export:uses_sin", "w=1"], "primitive 'sin'"),
-    (["parity_tests.test_html_export:vector_loss", "w=1"], "missing x, b, t"),
-    (["nowhere.module:f"], "cannot import"),
-    (["parity_tests.test_html_export:scalar_zoo", "a=1", "b=2", "--set", "a=2"],
-     "--set changes an example's start"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["tiny_rleu"], "unknown example 'tiny_rleu'; the examples are tiny_relu, dead_relu"),
+        (["tiny_relu", "--set", "w1=abc"], "argument 'w1=abc'"),
+        (["tiny_relu", "--set", "q=1"], "--set q: tiny_relu has w1, b1"),
+        (["tiny_relu", "w1=1"], "takes no NAME=VALUE arguments"),
+        (["parity_tests.test_html_export:vector_valued", "w=[1,2]"], "one floating scalar"),
+        (["parity_tests.test_html_export:uses_sin", "w=1"], "primitive 'sin'"),
+        (["parity_tests.test_html_export:vector_loss", "w=1"], "missing x, b, t"),
+        (["nowhere.module:f"], "cannot import"),
+        (
+            ["parity_tests.test_html_export:scalar_zoo", "a=1", "b=2", "--set", "a=2"],
+            "--set changes an example's start",
+        ),
+    ],
+)
 def test_explore_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "page.html"
     with pytest.raises(SystemExit) as exit_info:
@@ -179,13 +206,21 @@ def test_explore_unwritable_path_exits_2(tmp_path, capsys):
 
 
 def test_explore_help_does_not_import_jax():
-    code = ("import runpy, sys; sys.argv = ['explore.py', '--help']\n"
-            "try:\n    runpy.run_path('scripts/explore.py', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print('JAX' if 'jax' in sys.modules else 'NO JAX')")
+    code = (
+        "import runpy, sys; sys.argv = ['explore.py', '--help']\n"
+        "try:\n    runpy.run_path('scripts/explore.py', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('JAX' if 'jax' in sys.modules else 'NO JAX')"
+    )
     path = os.pathsep.join([ROOT, os.path.join(ROOT, "scripts")])  # as `python scripts/explore.py`
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=path))
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=path),
+    )
     assert "package.module:function" in result.stdout
     assert result.stdout.strip().endswith("NO JAX")
 
@@ -214,9 +249,17 @@ def test_parity_page_links_the_plots_that_exist_and_puts_failures_first(tmp_path
     from jaxgrad.parity import compare
 
     def row(name, area, report):
-        return {"check": name, "area": area, "dtype": "float64", "passed": report.passed,
-                "max_abs_err": report.max_abs_err, "max_rel_err": report.max_rel_err,
-                "seconds": 0.1, "error": None, "leaves": report.to_dict()["leaves"]}
+        return {
+            "check": name,
+            "area": area,
+            "dtype": "float64",
+            "passed": report.passed,
+            "max_abs_err": report.max_abs_err,
+            "max_rel_err": report.max_rel_err,
+            "seconds": 0.1,
+            "error": None,
+            "leaves": report.to_dict()["leaves"],
+        }
 
     same = compare({"w": np.ones(3)}, {"w": np.ones(3)})
     off = compare({"w": np.ones(3)}, {"w": np.ones(3) * 1.001})
@@ -225,9 +268,15 @@ def test_parity_page_links_the_plots_that_exist_and_puts_failures_first(tmp_path
     (tmp_path / "docs" / "curve.png").write_bytes(b"png")
     (tmp_path / "out").mkdir()
     path = tmp_path / "out" / "report.html"
-    write_parity_report(str(path), rows, versions={"torch": "x"}, plots={
-        "train": (str(tmp_path / "docs" / "curve.png"), "python scripts/train.py --plot c"),
-        "diagnostics": (str(tmp_path / "docs" / "missing.png"), "python scripts/vanishing.py")})
+    write_parity_report(
+        str(path),
+        rows,
+        versions={"torch": "x"},
+        plots={
+            "train": (str(tmp_path / "docs" / "curve.png"), "python scripts/train.py --plot c"),
+            "diagnostics": (str(tmp_path / "docs" / "missing.png"), "python scripts/vanishing.py"),
+        },
+    )
     text = path.read_text()
     assert 'href="../docs/curve.png"' in text and "missing.png" not in text
     assert text.index("broken &lt;b&gt;") < text.index(">fine<")  # escaped, and first
@@ -250,8 +299,9 @@ def test_explore_writes_a_page_with_set_values_and_without_torch(tmp_path, capsy
     assert explore.main(["neuron", "--set", "x1=1.5", "--no-torch", "--out", str(path)]) == 0
     assert f"wrote {path}" in capsys.readouterr().out
     text = path.read_text()
-    data = json.loads(text.split('<script id="graph-data" type="application/json">')[1]
-                      .split("</script>")[0])
+    data = json.loads(
+        text.split('<script id="graph-data" type="application/json">')[1].split("</script>")[0]
+    )
     assert data["torch"] is None
     assert {i["label"]: i["value"] for i in data["inputs"]}["x1"] == 1.5
     assert "no torch numbers in this page" in text

@@ -49,8 +49,14 @@ def test_mse_loss(request, rng, reduction, dtype):
 def test_cross_entropy_integer_targets(x64, rng, reduction, label_smoothing):
     logits = rng.standard_normal((6, 4)) * 3
     target = rng.integers(0, 4, 6)
-    check(F.cross_entropy, losses.cross_entropy, logits, target,
-          reduction=reduction, label_smoothing=label_smoothing)
+    check(
+        F.cross_entropy,
+        losses.cross_entropy,
+        logits,
+        target,
+        reduction=reduction,
+        label_smoothing=label_smoothing,
+    )
 
 
 def test_cross_entropy_probability_targets_and_unbatched(x64, rng):
@@ -76,7 +82,9 @@ def test_binary_cross_entropy_clamps_log_at_minus_100_like_torch(x64):
     probs = np.array([0.0, 1.0, 0.5])
     target = np.array([1.0, 0.0, 1.0])
     reference = F.binary_cross_entropy(torch.tensor(probs), torch.tensor(target), reduction="none")
-    candidate = losses.binary_cross_entropy(jnp.asarray(probs), jnp.asarray(target), reduction="none")
+    candidate = losses.binary_cross_entropy(
+        jnp.asarray(probs), jnp.asarray(target), reduction="none"
+    )
     parity.assert_parity(reference, candidate)
     assert float(candidate[0]) == 100.0  # -log clamped: the lesson-free fact torch documents
 
@@ -90,15 +98,28 @@ def test_binary_cross_entropy_with_logits(x64, rng, reduction, with_pos_weight):
     if with_pos_weight:
         weight = rng.uniform(0.5, 3.0, 3)
         reference = torch_value_and_input_grad(
-            F.binary_cross_entropy_with_logits, logits, target,
-            pos_weight=torch.tensor(weight), **kwargs)
+            F.binary_cross_entropy_with_logits,
+            logits,
+            target,
+            pos_weight=torch.tensor(weight),
+            **kwargs,
+        )
         candidate = jax_value_and_input_grad(
-            losses.binary_cross_entropy_with_logits, logits, target,
-            pos_weight=jnp.asarray(weight), **kwargs)
+            losses.binary_cross_entropy_with_logits,
+            logits,
+            target,
+            pos_weight=jnp.asarray(weight),
+            **kwargs,
+        )
         parity.assert_parity(reference, candidate)
     else:
-        check(F.binary_cross_entropy_with_logits, losses.binary_cross_entropy_with_logits,
-              logits, target, **kwargs)
+        check(
+            F.binary_cross_entropy_with_logits,
+            losses.binary_cross_entropy_with_logits,
+            logits,
+            target,
+            **kwargs,
+        )
 
 
 def test_binary_cross_entropy_with_logits_is_finite_for_huge_float32_logits():
@@ -106,10 +127,12 @@ def test_binary_cross_entropy_with_logits_is_finite_for_huge_float32_logits():
     is still 100 and its gradient −1."""
     logits = np.array([-100.0, -20.0, 0.0, 20.0, 100.0], np.float32)
     target = np.array([1.0, 0.0, 1.0, 1.0, 0.0], np.float32)
-    reference = torch_value_and_input_grad(F.binary_cross_entropy_with_logits, logits, target,
-                                           reduction="none")
-    candidate = jax_value_and_input_grad(losses.binary_cross_entropy_with_logits, logits,
-                                         target, reduction="none")
+    reference = torch_value_and_input_grad(
+        F.binary_cross_entropy_with_logits, logits, target, reduction="none"
+    )
+    candidate = jax_value_and_input_grad(
+        losses.binary_cross_entropy_with_logits, logits, target, reduction="none"
+    )
     parity.assert_parity(reference, candidate)
     assert float(candidate[0][0]) == 100.0
 
@@ -123,10 +146,12 @@ def test_binary_cross_entropy_with_logits_gradient_at_logit_zero(x64, with_pos_w
     weight = np.array([2.0, 3.0, 0.5]) if with_pos_weight else np.ones(3)
     torch_kwargs = dict(kwargs, pos_weight=torch.tensor(weight)) if with_pos_weight else kwargs
     jax_kwargs = dict(kwargs, pos_weight=jnp.asarray(weight)) if with_pos_weight else kwargs
-    reference = torch_value_and_input_grad(F.binary_cross_entropy_with_logits, logits, target,
-                                           **torch_kwargs)
-    candidate = jax_value_and_input_grad(losses.binary_cross_entropy_with_logits, logits,
-                                         target, **jax_kwargs)
+    reference = torch_value_and_input_grad(
+        F.binary_cross_entropy_with_logits, logits, target, **torch_kwargs
+    )
+    candidate = jax_value_and_input_grad(
+        losses.binary_cross_entropy_with_logits, logits, target, **jax_kwargs
+    )
     parity.assert_parity(reference, candidate)
     by_hand = (weight * target + 1 - target) * 0.5 - weight * target
     parity.assert_parity(by_hand, candidate[1])
@@ -140,18 +165,27 @@ def test_bce_with_logits_pos_weight_weighs_only_the_positive_term_soft_targets(x
     weight = np.array([0.5, 2.0, 3.0])
     for reduction in REDUCTIONS:
         reference = torch_value_and_input_grad(
-            F.binary_cross_entropy_with_logits, logits, target,
-            pos_weight=torch.tensor(weight), reduction=reduction)
+            F.binary_cross_entropy_with_logits,
+            logits,
+            target,
+            pos_weight=torch.tensor(weight),
+            reduction=reduction,
+        )
         candidate = jax_value_and_input_grad(
-            losses.binary_cross_entropy_with_logits, logits, target,
-            pos_weight=jnp.asarray(weight), reduction=reduction)
+            losses.binary_cross_entropy_with_logits,
+            logits,
+            target,
+            pos_weight=jnp.asarray(weight),
+            reduction=reduction,
+        )
         parity.assert_parity(reference, candidate)
     # by hand, one element: −(w·t·log σ(x) + (1 − t)·log(1 − σ(x)))
     x, t, w = 0.7, 0.3, 2.0
     sigma = 1 / (1 + np.exp(-x))
     expected = -(w * t * np.log(sigma) + (1 - t) * np.log(1 - sigma))
-    got = losses.binary_cross_entropy_with_logits(jnp.array([x]), jnp.array([t]),
-                                                  pos_weight=jnp.array([w]))
+    got = losses.binary_cross_entropy_with_logits(
+        jnp.array([x]), jnp.array([t]), pos_weight=jnp.array([w])
+    )
     parity.assert_parity(np.float64(expected), got)
 
 
@@ -163,14 +197,30 @@ def test_weighted_regression_losses_reduce_as_torch(x64, rng, reduction):
     weight = rng.random((4, 3)) * 3  # Σ w far from the element count: the means differ
     for name, extra in (("mse_loss", {}), ("l1_loss", {}), ("huber_loss", {"delta": 0.7})):
         torch_x = torch.from_numpy(x).requires_grad_()
-        out = getattr(F, name)(torch_x, torch.from_numpy(y), reduction=reduction,
-                               weight=torch.from_numpy(weight), **extra)
+        out = getattr(F, name)(
+            torch_x,
+            torch.from_numpy(y),
+            reduction=reduction,
+            weight=torch.from_numpy(weight),
+            **extra,
+        )
         out.sum().backward()
         fn = getattr(losses, name)
-        got, vjp = jax.vjp(lambda x: fn(x, jnp.asarray(y), reduction=reduction,
-                                        weight=jnp.asarray(weight), **extra), jnp.asarray(x))
-        parity.assert_parity((out.detach(), torch_x.grad), (got, vjp(jnp.ones_like(got))[0]),
-                             name=f"{name} {reduction}")
+        got, vjp = jax.vjp(
+            lambda x: fn(  # noqa: B023
+                x,
+                jnp.asarray(y),
+                reduction=reduction,
+                weight=jnp.asarray(weight),
+                **extra,  # noqa: B023
+            ),
+            jnp.asarray(x),
+        )
+        parity.assert_parity(
+            (out.detach(), torch_x.grad),
+            (got, vjp(jnp.ones_like(got))[0]),
+            name=f"{name} {reduction}",
+        )
 
 
 def test_gaussian_nll_gradient_passes_the_variance_clamp_as_torch(x64, rng):
@@ -181,13 +231,17 @@ def test_gaussian_nll_gradient_passes_the_variance_clamp_as_torch(x64, rng):
     var = np.abs(rng.standard_normal((2, 4))) + 0.1
     var[0, 1], var[1, 2] = 0.0, 1e-9  # below eps = 1e-6
     tensors = [torch.from_numpy(t).requires_grad_() for t in (x, var)]
-    out = F.gaussian_nll_loss(tensors[0], torch.from_numpy(y), tensors[1], full=True,
-                              reduction="sum")
+    out = F.gaussian_nll_loss(
+        tensors[0], torch.from_numpy(y), tensors[1], full=True, reduction="sum"
+    )
     out.backward()
     assert tensors[1].grad[0, 1] != 0  # torch's straight-through gradient
-    value, grads = jax.jit(jax.value_and_grad(
-        lambda x, var: losses.gaussian_nll_loss(x, y, var, full=True, reduction="sum"),
-        argnums=(0, 1)))(x, var)
+    value, grads = jax.jit(
+        jax.value_and_grad(
+            lambda x, var: losses.gaussian_nll_loss(x, y, var, full=True, reduction="sum"),
+            argnums=(0, 1),
+        )
+    )(x, var)
     parity.assert_parity((out.detach(), tensors[0].grad, tensors[1].grad), (value, *grads))
 
 

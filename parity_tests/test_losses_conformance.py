@@ -17,18 +17,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from parity_checks import _conformance_losses as conformance
 
 from jaxgrad import losses
 from jaxgrad.parity import assert_parity
-from parity_checks import _conformance_losses as conformance
 
 ACCEPTED = {"pass", "refused", "rejected"}
 
 
 def _assert_all_accepted(outcomes):
     bad = [o for o in outcomes if o.status not in ACCEPTED]
-    assert not bad, "\n".join(f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:400]}"
-                              for o in bad)
+    assert not bad, "\n".join(
+        f"{o.source} {o.name}[{o.index}] {o.status}: {o.detail[:400]}" for o in bad
+    )
 
 
 # one sample in 18 of each loss (the first included: every loss still runs) and every
@@ -36,15 +37,19 @@ def _assert_all_accepted(outcomes):
 # of each loss, its primitives compiled eagerly, is most of what is left); every sample
 # (757 op_db samples in torch 2.13) in the exhaustive run (CI: -m "exhaustive or long")
 EVERY = 18
-SELECTIONS = [pytest.param(EVERY, marks=pytest.mark.slow, id=f"one-in-{EVERY}"),
-              pytest.param(1, marks=pytest.mark.exhaustive, id="every-sample")]
+SELECTIONS = [
+    pytest.param(EVERY, marks=pytest.mark.slow, id=f"one-in-{EVERY}"),
+    pytest.param(1, marks=pytest.mark.exhaustive, id="every-sample"),
+]
 
 
 # op_db's loss samples: each loss's first sample compiled eagerly is most of the cost at
 # any stride (~25 worker-seconds at one in 18); test_losses.py holds every functional
 # loss to torch in the default run, so all of these run in the exhaustive run only
-@pytest.mark.parametrize("every", [pytest.param(EVERY, marks=pytest.mark.exhaustive,
-                                                id=f"one-in-{EVERY}"), SELECTIONS[1]])
+@pytest.mark.parametrize(
+    "every",
+    [pytest.param(EVERY, marks=pytest.mark.exhaustive, id=f"one-in-{EVERY}"), SELECTIONS[1]],
+)
 def test_op_db_loss_samples_and_error_inputs(every):
     outcomes = conformance.op_outcomes(every=every)
     _assert_all_accepted(outcomes)
@@ -58,8 +63,10 @@ def test_op_db_loss_samples_and_error_inputs(every):
 
 # module_db's loss samples repeat op_db's losses as modules (test_losses_from_torch.py
 # converts every loss module in the default run): all of them in the exhaustive run only
-@pytest.mark.parametrize("every", [pytest.param(EVERY, marks=pytest.mark.exhaustive,
-                                                id=f"one-in-{EVERY}"), SELECTIONS[1]])
+@pytest.mark.parametrize(
+    "every",
+    [pytest.param(EVERY, marks=pytest.mark.exhaustive, id=f"one-in-{EVERY}"), SELECTIONS[1]],
+)
 def test_module_db_loss_samples_and_error_inputs(every):
     outcomes = conformance.module_outcomes(every=every)
     _assert_all_accepted(outcomes)
@@ -72,13 +79,16 @@ def test_the_harness_catches_a_wrong_loss(x64):
     x = torch.randn(4, 3, dtype=torch.float64)
     y = torch.tensor([0, 2, 1, 1])
     report = conformance.compare_call(
-        F.cross_entropy, lambda i, t: losses.cross_entropy(i, t) * (1 + 1e-9), (x, y), {})
+        F.cross_entropy, lambda i, t: losses.cross_entropy(i, t) * (1 + 1e-9), (x, y), {}
+    )
     assert not report.passed
 
     def vague(*args):
         raise ValueError("bad input")
-    outcome = conformance._classify("op_db", "x", 0, lambda: conformance.compare_call(
-        F.cross_entropy, vague, (x, y), {}))
+
+    outcome = conformance._classify(
+        "op_db", "x", 0, lambda: conformance.compare_call(F.cross_entropy, vague, (x, y), {})
+    )
     assert outcome.status == "error"
 
 
@@ -101,10 +111,12 @@ def test_weighted_mean_divides_by_the_weights_of_kept_targets(x64):
     target = np.array([0, 1, 2, 1])
     weight = np.array([0.2, 3.0, 1.5])
     for kwargs in ({"ignore_index": 1}, {"label_smoothing": 0.3, "ignore_index": 2}, {}):
-        expected = F.cross_entropy(torch.tensor(logits), torch.tensor(target),
-                                   weight=torch.tensor(weight), **kwargs)
-        got = losses.cross_entropy(jnp.asarray(logits), jnp.asarray(target),
-                                   weight=jnp.asarray(weight), **kwargs)
+        expected = F.cross_entropy(
+            torch.tensor(logits), torch.tensor(target), weight=torch.tensor(weight), **kwargs
+        )
+        got = losses.cross_entropy(
+            jnp.asarray(logits), jnp.asarray(target), weight=jnp.asarray(weight), **kwargs
+        )
         assert_parity(expected, got)
 
 
@@ -143,8 +155,9 @@ def test_bce_probability_outside_unit_interval_raises_like_torch(p):
         losses.binary_cross_entropy(jnp.array([p, 0.5]), jnp.array([1.0, 0.0]))
     jitted = jax.jit(losses.binary_cross_entropy)(jnp.array([p, 0.5]), jnp.array([1.0, 0.0]))
     assert np.isnan(float(jitted))
-    error, _ = losses.checked(losses.binary_cross_entropy)(jnp.array([p, 0.5]),
-                                                           jnp.array([1.0, 0.0]))
+    error, _ = losses.checked(losses.binary_cross_entropy)(
+        jnp.array([p, 0.5]), jnp.array([1.0, 0.0])
+    )
     with pytest.raises(Exception, match="probability"):
         error.throw()
 
@@ -165,8 +178,10 @@ def test_cross_entropy_jitted_and_not_agree(x64, rng):
 
     def fn(x):
         return losses.cross_entropy(x, target, weight=weight, label_smoothing=0.1)
-    assert_parity(jax.value_and_grad(fn)(logits), jax.jit(jax.value_and_grad(fn))(logits),
-                  rtol=0, atol=0)
+
+    assert_parity(
+        jax.value_and_grad(fn)(logits), jax.jit(jax.value_and_grad(fn))(logits), rtol=0, atol=0
+    )
 
 
 # --------------------------------------------------------------------- modules
@@ -232,5 +247,7 @@ def test_bce_gradient_at_saturated_probabilities_is_torchs(x64):
     conformance_report = conformance.compare_call(
         lambda a, b: F.binary_cross_entropy(a, b, reduction="none"),
         lambda a, b: losses.binary_cross_entropy(a, b, reduction="none"),
-        (torch.tensor(p), torch.tensor(t)), {})
+        (torch.tensor(p), torch.tensor(t)),
+        {},
+    )
     assert conformance_report.passed, conformance_report.table()

@@ -12,13 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from parity_checks.manual import manual_vs_torch
 
 import jaxgrad.losses as L
 import jaxgrad.nn as jnn
 from jaxgrad import manual
 from jaxgrad.gradcheck import gradcheck
 from jaxgrad.parity import assert_parity
-from parity_checks.manual import manual_vs_torch
 from torchref.manual import REFERENCES
 
 NAMES = list(manual.FUNCTIONS)
@@ -66,32 +66,41 @@ def test_matches_library_twins(x64, rng):
     x, weight, bias = map(jnp.asarray, manual.example_inputs("linear", rng))
     layer = jnn.Linear(3, 2, dtype="float64")
     twins = {
-        "linear": (lambda x, w, b: manual.linear(x, w, b),
-                   lambda x, w, b: layer.apply({"weight": w, "bias": b}, x), (x, weight, bias)),
+        "linear": (
+            lambda x, w, b: manual.linear(x, w, b),
+            lambda x, w, b: layer.apply({"weight": w, "bias": b}, x),
+            (x, weight, bias),
+        ),
         "relu": (manual.relu, lambda x: jnn.ReLU().apply({}, x), (x,)),
         "sigmoid": (manual.sigmoid, lambda x: jnn.Sigmoid().apply({}, x), (x,)),
         "tanh": (manual.tanh, lambda x: jnn.Tanh().apply({}, x), (x,)),
     }
     for name, (hand, twin, args) in twins.items():
         cotangent = jnp.asarray(rng.standard_normal(twin(*args).shape))
-        assert_parity(_vjp(twin, list(args), cotangent), _vjp(hand, list(args), cotangent),
-                      name=name)
+        assert_parity(
+            _vjp(twin, list(args), cotangent), _vjp(hand, list(args), cotangent), name=name
+        )
     logits, target = map(jnp.asarray, manual.example_inputs("softmax_cross_entropy", rng))
-    assert_parity(jax.jit(jax.value_and_grad(L.cross_entropy))(logits, target),
-                  jax.jit(jax.value_and_grad(manual.softmax_cross_entropy))(logits, target))
+    assert_parity(
+        jax.jit(jax.value_and_grad(L.cross_entropy))(logits, target),
+        jax.jit(jax.value_and_grad(manual.softmax_cross_entropy))(logits, target),
+    )
     logits, target = map(jnp.asarray, manual.example_inputs("sigmoid_binary_cross_entropy", rng))
     both = (0, 1)
     bce = jax.jit(jax.value_and_grad(L.binary_cross_entropy_with_logits, both))
-    assert_parity(bce(logits, target),
-                  jax.jit(jax.value_and_grad(manual.sigmoid_binary_cross_entropy, both))(
-                      logits, target))
+    assert_parity(
+        bce(logits, target),
+        jax.jit(jax.value_and_grad(manual.sigmoid_binary_cross_entropy, both))(logits, target),
+    )
 
 
 def test_eager_matches_jit(x64, rng):
     inputs = manual.example_inputs("layer_norm", rng)
     cotangent = rng.standard_normal(inputs[0].shape)
-    assert_parity(_vjp(manual.layer_norm, inputs, cotangent, jit=True),
-                  _vjp(manual.layer_norm, inputs, cotangent, jit=False))
+    assert_parity(
+        _vjp(manual.layer_norm, inputs, cotangent, jit=True),
+        _vjp(manual.layer_norm, inputs, cotangent, jit=False),
+    )
 
 
 def test_relu_gradient_at_zero_is_zero_like_torch(x64):

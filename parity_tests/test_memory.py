@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import memory as memory_script
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import jaxgrad.nn
-import memory as memory_script
 from jaxgrad import losses
 from jaxgrad import memory as jmemory
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity
@@ -50,9 +50,13 @@ def test_jax_residuals_by_hand(x64):
 
 def test_compiled_memory_gradients_are_the_outputs():
     torch.manual_seed(0)
-    model, params = jaxgrad.nn.from_torch(torch.nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)))
+    model, params = jaxgrad.nn.from_torch(
+        torch.nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    )
     x, y = jnp.ones((4, 6)), jnp.zeros(4, jnp.int32)
-    stats = jmemory.compiled_memory(jax.grad(lambda p: losses.cross_entropy(model.apply(p, x), y)), params)
+    stats = jmemory.compiled_memory(
+        jax.grad(lambda p: losses.cross_entropy(model.apply(p, x), y)), params
+    )
     # the gradients, plus XLA's tuple of 4 output pointers (8 bytes each)
     assert stats["outputs"] - (6 * 5 + 5 + 5 * 3 + 3) * 4 in (0, 4 * 8)
 
@@ -60,8 +64,9 @@ def test_compiled_memory_gradients_are_the_outputs():
 @pytest.mark.parametrize("every", [1, 2, 3, 4])
 @pytest.mark.parametrize("jit", [True, False])
 def test_checkpointed_gradients_bit_identical(x64, seed, rng, every, jit):
-    module = torch.nn.Sequential(nn.Linear(5, 8), nn.Sigmoid(), nn.Linear(8, 8), nn.ReLU(),
-                                 nn.Linear(8, 3)).double()
+    module = torch.nn.Sequential(
+        nn.Linear(5, 8), nn.Sigmoid(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3)
+    ).double()
     model, params = jaxgrad.nn.from_torch(module)
     x = rng.standard_normal((7, 5))
     loss = lambda apply: lambda p: jnp.sum(apply(p, jnp.asarray(x)) ** 2)  # noqa: E731
@@ -101,12 +106,15 @@ def test_memory_script_relations(tmp_path):
     rows = results["checkpointing"]
     for row in rows.values():
         assert row["jax_bit_identical"] and row.get("torch_bit_identical", True)
-    plain, layer, block = (rows[k]["torch_saved"]["activations"]
-                           for k in ("plain", "per layer", "blocks of 2 layers"))
+    plain, layer, block = (
+        rows[k]["torch_saved"]["activations"] for k in ("plain", "per layer", "blocks of 2 layers")
+    )
     assert layer == plain  # per-layer checkpointing saves nothing
     assert block < plain
-    jax_plain, jax_layer, jax_block = (rows[k]["jax_residuals"]["activations"]
-                                       for k in ("plain", "per layer", "blocks of 2 layers"))
+    jax_plain, jax_layer, jax_block = (
+        rows[k]["jax_residuals"]["activations"]
+        for k in ("plain", "per layer", "blocks of 2 layers")
+    )
     assert jax_block < jax_layer < jax_plain
     assert rows["blocks of 2, dots_saveable"]["jax_residuals"]["activations"] > jax_block
     for key in ("torch_saved", "jax_residuals"):

@@ -19,21 +19,38 @@ from jaxgrad.nn import SUPPORTED
 from jaxgrad.nn.capture import layers as convert
 from jaxgrad_dev import module_db as harness
 
-
 # 30-40 s each for all their samples on a 2-core machine (16-67 samples per mode, each
 # compiled programs): the default run takes one in nine of them, the first sample of each
 # mode included (~27 of the suite's worker-seconds, 77 at one in three: each class's first
 # programs are most of what is left); the exhaustive test adds the rest (CI: `pytest -m
 # "exhaustive or long"`)
-SLOW = {"GRU", "LSTM", "MultiheadAttention", "RNN", "Transformer", "TransformerDecoderLayer",
-        "TransformerEncoder", "TransformerEncoderLayer"}
+SLOW = {
+    "GRU",
+    "LSTM",
+    "MultiheadAttention",
+    "RNN",
+    "Transformer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+}
 SLOW_EVERY = 9
-EVERY = {"Transformer": 24,  # 64 samples of a whole encoder-decoder: one in 24 by default
-         "TransformerDecoderLayer": 99}  # its first sample of each mode by default
+EVERY = {
+    "Transformer": 24,  # 64 samples of a whole encoder-decoder: one in 24 by default
+    "TransformerDecoderLayer": 99,
+}  # its first sample of each mode by default
 # 1.5-3 s each for all their samples (3-d pools, the batch and group norms): one in three
 # by default, the first sample of each mode included; all in the exhaustive test
-MEDIUM = {"AdaptiveMaxPool3d", "AvgPool3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-          "FractionalMaxPool2d", "FractionalMaxPool3d", "GroupNorm"}
+MEDIUM = {
+    "AdaptiveMaxPool3d",
+    "AvgPool3d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
+    "GroupNorm",
+}
 MEDIUM_EVERY = 3
 
 
@@ -44,15 +61,19 @@ def _every(name):
     return MEDIUM_EVERY if name in MEDIUM else 1
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
-                                  for n in sorted(harness.REGISTRY)])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(harness.REGISTRY)],
+)
 def test_module_db_samples(name):
     results = harness.run_class(name, every=_every(name))
     assert results, f"module_db has no samples for {name}"
     failed = [r for r in results if r.status == "failed"]
     assert not failed, "\n".join(f"{r.label}: {r.detail}" for r in failed)
     errors = harness.run_error_samples(name)  # what torch rejects, jaxgrad rejects
-    assert all(r.status == "rejected" for r in errors), [r.desc for r in errors if r.status != "rejected"]
+    assert all(r.status == "rejected" for r in errors), [
+        r.desc for r in errors if r.status != "rejected"
+    ]
     # a refusal is counted only when jaxgrad's error named the argument (run_sample)
     assert all(r.detail for r in results if r.status in ("refused", "skipped"))
 
@@ -78,16 +99,22 @@ def _first_sample(name, training=False):
 
 
 def test_harness_catches_a_wrong_converter(monkeypatch):
-    monkeypatch.setitem(convert._CONVERTERS, "LeakyReLU",
-                        lambda m: convert.LeakyReLU(negative_slope=m.negative_slope * 1.001))
+    monkeypatch.setitem(
+        convert._CONVERTERS,
+        "LeakyReLU",
+        lambda m: convert.LeakyReLU(negative_slope=m.negative_slope * 1.001),
+    )
     info, sample = _first_sample("LeakyReLU")
     result = harness.run_sample(info, sample, training=False)
     assert result.status == "failed" and "FAIL" in result.detail
 
 
 def test_harness_fails_a_declared_refusal_that_jaxgrad_runs(monkeypatch):
-    monkeypatch.setitem(harness.REGISTRY, "ReLU",
-                        dataclasses.replace(harness.REGISTRY["ReLU"], refused=lambda s: "inplace"))
+    monkeypatch.setitem(
+        harness.REGISTRY,
+        "ReLU",
+        dataclasses.replace(harness.REGISTRY["ReLU"], refused=lambda s: "inplace"),
+    )
     info, sample = _first_sample("ReLU")
     result = harness.run_sample(info, sample, training=True)
     assert result.status == "failed" and "declares `inplace` refused" in result.detail
@@ -168,10 +195,10 @@ def test_an_eval_sample_whose_twin_reads_the_mode_runs_in_full(monkeypatch):
 def test_a_twin_with_active_dropout_has_a_different_program_in_each_mode(x64):
     """Dropout p=0.5 draws from the key in training mode only: the two modes' programs
     must differ (no reuse), and one mode's program is the same on two calls."""
-    from jaxgrad_dev.layer_parity import forward_program
+    import torch
 
     import jaxgrad
-    import torch
+    from jaxgrad_dev.layer_parity import forward_program
 
     torch.manual_seed(0)
     module = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.5).double()

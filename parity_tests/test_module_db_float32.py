@@ -21,21 +21,33 @@ CLASSES = {"Linear": 1, "Conv2d": 1, "BatchNorm2d": 1, "LayerNorm": 1, "GRU": 18
 EXHAUSTIVE = {"GRU": 6}  # GRU's samples one in six: ~7 s
 
 
-@pytest.mark.parametrize("name,every", [
-    *(pytest.param(name, every, id=name) for name, every in CLASSES.items()),
-    *(pytest.param(name, every, marks=pytest.mark.exhaustive, id=f"{name}-one-in-{every}")
-      for name, every in EXHAUSTIVE.items())])
+@pytest.mark.parametrize(
+    "name,every",
+    [
+        *(pytest.param(name, every, id=name) for name, every in CLASSES.items()),
+        *(
+            pytest.param(name, every, marks=pytest.mark.exhaustive, id=f"{name}-one-in-{every}")
+            for name, every in EXHAUSTIVE.items()
+        ),
+    ],
+)
 def test_float32_samples_pass_the_calibrated_verdict(name, every):
     results = harness.run_class(name, every=every, dtype="float32")
     assert results
     failed = [r for r in results if r.status == "failed"]
     assert not failed, "\n".join(f"{r.label}: {r.detail}" for r in failed)
     ran = [r for r in results if r.report is not None]
-    assert ran and all(leaf.dtype in ("float32", "int32", "int64", "None")
-                       for r in ran for leaf in r.report.leaves), "not run in float32"
+    assert ran and all(
+        leaf.dtype in ("float32", "int32", "int64", "None") for r in ran for leaf in r.report.leaves
+    ), "not run in float32"
     rules = harness.rules(results)
-    assert set(rules) <= {"tier", "float64 answer", "reference rounding",
-                          "zero in exact arithmetic", "integer value"}, rules
+    assert set(rules) <= {
+        "tier",
+        "float64 answer",
+        "reference rounding",
+        "zero in exact arithmetic",
+        "integer value",
+    }, rules
 
 
 def test_float32_mode_compares_num_batches_tracked_by_value():
@@ -44,13 +56,17 @@ def test_float32_mode_compares_num_batches_tracked_by_value():
 
 
 def test_float32_mode_catches_a_planted_mistake(monkeypatch):
-    monkeypatch.setitem(convert._CONVERTERS, "LeakyReLU",
-                        lambda m: convert.LeakyReLU(negative_slope=m.negative_slope * 1.0001))
+    monkeypatch.setitem(
+        convert._CONVERTERS,
+        "LeakyReLU",
+        lambda m: convert.LeakyReLU(negative_slope=m.negative_slope * 1.0001),
+    )
     info = harness.module_infos()["LeakyReLU"]
     sample = harness.samples(info, True)[0]
     result = harness.run_sample_float32(info, sample, training=True)
-    assert result.status == "failed" and "against the float64 answer" in result.detail, \
+    assert result.status == "failed" and "against the float64 answer" in result.detail, (
         result.detail
+    )
 
 
 def test_float32_mode_rejects_an_unknown_dtype():

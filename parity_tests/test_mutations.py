@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import textwrap
 
+import mutants as mutants_script
 import pytest
 
-import mutants as mutants_script
 from jaxgrad_dev.mutations import corpus as mutation_corpus
 from jaxgrad_dev.mutations import runner
 
 SURVIVORS_OF_THE_FIRST_RUN = (  # the 8 edits that once survived every related test
-    "clip-around-freeze", "trainer-batches-ignore-accumulate", "leaky-relu-ge-zero",
-    "linear-bias-drawn-with-weight-key", "from-torch-drops-leaky-slope",
-    "bce-logits-pos-weight-whole-loss", "grad-wrt-sorted-order", "float32-rtol-loosened",
+    "clip-around-freeze",
+    "trainer-batches-ignore-accumulate",
+    "leaky-relu-ge-zero",
+    "linear-bias-drawn-with-weight-key",
+    "from-torch-drops-leaky-slope",
+    "bce-logits-pos-weight-whole-loss",
+    "grad-wrt-sorted-order",
+    "float32-rtol-loosened",
 )
 
 
@@ -48,19 +53,23 @@ def _tiny_repo(tmp_path):
     (repo / "pkg" / "__init__.py").write_text("")
     (repo / "pkg" / "mod.py").write_text("def slope():\n    return 0.01\n")
     (repo / "tests" / "test_mod.py").write_text(
-        "from pkg.mod import slope\n\n\ndef test_slope():\n    assert slope() == 0.01\n")
+        "from pkg.mod import slope\n\n\ndef test_slope():\n    assert slope() == 0.01\n"
+    )
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "tiny.yaml").write_text(textwrap.dedent("""\
+    (corpus / "tiny.yaml").write_text(
+        textwrap.dedent("""\
         - {id: slope-keras, file: pkg/mod.py, original: 'return 0.01', replacement: 'return 0.2', tests: ['tests/test_mod.py::test_slope'], why: torch's default slope}
         - {id: comment-only, file: pkg/mod.py, original: 'def slope():', replacement: 'def slope():  # no-op', tests: ['tests/test_mod.py'], why: changes nothing}
         - {id: refactored-away, file: pkg/mod.py, original: 'return 0.02', replacement: 'return 0.2', tests: ['tests/test_mod.py'], why: the snippet is gone}
-        """))
+        """)
+    )
     return repo, corpus
 
 
 def test_script_applies_in_a_scratch_copy_and_names_survivors_and_stale_entries(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the tiny repo needs none
     repo, corpus = _tiny_repo(tmp_path)
     before = (repo / "pkg" / "mod.py").read_bytes()
@@ -72,8 +81,7 @@ def test_script_applies_in_a_scratch_copy_and_names_survivors_and_stale_entries(
         words = line.split()
         if words and words[0] in ("slope-keras", "comment-only", "refactored-away"):
             rows.setdefault(words[0], words[1])
-    assert rows == {"slope-keras": "killed", "comment-only": "SURVIVED",
-                    "refactored-away": "STALE"}
+    assert rows == {"slope-keras": "killed", "comment-only": "SURVIVED", "refactored-away": "STALE"}
     assert "`original` no longer occurs in pkg/mod.py" in out
     assert "suite killed 1/2 mutants (50.0 %)" in out
     assert (repo / "pkg" / "mod.py").read_bytes() == before  # the real tree is untouched
@@ -99,17 +107,28 @@ def test_sample_is_fixed_and_only_rejects_unknown_ids():
         mutation_corpus.select(entries, only=["no-such-mutant"])
 
 
-@pytest.mark.parametrize("entry,fragment", [
-    ("{id: a, file: f.py, original: x, tests: [t.py], why: w}", "entry a: missing replacement"),
-    ("{id: a, file: f.py, original: x, replacement: x, tests: [t.py], why: w}",
-     "`replacement` equals `original`"),
-    ("{id: a, file: f.py, original: x, replacement: y, tests: [], why: w}",
-     "`tests` must be a non-empty list"),
-    ("{id: Bad_Id, file: f.py, original: x, replacement: y, tests: [t.py], why: w}",
-     "must be kebab-case"),
-    ("{id: a, file: f.py, original: x, replacement: y, tests: [t.py], why: w, colour: red}",
-     "unknown keys colour"),
-])
+@pytest.mark.parametrize(
+    "entry,fragment",
+    [
+        ("{id: a, file: f.py, original: x, tests: [t.py], why: w}", "entry a: missing replacement"),
+        (
+            "{id: a, file: f.py, original: x, replacement: x, tests: [t.py], why: w}",
+            "`replacement` equals `original`",
+        ),
+        (
+            "{id: a, file: f.py, original: x, replacement: y, tests: [], why: w}",
+            "`tests` must be a non-empty list",
+        ),
+        (
+            "{id: Bad_Id, file: f.py, original: x, replacement: y, tests: [t.py], why: w}",
+            "must be kebab-case",
+        ),
+        (
+            "{id: a, file: f.py, original: x, replacement: y, tests: [t.py], why: w, colour: red}",
+            "unknown keys colour",
+        ),
+    ],
+)
 def test_bad_corpus_entries_are_named(tmp_path, entry, fragment):
     (tmp_path / "c.yaml").write_text(f"- {entry}\n")
     with pytest.raises(mutation_corpus.CorpusError, match="c.yaml entry") as info:
@@ -125,14 +144,17 @@ def test_duplicate_ids_are_named(tmp_path):
         mutation_corpus.load_corpus(tmp_path)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--sample", "0"], "--sample (=0) must be >= 1"),
-    (["--jobs", "0"], "--jobs (=0) must be >= 1"),
-    (["--timeout", "0"], "--timeout (=0.0) must be > 0"),
-    (["--only", "a", "--sample", "2"], "--only and --sample exclude each other"),
-    (["--root", "/no/such/dir"], "--root (='/no/such/dir') is not a directory"),
-    (["--corpus", "/no/such/dir"], "--corpus (='/no/such/dir') is not a directory"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--sample", "0"], "--sample (=0) must be >= 1"),
+        (["--jobs", "0"], "--jobs (=0) must be >= 1"),
+        (["--timeout", "0"], "--timeout (=0.0) must be > 0"),
+        (["--only", "a", "--sample", "2"], "--only and --sample exclude each other"),
+        (["--root", "/no/such/dir"], "--root (='/no/such/dir') is not a directory"),
+        (["--corpus", "/no/such/dir"], "--corpus (='/no/such/dir') is not a directory"),
+    ],
+)
 def test_script_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
         mutants_script.main(argv)

@@ -12,24 +12,29 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from parity_checks.harness import model_parity, random_batch
 from torch import nn as tnn
 
 import jaxgrad
-from jaxgrad._arrays import check_input_dtype
 import torchref
 from jaxgrad import nn
-from parity_checks.harness import model_parity, random_batch
+from jaxgrad._arrays import check_input_dtype
 from parity_tests._sampling import one_in
 
 ACTIVATIONS = list(torchref.models.ACTIVATIONS)
 
 
-@pytest.mark.parametrize("name", ["Linear", "ReLU", "LeakyReLU", "GELU", "Flatten", "Sigmoid", "Tanh"])
+@pytest.mark.parametrize(
+    "name", ["Linear", "ReLU", "LeakyReLU", "GELU", "Flatten", "Sigmoid", "Tanh"]
+)
 def test_constructor_arguments_and_defaults_match_torch(name):
     torch_params = inspect.signature(getattr(tnn, name)).parameters
     fields = {f.name: f.default for f in dataclasses.fields(getattr(nn, name))}
-    expected = {k: p.default for k, p in torch_params.items()
-                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    expected = {
+        k: p.default
+        for k, p in torch_params.items()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
     assert list(fields) == list(expected)
     for key, default in expected.items():
         if default is not inspect.Parameter.empty:
@@ -42,7 +47,8 @@ def test_state_dict_keys_and_shapes_match_torch(sizes):
     shapes = nn.mlp(sizes).param_shapes()
     assert list(shapes) == list(reference)
     assert {k: tuple(v.shape) for k, v in shapes.items()} == {
-        k: tuple(v.shape) for k, v in reference.items()}
+        k: tuple(v.shape) for k, v in reference.items()
+    }
     assert nn.mlp(sizes).num_parameters() == sum(v.numel() for v in reference.values())
 
 
@@ -53,9 +59,11 @@ def test_lessons_network_has_203530_parameters():
 
 def test_nested_and_named_sequential_keys_match_torch():
     torch_model = tnn.Sequential(
-        OrderedDict(encoder=tnn.Sequential(tnn.Linear(4, 3), tnn.ReLU()), head=tnn.Linear(3, 2)))
+        OrderedDict(encoder=tnn.Sequential(tnn.Linear(4, 3), tnn.ReLU()), head=tnn.Linear(3, 2))
+    )
     model = nn.Sequential(
-        OrderedDict(encoder=nn.Sequential(nn.Linear(4, 3), nn.ReLU()), head=nn.Linear(3, 2)))
+        OrderedDict(encoder=nn.Sequential(nn.Linear(4, 3), nn.ReLU()), head=nn.Linear(3, 2))
+    )
     assert list(model.param_shapes()) == list(torch_model.state_dict())
     converted, params = nn.from_torch(torch_model)
     assert converted == model
@@ -75,7 +83,9 @@ def test_default_init_is_torch_kaiming_uniform_and_fan_in_bias():
     assert weight.std() == pytest.approx(bound / math.sqrt(3), rel=0.01)
     assert abs(weight.mean()) < 0.01 * bound
     bias = np.asarray(params["bias"])
-    assert np.abs(bias).max() <= bound and bias.std() == pytest.approx(bound / math.sqrt(3), rel=0.15)
+    assert np.abs(bias).max() <= bound and bias.std() == pytest.approx(
+        bound / math.sqrt(3), rel=0.15
+    )
     # torch's own draw obeys the same bound: the same distribution, not the same numbers
     torch_weight = tnn.Linear(fan_in, fan_out).weight.detach().numpy()
     assert np.abs(torch_weight).max() <= bound
@@ -117,9 +127,18 @@ def test_dtype_argument_accepts_torch_dtypes(x64):
 # activation x depth x dtype: one in three in the default run (the stride, 3, is prime to
 # the 10 depth-dtype pairs, so every activation, depth and dtype still runs), the rest in
 # the exhaustive run (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("activation,depth,dtype", one_in(3, [
-    (activation, depth, dtype) for activation in ACTIVATIONS for depth in [0, 1, 2, 3, 4]
-    for dtype in ["float64", "float32"]]))
+@pytest.mark.parametrize(
+    "activation,depth,dtype",
+    one_in(
+        3,
+        [
+            (activation, depth, dtype)
+            for activation in ACTIVATIONS
+            for depth in [0, 1, 2, 3, 4]
+            for dtype in ["float64", "float32"]
+        ],
+    ),
+)
 def test_mlp_forward_and_gradients_match_torch(request, activation, depth, dtype, seed, rng):
     """Built twice: converted with ``from_torch``, and natively with ``jaxgrad.nn.mlp`` and
     ``load_state_dict``; jitted for one route and not the other, alternating by depth."""
@@ -168,12 +187,20 @@ def test_leaky_relu_gradient_at_zero_is_the_slope_like_torch(x64):
 def test_from_torch_keeps_every_non_default_hyperparameter(x64, rng):
     """Each converter reads the module's hyperparameters, not the class defaults."""
     torch_model = tnn.Sequential(
-        tnn.Flatten(1, 2), tnn.Linear(6, 5, bias=False, dtype=torch.float64),
-        tnn.LeakyReLU(0.3), tnn.Linear(5, 4, dtype=torch.float64), tnn.GELU("tanh"))
+        tnn.Flatten(1, 2),
+        tnn.Linear(6, 5, bias=False, dtype=torch.float64),
+        tnn.LeakyReLU(0.3),
+        tnn.Linear(5, 4, dtype=torch.float64),
+        tnn.GELU("tanh"),
+    )
     model, params = nn.from_torch(torch_model)
     assert model == nn.Sequential(
-        nn.Flatten(1, 2), nn.Linear(6, 5, bias=False, dtype="float64"),
-        nn.LeakyReLU(0.3), nn.Linear(5, 4, dtype="float64"), nn.GELU("tanh"))
+        nn.Flatten(1, 2),
+        nn.Linear(6, 5, bias=False, dtype="float64"),
+        nn.LeakyReLU(0.3),
+        nn.Linear(5, 4, dtype="float64"),
+        nn.GELU("tanh"),
+    )
     x = rng.standard_normal((3, 2, 3))
     jaxgrad.assert_parity(torch_model(torch.from_numpy(x)), model.apply(params, jnp.asarray(x)))
 
@@ -207,16 +234,19 @@ def test_sequential_slicing_and_intermediates(x64, rng):
     jaxgrad.assert_parity(outputs[1], head(params, x), **jaxgrad.parity.BIT_IDENTICAL)
 
 
-@pytest.mark.parametrize("layer_dtype,input_dtype", [("float32", "float64"),
-                                                     ("float64", "float32")])
+@pytest.mark.parametrize(
+    "layer_dtype,input_dtype", [("float32", "float64"), ("float64", "float32")]
+)
 def test_linear_refuses_an_input_of_another_dtype_like_torch(x64, layer_dtype, input_dtype):
     torch_layer = tnn.Linear(3, 2, dtype=getattr(torch, layer_dtype))
     x = np.ones((4, 3), input_dtype)
     with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
         torch_layer(torch.from_numpy(x))
     model, params = nn.from_torch(torch_layer)
-    message = (rf"Linear: `input` dtype {input_dtype} does not match the layer's "
-               rf"{layer_dtype} parameters.*mat1 and mat2.*x\.astype\('{layer_dtype}'\)")
+    message = (
+        rf"Linear: `input` dtype {input_dtype} does not match the layer's "
+        rf"{layer_dtype} parameters.*mat1 and mat2.*x\.astype\('{layer_dtype}'\)"
+    )
     with pytest.raises(TypeError, match=message):
         model.apply(params, jnp.asarray(x))
     with pytest.raises(TypeError, match=message):
@@ -225,7 +255,9 @@ def test_linear_refuses_an_input_of_another_dtype_like_torch(x64, layer_dtype, i
         model.apply(params, jnp.ones((4, 3), jnp.int32))
     # the same dtype passes, and agrees with torch
     same = x.astype(layer_dtype)
-    jaxgrad.assert_parity(torch_layer(torch.from_numpy(same)), model.apply(params, jnp.asarray(same)))
+    jaxgrad.assert_parity(
+        torch_layer(torch.from_numpy(same)), model.apply(params, jnp.asarray(same))
+    )
 
 
 def test_float64_numpy_input_without_x64_is_float32_to_jax():
@@ -247,8 +279,9 @@ def test_load_state_dict_compiles_nothing_and_never_aliases_torch_memory():
     # shapes no other test uses, so nothing could come from an earlier compilation; the
     # twin is built directly (``from_torch`` would load the same shapes first)
     torch_model = tnn.Sequential(tnn.Linear(13, 11), tnn.ReLU(), tnn.Linear(11, 7)).double()
-    model = nn.Sequential(nn.Linear(13, 11, dtype="float64"), nn.ReLU(),
-                          nn.Linear(11, 7, dtype="float64"))
+    model = nn.Sequential(
+        nn.Linear(13, 11, dtype="float64"), nn.ReLU(), nn.Linear(11, 7, dtype="float64")
+    )
     compiled = []
 
     def listen(event, duration, **kwargs):

@@ -23,8 +23,11 @@ def _grads_torch(module, inputs, **kwargs):
     out = module(*leaves, **kwargs)
     names = [n for n, _ in module.named_parameters()]
     grads = torch.autograd.grad(out.sum(), leaves + [p for _, p in module.named_parameters()])
-    return out.detach().numpy(), [g.numpy() for g in grads[:len(leaves)]], {
-        n: g.numpy() for n, g in zip(names, grads[len(leaves):])}
+    return (
+        out.detach().numpy(),
+        [g.numpy() for g in grads[: len(leaves)]],
+        {n: g.numpy() for n, g in zip(names, grads[len(leaves) :])},
+    )
 
 
 def _grads_jax(model, params, inputs, **kwargs):
@@ -45,7 +48,8 @@ def test_bilinear_init_names_shapes_and_bounds(x64):
     params = layer.init(jax.random.key(0))
     torch_layer = torch.nn.Bilinear(5, 3, 400)
     assert {k: v.shape for k, v in params.items()} == {
-        k: tuple(v.shape) for k, v in torch_layer.state_dict().items()}
+        k: tuple(v.shape) for k, v in torch_layer.state_dict().items()
+    }
     bound = 1 / np.sqrt(5)  # torch: U(±1/sqrt(in1_features)) for weight and bias
     for value in params.values():
         assert np.abs(np.asarray(value)).max() <= bound
@@ -109,20 +113,29 @@ def test_square_subsequent_mask_is_torchs():
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_transformer_causal_masks_and_padding_match_torch(x64, batch_first):
     torch.manual_seed(0)
-    module = torch.nn.Transformer(4, 2, 2, 2, 8, dropout=0.0, activation="gelu",
-                                  batch_first=batch_first).double().eval()
+    module = (
+        torch.nn.Transformer(4, 2, 2, 2, 8, dropout=0.0, activation="gelu", batch_first=batch_first)
+        .double()
+        .eval()
+    )
     model, params = jaxgrad.nn.from_torch(module)
     assert list(params) == list(module.state_dict())
     src, tgt = torch.randn(3, 5, 4, dtype=torch.float64), torch.randn(3, 4, 4, dtype=torch.float64)
     if not batch_first:
         src, tgt = src.transpose(0, 1).contiguous(), tgt.transpose(0, 1).contiguous()
     padding = torch.tensor([[False] * 5, [False, False, False, True, True], [False] * 5])
-    torch_kwargs = dict(tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(
-        4, dtype=torch.float64), src_key_padding_mask=padding,
-        memory_key_padding_mask=padding, tgt_is_causal=True)
-    jax_kwargs = dict(tgt_mask=jaxgrad.nn.Transformer.generate_square_subsequent_mask(
-        4, dtype=jnp.float64), src_key_padding_mask=jnp.asarray(padding.numpy()),
-        memory_key_padding_mask=jnp.asarray(padding.numpy()), tgt_is_causal=True)
+    torch_kwargs = dict(
+        tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64),
+        src_key_padding_mask=padding,
+        memory_key_padding_mask=padding,
+        tgt_is_causal=True,
+    )
+    jax_kwargs = dict(
+        tgt_mask=jaxgrad.nn.Transformer.generate_square_subsequent_mask(4, dtype=jnp.float64),
+        src_key_padding_mask=jnp.asarray(padding.numpy()),
+        memory_key_padding_mask=jnp.asarray(padding.numpy()),
+        tgt_is_causal=True,
+    )
     reference = _grads_torch(module, [src, tgt], **torch_kwargs)
     parity.assert_parity(reference, _grads_jax(model, params, [src, tgt], **jax_kwargs))
 
@@ -145,21 +158,26 @@ def test_transformer_rejects_what_torch_rejects(x64):
 # ------------------------------------------------------------- lazy convolutions
 
 
-@pytest.mark.parametrize("lazy, materialised, shape", [
-    (torch.nn.LazyConv1d(4, 3), "Conv1d", (2, 3, 9)),
-    (torch.nn.LazyConv2d(4, 3, padding=1), "Conv2d", (2, 3, 6, 6)),
-    (torch.nn.LazyConvTranspose1d(4, 3, stride=2), "ConvTranspose1d", (2, 3, 5)),
-    (torch.nn.LazyConvTranspose2d(4, 2), "ConvTranspose2d", (1, 3, 4, 4)),
-    (torch.nn.LazyConv3d(2, 2), "Conv3d", (1, 3, 3, 3, 3)),
-    (torch.nn.LazyConvTranspose3d(2, 2), "ConvTranspose3d", (1, 3, 2, 2, 2)),
-])
-def test_lazy_convolutions_are_refused_until_torch_materialises_them(x64, lazy, materialised,
-                                                                      shape):
+@pytest.mark.parametrize(
+    "lazy, materialised, shape",
+    [
+        (torch.nn.LazyConv1d(4, 3), "Conv1d", (2, 3, 9)),
+        (torch.nn.LazyConv2d(4, 3, padding=1), "Conv2d", (2, 3, 6, 6)),
+        (torch.nn.LazyConvTranspose1d(4, 3, stride=2), "ConvTranspose1d", (2, 3, 5)),
+        (torch.nn.LazyConvTranspose2d(4, 2), "ConvTranspose2d", (1, 3, 4, 4)),
+        (torch.nn.LazyConv3d(2, 2), "Conv3d", (1, 3, 3, 3, 3)),
+        (torch.nn.LazyConvTranspose3d(2, 2), "ConvTranspose3d", (1, 3, 2, 2, 2)),
+    ],
+)
+def test_lazy_convolutions_are_refused_until_torch_materialises_them(
+    x64, lazy, materialised, shape
+):
     name = type(lazy).__name__
     with pytest.raises(ValueError, match=f"{name} .*forward"):
         jaxgrad.nn.from_torch(lazy)
-    nested = torch.nn.Sequential(OrderedDict(
-        features=torch.nn.Sequential(torch.nn.Identity(), lazy)))
+    nested = torch.nn.Sequential(
+        OrderedDict(features=torch.nn.Sequential(torch.nn.Identity(), lazy))
+    )
     with pytest.raises(ValueError, match=f"{name} at 'features.1'"):
         jaxgrad.nn.from_torch(nested)
     torch.manual_seed(0)
@@ -171,4 +189,3 @@ def test_lazy_convolutions_are_refused_until_torch_materialises_them(x64, lazy, 
     model, params = jaxgrad.nn.from_torch(module)
     assert type(model).__name__ == materialised
     parity.assert_parity(_grads_torch(module, [x]), _grads_jax(model, params, [x]))
-

@@ -22,11 +22,11 @@ def test_batchnorm_update_is_torchs_momentum_and_unbiased_variance(x64, rng):
     # hand derivation: one step from (0, 1) with momentum 0.1 over n = 4 values
     x = rng.standard_normal((4, 2))
     layer = nn.BatchNorm1d(2, dtype="float64")
-    _, buffers = layer.apply(layer.init(jax.random.key(0)), jnp.asarray(x),
-                             buffers=layer.init_buffers(), train=True)
+    _, buffers = layer.apply(
+        layer.init(jax.random.key(0)), jnp.asarray(x), buffers=layer.init_buffers(), train=True
+    )
     np.testing.assert_allclose(buffers["running_mean"], 0.1 * x.mean(0), rtol=1e-14)
-    np.testing.assert_allclose(buffers["running_var"], 0.9 + 0.1 * x.var(0, ddof=1),
-                               rtol=1e-14)
+    np.testing.assert_allclose(buffers["running_var"], 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-14)
     assert int(buffers["num_batches_tracked"]) == 1
 
 
@@ -36,26 +36,34 @@ def test_momentum_none_is_a_cumulative_average(x64, rng):
     buffers = layer.init_buffers()
     for batch in batches:
         _, buffers = layer.apply({}, jnp.asarray(batch), buffers=buffers, train=True)
-    np.testing.assert_allclose(buffers["running_mean"],
-                               np.mean([b.mean(0) for b in batches], axis=0), rtol=1e-13)
+    np.testing.assert_allclose(
+        buffers["running_mean"], np.mean([b.mean(0) for b in batches], axis=0), rtol=1e-13
+    )
     assert int(buffers["num_batches_tracked"]) == 3
 
 
 def test_eval_uses_running_statistics_and_returns_buffers_unchanged(x64, rng):
     layer = nn.BatchNorm2d(2, dtype="float64")
-    buffers = {"running_mean": jnp.array([1.0, -1.0]), "running_var": jnp.array([4.0, 0.25]),
-               "num_batches_tracked": jnp.array(7)}
+    buffers = {
+        "running_mean": jnp.array([1.0, -1.0]),
+        "running_var": jnp.array([4.0, 0.25]),
+        "num_batches_tracked": jnp.array(7),
+    }
     x = rng.standard_normal((2, 2, 3, 3))
     y, after = layer.apply(layer.init(jax.random.key(0)), jnp.asarray(x), buffers=buffers)
     expected = (x - np.array([1.0, -1.0])[:, None, None]) / np.sqrt(
-        np.array([4.0, 0.25])[:, None, None] + 1e-5)
+        np.array([4.0, 0.25])[:, None, None] + 1e-5
+    )
     np.testing.assert_allclose(y, expected, rtol=1e-13)
     assert all(after[k] is buffers[k] or np.array_equal(after[k], buffers[k]) for k in buffers)
 
 
 def test_torch_defaults_and_state_dict_names():
-    assert nn.BatchNorm2d(4).init_buffers().keys() == {"running_mean", "running_var",
-                                                       "num_batches_tracked"}
+    assert nn.BatchNorm2d(4).init_buffers().keys() == {
+        "running_mean",
+        "running_var",
+        "num_batches_tracked",
+    }
     assert nn.BatchNorm2d(4, track_running_stats=False).init_buffers() == {}
     assert nn.InstanceNorm2d(4).init(jax.random.key(0)) == {}  # affine=False by default
     assert nn.InstanceNorm2d(4).init_buffers() == {}
@@ -104,8 +112,11 @@ def test_dropout2d_on_a_3d_input_draws_a_mask_per_sample_and_channel_like_torch(
         warnings.simplefilter("ignore", UserWarning)
         torch_y = torch.nn.functional.dropout2d(torch.ones(shape), 0.5, training=True)
     draws = (shape[0] - 1) * shape[1]
-    for y in (torch_y.numpy(), _train_apply(nn.Dropout2d(0.5), jnp.ones(shape), jax.random.key(2)),
-              F.dropout2d(jnp.ones(shape), 0.5, key=jax.random.key(3))):
+    for y in (
+        torch_y.numpy(),
+        _train_apply(nn.Dropout2d(0.5), jnp.ones(shape), jax.random.key(2)),
+        F.dropout2d(jnp.ones(shape), 0.5, key=jax.random.key(3)),
+    ):
         assert abs(disagreement(y) - 0.5) < 5 * np.sqrt(0.25 / draws)
 
 
@@ -127,10 +138,17 @@ def test_functional_forms_match_torch(x64, rng):
     x = rng.standard_normal((3, 4, 5))
     w, b = rng.standard_normal(4), rng.standard_normal(4)
     tx, tw, tb = map(torch.from_numpy, (x, w, b))
-    np.testing.assert_allclose(F.group_norm(jnp.asarray(x), 2, w, b),
-                               torch.nn.functional.group_norm(tx, 2, tw, tb), rtol=1e-12)
-    np.testing.assert_allclose(F.instance_norm(jnp.asarray(x)),
-                               torch.nn.functional.instance_norm(tx), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        F.group_norm(jnp.asarray(x), 2, w, b),
+        torch.nn.functional.group_norm(tx, 2, tw, tb),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        F.instance_norm(jnp.asarray(x)),
+        torch.nn.functional.instance_norm(tx),
+        rtol=1e-12,
+        atol=1e-14,
+    )
     rm, rv = np.zeros(4), np.ones(4)
     trm, trv = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
     expected = torch.nn.functional.batch_norm(tx, trm, trv, tw, tb, training=True)
@@ -138,8 +156,9 @@ def test_functional_forms_match_torch(x64, rng):
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(new_mean, trm, rtol=1e-12, atol=1e-15)  # torch updated in place
     np.testing.assert_allclose(new_var, trv, rtol=1e-12)
-    np.testing.assert_allclose(F.batch_norm(jnp.asarray(x), rm, rv, w, b, True), expected,
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        F.batch_norm(jnp.asarray(x), rm, rv, w, b, True), expected, rtol=1e-12, atol=1e-14
+    )
 
 
 # ------------------------------------------------------------------ bad input
@@ -149,23 +168,32 @@ def _bn_model():
 
 def test_wrong_rank_and_channels_name_the_path():
     model = nn.Sequential(nn.Identity(), nn.BatchNorm1d(4))
-    with pytest.raises(ValueError, match=r"BatchNorm1d at '1': expected 4 channels .*got "
-                                         r"input shape \(2, 5\)"):
-        model.apply(model.init(jax.random.key(0)), jnp.ones((2, 5)),
-                    buffers=model.init_buffers())
-    with pytest.raises(ValueError, match=r"BatchNorm2d at '0': expected a 4-D input "
-                                         r"\(N, C, H, W\), got shape \(2, 3\)"):
-        nn.Sequential(nn.BatchNorm2d(3)).apply({"0.weight": jnp.ones(3), "0.bias": jnp.zeros(3)},
-                                               jnp.ones((2, 3)), buffers=buffers_of(
-                                                   nn.BatchNorm2d(3), "0"))
-    with pytest.raises(ValueError, match=r"GroupNorm: expected 6 channels .*got input shape "
-                                         r"\(2, 4, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"BatchNorm1d at '1': expected 4 channels .*got "
+        r"input shape \(2, 5\)",
+    ):
+        model.apply(model.init(jax.random.key(0)), jnp.ones((2, 5)), buffers=model.init_buffers())
+    with pytest.raises(
+        ValueError,
+        match=r"BatchNorm2d at '0': expected a 4-D input "
+        r"\(N, C, H, W\), got shape \(2, 3\)",
+    ):
+        nn.Sequential(nn.BatchNorm2d(3)).apply(
+            {"0.weight": jnp.ones(3), "0.bias": jnp.zeros(3)},
+            jnp.ones((2, 3)),
+            buffers=buffers_of(nn.BatchNorm2d(3), "0"),
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"GroupNorm: expected 6 channels .*got input shape "
+        r"\(2, 4, 3\)",
+    ):
         nn.GroupNorm(2, 6).apply(nn.GroupNorm(2, 6).init(None), jnp.ones((2, 4, 3)))
     with pytest.raises(ValueError, match=r"InstanceNorm2d: expected a 3-D or 4-D input"):
         nn.InstanceNorm2d(3).apply({}, jnp.ones((2, 3)))
     with pytest.raises(ValueError, match=r"Dropout2d at '0': dropout2d: `input` must be"):
-        nn.Sequential(nn.Dropout2d()).apply({}, jnp.ones((2, 3)), train=True,
-                                            key=jax.random.key(0))
+        nn.Sequential(nn.Dropout2d()).apply({}, jnp.ones((2, 3)), train=True, key=jax.random.key(0))
 
 
 def buffers_of(layer, prefix):
@@ -175,26 +203,39 @@ def buffers_of(layer, prefix):
 def test_batchnorm_without_buffers_and_missing_running_var():
     model = _bn_model()
     params = model.init(jax.random.key(0))
-    with pytest.raises(ValueError, match=r"has buffers \(1.running_mean, 1.running_var, "
-                                         r"1.num_batches_tracked\).*buffers="):
+    with pytest.raises(
+        ValueError,
+        match=r"has buffers \(1.running_mean, 1.running_var, "
+        r"1.num_batches_tracked\).*buffers=",
+    ):
         model.apply(params, jnp.ones((2, 3)))
     state = model.state_dict(params, model.init_buffers())
     del state["1.running_var"]
-    with pytest.raises(ValueError, match=r"load_buffers for Sequential: missing keys: "
-                                         r"1.running_var"):
+    with pytest.raises(
+        ValueError,
+        match=r"load_buffers for Sequential: missing keys: "
+        r"1.running_var",
+    ):
         model.load_buffers(state)
     with pytest.raises(ValueError, match=r"BatchNorm1d at 'bn': `buffers` lacks running_var"):
         nn.BatchNorm1d(4).forward_with_state(
-            nn.BatchNorm1d(4).init(None), jnp.ones((2, 4)),
+            nn.BatchNorm1d(4).init(None),
+            jnp.ones((2, 4)),
             buffers={"running_mean": jnp.zeros(4), "num_batches_tracked": jnp.array(0)},
-            train=True, key=None, path="bn")
+            train=True,
+            key=None,
+            path="bn",
+        )
 
 
 def test_dropout_in_training_without_key_names_the_path():
     model = _bn_model()
     params, buffers = model.init(jax.random.key(0)), model.init_buffers()
-    with pytest.raises(ValueError, match=r"Dropout\(p=0.2\) at '2': `train=True` needs a "
-                                         r"`key=`.*got key=None"):
+    with pytest.raises(
+        ValueError,
+        match=r"Dropout\(p=0.2\) at '2': `train=True` needs a "
+        r"`key=`.*got key=None",
+    ):
         model.apply(params, jnp.ones((2, 3)), buffers=buffers, train=True)
     with pytest.raises(ValueError, match=r"training mode needs randomness: pass `key=`"):
         F.dropout(jnp.ones(3), 0.5)
@@ -205,27 +246,36 @@ def test_dropout_in_training_without_key_names_the_path():
 
 
 def test_constructor_and_training_errors():
-    with pytest.raises(ValueError, match=r"`num_channels` \(=5\) must be divisible by "
-                                         r"`num_groups` \(=2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`num_channels` \(=5\) must be divisible by "
+        r"`num_groups` \(=2\)",
+    ):
         nn.GroupNorm(2, 5)
     with pytest.raises(ValueError, match=r"`num_features` \(=0\) must be a positive int"):
         nn.BatchNorm2d(0)
     layer = nn.BatchNorm1d(3)
-    with pytest.raises(ValueError, match=r"more than 1 value per channel when training, got "
-                                         r"input shape \(1, 3\)"):
-        layer.apply(layer.init(None), jnp.ones((1, 3)), buffers=layer.init_buffers(),
-                    train=True)
+    with pytest.raises(
+        ValueError,
+        match=r"more than 1 value per channel when training, got "
+        r"input shape \(1, 3\)",
+    ):
+        layer.apply(layer.init(None), jnp.ones((1, 3)), buffers=layer.init_buffers(), train=True)
 
 
 def test_parity_rows_catch_flaxs_momentum_convention(monkeypatch):
     """The state-layer parity fails when the twin uses flax's momentum meaning (weight
     of the old average): only the running statistics differ, and they are caught."""
-    from jaxgrad.nn.capture import layers as convert
     from parity_checks.state_layers import state_layer_parity
 
+    from jaxgrad.nn.capture import layers as convert
+
     assert state_layer_parity("BatchNorm1d (N,C)", "float64").passed
-    monkeypatch.setitem(convert._CONVERTERS, "BatchNorm1d", lambda m: nn.BatchNorm1d(
-        m.num_features, momentum=1 - m.momentum, dtype="float64"))
+    monkeypatch.setitem(
+        convert._CONVERTERS,
+        "BatchNorm1d",
+        lambda m: nn.BatchNorm1d(m.num_features, momentum=1 - m.momentum, dtype="float64"),
+    )
     report = state_layer_parity("BatchNorm1d (N,C)", "float64")
     failing = {leaf.path for leaf in report.leaves if not leaf.passed}
     assert "['buffers'][0]['running_mean']" in failing

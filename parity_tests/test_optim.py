@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import inspect
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 import torch
+from parity_checks.optimizers import (
+    CONFIGS,
+    FLOAT32_CONFIGS,
+    config_label,
+    fixed_grads_trajectories,
+    optimizer_parity,
+)
 
 from jaxgrad import optim as joptim
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity, compare
-from parity_checks.optimizers import (CONFIGS, FLOAT32_CONFIGS, config_label,
-                                      fixed_grads_trajectories, optimizer_parity)
 from parity_tests._sampling import one_in
 
 pytestmark = pytest.mark.usefixtures("seed")
@@ -22,19 +26,20 @@ pytestmark = pytest.mark.usefixtures("seed")
 
 # one configuration in two in the default run (sgd, sgd nesterov, adam with options,
 # rmsprop), all eight in the exhaustive run (CI: -m "exhaustive or long")
-@pytest.mark.parametrize("name,hyper", one_in(2, CONFIGS),
-                         ids=[config_label(*c) for c in CONFIGS])
+@pytest.mark.parametrize("name,hyper", one_in(2, CONFIGS), ids=[config_label(*c) for c in CONFIGS])
 def test_trajectory_float64_100_steps(x64, name, hyper):
     report = optimizer_parity(name, hyper, "float64", 100)
     assert report.passed, report.table()
     assert {leaf.dtype for leaf in report.leaves} == {"float64"}
     # params, loss and at least one state tensor per parameter were compared
     assert any("state" in leaf.path for leaf in report.leaves) or (
-        name == "sgd" and "momentum" not in hyper)
+        name == "sgd" and "momentum" not in hyper
+    )
 
 
-@pytest.mark.parametrize("name,hyper", FLOAT32_CONFIGS,
-                         ids=[config_label(*c) for c in FLOAT32_CONFIGS])
+@pytest.mark.parametrize(
+    "name,hyper", FLOAT32_CONFIGS, ids=[config_label(*c) for c in FLOAT32_CONFIGS]
+)
 def test_trajectory_float32_10_steps(name, hyper):
     report = optimizer_parity(name, hyper, "float32", 10)
     assert report.passed, report.table()
@@ -48,9 +53,15 @@ def test_updates_for_given_gradients_jitted_and_not(x64, name, hyper, jit):
     assert_parity(reference, candidate)
 
 
-@pytest.mark.parametrize("name,torch_cls", [("sgd", torch.optim.SGD), ("adam", torch.optim.Adam),
-                                            ("adamw", torch.optim.AdamW),
-                                            ("rmsprop", torch.optim.RMSprop)])
+@pytest.mark.parametrize(
+    "name,torch_cls",
+    [
+        ("sgd", torch.optim.SGD),
+        ("adam", torch.optim.Adam),
+        ("adamw", torch.optim.AdamW),
+        ("rmsprop", torch.optim.RMSprop),
+    ],
+)
 def test_argument_names_and_defaults_are_torchs(name, torch_cls):
     ours = inspect.signature(getattr(joptim, name)).parameters
     theirs = inspect.signature(torch_cls.__init__).parameters
@@ -83,13 +94,15 @@ def _differs_from_torch(name, hyper, other):
 
 def test_optax_trace_differs_from_torch_with_dampening(x64):
     # optax.trace starts from zeros and has no dampening
-    assert _differs_from_torch("sgd", dict(lr=0.1, momentum=0.9, dampening=0.3),
-                               optax.sgd(0.1, momentum=0.9))
+    assert _differs_from_torch(
+        "sgd", dict(lr=0.1, momentum=0.9, dampening=0.3), optax.sgd(0.1, momentum=0.9)
+    )
 
 
 def test_rmsprop_eps_outside_sqrt_unlike_optax(x64):
-    assert _differs_from_torch("rmsprop", dict(lr=1e-2, eps=1e-2),
-                               optax.rmsprop(1e-2, decay=0.99, eps=1e-2))
+    assert _differs_from_torch(
+        "rmsprop", dict(lr=1e-2, eps=1e-2), optax.rmsprop(1e-2, decay=0.99, eps=1e-2)
+    )
 
 
 def test_centered_rmsprop_rounds_square_avg_minus_grad_avg_squared_once_like_torch(x64):
@@ -112,21 +125,30 @@ def test_centered_rmsprop_rounds_square_avg_minus_grad_avg_squared_once_like_tor
     hyper = dict(lr=1e-2, alpha=0.5, centered=True)
     weight = torch.tensor(start, requires_grad=True)
     torch_optimizer = torch.optim.RMSprop([weight], **hyper)
-    torch_optimizer.state[weight] = {"step": torch.tensor(3.0),
-                                     "square_avg": torch.tensor(old_square),
-                                     "grad_avg": torch.tensor(old_avg)}
+    torch_optimizer.state[weight] = {
+        "step": torch.tensor(3.0),
+        "square_avg": torch.tensor(old_square),
+        "grad_avg": torch.tensor(old_avg),
+    }
     weight.grad = torch.tensor(grad)
     torch_optimizer.step()
     optimizer = joptim.rmsprop(**hyper)
     params = {"w": jnp.asarray(start)}
     state = optimizer.init(params)
-    state = (state[0]._replace(square_avg={"w": jnp.asarray(old_square)},
-                               grad_avg={"w": jnp.asarray(old_avg)}),) + tuple(state[1:])
+    state = (
+        state[0]._replace(
+            square_avg={"w": jnp.asarray(old_square)}, grad_avg={"w": jnp.asarray(old_avg)}
+        ),
+    ) + tuple(state[1:])
     updates, state = optimizer.update({"w": jnp.asarray(grad)}, state, params)
-    assert_parity({"square_avg": torch_optimizer.state[weight]["square_avg"],
-                   "grad_avg": torch_optimizer.state[weight]["grad_avg"]},
-                  {"square_avg": state[0].square_avg["w"], "grad_avg": state[0].grad_avg["w"]},
-                  **BIT_IDENTICAL)  # the averages are exact on both sides
+    assert_parity(
+        {
+            "square_avg": torch_optimizer.state[weight]["square_avg"],
+            "grad_avg": torch_optimizer.state[weight]["grad_avg"],
+        },
+        {"square_avg": state[0].square_avg["w"], "grad_avg": state[0].grad_avg["w"]},
+        **BIT_IDENTICAL,
+    )  # the averages are exact on both sides
     assert_parity({"w": weight.detach()}, optax.apply_updates(params, updates))
 
 
@@ -156,8 +178,12 @@ def test_step_counter_matches_torch(x64):
 
 def test_float64_state_dtypes(x64):
     params = {"w": jnp.ones(3, jnp.float64)}
-    for factory in (joptim.sgd(0.1, momentum=0.9), joptim.adam(), joptim.adamw(),
-                    joptim.rmsprop(momentum=0.5, centered=True)):
+    for factory in (
+        joptim.sgd(0.1, momentum=0.9),
+        joptim.adam(),
+        joptim.adamw(),
+        joptim.rmsprop(momentum=0.5, centered=True),
+    ):
         updates, state = factory.update(params, factory.init(params), params)
         assert updates["w"].dtype == jnp.float64
         for field, value in joptim.torch_style_state(state)["w"].items():
@@ -165,14 +191,21 @@ def test_float64_state_dtypes(x64):
                 assert value.dtype == jnp.float64, field
 
 
-@pytest.mark.parametrize("call,error,fragment", [
-    (lambda: joptim.sgd(lr=-1.0), ValueError, "`lr` (=-1.0) must be >= 0"),
-    (lambda: joptim.sgd(lr="fast"), TypeError, "`lr` (='fast') must be a number"),
-    (lambda: joptim.sgd(0.1, nesterov=True), ValueError, "`nesterov=True` requires `momentum`"),
-    (lambda: joptim.adam(betas=(0.9, 1.0)), ValueError, "`betas[1]` (=1.0) must be >= 0.0 and < 1.0"),
-    (lambda: joptim.adam(betas=0.9), TypeError, "`betas` (=0.9) must be a pair"),
-    (lambda: joptim.rmsprop(eps=-1e-8), ValueError, "`eps` (=-1e-08) must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "call,error,fragment",
+    [
+        (lambda: joptim.sgd(lr=-1.0), ValueError, "`lr` (=-1.0) must be >= 0"),
+        (lambda: joptim.sgd(lr="fast"), TypeError, "`lr` (='fast') must be a number"),
+        (lambda: joptim.sgd(0.1, nesterov=True), ValueError, "`nesterov=True` requires `momentum`"),
+        (
+            lambda: joptim.adam(betas=(0.9, 1.0)),
+            ValueError,
+            "`betas[1]` (=1.0) must be >= 0.0 and < 1.0",
+        ),
+        (lambda: joptim.adam(betas=0.9), TypeError, "`betas` (=0.9) must be a pair"),
+        (lambda: joptim.rmsprop(eps=-1e-8), ValueError, "`eps` (=-1e-08) must be >= 0"),
+    ],
+)
 def test_bad_hyperparameters_raise_clear_errors(call, error, fragment):
     with pytest.raises(error) as info:
         call()

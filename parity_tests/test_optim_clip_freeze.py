@@ -8,13 +8,13 @@ import numpy as np
 import optax
 import pytest
 import torch
+from parity_checks.optimizers import trajectories
 
 import jaxgrad.nn
 import torchref
 from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity, compare
-from parity_checks.optimizers import trajectories
 from torchref import clipping as tclip
 from torchref import optim as toptim
 
@@ -25,10 +25,13 @@ def _jax_grads(example, dtype):
     model = jaxgrad.nn.mlp(tclip.SIZES, "tanh", dtype=dtype)
     params = model.load_state_dict(example["state_dict"])
     x, y = jnp.asarray(example["x"]), jnp.asarray(example["y"])
-    return jax.grad(lambda p: jlosses.mse_loss(model.apply(p, x), y) * example["loss_scale"])(params)
+    return jax.grad(lambda p: jlosses.mse_loss(model.apply(p, x), y) * example["loss_scale"])(
+        params
+    )
 
 
 # ------------------------------------------------------------------------------ clipping
+
 
 @pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
@@ -45,15 +48,19 @@ def test_clip_grad_norm_matches_torch_float64(x64, norm_type, jit):
 def test_clip_grad_norm_of_negative_gradients_matches_torch(x64, norm_type):
     """The largest entries are negative: the inf-norm is max |g| (4 here), not max g."""
     values = {"a": np.array([-4.0, 1.0]), "b": np.array([[-0.5, 2.0]])}
-    tensors = {k: torch.zeros(v.shape, dtype=torch.float64, requires_grad=True)
-               for k, v in values.items()}
+    tensors = {
+        k: torch.zeros(v.shape, dtype=torch.float64, requires_grad=True) for k, v in values.items()
+    }
     for name, tensor in tensors.items():
         tensor.grad = torch.from_numpy(values[name].copy())
     total = torch.nn.utils.clip_grad_norm_(list(tensors.values()), 1.0, norm_type)
     clipped, total_norm = joptim.clip_grad_norm(
-        {k: jnp.asarray(v) for k, v in values.items()}, 1.0, norm_type)
-    assert_parity({"grads": {k: t.grad for k, t in tensors.items()}, "total_norm": total},
-                  {"grads": clipped, "total_norm": total_norm})
+        {k: jnp.asarray(v) for k, v in values.items()}, 1.0, norm_type
+    )
+    assert_parity(
+        {"grads": {k: t.grad for k, t in tensors.items()}, "total_norm": total},
+        {"grads": clipped, "total_norm": total_norm},
+    )
 
 
 def test_huge_gradient_has_lesson_norm_and_is_clipped_to_one(x64):
@@ -110,8 +117,9 @@ def test_optax_clip_by_global_norm_differs_by_torchs_epsilon(x64):
 
 def test_clip_transform_in_a_chain_matches_torch_training(x64):
     # clip_grad_norm_ between backward() and step(), for 20 steps
-    reference, candidate = trajectories("sgd", dict(lr=0.1, momentum=0.9), "float64", 20,
-                                        max_norm=0.05)
+    reference, candidate = trajectories(
+        "sgd", dict(lr=0.1, momentum=0.9), "float64", 20, max_norm=0.05
+    )
     assert_parity(reference, candidate)
 
 
@@ -122,13 +130,24 @@ def test_clip_value_transform_clips_updates():
     assert_parity({"w": np.array([-0.5, 0.25, 0.5], np.float32)}, clipped, **BIT_IDENTICAL)
 
 
-@pytest.mark.parametrize("call,error,fragment", [
-    (lambda: joptim.clip_grad_norm({"w": jnp.ones(2)}, -1.0), ValueError, "`max_norm` (=-1.0)"),
-    (lambda: joptim.clip_grad_norm({"w": jnp.ones(2)}, 1.0, 0), ValueError, "`norm_type` (=0.0) must be > 0"),
-    (lambda: joptim.clip_grad_norm({}, 1.0), ValueError, "`grads` has no array leaves"),
-    (lambda: joptim.clip_grad_value({"w": jnp.ones(2)}, "big"), TypeError, "`clip_value` (='big')"),
-    (lambda: joptim.clip_grad_norm_transform(None), TypeError, "`max_norm` (=None)"),
-])
+@pytest.mark.parametrize(
+    "call,error,fragment",
+    [
+        (lambda: joptim.clip_grad_norm({"w": jnp.ones(2)}, -1.0), ValueError, "`max_norm` (=-1.0)"),
+        (
+            lambda: joptim.clip_grad_norm({"w": jnp.ones(2)}, 1.0, 0),
+            ValueError,
+            "`norm_type` (=0.0) must be > 0",
+        ),
+        (lambda: joptim.clip_grad_norm({}, 1.0), ValueError, "`grads` has no array leaves"),
+        (
+            lambda: joptim.clip_grad_value({"w": jnp.ones(2)}, "big"),
+            TypeError,
+            "`clip_value` (='big')",
+        ),
+        (lambda: joptim.clip_grad_norm_transform(None), TypeError, "`max_norm` (=None)"),
+    ],
+)
 def test_clipping_errors(call, error, fragment):
     with pytest.raises(error) as info:
         call()
@@ -137,10 +156,12 @@ def test_clipping_errors(call, error, fragment):
 
 # ------------------------------------------------------------------------------ freezing
 
+
 def _frozen_example(dtype=torch.float64):
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
-                                 torch.nn.Linear(128, 10)).to(dtype)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)
+    ).to(dtype)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 64))
     labels = np.array([0, 1, 2, 3])
@@ -161,19 +182,22 @@ def test_frozen_layer_bit_identical_and_rest_equals_torch(x64):
     module, x, labels = _frozen_example()
     model, params = jaxgrad.nn.from_torch(module)
     toptim.freeze(module, ["0"])
-    torch_opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad],
-                                  lr=1e-2, weight_decay=0.1)
+    torch_opt = torch.optim.AdamW(
+        [p for p in module.parameters() if p.requires_grad], lr=1e-2, weight_decay=0.1
+    )
     for _ in range(5):
         torch_opt.zero_grad()
-        torch.nn.functional.cross_entropy(module(torch.from_numpy(x)),
-                                          torch.from_numpy(labels)).backward()
+        torch.nn.functional.cross_entropy(
+            module(torch.from_numpy(x)), torch.from_numpy(labels)
+        ).backward()
         torch_opt.step()
     optimizer = joptim.freeze(joptim.adamw(lr=1e-2, weight_decay=0.1), {"0"})
 
     @jax.jit
     def step(params, opt_state):
-        grads = jax.grad(lambda p: jlosses.cross_entropy(model.apply(p, jnp.asarray(x)),
-                                                         jnp.asarray(labels)))(params)
+        grads = jax.grad(
+            lambda p: jlosses.cross_entropy(model.apply(p, jnp.asarray(x)), jnp.asarray(labels))
+        )(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
@@ -181,8 +205,11 @@ def test_frozen_layer_bit_identical_and_rest_equals_torch(x64):
     opt_state = optimizer.init(params)
     for _ in range(5):
         params, opt_state = step(params, opt_state)
-    assert_parity({k: start[k] for k in ("0.weight", "0.bias")},
-                  {k: params[k] for k in ("0.weight", "0.bias")}, **BIT_IDENTICAL)
+    assert_parity(
+        {k: start[k] for k in ("0.weight", "0.bias")},
+        {k: params[k] for k in ("0.weight", "0.bias")},
+        **BIT_IDENTICAL,
+    )
     assert_parity(torchref.models.state_dict_numpy(module), params)
     # no optimizer state for frozen params, as torch never creates state[p] for them
     assert set(joptim.torch_style_state(opt_state)) == {"2.weight", "2.bias"}
@@ -196,8 +223,9 @@ def test_gradient_flows_through_frozen_layer_to_the_input(x64):
     x_torch = torch.from_numpy(x).requires_grad_(True)
     torch.nn.functional.cross_entropy(module(x_torch), torch.from_numpy(labels)).backward()
     assert module[0].weight.grad is None
-    grad_x = jax.grad(lambda x_: jlosses.cross_entropy(model.apply(params, x_),
-                                                       jnp.asarray(labels)))(jnp.asarray(x))
+    grad_x = jax.grad(
+        lambda x_: jlosses.cross_entropy(model.apply(params, x_), jnp.asarray(labels))
+    )(jnp.asarray(x))
     assert_parity(x_torch.grad, grad_x)
     assert grad_x.dtype == jnp.float64
 
@@ -205,15 +233,27 @@ def test_gradient_flows_through_frozen_layer_to_the_input(x64):
 def test_torch_late_freeze_drifts_jaxgrad_does_not(x64):
     module, x, labels = _frozen_example()
     drift = toptim.late_freeze_drift(
-        module, torch.from_numpy(x), torch.from_numpy(labels),
-        torch.nn.functional.cross_entropy, ["0"], warmup_steps=2, frozen_steps=3,
-        set_to_none=False)
+        module,
+        torch.from_numpy(x),
+        torch.from_numpy(labels),
+        torch.nn.functional.cross_entropy,
+        ["0"],
+        warmup_steps=2,
+        frozen_steps=3,
+        set_to_none=False,
+    )
     assert all(value > 0 for value in drift.values()), drift
     module, _, _ = _frozen_example()
     no_drift = toptim.late_freeze_drift(
-        module, torch.from_numpy(x), torch.from_numpy(labels),
-        torch.nn.functional.cross_entropy, ["0"], warmup_steps=2, frozen_steps=3,
-        set_to_none=True)
+        module,
+        torch.from_numpy(x),
+        torch.from_numpy(labels),
+        torch.nn.functional.cross_entropy,
+        ["0"],
+        warmup_steps=2,
+        frozen_steps=3,
+        set_to_none=True,
+    )
     assert all(value == 0 for value in no_drift.values()), no_drift
 
 
@@ -226,8 +266,11 @@ def test_freeze_with_momentum_and_decay_keeps_frozen_bit_identical_for_many_step
     for _ in range(50):
         updates, state = optimizer.update(grads, state, new)
         new = optax.apply_updates(new, updates)
-    assert_parity({k: params[k] for k in ("0.weight", "0.bias")},
-                  {k: new[k] for k in ("0.weight", "0.bias")}, **BIT_IDENTICAL)
+    assert_parity(
+        {k: params[k] for k in ("0.weight", "0.bias")},
+        {k: new[k] for k in ("0.weight", "0.bias")},
+        **BIT_IDENTICAL,
+    )
     assert not compare(params["1.weight"], new["1.weight"]).passed
 
 
@@ -239,15 +282,20 @@ def test_freeze_prefix_does_not_match_longer_names():
 
 def test_freeze_nested_params_use_dotted_names():
     params = {"encoder": {"0.weight": jnp.ones(1)}, "head": {"weight": jnp.ones(1)}}
-    assert joptim.frozen_mask(params, ["encoder"]) == {"encoder": {"0.weight": True},
-                                                       "head": {"weight": False}}
+    assert joptim.frozen_mask(params, ["encoder"]) == {
+        "encoder": {"0.weight": True},
+        "head": {"weight": False},
+    }
 
 
-@pytest.mark.parametrize("frozen,error,fragment", [
-    (["3"], ValueError, "`frozen` prefixes ['3'] match no parameter"),
-    ([0], TypeError, "`frozen` (=[0]) must be a predicate"),
-    (42, TypeError, "`frozen` (=42) must be a predicate"),
-])
+@pytest.mark.parametrize(
+    "frozen,error,fragment",
+    [
+        (["3"], ValueError, "`frozen` prefixes ['3'] match no parameter"),
+        ([0], TypeError, "`frozen` (=[0]) must be a predicate"),
+        (42, TypeError, "`frozen` (=42) must be a predicate"),
+    ],
+)
 def test_freeze_errors_name_the_mismatch(frozen, error, fragment):
     params = {"0.weight": jnp.ones(1), "2.weight": jnp.ones(1)}
     with pytest.raises(error) as info:

@@ -5,17 +5,15 @@ from __future__ import annotations
 import inspect
 
 import jax
-
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 import torch
+from parity_checks import _conformance_optim as conformance
 
 from jaxgrad import optim as joptim
 from jaxgrad.parity import assert_parity, compare
-from parity_checks import _conformance_optim as conformance
-
 
 # one configuration in nine of each optimizer (the first included: every optimizer still
 # runs) in the default run (~10 worker-seconds, 25 at one in three); every configuration
@@ -23,9 +21,13 @@ from parity_checks import _conformance_optim as conformance
 EVERY = 9
 
 
-@pytest.mark.parametrize("every", [
-    pytest.param(EVERY, marks=pytest.mark.slow, id=f"one-in-{EVERY}"),
-    pytest.param(1, marks=pytest.mark.exhaustive, id="every-config")])
+@pytest.mark.parametrize(
+    "every",
+    [
+        pytest.param(EVERY, marks=pytest.mark.slow, id=f"one-in-{EVERY}"),
+        pytest.param(1, marks=pytest.mark.exhaustive, id="every-config"),
+    ],
+)
 def test_optim_db_configurations_30_float64_steps(every):
     outcomes = conformance.config_outcomes(every=every)
     bad = [o for o in outcomes if o.status != "pass"]
@@ -34,7 +36,8 @@ def test_optim_db_configurations_30_float64_steps(every):
     bad = [o for o in bad if o not in refused]
     assert not bad, "\n".join(f"{o.name} {o.status}: {o.detail[:600]}" for o in bad)
     assert {o.name.split("(")[0] for o in outcomes} == set(conformance.SUPPORTED) | set(
-        conformance.REFUSED)
+        conformance.REFUSED
+    )
     if every == 1:
         assert sum(o.status == "pass" for o in outcomes) >= 59 + 23 + 5
 
@@ -46,11 +49,15 @@ def test_optim_db_error_inputs_rejected_as_torch():
     assert sum(o.status == "rejected" for o in outcomes) >= 58
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("Adagrad", {"lr": 0.1, "lr_decay": 0.3, "initial_accumulator_value": 0.2}),
-    ("NAdam", {"lr": 0.01}),  # momentum_decay: mu_t and the look-ahead mu_{t+1}
-    ("RAdam", {"lr": 0.01}),  # rho_t crosses 5 at step 6 (4.99 at step 5)
-], ids=["Adagrad(lr_decay,init_acc)", "NAdam()", "RAdam()"])
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("Adagrad", {"lr": 0.1, "lr_decay": 0.3, "initial_accumulator_value": 0.2}),
+        ("NAdam", {"lr": 0.01}),  # momentum_decay: mu_t and the look-ahead mu_{t+1}
+        ("RAdam", {"lr": 0.01}),  # rho_t crosses 5 at step 6 (4.99 at step 5)
+    ],
+    ids=["Adagrad(lr_decay,init_acc)", "NAdam()", "RAdam()"],
+)
 def test_adaptive_optimizer_specifics_match_torch(x64, name, kwargs):
     """30 float64 steps of the options whose conventions differ from optax's."""
     reference = conformance.torch_trajectory(getattr(torch.optim, name), kwargs)
@@ -102,27 +109,31 @@ def test_default_flags_passed_explicitly_are_accepted(x64):
             assert_parity(a, b, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("call,fragment", [
-    (lambda: joptim.adam(fused=True), "`fused=True`"),
-    (lambda: joptim.adamw(capturable=True), "`capturable=True`"),
-    (lambda: joptim.sgd(lr=np.array(0.1), foreach=True), "`lr` as an array"),
-    (lambda: joptim.adam(lr=np.array([0.1, 0.1])), "one-element"),
-    (lambda: joptim.adam(betas=(0.9, np.array(0.99))), "`betas`"),
-    (lambda: joptim.nadam(momentum_decay=-0.2), "`momentum_decay`"),
-    (lambda: joptim.adagrad(lr_decay=-0.5), "`lr_decay`"),
-    (lambda: joptim.sgd(foreach="yes"), "`foreach`"),
-    (lambda: joptim.asgd(foreach=True), "`foreach=True`"),
-    (lambda: joptim.adam(differentiable=True), "`differentiable=True`"),
-    (lambda: joptim.nadam(differentiable=True), "`differentiable=True`"),
-])
+@pytest.mark.parametrize(
+    "call,fragment",
+    [
+        (lambda: joptim.adam(fused=True), "`fused=True`"),
+        (lambda: joptim.adamw(capturable=True), "`capturable=True`"),
+        (lambda: joptim.sgd(lr=np.array(0.1), foreach=True), "`lr` as an array"),
+        (lambda: joptim.adam(lr=np.array([0.1, 0.1])), "one-element"),
+        (lambda: joptim.adam(betas=(0.9, np.array(0.99))), "`betas`"),
+        (lambda: joptim.nadam(momentum_decay=-0.2), "`momentum_decay`"),
+        (lambda: joptim.adagrad(lr_decay=-0.5), "`lr_decay`"),
+        (lambda: joptim.sgd(foreach="yes"), "`foreach`"),
+        (lambda: joptim.asgd(foreach=True), "`foreach=True`"),
+        (lambda: joptim.adam(differentiable=True), "`differentiable=True`"),
+        (lambda: joptim.nadam(differentiable=True), "`differentiable=True`"),
+    ],
+)
 def test_refused_flags_and_values_are_named(call, fragment):
     with pytest.raises((ValueError, TypeError)) as info:
         call()
     assert fragment in str(info.value)
 
 
-@pytest.mark.parametrize("name,kwargs", [("AdamW", {}), ("NAdam", {"weight_decay": 0.1}),
-                                         ("Adagrad", {"lr_decay": 0.5})])
+@pytest.mark.parametrize(
+    "name,kwargs", [("AdamW", {}), ("NAdam", {"weight_decay": 0.1}), ("Adagrad", {"lr_decay": 0.5})]
+)
 def test_float32_array_lr_rounds_like_torchs_tensor_lr(x64, name, kwargs):
     # torch does the lr arithmetic of a float32 tensor lr in float32 (AdamW: 5e-8 apart
     # from the same lr as a Python float); jaxgrad keeps the array's dtype the same way
@@ -141,14 +152,18 @@ def test_float32_array_lr_rounds_like_torchs_tensor_lr(x64, name, kwargs):
 
 def _torch_grouped(steps=5):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4),
-                                torch.nn.Linear(4, 2)).double()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2)
+    ).double()
     decay = [p for n, p in model.named_parameters() if n.endswith("weight") and n != "1.weight"]
-    no_decay = [p for n, p in model.named_parameters() if not (n.endswith("weight")
-                                                               and n != "1.weight")]
-    optimizer = torch.optim.AdamW([{"params": decay},
-                                   {"params": no_decay, "weight_decay": 0.0, "lr": 0.05}],
-                                  lr=0.01, weight_decay=0.1)
+    no_decay = [
+        p for n, p in model.named_parameters() if not (n.endswith("weight") and n != "1.weight")
+    ]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay}, {"params": no_decay, "weight_decay": 0.0, "lr": 0.05}],
+        lr=0.01,
+        weight_decay=0.1,
+    )
     start = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
     x = torch.linspace(-1, 1, 15, dtype=torch.float64).reshape(5, 3)
     for _ in range(steps):
@@ -161,9 +176,12 @@ def _torch_grouped(steps=5):
 def test_param_groups_no_decay_on_biases_and_norms_matches_torch(x64):
     model, optimizer, start, x = _torch_grouped()
     params = {n: jnp.asarray(v) for n, v in start.items()}
-    grouped = joptim.param_groups(joptim.adamw, [
-        {"params": ["*.bias", "1.*"], "weight_decay": 0.0, "lr": 0.05}, {}],
-        lr=0.01, weight_decay=0.1)
+    grouped = joptim.param_groups(
+        joptim.adamw,
+        [{"params": ["*.bias", "1.*"], "weight_decay": 0.0, "lr": 0.05}, {}],
+        lr=0.01,
+        weight_decay=0.1,
+    )
     xj = jnp.asarray(x.numpy())
 
     def loss(p):
@@ -195,8 +213,9 @@ def test_param_group_errors_are_named():
     with pytest.raises(ValueError, match=r"pattern '\*norm\*' matches no parameter"):
         joptim.param_groups(joptim.sgd, [{"params": "*norm*"}, {}], lr=0.1).init(params)
     with pytest.raises(ValueError, match="selected by `groups\\[0\\]` and `groups\\[1\\]`"):
-        joptim.param_groups(joptim.sgd, [{"params": "0.*"}, {"params": "*.bias"}],
-                            lr=0.1).init(params)
+        joptim.param_groups(joptim.sgd, [{"params": "0.*"}, {"params": "*.bias"}], lr=0.1).init(
+            params
+        )
     with pytest.raises(ValueError, match="are in no group"):
         joptim.param_groups(joptim.sgd, [{"params": "*.bias"}], lr=0.1).init(params)
     with pytest.raises(TypeError, match="`groups\\[0\\]`"):

@@ -11,10 +11,10 @@ import numpy as np
 import optax
 import pytest
 import torch
+from parity_checks import _conformance_optim as conformance
 
 from jaxgrad import optim as joptim
 from jaxgrad.parity import assert_parity, compare
-from parity_checks import _conformance_optim as conformance
 from parity_tests._sampling import one_in
 
 
@@ -25,9 +25,13 @@ def _torch_steps(cls, kwargs, start, grad_fn, steps):
         for p in params.values():
             p.grad = grad_fn(p.detach(), k, torch)
         optimizer.step()
-    return ({n: p.detach().numpy() for n, p in params.items()},
-            {n: {f: (float(v) if f == "step" else v.numpy()) for f, v in optimizer.state[p].items()}
-             for n, p in params.items()})
+    return (
+        {n: p.detach().numpy() for n, p in params.items()},
+        {
+            n: {f: (float(v) if f == "step" else v.numpy()) for f, v in optimizer.state[p].items()}
+            for n, p in params.items()
+        },
+    )
 
 
 def _jax_steps(optimizer, start, grad_fn, steps):
@@ -38,9 +42,13 @@ def _jax_steps(optimizer, start, grad_fn, steps):
         updates, state = optimizer.update(grads, state, params)
         params = optax.apply_updates(params, updates)
     fields = joptim.torch_style_state(state, list(start))
-    return ({n: np.asarray(params[n]) for n in start},
-            {n: {f: (float(v) if f == "step" else np.asarray(v)) for f, v in entry.items()}
-             for n, entry in fields.items()})
+    return (
+        {n: np.asarray(params[n]) for n in start},
+        {
+            n: {f: (float(v) if f == "step" else np.asarray(v)) for f, v in entry.items()}
+            for n, entry in fields.items()
+        },
+    )
 
 
 def _grad(p, k, xp):
@@ -54,20 +62,50 @@ def _start(*shapes):
 
 # one in two in the default run (adafactor-3d, rprop, muon-no-momentum; Adadelta runs in
 # test_optim_conformance.py and jitted under scan below), all six in the exhaustive run
-@pytest.mark.parametrize("name,kwargs,shapes", one_in(2, [
-    pytest.param("Adafactor", {"lr": 0.05, "weight_decay": 0.1}, [(2, 3, 4), (5,), ()],
-                 id="adafactor-3d-vector-scalar"),
-    pytest.param("Muon", {"nesterov": False, "adjust_lr_fn": "match_rms_adamw"},
-                 [(3, 5), (4, 2)], id="muon-match-rms-no-nesterov"),
-    pytest.param("Rprop", {"etas": (0.3, 1.7), "step_sizes": (1e-3, 0.02)}, [(2, 3), (4,)],
-                 id="rprop-bounds"),
-    pytest.param("Adafactor", {"eps": (1e-4, 1e-2), "d": 1.2, "maximize": True},
-                 [(4, 2), (3,)], id="adafactor-eps-d-maximize"),
-    pytest.param("Muon", {"lr": 0.02, "momentum": 0.0, "weight_decay": 0.0}, [(2, 2)],
-                 id="muon-no-momentum"),
-    pytest.param("Adadelta", {"lr": 0.5, "rho": 0.5, "eps": 1e-3, "weight_decay": 0.2},
-                 [(3, 2)], id="adadelta-options"),
-]))
+@pytest.mark.parametrize(
+    "name,kwargs,shapes",
+    one_in(
+        2,
+        [
+            pytest.param(
+                "Adafactor",
+                {"lr": 0.05, "weight_decay": 0.1},
+                [(2, 3, 4), (5,), ()],
+                id="adafactor-3d-vector-scalar",
+            ),
+            pytest.param(
+                "Muon",
+                {"nesterov": False, "adjust_lr_fn": "match_rms_adamw"},
+                [(3, 5), (4, 2)],
+                id="muon-match-rms-no-nesterov",
+            ),
+            pytest.param(
+                "Rprop",
+                {"etas": (0.3, 1.7), "step_sizes": (1e-3, 0.02)},
+                [(2, 3), (4,)],
+                id="rprop-bounds",
+            ),
+            pytest.param(
+                "Adafactor",
+                {"eps": (1e-4, 1e-2), "d": 1.2, "maximize": True},
+                [(4, 2), (3,)],
+                id="adafactor-eps-d-maximize",
+            ),
+            pytest.param(
+                "Muon",
+                {"lr": 0.02, "momentum": 0.0, "weight_decay": 0.0},
+                [(2, 2)],
+                id="muon-no-momentum",
+            ),
+            pytest.param(
+                "Adadelta",
+                {"lr": 0.5, "rho": 0.5, "eps": 1e-3, "weight_decay": 0.2},
+                [(3, 2)],
+                id="adadelta-options",
+            ),
+        ],
+    ),
+)
 def test_new_optimizers_specifics_match_torch(x64, name, kwargs, shapes):
     """Factored and whole second moments, both Muon transposes and lr rules, Rprop's
     clamps: params and every state tensor after 12 float64 steps."""
@@ -81,8 +119,9 @@ def test_adafactor_state_shapes_are_torchs(x64):
     start = _start((2, 3, 4), (5,))
     _, state = _torch_steps(torch.optim.Adafactor, {}, start, _grad, 1)
     _, ours = _jax_steps(joptim.adafactor(), start, _grad, 1)
-    assert {n: {f: np.shape(v) for f, v in e.items()} for n, e in ours.items()} == \
-        {n: {f: np.shape(v) for f, v in e.items()} for n, e in state.items()}
+    assert {n: {f: np.shape(v) for f, v in e.items()} for n, e in ours.items()} == {
+        n: {f: np.shape(v) for f, v in e.items()} for n, e in state.items()
+    }
 
 
 @pytest.mark.parametrize("shape", [(2, 3), (3, 2), (4, 4), (1, 5), (6, 3)])
@@ -92,12 +131,10 @@ def test_newton_schulz_is_torchs_bfloat16_iteration_bit_for_bit(x64, shape):
     rng = np.random.default_rng(len(shape) + shape[0] * 7 + shape[1])
     for scale in (1e-3, 1.0, 30.0):
         grad = rng.standard_normal(shape) * scale
-        theirs = _zeropower_via_newtonschulz(torch.tensor(grad), (3.4445, -4.7750, 2.0315), 5,
-                                             1e-7)
+        theirs = _zeropower_via_newtonschulz(torch.tensor(grad), (3.4445, -4.7750, 2.0315), 5, 1e-7)
         ours = joptim.newton_schulz(jnp.asarray(grad))
         assert ours.dtype == jnp.bfloat16
-        np.testing.assert_array_equal(np.asarray(ours.astype(jnp.float32)),
-                                      theirs.float().numpy())
+        np.testing.assert_array_equal(np.asarray(ours.astype(jnp.float32)), theirs.float().numpy())
 
 
 def test_muon_refuses_what_torch_refuses():
@@ -113,16 +150,23 @@ def test_muon_refuses_what_torch_refuses():
 def test_float32_tensor_lr_with_decoupled_weight_decay_matches_torch(x64, name):
     # torch's factor 1 - lr*wd is a float32 tensor: 2e-8 from the double one in one step
     kwargs = {"weight_decay": 0.1, "decoupled_weight_decay": True}
-    reference = conformance.torch_trajectory(getattr(torch.optim, name),
-                                             {"lr": torch.tensor(0.001), **kwargs})
+    reference = conformance.torch_trajectory(
+        getattr(torch.optim, name), {"lr": torch.tensor(0.001), **kwargs}
+    )
     factory = conformance.factory_of(name)
     assert_parity(reference, conformance.jax_trajectory(factory(lr=np.float32(0.001), **kwargs)))
     assert not compare(reference, conformance.jax_trajectory(factory(lr=0.001, **kwargs))).passed
 
 
-@pytest.mark.parametrize("name,flag", [("ASGD", "foreach"), ("Adam", "differentiable"),
-                                       ("AdamW", "differentiable"),
-                                       ("NAdam", "differentiable")])
+@pytest.mark.parametrize(
+    "name,flag",
+    [
+        ("ASGD", "foreach"),
+        ("Adam", "differentiable"),
+        ("AdamW", "differentiable"),
+        ("NAdam", "differentiable"),
+    ],
+)
 def test_refused_flags_do_change_torchs_arithmetic(x64, name, flag):
     """Each refused flag is one torch computes differently on CPU (so accepting it and
     computing the single-tensor rule would be a silent answer)."""
@@ -172,17 +216,23 @@ def test_state_dict_of_a_new_optimizer_loads_into_torch_and_continues(x64):
     params = {n: jnp.asarray(v) for n, v in start.items()}
     state = ours.init(params)
     for k in range(3):
-        updates, state = ours.update({n: _grad(p, k, jnp) for n, p in params.items()}, state,
-                                     params)
+        updates, state = ours.update(
+            {n: _grad(p, k, jnp) for n, p in params.items()}, state, params
+        )
         params = optax.apply_updates(params, updates)
     saved = joptim.optimizer_state_dict(state, params, joptim.rprop, lr=0.02)
     tparams = [torch.tensor(np.asarray(params[n]), requires_grad=True) for n in start]
     torch_opt = torch.optim.Rprop(tparams, lr=0.02)
-    torch_opt.load_state_dict({
-        "state": {i: {k: torch.from_numpy(np.asarray(v)) for k, v in entry.items()}
-                  for i, entry in saved["state"].items()},
-        "param_groups": saved["param_groups"]})
-    for p, name in zip(tparams, start):
+    torch_opt.load_state_dict(
+        {
+            "state": {
+                i: {k: torch.from_numpy(np.asarray(v)) for k, v in entry.items()}
+                for i, entry in saved["state"].items()
+            },
+            "param_groups": saved["param_groups"],
+        }
+    )
+    for p in tparams:
         p.grad = _grad(p.detach(), 3, torch)
     torch_opt.step()
     updates, state = ours.update({n: _grad(p, 3, jnp) for n, p in params.items()}, state, params)
@@ -208,16 +258,21 @@ def _torch_lbfgs(loss_of, start, kwargs, steps):
     optimizer = torch.optim.LBFGS(list(params.values()), **kwargs)
     losses = []
     for _ in range(steps):
+
         def closure():
             optimizer.zero_grad()
             loss = loss_of(params, torch)
             loss.backward()
             return loss
+
         losses.append(float(optimizer.step(closure).detach()))
     state = optimizer.state[next(iter(params.values()))]
-    return {"loss": np.array(losses),
-            "params": {n: p.detach().numpy() for n, p in params.items()},
-            "n_iter": state["n_iter"], "func_evals": state["func_evals"]}
+    return {
+        "loss": np.array(losses),
+        "params": {n: p.detach().numpy() for n, p in params.items()},
+        "n_iter": state["n_iter"],
+        "func_evals": state["func_evals"],
+    }
 
 
 def _jax_lbfgs(loss_of, start, kwargs, steps, *, jit=True):
@@ -231,8 +286,12 @@ def _jax_lbfgs(loss_of, start, kwargs, steps, *, jit=True):
         loss, params, state = optimizer.step(value_and_grad, params, state)
         losses.append(float(loss))
     torch_view = joptim.torch_style_state(state, start)[next(iter(start))]
-    return {"loss": np.array(losses), "params": {n: np.asarray(v) for n, v in params.items()},
-            "n_iter": int(torch_view["n_iter"]), "func_evals": int(torch_view["func_evals"])}
+    return {
+        "loss": np.array(losses),
+        "params": {n: np.asarray(v) for n, v in params.items()},
+        "n_iter": int(torch_view["n_iter"]),
+        "func_evals": int(torch_view["func_evals"]),
+    }
 
 
 @pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
@@ -248,8 +307,10 @@ def test_lbfgs_on_a_quadratic_matches_torch(x64, line_search_fn):
     kwargs = {"lr": 0.5, "max_iter": 4, "line_search_fn": line_search_fn}
     reference = _torch_lbfgs(loss_of, start, kwargs, 3)
     candidate = _jax_lbfgs(loss_of, start, kwargs, 3, jit=False)
-    assert (candidate["n_iter"], candidate["func_evals"]) == \
-        (reference["n_iter"], reference["func_evals"])
+    assert (candidate["n_iter"], candidate["func_evals"]) == (
+        reference["n_iter"],
+        reference["func_evals"],
+    )
     assert_parity(reference["params"], candidate["params"])
     assert_parity(reference["loss"], candidate["loss"])
 
@@ -257,29 +318,36 @@ def test_lbfgs_on_a_quadratic_matches_torch(x64, line_search_fn):
 @pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
 def test_lbfgs_trains_a_small_mlp_like_torch(x64, line_search_fn):
     torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(),
-                              torch.nn.Linear(5, 1)).double()
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1)
+    ).double()
     start = {n: p.detach().numpy().copy() for n, p in mlp.named_parameters()}
     x = np.linspace(-1, 1, 24).reshape(8, 3)
     y = np.sin(x.sum(1, keepdims=True))
 
     def loss_of(p, xp):
-        inputs, targets = ((jnp.asarray(x), jnp.asarray(y)) if xp is jnp
-                           else (torch.from_numpy(x), torch.from_numpy(y)))
+        inputs, targets = (
+            (jnp.asarray(x), jnp.asarray(y))
+            if xp is jnp
+            else (torch.from_numpy(x), torch.from_numpy(y))
+        )
         hidden = xp.tanh(inputs @ p["0.weight"].T + p["0.bias"])
         return (((hidden @ p["2.weight"].T + p["2.bias"]) - targets) ** 2).mean()
 
     kwargs = {"max_iter": 5, "line_search_fn": line_search_fn, "history_size": 4}
     reference = _torch_lbfgs(loss_of, start, kwargs, 2)
     candidate = _jax_lbfgs(loss_of, start, kwargs, 2)
-    assert (candidate["n_iter"], candidate["func_evals"]) == \
-        (reference["n_iter"], reference["func_evals"])
+    assert (candidate["n_iter"], candidate["func_evals"]) == (
+        reference["n_iter"],
+        reference["func_evals"],
+    )
     assert_parity(reference["params"], candidate["params"])
     assert reference["loss"][-1] < reference["loss"][0]
 
 
-@pytest.mark.parametrize("wrong", [{"history_size": 3}, {"lr": 1 + 1e-9}],
-                         ids=["history-too-short", "lr-1e-9-off"])
+@pytest.mark.parametrize(
+    "wrong", [{"history_size": 3}, {"lr": 1 + 1e-9}], ids=["history-too-short", "lr-1e-9-off"]
+)
 def test_lbfgs_harness_catches_a_wrong_optimizer(x64, wrong):
     reference = conformance.torch_lbfgs_trajectory({}, steps=4)
     twin = conformance.torch_lbfgs_trajectory({}, steps=4, reverse=True)
@@ -304,13 +372,15 @@ def test_lbfgs_refusals_are_named():
 def test_new_optimizers_run_jitted_under_scan(x64, name):
     """The new transforms are pure: ``optimizer_trajectory`` compiles them in one
     ``lax.scan`` and agrees with the eager steps."""
-    start = {"w": jnp.asarray(np.linspace(-1.0, 1.0, 6).reshape(2, 3)),
-             "v": jnp.asarray(np.linspace(0.5, 2.0, 8).reshape(4, 2))}
+    start = {
+        "w": jnp.asarray(np.linspace(-1.0, 1.0, 6).reshape(2, 3)),
+        "v": jnp.asarray(np.linspace(0.5, 2.0, 8).reshape(4, 2)),
+    }
     if name != "muon":
         start["b"] = jnp.asarray([0.3, -0.2, 0.1])
 
     def loss_fn(p):
-        return sum(jnp.sum(jnp.sin(leaf) + 0.1 * leaf ** 2) for leaf in p.values())
+        return sum(jnp.sum(jnp.sin(leaf) + 0.1 * leaf**2) for leaf in p.values())
 
     optimizer = getattr(joptim, name)()
     jitted = joptim.optimizer_trajectory(optimizer, loss_fn, start, 5, jit=True)
@@ -326,18 +396,43 @@ _DIFFERENTIABLE_REFUSED = {"Adam", "AdamW", "NAdam"}
 def _flag_names(flag):
     from torch.testing._internal.common_optimizers import optim_db
 
-    return sorted(info.optim_cls.__name__ for info in optim_db
-                  if info.optim_cls.__name__ in conformance.SUPPORTED
-                  and flag in info.supported_impls)
+    return sorted(
+        info.optim_cls.__name__
+        for info in optim_db
+        if info.optim_cls.__name__ in conformance.SUPPORTED and flag in info.supported_impls
+    )
 
 
 # the supported optimizers optim_db (torch 2.13) says take each flag, written out: reading
 # optim_db while collecting imports torch's test internals (5-10 s) in every xdist worker;
 # the first test holds the lists to optim_db
-FOREACH = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam",
-           "RAdam", "RMSprop", "Rprop", "SGD"]
-DIFFERENTIABLE = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "RAdam",
-                  "RMSprop", "Rprop", "SGD"]
+FOREACH = [
+    "ASGD",
+    "Adadelta",
+    "Adafactor",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
+]
+DIFFERENTIABLE = [
+    "ASGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
+]
 
 
 def test_flag_lists_are_optim_dbs():
@@ -347,26 +442,31 @@ def test_flag_lists_are_optim_dbs():
 
 @pytest.mark.parametrize("name", FOREACH)
 def test_foreach_true_is_torchs_foreach_path_or_refused(x64, name):
-    kwargs = {"lr": 0.01, "weight_decay": 0.1} if name in ("Adam", "ASGD", "NAdam") \
-        else {"lr": 0.01}
+    kwargs = (
+        {"lr": 0.01, "weight_decay": 0.1} if name in ("Adam", "ASGD", "NAdam") else {"lr": 0.01}
+    )
     if name in _FOREACH_REFUSED:
         with pytest.raises(ValueError, match="`foreach=True`"):
             conformance.factory_of(name)(foreach=True, **kwargs)
         return
-    reference = conformance.torch_trajectory(getattr(torch.optim, name),
-                                             {**kwargs, "foreach": True}, steps=10)
+    reference = conformance.torch_trajectory(
+        getattr(torch.optim, name), {**kwargs, "foreach": True}, steps=10
+    )
     candidate = conformance.jax_trajectory(
-        conformance.factory_of(name)(foreach=True, **kwargs), steps=10, name=name)
+        conformance.factory_of(name)(foreach=True, **kwargs), steps=10, name=name
+    )
     assert_parity(reference, candidate)
 
 
 @pytest.mark.parametrize("name", ["Adadelta", "Rprop", "Adafactor"])
 def test_tensor_lr_with_foreach_is_accepted_as_torch_does(x64, name):
     lr = torch.tensor(0.5 if name == "Adafactor" else 0.01)  # both sides of min(lr, 1/√t)
-    reference = conformance.torch_trajectory(getattr(torch.optim, name),
-                                             {"lr": lr, "foreach": True})
+    reference = conformance.torch_trajectory(
+        getattr(torch.optim, name), {"lr": lr, "foreach": True}
+    )
     candidate = conformance.jax_trajectory(
-        conformance.factory_of(name)(lr=np.float32(lr.item()), foreach=True))
+        conformance.factory_of(name)(lr=np.float32(lr.item()), foreach=True)
+    )
     assert_parity(reference, candidate)
 
 
@@ -386,6 +486,8 @@ def test_differentiable_true_is_torchs_differentiable_path_or_refused(x64, name)
             p.grad = conformance._grad_torch(p.detach(), k)
         optimizer.step()
     candidate = conformance.jax_trajectory(
-        conformance.factory_of(name)(differentiable=True, **kwargs), steps=10)
-    assert_parity([p.detach().numpy() for p in params],
-                  [candidate["history"][-1]["params"][n] for n in start])
+        conformance.factory_of(name)(differentiable=True, **kwargs), steps=10
+    )
+    assert_parity(
+        [p.detach().numpy() for p in params], [candidate["history"][-1]["params"][n] for n in start]
+    )

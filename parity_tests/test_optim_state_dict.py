@@ -38,13 +38,17 @@ def _module():
 
 
 def _loss(output):
-    return (output.sin() * output).sum() if isinstance(output, torch.Tensor) else \
-        (jnp.sin(output) * output).sum()
+    return (
+        (output.sin() * output).sum()
+        if isinstance(output, torch.Tensor)
+        else (jnp.sin(output) * output).sum()
+    )
 
 
 def _torch_optimizer(name, module, defaults, overrides):
-    return toptim.make_optimizer(name, [{"params": [module.weight]},
-                                        {"params": [module.bias], **overrides}], **defaults)
+    return toptim.make_optimizer(
+        name, [{"params": [module.weight]}, {"params": [module.bias], **overrides}], **defaults
+    )
 
 
 def _torch_steps(module, optimizer, steps, scheduler=None):
@@ -78,9 +82,13 @@ def _jax_steps(model, optimizer, params, state, steps):
 
 
 def _to_torch(state_dict):
-    return {"state": {i: {k: torch.from_numpy(np.array(v)) for k, v in entry.items()}
-                      for i, entry in state_dict["state"].items()},
-            "param_groups": state_dict["param_groups"]}
+    return {
+        "state": {
+            i: {k: torch.from_numpy(np.array(v)) for k, v in entry.items()}
+            for i, entry in state_dict["state"].items()
+        },
+        "param_groups": state_dict["param_groups"],
+    }
 
 
 def _assert_same_state_dict(theirs, ours):
@@ -90,8 +98,9 @@ def _assert_same_state_dict(theirs, ours):
         assert sorted(ours["state"][index]) == sorted(entry)
         for field, value in entry.items():
             assert ours["state"][index][field].dtype == value.numpy().dtype, (index, field)
-            assert_parity(value.numpy(), ours["state"][index][field],
-                          name=f"state[{index}][{field}]")
+            assert_parity(
+                value.numpy(), ours["state"][index][field], name=f"state[{index}][{field}]"
+            )
 
 
 @pytest.mark.parametrize("name,defaults,overrides", CASES, ids=IDS)
@@ -101,14 +110,12 @@ def test_state_dict_is_torchs_after_k_steps(x64, name, defaults, overrides):
     _torch_steps(module, optimizer, 4)
     model, params, groups, jax_optimizer = _jax_setup(name, defaults, overrides)
     _, state, _ = _jax_steps(model, jax_optimizer, params, jax_optimizer.init(params), 4)
-    ours = joptim.optimizer_state_dict(state, params, joptim.OPTIMIZERS[name], groups,
-                                       **defaults)
+    ours = joptim.optimizer_state_dict(state, params, joptim.OPTIMIZERS[name], groups, **defaults)
     _assert_same_state_dict(optimizer.state_dict(), ours)
 
 
 @pytest.mark.parametrize("name,defaults,overrides", CASES, ids=IDS)
-def test_handover_jax_to_torch_and_back_continues_the_trajectory(x64, name, defaults,
-                                                                 overrides):
+def test_handover_jax_to_torch_and_back_continues_the_trajectory(x64, name, defaults, overrides):
     # 3 steps in jaxgrad, its state_dict loaded into a fresh torch optimizer, 3 more
     # in both; and torch's state_dict after 3 steps loaded into jaxgrad, 3 more in both
     model, params, groups, jax_optimizer = _jax_setup(name, defaults, overrides)
@@ -117,15 +124,17 @@ def test_handover_jax_to_torch_and_back_continues_the_trajectory(x64, name, defa
     module = _module()
     module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in params.items()})
     optimizer = _torch_optimizer(name, module, defaults, overrides)
-    optimizer.load_state_dict(_to_torch(
-        joptim.optimizer_state_dict(state, params, factory, groups, **defaults)))
+    optimizer.load_state_dict(
+        _to_torch(joptim.optimizer_state_dict(state, params, factory, groups, **defaults))
+    )
     reference = _torch_steps(module, optimizer, 3)
     _, _, ours = _jax_steps(model, jax_optimizer, params, state, 3)
     assert_parity(reference, ours)
 
     count = {"count": 3} if name == "sgd" else {}  # torch's SGD keeps no step
-    restored = joptim.load_optimizer_state_dict(jax_optimizer, params,
-                                                _to_torch_copy(optimizer), groups, **count)
+    restored = joptim.load_optimizer_state_dict(
+        jax_optimizer, params, _to_torch_copy(optimizer), groups, **count
+    )
     current = {k: jnp.asarray(v.detach().numpy()) for k, v in module.named_parameters()}
     reference = _torch_steps(module, optimizer, 3)
     _, _, ours = _jax_steps(model, jax_optimizer, current, restored, 3)
@@ -133,18 +142,26 @@ def test_handover_jax_to_torch_and_back_continues_the_trajectory(x64, name, defa
 
 
 def _to_torch_copy(optimizer):
-    return {"state": {i: {k: v.clone() for k, v in entry.items()}
-                      for i, entry in optimizer.state_dict()["state"].items()},
-            "param_groups": optimizer.state_dict()["param_groups"]}
+    return {
+        "state": {
+            i: {k: v.clone() for k, v in entry.items()}
+            for i, entry in optimizer.state_dict()["state"].items()
+        },
+        "param_groups": optimizer.state_dict()["param_groups"],
+    }
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("OneCycleLR", dict(max_lr=0.05, total_steps=20, three_phase=True)),
-    ("CyclicLR", dict(base_lr=0.01, max_lr=0.05, step_size_up=3, mode="triangular2"))])
-@pytest.mark.parametrize("factory,torch_cls", [(joptim.sgd, torch.optim.SGD),
-                                               (joptim.adam, torch.optim.Adam)])
-def test_one_cycle_groups_hold_what_torchs_scheduler_wrote(x64, factory, torch_cls, name,
-                                                           kwargs):
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("OneCycleLR", dict(max_lr=0.05, total_steps=20, three_phase=True)),
+        ("CyclicLR", dict(base_lr=0.01, max_lr=0.05, step_size_up=3, mode="triangular2")),
+    ],
+)
+@pytest.mark.parametrize(
+    "factory,torch_cls", [(joptim.sgd, torch.optim.SGD), (joptim.adam, torch.optim.Adam)]
+)
+def test_one_cycle_groups_hold_what_torchs_scheduler_wrote(x64, factory, torch_cls, name, kwargs):
     # OneCycleLR and CyclicLR write their entries (initial_lr, max_momentum, ...) and the
     # momentum / betas[0] they cycle into every group
     module = _module()
@@ -161,8 +178,10 @@ def test_one_cycle_groups_hold_what_torchs_scheduler_wrote(x64, factory, torch_c
         if key in theirs["param_groups"][0]:
             assert_parity(theirs["param_groups"][0].pop(key), ours["param_groups"][0].pop(key))
     if "betas" in theirs["param_groups"][0]:
-        assert_parity(np.asarray(theirs["param_groups"][0].pop("betas")),
-                      np.asarray(ours["param_groups"][0].pop("betas")))
+        assert_parity(
+            np.asarray(theirs["param_groups"][0].pop("betas")),
+            np.asarray(ours["param_groups"][0].pop("betas")),
+        )
     _assert_same_state_dict(theirs, ours)
 
 
@@ -176,11 +195,14 @@ def test_state_dict_bad_input_is_named(x64):
         joptim.load_optimizer_state_dict(joptim.adam(), params, sd)
     sgd = joptim.sgd(lr=schedulers.StepLR(lr=0.1, step_size=2))
     with pytest.raises(ValueError, match="`count`"):
-        joptim.optimizer_state_dict(sgd.init(params), params, joptim.sgd,
-                                    lr=schedulers.StepLR(lr=0.1, step_size=2))
+        joptim.optimizer_state_dict(
+            sgd.init(params), params, joptim.sgd, lr=schedulers.StepLR(lr=0.1, step_size=2)
+        )
     momentum_sgd = joptim.sgd(lr=0.1, momentum=0.9)
-    torch_like = {"state": {0: {"momentum_buffer": np.zeros((2, 3))}},
-                  "param_groups": [{"params": [0, 1]}]}
+    torch_like = {
+        "state": {0: {"momentum_buffer": np.zeros((2, 3))}},
+        "param_groups": [{"params": [0, 1]}],
+    }
     with pytest.raises(ValueError, match="count="):
         joptim.load_optimizer_state_dict(momentum_sgd, params, torch_like)
     torch_like["state"][0]["momentum_buffer"] = np.zeros((3, 2))

@@ -65,8 +65,9 @@ TIER_BOUNDARIES = {
 }
 
 
-@pytest.mark.parametrize("factor,passes", [(0.9, True), (1.1, False)],
-                         ids=["just-inside", "just-outside"])
+@pytest.mark.parametrize(
+    "factor,passes", [(0.9, True), (1.1, False)], ids=["just-inside", "just-outside"]
+)
 @pytest.mark.parametrize("tier", TIER_BOUNDARIES)
 def test_each_tier_boundary(tier, factor, passes):
     """10 % inside each tier's allowed error passes, 10 % outside fails: a loosened or
@@ -88,9 +89,7 @@ def test_structure_compared_before_values():
     assert not report.passed
     assert report.structure_problems == ["missing from candidate: 0.bias"]
     extra = {**reference, "1.weight": np.zeros(2)}
-    assert parity.compare(reference, extra).structure_problems == [
-        "not in reference: 1.weight"
-    ]
+    assert parity.compare(reference, extra).structure_problems == ["not in reference: 1.weight"]
 
 
 def test_shape_and_dtype_compared_before_values():
@@ -167,8 +166,11 @@ def test_report_renders_as_table_and_json():
 
 def _public_names(cls):
     names = [field.name for field in dataclasses.fields(cls)]
-    return names + [n for n, v in vars(cls).items()
-                    if not n.startswith("_") and (isinstance(v, property) or callable(v))]
+    return names + [
+        n
+        for n, v in vars(cls).items()
+        if not n.startswith("_") and (isinstance(v, property) or callable(v))
+    ]
 
 
 def test_every_report_field_is_documented_in_its_docstring_and_docs_parity_md():
@@ -183,8 +185,11 @@ def test_every_report_field_is_documented_in_its_docstring_and_docs_parity_md():
 def test_report_fields_mean_what_the_documentation_says():
     grads = {"w": np.ones((2, 2), np.float32) * 4, "b": np.ones(2, np.float32)}
     reference = {"out": np.array([2.0, 0.0, np.nan]), "grads": grads, "count": np.array(3)}
-    candidate = {"out": np.array([2.0, 1e-13, np.nan]), "count": np.array(3),
-                 "grads": {"w": np.ones((2, 3), np.float32), "b": np.ones(2, np.float32)}}
+    candidate = {
+        "out": np.array([2.0, 1e-13, np.nan]),
+        "count": np.array(3),
+        "grads": {"w": np.ones((2, 3), np.float32), "b": np.ones(2, np.float32)},
+    }
     report = parity.compare(reference, candidate, name="doc")
     by_path = {leaf.path: leaf for leaf in report.leaves}
     assert list(by_path) == ["['count']", "['grads']['b']", "['grads']['w']", "['out']"]  # sorted
@@ -209,6 +214,7 @@ def test_report_fields_mean_what_the_documentation_says():
 
 # --- comparing nothing ---------------------------------------------------------------
 
+
 def test_comparison_of_nothing_should_fail():
     for empty in ({}, [], {"params": {}}):
         report = parity.compare(empty, empty)
@@ -223,6 +229,7 @@ def test_comparison_of_one_leaf_should_pass():
 
 
 # --- the tier of the arithmetic, whatever container holds it ---------------------------
+
 
 def _float32_sums():
     """One float32 sum computed two ways whose bits differ: torch's vectorised reduction
@@ -242,8 +249,11 @@ def test_upcast_float32_leaf_gets_float32_tier_should_pass():
     report = parity.compare({"loss": reference}, {"loss": candidate})
     assert report.passed, report.table()
     leaf = report.leaves[0]
-    assert (leaf.dtype, leaf.tier, leaf.tier_reason) == ("float64", "float32",
-                                                         "float32-exact values")
+    assert (leaf.dtype, leaf.tier, leaf.tier_reason) == (
+        "float64",
+        "float32",
+        "float32-exact values",
+    )
     assert "float64 (float32 tier)" in report.table()
     assert report.to_dict()["leaves"][0]["tier"] == "float32"
 
@@ -262,21 +272,26 @@ def test_declared_float32_computation_gets_float32_tier():
     nudged = total * (1 + 3e-7)  # what another CPU's float32 kernels may give
     assert not parity.looks_float32(np.float64(total))
     assert not parity.compare({"running": total}, {"running": nudged}).passed
-    report = parity.compare({"running": total, "w": np.ones(2)},
-                            {"running": nudged, "w": np.ones(2)},
-                            computed_in={"running": "float32"})
+    report = parity.compare(
+        {"running": total, "w": np.ones(2)},
+        {"running": nudged, "w": np.ones(2)},
+        computed_in={"running": "float32"},
+    )
     assert report.passed, report.table()
     assert [(leaf.tier, leaf.tier_reason) for leaf in report.leaves] == [
-        ("float32", "declared"), ("float64", "dtype")]
+        ("float32", "declared"),
+        ("float64", "dtype"),
+    ]
     assert parity.compare([total], [nudged], computed_in="float32").passed
-    assert not parity.compare({"running": total}, {"running": total * (1 + 1e-4)},
-                              computed_in={"running": "float32"}).passed
+    assert not parity.compare(
+        {"running": total}, {"running": total * (1 + 1e-4)}, computed_in={"running": "float32"}
+    ).passed
 
 
 def test_detection_cannot_weaken_genuine_float64_checks():
     # exact small values (the lessons' 6.0, a step count, 0.375) have few significant
     # bits: they stay at the float64 tier, so a float32-sized error in them fails
-    for exact in (6.0, 0.375, 3.0 ** 5, 14.1):
+    for exact in (6.0, 0.375, 3.0**5, 14.1):
         nearby = float(np.nextafter(np.float32(exact), np.float32(np.inf)))
         report = parity.compare(np.float64(exact), np.float64(nearby))
         assert not report.passed and report.leaves[0].tier == "float64", exact
@@ -288,12 +303,14 @@ def test_detection_cannot_weaken_genuine_float64_checks():
     assert "candidate's values are all float32 values" in report.table()
     # integers and float32 containers keep their own tiers
     assert parity.leaf_tier(np.arange(3), np.arange(3)) == ("int64", "dtype")
-    assert parity.leaf_tier(np.ones(2, np.float32), np.ones(2, np.float32),
-                            "float32") == ("float32", "declared")
+    assert parity.leaf_tier(np.ones(2, np.float32), np.ones(2, np.float32), "float32") == (
+        "float32",
+        "declared",
+    )
 
 
 def test_significant_bits_and_looks_float32():
-    bits = parity.significant_bits(np.array([6.0, 0.75, 0.0, 2.0 ** -12, np.float32(0.1), 0.1]))
+    bits = parity.significant_bits(np.array([6.0, 0.75, 0.0, 2.0**-12, np.float32(0.1), 0.1]))
     assert bits.tolist() == [2, 2, 0, 1, 24, 52]
     assert parity.looks_float32(np.array([np.float32(0.1), 6.0]))
     assert not parity.looks_float32(np.array([6.0, 0.5]))  # round: any precision
@@ -314,9 +331,14 @@ def test_computed_in_errors():
 
 
 def test_ambiguous_argmax_marks_near_ties_only():
-    logits = np.array([[1.0, 1.0000001, -2.0],  # a float32 near-tie
-                       [0.5, -0.5, 0.2],
-                       [3.0, 2.9999, 0.0]], np.float32)
+    logits = np.array(
+        [
+            [1.0, 1.0000001, -2.0],  # a float32 near-tie
+            [0.5, -0.5, 0.2],
+            [3.0, 2.9999, 0.0],
+        ],
+        np.float32,
+    )
     assert parity.ambiguous_argmax(logits).tolist() == [True, False, False]
     # at the float64 tier only (almost) exact ties are ambiguous
     assert parity.ambiguous_argmax(logits.astype(np.float64)).tolist() == [False] * 3

@@ -28,6 +28,7 @@ TIER = parity.TOLERANCES["float32"]
 
 # ---- the rule itself, on synthetic arrays ---------------------------------------------
 
+
 def _around(exact, offsets):
     """float32 values ``offsets`` tolerances away from ``exact`` (float64), elementwise,
     the tolerance being the float32 tier's around ``exact``."""
@@ -47,8 +48,10 @@ def test_rule_candidate_within_the_multiple_of_the_references_own_rounding_shoul
     assert report.passed and leaf.rule == "reference rounding"
     assert leaf.headroom == pytest.approx(2.0, rel=0.02)
     assert leaf.reference_headroom == pytest.approx(1.5, rel=0.02)
-    assert "PASS (reference rounding: 2.00x the float32 tier from float64, reference 1.50x)" \
+    assert (
+        "PASS (reference rounding: 2.00x the float32 tier from float64, reference 1.50x)"
         in report.table()
+    )
     assert report.to_dict()["leaves"][0]["rule"] == "reference rounding"
 
 
@@ -88,8 +91,10 @@ def test_rule_zero_in_exact_arithmetic_is_judged_at_the_neighbours_scale():
     noise ~1e-7 of it on both sides. At its own scale (atol 1e-6 x 1e-9) it fails; at
     the weights' (atol 1e-6 x 30) the noise passes and a real value does not."""
     exact = {"weight": np.array([30.0, -12.0, 4.0]), "bias": np.array([2e-15, -1e-15])}
-    reference = {"weight": exact["weight"].astype(np.float32),
-                 "bias": np.array([3e-6, -1e-6], np.float32)}
+    reference = {
+        "weight": exact["weight"].astype(np.float32),
+        "bias": np.array([3e-6, -1e-6], np.float32),
+    }
     noise = {"weight": reference["weight"], "bias": np.array([-1e-5, 4e-6], np.float32)}
     assert not parity.compare(reference, noise).passed
     report = parity.compare(reference, noise, reference64=exact)
@@ -134,6 +139,7 @@ def test_rounding_measures_each_leaf_in_units_of_the_tier():
 
 # ---- real ports: a conv weight gradient torch itself misses the tier on ----------------
 
+
 def _torch_grads(module, x, cotangent, train=False):
     module.train(train)
     module.zero_grad(set_to_none=True)
@@ -161,8 +167,9 @@ def _three_runs(module, x, train=False, port=None):
         shape = module.train(train)(torch.from_numpy(x)).shape
     cotangent = rng.standard_normal(tuple(shape)).astype(np.float32)
     reference = _torch_grads(module, x, cotangent, train)
-    exact = _torch_grads(copy.deepcopy(module).double(), x.astype(np.float64),
-                         cotangent.astype(np.float64), train)
+    exact = _torch_grads(
+        copy.deepcopy(module).double(), x.astype(np.float64), cotangent.astype(np.float64), train
+    )
     candidate = _jax_grads(port or module, x, cotangent, train)
     return reference, exact, candidate
 
@@ -203,10 +210,15 @@ def test_conv_gradients_scaled_by_1_0001_should_fail(long_conv):
 
 # ---- a conv bias feeding BatchNorm: its exact gradient is 0 ----------------------------
 
+
 def _conv_bn(eps=1e-5):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8, eps=eps),
-                               torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3))
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3),
+        torch.nn.BatchNorm2d(8, eps=eps),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 4, 3),
+    )
 
 
 def _conv_bn_input(scale=1.0):
@@ -245,10 +257,15 @@ def test_batchnorm_eps_1e_6_instead_of_1e_5_should_fail():
 
 # ---- LayerNorm eps: the mistake of the size of the noise -------------------------------
 
+
 def _layer_norm_net(eps=1e-5):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32, eps=eps),
-                               torch.nn.GELU(), torch.nn.Linear(32, 8))
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, 32),
+        torch.nn.LayerNorm(32, eps=eps),
+        torch.nn.GELU(),
+        torch.nn.Linear(32, 8),
+    )
 
 
 def test_layer_norm_port_should_pass_and_eps_1e_6_should_fail():
@@ -269,6 +286,7 @@ def test_layer_norm_port_should_pass_and_eps_1e_6_should_fail():
 
 
 # ---- an AdamW float32 trajectory, judged step by step ----------------------------------
+
 
 def _adamw_trajectories(scale=1.0):
     """torch float32, torch float64 (same start, same batch) and jaxgrad float32: 10
@@ -312,16 +330,23 @@ def test_optimizer_script_float32_trajectories_should_pass_and_a_wrong_lr_should
     """Optimizer configurations of the report (a third of them: scripts/optimizers.py runs
     every one), 10 float32 steps, judged step by step against torch's float64 run of the same starting values; the same AdamW with
     its learning rate 1.001x off fails."""
-    from jaxgrad import optim as joptim
     from parity_checks.optimizers import CONFIGS, trajectories
 
+    from jaxgrad import optim as joptim
+
     for name, hyper in CONFIGS[2::3]:
-        reference, candidate, reference64 = trajectories(name, hyper, "float32", 10,
-                                                         with_float64=True)
+        reference, candidate, reference64 = trajectories(
+            name, hyper, "float32", 10, with_float64=True
+        )
         assert jax.tree.leaves(reference64)[0].dtype == np.float64
         report = compare_trajectory(reference, candidate, reference64=reference64)
         assert report.passed, (name, hyper, report.table())
     reference, candidate, reference64 = trajectories(
-        "adamw", {"lr": 1e-2}, "float32", 10, with_float64=True,
-        jax_optimizer=joptim.adamw(lr=1e-2 * 1.001))
+        "adamw",
+        {"lr": 1e-2},
+        "float32",
+        10,
+        with_float64=True,
+        jax_optimizer=joptim.adamw(lr=1e-2 * 1.001),
+    )
     assert not compare_trajectory(reference, candidate, reference64=reference64).passed

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import parity as parity_script
+import pytest
 from parity_checks import all_checks
 
 ALL_CHECKS = all_checks()
@@ -47,12 +46,15 @@ def test_script_prints_table_writes_json_and_exits_zero(tmp_path, capsys):
 
 def test_script_exits_nonzero_on_a_failing_check(monkeypatch, capsys):
     import numpy as np
-
-    import jaxgrad
     from parity_checks.harness import Check
 
-    wrong = Check(name="deliberately wrong", dtype="float64",
-                  run=lambda: jaxgrad.compare(np.ones(3), np.ones(3) * (1 + 1e-5)))
+    import jaxgrad
+
+    wrong = Check(
+        name="deliberately wrong",
+        dtype="float64",
+        run=lambda: jaxgrad.compare(np.ones(3), np.ones(3) * (1 + 1e-5)),
+    )
     monkeypatch.setattr(parity_script, "all_checks", lambda: [wrong])
     assert parity_script.main([]) == 1
     out = capsys.readouterr().out

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 import regen_docs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,13 +23,35 @@ def test_readme_block_is_current_and_a_tampered_copy_is_caught(tmp_path):
     body = "\n".join(block.body)
     assert "dL/dw1 = dL/dz1 · x = 7.05 × 2 = 14.1" in body
     tampered = tmp_path / "tampered.md"
-    tampered.write_text("\n".join([
-        f"<!-- jaxgrad:run {CHEAP} | rounding -->", "```", f"$ {CHEAP}",
-        body.replace("7.05 × 2 = 14.1", "7.05 × 2 = 14.2"), "```", ""]), encoding="utf-8")
+    tampered.write_text(
+        "\n".join(
+            [
+                f"<!-- jaxgrad:run {CHEAP} | rounding -->",
+                "```",
+                f"$ {CHEAP}",
+                body.replace("7.05 × 2 = 14.1", "7.05 × 2 = 14.2"),
+                "```",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
     proc = subprocess.run(
-        [sys.executable, "scripts/regen_docs.py", "--check", "--only", "tiny_relu$",
-         "README.md", str(tampered)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, PYTHONPATH=ROOT))
+        [
+            sys.executable,
+            "scripts/regen_docs.py",
+            "--check",
+            "--only",
+            "tiny_relu$",
+            "README.md",
+            str(tampered),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 of 2 documented outputs up to date; 1 drifted" in proc.stdout
     assert f"{os.path.relpath(tampered, ROOT)}:1: `{CHEAP}` drifted" in proc.stdout
@@ -45,8 +66,10 @@ def test_readme_commands_work_from_a_fresh_shell():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     bare = re.findall(r"(?<![\w/.])python (?:scripts/\S+|-m \S+)", readme)
     assert not bare, bare
-    assert ("python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e \".[test]\" "
-            "&& .venv/bin/python scripts/parity.py") in readme
+    assert (
+        'python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e ".[test]" '
+        "&& .venv/bin/python scripts/parity.py"
+    ) in readme
     assert "\n.venv/bin/python -m pytest\n" in readme
     commands = [b.command for b in regen_docs.find_blocks("README.md", readme.split("\n"))]
     assert commands and all(c.startswith(".venv/bin/python scripts/") for c in commands)
@@ -60,8 +83,9 @@ def test_masks_hide_only_what_no_machine_reproduces():
     mask = regen_docs.mask
     line = "87 passed (87 checks, {} s)"
     assert mask(line.format("25.3"), False) == mask(line.format("31"), False)
-    assert mask("    1  jax   1.0544  0.2814   91.36%    1.67       843", False) == \
-        mask("    1  jax   1.0544  0.2814   91.36%   12.03     1,176", False)
+    assert mask("    1  jax   1.0544  0.2814   91.36%    1.67       843", False) == mask(
+        "    1  jax   1.0544  0.2814   91.36%   12.03     1,176", False
+    )
     assert mask("torch cpu (2 threads)", False) == mask("torch cpu (16 threads)", False)
     # values, losses and accuracies are not masked
     assert mask("    1  jax   1.0544", False) != mask("    1  jax   1.0545", False)
@@ -85,8 +109,12 @@ def test_rounding_blocks_compare_at_the_tier_of_the_arithmetic():
     assert line(row, True) != line(other.replace("layer 0", "layer 1"), True)
     assert line("effect 4.7e-04", True) != line("effect 5.7e-04", True)
     # a zero error written in scientific notation is an error size like any other
-    assert line("Linear layout  0.0e+00   8.0e-01", True) == line("Linear layout  1.1e-16   8.0e-01", True)
-    assert line("Linear layout  0.0e+00   8.0e-01", True) != line("Linear layout  0.0e+00   9.0e-01", True)
+    assert line("Linear layout  0.0e+00   8.0e-01", True) == line(
+        "Linear layout  1.1e-16   8.0e-01", True
+    )
+    assert line("Linear layout  0.0e+00   8.0e-01", True) != line(
+        "Linear layout  0.0e+00   9.0e-01", True
+    )
     # a float32 loss printed at 10 digits: one ulp apart matches, a real change does not
     step = "      1    0.9320652485    {}       1.5e-08"
     assert line(step.format("0.9320652485"), True) == line(step.format("0.9320651889"), True)
@@ -102,7 +130,9 @@ def test_measured_blocks_check_the_words_not_the_numbers():
     line = regen_docs.Line
     row = "resnet b128       jax epoch       161.43       6.2           6.0-6.3    0.18x      0.6    2.4%      12.28"
     other = "resnet b128       jax epoch        31.02      32.2         30.1-33.0    1.12x      nan    nan%       9.70"
-    assert line(row, False, True) == line(other, False, True) and line(row, False) != line(other, False)
+    assert line(row, False, True) == line(other, False, True) and line(row, False) != line(
+        other, False
+    )
     assert line(row, False, True) != line(row.replace("jax epoch", "jax step"), False, True)
     goal = "  resnet b128       0.18x (goal >= 1.50x): NOT met; jax epoch reaches 2.4% of the matmul peak"
     assert line(goal, False, True) == line(goal.replace("NOT met", "met"), False, True)
@@ -121,9 +151,13 @@ def test_check_puts_back_the_files_a_command_writes(tmp_path, monkeypatch):
         return 0, ["ok"], ""
 
     monkeypatch.setattr(regen_docs, "run", writes)
-    command = "python scripts/x.py --plot docs/curve.png --out explorer.html --out /tmp/elsewhere.json"
-    assert regen_docs.named_files(command) == [str(kept.resolve()),
-                                               str((tmp_path / "explorer.html").resolve())]
+    command = (
+        "python scripts/x.py --plot docs/curve.png --out explorer.html --out /tmp/elsewhere.json"
+    )
+    assert regen_docs.named_files(command) == [
+        str(kept.resolve()),
+        str((tmp_path / "explorer.html").resolve()),
+    ]
     assert regen_docs.run_leaving_files(command) == (0, ["ok"], "")
     assert kept.read_bytes() == b"documented"
     assert not (tmp_path / "explorer.html").exists()
@@ -137,8 +171,9 @@ def test_excerpt_refreshes_shown_lines_and_reports_vanished_ones():
     assert new == ["header", "...", "a = 1.0 (2.1 s)", "c = 3"] and missing == []
     block = _block(["header", "b = 5", "footer"], ["excerpt"])
     new, missing = regen_docs.regenerate(block, output)
-    assert missing == ["b = 5"] and "no longer printed: b = 5" in regen_docs.drift(block, new,
-                                                                                   missing)
+    assert missing == ["b = 5"] and "no longer printed: b = 5" in regen_docs.drift(
+        block, new, missing
+    )
     # lines must appear in the output's order
     assert regen_docs.regenerate(_block(["c = 3", "b = 2"], ["excerpt"]), output)[1] == ["b = 2"]
 
@@ -152,18 +187,27 @@ def test_full_blocks_keep_masked_digits_and_take_real_changes():
     assert regen_docs.regenerate(block, output, refresh_masked=True)[0] == output
 
 
-@pytest.mark.parametrize("text,message", [
-    ("<!-- jaxgrad:run python scripts/x.py | fast -->\n```\n$ python scripts/x.py\n```",
-     "unknown option 'fast'"),
-    ("<!-- jaxgrad:run python scripts/x.py -->\n```\npython scripts/x.py\n```",
-     "first line is '$ python scripts/x.py'"),
-    ("<!-- jaxgrad:run python scripts/x.py -->\n```\n$ python scripts/x.py\n", "never closed"),
-    ("<!-- jaxgrad:run ls -->", "unreadable marker"),
-    ("<!-- jaxgrad:run .venv/bin/python scripts/x.py -->\n```\n$ python scripts/x.py\n```",
-     "first line is '$ .venv/bin/python scripts/x.py'"),
-    ("<!-- jaxgrad:run /usr/bin/python scripts/x.py -->", "unreadable marker"),
-    ("quoted: `<!-- jaxgrad:run ls -->` is prose", None),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            "<!-- jaxgrad:run python scripts/x.py | fast -->\n```\n$ python scripts/x.py\n```",
+            "unknown option 'fast'",
+        ),
+        (
+            "<!-- jaxgrad:run python scripts/x.py -->\n```\npython scripts/x.py\n```",
+            "first line is '$ python scripts/x.py'",
+        ),
+        ("<!-- jaxgrad:run python scripts/x.py -->\n```\n$ python scripts/x.py\n", "never closed"),
+        ("<!-- jaxgrad:run ls -->", "unreadable marker"),
+        (
+            "<!-- jaxgrad:run .venv/bin/python scripts/x.py -->\n```\n$ python scripts/x.py\n```",
+            "first line is '$ .venv/bin/python scripts/x.py'",
+        ),
+        ("<!-- jaxgrad:run /usr/bin/python scripts/x.py -->", "unreadable marker"),
+        ("quoted: `<!-- jaxgrad:run ls -->` is prose", None),
+    ],
+)
 def test_malformed_blocks_are_named(text, message):
     if message is None:
         assert regen_docs.find_blocks("x.md", text.split("\n")) == []
@@ -173,8 +217,9 @@ def test_malformed_blocks_are_named(text, message):
 
 
 def _tracked_text_files():
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     return [f for f in files if f.endswith((".py", ".md", ".txt", ".toml", ".cfg"))]
 
 

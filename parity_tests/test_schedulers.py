@@ -12,14 +12,14 @@ import numpy as np
 import optax
 import pytest
 import torch
+from parity_checks.optimizers import trajectories
 from torch.optim import lr_scheduler as tsched
 
 from jaxgrad import optim as joptim
 from jaxgrad.optim import schedulers
 from jaxgrad.parity import assert_parity
-from torchref import optim as toptim
-from parity_checks.optimizers import trajectories
 from parity_tests._sampling import one_in
+from torchref import optim as toptim
 
 LR = 0.1
 STEPS = 40
@@ -35,10 +35,14 @@ CASES = [
     ("ConstantLR", dict(factor=0.25, total_iters=6)),
     ("PolynomialLR", dict(total_iters=30, power=2.0)),
     ("OneCycleLR", dict(max_lr=0.5, total_steps=STEPS, cycle_momentum=False)),
-    ("OneCycleLR", dict(max_lr=0.5, total_steps=STEPS, cycle_momentum=False,
-                        anneal_strategy="linear")),
-    ("OneCycleLR", dict(max_lr=0.5, total_steps=STEPS, cycle_momentum=False, three_phase=True,
-                        pct_start=0.25)),
+    (
+        "OneCycleLR",
+        dict(max_lr=0.5, total_steps=STEPS, cycle_momentum=False, anneal_strategy="linear"),
+    ),
+    (
+        "OneCycleLR",
+        dict(max_lr=0.5, total_steps=STEPS, cycle_momentum=False, three_phase=True, pct_start=0.25),
+    ),
     # the edges: torch's get_last_lr() stays factor * lr when total_iters=0 (its closed
     # form says lr); PolynomialLR reaches 0 exactly, also under jit, for a power < 1
     ("ConstantLR", dict(factor=0.0, total_iters=0)),
@@ -48,10 +52,29 @@ CASES = [
     ("MultiplicativeLR", dict(lr_lambda=lambda epoch: 0.95)),
     ("MultiplicativeLR", dict(lr_lambda=lambda epoch: 0.9 + 0.01 * (epoch % 3))),
     ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=5, cycle_momentum=False)),
-    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=4, step_size_down=7,
-                      mode="triangular2", cycle_momentum=False)),
-    ("CyclicLR", dict(base_lr=0.02, max_lr=0.3, step_size_up=3, step_size_down=5,
-                      mode="exp_range", gamma=0.97, cycle_momentum=False)),
+    (
+        "CyclicLR",
+        dict(
+            base_lr=0.01,
+            max_lr=0.1,
+            step_size_up=4,
+            step_size_down=7,
+            mode="triangular2",
+            cycle_momentum=False,
+        ),
+    ),
+    (
+        "CyclicLR",
+        dict(
+            base_lr=0.02,
+            max_lr=0.3,
+            step_size_up=3,
+            step_size_down=5,
+            mode="exp_range",
+            gamma=0.97,
+            cycle_momentum=False,
+        ),
+    ),
 ]
 
 
@@ -88,8 +111,8 @@ def test_schedule_equals_get_last_lr_step_by_step(x64, name, kwargs):
 
 
 def test_lambda_and_sequential_lr(x64):
-    reference = _torch_lrs(lambda opt: tsched.LambdaLR(opt, lambda t: 0.95 ** t + 0.01 * t))
-    sched = schedulers.LambdaLR(lr=LR, lr_lambda=lambda t: 0.95 ** t + 0.01 * t)
+    reference = _torch_lrs(lambda opt: tsched.LambdaLR(opt, lambda t: 0.95**t + 0.01 * t))
+    sched = schedulers.LambdaLR(lr=LR, lr_lambda=lambda t: 0.95**t + 0.01 * t)
     assert_parity(reference, np.asarray([sched(t) for t in range(STEPS)]))
 
     def torch_sequential(opt):
@@ -97,11 +120,16 @@ def test_lambda_and_sequential_lr(x64):
         cosine = tsched.CosineAnnealingLR(opt, T_max=20)
         decay = tsched.ExponentialLR(opt, gamma=0.9)
         return tsched.SequentialLR(opt, [warmup, cosine, decay], milestones=[5, 25])
+
     reference = _torch_lrs(torch_sequential)
-    sched = schedulers.SequentialLR([schedulers.LinearLR(lr=LR, start_factor=0.1, total_iters=5),
-                                     schedulers.CosineAnnealingLR(lr=LR, T_max=20),
-                                     schedulers.ExponentialLR(lr=LR, gamma=0.9)],
-                                    milestones=[5, 25])
+    sched = schedulers.SequentialLR(
+        [
+            schedulers.LinearLR(lr=LR, start_factor=0.1, total_iters=5),
+            schedulers.CosineAnnealingLR(lr=LR, T_max=20),
+            schedulers.ExponentialLR(lr=LR, gamma=0.9),
+        ],
+        milestones=[5, 25],
+    )
     assert_parity(reference, np.asarray([sched(t) for t in range(STEPS)]))
 
 
@@ -110,9 +138,14 @@ def test_schedule_inside_a_float64_training_trajectory(x64):
     def torch_run():
         w = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64, requires_grad=True)
         optimizer = torch.optim.Adam([w], lr=LR, weight_decay=0.01)
-        scheduler = tsched.SequentialLR(optimizer, [
-            tsched.LinearLR(optimizer, start_factor=0.1, total_iters=5),
-            tsched.CosineAnnealingLR(optimizer, T_max=25)], milestones=[5])
+        scheduler = tsched.SequentialLR(
+            optimizer,
+            [
+                tsched.LinearLR(optimizer, start_factor=0.1, total_iters=5),
+                tsched.CosineAnnealingLR(optimizer, T_max=25),
+            ],
+            milestones=[5],
+        )
         history = []
         for _ in range(30):
             optimizer.zero_grad()
@@ -122,9 +155,13 @@ def test_schedule_inside_a_float64_training_trajectory(x64):
             history.append(w.detach().numpy().copy())
         return np.stack(history)
 
-    sched = schedulers.SequentialLR([schedulers.LinearLR(lr=LR, start_factor=0.1, total_iters=5),
-                                     schedulers.CosineAnnealingLR(lr=LR, T_max=25)],
-                                    milestones=[5])
+    sched = schedulers.SequentialLR(
+        [
+            schedulers.LinearLR(lr=LR, start_factor=0.1, total_iters=5),
+            schedulers.CosineAnnealingLR(lr=LR, T_max=25),
+        ],
+        milestones=[5],
+    )
     optimizer = joptim.adam(lr=sched, weight_decay=0.01)
     params = jnp.array([1.0, -2.0, 0.5])
     state = optimizer.init(params)
@@ -149,11 +186,31 @@ def test_every_optimizer_accepts_a_schedule(x64, factory):
 
 
 def test_reduce_lr_on_plateau_matches_torch(x64):
-    metrics = [1.0, 0.9, 0.95, 0.96, 0.97, 0.89, 0.9, 0.91, 0.92, 0.93, 0.94, 0.5, 0.6, 0.7,
-               0.8, 0.9, 1.0, 1.1]
-    for kwargs in (dict(patience=2, factor=0.5), dict(patience=1, cooldown=2, min_lr=0.02,
-                                                      threshold_mode="abs", threshold=0.05),
-                   dict(mode="max", patience=0)):
+    metrics = [
+        1.0,
+        0.9,
+        0.95,
+        0.96,
+        0.97,
+        0.89,
+        0.9,
+        0.91,
+        0.92,
+        0.93,
+        0.94,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+        1.1,
+    ]
+    for kwargs in (
+        dict(patience=2, factor=0.5),
+        dict(patience=1, cooldown=2, min_lr=0.02, threshold_mode="abs", threshold=0.05),
+        dict(mode="max", patience=0),
+    ):
         w = torch.zeros(1, requires_grad=True)
         optimizer = torch.optim.SGD([w], lr=LR)
         torch_sched = tsched.ReduceLROnPlateau(optimizer, **kwargs)
@@ -176,10 +233,19 @@ def test_reduce_lr_on_plateau_every_mode_threshold_and_cooldown_matches_torch(x6
     rng = np.random.default_rng(0)
     rising = np.cumprod(1 + 0.3 * rng.random(30) * rng.choice([1, -0.2], 30))  # +-, mostly up
     metrics = {"min": 1 / rising, "max": rising}
-    cases = {(mode, threshold_mode, cooldown): dict(
-                 mode=mode, threshold_mode=threshold_mode, threshold=0.1, patience=1,
-                 cooldown=cooldown, factor=0.5)
-             for mode in metrics for threshold_mode in ("rel", "abs") for cooldown in (0, 2)}
+    cases = {
+        (mode, threshold_mode, cooldown): dict(
+            mode=mode,
+            threshold_mode=threshold_mode,
+            threshold=0.1,
+            patience=1,
+            cooldown=cooldown,
+            factor=0.5,
+        )
+        for mode in metrics
+        for threshold_mode in ("rel", "abs")
+        for cooldown in (0, 2)
+    }
 
     @jax.jit
     def histories(metrics):
@@ -187,8 +253,7 @@ def test_reduce_lr_on_plateau_every_mode_threshold_and_cooldown_matches_torch(x6
         for case, kwargs in cases.items():
             plateau = schedulers.ReduceLROnPlateau(lr=LR, **kwargs)
             step = lambda state, metric, plateau=plateau: (plateau.step(state, metric),) * 2
-            out["/".join(map(str, case))] = jax.lax.scan(step, plateau.init(),
-                                                         metrics[case[0]])[1]
+            out["/".join(map(str, case))] = jax.lax.scan(step, plateau.init(), metrics[case[0]])[1]
         return out
 
     ours = jax.tree.map(np.asarray, histories(metrics))  # on the host: no op per element
@@ -198,10 +263,18 @@ def test_reduce_lr_on_plateau_every_mode_threshold_and_cooldown_matches_torch(x6
         history = ours["/".join(map(str, case))]
         for epoch, metric in enumerate(metrics[case[0]]):
             torch_sched.step(float(metric))
-            got = (float(history.lr[epoch]), float(history.best[epoch]),
-                   int(history.num_bad_epochs[epoch]), int(history.cooldown_counter[epoch]))
-            expected = (torch_sched.get_last_lr()[0], torch_sched.best,
-                        torch_sched.num_bad_epochs, torch_sched.cooldown_counter)
+            got = (
+                float(history.lr[epoch]),
+                float(history.best[epoch]),
+                int(history.num_bad_epochs[epoch]),
+                int(history.cooldown_counter[epoch]),
+            )
+            expected = (
+                torch_sched.get_last_lr()[0],
+                torch_sched.best,
+                torch_sched.num_bad_epochs,
+                torch_sched.cooldown_counter,
+            )
             assert got == pytest.approx(expected, rel=1e-12), (kwargs, epoch)
         assert len(set(np.asarray(history.lr).tolist())) > 2, kwargs  # several reductions
 
@@ -218,9 +291,14 @@ def test_plateau_lr_drives_an_injected_optimizer(x64):
 
 
 def test_every_torch_scheduler_has_a_factory():
-    theirs = {name for name, cls in vars(tsched).items() if isinstance(cls, type)
-              and issubclass(cls, tsched.LRScheduler) and not name.startswith("_")
-              and name != "LRScheduler"}
+    theirs = {
+        name
+        for name, cls in vars(tsched).items()
+        if isinstance(cls, type)
+        and issubclass(cls, tsched.LRScheduler)
+        and not name.startswith("_")
+        and name != "LRScheduler"
+    }
     assert len(theirs) == 15
     assert theirs == set(schedulers.SCHEDULERS) | {"ReduceLROnPlateau"}
     assert set(tsched.__all__) - {"LRScheduler"} == theirs
@@ -245,8 +323,7 @@ def test_scheduler_bad_arguments_are_named():
     with pytest.raises(ValueError, match="`last_epoch`"):
         schedulers.StepLR(lr=0.1, step_size=2, last_epoch=3)
     with pytest.raises(ValueError, match="`milestones`"):
-        schedulers.SequentialLR([schedulers.ExponentialLR(lr=0.1, gamma=0.9)] * 2,
-                                milestones=[])
+        schedulers.SequentialLR([schedulers.ExponentialLR(lr=0.1, gamma=0.9)] * 2, milestones=[])
     with pytest.raises(ValueError, match="`step_size`"):
         schedulers.StepLR(lr=0.1, step_size=0)
     with pytest.raises(ValueError, match="`mode`"):
@@ -255,12 +332,12 @@ def test_scheduler_bad_arguments_are_named():
     assert np.isnan(float(past_end))  # torch raises past total_steps; never a number
 
 
-@pytest.mark.parametrize("name", ["CosineAnnealingLR", "OneCycleLR", "PolynomialLR",
-                                  "StepLR"])
+@pytest.mark.parametrize("name", ["CosineAnnealingLR", "OneCycleLR", "PolynomialLR", "StepLR"])
 def test_train_py_builders_agree_in_both_frameworks(x64, name):
     # scripts/train.py --scheduler: jaxgrad's for_run and torchref's scheduler_kwargs fill
     # the same arguments (the run's length, OneCycleLR's max_lr)
     from torchref import schedulers as tschedulers
+
     given = {"step_size": 4} if name == "StepLR" else {}
     kwargs = tschedulers.scheduler_kwargs(name, LR, 20, **given)
     reference = _torch_lrs(lambda opt: tschedulers.make_scheduler(name, opt, **kwargs), steps=20)
@@ -272,6 +349,7 @@ def test_train_py_builders_agree_in_both_frameworks(x64, name):
 
 def test_train_py_scheduler_option_parsing(capsys):
     import train  # scripts/train.py (scripts/ is on the test path)
+
     args = train.parse_args(["--scheduler", "StepLR:step_size=5,gamma=0.5"])
     assert args.scheduler == ("StepLR", {"step_size": 5, "gamma": 0.5})
     for bad in (["--scheduler", "StepLR:step_size"], ["--scheduler", "StepLR:gamma=x y"]):
@@ -280,8 +358,9 @@ def test_train_py_scheduler_option_parsing(capsys):
         assert info.value.code == 2
     assert "--scheduler" in capsys.readouterr().err
     # the scheduler's state is checkpointed: a scheduled run resumes (test_train_stop_and_integrity)
-    args = train.parse_args(["--scheduler", "StepLR:step_size=2", "--resume",
-                             "--checkpoint-dir", "d"])
+    args = train.parse_args(
+        ["--scheduler", "StepLR:step_size=2", "--resume", "--checkpoint-dir", "d"]
+    )
     assert args.resume and args.scheduler == ("StepLR", {"step_size": 2})
     # StepLR without its required step_size is refused before training (issue 44)
     with pytest.raises(SystemExit) as info:
@@ -291,6 +370,7 @@ def test_train_py_scheduler_option_parsing(capsys):
 
 def test_conformance_script_arguments(capsys):
     import conformance_losses_optim as script
+
     with pytest.raises(SystemExit) as info:
         script.main(["--only", "everything"])
     assert info.value.code == 2
@@ -302,8 +382,14 @@ def test_conformance_script_arguments(capsys):
 ONE_CYCLE = [
     dict(max_lr=0.05, total_steps=STEPS),
     dict(max_lr=0.05, total_steps=STEPS, anneal_strategy="linear"),
-    dict(max_lr=0.05, total_steps=STEPS, three_phase=True, pct_start=0.25,
-         base_momentum=0.8, max_momentum=0.9),
+    dict(
+        max_lr=0.05,
+        total_steps=STEPS,
+        three_phase=True,
+        pct_start=0.25,
+        base_momentum=0.8,
+        max_momentum=0.9,
+    ),
 ]
 
 
@@ -322,18 +408,21 @@ def _torch_momenta(kwargs, optimizer_cls):
     return np.asarray(values)
 
 
-@pytest.mark.parametrize("kwargs", ONE_CYCLE + [dict(max_lr=0.05, total_steps=STEPS,
-                                                     base_momentum=0.9, max_momentum=0.7)])
+@pytest.mark.parametrize(
+    "kwargs",
+    ONE_CYCLE + [dict(max_lr=0.05, total_steps=STEPS, base_momentum=0.9, max_momentum=0.7)],
+)
 def test_one_cycle_momentum_equals_torchs_step_by_step(x64, kwargs):
     # base_momentum > max_momentum: torch accepts it and cycles the other way round
     sched = schedulers.OneCycleLR(**kwargs)
     for optimizer_cls in (torch.optim.SGD, torch.optim.Adam):
         reference = _torch_momenta(kwargs, optimizer_cls)
         assert_parity(reference, np.asarray([sched.momentum(t) for t in range(STEPS)]))
-        assert_parity(reference, np.asarray(jax.jit(jax.vmap(sched.momentum))(
-            jnp.arange(STEPS))))
-    assert_parity(_torch_lrs(lambda opt: tsched.OneCycleLR(opt, **kwargs)),
-                  np.asarray([sched(t) for t in range(STEPS)]))
+        assert_parity(reference, np.asarray(jax.jit(jax.vmap(sched.momentum))(jnp.arange(STEPS))))
+    assert_parity(
+        _torch_lrs(lambda opt: tsched.OneCycleLR(opt, **kwargs)),
+        np.asarray([sched(t) for t in range(STEPS)]),
+    )
 
 
 # (optimizer, hyperparameters shared by both frameworks); the schedule replaces lr and
@@ -350,16 +439,21 @@ CYCLED_OPTIMIZERS = [
 
 # every optimizer with the default cosine annealing; both others with two of them
 TRAJECTORY_CASES = [(*c, 0) for c in CYCLED_OPTIMIZERS] + [
-    (*CYCLED_OPTIMIZERS[i], k) for i in (1, 3) for k in (1, 2)]
+    (*CYCLED_OPTIMIZERS[i], k) for i in (1, 3) for k in (1, 2)
+]
 TRAJECTORY_STEPS = 30
 
 
 # one in three in the default run (sgd0-cos, adam3-cos, sgd1-linear, adam3-three_phase:
 # every strategy), the rest in the exhaustive run (CI: -m "exhaustive or long")
 @pytest.mark.parametrize(
-    "name,hyper,strategy", one_in(3, TRAJECTORY_CASES),
-    ids=[f"{n}{CYCLED_OPTIMIZERS.index((n, h))}-{('cos', 'linear', 'three_phase')[k]}"
-         for n, h, k in TRAJECTORY_CASES])
+    "name,hyper,strategy",
+    one_in(3, TRAJECTORY_CASES),
+    ids=[
+        f"{n}{CYCLED_OPTIMIZERS.index((n, h))}-{('cos', 'linear', 'three_phase')[k]}"
+        for n, h, k in TRAJECTORY_CASES
+    ],
+)
 def test_one_cycle_training_trajectory_float64(x64, name, hyper, strategy):
     kwargs = dict(ONE_CYCLE[strategy], total_steps=TRAJECTORY_STEPS)
     if name in ("adam", "adamw", "rmsprop"):
@@ -368,8 +462,14 @@ def test_one_cycle_training_trajectory_float64(x64, name, hyper, strategy):
     factory = getattr(joptim, name)
     optimizer = factory(**schedulers.with_cycled_momentum(factory, dict(hyper, lr=sched)))
     reference, candidate = trajectories(
-        name, hyper, "float64", TRAJECTORY_STEPS, jit=False, jax_optimizer=optimizer,
-        torch_scheduler=lambda opt: tsched.OneCycleLR(opt, **kwargs))
+        name,
+        hyper,
+        "float64",
+        TRAJECTORY_STEPS,
+        jit=False,
+        jax_optimizer=optimizer,
+        torch_scheduler=lambda opt: tsched.OneCycleLR(opt, **kwargs),
+    )
     report = assert_parity(reference, candidate)
     assert any("state" in leaf.path for leaf in report.leaves)
     assert {leaf.dtype for leaf in report.leaves} == {"float64"}
@@ -409,8 +509,13 @@ def test_one_cycle_default_is_the_issues_example(x64):
     for optimizer in (sgd, adam):
         updates, _ = jax.jit(optimizer.update)(params, optimizer.init(params), params)
         assert np.all(np.isfinite(np.asarray(updates["w"])))
-    assert sched.group_entries == {"initial_lr": 0.004, "max_lr": 0.1, "min_lr": 4e-07,
-                                   "max_momentum": 0.95, "base_momentum": 0.85}
+    assert sched.group_entries == {
+        "initial_lr": 0.004,
+        "max_lr": 0.1,
+        "min_lr": 4e-07,
+        "max_momentum": 0.95,
+        "base_momentum": 0.85,
+    }
     off = schedulers.OneCycleLR(max_lr=0.1, total_steps=100, cycle_momentum=False)
     assert off.momentum is None
     joptim.sgd(lr=off, momentum=0.9)  # nothing cycled: any momentum
@@ -419,11 +524,13 @@ def test_one_cycle_default_is_the_issues_example(x64):
 def test_one_cycle_momentum_left_out_is_refused():
     sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
     # torch would cycle these; a constant (or none) would silently differ
-    for build, argument in ((lambda: joptim.sgd(lr=sched), "`momentum` (=0.0)"),
-                            (lambda: joptim.sgd(lr=sched, momentum=0.9), "`momentum` (=0.9)"),
-                            (lambda: joptim.rmsprop(lr=sched), "`momentum` (=0.0)"),
-                            (lambda: joptim.adam(lr=sched), "`betas[0]` (=0.9)"),
-                            (lambda: joptim.nadam(lr=sched), "`betas[0]` (=0.9)")):
+    for build, argument in (
+        (lambda: joptim.sgd(lr=sched), "`momentum` (=0.0)"),
+        (lambda: joptim.sgd(lr=sched, momentum=0.9), "`momentum` (=0.9)"),
+        (lambda: joptim.rmsprop(lr=sched), "`momentum` (=0.0)"),
+        (lambda: joptim.adam(lr=sched), "`betas[0]` (=0.9)"),
+        (lambda: joptim.nadam(lr=sched), "`betas[0]` (=0.9)"),
+    ):
         with pytest.raises(ValueError, match=r"cycle_momentum=True.*" + re.escape(argument)):
             build()
     other = schedulers.OneCycleLR(max_lr=0.1, total_steps=100)
@@ -443,15 +550,18 @@ def test_one_cycle_on_an_optimizer_without_momentum_both_raise(name):
         getattr(joptim, name)(lr=sched)
     with pytest.raises(ValueError, match="no momentum or betas"):
         schedulers.with_cycled_momentum(getattr(joptim, name), {"lr": sched})
-    getattr(joptim, name)(lr=schedulers.OneCycleLR(max_lr=0.1, total_steps=10,
-                                                   cycle_momentum=False))
+    getattr(joptim, name)(
+        lr=schedulers.OneCycleLR(max_lr=0.1, total_steps=10, cycle_momentum=False)
+    )
 
 
 def test_one_cycle_bad_arguments_are_named():
     weight = torch.zeros(1, requires_grad=True)
-    for bad, match in ((dict(pct_start=1), "`pct_start` (=1)"),
-                       (dict(anneal_strategy="cosine"), "`anneal_strategy`"),
-                       (dict(total_steps=0), "`total_steps` (=0)")):
+    for bad, match in (
+        (dict(pct_start=1), "`pct_start` (=1)"),
+        (dict(anneal_strategy="cosine"), "`anneal_strategy`"),
+        (dict(total_steps=0), "`total_steps` (=0)"),
+    ):
         kwargs = dict(dict(max_lr=0.1, total_steps=10), **bad)
         with pytest.raises(ValueError):  # torch refuses each too
             tsched.OneCycleLR(torch.optim.SGD([weight]), **kwargs)
@@ -464,12 +574,14 @@ def test_one_cycle_bad_arguments_are_named():
         schedulers.OneCycleLR(max_lr=0.1, total_steps=10, max_momentum=1.0)
     sched = schedulers.OneCycleLR(max_lr=0.1, total_steps=10)
     with pytest.raises(ValueError, match=r"`schedulers\[1\]` cycles momentum"):
-        schedulers.SequentialLR([schedulers.ExponentialLR(lr=0.1, gamma=0.9), sched],
-                                milestones=[3])
+        schedulers.SequentialLR(
+            [schedulers.ExponentialLR(lr=0.1, gamma=0.9), sched], milestones=[3]
+        )
     with pytest.raises(TypeError, match="`momentum`"):
         joptim.sgd(lr=0.1, momentum="0.9")
-    zero_first = schedulers.OneCycleLR(max_lr=0.1, total_steps=10, max_momentum=0.0,
-                                       base_momentum=0.5)
+    zero_first = schedulers.OneCycleLR(
+        max_lr=0.1, total_steps=10, max_momentum=0.0, base_momentum=0.5
+    )
     with pytest.raises(ValueError, match="`dampening` != 0"):
         joptim.sgd(lr=zero_first, momentum=zero_first.momentum, dampening=0.1)
     with pytest.raises(ValueError, match="step 0"):

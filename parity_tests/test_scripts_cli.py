@@ -18,8 +18,11 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = sorted(p for p in glob.glob(os.path.join(ROOT, "scripts", "*.py"))
-                 if not os.path.basename(p).startswith("_"))
+SCRIPTS = sorted(
+    p
+    for p in glob.glob(os.path.join(ROOT, "scripts", "*.py"))
+    if not os.path.basename(p).startswith("_")
+)
 STUBBED = ("jax", "jaxlib", "torch", "optax", "flax", "sklearn", "matplotlib", "safetensors")
 
 # Run inside the stubbed interpreter: each case as ``__main__``, exit status and stderr.
@@ -52,8 +55,10 @@ def _bad_cases(tmp):
     broken = os.path.join(tmp, "broken.py")
     with open(broken, "w") as handle:
         handle.write("class Net(:\n")
-    weights = {name: os.path.join(tmp, name) for name in
-               ("garbage.pt", "short.safetensors", "cut.safetensors", "not_torch.pt")}
+    weights = {
+        name: os.path.join(tmp, name)
+        for name in ("garbage.pt", "short.safetensors", "cut.safetensors", "not_torch.pt")
+    }
     with open(weights["garbage.pt"], "wb") as handle:
         handle.write(b"this is not a checkpoint")
     with open(weights["short.safetensors"], "wb") as handle:
@@ -62,6 +67,7 @@ def _bad_cases(tmp):
         header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
         handle.write(len(header).to_bytes(8, "little") + header + b"\x00" * 4)
     import zipfile
+
     with zipfile.ZipFile(weights["not_torch.pt"], "w") as archive:
         archive.writestr("notes.txt", "a zip, but not from torch.save")
     port = ["--input-shape", "2,3", "--out", os.path.join(tmp, "out.safetensors")]
@@ -70,55 +76,94 @@ def _bad_cases(tmp):
     with open(os.path.join(star, "__init__.py"), "w") as handle:
         handle.write("from .nets import *\n")
     with open(os.path.join(star, "nets.py"), "w") as handle:
-        handle.write("__all__ = ['resnet']\n\n\ndef resnet():\n    pass\n\n\n"
-                     "def helper():\n    pass\n")
+        handle.write(
+            "__all__ = ['resnet']\n\n\ndef resnet():\n    pass\n\n\ndef helper():\n    pass\n"
+        )
     return [
         ("port.py", ["/nonexistent/model.py:Net", *port], "'/nonexistent/model.py' does not exist"),
-        ("port.py", ["no_such_module_anywhere:Net", *port],
-         "cannot import 'no_such_module_anywhere': no module named"),
-        ("port.py", ["jaxgrad.no_such_submodule:Net", *port],
-         "package 'jaxgrad' has no module 'no_such_submodule'"),
+        (
+            "port.py",
+            ["no_such_module_anywhere:Net", *port],
+            "cannot import 'no_such_module_anywhere': no module named",
+        ),
+        (
+            "port.py",
+            ["jaxgrad.no_such_submodule:Net", *port],
+            "package 'jaxgrad' has no module 'no_such_submodule'",
+        ),
         ("port.py", [f"{model}:Missing", *port], "has no 'Missing' (it defines Net, torch)"),
         ("port.py", [f"{broken}:Net", *port], "does not parse: invalid syntax (line 1)"),
         ("port.py", [f"{model}:Net:x", *port], "neither a dotted module name nor a .py file"),
-        ("port.py", [f"{model}:Net", "--state-dict", weights["garbage.pt"], *port],
-         "not a torch.save archive (a zip) nor a .safetensors file"),
-        ("port.py", [f"{model}:Net", "--state-dict", weights["short.safetensors"], *port],
-         "not a valid safetensors file: 2 bytes is too short"),
-        ("port.py", [f"{model}:Net", "--state-dict", weights["cut.safetensors"], *port],
-         "tensors end at byte"),
-        ("port.py", [f"{model}:Net", "--state-dict", weights["not_torch.pt"], *port],
-         "a zip archive without data.pkl"),
+        (
+            "port.py",
+            [f"{model}:Net", "--state-dict", weights["garbage.pt"], *port],
+            "not a torch.save archive (a zip) nor a .safetensors file",
+        ),
+        (
+            "port.py",
+            [f"{model}:Net", "--state-dict", weights["short.safetensors"], *port],
+            "not a valid safetensors file: 2 bytes is too short",
+        ),
+        (
+            "port.py",
+            [f"{model}:Net", "--state-dict", weights["cut.safetensors"], *port],
+            "tensors end at byte",
+        ),
+        (
+            "port.py",
+            [f"{model}:Net", "--state-dict", weights["not_torch.pt"], *port],
+            "a zip archive without data.pkl",
+        ),
         ("port.py", [f"{model}:Net", "--state-dict", missing + ".pt", *port], "does not exist"),
         ("port.py", [f"{star}/__init__.py:resnt", *port], "has no 'resnt' (did you mean resnet?)"),
         ("port.py", [f"{star}/__init__.py:helper", *port], "has no 'helper'"),  # not in __all__
-        ("port.py", [f"{model}:Net", "--config", "{}", *port],
-         "--config is a Hugging Face config, for a transformers:CLASS spec only"),
-        ("port.py", ["transformers:BertModel", "--config", "[1]", *port],
-         "--config must be a JSON object, got '[1]'"),
-        ("port.py", ["transformers:BertModel", "--config", "{hidden", *port],
-         "--config must be a JSON object"),
+        (
+            "port.py",
+            [f"{model}:Net", "--config", "{}", *port],
+            "--config is a Hugging Face config, for a transformers:CLASS spec only",
+        ),
+        (
+            "port.py",
+            ["transformers:BertModel", "--config", "[1]", *port],
+            "--config must be a JSON object, got '[1]'",
+        ),
+        (
+            "port.py",
+            ["transformers:BertModel", "--config", "{hidden", *port],
+            "--config must be a JSON object",
+        ),
         ("port.py", ["timm:", *port], "expected timm:MODEL_NAME"),
         *_zoo_spec_cases(port),
-        ("doctor.py", [f"{model}:Net", "--port", f"{model}:port", "--input-shape", "2,3"],
-         "--port: "),
-        ("explore.py", ["no_such_module_anywhere:f", "--out", os.path.join(tmp, "x.html")],
-         "cannot import 'no_such_module_anywhere'"),
-        ("explore.py", [f"{model}:loss", "--out", os.path.join(tmp, "x.html")],
-         "has no 'loss'"),
+        (
+            "doctor.py",
+            [f"{model}:Net", "--port", f"{model}:port", "--input-shape", "2,3"],
+            "--port: ",
+        ),
+        (
+            "explore.py",
+            ["no_such_module_anywhere:f", "--out", os.path.join(tmp, "x.html")],
+            "cannot import 'no_such_module_anywhere'",
+        ),
+        ("explore.py", [f"{model}:loss", "--out", os.path.join(tmp, "x.html")], "has no 'loss'"),
         ("train.py", ["--model", "0"], "--model '0': every width must be >= 1"),
         ("train.py", ["--model", "256,,128"], "--model '256,,128'"),
         ("train.py", ["--epochs", "0"], "--epochs must be >= 1"),
         ("train.py", ["--batch-size", "-3"], "--batch-size must be >= 1"),
         ("train.py", ["--lr", "0"], "--lr must be a positive finite number"),
         ("train.py", ["--clip", "nan"], "--clip must be a positive finite number"),
-        ("train.py", ["--checkpoint-dir", os.path.join(a_file, "ckpt")],
-         f"{a_file} is a file, not a directory"),
+        (
+            "train.py",
+            ["--checkpoint-dir", os.path.join(a_file, "ckpt")],
+            f"{a_file} is a file, not a directory",
+        ),
         ("train.py", ["--checkpoint-dir", a_file], "exists and is not a directory"),
         ("train.py", ["--checkpoint-every", "5"], "--checkpoint-every needs --checkpoint-dir"),
         ("train.py", ["--resume-from", "ckpt-00000010"], "--resume needs --checkpoint-dir"),
-        ("train.py", ["--checkpoint-dir", tmp, "--resume-from", "ckpt-00000010"],
-         "--resume-from ckpt-00000010: no checkpoint"),
+        (
+            "train.py",
+            ["--checkpoint-dir", tmp, "--resume-from", "ckpt-00000010"],
+            "--resume-from ckpt-00000010: no checkpoint",
+        ),
         ("train.py", ["--plot", missing + ".png"], "does not exist"),
         ("train.py", ["--save", tmp], "is a directory"),
         ("train.py", ["--json", missing + ".json"], "does not exist"),
@@ -154,21 +199,38 @@ def _zoo_spec_cases(port):
     cases = []
     if find_spec("torchvision") is not None:
         cases += [
-            ("port.py", ["torchvision.models:resnet99", *port],
-             "'torchvision.models' has no 'resnet99' (did you mean resnet"),
+            (
+                "port.py",
+                ["torchvision.models:resnet99", *port],
+                "'torchvision.models' has no 'resnet99' (did you mean resnet",
+            ),
             ("port.py", ["torchvision:resnet99", *port], "'torchvision.models' has no 'resnet99'"),
-            ("port.py", ["torchvision.models:resnet18", "--kwargs", '{"weights": "DEFAULT"}',
-                         *port], "port.py downloads nothing"),
+            (
+                "port.py",
+                ["torchvision.models:resnet18", "--kwargs", '{"weights": "DEFAULT"}', *port],
+                "port.py downloads nothing",
+            ),
         ]
     if find_spec("timm") is not None:
-        cases.append(("port.py", ["timm:convnext_attto", *port],
-                      "timm has no model 'convnext_attto' (did you mean convnext_atto"))
+        cases.append(
+            (
+                "port.py",
+                ["timm:convnext_attto", *port],
+                "timm has no model 'convnext_attto' (did you mean convnext_atto",
+            )
+        )
     if find_spec("transformers") is not None:
         cases += [
-            ("port.py", ["transformers:BertModell", *port],
-             "transformers has no 'BertModell' (did you mean BertModel"),
-            ("port.py", ["transformers:AutoModel", "--config", '{"hidden_size": 8}', *port],
-             "picks its class from the config's model_type"),
+            (
+                "port.py",
+                ["transformers:BertModell", *port],
+                "transformers has no 'BertModell' (did you mean BertModel",
+            ),
+            (
+                "port.py",
+                ["transformers:AutoModel", "--config", '{"hidden_size": 8}', *port],
+                "picks its class from the config's model_type",
+            ),
         ]
     return cases
 
@@ -178,11 +240,18 @@ def _run_stubbed(cases, tmp_path):
     for name in STUBBED:
         (stubs / name).mkdir(parents=True)
         (stubs / name / "__init__.py").write_text(
-            f"raise ImportError('{name} imported before the arguments were parsed')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(stubs), ROOT, os.path.join(ROOT, "scripts")]))
-    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(cases)], env=env,
-                          capture_output=True, text=True, timeout=120)
+            f"raise ImportError('{name} imported before the arguments were parsed')\n"
+        )
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(stubs), ROOT, os.path.join(ROOT, "scripts")])
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(cases)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -195,7 +264,7 @@ def test_help_and_bad_arguments_need_no_jax_or_torch(tmp_path):
     for path, result in zip(SCRIPTS, results):
         assert result["code"] == 0, (os.path.basename(path), result["stderr"])
         assert "usage:" in result["stdout"]
-    for (name, argv, message), result in zip(bad, results[len(SCRIPTS):]):
+    for (name, argv, message), result in zip(bad, results[len(SCRIPTS) :]):
         where = f"{name} {' '.join(argv)}"
         assert result["code"] == 2, (where, result)
         errors = [line for line in result["stderr"].splitlines() if "error:" in line]
@@ -205,17 +274,22 @@ def test_help_and_bad_arguments_need_no_jax_or_torch(tmp_path):
 
 def test_graph_formats_match_the_library():
     import graph as graph_script
+
     from jaxgrad.graph import FORMATS
 
     assert graph_script.FORMATS == FORMATS
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--batch-size", "1000", "--accumulate", "2"],
-     "a step of 2000 examples (batch size 1000 × accumulate 2) is larger than the 1438"),
-])
-def test_train_checks_the_batch_against_the_data_before_building_anything(argv, message,
-                                                                          capsys):
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["--batch-size", "1000", "--accumulate", "2"],
+            "a step of 2000 examples (batch size 1000 × accumulate 2) is larger than the 1438",
+        ),
+    ],
+)
+def test_train_checks_the_batch_against_the_data_before_building_anything(argv, message, capsys):
     import train
 
     assert train.main([*argv, "--no-progress"]) == 2

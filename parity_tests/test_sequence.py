@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 from jax.experimental import checkify
+from parity_checks._twin import twin_parity
 
 import jaxgrad
 from jaxgrad import nn
 from jaxgrad.nn import functional as JF
 from jaxgrad.nn.functional._attention import safe_softmax
-from parity_checks._twin import twin_parity
 from torchref.sequence_models import sequence_model
 
 
@@ -26,9 +26,14 @@ from torchref.sequence_models import sequence_model
 def test_parameter_names_and_layouts_match_torch(x64):
     torch.manual_seed(0)
     pairs = [
-        (torch.nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True),
-         nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True)),
-        (torch.nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2), nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2)),
+        (
+            torch.nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True),
+            nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True),
+        ),
+        (
+            torch.nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2),
+            nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2),
+        ),
         (torch.nn.GRU(3, 4, bias=False), nn.GRU(3, 4, bias=False)),
         (torch.nn.TransformerDecoderLayer(4, 2, 8), nn.TransformerDecoderLayer(4, 2, 8)),
         (torch.nn.LayerNorm((2, 3), bias=False), nn.LayerNorm((2, 3), bias=False)),
@@ -53,16 +58,20 @@ def test_default_init_follows_torch(x64):
     stack = jax.jit(nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8), 2).init)(key)
     # torch deep-copies one initialised layer: both layers start identical
     stack = {k: np.asarray(v) for k, v in stack.items()}
-    assert all(np.array_equal(stack[f"layers.0.{k}"], stack[f"layers.1.{k}"])
-               for k in nn.TransformerEncoderLayer(4, 2, 8).param_shapes())
+    assert all(
+        np.array_equal(stack[f"layers.0.{k}"], stack[f"layers.1.{k}"])
+        for k in nn.TransformerEncoderLayer(4, 2, 8).param_shapes()
+    )
 
 
 def test_layer_norm_eps_is_torch_default_not_flax(x64):
     module = torch.nn.LayerNorm(4, dtype=torch.float64)
     x = np.random.default_rng(0).standard_normal((3, 4)) * 1e-3  # low variance: eps matters
     assert twin_parity(module, (x,)).passed
-    flax_eps = lambda m: (nn.LayerNorm(4, eps=1e-6, dtype="float64"),  # noqa: E731
-                          {k: jnp.asarray(v.detach().numpy()) for k, v in m.state_dict().items()})
+    flax_eps = lambda m: (
+        nn.LayerNorm(4, eps=1e-6, dtype="float64"),  # noqa: E731
+        {k: jnp.asarray(v.detach().numpy()) for k, v in m.state_dict().items()},
+    )
     assert not twin_parity(module, (x,), convert=flax_eps).passed
 
 
@@ -86,10 +95,13 @@ def test_functional_embedding_negative_padding_idx_counts_from_the_end_like_torc
     out = torch.nn.functional.embedding(torch.from_numpy(ids), w, padding_idx=-1)
     (out * torch.from_numpy(cotangent)).sum().backward()
     assert not w.grad[4].any()  # torch: the padding row gets nothing
-    got, vjp = jax.vjp(lambda w: JF.embedding(jnp.asarray(ids), w, padding_idx=-1),
-                       jnp.asarray(weight))
-    jaxgrad.parity.assert_parity({"output": out.detach(), "grad": w.grad},
-                                 {"output": got, "grad": vjp(jnp.asarray(cotangent))[0]})
+    got, vjp = jax.vjp(
+        lambda w: JF.embedding(jnp.asarray(ids), w, padding_idx=-1), jnp.asarray(weight)
+    )
+    jaxgrad.parity.assert_parity(
+        {"output": out.detach(), "grad": w.grad},
+        {"output": got, "grad": vjp(jnp.asarray(cotangent))[0]},
+    )
 
 
 def test_embedding_max_norm_weight_matches_torch_after_forward(x64):
@@ -132,13 +144,19 @@ def test_sdpa_options_match_torch_directly(x64):
     ``Σ c·output`` w.r.t. q, k and v against torch's."""
     rng = np.random.default_rng(8)
     cases = {}  # name: (kwargs, (heads_q, heads_kv, L, S, E, Ev))
-    for name, kwargs, dims in (("enable_gqa", {"enable_gqa": True}, (4, 2, 3, 3, 4, 4)),
-                               ("is_causal L<S", {"is_causal": True}, (2, 2, 3, 5, 4, 4)),
-                               ("is_causal L>S", {"is_causal": True}, (2, 2, 5, 3, 4, 4)),
-                               ("value width Ev=5", {}, (2, 2, 3, 4, 4, 5))):
+    for name, kwargs, dims in (
+        ("enable_gqa", {"enable_gqa": True}, (4, 2, 3, 3, 4, 4)),
+        ("is_causal L<S", {"is_causal": True}, (2, 2, 3, 5, 4, 4)),
+        ("is_causal L>S", {"is_causal": True}, (2, 2, 5, 3, 4, 4)),
+        ("value width Ev=5", {}, (2, 2, 3, 4, 4, 5)),
+    ):
         heads_q, heads_kv, L, S, E, Ev = dims
-        arrays = (rng.standard_normal((2, heads_q, L, E)), rng.standard_normal((2, heads_kv, S, E)),
-                  rng.standard_normal((2, heads_kv, S, Ev)), rng.standard_normal((2, heads_q, L, Ev)))
+        arrays = (
+            rng.standard_normal((2, heads_q, L, E)),
+            rng.standard_normal((2, heads_kv, S, E)),
+            rng.standard_normal((2, heads_kv, S, Ev)),
+            rng.standard_normal((2, heads_q, L, Ev)),
+        )
         cases[name] = (kwargs, arrays)
     references = {}
     for name, (kwargs, (q, k, v, cotangent)) in cases.items():
@@ -152,14 +170,16 @@ def test_sdpa_options_match_torch_directly(x64):
         results = {}
         for name, (kwargs, _) in cases.items():
             q, k, v, cotangent = arrays[name]
-            out, vjp = jax.vjp(lambda *qkv, kw=kwargs: JF.scaled_dot_product_attention(*qkv, **kw),
-                               q, k, v)
+            out, vjp = jax.vjp(
+                lambda *qkv, kw=kwargs: JF.scaled_dot_product_attention(*qkv, **kw), q, k, v
+            )
             results[name] = {"output": out, "grads": list(vjp(cotangent))}
         return results
 
     candidates = ours({name: arrays for name, (_, arrays) in cases.items()})
-    reports = [jaxgrad.parity.compare(references[name], candidates[name], name=name)
-               for name in cases]
+    reports = [
+        jaxgrad.parity.compare(references[name], candidates[name], name=name) for name in cases
+    ]
     assert all(r.passed for r in reports), "\n".join(r.table() for r in reports if not r.passed)
 
 
@@ -170,8 +190,7 @@ def test_batched_attention_per_head_weights_match_torch(x64):
     module = torch.nn.MultiheadAttention(6, 3, batch_first=True, dtype=torch.float64)
     q = np.random.default_rng(4).standard_normal((3, 4, 6))
     kv = np.random.default_rng(5).standard_normal((3, 5, 6))
-    report = twin_parity(module, (q, kv, kv), {"need_weights": True,
-                                                "average_attn_weights": False})
+    report = twin_parity(module, (q, kv, kv), {"need_weights": True, "average_attn_weights": False})
     assert report.passed, report.table()
     assert any(leaf.shape == (3, 3, 4, 5) for leaf in report.leaves)  # the weights were compared
 
@@ -205,8 +224,7 @@ def test_short_and_long_sequences_match_torch(cell, x64):
     from jaxgrad.nn.functional._recurrent import FULL_UNROLL_MAX
 
     torch.manual_seed(0)
-    module = getattr(torch.nn, cell)(3, 4, num_layers=2, bidirectional=True,
-                                     dtype=torch.float64)
+    module = getattr(torch.nn, cell)(3, 4, num_layers=2, bidirectional=True, dtype=torch.float64)
     for length in (FULL_UNROLL_MAX, FULL_UNROLL_MAX + 1):
         x = np.random.default_rng(length).standard_normal((length, 2, 3))
         report = twin_parity(module, (x,))
@@ -248,8 +266,10 @@ def test_safe_softmax_is_torchs_with_its_gradient_and_tangent(x64):
     direction = rng.standard_normal(finite.shape)
     _, tangent = jax.jvp(safe_softmax, (jnp.asarray(finite),), (jnp.asarray(direction),))
     eps = 1e-6
-    central = (np.asarray(safe_softmax(jnp.asarray(finite + eps * direction)))
-               - np.asarray(safe_softmax(jnp.asarray(finite - eps * direction)))) / (2 * eps)
+    central = (
+        np.asarray(safe_softmax(jnp.asarray(finite + eps * direction)))
+        - np.asarray(safe_softmax(jnp.asarray(finite - eps * direction)))
+    ) / (2 * eps)
     np.testing.assert_allclose(tangent, central, rtol=1e-6, atol=1e-8)
 
 
@@ -274,7 +294,9 @@ def test_jit_grad_vmap(name, x64):
     eager = jnp.stack([jax.jit(fn)(params, x) for x in xs])
     batched = jax.jit(jax.vmap(fn, in_axes=(None, 0)))(params, xs)
     jaxgrad.parity.assert_parity(eager, batched)
-    grads = jax.jit(jax.grad(lambda p: jnp.sum(jax.vmap(fn, in_axes=(None, 0))(p, xs) ** 2)))(params)
+    grads = jax.jit(jax.grad(lambda p: jnp.sum(jax.vmap(fn, in_axes=(None, 0))(p, xs) ** 2)))(
+        params
+    )
     assert set(grads) == set(params) and all(jnp.all(jnp.isfinite(g)) for g in grads.values())
 
 
@@ -309,6 +331,7 @@ def test_layer_dropout_parity_with_torch_masks_injected(x64):
     def capture(path):
         def hook(module, inputs, output):
             masks[path] = (output != 0).numpy()
+
         return hook
 
     for i in range(2):
@@ -330,28 +353,38 @@ def test_torch_fast_path_differs_only_at_padded_positions():
     with torch.no_grad():  # eval + no_grad + padding mask: nested tensors
         fast = encoder(x, src_key_padding_mask=padding).numpy()
     model, params = nn.from_torch(encoder)
-    ours = np.asarray(jax.jit(model.apply)(params, jnp.asarray(x.numpy()),
-                                           src_key_padding_mask=jnp.asarray(padding.numpy())))
+    ours = np.asarray(
+        jax.jit(model.apply)(
+            params, jnp.asarray(x.numpy()), src_key_padding_mask=jnp.asarray(padding.numpy())
+        )
+    )
     keep = ~padding.numpy()
     jaxgrad.parity.assert_parity(fast[keep], ours[keep])
     assert np.all(fast[~keep] == 0) and np.all(ours[~keep] != 0)
 
 
 def test_fx_converts_user_sequence_models():
-    small = {"gru": dict(hidden_size=4),
-             "transformer": dict(d_model=4, nhead=2, dim_feedforward=8, num_layers=1)}
-    for name, x in (("gru", np.random.default_rng(3).random((2, 64), np.float32)),
-                    ("transformer", np.random.default_rng(3).integers(0, 17, (2, 64)))):
+    small = {
+        "gru": dict(hidden_size=4),
+        "transformer": dict(d_model=4, nhead=2, dim_feedforward=8, num_layers=1),
+    }
+    for name, x in (
+        ("gru", np.random.default_rng(3).random((2, 64), np.float32)),
+        ("transformer", np.random.default_rng(3).integers(0, 17, (2, 64))),
+    ):
         module = sequence_model(name, **small[name])
         model, params = nn.from_torch(module)
         assert type(model).__name__ == "GraphModule"
-        jaxgrad.parity.assert_parity(module(torch.from_numpy(x)).detach(),
-                                     jax.jit(model.apply)(params, jnp.asarray(x)))
+        jaxgrad.parity.assert_parity(
+            module(torch.from_numpy(x)).detach(), jax.jit(model.apply)(params, jnp.asarray(x))
+        )
 
 
 # ---------------------------------------------------------------------- bad input
 def test_bad_attention_inputs_name_the_layer_path(x64):
-    with pytest.raises(ValueError, match=r"`embed_dim` \(=6\) must be divisible by `num_heads` \(=4\)"):
+    with pytest.raises(
+        ValueError, match=r"`embed_dim` \(=6\) must be divisible by `num_heads` \(=4\)"
+    ):
         nn.MultiheadAttention(6, 4)
     with pytest.raises(ValueError, match=r"`d_model` \(=6\) must be divisible by `nhead` \(=4\)"):
         nn.TransformerEncoderLayer(6, 4)
@@ -359,9 +392,18 @@ def test_bad_attention_inputs_name_the_layer_path(x64):
     params = stack.init(jax.random.key(0))
     x = jnp.zeros((5, 2, 4))
     cases = [
-        (dict(mask=jnp.zeros((4, 5), bool)), r"'layers.0.self_attn'.*2-D `attn_mask` has shape \(4, 5\), expected \(L, S\) = \(5, 5\)"),
-        (dict(mask=jnp.zeros((5, 5), jnp.int32)), r"'layers.0.self_attn'.*`attn_mask` must be bool or floating, got dtype int32"),
-        (dict(src_key_padding_mask=jnp.zeros((3, 5), bool)), r"'layers.0.self_attn'.*`key_padding_mask` has shape \(3, 5\), expected \(N, S\) = \(2, 5\)"),
+        (
+            dict(mask=jnp.zeros((4, 5), bool)),
+            r"'layers.0.self_attn'.*2-D `attn_mask` has shape \(4, 5\), expected \(L, S\) = \(5, 5\)",
+        ),
+        (
+            dict(mask=jnp.zeros((5, 5), jnp.int32)),
+            r"'layers.0.self_attn'.*`attn_mask` must be bool or floating, got dtype int32",
+        ),
+        (
+            dict(src_key_padding_mask=jnp.zeros((3, 5), bool)),
+            r"'layers.0.self_attn'.*`key_padding_mask` has shape \(3, 5\), expected \(N, S\) = \(2, 5\)",
+        ),
         (dict(is_causal=True), r"`is_causal=True` is a hint that needs the causal `attn_mask`"),
     ]
     for kwargs, message in cases:
@@ -369,7 +411,10 @@ def test_bad_attention_inputs_name_the_layer_path(x64):
             stack.apply(params, x, **kwargs)
     mha = nn.MultiheadAttention(4, 2, dtype="float64")
     mha_params = mha.init(jax.random.key(0))
-    with pytest.raises(ValueError, match=r"MultiheadAttention: `query` last dimension must be 4, got shape \(5, 2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"MultiheadAttention: `query` last dimension must be 4, got shape \(5, 2, 3\)",
+    ):
         mha.apply(mha_params, x[..., :3], x, x)
     with pytest.raises(TypeError, match="`key=` is the jax.random PRNG key.*positionally"):
         mha.apply(mha_params, x, x, x, key=x)
@@ -382,23 +427,45 @@ def test_bad_recurrent_states_name_received_and_expected(x64):
     params = lstm.init(jax.random.key(0))
     x = jnp.zeros((5, 2, 3))
     h, c = jnp.zeros((2, 2, 4)), jnp.zeros((2, 2, 4))
-    with pytest.raises(ValueError, match=r"LSTM at '0': `h_0` has shape \(1, 2, 4\), expected \(2, 2, 4\)"):
-        lstm[0].forward_with_state(params and lstm.layer_params(params, 0), x, (h[:1], c),
-                                   buffers={}, train=False, key=None, path="0")
+    with pytest.raises(
+        ValueError, match=r"LSTM at '0': `h_0` has shape \(1, 2, 4\), expected \(2, 2, 4\)"
+    ):
+        lstm[0].forward_with_state(
+            params and lstm.layer_params(params, 0),
+            x,
+            (h[:1], c),
+            buffers={},
+            train=False,
+            key=None,
+            path="0",
+        )
     with pytest.raises(ValueError, match=r"`c_0` has shape \(2, 3, 4\), expected \(2, 2, 4\)"):
-        nn.LSTM(3, 4, 2, dtype="float64").apply(lstm.layer_params(params, 0), x, (h, jnp.zeros((2, 3, 4))))
-    with pytest.raises(ValueError, match=r"GRU: `input` last dimension must be input_size=3, got shape \(5, 2, 4\)"):
+        nn.LSTM(3, 4, 2, dtype="float64").apply(
+            lstm.layer_params(params, 0), x, (h, jnp.zeros((2, 3, 4)))
+        )
+    with pytest.raises(
+        ValueError, match=r"GRU: `input` last dimension must be input_size=3, got shape \(5, 2, 4\)"
+    ):
         gru = nn.GRU(3, 4, dtype="float64")
         gru.apply(gru.init(jax.random.key(0)), jnp.zeros((5, 2, 4)))
     cell = nn.GRUCell(3, 4, dtype="float64")
     with pytest.raises(ValueError, match=r"GRUCell: `hx` has shape \(3, 4\), expected \(2, 4\)"):
         cell.apply(cell.init(jax.random.key(0)), jnp.zeros((2, 3)), jnp.zeros((3, 4)))
-    with pytest.raises(ValueError, match=r"`proj_size` \(=4\) must be smaller than `hidden_size` \(=4\)"):
+    with pytest.raises(
+        ValueError, match=r"`proj_size` \(=4\) must be smaller than `hidden_size` \(=4\)"
+    ):
         nn.LSTM(3, 4, proj_size=4)
-    with pytest.raises(ValueError, match=r"`padding_idx` \(=5\) must be within num_embeddings \(=5\)"):
+    with pytest.raises(
+        ValueError, match=r"`padding_idx` \(=5\) must be within num_embeddings \(=5\)"
+    ):
         nn.Embedding(5, 2, padding_idx=5)
-    with pytest.raises(ValueError, match=r"`normalized_shape` \(=\[3\]\) must match the input's last 1 dims; got input shape \(2, 4\)"):
-        nn.LayerNorm(3).apply(nn.LayerNorm(3).init(jax.random.key(0)), jnp.zeros((2, 4), jnp.float32))
+    with pytest.raises(
+        ValueError,
+        match=r"`normalized_shape` \(=\[3\]\) must match the input's last 1 dims; got input shape \(2, 4\)",
+    ):
+        nn.LayerNorm(3).apply(
+            nn.LayerNorm(3).init(jax.random.key(0)), jnp.zeros((2, 4), jnp.float32)
+        )
 
 
 def test_from_torch_refuses_an_unknown_transformer_activation():

@@ -42,12 +42,12 @@ def test_bce_target_outside_unit_interval_raises_like_torch(x64, bad):
     message = r"`target` must be a probability in \[0, 1\]; found one outside it or NaN"
     for reduction in ("mean", "sum", "none"):
         with pytest.raises(ValueError, match=message):
-            losses.binary_cross_entropy(jnp.asarray(probs), jnp.asarray(target),
-                                        reduction=reduction)
+            losses.binary_cross_entropy(
+                jnp.asarray(probs), jnp.asarray(target), reduction=reduction
+            )
     # a concrete target under grad (no jit) is still checked, and so is the module
     with pytest.raises(ValueError, match=message):
-        jax.grad(lambda p: losses.binary_cross_entropy(p, jnp.asarray(target)))(
-            jnp.asarray(probs))
+        jax.grad(lambda p: losses.binary_cross_entropy(p, jnp.asarray(target)))(jnp.asarray(probs))
     with pytest.raises(ValueError, match=message):
         losses.BCELoss()(jnp.asarray(probs), jnp.asarray(target))
 
@@ -58,10 +58,13 @@ def test_bce_target_outside_unit_interval_under_jit_is_nan_and_checked_raises(x6
     target = jnp.array([bad, 0.0, 1.0])
     assert np.isnan(float(jax.jit(losses.binary_cross_entropy)(probs, target)))
     per_element = jax.jit(lambda p, t: losses.binary_cross_entropy(p, t, reduction="none"))(
-        probs, target)
-    expected = F.binary_cross_entropy(torch.tensor([0.6, 0.9], dtype=torch.float64),
-                                      torch.tensor([0.0, 1.0], dtype=torch.float64),
-                                      reduction="none")
+        probs, target
+    )
+    expected = F.binary_cross_entropy(
+        torch.tensor([0.6, 0.9], dtype=torch.float64),
+        torch.tensor([0.0, 1.0], dtype=torch.float64),
+        reduction="none",
+    )
     assert np.isnan(float(per_element[0]))
     assert_parity(expected, per_element[1:])
     error, _ = jax.jit(losses.checked(losses.binary_cross_entropy))(probs, target)
@@ -77,8 +80,10 @@ def test_bce_targets_inside_unit_interval_still_match_torch(x64, rng):
     value = F.binary_cross_entropy(p, t)
     value.backward()
     expected = (value.detach(), p.grad, t.grad)
-    for fn in (jax.value_and_grad(losses.binary_cross_entropy, argnums=(0, 1)),
-               jax.jit(jax.value_and_grad(losses.binary_cross_entropy, argnums=(0, 1)))):
+    for fn in (
+        jax.value_and_grad(losses.binary_cross_entropy, argnums=(0, 1)),
+        jax.jit(jax.value_and_grad(losses.binary_cross_entropy, argnums=(0, 1))),
+    ):
         got_value, (grad_p, grad_t) = fn(jnp.asarray(probs), jnp.asarray(target))
         assert got_value.dtype == jnp.float64
         assert_parity(expected, (got_value, grad_p, grad_t))
@@ -112,13 +117,17 @@ def test_l1_loss_gradient_at_nan_target_and_ties_is_torchs(x64, reduction, weigh
 
     def total(x, t):
         return jnp.sum(losses.l1_loss(x, t, **jax_kwargs))
-    for value_and_grad in (jax.value_and_grad(total, argnums=(0, 1)),
-                           jax.jit(jax.value_and_grad(total, argnums=(0, 1)))):
+
+    for value_and_grad in (
+        jax.value_and_grad(total, argnums=(0, 1)),
+        jax.jit(jax.value_and_grad(total, argnums=(0, 1))),
+    ):
         value, (grad_input, grad_target) = value_and_grad(jnp.asarray(input), jnp.asarray(target))
         assert grad_input.dtype == jnp.float64
         assert_parity(expected[1:], (grad_input, grad_target))
-    assert_parity(expected[0], losses.l1_loss(jnp.asarray(input), jnp.asarray(target),
-                                              **jax_kwargs))
+    assert_parity(
+        expected[0], losses.l1_loss(jnp.asarray(input), jnp.asarray(target), **jax_kwargs)
+    )
 
 
 def test_smooth_l1_loss_with_beta_zero_has_l1s_gradient_at_nan(x64):
@@ -127,8 +136,9 @@ def test_smooth_l1_loss_with_beta_zero_has_l1s_gradient_at_nan(x64):
     target = np.array([NAN, 0.2, 0.0])
     x = torch.tensor(input, requires_grad=True)
     F.smooth_l1_loss(x, torch.tensor(target), reduction="sum", beta=0.0).backward()
-    got = jax.grad(lambda a: losses.smooth_l1_loss(a, jnp.asarray(target), reduction="sum",
-                                                   beta=0.0))(jnp.asarray(input))
+    got = jax.grad(
+        lambda a: losses.smooth_l1_loss(a, jnp.asarray(target), reduction="sum", beta=0.0)
+    )(jnp.asarray(input))
     assert_parity(x.grad, got)
 
 
@@ -177,8 +187,11 @@ def test_recurrent_input_of_another_dtype_raises_like_torch(x64, name):
     torch.manual_seed(0)
     module = getattr(torch.nn, name)(3, 4)
     x = np.random.default_rng(0).standard_normal((2, 1, 3))
-    with pytest.raises(ValueError, match=r"input dtype \(torch.float64\) does not match "
-                                         r"weight dtype \(torch.float32\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"input dtype \(torch.float64\) does not match "
+        r"weight dtype \(torch.float32\)",
+    ):
         module(torch.tensor(x))
     layer, params = nn.from_torch(module)
     message = rf"{name}: `input` dtype \(float64\) must match the weight dtype \(float32\)"
@@ -190,8 +203,11 @@ def test_recurrent_input_of_another_dtype_raises_like_torch(x64, name):
     with pytest.raises(ValueError, match=r"input dtype \(torch.float32\) does not match"):
         module.double()(torch.tensor(x, dtype=torch.float32))
     layer64, params64 = nn.from_torch(module)
-    with pytest.raises(ValueError, match=r"`input` dtype \(float32\) must match the weight "
-                                         r"dtype \(float64\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"`input` dtype \(float32\) must match the weight "
+        r"dtype \(float64\)",
+    ):
         layer64.apply(params64, jnp.asarray(x, jnp.float32))
 
 
@@ -207,8 +223,11 @@ def test_recurrent_initial_state_of_another_dtype_raises_like_torch(x64, name):
     layer, params = nn.from_torch(module)
     jax_state = (jnp.asarray(h0.numpy()),) * 2 if name == "LSTM" else jnp.asarray(h0.numpy())
     label = "h_0" if name == "LSTM" else "hx"
-    with pytest.raises(ValueError, match=rf"`{label}` dtype \(float64\) must match the weight "
-                                         r"dtype \(float32\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"`{label}` dtype \(float64\) must match the weight "
+        r"dtype \(float32\)",
+    ):
         layer.apply(params, jnp.asarray(x.numpy()), jax_state)
 
 
@@ -234,8 +253,11 @@ def test_recurrent_cell_input_of_another_dtype_raises_like_torch(x64, name):
     with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
         module(torch.tensor(x))
     layer, params = nn.from_torch(module)
-    with pytest.raises(TypeError, match=rf"{name}: `input` dtype float64 does not match the "
-                                        r"layer's float32 parameters"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{name}: `input` dtype float64 does not match the "
+        r"layer's float32 parameters",
+    ):
         layer.apply(params, jnp.asarray(x))
     h0 = jnp.zeros((2, 4), jnp.float64)
     with pytest.raises(TypeError, match="dtype float64 does not match"):

@@ -52,7 +52,9 @@ def test_train_updates_buffers_and_eval_leaves_them():
     assert {k: int(v) for k, v in after_train.items()} == {"1.count": 1, "2.1.count": 1}
     y_eval, after_eval = model.apply(params, x, buffers=after_train)
     assert {k: int(v) for k, v in after_eval.items()} == {"1.count": 1, "2.1.count": 1}
-    np.testing.assert_array_equal(y_eval, jax.nn.relu(model[0].apply(model.layer_params(params, 0), x)))
+    np.testing.assert_array_equal(
+        y_eval, jax.nn.relu(model[0].apply(model.layer_params(params, 0), x))
+    )
 
 
 def test_a_layers_randomness_depends_on_its_path_only():
@@ -103,7 +105,6 @@ def test_buffer_free_models_keep_their_one_value_apply():
     y2, buffers = model.apply(params, jnp.ones((1, 3)), buffers={})
     np.testing.assert_array_equal(y, y2)
     assert buffers == {} and model.init_buffers() == {}
-
 
 
 _INIT_CALLS = []

@@ -33,15 +33,18 @@ def _programs():
         def step(h, xt):
             h = jnp.tanh(xt @ w[:3] + h @ w[:3, :3])
             return h, h
+
         return jax.lax.scan(step, jnp.zeros(3, x.dtype), x)[1]
 
     def conv(x):
         kernel = jnp.asarray(w[None, None, :3, :3])
         return jax.lax.conv_general_dilated(x[None, None], kernel, (2, 2), "SAME")
 
-    return [(dense_grad, np.ones((2, 4), np.float32)),
-            (recurrence, np.ones((5, 3), np.float32)),
-            (conv, np.ones((6, 6), np.float32))]
+    return [
+        (dense_grad, np.ones((2, 4), np.float32)),
+        (recurrence, np.ones((5, 3), np.float32)),
+        (conv, np.ones((6, 6), np.float32)),
+    ]
 
 
 def _lower_all(monkeypatch, make):
@@ -49,8 +52,9 @@ def _lower_all(monkeypatch, make):
     out = []
     for f, x in _programs():
         lowered = jax.jit(f).lower(x)
-        out.append((lowered.as_text(), lowered.compiler_ir().context,
-                    np.asarray(lowered.compile()(x))))
+        out.append(
+            (lowered.as_text(), lowered.compiler_ir().context, np.asarray(lowered.compile()(x)))
+        )
     return out
 
 
@@ -69,7 +73,8 @@ def test_one_shared_mlir_context_lowers_the_text_fresh_contexts_do(monkeypatch):
     assert len(contexts) == 1, "the shared programs were not lowered into one context"
     assert all(context is not by_shared[0][1] for _, context, _ in by_fresh)
     for (text, _, value), (text_s, _, value_s), (text_a, _, value_a) in zip(
-            by_fresh, by_shared, again):
+        by_fresh, by_shared, again
+    ):
         assert text_s == text and text_a == text
         np.testing.assert_array_equal(value_s, value)
         np.testing.assert_array_equal(value_a, value)

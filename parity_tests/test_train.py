@@ -7,15 +7,23 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from parity_checks.training import SIZES, make_data, trajectories
 
 import jaxgrad
 import torchref
 from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.parity import BIT_IDENTICAL, ambiguous_argmax, assert_parity, compare
-from jaxgrad.train import (Trainer, build_optimizer, evaluate, make_train_epoch,
-                           make_train_step, select_devices, shard_batch, data_parallel_mesh)
-from parity_checks.training import SIZES, make_data, trajectories
+from jaxgrad.train import (
+    Trainer,
+    build_optimizer,
+    data_parallel_mesh,
+    evaluate,
+    make_train_epoch,
+    make_train_step,
+    select_devices,
+    shard_batch,
+)
 from torchref import optim as toptim
 from torchref import train as ttrain
 
@@ -29,8 +37,9 @@ def test_trajectory_matches_torch_float64(x64, optimizer, jit, steps):
 
 
 def test_accumulation_and_clipping_match_torch_float64(x64):
-    reference, candidate = trajectories("adam", "float64", steps=4, batch_size=4,
-                                        accumulate=4, clip=0.5)
+    reference, candidate = trajectories(
+        "adam", "float64", steps=4, batch_size=4, accumulate=4, clip=0.5
+    )
     assert_parity(reference, candidate)
 
 
@@ -47,8 +56,13 @@ def test_weight_decay_trains_like_torch(x64):
     step = make_train_step(model, jlosses.cross_entropy, opt)
     state = opt.init(params)
     for batch in (slice(0, 16), slice(16, 32)):
-        ttrain.train_step(module, torch_opt, torch.nn.functional.cross_entropy,
-                          torch.from_numpy(x[batch]), torch.from_numpy(y[batch]))
+        ttrain.train_step(
+            module,
+            torch_opt,
+            torch.nn.functional.cross_entropy,
+            torch.from_numpy(x[batch]),
+            torch.from_numpy(y[batch]),
+        )
         params, state, _ = step(params, state, (x[batch], y[batch]))
     assert_parity(torchref.state_dict_numpy(module), model.state_dict(params))
 
@@ -85,8 +99,9 @@ def test_fused_epoch_equals_step_loop():
     assert metrics["grads_finite"]["0.weight"].shape == (len(idx),)
     # Same float32 ops, but XLA may fuse a scan body differently from a lone step:
     # the float32 tier, not bit-identity.
-    assert_parity({"params": looped, "loss": np.stack(losses)},
-                  {"params": fused, "loss": metrics["loss"]})
+    assert_parity(
+        {"params": looped, "loss": np.stack(losses)}, {"params": fused, "loss": metrics["loss"]}
+    )
 
 
 @pytest.mark.parametrize("case", ["finite", "nan input", "huge finite"])
@@ -128,8 +143,11 @@ def test_frozen_parameters_stay_bit_identical_and_buffers_are_donated():
     for _ in range(3):
         new, state, _ = step(new, state, (x[:16], y[:16]))
     assert first["0.weight"].is_deleted()  # donated: updated in place
-    assert_parity({k: params[k] for k in ("0.weight", "0.bias")},
-                  {k: new[k] for k in ("0.weight", "0.bias")}, **BIT_IDENTICAL)
+    assert_parity(
+        {k: params[k] for k in ("0.weight", "0.bias")},
+        {k: new[k] for k in ("0.weight", "0.bias")},
+        **BIT_IDENTICAL,
+    )
     assert not np.array_equal(np.asarray(params["2.weight"]), np.asarray(new["2.weight"]))
 
 
@@ -144,11 +162,17 @@ def test_clip_norm_counts_only_trainable_parameters_like_torch(x64):
     model, params = jaxgrad.nn.from_torch(module)
     x, y = make_data("float64")
     trainable = ttrain.freeze(module, ["0.weight", "0.bias"])
-    ttrain.train_step(module, torch.optim.SGD(trainable, lr=0.5),
-                      torch.nn.functional.cross_entropy, torch.from_numpy(x[:16]),
-                      torch.from_numpy(y[:16]), clip=0.05)
-    clipped_norm = float(torch.linalg.vector_norm(torch.stack(
-        [torch.linalg.vector_norm(p.grad) for p in trainable])))
+    ttrain.train_step(
+        module,
+        torch.optim.SGD(trainable, lr=0.5),
+        torch.nn.functional.cross_entropy,
+        torch.from_numpy(x[:16]),
+        torch.from_numpy(y[:16]),
+        clip=0.05,
+    )
+    clipped_norm = float(
+        torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in trainable]))
+    )
     assert clipped_norm == pytest.approx(0.05, rel=1e-4)  # the clip was active
     opt = build_optimizer(joptim.sgd(lr=0.5), clip=0.05, frozen=["0"])
     step = make_train_step(model, jlosses.cross_entropy, opt, jit=False)
@@ -163,8 +187,10 @@ def test_accumulate_equals_one_big_batch():
     acc = make_train_step(model, jlosses.cross_entropy, opt, accumulate=4, donate=False)
     out_big = big(params, opt.init(params), (x[:32], y[:32]))
     out_acc = acc(params, opt.init(params), (x[:32], y[:32]))
-    assert_parity({"params": out_big[0], "loss": out_big[2]["loss"]},
-                  {"params": out_acc[0], "loss": out_acc[2]["loss"]})
+    assert_parity(
+        {"params": out_big[0], "loss": out_big[2]["loss"]},
+        {"params": out_acc[0], "loss": out_acc[2]["loss"]},
+    )
 
 
 def test_trainer_step_draws_batch_size_times_accumulate_examples_like_torch():
@@ -175,8 +201,9 @@ def test_trainer_step_draws_batch_size_times_accumulate_examples_like_torch():
     x, y = x[:60], y[:60]  # the last 12 examples make no full step
     opt = joptim.sgd(lr=0.1)
     trainer = Trainer(model, jlosses.cross_entropy, opt, params, batch_size=4, accumulate=4)
-    twin = ttrain.TorchTrainer(module, torch.optim.SGD(module.parameters(), lr=0.1),
-                               batch_size=4, accumulate=4)
+    twin = ttrain.TorchTrainer(
+        module, torch.optim.SGD(module.parameters(), lr=0.1), batch_size=4, accumulate=4
+    )
     for _ in range(2):
         result, expected = trainer.train_epoch(x, y), twin.train_epoch(x, y)
         assert result.steps == expected.steps == 3
@@ -195,13 +222,17 @@ def test_accumulate_rejects_uneven_batch():
 
 def test_bfloat16_mixed_precision_keeps_float32_master_weights():
     _, model, params, opt, x, y = _setup()
-    step = make_train_step(model, jlosses.cross_entropy, opt, compute_dtype="bfloat16",
-                           donate=False)
+    step = make_train_step(
+        model, jlosses.cross_entropy, opt, compute_dtype="bfloat16", donate=False
+    )
     new, state, metrics = step(params, opt.init(params), (x[:32], y[:32]))
     loss32 = jlosses.cross_entropy(model.apply(params, jnp.asarray(x[:32])), y[:32])
     assert new["0.weight"].dtype == jnp.float32
-    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(state)
-               if jnp.issubdtype(leaf.dtype, jnp.floating))
+    assert all(
+        leaf.dtype == jnp.float32
+        for leaf in jax.tree.leaves(state)
+        if jnp.issubdtype(leaf.dtype, jnp.floating)
+    )
     assert metrics["loss"].dtype == jnp.float32
     # bfloat16 keeps 8 significant bits: the loss agrees to about 2^-8 relative.
     np.testing.assert_allclose(metrics["loss"], loss32, rtol=2e-2)
@@ -223,7 +254,8 @@ def test_bfloat16_leaves_token_ids_integers():
     expected = np.asarray(params["0.weight"])[np.asarray(ids)]  # the gather, by hand
     assert rows.dtype == jnp.float32
     np.testing.assert_array_equal(
-        np.asarray(rows), expected.astype(jnp.bfloat16).astype(np.float32))
+        np.asarray(rows), expected.astype(jnp.bfloat16).astype(np.float32)
+    )
 
 
 def test_evaluate_matches_torch():
@@ -256,8 +288,9 @@ def test_torch_train_step_accumulation_equals_big_batch():
     opt_a = torch.optim.SGD(module.parameters(), lr=0.1)
     opt_b = torch.optim.SGD(twin.parameters(), lr=0.1)
     xb, yb = torch.from_numpy(x[:32]), torch.from_numpy(y[:32])
-    loss_a = ttrain.train_step(module, opt_a, torch.nn.functional.cross_entropy, xb, yb,
-                               accumulate=4)
+    loss_a = ttrain.train_step(
+        module, opt_a, torch.nn.functional.cross_entropy, xb, yb, accumulate=4
+    )
     loss_b = ttrain.train_step(twin, opt_b, torch.nn.functional.cross_entropy, xb, yb)
     assert_parity(torchref.state_dict_numpy(twin), torchref.state_dict_numpy(module))
     assert_parity(loss_b, loss_a)

@@ -10,11 +10,12 @@ import signal
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pytest
 import safetensors.torch
 import torch
+import train as train_script
+from parity_checks.training import SIZES, make_data
 
 import jaxgrad
 import torchref
@@ -22,10 +23,16 @@ from jaxgrad import losses as jlosses
 from jaxgrad import optim as joptim
 from jaxgrad.data import batch_indices
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity
-from jaxgrad.train import (CheckpointError, NonFiniteLossError, Trainer, checkpoint,
-                           latest_checkpoint, load_checkpoint, load_params, save_params)
-from parity_checks.training import SIZES, make_data
-import train as train_script
+from jaxgrad.train import (
+    CheckpointError,
+    NonFiniteLossError,
+    Trainer,
+    checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    load_params,
+    save_params,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = {"run": "test", "lr": 0.1}
@@ -37,10 +44,20 @@ def _trainer(directory, *, every=3, fused=False, config=CONFIG, sizes=SIZES, sch
     kwargs = {"lr": 1e-2}
     if scheduler:  # as scripts/train.py --scheduler NAME builds it (OneCycleLR cycles betas[0])
         kwargs = joptim.schedulers.with_cycled_momentum(
-            joptim.adam, {"lr": joptim.schedulers.for_run(scheduler, 1e-2, 16)})
-    return Trainer(model, jlosses.cross_entropy, joptim.adam(**kwargs), params, batch_size=8,
-                   seed=3, fused=fused, checkpoint_dir=str(directory), checkpoint_every=every,
-                   config=config)
+            joptim.adam, {"lr": joptim.schedulers.for_run(scheduler, 1e-2, 16)}
+        )
+    return Trainer(
+        model,
+        jlosses.cross_entropy,
+        joptim.adam(**kwargs),
+        params,
+        batch_size=8,
+        seed=3,
+        fused=fused,
+        checkpoint_dir=str(directory),
+        checkpoint_every=every,
+        config=config,
+    )
 
 
 class Interrupt(Exception):
@@ -51,11 +68,14 @@ def _stop_at(step):
     def on_steps(global_step, losses):
         if global_step >= step:
             raise Interrupt
+
     return on_steps
 
 
-@pytest.mark.parametrize("fused,every,position,scheduler", [
-    (False, 3, (9, 1, 1), None), (True, 4, (12, 1, 4), "OneCycleLR")])
+@pytest.mark.parametrize(
+    "fused,every,position,scheduler",
+    [(False, 3, (9, 1, 1), None), (True, 4, (12, 1, 4), "OneCycleLR")],
+)
 def test_resume_mid_epoch_is_bit_exact(tmp_path, fused, every, position, scheduler):
     """Interrupted in epoch 2 after step 10 (fused: after the stretch ending at 12;
     checkpoints every 4 steps keep every stretch 4 long: one compilation per run).
@@ -86,9 +106,9 @@ def test_checkpoint_files_load_in_torch_and_round_trip(tmp_path):
     trainer.train_epoch(x, y)
     path = trainer.save()
     assert latest_checkpoint(str(tmp_path)) == path
-    params, opt_state, meta = load_checkpoint(path, model=trainer.model,
-                                              opt_state_template=trainer.opt_state,
-                                              config=CONFIG)
+    params, opt_state, meta = load_checkpoint(
+        path, model=trainer.model, opt_state_template=trainer.opt_state, config=CONFIG
+    )
     assert meta["global_step"] == 8 and meta["epoch"] == 1 and meta["step_in_epoch"] == 0
     assert_parity(trainer.params, params, **BIT_IDENTICAL)
     assert_parity(trainer.opt_state, opt_state, **BIT_IDENTICAL)
@@ -101,8 +121,11 @@ def test_checkpoint_files_load_in_torch_and_round_trip(tmp_path):
     saved = save_params(str(tmp_path / "final.safetensors"), trainer.params)
     assert_parity(trainer.params, safetensors.torch.load_file(saved), **BIT_IDENTICAL)
     safetensors.torch.save_file(dict(module.state_dict()), str(tmp_path / "torch.safetensors"))
-    assert_parity(trainer.params, load_params(str(tmp_path / "torch.safetensors"), trainer.model),
-                  **BIT_IDENTICAL)
+    assert_parity(
+        trainer.params,
+        load_params(str(tmp_path / "torch.safetensors"), trainer.model),
+        **BIT_IDENTICAL,
+    )
 
 
 def test_corrupt_or_mismatched_checkpoints_are_errors(tmp_path):
@@ -111,8 +134,9 @@ def test_corrupt_or_mismatched_checkpoints_are_errors(tmp_path):
     trainer.train_epoch(x, y)
     path = trainer.save()
 
-    with pytest.raises(CheckpointError,
-                       match="different run configuration.*lr: checkpoint 0.1, now 0.2"):
+    with pytest.raises(
+        CheckpointError, match="different run configuration.*lr: checkpoint 0.1, now 0.2"
+    ):
         _trainer(tmp_path, config={**CONFIG, "lr": 0.2}).resume()
     with pytest.raises(CheckpointError, match="parameters do not fit the model"):
         _trainer(tmp_path, sizes=[10, 8, 4]).resume()
@@ -162,8 +186,12 @@ def test_a_failed_write_never_becomes_latest(tmp_path, monkeypatch):
 
 def _save(directory, step, keep=2):
     return checkpoint.save_checkpoint(
-        str(directory), params={"w": np.full(2, step, np.float32)},
-        opt_state={"m": np.zeros(2, np.float32)}, meta={"global_step": step}, keep=keep)
+        str(directory),
+        params={"w": np.full(2, step, np.float32)},
+        opt_state={"m": np.zeros(2, np.float32)},
+        meta={"global_step": step},
+        keep=keep,
+    )
 
 
 def test_a_crash_at_the_rename_leaves_latest_on_the_previous_checkpoint(tmp_path, monkeypatch):
@@ -187,7 +215,9 @@ def test_pruning_keeps_the_newest_checkpoints(tmp_path):
     for step in range(1, 5):
         last = _save(tmp_path, step, keep=2)
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith("ckpt-")) == [
-        "ckpt-00000003", "ckpt-00000004"]
+        "ckpt-00000003",
+        "ckpt-00000004",
+    ]
     assert latest_checkpoint(str(tmp_path)) == last
 
 
@@ -196,8 +226,11 @@ def test_non_finite_loss_names_step_and_parameter(tmp_path):
     bad_row = 37
     x[bad_row, 2] = np.nan
     trainer = _trainer(tmp_path, every=2)
-    position = [i for i, idx in enumerate(batch_indices(64, 8, seed=3, epoch=0, drop_last=True))
-                if bad_row in idx][0]
+    position = [
+        i
+        for i, idx in enumerate(batch_indices(64, 8, seed=3, epoch=0, drop_last=True))
+        if bad_row in idx
+    ][0]
     with pytest.raises(NonFiniteLossError) as info:
         trainer.train_epoch(x, y)
     step = position + 1
@@ -210,14 +243,20 @@ def test_non_finite_loss_names_step_and_parameter(tmp_path):
         expected = 2 * ((step - 1) // 2)
         assert good.endswith(checkpoint.checkpoint_name(expected))
         assert f"last good checkpoint: {good}" in message
-        _, _, meta = load_checkpoint(good, model=trainer.model,
-                                     opt_state_template=_trainer(tmp_path).opt_state)
+        _, _, meta = load_checkpoint(
+            good, model=trainer.model, opt_state_template=_trainer(tmp_path).opt_state
+        )
         assert meta["global_step"] == expected
 
 
 def _script(*args, env=None):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "train.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=180)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "train.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
 
 
 @pytest.mark.long  # CI: pytest -m "exhaustive or long"
@@ -225,22 +264,53 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted_run(tmp_path, capsy
     """A real SIGKILL between checkpoints; --resume must end bit-identical."""
     env = dict(os.environ, PYTHONPATH=ROOT)
     # --strategy step: the kill lands after step 13 itself, not after a fused stretch
-    common = ["--model", "16", "--epochs", "2", "--batch-size", "64", "--no-progress",
-              "--checkpoint-every", "5", "--strategy", "step"]
+    common = [
+        "--model",
+        "16",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "64",
+        "--no-progress",
+        "--checkpoint-every",
+        "5",
+        "--strategy",
+        "step",
+    ]
     ckpt = str(tmp_path / "ckpt")
     killed = _script(*common, "--checkpoint-dir", ckpt, "--debug-kill-at-step", "13", env=env)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert latest_checkpoint(ckpt).endswith("ckpt-00000010")  # 22 steps/epoch: mid-epoch 0
-    resumed = _script(*common, "--checkpoint-dir", ckpt, "--resume",
-                      "--save", str(tmp_path / "resumed.safetensors"), env=env)
+    resumed = _script(
+        *common,
+        "--checkpoint-dir",
+        ckpt,
+        "--resume",
+        "--save",
+        str(tmp_path / "resumed.safetensors"),
+        env=env,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "jax resumed from step 10 (epoch 1, batch 10)" in resumed.stdout
     # the uninterrupted run in this process (one subprocess fewer)
-    assert train_script.main([*common, "--checkpoint-dir", str(tmp_path / "whole"),
-                              "--save", str(tmp_path / "whole.safetensors")]) == 0
+    assert (
+        train_script.main(
+            [
+                *common,
+                "--checkpoint-dir",
+                str(tmp_path / "whole"),
+                "--save",
+                str(tmp_path / "whole.safetensors"),
+            ]
+        )
+        == 0
+    )
     assert re.search(r"^jax test accuracy: \d+\.\d%$", capsys.readouterr().out, re.M)
-    assert_parity(load_params(str(tmp_path / "whole.safetensors")),
-                  load_params(str(tmp_path / "resumed.safetensors")), **BIT_IDENTICAL)
+    assert_parity(
+        load_params(str(tmp_path / "whole.safetensors")),
+        load_params(str(tmp_path / "resumed.safetensors")),
+        **BIT_IDENTICAL,
+    )
     meta = json.load(open(os.path.join(latest_checkpoint(ckpt), "meta.json")))
     assert meta["global_step"] == 44
 
@@ -251,8 +321,15 @@ def _torch_trainer(directory, *, config=CONFIG):
     torch.manual_seed(0)
     module = torchref.mlp(SIZES, "tanh")
     optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
-    return ttrain.TorchTrainer(module, optimizer, batch_size=8, seed=3,
-                               checkpoint_dir=str(directory), checkpoint_every=3, config=config)
+    return ttrain.TorchTrainer(
+        module,
+        optimizer,
+        batch_size=8,
+        seed=3,
+        checkpoint_dir=str(directory),
+        checkpoint_every=3,
+        config=config,
+    )
 
 
 def test_torch_twin_resumes_bit_exactly_and_writes_jaxgrad_readable_params(tmp_path):
@@ -281,7 +358,8 @@ def test_torch_twin_resumes_bit_exactly_and_writes_jaxgrad_readable_params(tmp_p
         _torch_trainer(tmp_path / "empty").resume()
 
     x[37, 2] = np.nan
-    with pytest.raises(ttrain.NonFiniteLossError, match="first non-finite parameter "
-                       "gradient: '0.weight'") as info:
+    with pytest.raises(
+        ttrain.NonFiniteLossError, match="first non-finite parameter gradient: '0.weight'"
+    ) as info:
         _torch_trainer(tmp_path / "nan").train_epoch(x, y)
     assert info.value.parameter == "0.weight"

@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from parity_checks.training import SIZES, data_parallel_report, make_data
 
 import jaxgrad
 import torchref
 from jaxgrad import losses as jlosses
 from jaxgrad.parity import assert_parity, compare
-from parity_checks.training import SIZES, data_parallel_report, make_data
 from torchref import train as ttrain
 
 
@@ -60,8 +60,13 @@ def test_ddp_allreduced_gradient_equals_big_batch_and_jaxgrad():
     # and two SGD steps with DDP end where two big-batch steps end
     optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
     for _ in range(2):
-        ttrain.train_step(module, optimizer, torch.nn.functional.cross_entropy,
-                          torch.from_numpy(x), torch.from_numpy(y))
+        ttrain.train_step(
+            module,
+            optimizer,
+            torch.nn.functional.cross_entropy,
+            torch.from_numpy(x),
+            torch.from_numpy(y),
+        )
     assert_parity(torchref.state_dict_numpy(module), result["params"])
 
 
@@ -70,13 +75,16 @@ def test_initialize_distributed_reads_the_environment(monkeypatch):
 
     calls = []
     monkeypatch.setattr(sharding.jax.distributed, "initialize", lambda **kw: calls.append(kw))
-    for name in ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES",
-                 "JAX_PROCESS_ID"):
+    for name in (
+        "JAX_COORDINATOR_ADDRESS",
+        "COORDINATOR_ADDRESS",
+        "JAX_NUM_PROCESSES",
+        "JAX_PROCESS_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert sharding.initialize_distributed() is False and calls == []  # single host
     monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "10.0.0.1:1234")
     monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
     monkeypatch.setenv("JAX_PROCESS_ID", "1")
     assert sharding.initialize_distributed() is True
-    assert calls == [{"coordinator_address": "10.0.0.1:1234", "num_processes": 2,
-                      "process_id": 1}]
+    assert calls == [{"coordinator_address": "10.0.0.1:1234", "num_processes": 2, "process_id": 1}]

@@ -5,22 +5,38 @@ from __future__ import annotations
 import json
 import re
 
+import bench
 import numpy as np
 import pytest
 import safetensors.torch
-
-import bench
-import torchref
 import train
+
+import torchref
 from jaxgrad.parity import BIT_IDENTICAL, assert_parity
 from jaxgrad.train import load_params
 
 
 def test_train_both_frameworks_end_to_end(tmp_path, capsys):
     save, plot, report = (tmp_path / "p.safetensors", tmp_path / "loss.png", tmp_path / "h.json")
-    code = train.main(["--framework", "both", "--epochs", "1", "--model", "16", "--batch-size",
-                       "64", "--no-progress", "--save", str(save), "--plot", str(plot),
-                       "--json", str(report)])
+    code = train.main(
+        [
+            "--framework",
+            "both",
+            "--epochs",
+            "1",
+            "--model",
+            "16",
+            "--batch-size",
+            "64",
+            "--no-progress",
+            "--save",
+            str(save),
+            "--plot",
+            str(plot),
+            "--json",
+            str(report),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert re.search(r"^jax test accuracy: \d+\.\d%$", out, re.M)
@@ -31,8 +47,9 @@ def test_train_both_frameworks_end_to_end(tmp_path, capsys):
     assert [r["framework"] for r in history["epochs"]] == ["jax", "torch"]
     assert len(history["losses"]["jax"]) == len(history["losses"]["torch"]) == 1438 // 64
     # same weights, same batches: the first step's loss agrees to float32 rounding
-    np.testing.assert_allclose(history["losses"]["jax"][0], history["losses"]["torch"][0],
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        history["losses"]["jax"][0], history["losses"]["torch"][0], rtol=1e-5
+    )
     # the saved file is a torch state_dict, and jaxgrad reads it back unchanged
     module = torchref.mlp([64, 16, 10])
     module.load_state_dict(safetensors.torch.load_file(str(save)), strict=True)
@@ -41,24 +58,41 @@ def test_train_both_frameworks_end_to_end(tmp_path, capsys):
     module.load_state_dict(safetensors.torch.load_file(str(torch_file)), strict=True)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--resume"], "--resume needs --checkpoint-dir"),
-    (["--model", "wide"], "--model 'wide'"),
-    (["--epochs", "0"], "--epochs must be >= 1"),
-    (["--model", "lstm", "--activation", "tanh"], "--model lstm does not support --activation"),
-    (["--model", "cnn", "--precision", "bfloat16"], "--model cnn does not support --precision"),
-    (["--model", "resnet", "--scheduler", "StepLR:step_size=3"],
-     "--model resnet does not support --scheduler"),
-    (["--model", "cnn", "--checkpoint-dir", "ck"], "--model cnn does not support --checkpoint-dir"),
-    # every scheduler argument, before any data is read or any training starts
-    (["--scheduler", "StepLR:gamma=0.5"], "--scheduler StepLR: missing required argument "
-     "step_size; expected StepLR:step_size=...,gamma=0.1,last_epoch=-1 (torch's StepLR "
-     "arguments; the learning rate comes from --lr)"),
-    (["--scheduler", "StepLR:step_size=5,gama=0.5"], "--scheduler StepLR: unknown argument gama"),
-    (["--scheduler", "StepLR:step_size=0"], "`step_size` (=0) must be an int >= 1"),
-    (["--scheduler", "CosineAnnealingLR:eta_min=-1"], "--scheduler CosineAnnealingLR: `eta_min`"),
-    (["--scheduler", "Steplr"], "--scheduler Steplr: `scheduler` (='Steplr') must be one of"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--resume"], "--resume needs --checkpoint-dir"),
+        (["--model", "wide"], "--model 'wide'"),
+        (["--epochs", "0"], "--epochs must be >= 1"),
+        (["--model", "lstm", "--activation", "tanh"], "--model lstm does not support --activation"),
+        (["--model", "cnn", "--precision", "bfloat16"], "--model cnn does not support --precision"),
+        (
+            ["--model", "resnet", "--scheduler", "StepLR:step_size=3"],
+            "--model resnet does not support --scheduler",
+        ),
+        (
+            ["--model", "cnn", "--checkpoint-dir", "ck"],
+            "--model cnn does not support --checkpoint-dir",
+        ),
+        # every scheduler argument, before any data is read or any training starts
+        (
+            ["--scheduler", "StepLR:gamma=0.5"],
+            "--scheduler StepLR: missing required argument "
+            "step_size; expected StepLR:step_size=...,gamma=0.1,last_epoch=-1 (torch's StepLR "
+            "arguments; the learning rate comes from --lr)",
+        ),
+        (
+            ["--scheduler", "StepLR:step_size=5,gama=0.5"],
+            "--scheduler StepLR: unknown argument gama",
+        ),
+        (["--scheduler", "StepLR:step_size=0"], "`step_size` (=0) must be an int >= 1"),
+        (
+            ["--scheduler", "CosineAnnealingLR:eta_min=-1"],
+            "--scheduler CosineAnnealingLR: `eta_min`",
+        ),
+        (["--scheduler", "Steplr"], "--scheduler Steplr: `scheduler` (='Steplr') must be one of"),
+    ],
+)
 def test_train_rejects_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
         train.main(argv)
@@ -70,13 +104,28 @@ def test_train_torch_bfloat16_lstm_runs_or_is_refused_before_training(capsys):
     """torch's CPU LSTM (oneDNN) has no bfloat16 kernel without AVX-512 BF16: one
     forward and backward under autocast before training tells, and the run is refused
     naming the way out; where the kernel exists, the run trains. Never a crash."""
-    code = train.main(["--model", "lstm", "--precision", "bfloat16", "--framework", "torch",
-                       "--epochs", "1", "--batch-size", "719", "--no-progress"])
+    code = train.main(
+        [
+            "--model",
+            "lstm",
+            "--precision",
+            "bfloat16",
+            "--framework",
+            "torch",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "719",
+            "--no-progress",
+        ]
+    )
     captured = capsys.readouterr()
     assert code in (0, 2), captured.err
     if code == 2:
-        assert captured.err.startswith("error: --precision bfloat16 --model lstm: torch cannot "
-                                       "run RowRNNClassifier under autocast(bfloat16) on cpu")
+        assert captured.err.startswith(
+            "error: --precision bfloat16 --model lstm: torch cannot "
+            "run RowRNNClassifier under autocast(bfloat16) on cpu"
+        )
         assert "use --precision float32, or --framework jax" in captured.err
         assert "epoch  framework" not in captured.out  # refused before training
     else:
@@ -87,8 +136,21 @@ def test_train_resume_without_checkpoint_and_divergence_are_clear(tmp_path, caps
     code = train.main(["--checkpoint-dir", str(tmp_path), "--resume", "--no-progress"])
     assert code == 2
     assert "no checkpoint in" in capsys.readouterr().err
-    code = train.main(["--lr", "1e30", "--model", "16", "--epochs", "1", "--no-progress",
-                       "--checkpoint-dir", str(tmp_path), "--checkpoint-every", "1"])
+    code = train.main(
+        [
+            "--lr",
+            "1e30",
+            "--model",
+            "16",
+            "--epochs",
+            "1",
+            "--no-progress",
+            "--checkpoint-dir",
+            str(tmp_path),
+            "--checkpoint-every",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3
     assert re.search(r"non-finite loss \((nan|inf)\) at step \d+ \(epoch 0, batch \d+\)", err)
@@ -105,9 +167,24 @@ def test_train_flops_by_hand():
 
 def test_bench_quick_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    code = bench.main(["--quick", "--only", "784-256-10 b128", "--rounds", "1", "--steps", "2",
-                       "--warmup-rounds", "2", "--peak-size", "128", "--json", str(out),
-                       "--strict"])
+    code = bench.main(
+        [
+            "--quick",
+            "--only",
+            "784-256-10 b128",
+            "--rounds",
+            "1",
+            "--steps",
+            "2",
+            "--warmup-rounds",
+            "2",
+            "--peak-size",
+            "128",
+            "--json",
+            str(out),
+            "--strict",
+        ]
+    )
     data = json.load(open(out))
     # --strict: exit 3 exactly when the run judged itself untrusted (a busy or quiet
     # machine may give either; the verdict and the exit status must agree)
@@ -123,7 +200,7 @@ def test_bench_quick_json(tmp_path, capsys):
     assert data["check"]["cpu"]["model"] and data["check"]["load_after"] >= 0
     printed = capsys.readouterr().out
     assert "vector extensions:" in printed and "run check: load average" in printed
-    goals = printed[printed.index("goals (jax default vs torch eager"):printed.index("\nwrote ")]
+    goals = printed[printed.index("goals (jax default vs torch eager") : printed.index("\nwrote ")]
     if data["trusted"]:
         assert re.search(r"\(goal >= 2\.00x\): (met|NOT met)", goals)
     else:  # an untrusted run gives no verdict and no ratio in the goals
@@ -134,8 +211,22 @@ def test_train_reads_fashion_mnist_from_data_dir(tmp_path, capsys):
     from parity_tests.test_data import write_fashion
 
     write_fashion(tmp_path, np.random.default_rng(0), n_train=64, n_test=8)
-    assert train.main(["--data-dir", str(tmp_path), "--model", "lesson", "--epochs", "1",
-                       "--batch-size", "32", "--no-progress"]) == 0
+    assert (
+        train.main(
+            [
+                "--data-dir",
+                str(tmp_path),
+                "--model",
+                "lesson",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "32",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "data: fashion-mnist, 64 train / 8 test, model: mlp [784, 256, 10]" in out
     assert re.search(r"^jax test accuracy: \d+\.\d%$", out, re.M)

@@ -15,10 +15,10 @@ import subprocess
 import sys
 
 import pytest
-
 import train as train_script
-from jaxgrad.train import CheckpointError, checkpoint
 from parity_checks.training import make_data
+
+from jaxgrad.train import CheckpointError, checkpoint
 from parity_tests.test_train_checkpoint import _torch_trainer, _trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,11 +31,29 @@ def test_sigint_writes_final_checkpoints_and_the_exact_resume_command(tmp_path):
     from torchref import checkpoint as tcheckpoint
 
     ckpt = str(tmp_path / "ckpt")
-    args = ["--framework", "both", "--model", "16", "--batch-size", "64", "--epochs", "10000",
-            "--no-progress", "--checkpoint-dir", ckpt, "--checkpoint-every", "1000"]
-    proc = subprocess.Popen([sys.executable, "-u", "scripts/train.py", *args], cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    args = [
+        "--framework",
+        "both",
+        "--model",
+        "16",
+        "--batch-size",
+        "64",
+        "--epochs",
+        "10000",
+        "--no-progress",
+        "--checkpoint-dir",
+        ckpt,
+        "--checkpoint-every",
+        "1000",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "scripts/train.py", *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     head = ""
     while not head.endswith("-" * 64 + "\n"):  # the line under the table header
         line = proc.stdout.readline()
@@ -65,8 +83,9 @@ def test_sigterm_without_checkpoint_dir_says_nothing_can_be_resumed(monkeypatch,
             sent.append(os.kill(os.getpid(), signal.SIGTERM))
 
     monkeypatch.setattr(train_script.Progress, "update", update)
-    code = train_script.main(["--framework", "torch", "--model", "16", "--batch-size", "64",
-                              "--epochs", "3"])
+    code = train_script.main(
+        ["--framework", "torch", "--model", "16", "--batch-size", "64", "--epochs", "3"]
+    )
     captured = capsys.readouterr()
     assert code == 143, captured.err
     assert re.search(r"^torch stopped at step 1 \(epoch 1, batch 1\)$", captured.out, re.M)
@@ -104,8 +123,7 @@ def _edit_meta(path, **changes):
 
 
 @pytest.mark.parametrize("framework", ["jax", "torch"])
-def test_edited_meta_is_refused_and_a_damaged_latest_names_the_newest_intact(tmp_path,
-                                                                             framework):
+def test_edited_meta_is_refused_and_a_damaged_latest_names_the_newest_intact(tmp_path, framework):
     from torchref import checkpoint as tcheckpoint
 
     x, y = make_data("float32")
@@ -133,8 +151,19 @@ def test_edited_meta_is_refused_and_a_damaged_latest_names_the_newest_intact(tmp
 
 def test_train_script_names_the_flag_that_resumes_from_the_intact_checkpoint(tmp_path, capsys):
     ckpt = str(tmp_path)
-    args = ["--model", "16", "--batch-size", "128", "--epochs", "1", "--no-progress",
-            "--checkpoint-dir", ckpt, "--checkpoint-every", "5"]
+    args = [
+        "--model",
+        "16",
+        "--batch-size",
+        "128",
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--checkpoint-dir",
+        ckpt,
+        "--checkpoint-every",
+        "5",
+    ]
     assert train_script.main(args) == 0  # 11 steps: checkpoints 5, 10 and the final 11
     params = os.path.join(ckpt, "ckpt-00000011", checkpoint.PARAMS_FILE)
     with open(params, "r+b") as handle:
@@ -146,14 +175,14 @@ def test_train_script_names_the_flag_that_resumes_from_the_intact_checkpoint(tmp
     assert len(err.splitlines()) == 1 and err.startswith("error: LATEST names a damaged")
     assert "params.safetensors is missing or corrupt" in err
     script = os.path.relpath(train_script.__file__)  # as the command is printed
-    assert err.endswith(f"To resume from it: python {script} " + shlex.join(args)
-                        + " --resume-from ckpt-00000010")
+    assert err.endswith(
+        f"To resume from it: python {script} " + shlex.join(args) + " --resume-from ckpt-00000010"
+    )
     assert train_script.main([*args, "--resume-from", "ckpt-00000010"]) == 0
     assert "jax resumed from step 10 (epoch 1, batch 10)" in capsys.readouterr().out
 
 
-def test_a_scheduled_run_stopped_by_a_signal_resumes_bit_identically(tmp_path, monkeypatch,
-                                                                     capsys):
+def test_a_scheduled_run_stopped_by_a_signal_resumes_bit_identically(tmp_path, monkeypatch, capsys):
     """--scheduler with --checkpoint-dir: SIGTERM mid-epoch (a real signal to this
     process, as above), then the printed resume command, ends where the uninterrupted
     run does, bit for bit: torch's scheduler state is in its checkpoint. torch only
@@ -163,8 +192,19 @@ def test_a_scheduled_run_stopped_by_a_signal_resumes_bit_identically(tmp_path, m
     from jaxgrad.parity import BIT_IDENTICAL, assert_parity
     from jaxgrad.train import load_params
 
-    common = ["--framework", "torch", "--model", "16", "--batch-size", "256", "--epochs", "1",
-              "--no-progress", "--scheduler", "CosineAnnealingLR:eta_min=0.001"]
+    common = [
+        "--framework",
+        "torch",
+        "--model",
+        "16",
+        "--batch-size",
+        "256",
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--scheduler",
+        "CosineAnnealingLR:eta_min=0.001",
+    ]
     sent, update = [], train_script.Progress.update
 
     def stop_at_step_3(self, losses):
@@ -186,6 +226,5 @@ def test_a_scheduled_run_stopped_by_a_signal_resumes_bit_identically(tmp_path, m
     assert train_script.main([*common, "--save", whole]) == 0
     assert_parity(load_params(whole), load_params(resumed), **BIT_IDENTICAL)
     # another schedule (its length follows --epochs) is another run: refused by name
-    code = train_script.main([*common[:7], "2", *common[8:], "--checkpoint-dir", ckpt,
-                              "--resume"])
+    code = train_script.main([*common[:7], "2", *common[8:], "--checkpoint-dir", ckpt, "--resume"])
     assert code == 2 and "scheduler: checkpoint ['CosineAnnealingLR'" in capsys.readouterr().err

@@ -9,7 +9,6 @@ holds the fused epoch to the step loop).
 import itertools
 import json
 import os
-import warnings
 
 import jax
 import numpy as np
@@ -23,9 +22,17 @@ from jaxgrad.train.stateful import StatefulTrainer
 
 
 # ------------------------------------------------------------------ strings and candidates
-@pytest.mark.parametrize("value, expected", [("auto", "auto"), ("step", "step"),
-                                             ("EPOCH", "epoch"), ("unroll:4", "unroll:4"),
-                                             ("unroll:08", "unroll:8"), ("unrolled", "unrolled")])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("auto", "auto"),
+        ("step", "step"),
+        ("EPOCH", "epoch"),
+        ("unroll:4", "unroll:4"),
+        ("unroll:08", "unroll:8"),
+        ("unrolled", "unrolled"),
+    ],
+)
 def test_parse_strategy(value, expected):
     assert st.parse_strategy(value) == expected
 
@@ -40,7 +47,10 @@ def test_parse_strategy_rejects_naming_the_argument(value):
 
 def test_scan_unroll():
     assert (st.scan_unroll("epoch"), st.scan_unroll("unroll:4"), st.scan_unroll("unrolled")) == (
-        1, 4, True)
+        1,
+        4,
+        True,
+    )
     with pytest.raises(ValueError, match="no scan"):
         st.scan_unroll("step")
 
@@ -55,8 +65,12 @@ def test_candidates():
 
 
 # ------------------------------------------------------------------------- cost model
-TIMINGS = {"step": st.Timing(1.0, 0.010), "epoch": st.Timing(2.0, 0.005),
-           "unroll:4": st.Timing(3.0, 0.0048), "unrolled": st.Timing(4.0, 0.004)}
+TIMINGS = {
+    "step": st.Timing(1.0, 0.010),
+    "epoch": st.Timing(2.0, 0.005),
+    "unroll:4": st.Timing(3.0, 0.0048),
+    "unrolled": st.Timing(4.0, 0.004),
+}
 
 
 def test_estimates_by_hand():
@@ -64,8 +78,9 @@ def test_estimates_by_hand():
     # unrolled, 50-step calls probed at 8 steps: 4 × 50/8 = 25 compile, + 0.4
     kwargs = dict(total_steps=100, call_lengths=[50], probe_steps=8)
     best, estimates = st.choose(TIMINGS, **kwargs)
-    assert estimates == pytest.approx({"step": 2.0, "epoch": 2.5, "unroll:4": 3.48,
-                                       "unrolled": 25.4}, rel=1e-12)
+    assert estimates == pytest.approx(
+        {"step": 2.0, "epoch": 2.5, "unroll:4": 3.48, "unrolled": 25.4}, rel=1e-12
+    )
     assert best == "step"  # a short run: compile time decides
 
 
@@ -79,11 +94,13 @@ def test_long_run_amortises_compile():
 
 def test_each_distinct_call_length_compiles_once():
     # checkpoint stretches of 30 and 14 steps: two compiles of the rolled scan
-    e = st.estimate_seconds("epoch", st.Timing(2.0, 0.0), total_steps=0,
-                            call_lengths=[30, 14, 30], probe_steps=8)
+    e = st.estimate_seconds(
+        "epoch", st.Timing(2.0, 0.0), total_steps=0, call_lengths=[30, 14, 30], probe_steps=8
+    )
     assert e == 4.0
-    e = st.estimate_seconds("step", st.Timing(2.0, 0.0), total_steps=0,
-                            call_lengths=[30, 14], probe_steps=8)
+    e = st.estimate_seconds(
+        "step", st.Timing(2.0, 0.0), total_steps=0, call_lengths=[30, 14], probe_steps=8
+    )
     assert e == 2.0
 
 
@@ -94,29 +111,37 @@ def test_ties_go_to_the_first_candidate():
 
 def test_unrolled_is_dropped_for_long_calls():
     fast_unrolled = {"step": st.Timing(1.0, 1.0), "unrolled": st.Timing(0.0, 1e-6)}
-    best, estimates = st.choose(fast_unrolled, total_steps=10,
-                                call_lengths=[st.MAX_UNROLLED_STEPS + 1], probe_steps=8)
+    best, estimates = st.choose(
+        fast_unrolled, total_steps=10, call_lengths=[st.MAX_UNROLLED_STEPS + 1], probe_steps=8
+    )
     assert best == "step" and "unrolled" not in estimates
 
 
 def test_fused_calls_pay_their_call_overhead():
     # 100 steps in 50-step calls: 2 calls; epoch 2 + 0.5 + 2 × 0.25 = 3.0, step unchanged
     timing = st.Timing(2.0, 0.005, 0.25)
-    assert st.estimate_seconds("epoch", timing, total_steps=100, call_lengths=[50],
-                               probe_steps=8) == pytest.approx(3.0)
-    assert st.estimate_seconds("step", timing, total_steps=100, call_lengths=[50],
-                               probe_steps=8) == pytest.approx(2.5)
+    assert st.estimate_seconds(
+        "epoch", timing, total_steps=100, call_lengths=[50], probe_steps=8
+    ) == pytest.approx(3.0)
+    assert st.estimate_seconds(
+        "step", timing, total_steps=100, call_lengths=[50], probe_steps=8
+    ) == pytest.approx(2.5)
     # 101 steps need a third call
-    assert st.estimate_seconds("unroll:4", timing, total_steps=101, call_lengths=[50],
-                               probe_steps=8) == pytest.approx(2.0 + 0.505 + 0.75)
+    assert st.estimate_seconds(
+        "unroll:4", timing, total_steps=101, call_lengths=[50], probe_steps=8
+    ) == pytest.approx(2.0 + 0.505 + 0.75)
 
 
 def test_split_call_overhead_by_hand():
     # rolled epoch: 8-step calls 0.8 s, 50-step calls 1.5 s -> 1/60 s per step, and
     # 0.8 - 8/60 = 2/3 s per call; unroll:4's 8-step call 0.72 s -> (0.72 - 2/3) / 8
     long_name = "epoch, 50 steps per call"
-    timings = {"step": st.Timing(1.0, 0.2), "epoch": st.Timing(2.0, 0.1),
-               "unroll:4": st.Timing(3.0, 0.09), long_name: st.Timing(2.5, 0.03)}
+    timings = {
+        "step": st.Timing(1.0, 0.2),
+        "epoch": st.Timing(2.0, 0.1),
+        "unroll:4": st.Timing(3.0, 0.09),
+        long_name: st.Timing(2.5, 0.03),
+    }
     split = st.split_call_overhead(timings, probe_steps=8, long_name=long_name, long_steps=50)
     assert set(split) == {"step", "epoch", "unroll:4"}
     assert split["step"] == timings["step"]
@@ -127,8 +152,12 @@ def test_split_call_overhead_by_hand():
     assert split["unroll:4"].compile_seconds == 3.0
     # a longer call no slower than the short one: all of the short call is overhead;
     # never a negative per-step time
-    flat = st.split_call_overhead({**timings, long_name: st.Timing(2.5, 0.8 / 50)},
-                                  probe_steps=8, long_name=long_name, long_steps=50)
+    flat = st.split_call_overhead(
+        {**timings, long_name: st.Timing(2.5, 0.8 / 50)},
+        probe_steps=8,
+        long_name=long_name,
+        long_steps=50,
+    )
     assert flat["epoch"].call_seconds == pytest.approx(0.8)
     assert flat["epoch"].step_seconds == 0.0 and flat["unroll:4"].step_seconds == 0.0
 
@@ -152,8 +181,9 @@ def test_probe_counts_compile_as_first_call_minus_fastest_warm_call():
     runners = {"step": lambda: calls.append("step"), "epoch": lambda: calls.append("epoch")}
     # first calls: step 3.0, epoch 5.0; warm rounds (step, epoch): (0.8, 0.5), (0.9, 0.4)
     # -> step compile 2.2, 0.1 s/step; epoch compile 4.6, 0.05 s/step
-    timings = st.probe(runners, steps=8, repeats=2,
-                       clock=fake_clock([3.0, 5.0, 0.8, 0.5, 0.9, 0.4]))
+    timings = st.probe(
+        runners, steps=8, repeats=2, clock=fake_clock([3.0, 5.0, 0.8, 0.5, 0.9, 0.4])
+    )
     # the warm calls interleave round by round: a drifting machine slows both alike
     assert calls == ["step", "epoch"] + ["step", "epoch"] * 2
     assert timings["step"].compile_seconds == pytest.approx(2.2)
@@ -161,8 +191,12 @@ def test_probe_counts_compile_as_first_call_minus_fastest_warm_call():
     assert timings["epoch"].compile_seconds == pytest.approx(4.6)
     assert timings["epoch"].step_seconds == pytest.approx(0.05)
     # a step count per runner: the same calls, per step over each runner's own count
-    timings = st.probe(runners, steps={"step": 8, "epoch": 4}, repeats=2,
-                       clock=fake_clock([3.0, 5.0, 0.8, 0.5, 0.9, 0.4]))
+    timings = st.probe(
+        runners,
+        steps={"step": 8, "epoch": 4},
+        repeats=2,
+        clock=fake_clock([3.0, 5.0, 0.8, 0.5, 0.9, 0.4]),
+    )
     assert timings["epoch"].step_seconds == pytest.approx(0.1)
     with pytest.raises(ValueError, match="'epoch'"):
         st.probe(runners, steps={"step": 8})
@@ -170,18 +204,28 @@ def test_probe_counts_compile_as_first_call_minus_fastest_warm_call():
 
 # ----------------------------------------------------------------------------- cache
 def test_cache_path_precedence():
-    assert st.cache_path({"JAXGRAD_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x"}) == \
-        "/c/strategy.json"
+    assert st.cache_path({"JAXGRAD_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x"}) == "/c/strategy.json"
     assert st.cache_path({"XDG_CACHE_HOME": "/x"}) == "/x/jaxgrad/strategy.json"
     assert st.cache_path({}).endswith(os.path.join(".cache", "jaxgrad", "strategy.json"))
 
 
 def test_cache_key_is_stable_and_sensitive():
-    parts = {"model": "Sequential(...)", "x": [[4], "float32"], "jax": "0.10.2",
-             "cpu": "AMD EPYC", "cpu_flags": ["avx2"], "device_kind": "cpu"}
+    parts = {
+        "model": "Sequential(...)",
+        "x": [[4], "float32"],
+        "jax": "0.10.2",
+        "cpu": "AMD EPYC",
+        "cpu_flags": ["avx2"],
+        "device_kind": "cpu",
+    }
     assert st.cache_key(parts) == st.cache_key(dict(reversed(list(parts.items()))))
-    for name, other in [("x", [[5], "float32"]), ("jax", "0.10.3"), ("cpu_flags", ["avx512f"]),
-                        ("device_kind", "NVIDIA H200"), ("cpu", "Intel Xeon")]:
+    for name, other in [
+        ("x", [[5], "float32"]),
+        ("jax", "0.10.3"),
+        ("cpu_flags", ["avx512f"]),
+        ("device_kind", "NVIDIA H200"),
+        ("cpu", "Intel Xeon"),
+    ]:
         assert st.cache_key({**parts, name: other}) != st.cache_key(parts), name
 
 
@@ -206,10 +250,17 @@ def test_cache_roundtrip(tmp_path):
     assert data["entries"]["k"]["description"] == {"model": "m"}
 
 
-@pytest.mark.parametrize("content", ["{not json", "[]", '{"version": 99, "entries": {}}',
-                                     '{"version": 1, "entries": {"k": {"timings": 3}}}',
-                                     '{"version": 1, "entries": {"k": {"timings": '
-                                     '{"step": {"compile_seconds": 1, "step_seconds": -1}}}}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[]",
+        '{"version": 99, "entries": {}}',
+        '{"version": 1, "entries": {"k": {"timings": 3}}}',
+        '{"version": 1, "entries": {"k": {"timings": '
+        '{"step": {"compile_seconds": 1, "step_seconds": -1}}}}}',
+    ],
+)
 def test_corrupt_cache_warns_and_is_reprobed(tmp_path, content):
     path = tmp_path / "strategy.json"
     path.write_text(content)
@@ -238,8 +289,13 @@ def test_select_probes_once_then_reads_the_cache(tmp_path):
         # the rolled epoch at 50 steps per call: as fast per step as at 8, no overhead
         return {name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners}
 
-    kwargs = dict(key_parts={"model": "m"}, total_steps=10_000, call_lengths=[50], path=path,
-                  probe_fn=fake_probe)
+    kwargs = dict(
+        key_parts={"model": "m"},
+        total_steps=10_000,
+        call_lengths=[50],
+        path=path,
+        probe_fn=fake_probe,
+    )
     first = st.select(make_runners, **kwargs)
     # the candidates at 8 steps per call, then the rolled epoch at the run's 50
     assert made == [(("step", "epoch", "unroll:4", "unrolled"), 8), (("epoch",), 50)]
@@ -253,7 +309,8 @@ def test_select_probes_once_then_reads_the_cache(tmp_path):
     third = st.select(make_runners, **{**kwargs, "cache": False})
     assert len(made) == 4 and third.cache_path is None
     assert st.select(make_runners, **{**kwargs, "call_lengths": [1]}).describe() == (
-        "step (one step per call: nothing to fuse)")
+        "step (one step per call: nothing to fuse)"
+    )
 
 
 # ---------------------------------------------------------------------------- trainers
@@ -262,15 +319,25 @@ SIZES = [4, 8, 3]
 
 def _data(n=48):
     rng = np.random.default_rng(0)
-    return (rng.standard_normal((n, SIZES[0])).astype(np.float32),
-            rng.integers(0, SIZES[-1], n).astype(np.int32))
+    return (
+        rng.standard_normal((n, SIZES[0])).astype(np.float32),
+        rng.integers(0, SIZES[-1], n).astype(np.int32),
+    )
 
 
 def _trainer(strategy, **kwargs):
     model = nn.mlp(SIZES)
     params = model.init(jax.random.key(0))
-    return Trainer(model, losses.cross_entropy, optim.sgd(lr=0.1, momentum=0.9), params,
-                   batch_size=4, seed=1, strategy=strategy, **kwargs)
+    return Trainer(
+        model,
+        losses.cross_entropy,
+        optim.sgd(lr=0.1, momentum=0.9),
+        params,
+        batch_size=4,
+        seed=1,
+        strategy=strategy,
+        **kwargs,
+    )
 
 
 def test_trainer_forcing_and_errors():
@@ -295,7 +362,7 @@ def test_every_strategy_ends_with_the_same_params():
         result = trainer.train_epoch(x, y)  # 12 steps
         assert result.steps == 12 and trainer.global_step == 12
         final[strategy] = {k: np.asarray(v) for k, v in trainer.params.items()}
-    for strategy, params in final.items():  # the float32 tier, as step vs epoch
+    for params in final.values():  # the float32 tier, as step vs epoch
         assert_parity(final["step"], params)
 
 
@@ -321,14 +388,14 @@ def test_probe_budget_by_hand():
     # of 8 steps (0.32 s), the rolled epoch 4 more calls of 50 (2 s): 3.32, 1.32, 1.32
     step = st.Timing(1.0, 0.010)
     names = ["epoch", "unroll:4", "unrolled"]
-    kept, least = st.probe_budget(step, names, total_steps=10_000, probe_steps=8,
-                                  long_steps=50)
+    kept, least = st.probe_budget(step, names, total_steps=10_000, probe_steps=8, long_steps=50)
     assert kept == names and least == pytest.approx(5.96)
     # a 500-step run (5 s stepped) pays for the epoch and unroll:4 only; 300 for none
-    assert st.probe_budget(step, names, total_steps=500, probe_steps=8,
-                           long_steps=50)[0] == ["epoch", "unroll:4"]
-    assert st.probe_budget(step, names, total_steps=300, probe_steps=8,
-                           long_steps=50)[0] == []
+    assert st.probe_budget(step, names, total_steps=500, probe_steps=8, long_steps=50)[0] == [
+        "epoch",
+        "unroll:4",
+    ]
+    assert st.probe_budget(step, names, total_steps=300, probe_steps=8, long_steps=50)[0] == []
 
 
 def test_select_skips_a_probe_longer_than_the_run(tmp_path):
@@ -343,18 +410,21 @@ def test_select_skips_a_probe_longer_than_the_run(tmp_path):
         return {name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners}
 
     kwargs = dict(key_parts={"model": "m"}, call_lengths=[50], path=path, probe_fn=fake_probe)
-    short = st.select(lambda names, steps: {n: (lambda: None) for n in names},
-                      total_steps=100, **kwargs)  # 1 s stepped < 1.32 s for the epoch alone
+    short = st.select(
+        lambda names, steps: {n: (lambda: None) for n in names}, total_steps=100, **kwargs
+    )  # 1 s stepped < 1.32 s for the epoch alone
     assert probed == [("step",)]
     assert (short.strategy, short.source, short.cache_path) == ("step", "probed", None)
     assert set(short.timings) == {"step"} and not os.path.exists(path)
     assert short.describe() == (
         "step (probed: step 10.00 ms/step + 1.0 s compile; epoch, unroll:4 and unrolled "
         "not probed: the run's 100 steps take ~1 s stepped, less than probing them would "
-        "cost (at least 6 s for all 3))")
+        "cost (at least 6 s for all 3))"
+    )
     probed.clear()
-    middle = st.select(lambda names, steps: {n: (lambda: None) for n in names},
-                       total_steps=500, **kwargs)
+    middle = st.select(
+        lambda names, steps: {n: (lambda: None) for n in names}, total_steps=500, **kwargs
+    )
     assert probed == [("step",), ("step", "epoch", "unroll:4", "epoch, 50 steps per call")]
     assert set(middle.timings) == {"step", "epoch", "unroll:4"}
     assert "unrolled not probed" in middle.describe() and middle.cache_path is None
@@ -379,8 +449,9 @@ def test_checkpoints_never_compile_a_new_stretch_length(tmp_path):
             final = {}
             for every in (None, 5):
                 directory = str(tmp_path / f"{strategy}-{every}")
-                trainer = _trainer(strategy, checkpoint_dir=directory if every else None,
-                                   checkpoint_every=every)
+                trainer = _trainer(
+                    strategy, checkpoint_dir=directory if every else None, checkpoint_every=every
+                )
                 trainer.train_epoch(x, y)
                 del compiles[:]
                 for _ in range(3):
@@ -408,22 +479,38 @@ def test_stateful_trainer_strategies_agree():
     import torch
 
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6),
-                                 torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    module = torch.nn.Sequential(
+        torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 3)
+    )
     model, params, buffers = nn.from_torch(module, with_buffers=True)
     x, y = _data(40)
     final = {}
     for strategy in ("epoch", "step"):
-        trainer = StatefulTrainer(model, losses.cross_entropy, optim.sgd(lr=0.1, momentum=0.9),
-                                  params, buffers, batch_size=8, seed=3, strategy=strategy)
+        trainer = StatefulTrainer(
+            model,
+            losses.cross_entropy,
+            optim.sgd(lr=0.1, momentum=0.9),
+            params,
+            buffers,
+            batch_size=8,
+            seed=3,
+            strategy=strategy,
+        )
         losses_ = trainer.train_epoch(x, y).losses
         assert losses_.shape == (5,)
         final[strategy] = trainer.state_dict_numpy()
     for state in final.values():
         assert_parity(final["epoch"], state)
     with pytest.raises(ValueError, match="`strategy`"):
-        StatefulTrainer(model, losses.cross_entropy, optim.sgd(lr=0.1), params, buffers,
-                        batch_size=8, strategy="rolled")
+        StatefulTrainer(
+            model,
+            losses.cross_entropy,
+            optim.sgd(lr=0.1),
+            params,
+            buffers,
+            batch_size=8,
+            strategy="rolled",
+        )
 
 
 def test_select_first_writer_wins(tmp_path):
@@ -431,19 +518,29 @@ def test_select_first_writer_wins(tmp_path):
     first one's timings, so both make the same choice."""
     path = str(tmp_path / "strategy.json")
     key_parts = {"model": "m"}
-    theirs = {name: st.Timing(0.0, 0.001 if name == "unrolled" else 1.0)
-              for name in ("step", "epoch", "unroll:4", "unrolled")}
+    theirs = {
+        name: st.Timing(0.0, 0.001 if name == "unrolled" else 1.0)
+        for name in ("step", "epoch", "unroll:4", "unrolled")
+    }
 
     def make_runners(names, steps):  # another process writes while this one probes
         if len(names) > 1:  # (not for the rolled epoch's second, longer probe)
-            key = st.cache_key({**key_parts, "candidates": list(names), "probe_steps": steps,
-                                "overhead_steps": 50})
+            key = st.cache_key(
+                {**key_parts, "candidates": list(names), "probe_steps": steps, "overhead_steps": 50}
+            )
             st.write_cache(path, key, theirs)
         return {name: (lambda: None) for name in names}
 
-    choice = st.select(make_runners, key_parts=key_parts, total_steps=100, call_lengths=[50],
-                       path=path, probe_fn=lambda runners, **_: {
-                           name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners})
+    choice = st.select(
+        make_runners,
+        key_parts=key_parts,
+        total_steps=100,
+        call_lengths=[50],
+        path=path,
+        probe_fn=lambda runners, **_: {
+            name: TIMINGS.get(name, TIMINGS["epoch"]) for name in runners
+        },
+    )
     assert (choice.strategy, choice.source) == ("unrolled", "cached")
     assert dict(choice.timings) == theirs
 
@@ -472,19 +569,32 @@ def test_select_takes_the_call_overhead_out_of_the_fused_probe(tmp_path):
     6.4 - 8·(28.2/42) ≈ 1.03 ms beyond its steps, and 10,000 steps in 50-step calls
     cost 6.71 + 200 × 0.00103 ≈ 6.92 s fused against 8.0 s stepped: the epoch."""
     long_name = "epoch, 50 steps per call"
-    probed = {"step": st.Timing(0.0, 0.0008), "epoch": st.Timing(0.0, 0.0008),
-              "unroll:4": st.Timing(0.0, 0.0009), "unrolled": st.Timing(0.0, 0.0009),
-              long_name: st.Timing(0.0, 0.0346 / 50)}
-    choice = st.select(lambda names, steps: {name: (lambda: None) for name in names},
-                       key_parts={"model": "mlp"}, total_steps=10_000, call_lengths=[50],
-                       path=str(tmp_path / "strategy.json"),
-                       probe_fn=lambda runners, **_: {n: probed[n] for n in runners})
+    probed = {
+        "step": st.Timing(0.0, 0.0008),
+        "epoch": st.Timing(0.0, 0.0008),
+        "unroll:4": st.Timing(0.0, 0.0009),
+        "unrolled": st.Timing(0.0, 0.0009),
+        long_name: st.Timing(0.0, 0.0346 / 50),
+    }
+    choice = st.select(
+        lambda names, steps: {name: (lambda: None) for name in names},
+        key_parts={"model": "mlp"},
+        total_steps=10_000,
+        call_lengths=[50],
+        path=str(tmp_path / "strategy.json"),
+        probe_fn=lambda runners, **_: {n: probed[n] for n in runners},
+    )
     assert choice.strategy == "epoch"
     assert choice.estimates["step"] == pytest.approx(8.0)
-    assert choice.estimates["epoch"] == pytest.approx(10_000 * 0.0282 / 42 + 200 * (
-        0.0064 - 8 * 0.0282 / 42))
+    assert choice.estimates["epoch"] == pytest.approx(
+        10_000 * 0.0282 / 42 + 200 * (0.0064 - 8 * 0.0282 / 42)
+    )
     assert "ms/call" in choice.describe()
     # without the second length the tie goes to the step
-    tie = st.choose({k: v for k, v in probed.items() if k != long_name}, total_steps=10_000,
-                    call_lengths=[50], probe_steps=8)
+    tie = st.choose(
+        {k: v for k, v in probed.items() if k != long_name},
+        total_steps=10_000,
+        call_lengths=[50],
+        probe_steps=8,
+    )
     assert tie[0] == "step"

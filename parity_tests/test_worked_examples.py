@@ -10,12 +10,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
 import jaxgrad
 import torchref
-from jaxgrad.lessons import EXAMPLES, agrees_to_printed_digits, hand_result, jax_result
-from jaxgrad.lessons import two_layer
+from jaxgrad.lessons import EXAMPLES, agrees_to_printed_digits, hand_result, jax_result, two_layer
 
 CASES = [(ex, name) for ex in EXAMPLES for name in ex.expected]
 
@@ -71,7 +69,8 @@ def test_two_layer_hand_jax_and_torch_gradients_agree(x64, lesson_data):
     jaxed = two_layer.jax_gradients(lesson_data)
     assert all(v.dtype == jnp.float64 for v in jaxed.values())
     torched = torchref.lessons.two_layer_gradients(
-        two_layer.torch_state_dict(lesson_data), lesson_data["X"], lesson_data["y"])
+        two_layer.torch_state_dict(lesson_data), lesson_data["X"], lesson_data["y"]
+    )
     jaxgrad.assert_parity(torched, jaxed)
     jaxgrad.assert_parity(hand, two_layer.from_torch_layout(torched))
 
@@ -79,8 +78,11 @@ def test_two_layer_hand_jax_and_torch_gradients_agree(x64, lesson_data):
 def test_two_layer_training_trajectories_agree(x64, lesson_data):
     numpy_history = np.array(two_layer.numpy_train(lesson_data))
     jax_history = np.array(two_layer.jax_train(lesson_data))
-    torch_history = np.array(torchref.lessons.two_layer_train(
-        two_layer.torch_state_dict(lesson_data), lesson_data["X"], lesson_data["y"]))
+    torch_history = np.array(
+        torchref.lessons.two_layer_train(
+            two_layer.torch_state_dict(lesson_data), lesson_data["X"], lesson_data["y"]
+        )
+    )
     assert numpy_history[:, 0].tolist() == [0, 100, 200, 300, 400]
     jaxgrad.assert_parity(torch_history, jax_history)
     jaxgrad.assert_parity(numpy_history, jax_history)
@@ -93,6 +95,12 @@ def test_hand_gradients_script_prints_every_value(capsys):
 
     assert hand_gradients.main(["--no-steps"]) == 0
     out = capsys.readouterr().out
-    for fragment in ("14.1000", "5.5225", "-0.212", "0.521", "worst |hand − numeric|",
-                     "every value agrees with the lessons"):
+    for fragment in (
+        "14.1000",
+        "5.5225",
+        "-0.212",
+        "0.521",
+        "worst |hand − numeric|",
+        "every value agrees with the lessons",
+    ):
         assert fragment in out

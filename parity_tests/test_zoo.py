@@ -21,14 +21,14 @@ argument handling, and the torchvision import shim.
 
 from __future__ import annotations
 
-import pytest
-
-import zoo as zoo_script
 import _zoo_models
+import pytest
+import zoo as zoo_script
 
 pytestmark = pytest.mark.skipif(
     not all(_zoo_models.installed(name) for name in _zoo_models.LIBRARIES),
-    reason=f"the zoo extra is not installed ({_zoo_models.INSTALL})")
+    reason=f"the zoo extra is not installed ({_zoo_models.INSTALL})",
+)
 
 from parity_checks import _zoo  # noqa: E402
 
@@ -37,7 +37,9 @@ def _assert_passed(result, column):
     cell = result.columns[column]
     detail = "\n".join(result.failures())
     assert result.error is None, result.error
-    assert cell.status == "pass", detail + ("" if cell.report is None else "\n" + cell.report.table())
+    assert cell.status == "pass", detail + (
+        "" if cell.report is None else "\n" + cell.report.table()
+    )
     assert cell.report.leaves, "a comparison of nothing proves nothing"
     return cell.report
 
@@ -71,8 +73,11 @@ def test_transformer_with_dropout_and_constants_matches_torch():
     # one capture at batch 1, a larger batch and a longer sequence; the artifact reloaded
     # in a process without torch gives torch's output
     shapes = _assert_passed(result, "shapes")
-    assert {leaf.path.split("'")[1] for leaf in shapes.leaves} == {"batch 1", "batch 4",
-                                                                    "length 12"}
+    assert {leaf.path.split("'")[1] for leaf in shapes.leaves} == {
+        "batch 1",
+        "batch 4",
+        "length 12",
+    }
     _assert_passed(result, "artifact")
     # dropout was active in training, on torch's own draws
     assert result.random_ops > 0
@@ -87,9 +92,14 @@ def test_list_names_every_model(capsys):
     assert all(entry.name in out for entry in _zoo_models.MODELS)
 
 
-@pytest.mark.parametrize("argv", [["--models", "no_such_model"],
-                                  ["--models", "efficientnet_b0"],  # two libraries have it
-                                  ["--quick", "--models", "resnet18"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--models", "no_such_model"],
+        ["--models", "efficientnet_b0"],  # two libraries have it
+        ["--quick", "--models", "resnet18"],
+    ],
+)
 def test_bad_model_selection_is_a_usage_error(argv):
     with pytest.raises(SystemExit) as info:
         zoo_script.main(argv)
@@ -100,8 +110,9 @@ def test_model_names_are_checked_before_torch_is_imported(tmp_path):
     from parity_tests.test_scripts_cli import _run_stubbed
 
     script = str(_zoo_models.__file__).replace("_zoo_models.py", "zoo.py")
-    results = _run_stubbed([(script, ["--models", "no_such_model"]), (script, ["--list"])],
-                           tmp_path)
+    results = _run_stubbed(
+        [(script, ["--models", "no_such_model"]), (script, ["--list"])], tmp_path
+    )
     assert results[0]["code"] == 2 and "unknown model 'no_such_model'" in results[0]["stderr"]
     assert results[1]["code"] == 0 and "transformers:BertModel" in results[1]["stdout"]
 
@@ -170,8 +181,10 @@ def test_bench_zoo_default_strategies_train_the_same_params():
     for strategy in ("epoch", "unroll:2"):
         for k in noise:
             assert np.abs(ends["step"][k]).max() < 1e-12 and np.abs(ends[strategy][k]).max() < 1e-12
-        jaxgrad.assert_parity({k: v for k, v in ends["step"].items() if k not in noise},
-                              {k: v for k, v in ends[strategy].items() if k not in noise})
+        jaxgrad.assert_parity(
+            {k: v for k, v in ends["step"].items() if k not in noise},
+            {k: v for k, v in ends[strategy].items() if k not in noise},
+        )
 
 
 def _result_with(entry, failing_column):
@@ -184,16 +197,24 @@ def _result_with(entry, failing_column):
     bad = jaxgrad.parity.compare({"x": np.ones(3)}, {"x": np.array([1.0, 1.0, 1.1])})
     for column in _zoo.COLUMNS:
         report = bad if column == failing_column else good
-        result.columns[column] = _zoo.Column("fail" if column == failing_column else "pass",
-                                             report=report)
+        result.columns[column] = _zoo.Column(
+            "fail" if column == failing_column else "pass", report=report
+        )
     return result
 
 
-@pytest.mark.parametrize("column, verdict, code",
-                         [("float32_grads", "PASS", 0), ("float32", "FAIL", 1),
-                          ("float64", "FAIL", 1), ("train", "FAIL", 1)])
-def test_the_verdict_holds_float64_the_float32_forward_and_training(monkeypatch, capsys,
-                                                                    column, verdict, code):
+@pytest.mark.parametrize(
+    "column, verdict, code",
+    [
+        ("float32_grads", "PASS", 0),
+        ("float32", "FAIL", 1),
+        ("float64", "FAIL", 1),
+        ("train", "FAIL", 1),
+    ],
+)
+def test_the_verdict_holds_float64_the_float32_forward_and_training(
+    monkeypatch, capsys, column, verdict, code
+):
     """The float32 gradients are judged and shown in their own column, outside the
     verdict; a failing forward in float32 (or any float64 comparison) fails the model."""
     monkeypatch.setattr(_zoo, "run_model", lambda entry, **options: _result_with(entry, column))
@@ -211,11 +232,14 @@ def test_the_public_import_helper_imports_no_torch_until_called():
     import subprocess
     import sys
 
-    probe = ("import sys, jaxgrad, jaxgrad.zoo_imports; "
-             "print(sorted(m for m in ('torch', 'torchvision', 'timm', 'transformers') "
-             "if m in sys.modules))")
-    printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                             check=True).stdout.strip()
+    probe = (
+        "import sys, jaxgrad, jaxgrad.zoo_imports; "
+        "print(sorted(m for m in ('torch', 'torchvision', 'timm', 'transformers') "
+        "if m in sys.modules))"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert printed == "[]"
     from jaxgrad.zoo_imports import import_library, import_torchvision
 

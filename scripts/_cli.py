@@ -30,16 +30,23 @@ def flag(name: str) -> str:
 def add_xla_flag(parser: argparse.ArgumentParser, help_suffix: str = "") -> None:
     """``--xla-flag --xla_...`` (repeatable), appended to ``XLA_FLAGS`` before jax starts
     (``apply_xla_flags``); checked by ``check_xla_flags``."""
-    parser.add_argument("--xla-flag", action="append", default=[], metavar="--xla_...",
-                        help="append one flag to XLA_FLAGS before jax starts (repeatable"
-                             + (f"; {help_suffix}" if help_suffix else "") + ")")
+    parser.add_argument(
+        "--xla-flag",
+        action="append",
+        default=[],
+        metavar="--xla_...",
+        help="append one flag to XLA_FLAGS before jax starts (repeatable"
+        + (f"; {help_suffix}" if help_suffix else "")
+        + ")",
+    )
 
 
 def check_xla_flags(parser: argparse.ArgumentParser, flags) -> None:
     for flag in flags:
         if not flag.startswith("--xla_") or any(c.isspace() for c in flag):
-            parser.error(f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true "
-                         f"(got {flag!r})")
+            parser.error(
+                f"--xla-flag must be one XLA flag like --xla_cpu_use_xnnpack=true (got {flag!r})"
+            )
 
 
 def apply_xla_flags(flags) -> None:
@@ -51,12 +58,15 @@ def apply_xla_flags(flags) -> None:
 def add_keep_host_memory(parser) -> None:
     """``--keep-host-memory`` / ``--no-keep-host-memory`` (default on): see
     ``jaxgrad.train.host_memory``."""
-    parser.add_argument("--keep-host-memory", action=argparse.BooleanOptionalAction,
-                        default=True,
-                        help="keep freed host memory for reuse (glibc's malloc: no mmap per "
-                             "large block, no trimming), so XLA:CPU's per-call buffers are not "
-                             "page-faulted in every step; process-wide, torch included "
-                             "(default: on)")
+    parser.add_argument(
+        "--keep-host-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep freed host memory for reuse (glibc's malloc: no mmap per "
+        "large block, no trimming), so XLA:CPU's per-call buffers are not "
+        "page-faulted in every step; process-wide, torch included "
+        "(default: on)",
+    )
 
 
 def apply_keep_host_memory(args: argparse.Namespace) -> str:
@@ -70,8 +80,9 @@ def apply_keep_host_memory(args: argparse.Namespace) -> str:
     return result.detail if result.applied else f"default ({result.detail})"
 
 
-def at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, minimum: int,
-             *names: str) -> None:
+def at_least(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, minimum: int, *names: str
+) -> None:
     """Each of ``names`` (argparse dests) that is set must be ``>= minimum``."""
     for name in names:
         value = getattr(args, name)
@@ -79,8 +90,7 @@ def at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, minimum:
             parser.error(f"{flag(name)} must be >= {minimum} (got {value})")
 
 
-def positive_float(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                   *names: str) -> None:
+def positive_float(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     """Each of ``names`` that is set must be a finite number ``> 0``."""
     for name in names:
         value = getattr(args, name)
@@ -88,8 +98,9 @@ def positive_float(parser: argparse.ArgumentParser, args: argparse.Namespace,
             parser.error(f"{flag(name)} must be a positive finite number (got {value})")
 
 
-def non_negative_float(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                       *names: str) -> None:
+def non_negative_float(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str
+) -> None:
     """Each of ``names`` that is set must be a finite number ``>= 0``."""
     for name in names:
         value = getattr(args, name)
@@ -157,15 +168,18 @@ def output_file(parser: argparse.ArgumentParser, option: str, path: str | None) 
         parser.error(f"{option} {path}: cannot write in {os.path.dirname(path) or '.'}: {why}")
 
 
-def output_files(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                 *names: str) -> None:
+def output_files(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     """``output_file`` for each of ``names`` (argparse dests)."""
     for name in names:
         output_file(parser, flag(name), getattr(args, name))
 
 
-def widths(parser: argparse.ArgumentParser, option: str, text: str,
-           presets: dict[str, tuple[int, ...]] | None = None) -> tuple[int, ...]:
+def widths(
+    parser: argparse.ArgumentParser,
+    option: str,
+    text: str,
+    presets: dict[str, tuple[int, ...]] | None = None,
+) -> tuple[int, ...]:
     """A preset name or a comma list of positive layer widths, e.g. ``256,128``."""
     if presets and text in presets:
         return tuple(presets[text])
@@ -176,8 +190,10 @@ def widths(parser: argparse.ArgumentParser, option: str, text: str,
         parser.error(f"{option} {text!r}: expected {hint}positive widths like 256,128")
     bad = [w for w in values if w < 1]
     if bad:
-        parser.error(f"{option} {text!r}: every width must be >= 1 (got {bad[0]}); "
-                     f"expected {hint}positive widths like 256,128")
+        parser.error(
+            f"{option} {text!r}: every width must be >= 1 (got {bad[0]}); "
+            f"expected {hint}positive widths like 256,128"
+        )
     return values
 
 
@@ -240,7 +256,9 @@ def shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints like 2,1,8,8, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated ints like 2,1,8,8, got {text!r}"
+        ) from None
     if not shape or any(s <= 0 for s in shape):
         raise argparse.ArgumentTypeError(f"every dimension must be positive, got {text!r}")
     return shape
@@ -291,8 +309,9 @@ def _module_source(dotted: str) -> tuple[str | None, str | None]:
         if locations is None:  # a plain module: `part` can only be a name it binds
             names = _source_names(spec)
             if names is not None and part not in names:
-                return None, (f"{'.'.join(parts[:depth])!r} is a module, not a package, and "
-                              f"binds no {part!r}")
+                return None, (
+                    f"{'.'.join(parts[:depth])!r} is a module, not a package, and binds no {part!r}"
+                )
             return None, None
         spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
         if spec is None:
@@ -339,8 +358,11 @@ def _top_level_names(source: str, path: str | None = None, _seen: set | None = N
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     if alias.name == "*":
-                        starred = (_star_names(path, node.level, node.module, seen)
-                                   if path and isinstance(node, ast.ImportFrom) else None)
+                        starred = (
+                            _star_names(path, node.level, node.module, seen)
+                            if path and isinstance(node, ast.ImportFrom)
+                            else None
+                        )
                         if starred is None:
                             raise LookupError
                         names.update(starred)
@@ -377,14 +399,23 @@ def _top_level_names(source: str, path: str | None = None, _seen: set | None = N
             modules_names |= {a.asname or a.name for a in node.names if a.name == "modules"}
     dynamic = False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and (node.id in ("globals", "exec", "eval")
-                                           or node.id in modules_names):
+        if isinstance(node, ast.Name) and (
+            node.id in ("globals", "exec", "eval") or node.id in modules_names
+        ):
             dynamic = True
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("vars", "locals") and not node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("vars", "locals")
+            and not node.args
+        ):
             dynamic = True
-        elif (isinstance(node, ast.Attribute) and node.attr == "modules"
-              and isinstance(node.value, ast.Name) and node.value.id in sys_names):
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "modules"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in sys_names
+        ):
             dynamic = True
         elif isinstance(node, ast.Global):
             dynamic = True
@@ -392,8 +423,9 @@ def _top_level_names(source: str, path: str | None = None, _seen: set | None = N
             bind(node.target)
     for statement in tree.body:
         if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            dynamic |= any(isinstance(node, ast.Name) and node.id == "setattr"
-                           for node in ast.walk(statement))
+            dynamic |= any(
+                isinstance(node, ast.Name) and node.id == "setattr" for node in ast.walk(statement)
+            )
     try:
         visit(tree.body)
     except LookupError:
@@ -448,13 +480,21 @@ def _exported_names(path: str, seen: set) -> set | None:
         return None
     exported: set | None = set()
     for node in tree.body:
-        targets = (node.targets if isinstance(node, ast.Assign) else
-                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
         if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
             continue
         value = node.value
-        if exported is not None and isinstance(value, (ast.List, ast.Tuple)) and all(
-                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+        if (
+            exported is not None
+            and isinstance(value, (ast.List, ast.Tuple))
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts)
+        ):
             exported |= {e.value for e in value.elts}
         else:
             exported = None  # built at run time (``mv2_all + mv3_all``)
@@ -477,8 +517,10 @@ def check_target(parser: argparse.ArgumentParser, option: str, target: Target) -
         with _current_directory_on_path():
             source_path, problem = _module_source(target.where)
         if problem is not None:
-            parser.error(f"{option}: cannot import {target.where!r}: {problem} (looked in the "
-                         "current directory and the installed packages)")
+            parser.error(
+                f"{option}: cannot import {target.where!r}: {problem} (looked in the "
+                "current directory and the installed packages)"
+            )
         if source_path is None:
             return
     try:
@@ -492,8 +534,7 @@ def check_target(parser: argparse.ArgumentParser, option: str, target: Target) -
         parser.error(f"{option}: {source_path!r} does not parse: {exc.msg} (line {exc.lineno})")
     first = target.name.split(".")[0]
     if names is not None and first not in names:
-        parser.error(f"{option}: {target.where!r} has no {first!r} "
-                     f"({_names_hint(names, first)})")
+        parser.error(f"{option}: {target.where!r} has no {first!r} ({_names_hint(names, first)})")
 
 
 def _names_hint(names: set, wanted: str | None = None) -> str:
@@ -551,8 +592,7 @@ def load_object(parser: argparse.ArgumentParser, target, option: str = "target")
             sys.path.insert(0, os.getcwd())
             module = importlib.import_module(where)
     except Exception as exc:  # the user's module failed: say so in one line
-        parser.error(f"{option}: cannot import {where!r}: {type(exc).__name__}: "
-                     f"{_first_line(exc)}")
+        parser.error(f"{option}: cannot import {where!r}: {type(exc).__name__}: {_first_line(exc)}")
     obj = module
     for part in target.name.split("."):
         if not hasattr(obj, part):
@@ -579,8 +619,9 @@ def state_dict_file(parser: argparse.ArgumentParser, option: str, path: str | No
     if path is None:
         return
     if not os.path.isfile(path):
-        parser.error(f"{option} {path!r}: " + (
-            "is a directory" if os.path.isdir(path) else "does not exist"))
+        parser.error(
+            f"{option} {path!r}: " + ("is a directory" if os.path.isdir(path) else "does not exist")
+        )
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as handle:
@@ -592,11 +633,16 @@ def state_dict_file(parser: argparse.ArgumentParser, option: str, path: str | No
                 if length > size - 8:
                     raise ValueError(f"its header claims {length} bytes; the file has {size}")
                 header = json.loads(handle.read(length).decode("utf-8"))
-                ends = [entry["data_offsets"][1] for key, entry in header.items()
-                        if key != "__metadata__"]
+                ends = [
+                    entry["data_offsets"][1]
+                    for key, entry in header.items()
+                    if key != "__metadata__"
+                ]
                 if 8 + length + max(ends, default=0) != size:
-                    raise ValueError(f"its tensors end at byte {8 + length + max(ends, default=0)}"
-                                     f"; the file has {size} (truncated or padded)")
+                    raise ValueError(
+                        f"its tensors end at byte {8 + length + max(ends, default=0)}"
+                        f"; the file has {size} (truncated or padded)"
+                    )
                 return
     except OSError as exc:
         parser.error(f"{option} {path!r}: cannot be read: {exc.strerror or exc}")

@@ -37,7 +37,8 @@ import importlib.util
 import json
 import os
 import re
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import _cli
 
@@ -71,8 +72,9 @@ class ModelSpec(NamedTuple):
         return root if not self.target.is_file and root in LIBRARIES else None
 
 
-def parse_spec(parser: argparse.ArgumentParser, option: str, text: str,
-               config: str | None) -> ModelSpec:
+def parse_spec(
+    parser: argparse.ArgumentParser, option: str, text: str, config: str | None
+) -> ModelSpec:
     """``text`` (and ``--config``'s JSON) -> ``ModelSpec``; a usage error otherwise."""
     where, sep, name = text.rpartition(":")
     if where == "timm":
@@ -81,8 +83,9 @@ def parse_spec(parser: argparse.ArgumentParser, option: str, text: str,
         kind, target = "timm", _cli.Target("timm", name)
     elif where == "transformers":
         if not name.isidentifier():
-            parser.error(f"{option} {text!r}: expected transformers:CLASS (e.g. "
-                         "transformers:BertModel)")
+            parser.error(
+                f"{option} {text!r}: expected transformers:CLASS (e.g. transformers:BertModel)"
+            )
         kind, target = "transformers", _cli.Target("transformers", name)
     else:
         target = _cli.parse_target(parser, option, text)
@@ -92,8 +95,10 @@ def parse_spec(parser: argparse.ArgumentParser, option: str, text: str,
     parsed = None
     if config is not None:
         if kind != "transformers":
-            parser.error(f"--config is a Hugging Face config, for a transformers:CLASS spec "
-                         f"only; {text!r} takes its keyword arguments from --kwargs")
+            parser.error(
+                f"--config is a Hugging Face config, for a transformers:CLASS spec "
+                f"only; {text!r} takes its keyword arguments from --kwargs"
+            )
         try:
             parsed = json.loads(config)
         except ValueError as exc:
@@ -108,8 +113,9 @@ def _missing_library(parser, option: str, spec: ModelSpec) -> None:
     if library is not None and importlib.util.find_spec(library) is None:
         from _zoo_models import INSTALL  # imports no torch
 
-        parser.error(f"{option} {spec.text!r}: {library} is not installed; install the zoo "
-                     f"extra: {INSTALL}")
+        parser.error(
+            f"{option} {spec.text!r}: {library} is not installed; install the zoo extra: {INSTALL}"
+        )
 
 
 def timm_model_names() -> set | None:
@@ -122,8 +128,9 @@ def timm_model_names() -> set | None:
         return None
     models = os.path.join(list(spec.submodule_search_locations)[0], "models")
     registered = re.compile(r"^@register_model\s*\n\s*def\s+(\w+)\s*\(", re.M)
-    deprecations = re.compile(r"^register_model_deprecations\(\s*__name__\s*,\s*\{(.*?)\}\s*\)",
-                              re.M | re.S)
+    deprecations = re.compile(
+        r"^register_model_deprecations\(\s*__name__\s*,\s*\{(.*?)\}\s*\)", re.M | re.S
+    )
     names: set = set()
     try:
         entries = sorted(os.listdir(models))
@@ -148,8 +155,7 @@ def _suggest(name: str, names) -> str:
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
-def check_spec(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
-               kwargs: dict) -> None:
+def check_spec(parser: argparse.ArgumentParser, option: str, spec: ModelSpec, kwargs: dict) -> None:
     """What can be told before torch is imported: the library installed, no keyword
     argument asking a library for pretrained weights, the callable found in its
     module's source, a timm model name in timm's registry, a transformers class in its
@@ -164,30 +170,37 @@ def check_spec(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
         names = timm_model_names()
         architecture = spec.target.name.split(".")[0]  # a pretrained tag is not an architecture
         if names is not None and architecture not in names:
-            parser.error(f"{option}: timm has no model {architecture!r}"
-                         f"{_suggest(architecture, names)}")
+            parser.error(
+                f"{option}: timm has no model {architecture!r}{_suggest(architecture, names)}"
+            )
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded, whatever is asked
     try:
         import transformers  # a lazy namespace: no torch, no model code yet
     except Exception as exc:  # a broken install: say so in one line
-        parser.error(f"{option}: cannot import transformers: {type(exc).__name__}: "
-                     f"{_cli._first_line(exc)}")
+        parser.error(
+            f"{option}: cannot import transformers: {type(exc).__name__}: {_cli._first_line(exc)}"
+        )
     names = set(dir(transformers))
     if spec.target.name not in names:
-        parser.error(f"{option}: transformers has no {spec.target.name!r}"
-                     f"{_suggest(spec.target.name, names)}")
+        parser.error(
+            f"{option}: transformers has no {spec.target.name!r}{_suggest(spec.target.name, names)}"
+        )
     if spec.target.name.startswith("Auto") and "model_type" not in (spec.config or {}):
-        parser.error(f"{option}: transformers.{spec.target.name} picks its class from the "
-                     "config's model_type: give it in --config (e.g. "
-                     '\'{"model_type": "bert", "hidden_size": 64}\')')
+        parser.error(
+            f"{option}: transformers.{spec.target.name} picks its class from the "
+            "config's model_type: give it in --config (e.g. "
+            '\'{"model_type": "bert", "hidden_size": 64}\')'
+        )
 
 
 def _refuse_downloads(parser, spec: ModelSpec, kwargs: dict) -> None:
     asked = [k for k in _DOWNLOADS if kwargs.get(k) not in (None, False)]
     if asked and (spec.library is not None or spec.kind != "callable"):
-        parser.error(f"--kwargs {asked[0]}={kwargs[asked[0]]!r}: port.py downloads nothing; "
-                     "it ports random weights, or yours with --state-dict PATH")
+        parser.error(
+            f"--kwargs {asked[0]}={kwargs[asked[0]]!r}: port.py downloads nothing; "
+            "it ports random weights, or yours with --state-dict PATH"
+        )
 
 
 def _call_text(kwargs: dict) -> str:
@@ -204,8 +217,7 @@ class Factory(NamedTuple):
     notes: tuple
 
 
-def factory(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
-            kwargs: dict) -> Factory:
+def factory(parser: argparse.ArgumentParser, option: str, spec: ModelSpec, kwargs: dict) -> Factory:
     """Import what ``spec`` names (torch and the library) and return its ``Factory``;
     a name that turns out not to be a model is a usage error (exit 2)."""
     if spec.library is not None or _mentions_libraries(spec):
@@ -220,11 +232,16 @@ def factory(parser: argparse.ArgumentParser, option: str, spec: ModelSpec,
         import timm
 
         if not timm.is_model(spec.target.name):
-            parser.error(f"{option}: timm has no model {spec.target.name!r}"
-                         f"{_suggest(spec.target.name, timm.list_models())}")
+            parser.error(
+                f"{option}: timm has no model {spec.target.name!r}"
+                f"{_suggest(spec.target.name, timm.list_models())}"
+            )
         call = _call_text(dict(pretrained=False, **kwargs))
-        return Factory(lambda: timm.create_model(spec.target.name, pretrained=False, **kwargs),
-                       f"timm.create_model({spec.target.name!r}, {call})", ())
+        return Factory(
+            lambda: timm.create_model(spec.target.name, pretrained=False, **kwargs),
+            f"timm.create_model({spec.target.name!r}, {call})",
+            (),
+        )
     return _transformers_factory(parser, option, spec, kwargs)
 
 
@@ -255,53 +272,81 @@ def _transformers_factory(parser, option: str, spec: ModelSpec, kwargs: dict) ->
     try:
         cls = getattr(transformers, name)
     except Exception as exc:  # transformers' lazy import names what it lacks
-        parser.error(f"{option}: cannot import transformers.{name}: {type(exc).__name__}: "
-                     f"{_cli._first_line(exc)}")
+        parser.error(
+            f"{option}: cannot import transformers.{name}: {type(exc).__name__}: "
+            f"{_cli._first_line(exc)}"
+        )
     auto = name.startswith("Auto")
     if not auto and not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-        parser.error(f"{option}: transformers.{name} is not a model class (a torch.nn.Module); "
-                     "give one such as BertModel or GPT2LMHeadModel")
+        parser.error(
+            f"{option}: transformers.{name} is not a model class (a torch.nn.Module); "
+            "give one such as BertModel or GPT2LMHeadModel"
+        )
     config = dict(spec.config or {})
     model_type = config.pop("model_type", None)
     try:
-        config_class = (transformers.AutoConfig.for_model(model_type).__class__
-                        if model_type is not None else cls.config_class)
+        config_class = (
+            transformers.AutoConfig.for_model(model_type).__class__
+            if model_type is not None
+            else cls.config_class
+        )
     except ValueError as exc:
         parser.error(f"--config: model_type {model_type!r}: {_cli._first_line(exc)[:200]}")
     if not auto and not issubclass(config_class, cls.config_class):
-        parser.error(f"--config: model_type {model_type!r} gives a {config_class.__name__}; "
-                     f"transformers.{name} takes a {cls.config_class.__name__}")
+        parser.error(
+            f"--config: model_type {model_type!r} gives a {config_class.__name__}; "
+            f"transformers.{name} takes a {cls.config_class.__name__}"
+        )
     defaults = config_class()
-    known = (set(defaults.to_dict()) | set(getattr(config_class, "attribute_map", {}))
-             | set(_parameters(config_class)) | {"num_labels", "attn_implementation"})
+    known = (
+        set(defaults.to_dict())
+        | set(getattr(config_class, "attribute_map", {}))
+        | set(_parameters(config_class))
+        | {"num_labels", "attn_implementation"}
+    )
     unknown = [k for k in config if k not in known]
     if unknown:  # transformers would keep a misspelt key as a stray attribute, silently
-        parser.error(f"--config: {config_class.__name__} has no {unknown[0]!r}"
-                     f"{_suggest(unknown[0], known)}; transformers would ignore it and build "
-                     "the default size")
+        parser.error(
+            f"--config: {config_class.__name__} has no {unknown[0]!r}"
+            f"{_suggest(unknown[0], known)}; transformers would ignore it and build "
+            "the default size"
+        )
     notes = []
     if "use_cache" in defaults.to_dict() and "use_cache" not in config:
         config["use_cache"] = False
-        notes.append("use_cache=False (a KV cache is not an output torch.export can return; "
-                     'give "use_cache": true in --config to keep it)')
+        notes.append(
+            "use_cache=False (a KV cache is not an output torch.export can return; "
+            'give "use_cache": true in --config to keep it)'
+        )
     try:
-        built = (transformers.AutoConfig.for_model(model_type, **config) if model_type is not None
-                 else config_class(**config))
+        built = (
+            transformers.AutoConfig.for_model(model_type, **config)
+            if model_type is not None
+            else config_class(**config)
+        )
     except Exception as exc:  # noqa: BLE001 - a value the config refuses, whatever it raises
         # huggingface_hub's strict dataclasses raise their own error for a value of the
         # wrong type, its reason on the second line: keep every line, as one
         reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        parser.error(f"--config: {config_class.__name__} refuses it: {type(exc).__name__}: "
-                     f"{reason or '(no message)'}")
-    config_code = (f"transformers.AutoConfig.for_model({model_type!r}, {_call_text(config)})"
-                   if model_type is not None else
-                   f"transformers.{config_class.__name__}({_call_text(config)})")
+        parser.error(
+            f"--config: {config_class.__name__} refuses it: {type(exc).__name__}: "
+            f"{reason or '(no message)'}"
+        )
+    config_code = (
+        f"transformers.AutoConfig.for_model({model_type!r}, {_call_text(config)})"
+        if model_type is not None
+        else f"transformers.{config_class.__name__}({_call_text(config)})"
+    )
     extra = f", {_call_text(kwargs)}" if kwargs else ""
     if auto:
-        return Factory(lambda: cls.from_config(built, **kwargs),
-                       f"transformers.{name}.from_config({config_code}{extra})", tuple(notes))
-    return Factory(lambda: cls(built, **kwargs), f"transformers.{name}({config_code}{extra})",
-                   tuple(notes))
+        return Factory(
+            lambda: cls.from_config(built, **kwargs),
+            f"transformers.{name}.from_config({config_code}{extra})",
+            tuple(notes),
+        )
+    return Factory(
+        lambda: cls(built, **kwargs), f"transformers.{name}({config_code}{extra})", tuple(notes)
+    )
 
 
 def _parameters(cls) -> list:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.util
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -104,6 +104,7 @@ def _tv(constructor: str, size: int = 64, batch: int = 8, **options):
     def build(tv):
         module = getattr(tv.models, constructor)(num_classes=10, **options)
         return (module, *_images(batch, size))
+
     return build
 
 
@@ -111,6 +112,7 @@ def _timm(name: str, size: int = 64, batch: int = 8, **options):
     def build(timm):
         module = timm.create_model(name, pretrained=False, num_classes=10, **options)
         return (module, *_images(batch, size))
+
     return build
 
 
@@ -118,6 +120,7 @@ def _hf(model: str, config: str, inputs: Callable, **config_options):
     def build(transformers):
         cfg = getattr(transformers, config)(**config_options)
         return (getattr(transformers, model)(cfg), *inputs())
+
     return build
 
 
@@ -129,8 +132,11 @@ def _chameleon_quantizer(transformers):
 
     config = transformers.ChameleonVQVAEConfig(embed_dim=8, num_embeddings=16)
     rng = np.random.default_rng(SEED)
-    return (modeling_chameleon.ChameleonVQVAEVectorQuantizer(config),
-            (rng.standard_normal((2, 8, 4, 4)).astype(np.float32),), {})
+    return (
+        modeling_chameleon.ChameleonVQVAEVectorQuantizer(config),
+        (rng.standard_normal((2, 8, 4, 4)).astype(np.float32),),
+        {},
+    )
 
 
 def _frozen_teacher(tv):
@@ -158,101 +164,227 @@ def _frozen_teacher(tv):
     return FrozenTeacher(), (rng.standard_normal((8, 16)).astype(np.float32),), {}
 
 
-TINY_TEXT = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=64, max_position_embeddings=64)
+TINY_TEXT = dict(
+    vocab_size=100,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
 TIMM_DROPS = dict(drop_rate=0.1, drop_path_rate=0.1)
 
 MODELS = [
     ZooModel("torchvision:resnet18", "torchvision", _tv("resnet18"), "8 images of 64x64"),
-    ZooModel("torchvision:mobilenet_v3_small", "torchvision", _tv("mobilenet_v3_small"),
-             "8 images of 64x64 (dropout 0.2: default)"),
-    ZooModel("torchvision:efficientnet_b0", "torchvision", _tv("efficientnet_b0"),
-             "8 images of 64x64 (stochastic depth 0.2, dropout 0.2: defaults)"),
-    ZooModel("torchvision:shufflenet_v2_x0_5", "torchvision", _tv("shufflenet_v2_x0_5"),
-             "8 images of 64x64"),
-    ZooModel("torchvision:vit_b_16", "torchvision",
-             _tv("vit_b_16", 32, batch=2, image_size=32),
-             "image_size=32, 2 images (full width: 12 layers of 768, 86M parameters)"),
-    ZooModel("torchvision:swin_t", "torchvision", _tv("swin_t"),
-             "8 images of 64x64 (stochastic depth 0.2: default); dynamic_shapes='batch' "
-             "(every batch size from one capture, 64x64 images: with the image sides "
-             "symbolic too, torch.export's reasoning over Swin's window padding and "
-             "reshapes ran for 39 minutes without finishing)", dynamic_shapes="batch"),
-    ZooModel("timm:test_efficientnet", "timm",
-             _timm("test_efficientnet", 32, batch=4, **TIMM_DROPS),
-             "extra (the CI subset's CNN): timm's own test-size EfficientNet, 4 images of "
-             "32x32, drop_rate=0.1, drop_path_rate=0.1; capture='export' (BatchNorm's "
-             "running statistics as the program's buffer writes, stochastic depth and "
-             "dropout as keyed random ops)", capture="export"),
-    ZooModel("timm:test_coatnet", "timm",
-             _timm("test_coatnet", 64, batch=4, img_size=64, **TIMM_DROPS),
-             "extra: timm's own test-size CoAtNet, 4 images of 64x64, img_size=64, "
-             "drop_rate=0.1, drop_path_rate=0.1 (BatchNorm, attention, relative-position "
-             "indices as constants); dynamic_shapes='batch': with the image sides symbolic "
-             "too, apply runs at other sides, but jax.export cannot lower the artifact: an add "
-             "of two tensors whose size torch wrote as two different expressions of both "
-             "sides (nested floor divisions, one multiplied out), which jax.export cannot "
-             "prove equal", dynamic_shapes="batch"),
-    ZooModel("timm:vit_tiny_patch16_224", "timm",
-             _timm("vit_tiny_patch16_224", 32, img_size=32, **TIMM_DROPS),
-             "img_size=32, 8 images, drop_rate=0.1, drop_path_rate=0.1"),
-    ZooModel("timm:efficientnet_b0", "timm", _timm("efficientnet_b0", **TIMM_DROPS),
-             "8 images of 64x64, drop_rate=0.1, drop_path_rate=0.1"),
-    ZooModel("timm:mobilevitv2_050", "timm", _timm("mobilevitv2_050", **TIMM_DROPS),
-             "8 images of 64x64, drop_rate=0.1, drop_path_rate=0.1; dynamic_shapes='batch' "
-             "(with the image sides symbolic too the capture takes about 10 minutes here and "
-             "runs at other sides, but jax.export fails to lower the artifact inside its own "
-             "shape reasoning)", dynamic_shapes="batch"),
-    ZooModel("transformers:BertModel", "transformers",
-             _hf("BertModel", "BertConfig", _tokens, **TINY_TEXT),
-             "2 layers of 32, vocab 100, 2 x 8 tokens (dropout 0.1: default)"),
-    ZooModel("transformers:GPT2LMHeadModel", "transformers",
-             _hf("GPT2LMHeadModel", "GPT2Config", _tokens, vocab_size=100, n_embd=32,
-                 n_layer=2, n_head=2, n_positions=64, use_cache=False),
-             "2 layers of 32, vocab 100; use_cache=False (a KV-cache output cannot be "
-             "exported); tied lm_head"),
-    ZooModel("transformers:LlamaForCausalLM", "transformers",
-             _hf("LlamaForCausalLM", "LlamaConfig", _tokens, num_key_value_heads=1,
-                 use_cache=False, **dict(TINY_TEXT, num_attention_heads=4)),
-             "2 layers of 32, 4 heads / 1 KV head, vocab 100; use_cache=False (a KV-cache "
-             "output cannot be exported)"),
-    ZooModel("transformers:T5EncoderModel", "transformers",
-             _hf("T5EncoderModel", "T5Config", _tokens, vocab_size=100, d_model=32, d_kv=8,
-                 d_ff=64, num_layers=2, num_heads=4),
-             "2 layers of 32, vocab 100 (dropout 0.1: default)"),
-    ZooModel("transformers:ViTModel", "transformers",
-             _hf("ViTModel", "ViTConfig", lambda: _images(2, 32), hidden_size=32,
-                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                 image_size=32, patch_size=8, hidden_dropout_prob=0.1),
-             "2 layers of 32, 32x32 images, patch 8, hidden_dropout_prob=0.1"),
-    ZooModel("transformers:Wav2Vec2Model", "transformers",
-             _hf("Wav2Vec2Model", "Wav2Vec2Config", _audio, hidden_size=32,
-                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                 conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
-                 num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-                 layerdrop=0.0, mask_time_prob=0.0),
-             "2 layers of 32, 2 conv layers, 400 samples; layerdrop=0 (layer drop is Python "
-             "control flow on a random draw), mask_time_prob=0 (SpecAugment draws its masks "
-             "with NumPy during the forward, which export would freeze: from_torch refuses "
-             "it, naming the constant)"),
-    ZooModel("transformers:MixtralForCausalLM", "transformers",
-             _hf("MixtralForCausalLM", "MixtralConfig", _tokens, num_key_value_heads=2,
-                 num_local_experts=4, num_experts_per_tok=2, use_cache=False,
-                 experts_implementation="batched_mm", **dict(TINY_TEXT, num_attention_heads=4)),
-             "extra: a mixture-of-experts decoder, 2 layers of 32, 4 experts (2 per token), "
-             "vocab 100; experts_implementation='batched_mm' (every expert computed densely, "
-             "masked by the routing): the eager experts loop over the experts some token "
-             "chose (nonzero), which torch.export cannot capture in either mode, and the "
-             "default grouped_mm counts tokens with histc and calls transformers' own "
-             "grouped_mm op, outside the table; use_cache=False"),
-    ZooModel("transformers:ChameleonVQVAEVectorQuantizer", "transformers",
-             _chameleon_quantizer,
-             "extra: Chameleon's VQ-VAE codebook (16 codes of 8), 2 maps of 8x4x4: the "
-             "straight-through estimator and the commitment loss's detach() on both sides"),
-    ZooModel("torchvision:frozen_teacher", "torchvision", _frozen_teacher,
-             "extra: a user's BYOL-style online/target pair of torchvision.ops.MLP(16, "
-             "[32, 8], BatchNorm1d), the target under torch.no_grad() in the forward "
-             "(no gradient; its BatchNorm statistics still update in training), 8 rows"),
+    ZooModel(
+        "torchvision:mobilenet_v3_small",
+        "torchvision",
+        _tv("mobilenet_v3_small"),
+        "8 images of 64x64 (dropout 0.2: default)",
+    ),
+    ZooModel(
+        "torchvision:efficientnet_b0",
+        "torchvision",
+        _tv("efficientnet_b0"),
+        "8 images of 64x64 (stochastic depth 0.2, dropout 0.2: defaults)",
+    ),
+    ZooModel(
+        "torchvision:shufflenet_v2_x0_5",
+        "torchvision",
+        _tv("shufflenet_v2_x0_5"),
+        "8 images of 64x64",
+    ),
+    ZooModel(
+        "torchvision:vit_b_16",
+        "torchvision",
+        _tv("vit_b_16", 32, batch=2, image_size=32),
+        "image_size=32, 2 images (full width: 12 layers of 768, 86M parameters)",
+    ),
+    ZooModel(
+        "torchvision:swin_t",
+        "torchvision",
+        _tv("swin_t"),
+        "8 images of 64x64 (stochastic depth 0.2: default); dynamic_shapes='batch' "
+        "(every batch size from one capture, 64x64 images: with the image sides "
+        "symbolic too, torch.export's reasoning over Swin's window padding and "
+        "reshapes ran for 39 minutes without finishing)",
+        dynamic_shapes="batch",
+    ),
+    ZooModel(
+        "timm:test_efficientnet",
+        "timm",
+        _timm("test_efficientnet", 32, batch=4, **TIMM_DROPS),
+        "extra (the CI subset's CNN): timm's own test-size EfficientNet, 4 images of "
+        "32x32, drop_rate=0.1, drop_path_rate=0.1; capture='export' (BatchNorm's "
+        "running statistics as the program's buffer writes, stochastic depth and "
+        "dropout as keyed random ops)",
+        capture="export",
+    ),
+    ZooModel(
+        "timm:test_coatnet",
+        "timm",
+        _timm("test_coatnet", 64, batch=4, img_size=64, **TIMM_DROPS),
+        "extra: timm's own test-size CoAtNet, 4 images of 64x64, img_size=64, "
+        "drop_rate=0.1, drop_path_rate=0.1 (BatchNorm, attention, relative-position "
+        "indices as constants); dynamic_shapes='batch': with the image sides symbolic "
+        "too, apply runs at other sides, but jax.export cannot lower the artifact: an add "
+        "of two tensors whose size torch wrote as two different expressions of both "
+        "sides (nested floor divisions, one multiplied out), which jax.export cannot "
+        "prove equal",
+        dynamic_shapes="batch",
+    ),
+    ZooModel(
+        "timm:vit_tiny_patch16_224",
+        "timm",
+        _timm("vit_tiny_patch16_224", 32, img_size=32, **TIMM_DROPS),
+        "img_size=32, 8 images, drop_rate=0.1, drop_path_rate=0.1",
+    ),
+    ZooModel(
+        "timm:efficientnet_b0",
+        "timm",
+        _timm("efficientnet_b0", **TIMM_DROPS),
+        "8 images of 64x64, drop_rate=0.1, drop_path_rate=0.1",
+    ),
+    ZooModel(
+        "timm:mobilevitv2_050",
+        "timm",
+        _timm("mobilevitv2_050", **TIMM_DROPS),
+        "8 images of 64x64, drop_rate=0.1, drop_path_rate=0.1; dynamic_shapes='batch' "
+        "(with the image sides symbolic too the capture takes about 10 minutes here and "
+        "runs at other sides, but jax.export fails to lower the artifact inside its own "
+        "shape reasoning)",
+        dynamic_shapes="batch",
+    ),
+    ZooModel(
+        "transformers:BertModel",
+        "transformers",
+        _hf("BertModel", "BertConfig", _tokens, **TINY_TEXT),
+        "2 layers of 32, vocab 100, 2 x 8 tokens (dropout 0.1: default)",
+    ),
+    ZooModel(
+        "transformers:GPT2LMHeadModel",
+        "transformers",
+        _hf(
+            "GPT2LMHeadModel",
+            "GPT2Config",
+            _tokens,
+            vocab_size=100,
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_positions=64,
+            use_cache=False,
+        ),
+        "2 layers of 32, vocab 100; use_cache=False (a KV-cache output cannot be "
+        "exported); tied lm_head",
+    ),
+    ZooModel(
+        "transformers:LlamaForCausalLM",
+        "transformers",
+        _hf(
+            "LlamaForCausalLM",
+            "LlamaConfig",
+            _tokens,
+            num_key_value_heads=1,
+            use_cache=False,
+            **dict(TINY_TEXT, num_attention_heads=4),
+        ),
+        "2 layers of 32, 4 heads / 1 KV head, vocab 100; use_cache=False (a KV-cache "
+        "output cannot be exported)",
+    ),
+    ZooModel(
+        "transformers:T5EncoderModel",
+        "transformers",
+        _hf(
+            "T5EncoderModel",
+            "T5Config",
+            _tokens,
+            vocab_size=100,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_heads=4,
+        ),
+        "2 layers of 32, vocab 100 (dropout 0.1: default)",
+    ),
+    ZooModel(
+        "transformers:ViTModel",
+        "transformers",
+        _hf(
+            "ViTModel",
+            "ViTConfig",
+            lambda: _images(2, 32),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=32,
+            patch_size=8,
+            hidden_dropout_prob=0.1,
+        ),
+        "2 layers of 32, 32x32 images, patch 8, hidden_dropout_prob=0.1",
+    ),
+    ZooModel(
+        "transformers:Wav2Vec2Model",
+        "transformers",
+        _hf(
+            "Wav2Vec2Model",
+            "Wav2Vec2Config",
+            _audio,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            conv_dim=(16, 16),
+            conv_stride=(5, 2),
+            conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2,
+            layerdrop=0.0,
+            mask_time_prob=0.0,
+        ),
+        "2 layers of 32, 2 conv layers, 400 samples; layerdrop=0 (layer drop is Python "
+        "control flow on a random draw), mask_time_prob=0 (SpecAugment draws its masks "
+        "with NumPy during the forward, which export would freeze: from_torch refuses "
+        "it, naming the constant)",
+    ),
+    ZooModel(
+        "transformers:MixtralForCausalLM",
+        "transformers",
+        _hf(
+            "MixtralForCausalLM",
+            "MixtralConfig",
+            _tokens,
+            num_key_value_heads=2,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            use_cache=False,
+            experts_implementation="batched_mm",
+            **dict(TINY_TEXT, num_attention_heads=4),
+        ),
+        "extra: a mixture-of-experts decoder, 2 layers of 32, 4 experts (2 per token), "
+        "vocab 100; experts_implementation='batched_mm' (every expert computed densely, "
+        "masked by the routing): the eager experts loop over the experts some token "
+        "chose (nonzero), which torch.export cannot capture in either mode, and the "
+        "default grouped_mm counts tokens with histc and calls transformers' own "
+        "grouped_mm op, outside the table; use_cache=False",
+    ),
+    ZooModel(
+        "transformers:ChameleonVQVAEVectorQuantizer",
+        "transformers",
+        _chameleon_quantizer,
+        "extra: Chameleon's VQ-VAE codebook (16 codes of 8), 2 maps of 8x4x4: the "
+        "straight-through estimator and the commitment loss's detach() on both sides",
+    ),
+    ZooModel(
+        "torchvision:frozen_teacher",
+        "torchvision",
+        _frozen_teacher,
+        "extra: a user's BYOL-style online/target pair of torchvision.ops.MLP(16, "
+        "[32, 8], BatchNorm1d), the target under torch.no_grad() in the forward "
+        "(no gradient; its BatchNorm statistics still update in training), 8 rows",
+    ),
 ]
 BY_NAME = {entry.name: entry for entry in MODELS}
 # the CI subset (parity_tests/test_zoo.py, `scripts/zoo.py --quick`) and the comparisons
@@ -261,8 +393,10 @@ BY_NAME = {entry.name: entry for entry in MODELS}
 # on torch's draws) and a transformer with dropout and constants (both modes), float64
 # only (float32 runs the same program at another dtype; the full zoo runs it)
 # (BERT also at three shapes from one capture, and its artifact reloaded without torch)
-QUICK = {"timm:test_efficientnet": ("train",),
-         "transformers:BertModel": ("float64", "train", "shapes", "artifact")}
+QUICK = {
+    "timm:test_efficientnet": ("train",),
+    "transformers:BertModel": ("float64", "train", "shapes", "artifact"),
+}
 
 
 def versions() -> dict:
@@ -305,12 +439,16 @@ def select(spec: str | None) -> list[ZooModel]:
         else:
             matches = [e for e in MODELS if e.name.split(":", 1)[1] == item]
             if len(matches) > 1:
-                raise ValueError(f"{item!r} names {len(matches)} models "
-                                 f"({', '.join(e.name for e in matches)}); give the full name.")
+                raise ValueError(
+                    f"{item!r} names {len(matches)} models "
+                    f"({', '.join(e.name for e in matches)}); give the full name."
+                )
         if not matches:
-            raise ValueError(f"unknown model {item!r}; the zoo has: "
-                             f"{', '.join(e.name for e in MODELS)} (or a library: "
-                             f"{', '.join(LIBRARIES)}).")
+            raise ValueError(
+                f"unknown model {item!r}; the zoo has: "
+                f"{', '.join(e.name for e in MODELS)} (or a library: "
+                f"{', '.join(LIBRARIES)})."
+            )
         chosen.extend(e for e in matches if e not in chosen)
     if not chosen:
         raise ValueError("no model named (an empty --models).")
@@ -335,11 +473,27 @@ def instance(built, dtype: str):
 
     module, args, kwargs = built
     torch_dtype = {"float64": torch.float64, "float32": torch.float32}[dtype]
-    cast = (lambda a: a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f"
-            else a)
-    return (copy.deepcopy(module).to(torch_dtype), tuple(cast(a) for a in args),
-            {k: cast(v) for k, v in kwargs.items()})
+    cast = lambda a: a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+    return (
+        copy.deepcopy(module).to(torch_dtype),
+        tuple(cast(a) for a in args),
+        {k: cast(v) for k, v in kwargs.items()},
+    )
 
 
-__all__ = ["ZooModel", "MODELS", "BY_NAME", "QUICK", "versions", "LIBRARIES", "INSTALL", "build", "instance",
-           "select", "missing", "installed", "import_library", "import_torchvision"]
+__all__ = [
+    "ZooModel",
+    "MODELS",
+    "BY_NAME",
+    "QUICK",
+    "versions",
+    "LIBRARIES",
+    "INSTALL",
+    "build",
+    "instance",
+    "select",
+    "missing",
+    "installed",
+    "import_library",
+    "import_torchvision",
+]

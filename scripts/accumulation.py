@@ -36,19 +36,24 @@ def trap(seed: int) -> None:
     x, y = torch.randn(8, 4), torch.randn(8, 1)
     history = taccumulate.accumulation_trap(module, torch.nn.functional.mse_loss, x, y)
     model, params = jaxgrad.nn.from_torch(module)
-    grad_fn = jax.grad(lambda p: jlosses.mse_loss(model.apply(p, jnp.asarray(x.numpy())),
-                                                  jnp.asarray(y.numpy())))
+    grad_fn = jax.grad(
+        lambda p: jlosses.mse_loss(model.apply(p, jnp.asarray(x.numpy())), jnp.asarray(y.numpy()))
+    )
     running = jax.tree.map(jnp.zeros_like, params)
     first = history[0]["weight"].norm().item()
-    print(f"{'call':>4}  {'torch .grad (no zero_grad)':>27}  {'ratio':>5}  "
-          f"{'jax.grad':>9}  {'JAX explicit running sum':>24}")
+    print(
+        f"{'call':>4}  {'torch .grad (no zero_grad)':>27}  {'ratio':>5}  "
+        f"{'jax.grad':>9}  {'JAX explicit running sum':>24}"
+    )
     for step, grads in enumerate(history, start=1):
         jax_grads = grad_fn(params)
         running = jax.tree.map(jnp.add, running, jax_grads)
         torch_norm = grads["weight"].norm().item()
-        print(f"{step:>4}  {torch_norm:>27.6f}  {torch_norm / first:>4.2f}x  "
-              f"{float(jnp.linalg.norm(jax_grads['weight'])):>9.6f}  "
-              f"{float(jnp.linalg.norm(running['weight'])):>24.6f}")
+        print(
+            f"{step:>4}  {torch_norm:>27.6f}  {torch_norm / first:>4.2f}x  "
+            f"{float(jnp.linalg.norm(jax_grads['weight'])):>9.6f}  "
+            f"{float(jnp.linalg.norm(running['weight'])):>24.6f}"
+        )
     print("(lesson 002 printed 0.42 / 0.84 / 1.26 for its random batch: the same 1x, 2x, 3x)\n")
 
 
@@ -79,21 +84,30 @@ def micro_batches(seed: int) -> None:
     def loss_fn(p, batch):
         return jnp.mean((jmodel.apply(p, batch[0]) - batch[1]) ** 2)
 
-    stacked = (jnp.stack([jnp.asarray(x1.numpy()), jnp.asarray(x2.numpy())]),
-               jnp.stack([jnp.asarray(y1.numpy()), jnp.asarray(y2.numpy())]))
+    stacked = (
+        jnp.stack([jnp.asarray(x1.numpy()), jnp.asarray(x2.numpy())]),
+        jnp.stack([jnp.asarray(y1.numpy()), jnp.asarray(y2.numpy())]),
+    )
     _, jax_accumulated = jax.jit(functools.partial(accumulate_grads, loss_fn))(params, stacked)
-    jax_combined = jax.grad(loss_fn)(params, (jnp.concatenate(stacked[0]),
-                                              jnp.concatenate(stacked[1])))
+    jax_combined = jax.grad(loss_fn)(
+        params, (jnp.concatenate(stacked[0]), jnp.concatenate(stacked[1]))
+    )
 
     def max_diff(a, b):
         return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
 
-    print(f"  torch: (loss/2).backward() x2 vs combined batch   max |diff| = "
-          f"{max_diff(accumulated, combined):.1e}")
-    print(f"  JAX:   accumulate_grads (lax.scan) vs combined     max |diff| = "
-          f"{max_diff(jax_accumulated, jax_combined):.1e}")
-    print(f"  torch accumulated vs jaxgrad accumulated           max |diff| = "
-          f"{max_diff(accumulated, jax_accumulated):.1e}")
+    print(
+        f"  torch: (loss/2).backward() x2 vs combined batch   max |diff| = "
+        f"{max_diff(accumulated, combined):.1e}"
+    )
+    print(
+        f"  JAX:   accumulate_grads (lax.scan) vs combined     max |diff| = "
+        f"{max_diff(jax_accumulated, jax_combined):.1e}"
+    )
+    print(
+        f"  torch accumulated vs jaxgrad accumulated           max |diff| = "
+        f"{max_diff(accumulated, jax_accumulated):.1e}"
+    )
     print("  (lesson 004 example 5 measured ~3e-8 in float32)\n")
 
 
@@ -103,7 +117,8 @@ def forgetting_to_divide(seed: int, steps: int) -> None:
     import torch
 
     import jaxgrad.nn
-    from jaxgrad import losses as jlosses, optim as joptim
+    from jaxgrad import losses as jlosses
+    from jaxgrad import optim as joptim
     from jaxgrad.accumulate import accumulate_grads
     from torchref import accumulate as taccumulate
 
@@ -113,16 +128,21 @@ def forgetting_to_divide(seed: int, steps: int) -> None:
     start = {k: v.clone() for k, v in module.state_dict().items()}
     batches = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
     rows = {}
-    for label, divide, lr in (("torch, loss / k, lr 0.05", True, 0.05),
-                              ("torch, no / k,  lr 0.05", False, 0.05),
-                              ("torch, loss / k, lr 0.10", True, 0.10)):
+    for label, divide, lr in (
+        ("torch, loss / k, lr 0.05", True, 0.05),
+        ("torch, no / k,  lr 0.05", False, 0.05),
+        ("torch, loss / k, lr 0.10", True, 0.10),
+    ):
         module.load_state_dict(start)
         rows[label] = taccumulate.train_with_accumulation(
-            module, torch.nn.functional.mse_loss, batches, steps=steps, lr=lr, divide=divide)
+            module, torch.nn.functional.mse_loss, batches, steps=steps, lr=lr, divide=divide
+        )
     module.load_state_dict(start)
     model, params = jaxgrad.nn.from_torch(module)
-    stacked = (jnp.stack([jnp.asarray(b[0].numpy()) for b in batches]),
-               jnp.stack([jnp.asarray(b[1].numpy()) for b in batches]))
+    stacked = (
+        jnp.stack([jnp.asarray(b[0].numpy()) for b in batches]),
+        jnp.stack([jnp.asarray(b[1].numpy()) for b in batches]),
+    )
 
     def loss_fn(p, batch):
         return jlosses.mse_loss(model.apply(p, batch[0]), batch[1])
@@ -159,11 +179,13 @@ def zero_grad_semantics() -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seed", type=int, default=0, help="torch seed for weights and data")
-    parser.add_argument("--steps", type=int, default=5,
-                        help="training steps in demonstration 3 (default 5)")
+    parser.add_argument(
+        "--steps", type=int, default=5, help="training steps in demonstration 3 (default 5)"
+    )
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps (={args.steps}) must be >= 1")

@@ -86,9 +86,8 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 import _cli
+import numpy as np
 
 CONFIGS = [  # name, sizes, batch, steps per round (full), steps per round (--quick)
     ("784-256-10 b128", [784, 256, 10], 128, 100, 20),
@@ -109,9 +108,16 @@ ZOO_CONFIGS = [
     ("vit_tiny b16", "timm:vit_tiny_patch16_224", 16, 10, 3),
     ("bert_tiny b16", "transformers:BertModel", 16, 20, 5),
 ]
-GOALS = {"784-256-10 b128": 2.0, "784-256-10 b1024": 1.1, "14.2M b1024": 1.0,
-         "cnn b128": 1.5, "resnet b128": 1.5, "transformer b128": 1.5, "lstm b128": 1.5,
-         **{name: 1.0 for name, *_ in ZOO_CONFIGS}}  # converted real models: >= torch
+GOALS = {
+    "784-256-10 b128": 2.0,
+    "784-256-10 b1024": 1.1,
+    "14.2M b1024": 1.0,
+    "cnn b128": 1.5,
+    "resnet b128": 1.5,
+    "transformer b128": 1.5,
+    "lstm b128": 1.5,
+    **{name: 1.0 for name, *_ in ZOO_CONFIGS},
+}  # converted real models: >= torch
 # the 14.2M model is compute-bound: its jax default's fraction of XLA's own float32
 # matmul peak in the same run (the kernel is the limit there, not the step around it)
 PEAK_GOALS = {"14.2M b1024": 0.90}
@@ -124,44 +130,74 @@ LR, MOMENTUM = 0.01, 0.9
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer steps per round and 3 rounds (a smoke run, ~1 min on 2 cores)")
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer steps per round and 3 rounds (a smoke run, ~1 min on 2 cores)",
+    )
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5, --quick 3)")
-    parser.add_argument("--steps", type=int, help="steps per round for every configuration "
-                        "(default: 100/30/4, --quick 20/6/2)")
-    parser.add_argument("--only", choices=[c[0] for c in CONFIGS + ZOO_CONFIGS],
-                        action="append",
-                        help="run only this configuration (repeatable; a --zoo row implies "
-                             "--zoo)")
-    parser.add_argument("--zoo", action="store_true",
-                        help="also time real models converted with from_torch (resnet18, "
-                             "mobilenet_v3_small, vit_tiny, BERT tiny; needs the zoo extra: "
-                             "pip install -c constraints.txt -e \".[zoo]\")")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help="steps per round for every configuration (default: 100/30/4, --quick 20/6/2)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=[c[0] for c in CONFIGS + ZOO_CONFIGS],
+        action="append",
+        help="run only this configuration (repeatable; a --zoo row implies --zoo)",
+    )
+    parser.add_argument(
+        "--zoo",
+        action="store_true",
+        help="also time real models converted with from_torch (resnet18, "
+        "mobilenet_v3_small, vit_tiny, BERT tiny; needs the zoo extra: "
+        'pip install -c constraints.txt -e ".[zoo]")',
+    )
     parser.add_argument("--compile", action="store_true", help="also time torch.compile (opt-in)")
-    parser.add_argument("--peak-size", type=int, help="n of the n×n matmul that measures the "
-                        "peak (default 2048, --quick 1024)")
+    parser.add_argument(
+        "--peak-size",
+        type=int,
+        help="n of the n×n matmul that measures the peak (default 2048, --quick 1024)",
+    )
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    parser.add_argument("--tf32", action="store_true",
-                        help="let both frameworks use TF32 for float32 matmuls on GPUs (default: "
-                             "full float32, torch's own default; jax's GPU default is TF32)")
-    parser.add_argument("--torch-threads", type=int,
-                        help="torch.set_num_threads (default: torch's own choice)")
+    parser.add_argument(
+        "--tf32",
+        action="store_true",
+        help="let both frameworks use TF32 for float32 matmuls on GPUs (default: "
+        "full float32, torch's own default; jax's GPU default is TF32)",
+    )
+    parser.add_argument(
+        "--torch-threads", type=int, help="torch.set_num_threads (default: torch's own choice)"
+    )
     parser.add_argument("--json", metavar="PATH", help="write every measurement as JSON")
-    parser.add_argument("--bf16", action="store_true",
-                        help="also time the fused epoch with bfloat16 matmuls (compute_dtype="
-                             "'bfloat16'; AMX or avx512_bf16 where the CPU has them): opt-in, "
-                             "labelled 'jax epoch bf16', its loss and gradient error against "
-                             "float32 printed beside it; never a goal contender (MLP rows only)")
-    parser.add_argument("--strict", action="store_true",
-                        help=f"exit with status {UNTRUSTED_EXIT} when the run cannot be trusted "
-                             "(load, spread of rounds, or no steady state)")
-    parser.add_argument("--warmup-rounds", type=int,
-                        help="cap on each contender's warm-up rounds (default 8, --quick 4; "
-                             "warm-up stops earlier once two consecutive rounds agree within 10%%)")
-    _cli.add_xla_flag(parser, "write it as --xla-flag=--xla_cpu_use_xnnpack=true; printed "
-                              "in the header")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also time the fused epoch with bfloat16 matmuls (compute_dtype="
+        "'bfloat16'; AMX or avx512_bf16 where the CPU has them): opt-in, "
+        "labelled 'jax epoch bf16', its loss and gradient error against "
+        "float32 printed beside it; never a goal contender (MLP rows only)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit with status {UNTRUSTED_EXIT} when the run cannot be trusted "
+        "(load, spread of rounds, or no steady state)",
+    )
+    parser.add_argument(
+        "--warmup-rounds",
+        type=int,
+        help="cap on each contender's warm-up rounds (default 8, --quick 4; "
+        "warm-up stops earlier once two consecutive rounds agree within 10%%)",
+    )
+    _cli.add_xla_flag(
+        parser, "write it as --xla-flag=--xla_cpu_use_xnnpack=true; printed in the header"
+    )
     _cli.add_keep_host_memory(parser)
     args = parser.parse_args(argv)
     if args.rounds is None:
@@ -213,6 +249,7 @@ class JaxSide:
     def __init__(self, sizes, batches, device, compute_dtype=None):
         import jax
         import jax.numpy as jnp
+
         from jaxgrad import losses, nn, optim
         from jaxgrad.train import make_train_epoch, make_train_step, select_devices
 
@@ -226,29 +263,39 @@ class JaxSide:
         else:
             self.model = nn.mlp(sizes)
         with jax.default_device(self.device):
-            self.params = (jax.device_put(params, self.device) if isinstance(sizes, str)
-                           else self.model.init(jax.random.key(0)))
+            self.params = (
+                jax.device_put(params, self.device)
+                if isinstance(sizes, str)
+                else self.model.init(jax.random.key(0))
+            )
             self.opt_state = self.optimizer.init(self.params)
         xs, ys = batches
         self.xs = jax.device_put(jnp.asarray(xs), self.device)
         self.ys = jax.device_put(jnp.asarray(ys), self.device)
         self.singles = per_step_batches(self.xs, self.ys)
-        self.step = make_train_step(self.model, losses.cross_entropy, self.optimizer,
-                                    compute_dtype=compute_dtype)
-        self.epoch = make_train_epoch(self.model, losses.cross_entropy, self.optimizer,
-                                      compute_dtype=compute_dtype)
+        self.step = make_train_step(
+            self.model, losses.cross_entropy, self.optimizer, compute_dtype=compute_dtype
+        )
+        self.epoch = make_train_epoch(
+            self.model, losses.cross_entropy, self.optimizer, compute_dtype=compute_dtype
+        )
         self._fused = {"epoch": self.epoch}
         self._make_fused = lambda unroll: make_train_epoch(
-            self.model, losses.cross_entropy, self.optimizer, compute_dtype=compute_dtype,
-            unroll=unroll)
+            self.model,
+            losses.cross_entropy,
+            self.optimizer,
+            compute_dtype=compute_dtype,
+            unroll=unroll,
+        )
         # first calls (compile + one execution), outside the timed rounds
-        self.compile_seconds = {"jax step": timed(self._one_step),
-                                "jax epoch": timed(self.run_epoch)}
+        self.compile_seconds = {
+            "jax step": timed(self._one_step),
+            "jax epoch": timed(self.run_epoch),
+        }
         self.run_steps()
 
     def _one_step(self):
-        self.params, self.opt_state, _ = self.step(self.params, self.opt_state,
-                                                   self.singles[0])
+        self.params, self.opt_state, _ = self.step(self.params, self.opt_state, self.singles[0])
         self.jax.block_until_ready((self.params, self.opt_state))
 
     def run_steps(self):
@@ -294,6 +341,7 @@ class CnnJaxSide(JaxSide):
         import jax
         import jax.numpy as jnp
         import torch
+
         import torchref
         from jaxgrad import losses, nn, optim
         from jaxgrad.train import select_devices
@@ -302,8 +350,9 @@ class CnnJaxSide(JaxSide):
         self.jax = jax
         self.device = select_devices(device)[0]
         torch.manual_seed(0)
-        self.model, params, buffers = nn.from_torch(torchref.models.CNN_MODELS[name](),
-                                                    with_buffers=True)
+        self.model, params, buffers = nn.from_torch(
+            torchref.models.CNN_MODELS[name](), with_buffers=True
+        )
         self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
         with jax.default_device(self.device):
             self.params = jax.device_put(params, self.device)
@@ -321,17 +370,21 @@ class CnnJaxSide(JaxSide):
         # (jaxgrad lowers those as patches: jaxgrad.nn.conv_lowering); the unrolled
         # epoch (one call, no loop, XLA's convolutions) is timed beside the rolled one
         self._make_fused = lambda unroll: make_stateful_train_epoch(
-            self.model, losses.cross_entropy, self.optimizer, unroll=unroll)
+            self.model, losses.cross_entropy, self.optimizer, unroll=unroll
+        )
         self._fused = {"epoch": self.epoch}
         self.unrolled = self.fused("unrolled")
-        self.compile_seconds = {"jax step": timed(self._one_step),
-                                "jax epoch": timed(self.run_epoch),
-                                "jax unrolled": timed(self.run_unrolled)}
+        self.compile_seconds = {
+            "jax step": timed(self._one_step),
+            "jax epoch": timed(self.run_epoch),
+            "jax unrolled": timed(self.run_unrolled),
+        }
         self.run_steps()
 
     def _one_step(self):
         self.params, self.buffers, self.opt_state, _ = self.step(
-            self.params, self.buffers, self.opt_state, self.singles[0], self.key)
+            self.params, self.buffers, self.opt_state, self.singles[0], self.key
+        )
         self.jax.block_until_ready((self.params, self.opt_state))
 
     def run_steps(self):
@@ -342,8 +395,9 @@ class CnnJaxSide(JaxSide):
         self.params, self.buffers, self.opt_state = state
 
     def run_epoch(self, epoch=None):
-        *state, _ = (epoch or self.epoch)(self.params, self.buffers, self.opt_state,
-                                          (self.xs, self.ys), self.key)
+        *state, _ = (epoch or self.epoch)(
+            self.params, self.buffers, self.opt_state, (self.xs, self.ys), self.key
+        )
         self.jax.block_until_ready(state)
         self.params, self.buffers, self.opt_state = state
 
@@ -367,8 +421,9 @@ def cnn_train_flops(name: str, batch: int) -> int:
     """FLOPs of one training step (forward + backward) of a torchref CNN, counted by
     ``torch.utils.flop_counter.FlopCounterMode``."""
     import torch
-    import torchref
     from torch.utils.flop_counter import FlopCounterMode
+
+    import torchref
 
     module = torchref.models.CNN_MODELS[name]()
     x = torch.zeros(batch, 1, 8, 8)
@@ -381,6 +436,7 @@ def cnn_train_flops(name: str, batch: int) -> int:
 class TorchSide:
     def __init__(self, sizes, batches, device, *, compiled: bool):
         import torch
+
         import torchref
         from torchref import train as ttrain
 
@@ -409,8 +465,9 @@ class TorchSide:
 
     def run_steps(self):
         for i in range(self.xs.shape[0]):
-            self.ttrain.train_step(self.forward, self.optimizer, self.loss_fn,
-                                   self.xs[i], self.ys[i])
+            self.ttrain.train_step(
+                self.forward, self.optimizer, self.loss_fn, self.xs[i], self.ys[i]
+            )
         self.ttrain.synchronize(self.device)
 
 
@@ -419,10 +476,11 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
     import jax
     import jax.numpy as jnp
     import torch
+
     from jaxgrad.train import select_devices
     from torchref.train import synchronize, torch_device
 
-    flops = 2 * n ** 3
+    flops = 2 * n**3
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
     jax_device = select_devices(device)[0]
@@ -442,8 +500,12 @@ def matmul_peak(device: str, n: int = 2048, repeats: int = 5) -> dict:
     for _ in range(repeats):  # interleaved, as the training rounds are
         times["jax"].append(timed(lambda: matmul(ja, jb).block_until_ready()))
         times["torch"].append(timed(torch_mm))
-    result = {"n": n, "jax_gflops": flops / min(times["jax"]) / 1e9,
-              "torch_gflops": flops / min(times["torch"]) / 1e9, "seconds": times}
+    result = {
+        "n": n,
+        "jax_gflops": flops / min(times["jax"]) / 1e9,
+        "torch_gflops": flops / min(times["torch"]) / 1e9,
+        "seconds": times,
+    }
     result["peak_gflops"] = max(result["jax_gflops"], result["torch_gflops"])
     return result
 
@@ -459,8 +521,9 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         xs = rng.random((steps, batch, 64)).astype(np.float32)
     else:
         xs = rng.standard_normal((steps, batch, sizes[0])).astype(np.float32)
-    ys = rng.integers(0, 10 if isinstance(sizes, str) else sizes[-1],
-                      size=(steps, batch)).astype(np.int64)
+    ys = rng.integers(0, 10 if isinstance(sizes, str) else sizes[-1], size=(steps, batch)).astype(
+        np.int64
+    )
     jax_side = (CnnJaxSide if cnn else JaxSide)(sizes, (xs, ys), args.device)
     contenders = {"jax step": jax_side.run_steps, "jax epoch": jax_side.run_epoch}
     if cnn:
@@ -470,8 +533,10 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
     contenders["jax default"] = jax_side.runner(choice.strategy)
     known = {"step": "jax step", "epoch": "jax epoch", "unrolled": "jax unrolled"}
     compile_seconds["jax default"] = (  # the full-length call's first call
-        compile_seconds[known[choice.strategy]] if known.get(choice.strategy) in compile_seconds
-        else timed(contenders["jax default"]))
+        compile_seconds[known[choice.strategy]]
+        if known.get(choice.strategy) in compile_seconds
+        else timed(contenders["jax default"])
+    )
     torch_side = TorchSide(sizes, (xs, ys), args.device, compiled=False)
     contenders["torch eager"] = torch_side.run_steps
     compile_seconds["torch eager"] = torch_side.compile_seconds
@@ -484,24 +549,36 @@ def bench_config(name, sizes, batch, steps, args, peak) -> dict:
         print(f"  {name}: --bf16 times the MLP rows only; no bf16 contender here", file=sys.stderr)
     if args.bf16 and not cnn:  # opt-in, labelled, its precision measured beside its speed
         import jax
+
         from jaxgrad import losses
         from jaxgrad.train import compute_dtype_error
 
         bf16 = JaxSide(sizes, (xs, ys), args.device, compute_dtype="bfloat16")
         start = bf16.model.init(jax.random.key(0))
-        bf16_error = compute_dtype_error(bf16.model, losses.cross_entropy, start,
-                                         (bf16.xs[0], bf16.ys[0]), "bfloat16")
+        bf16_error = compute_dtype_error(
+            bf16.model, losses.cross_entropy, start, (bf16.xs[0], bf16.ys[0]), "bfloat16"
+        )
         contenders["jax epoch bf16"] = bf16.run_epoch
         compile_seconds["jax epoch bf16"] = bf16.compile_seconds["jax epoch"]
     flops = cnn_train_flops(sizes, batch) if cnn else train_flops(sizes, batch)
     if cnn:
         params = jax_side.model.num_parameters()
     else:
-        params = (None if isinstance(sizes, str) else
-                  sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:])))
+        params = (
+            None
+            if isinstance(sizes, str)
+            else sum(i * o + o for i, o in zip(sizes[:-1], sizes[1:]))
+        )
     result = measure(name, contenders, compile_seconds, steps, flops, args, peak)
-    result.update({"sizes": sizes, "batch": batch, "parameters": params,
-                   "bf16_error": bf16_error, "strategy": choice.to_json()})
+    result.update(
+        {
+            "sizes": sizes,
+            "batch": batch,
+            "parameters": params,
+            "bf16_error": bf16_error,
+            "strategy": choice.to_json(),
+        }
+    )
     return result
 
 
@@ -514,10 +591,16 @@ def choose_default(name, jax_side, steps):
     began = time.perf_counter()
     choice = strategies.select(
         lambda names, probe_steps: {n: jax_side.runner(n, probe_steps) for n in names},
-        key_parts={"bench": name}, total_steps=DEFAULT_RUN_STEPS, call_lengths=[steps],
-        cache=False)
-    print(f"  {name}: jax default = {choice.describe()}, probed in "
-          f"{time.perf_counter() - began:.1f} s", file=sys.stderr)
+        key_parts={"bench": name},
+        total_steps=DEFAULT_RUN_STEPS,
+        call_lengths=[steps],
+        cache=False,
+    )
+    print(
+        f"  {name}: jax default = {choice.describe()}, probed in "
+        f"{time.perf_counter() - began:.1f} s",
+        file=sys.stderr,
+    )
     return choice
 
 
@@ -528,8 +611,9 @@ def measure(name, contenders, compile_seconds, steps, flops, args, peak) -> dict
     from jaxgrad.train import benchmark
 
     # warm up each contender to steady state, then interleave the timed rounds
-    warmups = {k: benchmark.warm_up(run, max_rounds=args.warmup_rounds)
-               for k, run in contenders.items()}
+    warmups = {
+        k: benchmark.warm_up(run, max_rounds=args.warmup_rounds) for k, run in contenders.items()
+    }
     seconds = {k: [] for k in contenders}
     for round_index in range(args.rounds):
         for contender, run in contenders.items():
@@ -540,8 +624,10 @@ def measure(name, contenders, compile_seconds, steps, flops, args, peak) -> dict
         rates = [steps / t for t in times]
         median = statistics.median(rates)
         rows[contender] = {
-            "steps_per_s_median": median, "steps_per_s_min": min(rates),
-            "steps_per_s_max": max(rates), "round_seconds": times,
+            "steps_per_s_median": median,
+            "steps_per_s_min": min(rates),
+            "steps_per_s_max": max(rates),
+            "round_seconds": times,
             "gflops": median * flops / 1e9,
             "fraction_of_peak": median * flops / 1e9 / peak["peak_gflops"],
             "fraction_of_jax_peak": median * flops / 1e9 / peak["jax_gflops"],
@@ -553,10 +639,15 @@ def measure(name, contenders, compile_seconds, steps, flops, args, peak) -> dict
     eager = rows["torch eager"]["steps_per_s_median"]
     for row in rows.values():
         row["vs_torch_eager"] = row["steps_per_s_median"] / eager
-    return {"name": name, "steps_per_round": steps, "flops_per_step": flops,
-            "contenders": rows, "bf16_error": None,
-            "spreads": {k: benchmark.spread(t) for k, t in seconds.items()},
-            "warmups": warmups}
+    return {
+        "name": name,
+        "steps_per_round": steps,
+        "flops_per_step": flops,
+        "contenders": rows,
+        "bf16_error": None,
+        "spreads": {k: benchmark.spread(t) for k, t in seconds.items()},
+        "warmups": warmups,
+    }
 
 
 # ------------------------------------------------------------------ zoo rows (--zoo)
@@ -591,16 +682,18 @@ class ZooJaxSide:
     def _build(self, module, xs, device):
         import jax
         import torch
+        from parity_checks._zoo import square_loss_jax
+
         from jaxgrad import nn, optim
         from jaxgrad.train import select_devices
         from jaxgrad.train.stateful import make_stateful_train_step
-        from parity_checks._zoo import square_loss_jax
 
         self.jax = jax
         self.device = select_devices(device)[0]
         began = time.perf_counter()
         self.model, params, buffers = nn.from_torch(
-            module, example=(torch.from_numpy(xs[0]),), with_buffers=True)
+            module, example=(torch.from_numpy(xs[0]),), with_buffers=True
+        )
         self.convert_seconds = time.perf_counter() - began
         self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
         with jax.default_device(self.device):
@@ -618,7 +711,8 @@ class ZooJaxSide:
 
     def _one_step(self):
         self.params, self.buffers, self.opt_state, _ = self.step(
-            self.params, self.buffers, self.opt_state, self.singles[0], self.key)
+            self.params, self.buffers, self.opt_state, self.singles[0], self.key
+        )
         self.jax.block_until_ready((self.params, self.opt_state))
 
     def run_steps(self):
@@ -626,14 +720,15 @@ class ZooJaxSide:
 
     def fused(self, strategy: str):
         """The jitted fused epoch of a strategy (``jaxgrad.train.strategy``), built once."""
+        from parity_checks._zoo import square_loss_jax
+
         from jaxgrad.train import strategy as strategies
         from jaxgrad.train.stateful import make_stateful_train_epoch
-        from parity_checks._zoo import square_loss_jax
 
         if strategy not in self._fused:
             self._fused[strategy] = make_stateful_train_epoch(
-                self.model, square_loss_jax, self.optimizer,
-                unroll=strategies.scan_unroll(strategy))
+                self.model, square_loss_jax, self.optimizer, unroll=strategies.scan_unroll(strategy)
+            )
         return self._fused[strategy]
 
     def run_with(self, strategy: str, steps: int | None = None):
@@ -661,6 +756,7 @@ class ZooTorchSide:
     def __init__(self, module, xs, device, *, compiled: bool):
         import torch
         from parity_checks._zoo import square_loss_torch
+
         from torchref import train as ttrain
 
         self.ttrain = ttrain
@@ -674,14 +770,16 @@ class ZooTorchSide:
         self.compile_seconds = timed(lambda: self._one_step(0))
 
     def _one_step(self, i):
-        self.ttrain.train_step(self.forward, self.optimizer, self.loss_fn, self.xs[i],
-                               self.no_label)
+        self.ttrain.train_step(
+            self.forward, self.optimizer, self.loss_fn, self.xs[i], self.no_label
+        )
         self.ttrain.synchronize(self.device)
 
     def run_steps(self):
         for i in range(self.xs.shape[0]):
-            self.ttrain.train_step(self.forward, self.optimizer, self.loss_fn, self.xs[i],
-                                   self.no_label)
+            self.ttrain.train_step(
+                self.forward, self.optimizer, self.loss_fn, self.xs[i], self.no_label
+            )
         self.ttrain.synchronize(self.device)
 
 
@@ -711,8 +809,11 @@ def bench_zoo_config(name, entry_name, batch, steps, args, peak) -> dict:
     compile_seconds = dict(jax_side.compile_seconds)
     choice = choose_default(name, jax_side, steps)
     contenders["jax default"] = jax_side.runner(choice.strategy)
-    compile_seconds["jax default"] = (compile_seconds["jax step"] if choice.strategy == "step"
-                                      else timed(contenders["jax default"]))
+    compile_seconds["jax default"] = (
+        compile_seconds["jax step"]
+        if choice.strategy == "step"
+        else timed(contenders["jax default"])
+    )
     torch_side = ZooTorchSide(copy.deepcopy(module), xs, args.device, compiled=False)
     contenders["torch eager"] = torch_side.run_steps
     compile_seconds["torch eager"] = torch_side.compile_seconds
@@ -722,11 +823,20 @@ def bench_zoo_config(name, entry_name, batch, steps, args, peak) -> dict:
         compile_seconds["torch compile"] = compiled.compile_seconds
     result = measure(name, contenders, compile_seconds, steps, flops, args, peak)
     front = "export" if type(jax_side.model).__name__ == "ExportedModule" else "layers"
-    result.update({"strategy": choice.to_json(), "sizes": entry_name, "batch": batch,
-                   "parameters": jax_side.model.num_parameters(),
-                   "zoo": {"model": entry_name, "front_end": front,
-                           "convert_seconds": jax_side.convert_seconds,
-                           "input_shape": list(xs.shape[1:])}})
+    result.update(
+        {
+            "strategy": choice.to_json(),
+            "sizes": entry_name,
+            "batch": batch,
+            "parameters": jax_side.model.num_parameters(),
+            "zoo": {
+                "model": entry_name,
+                "front_end": front,
+                "convert_seconds": jax_side.convert_seconds,
+                "input_shape": list(xs.shape[1:]),
+            },
+        }
+    )
     return result
 
 
@@ -741,7 +851,8 @@ def judge_results(results, peak, run_reasons):
         run_reasons=run_reasons,
         row_spreads={r["name"]: r["spreads"] for r in results},
         row_warmups={r["name"]: r["warmups"] for r in results},
-        peak_spreads={side: benchmark.spread(t) for side, t in peak["seconds"].items()})
+        peak_spreads={side: benchmark.spread(t) for side, t in peak["seconds"].items()},
+    )
     for result in results:
         result["trust"] = verdict.rows[result["name"]]
         result["peak_trust"] = verdict.peak_column(result["name"])
@@ -751,13 +862,19 @@ def judge_results(results, peak, run_reasons):
 def print_header(check, torch_threads, args, jax_version, torch_version, devices) -> None:
     cpu = check["cpu"]
     environment = ", ".join(f"{k}={v}" for k, v in check["thread_environment"].items())
-    print(f"cpu: {cpu['model']}, {check['usable_cpus']} usable of {cpu['logical_cpus']} "
-          f"logical CPUs; vector extensions: {' '.join(cpu['flags']) or 'none found'}")
-    print(f"threads: torch {torch_threads} intra-op; XLA's pool spans the usable CPUs; "
-          f"environment: {environment or 'no thread or XLA variables set'}")
-    print(f"jax {jax_version} on {devices}; torch {torch_version} on {args.device}; "
-          f"rounds={args.rounds}, warm-up up to {args.warmup_rounds} rounds; float32 matmuls: "
-          f"{'TF32 allowed' if args.tf32 and args.device == 'gpu' else 'full float32'}")
+    print(
+        f"cpu: {cpu['model']}, {check['usable_cpus']} usable of {cpu['logical_cpus']} "
+        f"logical CPUs; vector extensions: {' '.join(cpu['flags']) or 'none found'}"
+    )
+    print(
+        f"threads: torch {torch_threads} intra-op; XLA's pool spans the usable CPUs; "
+        f"environment: {environment or 'no thread or XLA variables set'}"
+    )
+    print(
+        f"jax {jax_version} on {devices}; torch {torch_version} on {args.device}; "
+        f"rounds={args.rounds}, warm-up up to {args.warmup_rounds} rounds; float32 matmuls: "
+        f"{'TF32 allowed' if args.tf32 and args.device == 'gpu' else 'full float32'}"
+    )
     print(f"host memory (both frameworks): {check['host_memory']}")
     print(f"load average before the run: {check['load_before']:.2f}")
 
@@ -767,64 +884,89 @@ def print_results(results, peak, check, verdict) -> None:
     from jaxgrad.train import strategy as strategies
 
     if not verdict.run.trusted:
-        print("\nUNTRUSTED RUN: the numbers below describe this machine's state, not the "
-              "frameworks; no ratio here is a result.")
+        print(
+            "\nUNTRUSTED RUN: the numbers below describe this machine's state, not the "
+            "frameworks; no ratio here is a result."
+        )
     elif verdict.untrusted_rows:
-        print(f"\nUNTRUSTED ROWS: {', '.join(verdict.untrusted_rows)} (their own rounds "
-              "spread too much or never got steady): no ratio of theirs is a result; the other "
-              "rows are judged on their own.")
+        print(
+            f"\nUNTRUSTED ROWS: {', '.join(verdict.untrusted_rows)} (their own rounds "
+            "spread too much or never got steady): no ratio of theirs is a result; the other "
+            "rows are judged on their own."
+        )
     mark = "" if verdict.peak.trusted else "*"
     print()
-    header = (f"{'configuration':<17} {'contender':<14} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
-              f"{'IQR':>5} {'vs eager':>8} {'GFLOP/s':>8} {'of peak':>7} {'1st call s':>10}")
+    header = (
+        f"{'configuration':<17} {'contender':<14} {'ms/step':>8} {'steps/s':>9} {'min-max':>17} "
+        f"{'IQR':>5} {'vs eager':>8} {'GFLOP/s':>8} {'of peak':>7} {'1st call s':>10}"
+    )
     print(header)
     print("-" * len(header))
     for result in results:
         for contender, row in result["contenders"].items():
             spread = f"{row['steps_per_s_min']:.1f}-{row['steps_per_s_max']:.1f}"
             of_peak = f"{100 * row['fraction_of_peak']:.1f}%{mark}"
-            print(f"{result['name']:<17} {contender:<14} {1e3 / row['steps_per_s_median']:>8.2f} "
-                  f"{row['steps_per_s_median']:>9.1f} {spread:>17} "
-                  f"{100 * row['spread']['relative_iqr']:>4.0f}% "
-                  f"{row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "
-                  f"{of_peak:>7} "
-                  f"{row['first_call_seconds']:>10.2f}")
+            print(
+                f"{result['name']:<17} {contender:<14} {1e3 / row['steps_per_s_median']:>8.2f} "
+                f"{row['steps_per_s_median']:>9.1f} {spread:>17} "
+                f"{100 * row['spread']['relative_iqr']:>4.0f}% "
+                f"{row['vs_torch_eager']:>7.2f}x {row['gflops']:>8.1f} "
+                f"{of_peak:>7} "
+                f"{row['first_call_seconds']:>10.2f}"
+            )
     for result in results:
         if result.get("bf16_error"):
             error = result["bf16_error"]
-            print(f"{result['name']}: jax epoch bf16 computes matmuls in bfloat16, not float32: "
-                  f"on the first batch its loss differs by {error['loss']:.1e} (relative) and "
-                  f"its gradients by {error['grads']:.1e} (relative 2-norm) from float32")
+            print(
+                f"{result['name']}: jax epoch bf16 computes matmuls in bfloat16, not float32: "
+                f"on the first batch its loss differs by {error['loss']:.1e} (relative) and "
+                f"its gradients by {error['grads']:.1e} (relative 2-norm) from float32"
+            )
     for result in results:
         zoo = result.get("zoo")
         if zoo:
-            print(f"{result['name']}: {zoo['model']} (zoo), batches of shape "
-                  f"{tuple(zoo['input_shape'])}, converted through the {zoo['front_end']} "
-                  f"front end in "
-                  f"{zoo['convert_seconds']:.1f} s; {result['parameters']:,} parameters")
+            print(
+                f"{result['name']}: {zoo['model']} (zoo), batches of shape "
+                f"{tuple(zoo['input_shape'])}, converted through the {zoo['front_end']} "
+                f"front end in "
+                f"{zoo['convert_seconds']:.1f} s; {result['parameters']:,} parameters"
+            )
     for result in results:
         choice = result.get("strategy")
         if choice:
             timings = strategies.describe_timings(
-                {k: strategies.Timing(**t) for k, t in choice["timings"].items()})
-            print(f"{result['name']}: jax default = {choice['strategy']} ({choice['source']}"
-                  f"{': ' + timings if timings else ''}; costed for {DEFAULT_RUN_STEPS:,} steps)")
-    print(f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
-          f"torch {peak['torch_gflops']:.1f} GFLOP/s; peak = {peak['peak_gflops']:.1f}")
+                {k: strategies.Timing(**t) for k, t in choice["timings"].items()}
+            )
+            print(
+                f"{result['name']}: jax default = {choice['strategy']} ({choice['source']}"
+                f"{': ' + timings if timings else ''}; costed for {DEFAULT_RUN_STEPS:,} steps)"
+            )
+    print(
+        f"\nmatmul peak ({peak['n']}x{peak['n']} float32): jax {peak['jax_gflops']:.1f} GFLOP/s, "
+        f"torch {peak['torch_gflops']:.1f} GFLOP/s; peak = {peak['peak_gflops']:.1f}"
+    )
     if mark:
-        print(f"* {benchmark.PEAK_NOISY}: the 'of peak' column and the peak goal are not "
-              "results (the rows' own ratios are judged on their own):")
+        print(
+            f"* {benchmark.PEAK_NOISY}: the 'of peak' column and the peak goal are not "
+            "results (the rows' own ratios are judged on their own):"
+        )
         for reason in verdict.peak.reasons:
             print(f"    {reason.removeprefix(benchmark.PEAK_NOISY + ': ')}")
-    print(f"\nrun check: load average {check['load_before']:.2f} before, "
-          f"{check['load_after']:.2f} after, on {check['usable_cpus']} usable CPUs")
+    print(
+        f"\nrun check: load average {check['load_before']:.2f} before, "
+        f"{check['load_after']:.2f} after, on {check['usable_cpus']} usable CPUs"
+    )
     for reason in check["run_reasons"]:
         print(f"  untrusted: {reason}")
     for result in results:
-        steady = [f"{k} {len(w.times)}{'' if w.steady else ' (never steady)'}"
-                  for k, w in result["warmups"].items()]
-        print(f"  {result['name']}: warm-up rounds {', '.join(steady)}; "
-              f"{'trusted' if result['trust'].trusted else 'untrusted'}")
+        steady = [
+            f"{k} {len(w.times)}{'' if w.steady else ' (never steady)'}"
+            for k, w in result["warmups"].items()
+        ]
+        print(
+            f"  {result['name']}: warm-up rounds {', '.join(steady)}; "
+            f"{'trusted' if result['trust'].trusted else 'untrusted'}"
+        )
         for reason in result["trust"].reasons:
             if reason not in check["run_reasons"]:
                 print(f"    {reason}")
@@ -837,22 +979,30 @@ def print_results(results, peak, check, verdict) -> None:
         chosen = result.get("strategy", {}).get("strategy", "?")
         trust = result["trust"]
         if not trust.trusted:
-            print(f"  {result['name']:<17} goal >= {goal:.2f}x: untrusted, no verdict (see the "
-                  f"run check above)")
+            print(
+                f"  {result['name']:<17} goal >= {goal:.2f}x: untrusted, no verdict (see the "
+                f"run check above)"
+            )
             continue
-        line = (f"  {result['name']:<17} {default['vs_torch_eager']:.2f}x [{chosen}] (goal >= "
-                f"{goal:.2f}x): {benchmark.goal_verdict(default['vs_torch_eager'], goal, trust)}")
+        line = (
+            f"  {result['name']:<17} {default['vs_torch_eager']:.2f}x [{chosen}] (goal >= "
+            f"{goal:.2f}x): {benchmark.goal_verdict(default['vs_torch_eager'], goal, trust)}"
+        )
         peak_goal = PEAK_GOALS.get(result["name"])
         if peak_goal is not None:
             peak_trust = result["peak_trust"]
             if peak_trust.trusted:
                 fraction = default["fraction_of_jax_peak"]
-                line += (f"; {100 * fraction:.1f}% of XLA's own matmul peak (goal "
-                         f">= {100 * peak_goal:.0f}%): "
-                         f"{benchmark.goal_verdict(fraction, peak_goal, peak_trust)}")
+                line += (
+                    f"; {100 * fraction:.1f}% of XLA's own matmul peak (goal "
+                    f">= {100 * peak_goal:.0f}%): "
+                    f"{benchmark.goal_verdict(fraction, peak_goal, peak_trust)}"
+                )
             else:
-                line += (f"; of XLA's own matmul peak (goal >= {100 * peak_goal:.0f}%): "
-                         f"untrusted, no verdict ({benchmark.PEAK_NOISY})")
+                line += (
+                    f"; of XLA's own matmul peak (goal >= {100 * peak_goal:.0f}%): "
+                    f"untrusted, no verdict ({benchmark.PEAK_NOISY})"
+                )
         print(line)
 
 
@@ -862,8 +1012,9 @@ def to_json(results) -> list:
     for result in results:
         result = dict(result)
         result["spreads"] = {k: vars(v) for k, v in result["spreads"].items()}
-        result["warmups"] = {k: {"seconds": list(v.times), "steady": v.steady}
-                             for k, v in result["warmups"].items()}
+        result["warmups"] = {
+            k: {"seconds": list(v.times), "steady": v.steady} for k, v in result["warmups"].items()
+        }
         trust = result.pop("trust")
         result["trusted"], result["untrusted_reasons"] = trust.trusted, list(trust.reasons)
         peak_trust = result.pop("peak_trust", trust)
@@ -887,8 +1038,9 @@ def main(argv=None) -> int:
         # The same float32 matmul arithmetic on both sides: jax's GPU default is TF32,
         # torch's is full float32. On CPUs XLA's default already is full float32 (and
         # forcing "float32" there measurably slows the small models' steps).
-        jax.config.update("jax_default_matmul_precision",
-                          "tensorfloat32" if args.tf32 else "float32")
+        jax.config.update(
+            "jax_default_matmul_precision", "tensorfloat32" if args.tf32 else "float32"
+        )
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
     try:
         peak = matmul_peak(args.device, n=args.peak_size or (1024 if args.quick else 2048))
@@ -899,12 +1051,21 @@ def main(argv=None) -> int:
     from jaxgrad.train import benchmark
 
     devices = jtrain.select_devices(args.device)
-    check = {"load_before": load_before, "cpu": benchmark.cpu_info(),
-             "usable_cpus": benchmark.usable_cpus(),
-             "thread_environment": benchmark.thread_environment(),
-             "host_memory": host_memory}
-    print_header(check, torch.get_num_threads(), args, jax.__version__, torch.__version__,
-                 jtrain.sharding.describe_devices(devices[:1]))
+    check = {
+        "load_before": load_before,
+        "cpu": benchmark.cpu_info(),
+        "usable_cpus": benchmark.usable_cpus(),
+        "thread_environment": benchmark.thread_environment(),
+        "host_memory": host_memory,
+    }
+    print_header(
+        check,
+        torch.get_num_threads(),
+        args,
+        jax.__version__,
+        torch.__version__,
+        jtrain.sharding.describe_devices(devices[:1]),
+    )
     results = []
     for name, sizes, batch, steps, quick_steps in CONFIGS:
         if args.only and name not in args.only:
@@ -919,32 +1080,49 @@ def main(argv=None) -> int:
                 continue
             library = _zoo_models.BY_NAME[entry_name].library
             if not _zoo_models.installed(library):
-                print(f"  {name}: skipped, {library} is not installed "
-                      f"({_zoo_models.INSTALL})", file=sys.stderr)
+                print(
+                    f"  {name}: skipped, {library} is not installed ({_zoo_models.INSTALL})",
+                    file=sys.stderr,
+                )
                 continue
             steps = args.steps or (quick_steps if args.quick else steps)
             results.append(bench_zoo_config(name, entry_name, batch, steps, args, peak))
     check["load_after"] = os.getloadavg()[0]
-    run_reasons = benchmark.load_reasons(check["load_before"], check["load_after"],
-                                         check["usable_cpus"])
+    run_reasons = benchmark.load_reasons(
+        check["load_before"], check["load_after"], check["usable_cpus"]
+    )
     verdict = judge_results(results, peak, run_reasons)
     check["run_reasons"] = run_reasons
     print_results(results, peak, check, verdict)
     trusted = verdict.trusted
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "jax": jax.__version__, "torch": torch.__version__,
-                       "device": args.device, "torch_threads": torch.get_num_threads(),
-                       "check": check, "trusted": trusted,
-                       "untrusted_rows": verdict.untrusted_rows,
-                       "peak_trusted": verdict.peak.trusted,
-                       "peak_reasons": list(verdict.peak.reasons),
-                       "default_run_steps": DEFAULT_RUN_STEPS, "matmul_peak": peak,
-                       "results": to_json(results)}, handle, indent=1)
+            json.dump(
+                {
+                    "args": vars(args),
+                    "jax": jax.__version__,
+                    "torch": torch.__version__,
+                    "device": args.device,
+                    "torch_threads": torch.get_num_threads(),
+                    "check": check,
+                    "trusted": trusted,
+                    "untrusted_rows": verdict.untrusted_rows,
+                    "peak_trusted": verdict.peak.trusted,
+                    "peak_reasons": list(verdict.peak.reasons),
+                    "default_run_steps": DEFAULT_RUN_STEPS,
+                    "matmul_peak": peak,
+                    "results": to_json(results),
+                },
+                handle,
+                indent=1,
+            )
         print(f"\nwrote {args.json}")
     if args.strict and not trusted:
-        print(f"error: --strict: this run cannot be trusted (untrusted rows: "
-              f"{', '.join(verdict.untrusted_rows)}; see the run check)", file=sys.stderr)
+        print(
+            f"error: --strict: this run cannot be trusted (untrusted rows: "
+            f"{', '.join(verdict.untrusted_rows)}; see the run check)",
+            file=sys.stderr,
+        )
         return UNTRUSTED_EXIT
     return 0
 

@@ -29,9 +29,8 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 import _cli
+import numpy as np
 
 SIZES = [784, 2048, 2048, 2048, 2048, 10]
 BATCH = 1024
@@ -39,17 +38,27 @@ BATCH = 1024
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
-    parser.add_argument("--size", type=int, default=2048,
-                        help="n of the hidden layer's (n, n) weight (default 2048)")
+    parser.add_argument(
+        "--size",
+        type=int,
+        default=2048,
+        help="n of the hidden layer's (n, n) weight (default 2048)",
+    )
     parser.add_argument("--batch", type=int, default=BATCH, help="batch (default 1024)")
-    parser.add_argument("--kernels-only", action="store_true",
-                        help="only the compiled step's kernels (no timing)")
+    parser.add_argument(
+        "--kernels-only", action="store_true", help="only the compiled step's kernels (no timing)"
+    )
     _cli.add_xla_flag(parser)
-    parser.add_argument("--strict", action="store_true",
-                        help="exit with status 3 when the timings cannot be trusted")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit with status 3 when the timings cannot be trusted",
+    )
     args = parser.parse_args(argv)
     _cli.at_least(parser, args, 1, "rounds", "size", "batch")
     _cli.check_xla_flags(parser, args.xla_flag)
@@ -58,6 +67,7 @@ def parse_args(argv=None):
 
 def print_kernels(jax) -> None:
     import jax.numpy as jnp
+
     from jaxgrad import losses, nn, optim
     from jaxgrad.train import make_train_epoch, make_train_step, xla_cpu
 
@@ -69,20 +79,28 @@ def print_kernels(jax) -> None:
     stacked = tuple(jax.ShapeDtypeStruct((2, *a.shape), a.dtype) for a in (x, y))
     compiled = {
         "jax step": xla_cpu.compiled_hlo(
-            make_train_step(model, losses.cross_entropy, optimizer), params, state, (x, y)),
+            make_train_step(model, losses.cross_entropy, optimizer), params, state, (x, y)
+        ),
         "jax epoch": xla_cpu.compiled_hlo(
-            make_train_epoch(model, losses.cross_entropy, optimizer), params, state, stacked),
+            make_train_epoch(model, losses.cross_entropy, optimizer), params, state, stacked
+        ),
     }
-    print(f"kernels of the {'-'.join(map(str, SIZES))} train step at batch {BATCH} "
-          f"(XLA_FLAGS={os.environ.get('XLA_FLAGS', '') or 'unset'}):")
+    print(
+        f"kernels of the {'-'.join(map(str, SIZES))} train step at batch {BATCH} "
+        f"(XLA_FLAGS={os.environ.get('XLA_FLAGS', '') or 'unset'}):"
+    )
     for name, text in compiled.items():
         s = xla_cpu.hlo_summary(text)
         library = "; ".join(f"{kind}: {dims}" for kind, dims in s["library_dots"].items())
-        print(f"  {name}: {s['dots']} dots; in a kernel library: {library or 'none'}; "
-              f"plain XLA dots: {s['plain_dots'] or 'none'}")
+        print(
+            f"  {name}: {s['dots']} dots; in a kernel library: {library or 'none'}; "
+            f"plain XLA dots: {s['plain_dots'] or 'none'}"
+        )
         print(f"    large copies: {s['copies'] or 'none'}; fusions: {s['fusions']}")
-    print("  (dims lhs{1} rhs{1}: x @ W.T with W (out, in); lhs{1} rhs{0}: g @ W; "
-          "lhs{0} rhs{0}: the weight gradient g.T @ x)")
+    print(
+        "  (dims lhs{1} rhs{1}: x @ W.T with W (out, in); lhs{1} rhs{0}: g @ W; "
+        "lhs{0} rhs{0}: the weight gradient g.T @ x)"
+    )
 
 
 def time_dots(args, jax):
@@ -96,11 +114,16 @@ def time_dots(args, jax):
     w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
     jx, jg, jw = map(jnp.asarray, (x, g, w))
     tx, tg, tw = map(torch.from_numpy, (x, g, w))
-    jitted = {"x @ W.T": (jax.jit(lambda x, w: x @ w.T), (jx, jw)),
-              "g @ W": (jax.jit(lambda g, w: g @ w), (jg, jw)),
-              "g.T @ x": (jax.jit(lambda g, x: g.T @ x), (jg, jx))}
-    eager = {"x @ W.T": lambda: torch.nn.functional.linear(tx, tw),
-             "g @ W": lambda: tg @ tw, "g.T @ x": lambda: tg.t() @ tx}
+    jitted = {
+        "x @ W.T": (jax.jit(lambda x, w: x @ w.T), (jx, jw)),
+        "g @ W": (jax.jit(lambda g, w: g @ w), (jg, jw)),
+        "g.T @ x": (jax.jit(lambda g, x: g.T @ x), (jg, jx)),
+    }
+    eager = {
+        "x @ W.T": lambda: torch.nn.functional.linear(tx, tw),
+        "g @ W": lambda: tg @ tw,
+        "g.T @ x": lambda: tg.t() @ tx,
+    }
     runs = {}
     for op, (fn, fn_args) in jitted.items():
         runs[f"jax {op}"] = lambda fn=fn, fn_args=fn_args: fn(*fn_args).block_until_ready()
@@ -121,6 +144,7 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()[0]
     _cli.apply_xla_flags(args.xla_flag)
     import jax
+
     from jaxgrad.train import benchmark
 
     print(f"cpu: {benchmark.describe_cpu()}; jax {jax.__version__}")
@@ -133,18 +157,24 @@ def main(argv=None) -> int:
     load_after = os.getloadavg()[0]
     spreads = {k: benchmark.spread(t) for k, t in seconds.items()}
     trust = benchmark.judge_timings(load_before, load_after, spreads)
-    print(f"\n{args.rounds} interleaved rounds, ({args.batch}, {args.size}) x ({args.size}, "
-          f"{args.size}) float32, torch {torch.__version__} with {torch.get_num_threads()} threads; "
-          f"load average {load_before:.2f} before, {load_after:.2f} after")
-    print(f"{'matmul':<9} {'jax ms':>8} {'IQR':>5} {'torch ms':>9} {'IQR':>5} "
-          f"{'torch/jax per round (median, min-max)':>38}")
+    print(
+        f"\n{args.rounds} interleaved rounds, ({args.batch}, {args.size}) x ({args.size}, "
+        f"{args.size}) float32, torch {torch.__version__} with {torch.get_num_threads()} threads; "
+        f"load average {load_before:.2f} before, {load_after:.2f} after"
+    )
+    print(
+        f"{'matmul':<9} {'jax ms':>8} {'IQR':>5} {'torch ms':>9} {'IQR':>5} "
+        f"{'torch/jax per round (median, min-max)':>38}"
+    )
     for op in ("x @ W.T", "g @ W", "g.T @ x"):
         j, t = seconds[f"jax {op}"], seconds[f"torch {op}"]
         paired = [a / b for a, b in zip(t, j)]
-        print(f"{op:<9} {1e3 * statistics.median(j):>8.2f} "
-              f"{100 * spreads[f'jax {op}'].relative_iqr:>4.0f}% "
-              f"{1e3 * statistics.median(t):>9.2f} {100 * spreads[f'torch {op}'].relative_iqr:>4.0f}% "
-              f"{statistics.median(paired):>18.2f} ({min(paired):.2f}-{max(paired):.2f})")
+        print(
+            f"{op:<9} {1e3 * statistics.median(j):>8.2f} "
+            f"{100 * spreads[f'jax {op}'].relative_iqr:>4.0f}% "
+            f"{1e3 * statistics.median(t):>9.2f} {100 * spreads[f'torch {op}'].relative_iqr:>4.0f}% "
+            f"{statistics.median(paired):>18.2f} ({min(paired):.2f}-{max(paired):.2f})"
+        )
     best = {fw: flops / min(seconds[f"{fw} x @ W.T"]) / 1e9 for fw in ("jax", "torch")}
     print(f"best x @ W.T: jax {best['jax']:.1f} GFLOP/s, torch {best['torch']:.1f} GFLOP/s")
     print(f"verdict: {trust.describe()}")

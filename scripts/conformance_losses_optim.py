@@ -36,8 +36,9 @@ def main(argv=None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--only", choices=["losses", "optim"], help="run one half only")
-    parser.add_argument("--verbose", action="store_true",
-                        help="print every refusal and rejection with its message")
+    parser.add_argument(
+        "--verbose", action="store_true", help="print every refusal and rejection with its message"
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -60,18 +61,24 @@ def main(argv=None) -> int:
         name = o.name.split("(")[0]
         row = rows.setdefault((o.source, name), {})
         row[o.status] = row.get(o.status, 0) + 1
-    header = (f"{'source':<17} {'name':<33} {'samples':>7} {'pass':>5} {'refused':>8} "
-              f"{'rejected':>8} {'n/a':>4} {'fail':>5}")
+    header = (
+        f"{'source':<17} {'name':<33} {'samples':>7} {'pass':>5} {'refused':>8} "
+        f"{'rejected':>8} {'n/a':>4} {'fail':>5}"
+    )
     print(header)
     print("-" * len(header))
     totals: dict = {}
-    for (source, name), row in sorted(rows.items(), key=lambda item: (
-            item[0][0].split()[0], " errors" in item[0][0], item[0][1].lower())):
+    for (source, name), row in sorted(
+        rows.items(),
+        key=lambda item: (item[0][0].split()[0], " errors" in item[0][0], item[0][1].lower()),
+    ):
         count = sum(row.values())
         failed = count - sum(row.get(c, 0) for c in COLUMNS)
-        print(f"{source:<17} {name:<33} {count:>7} {row.get('pass', 0):>5} "
-              f"{row.get('refused', 0):>8} {row.get('rejected', 0):>8} "
-              f"{row.get('not applicable', 0):>4} {failed:>5}")
+        print(
+            f"{source:<17} {name:<33} {count:>7} {row.get('pass', 0):>5} "
+            f"{row.get('refused', 0):>8} {row.get('rejected', 0):>8} "
+            f"{row.get('not applicable', 0):>4} {failed:>5}"
+        )
         total = totals.setdefault(source, {"samples": 0, "failed": 0})
         total["samples"] += count
         total["failed"] += failed
@@ -80,20 +87,25 @@ def main(argv=None) -> int:
     print()
     for source, t in totals.items():
         if source.endswith("errors"):
-            print(f"{source}: {t['samples']} inputs torch rejects, {t['rejected']} rejected "
-                  f"naming the argument, {t['not applicable']} not applicable, "
-                  f"{t['failed']} failed")
+            print(
+                f"{source}: {t['samples']} inputs torch rejects, {t['rejected']} rejected "
+                f"naming the argument, {t['not applicable']} not applicable, "
+                f"{t['failed']} failed"
+            )
         else:
-            print(f"{source}: {t['samples']} samples, {t['pass']} pass, {t['refused']} "
-                  f"refused naming the argument, {t['failed']} failed")
+            print(
+                f"{source}: {t['samples']} samples, {t['pass']} pass, {t['refused']} "
+                f"refused naming the argument, {t['failed']} failed"
+            )
     bad = [o for o in outcomes if o.status not in COLUMNS]
-    shown = bad + ([o for o in outcomes if o.status in ("refused", "rejected",
-                                                         "not applicable")]
-                   if args.verbose else [])
+    shown = bad + (
+        [o for o in outcomes if o.status in ("refused", "rejected", "not applicable")]
+        if args.verbose
+        else []
+    )
     for o in shown:
         print(f"\n{o.source} {o.name}[{o.index}] {o.status}:\n  {o.detail[:800]}")
-    print(f"\n{len(outcomes)} outcomes, {len(bad)} failed "
-          f"({time.perf_counter() - start:.1f} s)")
+    print(f"\n{len(outcomes)} outcomes, {len(bad)} failed ({time.perf_counter() - start:.1f} s)")
     return 1 if bad else 0
 
 

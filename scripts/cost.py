@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 import _cli
-
+import numpy as np
 
 NETWORKS = {"lesson 203,530": [784, 256, 10], "lesson 14.2M": [784, 2048, 2048, 2048, 2048, 10]}
 FD_NETWORKS = {"fd small": [64, 8, 10], "fd larger": [64, 16, 10]}
@@ -77,7 +75,8 @@ def time_passes(sizes, batch, repeats) -> dict:
         "torch_forward_backward": median_seconds(torch_backward, repeats),
         "jax_forward": median_seconds(lambda: jax_forward(params).block_until_ready(), repeats),
         "jax_forward_backward": median_seconds(
-            lambda: jax.block_until_ready(jax_grad(params)), repeats),
+            lambda: jax.block_until_ready(jax_grad(params)), repeats
+        ),
     }
     for side in ("torch", "jax"):
         row[f"{side}_ratio"] = row[f"{side}_forward_backward"] / row[f"{side}_forward"]
@@ -102,8 +101,12 @@ def time_naive(sizes, batch, repeats) -> dict:
     xj, yj = jnp.asarray(x), jnp.asarray(y)
     loss = lambda p: losses.cross_entropy(model.apply(p, xj), yj)  # noqa: E731
     row["torch_naive"] = median_seconds(
-        lambda: torch_naive_gradient(module, lambda: torch.nn.functional.cross_entropy(module(x_t), y_t)),
-        1, warmup=0)
+        lambda: torch_naive_gradient(
+            module, lambda: torch.nn.functional.cross_entropy(module(x_t), y_t)
+        ),
+        1,
+        warmup=0,
+    )
     naive = naive_gradient_fn(loss, params)
     naive()  # compile once; the timed run reuses it
     row["jax_naive"] = median_seconds(lambda: jax.block_until_ready(naive()), 1, warmup=0)
@@ -138,36 +141,58 @@ def report(results: dict) -> None:
     batch = results["batch"]
     print(f"\nforward vs forward+backward, batch {batch}, float32, median of {results['repeats']}")
     print("  (ratio = forward+backward / forward; bwd = the backward alone, in forwards)")
-    print(f"  {'network':<16}{'params':>12}{'torch fwd':>11}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}"
-          f"{'JAX fwd':>10}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}")
+    print(
+        f"  {'network':<16}{'params':>12}{'torch fwd':>11}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}"
+        f"{'JAX fwd':>10}{'fwd+bwd':>10}{'ratio':>7}{'bwd':>6}"
+    )
     for name, r in results["networks"].items():
-        print(f"  {name:<16}{r['params']:>12,}{human(r['torch_forward']):>11}"
-              f"{human(r['torch_forward_backward']):>10}{r['torch_ratio']:>7.2f}{r['torch_backward_ratio']:>6.2f}"
-              f"{human(r['jax_forward']):>10}{human(r['jax_forward_backward']):>10}{r['jax_ratio']:>7.2f}"
-              f"{r['jax_backward_ratio']:>6.2f}")
+        print(
+            f"  {name:<16}{r['params']:>12,}{human(r['torch_forward']):>11}"
+            f"{human(r['torch_forward_backward']):>10}{r['torch_ratio']:>7.2f}{r['torch_backward_ratio']:>6.2f}"
+            f"{human(r['jax_forward']):>10}{human(r['jax_forward_backward']):>10}{r['jax_ratio']:>7.2f}"
+            f"{r['jax_backward_ratio']:>6.2f}"
+        )
     print(f"\nfinite differences of every parameter, measured (batch {results['fd_batch']})")
     for name, r in results["finite_difference"].items():
-        print(f"  {name:<16}{r['params']:>6,} params, forward torch {human(r['torch_forward'])} / JAX "
-              f"{human(r['jax_forward'])}")
-        print(f"  {'':<16}all-parameter finite differences: torch {human(r['torch_naive'])} "
-              f"({r['torch_forwards_per_param']:.2f} forwards/param, overhead "
-              f"{human(r['torch_overhead_per_param'])}/param), JAX {human(r['jax_naive'])} "
-              f"({r['jax_forwards_per_param']:.2f} forwards/param, overhead "
-              f"{human(r['jax_overhead_per_param'])}/param)")
+        print(
+            f"  {name:<16}{r['params']:>6,} params, forward torch {human(r['torch_forward'])} / JAX "
+            f"{human(r['jax_forward'])}"
+        )
+        print(
+            f"  {'':<16}all-parameter finite differences: torch {human(r['torch_naive'])} "
+            f"({r['torch_forwards_per_param']:.2f} forwards/param, overhead "
+            f"{human(r['torch_overhead_per_param'])}/param), JAX {human(r['jax_naive'])} "
+            f"({r['jax_forwards_per_param']:.2f} forwards/param, overhead "
+            f"{human(r['jax_overhead_per_param'])}/param)"
+        )
     print("\nextrapolated to the lessons' networks: params x (2 forwards + measured overhead)")
     for name, r in results["networks"].items():
-        print(f"  {name:<16} torch {human(r['torch_naive_extrapolated'])} = "
-              f"{r['torch_naive_vs_backward']:,.0f}x one forward+backward; JAX "
-              f"{human(r['jax_naive_extrapolated'])} = {r['jax_naive_vs_backward']:,.0f}x")
+        print(
+            f"  {name:<16} torch {human(r['torch_naive_extrapolated'])} = "
+            f"{r['torch_naive_vs_backward']:,.0f}x one forward+backward; JAX "
+            f"{human(r['jax_naive_extrapolated'])} = {r['jax_naive_vs_backward']:,.0f}x"
+        )
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small networks, batch 64 (seconds; for tests)")
-    parser.add_argument("--batch", type=int, default=1024, help="batch of the timed passes (default 1024)")
-    parser.add_argument("--repeats", type=int, default=5, help="timing samples per median (default 5)")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="torch intra-op threads (default 1: a shared machine makes more noisy)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small networks, batch 64 (seconds; for tests)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=1024, help="batch of the timed passes (default 1024)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timing samples per median (default 5)"
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: a shared machine makes more noisy)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every number as JSON")
     args = parser.parse_args(argv)
     _cli.at_least(parser, args, 1, "batch", "repeats", "torch_threads")
@@ -181,11 +206,18 @@ def main(argv=None) -> dict:
     import torch
 
     torch.set_num_threads(args.torch_threads)
-    networks, fd_networks = (QUICK_NETWORKS, QUICK_FD_NETWORKS) if args.quick else (NETWORKS, FD_NETWORKS)
+    networks, fd_networks = (
+        (QUICK_NETWORKS, QUICK_FD_NETWORKS) if args.quick else (NETWORKS, FD_NETWORKS)
+    )
     batch = 64 if args.quick else args.batch
     fd_batch = 16 if args.quick else 64
-    results = {"batch": batch, "fd_batch": fd_batch, "repeats": args.repeats, "networks": {},
-               "finite_difference": {}}
+    results = {
+        "batch": batch,
+        "fd_batch": fd_batch,
+        "repeats": args.repeats,
+        "networks": {},
+        "finite_difference": {},
+    }
     with jax.default_matmul_precision("highest"):
         for name, sizes in networks.items():
             print(f"timing {name} {'-'.join(map(str, sizes))} ...", flush=True)

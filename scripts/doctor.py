@@ -57,29 +57,56 @@ import _cli
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("reference", nargs="?",
-                        help="module:Class or file.py:Class of the torch model")
-    parser.add_argument("--port", metavar="MODULE:NAME",
-                        help="builds the port from the torch module; or fn(params, x) with "
-                             "--params; or an nnx.Module / pytree module instance")
-    parser.add_argument("--params", metavar="MODULE:NAME",
-                        help="the params of a --port fn(params, x): a function called with "
-                             "the torch module that returns them, or the pytree itself")
-    parser.add_argument("--input-shape", type=_cli.shape, metavar="N,C,H,W",
-                        help="example input shape (normal samples, seed 0)")
-    parser.add_argument("--int-input", type=int, metavar="VOCAB",
-                        help="integer inputs in [0, VOCAB) (int64 token ids, seed 0) instead "
-                             "of normals (default for a transformers model taking input_ids: "
-                             "its config's vocab_size), as scripts/port.py takes them")
-    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                        help="the torch model's dtype and the tier (default float64)")
-    parser.add_argument("--train", action="store_true",
-                        help="compare in training mode (BatchNorm statistics)")
-    parser.add_argument("--demo", choices=("resnet", "ports", "optimizer"), help="run a demo session")
-    parser.add_argument("--html", metavar="PATH", help="also write the diagnosis as one "
-                        "self-contained HTML page to PATH")
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "reference", nargs="?", help="module:Class or file.py:Class of the torch model"
+    )
+    parser.add_argument(
+        "--port",
+        metavar="MODULE:NAME",
+        help="builds the port from the torch module; or fn(params, x) with "
+        "--params; or an nnx.Module / pytree module instance",
+    )
+    parser.add_argument(
+        "--params",
+        metavar="MODULE:NAME",
+        help="the params of a --port fn(params, x): a function called with "
+        "the torch module that returns them, or the pytree itself",
+    )
+    parser.add_argument(
+        "--input-shape",
+        type=_cli.shape,
+        metavar="N,C,H,W",
+        help="example input shape (normal samples, seed 0)",
+    )
+    parser.add_argument(
+        "--int-input",
+        type=int,
+        metavar="VOCAB",
+        help="integer inputs in [0, VOCAB) (int64 token ids, seed 0) instead "
+        "of normals (default for a transformers model taking input_ids: "
+        "its config's vocab_size), as scripts/port.py takes them",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("float64", "float32"),
+        default="float64",
+        help="the torch model's dtype and the tier (default float64)",
+    )
+    parser.add_argument(
+        "--train", action="store_true", help="compare in training mode (BatchNorm statistics)"
+    )
+    parser.add_argument(
+        "--demo", choices=("resnet", "ports", "optimizer"), help="run a demo session"
+    )
+    parser.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the diagnosis as one self-contained HTML page to PATH",
+    )
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--html", args.html)
     _cli.at_least(parser, args, 1, "int_input")
@@ -90,9 +117,15 @@ def parse_args(argv=None):
     if not args.demo:
         if not args.reference or not args.port or not args.input_shape:
             parser.error("give --demo NAME, or REFERENCE with --port and --input-shape")
-        targets = [(name, _cli.parse_target(parser, name, value))
-                   for name, value in (("REFERENCE", args.reference), ("--port", args.port),
-                                       ("--params", args.params)) if value is not None]
+        targets = [
+            (name, _cli.parse_target(parser, name, value))
+            for name, value in (
+                ("REFERENCE", args.reference),
+                ("--port", args.port),
+                ("--params", args.params),
+            )
+            if value is not None
+        ]
         for name, target in targets:  # the forms first, then whether they exist
             _cli.check_target(parser, name, target)
     return parser, args
@@ -112,8 +145,14 @@ def _user_session(parser, args, sessions):
     buffers = None
     # (model, params, buffers), not (fn, params, names): a jaxgrad model is callable too,
     # but its third item holds arrays where names holds strings
-    if isinstance(port, tuple) and len(port) == 3 and (not callable(port[0]) or (
-            isinstance(port[2], dict) and not all(isinstance(v, str) for v in port[2].values()))):
+    if (
+        isinstance(port, tuple)
+        and len(port) == 3
+        and (
+            not callable(port[0])
+            or (isinstance(port[2], dict) and not all(isinstance(v, str) for v in port[2].values()))
+        )
+    ):
         port, buffers = port[:2], port[2]
     import _model_spec
 
@@ -126,17 +165,25 @@ def _user_session(parser, args, sessions):
     try:
         report = diagnose(module, port, x, buffers=buffers, train=args.train)
     except (ValueError, TypeError) as exc:
-        hint = (" (token ids? give --int-input VOCAB for int64 inputs in [0, VOCAB))"
-                if not vocab and "rejects the example input" in str(exc)
-                and ("Long" in str(exc) or "indices" in str(exc)) else "")
+        hint = (
+            " (token ids? give --int-input VOCAB for int64 inputs in [0, VOCAB))"
+            if not vocab
+            and "rejects the example input" in str(exc)
+            and ("Long" in str(exc) or "indices" in str(exc))
+            else ""
+        )
         print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     print(report)
-    sessions.append(_session(f"{args.reference} ported by {args.port}", report,
-                             f"example input {args.input_shape}, "
-                             + (f"int64 token ids in [0, {vocab})" if vocab else
-                                f"{args.dtype}, normal samples")
-                             + f" (seed 0), {'train' if args.train else 'eval'} mode"))
+    sessions.append(
+        _session(
+            f"{args.reference} ported by {args.port}",
+            report,
+            f"example input {args.input_shape}, "
+            + (f"int64 token ids in [0, {vocab})" if vocab else f"{args.dtype}, normal samples")
+            + f" (seed 0), {'train' if args.train else 'eval'} mode",
+        )
+    )
     return 0 if report.clean else 1
 
 
@@ -188,8 +235,10 @@ def _resnet_session(sessions):
     planted["layer1.0.bn2"] = jnn.BatchNorm2d(8, eps=1e-6, dtype="float64")  # flax's eps
     planted["layer2.0.bn1"] = jnn.BatchNorm2d(16, momentum=0.9, dtype="float64")
     port = dataclasses.replace(model, layers=tuple(planted.items()))
-    note = ("Planted: conv1 kernel reshaped from HWIO; layer1.0.bn2 eps=1e-6; "
-            "layer2.0.bn1 momentum=0.9 (flax's meaning).")
+    note = (
+        "Planted: conv1 kernel reshaped from HWIO; layer1.0.bn2 eps=1e-6; "
+        "layer2.0.bn1 momentum=0.9 (flax's meaning)."
+    )
     print(note + "\n")
     train = False
     for round_ in range(1, 7):
@@ -200,8 +249,10 @@ def _resnet_session(sessions):
         sessions.append(_session(title, report, note))
         if report.clean:
             if not report.train:
-                note = ("eval mode is clean; BatchNorm's running statistics only move in "
-                        "training: diagnose again with train=True")
+                note = (
+                    "eval mode is clean; BatchNorm's running statistics only move in "
+                    "training: diagnose again with train=True"
+                )
                 print(f"\n({note})\n")
                 train = True
                 continue
@@ -242,38 +293,57 @@ def _ports_session(sessions):
 
     def dense(w, b):  # flax's DenseGeneral: kernel (in, heads, head_dim)
         return {"kernel": w.T.reshape(8, 2, 4), "bias": b.reshape(2, 4)}
+
     q, k, v = np.split(sd["attn.in_proj_weight"], 3)
     bq, bk, bv = np.split(sd["attn.in_proj_bias"], 3)
-    params = {"ln_1": {"scale": sd["ln1.weight"], "bias": sd["ln1.bias"]},
-              "attn": {"query": dense(q, bq), "key": dense(k, bk), "value": dense(v, bv),
-                       "out": {"kernel": sd["attn.out_proj.weight"].T.reshape(2, 4, 8),
-                               "bias": sd["attn.out_proj.bias"]}},
-              "ln_2": {"scale": sd["ln2.weight"], "bias": sd["ln2.bias"]},
-              "mlp": {"wi": {"kernel": sd["fc1.weight"].T, "bias": sd["fc1.bias"]},
-                      "wo": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]}}}
+    params = {
+        "ln_1": {"scale": sd["ln1.weight"], "bias": sd["ln1.bias"]},
+        "attn": {
+            "query": dense(q, bq),
+            "key": dense(k, bk),
+            "value": dense(v, bv),
+            "out": {
+                "kernel": sd["attn.out_proj.weight"].T.reshape(2, 4, 8),
+                "bias": sd["attn.out_proj.bias"],
+            },
+        },
+        "ln_2": {"scale": sd["ln2.weight"], "bias": sd["ln2.bias"]},
+        "mlp": {
+            "wi": {"kernel": sd["fc1.weight"].T, "bias": sd["fc1.bias"]},
+            "wo": {"kernel": sd["fc2.weight"].T, "bias": sd["fc2.bias"]},
+        },
+    }
 
     def port(eps, approximate):
         def layer_norm(x, p):
             mean = x.mean(-1, keepdims=True)
-            return (x - mean) * jax.lax.rsqrt(x.var(-1, keepdims=True) + eps) * p["scale"] \
-                + p["bias"]
+            return (x - mean) * jax.lax.rsqrt(x.var(-1, keepdims=True) + eps) * p["scale"] + p[
+                "bias"
+            ]
 
         def forward(p, x):
             h, a = layer_norm(x, p["ln_1"]), p["attn"]
-            q, k, v = (jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
-                       for n in ("query", "key", "value"))
+            q, k, v = (
+                jnp.einsum("ble,ehd->blhd", h, a[n]["kernel"]) + a[n]["bias"]
+                for n in ("query", "key", "value")
+            )
             weights = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 2.0)
             out = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
             x = x + jnp.einsum("bqhd,hde->bqe", out, a["out"]["kernel"]) + a["out"]["bias"]
             m = p["mlp"]
-            h = jax.nn.gelu(layer_norm(x, p["ln_2"]) @ m["wi"]["kernel"] + m["wi"]["bias"],
-                            approximate=approximate)
+            h = jax.nn.gelu(
+                layer_norm(x, p["ln_2"]) @ m["wi"]["kernel"] + m["wi"]["bias"],
+                approximate=approximate,
+            )
             return x + h @ m["wo"]["kernel"] + m["wo"]["bias"]
+
         return forward
 
     x = torch.randn(2, 3, 8, dtype=torch.float64)
-    note = ("A plain function forward(params, x) with flax's names and layouts; planted: "
-            "eps=1e-6 (flax's LayerNorm default), jax.nn.gelu's default approximate=True.")
+    note = (
+        "A plain function forward(params, x) with flax's names and layouts; planted: "
+        "eps=1e-6 (flax's LayerNorm default), jax.nn.gelu's default approximate=True."
+    )
     print(note + "\n")
     eps, approximate = 1e-6, True
     for round_ in range(1, 4):
@@ -286,7 +356,8 @@ def _ports_session(sessions):
             break
         name = report.causes[0].name if report.causes else None
         note = {"norm_eps": "fix: eps=1e-5", "gelu_variant": "fix: approximate=False"}.get(
-            name, "no fix known")
+            name, "no fix known"
+        )
         print(f"\n{note}\n")
         eps = 1e-5 if name == "norm_eps" else eps
         approximate = False if name == "gelu_variant" else approximate
@@ -325,11 +396,19 @@ def _optimizer_session(sessions):
         """torch.optim.RMSprop(params, lr=1e-2, eps=1e-4)"""
         return torch.optim.RMSprop(ps, lr=1e-2, eps=1e-4)
 
-    session("Adam with weight decay", adam, optax.adamw(1e-2, weight_decay=1e-2),
-            "optax.adamw(1e-2, weight_decay=1e-2)")
+    session(
+        "Adam with weight decay",
+        adam,
+        optax.adamw(1e-2, weight_decay=1e-2),
+        "optax.adamw(1e-2, weight_decay=1e-2)",
+    )
     session("AdamW defaults", adamw, optax.adamw(1e-2), "optax.adamw(1e-2)")
-    session("RMSprop", rmsprop, optax.rmsprop(1e-2, decay=0.99, eps=1e-4),
-            "optax.rmsprop(1e-2, decay=0.99, eps=1e-4)")
+    session(
+        "RMSprop",
+        rmsprop,
+        optax.rmsprop(1e-2, decay=0.99, eps=1e-4),
+        "optax.rmsprop(1e-2, decay=0.99, eps=1e-4)",
+    )
     return 0
 
 
@@ -346,8 +425,11 @@ def main(argv=None) -> int:
     if args.demo is None:
         code = _user_session(parser, args, sessions)
     else:
-        code = {"resnet": _resnet_session, "ports": _ports_session,
-                "optimizer": _optimizer_session}[args.demo](sessions)
+        code = {
+            "resnet": _resnet_session,
+            "ports": _ports_session,
+            "optimizer": _optimizer_session,
+        }[args.demo](sessions)
     if args.html and sessions:
         from jaxgrad.html.doctor import write_doctor_report
 

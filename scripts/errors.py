@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 
 def outcome(fn: Callable[[], str]) -> str:
@@ -24,6 +24,7 @@ def outcome(fn: Callable[[], str]) -> str:
 
 
 # ------------------------------------------------------------------------- torch side
+
 
 def torch_non_scalar() -> str:
     import torch
@@ -91,6 +92,7 @@ def torch_unused_input() -> str:
 
 
 # --------------------------------------------------------------------------- JAX side
+
 
 def jax_non_scalar() -> str:
     import jax
@@ -162,6 +164,7 @@ CASES = [
     ("an input the output does not use", torch_unused_input, jax_unused_input),
 ]
 
+
 def _jaxgrad_case(build: Callable) -> Callable[[], object]:
     """A case that calls ``build(jnp, accumulate_grads, jautodiff, joptim)`` when run."""
 
@@ -177,41 +180,71 @@ def _jaxgrad_case(build: Callable) -> Callable[[], object]:
     return case
 
 
-JAXGRAD_CASES = [(title, _jaxgrad_case(build)) for title, build in [
-    ("accumulate_grads: non-scalar loss",
-     lambda jnp, accumulate_grads, jautodiff, joptim:
-     accumulate_grads(lambda p, b: p * b, jnp.ones(2), jnp.ones((3, 2)))),
-    ("accumulate_grads: mismatched micro-batch axes",
-     lambda jnp, accumulate_grads, jautodiff, joptim:
-     accumulate_grads(lambda p, b: jnp.sum(p), jnp.ones(2),
-                      {"x": jnp.ones((4, 2)), "y": jnp.ones((3, 1))})),
-    ("freeze: a prefix matching no parameter",
-     lambda jnp, accumulate_grads, jautodiff, joptim:
-     joptim.freeze(joptim.adamw(), ["encoder"]).init({"0.weight": jnp.ones(2)})),
-    ("freeze: not a predicate or prefixes",
-     lambda jnp, accumulate_grads, jautodiff, joptim: joptim.freeze(joptim.sgd(0.1), 3)),
-    ("intermediate_grads: an untapped name",
-     lambda jnp, accumulate_grads, jautodiff, joptim:
-     jautodiff.intermediate_grads(lambda x, tap: jnp.sum(tap("h", x)), (jnp.ones(2),),
-                                  ["hidden"])),
-    ("grad_wrt: non-scalar loss",
-     lambda jnp, accumulate_grads, jautodiff, joptim:
-     jautodiff.grad_wrt(lambda p: p["w"], {"w": jnp.ones(2)}, ["w"])),
-    ("clip_grad_norm: negative max_norm",
-     lambda jnp, accumulate_grads, jautodiff, joptim:
-     joptim.clip_grad_norm({"w": jnp.ones(2)}, -1.0)),
-    ("sgd: nesterov without momentum",
-     lambda jnp, accumulate_grads, jautodiff, joptim: joptim.sgd(0.1, nesterov=True)),
-    ("adam: betas not a pair",
-     lambda jnp, accumulate_grads, jautodiff, joptim: joptim.adam(betas=0.9)),
-]]
+JAXGRAD_CASES = [
+    (title, _jaxgrad_case(build))
+    for title, build in [
+        (
+            "accumulate_grads: non-scalar loss",
+            lambda jnp, accumulate_grads, jautodiff, joptim: accumulate_grads(
+                lambda p, b: p * b, jnp.ones(2), jnp.ones((3, 2))
+            ),
+        ),
+        (
+            "accumulate_grads: mismatched micro-batch axes",
+            lambda jnp, accumulate_grads, jautodiff, joptim: accumulate_grads(
+                lambda p, b: jnp.sum(p), jnp.ones(2), {"x": jnp.ones((4, 2)), "y": jnp.ones((3, 1))}
+            ),
+        ),
+        (
+            "freeze: a prefix matching no parameter",
+            lambda jnp, accumulate_grads, jautodiff, joptim: joptim.freeze(
+                joptim.adamw(), ["encoder"]
+            ).init({"0.weight": jnp.ones(2)}),
+        ),
+        (
+            "freeze: not a predicate or prefixes",
+            lambda jnp, accumulate_grads, jautodiff, joptim: joptim.freeze(joptim.sgd(0.1), 3),
+        ),
+        (
+            "intermediate_grads: an untapped name",
+            lambda jnp, accumulate_grads, jautodiff, joptim: jautodiff.intermediate_grads(
+                lambda x, tap: jnp.sum(tap("h", x)), (jnp.ones(2),), ["hidden"]
+            ),
+        ),
+        (
+            "grad_wrt: non-scalar loss",
+            lambda jnp, accumulate_grads, jautodiff, joptim: jautodiff.grad_wrt(
+                lambda p: p["w"], {"w": jnp.ones(2)}, ["w"]
+            ),
+        ),
+        (
+            "clip_grad_norm: negative max_norm",
+            lambda jnp, accumulate_grads, jautodiff, joptim: joptim.clip_grad_norm(
+                {"w": jnp.ones(2)}, -1.0
+            ),
+        ),
+        (
+            "sgd: nesterov without momentum",
+            lambda jnp, accumulate_grads, jautodiff, joptim: joptim.sgd(0.1, nesterov=True),
+        ),
+        (
+            "adam: betas not a pair",
+            lambda jnp, accumulate_grads, jautodiff, joptim: joptim.adam(betas=0.9),
+        ),
+    ]
+]
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--width", type=int, default=110,
-                        help="truncate each message to this many characters (default 110)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--width",
+        type=int,
+        default=110,
+        help="truncate each message to this many characters (default 110)",
+    )
     args = parser.parse_args(argv)
     if args.width < 20:
         parser.error(f"--width (={args.width}) must be >= 20")
@@ -219,7 +252,7 @@ def main(argv=None) -> None:
     import torch
 
     def cut(text: str) -> str:
-        return text if len(text) <= args.width else text[:args.width - 1] + "…"
+        return text if len(text) <= args.width else text[: args.width - 1] + "…"
 
     print(f"torch {torch.__version__}, jax {jax.__version__}\n")
     for title, torch_case, jax_case in CASES:
@@ -228,7 +261,7 @@ def main(argv=None) -> None:
         print(f"  JAX:   {cut(outcome(jax_case))}")
     print("\njaxgrad's own input errors")
     for title, case in JAXGRAD_CASES:
-        print(f"  {title:<46} {cut(outcome(lambda: str(case())))}")
+        print(f"  {title:<46} {cut(outcome(lambda: str(case())))}")  # noqa: B023
 
 
 if __name__ == "__main__":

@@ -39,16 +39,27 @@ def _parse(argv):
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("example", nargs="?", help="an example key (see --list) or "
-                        "package.module:function")
-    parser.add_argument("arguments", nargs="*", metavar="NAME=VALUE",
-                        help="the function's arguments (for package.module:function)")
+    parser.add_argument(
+        "example", nargs="?", help="an example key (see --list) or package.module:function"
+    )
+    parser.add_argument(
+        "arguments",
+        nargs="*",
+        metavar="NAME=VALUE",
+        help="the function's arguments (for package.module:function)",
+    )
     parser.add_argument("--out", metavar="PATH", help="the HTML file to write")
-    parser.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
-                        help="start an example at another value (repeatable)")
+    parser.add_argument(
+        "--set",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="start an example at another value (repeatable)",
+    )
     parser.add_argument("--list", action="store_true", help="list the examples and exit")
-    parser.add_argument("--no-torch", action="store_true",
-                        help="leave torch's numbers out of the page")
+    parser.add_argument(
+        "--no-torch", action="store_true", help="leave torch's numbers out of the page"
+    )
     args = parser.parse_args(argv)
     if not args.list and (args.example is None or args.out is None):
         parser.error("give an EXAMPLE and --out PATH (or --list)")
@@ -68,15 +79,20 @@ def main(argv=None) -> int:
         return 0
     try:
         from jaxgrad.html import check_writable
+
         check_writable(args.out)
         if isinstance(args.example, _cli.Target):
             if args.set:
-                raise ValueError("--set changes an example's start; give a function's "
-                                 "arguments as NAME=VALUE after it")
+                raise ValueError(
+                    "--set changes an example's start; give a function's "
+                    "arguments as NAME=VALUE after it"
+                )
             fn = _cli.load_object(parser, args.example, "EXAMPLE")
             if not callable(fn):
-                raise ValueError(f"EXAMPLE {args.example.where}:{args.example.name} is a "
-                                 f"{type(fn).__name__}, not a function")
+                raise ValueError(
+                    f"EXAMPLE {args.example.where}:{args.example.name} is a "
+                    f"{type(fn).__name__}, not a function"
+                )
             title = f"{args.example.where}:{args.example.name}"
             point = examples.parse_arguments(args.arguments)
         elif args.example in examples.EXAMPLES:
@@ -87,12 +103,15 @@ def main(argv=None) -> int:
             changes = examples.parse_arguments(args.set)
             unknown = sorted(set(changes) - set(point))
             if unknown:
-                raise ValueError(f"--set {', '.join(unknown)}: {args.example} has "
-                                 f"{', '.join(point)}")
+                raise ValueError(
+                    f"--set {', '.join(unknown)}: {args.example} has {', '.join(point)}"
+                )
             point.update(changes)
         else:
-            raise ValueError(f"unknown example {args.example!r}; the examples are "
-                             f"{', '.join(examples.EXAMPLES)}, or give package.module:function")
+            raise ValueError(
+                f"unknown example {args.example!r}; the examples are "
+                f"{', '.join(examples.EXAMPLES)}, or give package.module:function"
+            )
         values = examples.bind(fn, point)
         return _write(fn, values, title, args)
     except (ValueError, TypeError) as exc:
@@ -111,7 +130,8 @@ def _write(fn, values, title, args) -> int:
     with jax.enable_x64(True):
         arrays = as_float64(values)
         notes["what JAX records for the backward pass (the jaxpr of jax.vjp)"] = to_text(
-            backward_graph(fn, *arrays))
+            backward_graph(fn, *arrays)
+        )
     torch_values = None
     if not args.no_torch:
         import torch
@@ -121,11 +141,14 @@ def _write(fn, values, title, args) -> int:
         torch.set_num_threads(1)
         torch_values = replay(graph)
         notes["what PyTorch records (grad_fn / next_functions)"] = to_text(
-            torch_values.pop("autograd_graph"))
+            torch_values.pop("autograd_graph")
+        )
     write_page(args.out, explorer_page(graph, torch=torch_values, notes=notes))
     operations = sum(node["op"] != "constant" for node in graph["nodes"])
-    print(f"wrote {args.out}: {title}, {operations} operations, "
-          f"{graph['output']['label']} = {graph['output']['value']:.6g}")
+    print(
+        f"wrote {args.out}: {title}, {operations} operations, "
+        f"{graph['output']['label']} = {graph['output']['value']:.6g}"
+    )
     return 0
 
 

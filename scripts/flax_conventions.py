@@ -17,9 +17,11 @@ import sys
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     return parser.parse_args(argv)
 
@@ -37,7 +39,9 @@ def main(argv=None) -> int:
 
     rows = measure_all()
     width = max(len(r["convention"]) for r in rows)
-    print(f"{'convention':<{width}}  {'torch':<34} {'flax default':<30} {'mapped':>9} {'unmapped':>9}")
+    print(
+        f"{'convention':<{width}}  {'torch':<34} {'flax default':<30} {'mapped':>9} {'unmapped':>9}"
+    )
     print("-" * (width + 88))
     for row in rows:
         unmapped = row["unmapped"]
@@ -47,10 +51,14 @@ def main(argv=None) -> int:
             text = f"x{unmapped:.2f} std"
         else:
             text = f"{unmapped:.1e}"
-        print(f"{row['convention']:<{width}}  {row['torch']:<34} {row['flax']:<30} "
-              f"{row['mapped']:>9.1e} {text:>9}")
-    print("\nmapped: max |nnx - torch| with the convention mapped (as to_nnx does); "
-          "unmapped: the same with flax's default left in place (float64).")
+        print(
+            f"{row['convention']:<{width}}  {row['torch']:<34} {row['flax']:<30} "
+            f"{row['mapped']:>9.1e} {text:>9}"
+        )
+    print(
+        "\nmapped: max |nnx - torch| with the convention mapped (as to_nnx does); "
+        "unmapped: the same with flax's default left in place (float64)."
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

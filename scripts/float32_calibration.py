@@ -47,11 +47,17 @@ TRAJECTORIES = ("adamw",)
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(OWN + TRAJECTORIES), metavar="A,B",
-                        help="comma-separated: mlp, cnn, transformer, adamw, or zoo model "
-                             f"names (default: {','.join(OWN + TRAJECTORIES)})")
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--models",
+        default=",".join(OWN + TRAJECTORIES),
+        metavar="A,B",
+        help="comma-separated: mlp, cnn, transformer, adamw, or zoo model "
+        f"names (default: {','.join(OWN + TRAJECTORIES)})",
+    )
     args = parser.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models:
@@ -76,21 +82,30 @@ def own_model(name: str):
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     if name == "mlp":
-        module = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(),
-                               nn.Linear(128, 10))
+        module = nn.Sequential(
+            nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 128), nn.GELU(), nn.Linear(128, 10)
+        )
         x = rng.standard_normal((32, 64))
     elif name == "cnn":
-        module = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                               nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32),
-                               nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                               nn.Linear(32, 10))
+        module = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, 10),
+        )
         x = rng.standard_normal((8, 3, 16, 16))
         module.train()
         with torch.no_grad():  # non-trivial running statistics for evaluation mode
             module(torch.from_numpy(x.astype(np.float32)))
     else:
-        module = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0,
-                                            batch_first=True)
+        module = nn.TransformerEncoderLayer(
+            64, 4, dim_feedforward=128, dropout=0.0, batch_first=True
+        )
         x = rng.standard_normal((4, 16, 64))
     return module.float().eval(), (x.astype(np.float32),), {}
 
@@ -116,8 +131,9 @@ def adamw_trajectories(scale: float = 1.0, reverse: bool = False) -> tuple:
     from torchref import optim as toptim
 
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16),
-                                 torch.nn.Tanh(), torch.nn.Linear(16, 3)).train()
+    module = torch.nn.Sequential(
+        torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16), torch.nn.Tanh(), torch.nn.Linear(16, 3)
+    ).train()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((32, 6)).astype(np.float32)
     y = rng.standard_normal((32, 3)).astype(np.float32)
@@ -125,9 +141,13 @@ def adamw_trajectories(scale: float = 1.0, reverse: bool = False) -> tuple:
     def torch_run(dtype, order=slice(None)):
         copied = copy.deepcopy(module).to(dtype)
         return toptim.optimizer_trajectory(
-            copied, torch.optim.AdamW(copied.parameters(), lr=1e-2),
+            copied,
+            torch.optim.AdamW(copied.parameters(), lr=1e-2),
             torch.from_numpy(x[order].copy()).to(dtype),
-            torch.from_numpy(y[order].copy()).to(dtype), torch.nn.functional.mse_loss, 10)
+            torch.from_numpy(y[order].copy()).to(dtype),
+            torch.nn.functional.mse_loss,
+            10,
+        )
 
     model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
 
@@ -152,38 +172,53 @@ def measure_adamw() -> dict:
     reversed_run = adamw_trajectories(reverse=True)[0]
 
     def by_step(tree):  # compare_trajectory's layout: {"step k": the tree at step k}
-        return {f"step {k + 1}": jax.tree.map(lambda leaf: np.asarray(leaf)[k], tree)
-                for k in range(10)}
+        return {
+            f"step {k + 1}": jax.tree.map(lambda leaf: np.asarray(leaf)[k], tree)  # noqa: B023
+            for k in range(10)
+        }
 
     answer = by_step(exact)
     torch32, ours = rounding(by_step(reference), answer), rounding(by_step(candidate), answer)
     other = rounding(by_step(reversed_run), answer)
-    rows = [{"path": path, "torch": mine, "jaxgrad": ours[path], "orders": [other[path]]}
-            for path, mine in torch32.items()]
-    return {"rows": rows, "plain": compare_trajectory(reference, candidate),
-            "calibrated": compare_trajectory(reference, candidate, reference64=exact)}
+    rows = [
+        {"path": path, "torch": mine, "jaxgrad": ours[path], "orders": [other[path]]}
+        for path, mine in torch32.items()
+    ]
+    return {
+        "rows": rows,
+        "plain": compare_trajectory(reference, candidate),
+        "calibrated": compare_trajectory(reference, candidate, reference64=exact),
+    }
 
 
 def measure(built, dynamic_shapes="auto") -> dict:
     """Per-leaf headrooms of torch's float32 runs and jaxgrad's against torch's float64,
     and the verdicts of ``compare`` with and without ``reference64``."""
     import _zoo_models as zoo_models
-    from jaxgrad.parity import compare, rounding
     from parity_checks._zoo import convert, jax_eval, torch_eval, torch_float32_runs
+
+    from jaxgrad.parity import compare, rounding
 
     module64, args64, kwargs64 = zoo_models.instance(built, "float64")
     reference64, cotangents = torch_eval(module64, args64, kwargs64)
     module32, args32, kwargs32 = zoo_models.instance(built, "float32")
-    model, params, buffers, _ = convert(module32, args32, kwargs32,
-                                        dynamic_shapes=dynamic_shapes)
+    model, params, buffers, _ = convert(module32, args32, kwargs32, dynamic_shapes=dynamic_shapes)
     reference32, _ = torch_eval(module32, args32, kwargs32, cotangents)
     candidate32 = jax_eval(model, params, buffers, args32, kwargs32, cotangents)
-    others = [rounding({"grads": run["grads"]}, {"grads": reference64["grads"]})
-              for run in torch_float32_runs(module32, args32, kwargs32, cotangents)]
+    others = [
+        rounding({"grads": run["grads"]}, {"grads": reference64["grads"]})
+        for run in torch_float32_runs(module32, args32, kwargs32, cotangents)
+    ]
     torch32, ours = rounding(reference32, reference64), rounding(candidate32, reference64)
-    rows = [{"path": path, "torch": mine, "jaxgrad": ours[path],
-             "orders": [run[path] for run in others if path in run]}
-            for path, mine in torch32.items()]
+    rows = [
+        {
+            "path": path,
+            "torch": mine,
+            "jaxgrad": ours[path],
+            "orders": [run[path] for run in others if path in run],
+        }
+        for path, mine in torch32.items()
+    ]
     plain = compare(reference32, candidate32)
     calibrated = compare(reference32, candidate32, reference64=reference64)
     return {"rows": rows, "plain": plain, "calibrated": calibrated}
@@ -194,8 +229,7 @@ def summary(name: str, found: dict) -> dict:
 
     def needed(values, base):
         # the multiple of torch's own headroom a correct result needs where it misses
-        return max([v / base for v, base in zip(values, base) if v > 1.0 and base > 0],
-                   default=0.0)
+        return max([v / base for v, base in zip(values, base) if v > 1.0 and base > 0], default=0.0)
 
     torch_h = [r["torch"] for r in rows]
     ours = [r["jaxgrad"] for r in rows]
@@ -205,13 +239,18 @@ def summary(name: str, found: dict) -> dict:
         if leaf.passed and leaf.rule != "tier":
             rules[leaf.rule] = rules.get(leaf.rule, 0) + 1
     return {
-        "model": name, "leaves": len(rows),
-        "torch_miss": sum(h > 1 for h in torch_h), "torch_worst": max(torch_h),
-        "jax_miss": sum(h > 1 for h in ours), "jax_worst": max(ours),
+        "model": name,
+        "leaves": len(rows),
+        "torch_miss": sum(h > 1 for h in torch_h),
+        "torch_worst": max(torch_h),
+        "jax_miss": sum(h > 1 for h in ours),
+        "jax_worst": max(ours),
         "order_worst": max(order_h),
         "tier_fails": len(found["plain"].failures()),
-        "jax_ratio": needed(ours, torch_h), "order_ratio": needed(order_h, torch_h),
-        "calibrated_fails": len(found["calibrated"].failures()), "rules": rules,
+        "jax_ratio": needed(ours, torch_h),
+        "order_ratio": needed(order_h, torch_h),
+        "calibrated_fails": len(found["calibrated"].failures()),
+        "rules": rules,
     }
 
 
@@ -223,11 +262,14 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     jax.config.update("jax_enable_x64", True)
     import _zoo_models as zoo_models
+
     from jaxgrad.parity import CALIBRATION_MULTIPLE
 
-    header = (f"{'model':<22} {'leaves':>6}  {'torch f32 > tier':>16}  {'jaxgrad > tier':>14}  "
-              f"{'other orders':>12}  {'tier fails':>10}  {'needs x':>13}  "
-              f"{'fails at ' + format(CALIBRATION_MULTIPLE, 'g') + 'x':>10}  rules")
+    header = (
+        f"{'model':<22} {'leaves':>6}  {'torch f32 > tier':>16}  {'jaxgrad > tier':>14}  "
+        f"{'other orders':>12}  {'tier fails':>10}  {'needs x':>13}  "
+        f"{'fails at ' + format(CALIBRATION_MULTIPLE, 'g') + 'x':>10}  rules"
+    )
     print(header)
     print("-" * len(header))
     for name in args.models:
@@ -242,17 +284,22 @@ def main(argv=None) -> int:
                 found = measure(zoo_models.build(entry), entry.dynamic_shapes)
         row = summary(name, found)
         rules = ", ".join(f"{k} {v}" for k, v in sorted(row["rules"].items())) or "-"
-        print(f"{name:<22} {row['leaves']:>6}  "
-              f"{row['torch_miss']:>4} (max {row['torch_worst']:5.2f})  "
-              f"{row['jax_miss']:>3} (max {row['jax_worst']:5.2f})  "
-              f"{'max ' + format(row['order_worst'], '.2f'):>12}  {row['tier_fails']:>10}  "
-              f"{row['jax_ratio']:5.2f} / {row['order_ratio']:5.2f}  "
-              f"{row['calibrated_fails']:>10}  {rules}", flush=True)
+        print(
+            f"{name:<22} {row['leaves']:>6}  "
+            f"{row['torch_miss']:>4} (max {row['torch_worst']:5.2f})  "
+            f"{row['jax_miss']:>3} (max {row['jax_worst']:5.2f})  "
+            f"{'max ' + format(row['order_worst'], '.2f'):>12}  {row['tier_fails']:>10}  "
+            f"{row['jax_ratio']:5.2f} / {row['order_ratio']:5.2f}  "
+            f"{row['calibrated_fails']:>10}  {rules}",
+            flush=True,
+        )
         print(f"  ({time.perf_counter() - began:.0f} s)", file=sys.stderr, flush=True)
-    print("\nheadrooms in units of the float32 tier against torch float64 (the largest over a "
-          "model's leaves);\n'needs x': the largest ratio jaxgrad / torch's other summation "
-          "orders lie from float64 over torch's default,\nover the leaves where they miss the "
-          "tier; 'rules': the leaves compare(..., reference64=...) passes by each rule.")
+    print(
+        "\nheadrooms in units of the float32 tier against torch float64 (the largest over a "
+        "model's leaves);\n'needs x': the largest ratio jaxgrad / torch's other summation "
+        "orders lie from float64 over torch's default,\nover the leaves where they miss the "
+        "tier; 'rules': the leaves compare(..., reference64=...) passes by each rule."
+    )
     return 0
 
 

@@ -54,15 +54,25 @@ def _parse(argv):
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--format", choices=FORMATS, default="text",
-                        help="how to draw the three graphs: plain text (default), Mermaid "
-                             "(flowchart LR; paste into Markdown) or Graphviz DOT")
-    parser.add_argument("--out", metavar="FILE",
-                        help="also write the three graphs to FILE (a .md file gets "
-                             "```mermaid fences)")
-    parser.add_argument("--example", choices=EXAMPLES, default="expression",
-                        help="expression: lesson 000's tiny ReLU network (default); "
-                             "neuron: lesson 001's two-input sigmoid neuron")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="how to draw the three graphs: plain text (default), Mermaid "
+        "(flowchart LR; paste into Markdown) or Graphviz DOT",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="also write the three graphs to FILE (a .md file gets ```mermaid fences)",
+    )
+    parser.add_argument(
+        "--example",
+        choices=EXAMPLES,
+        default="expression",
+        help="expression: lesson 000's tiny ReLU network (default); "
+        "neuron: lesson 001's two-input sigmoid neuron",
+    )
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--out", args.out)
     return args
@@ -87,20 +97,27 @@ def _lesson_002_facts():
 
     example = tgraph.lesson_002_example()
     loss, x = example["loss"], example["x"]
-    print("x = torch.tensor([2.0], requires_grad=True); h = (x * 3).relu(); "
-          "loss = (h ** 2).sum()")
+    print("x = torch.tensor([2.0], requires_grad=True); h = (x * 3).relu(); loss = (h ** 2).sum()")
     print(f"  loss.grad_fn                        -> {type(loss.grad_fn).__name__}")
-    print(f"  loss.grad_fn.next_functions[0][0]   -> "
-          f"{type(loss.grad_fn.next_functions[0][0]).__name__}")
+    print(
+        f"  loss.grad_fn.next_functions[0][0]   -> "
+        f"{type(loss.grad_fn.next_functions[0][0]).__name__}"
+    )
     print(f"  x.is_leaf, x.grad_fn                -> {x.is_leaf}, {x.grad_fn}")
-    print(f"  h.is_leaf, h.grad_fn                -> {example['h'].is_leaf}, "
-          f"{type(example['h'].grad_fn).__name__}")
-    print(f"  torch.tensor([(x * 3).item()], requires_grad=True).grad_fn -> "
-          f"{example['broken'].grad_fn}   (.item() left the graph)")
+    print(
+        f"  h.is_leaf, h.grad_fn                -> {example['h'].is_leaf}, "
+        f"{type(example['h'].grad_fn).__name__}"
+    )
+    print(
+        f"  torch.tensor([(x * 3).item()], requires_grad=True).grad_fn -> "
+        f"{example['broken'].grad_fn}   (.item() left the graph)"
+    )
     print(render(tgraph.autograd_graph(loss, {"x": x}), "text"))
-    print("JAX has no is_leaf or grad_fn: arrays carry no graph. jax.grad re-traces the "
-          "function instead, and float()/.item() on a traced value raises "
-          "ConcretizationTypeError rather than silently cutting the graph.")
+    print(
+        "JAX has no is_leaf or grad_fn: arrays carry no graph. jax.grad re-traces the "
+        "function instead, and float()/.item() on a traced value raises "
+        "ConcretizationTypeError rather than silently cutting the graph."
+    )
 
 
 def main(argv=None) -> int:
@@ -119,8 +136,9 @@ def main(argv=None) -> int:
     with jax.enable_x64(True):
         jax_args = [jnp.asarray(v, jnp.float64) for v in values.values()]
         graphs = {
-            "PyTorch autograd graph (grad_fn / next_functions)":
-                tgraph.autograd_graph(built["L"], built["leaves"], label="L"),
+            "PyTorch autograd graph (grad_fn / next_functions)": tgraph.autograd_graph(
+                built["L"], built["leaves"], label="L"
+            ),
             "JAX backward graph (jax.vjp)": backward_graph(fn, *jax_args),
             "JAX forward graph (jaxpr)": trace(fn, *jax_args, output_labels="L"),
         }
@@ -140,15 +158,18 @@ def main(argv=None) -> int:
     print("\n== 2. the gradients ==")
     built["L"].backward()
     jax_backward = graphs[names[1]]
-    jax_grads = {jax_backward.node(o).label[1:]: jax_backward.node(o).value
-                 for o in jax_backward.outputs}
+    jax_grads = {
+        jax_backward.node(o).label[1:]: jax_backward.node(o).value for o in jax_backward.outputs
+    }
     print(f"  {'':<4} {'torch .grad':>14} {'JAX vjp':>14} {'|diff|':>10}")
     for name, leaf in built["leaves"].items():
         diff = abs(leaf.grad.item() - float(jax_grads[name]))
-        print(f"  {name:<4} {leaf.grad.item():>14.6g} {float(jax_grads[name]):>14.6g} "
-              f"{diff:>10.2e}")
-    report = compare({k: t.grad for k, t in built["leaves"].items()},
-                     {k: jax_grads[k] for k in built["leaves"]})
+        print(
+            f"  {name:<4} {leaf.grad.item():>14.6g} {float(jax_grads[name]):>14.6g} {diff:>10.2e}"
+        )
+    report = compare(
+        {k: t.grad for k, t in built["leaves"].items()}, {k: jax_grads[k] for k in built["leaves"]}
+    )
     print(f"  float64 parity tier: {'PASS' if report.passed else 'FAIL'}")
 
     print("\n== 3. step-through (JAX) ==")

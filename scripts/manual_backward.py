@@ -23,9 +23,8 @@ import argparse
 import json
 import sys
 
-import numpy as np
-
 import _cli
+import numpy as np
 
 
 def _parse(argv):
@@ -76,16 +75,21 @@ def main(argv=None) -> int:
     rows = []
     for name, fn in manual.FUNCTIONS.items():
         rows.append(check(name, fn, np.random.default_rng(args.seed)))
-    planted = check("linear", manual.scaled_backward(manual.linear, 1.001),
-                    np.random.default_rng(args.seed))
+    planted = check(
+        "linear", manual.scaled_backward(manual.linear, 1.001), np.random.default_rng(args.seed)
+    )
     planted["function"] = "linear, backward × 1.001 (planted)"
     print("largest |hand-written gradient − reference|, float64")
     print(f"{'function':<36} {'jax.grad':>10} {'gradcheck':>10} {'torch':>10}  result")
     for row in rows + [planted]:
-        print(f"{row['function']:<36} {row['jax.grad']:>10.2e} {row['gradcheck']:>10.2e} "
-              f"{row['torch']:>10.2e}  {'PASS' if row['passed'] else 'FAIL'}")
-    print("tolerances: jax.grad and torch at the float64 tier (rtol 1e-10, atol 1e-12); "
-          "gradcheck at atol 1e-8, rtol 1e-6 (numeric vs analytic).")
+        print(
+            f"{row['function']:<36} {row['jax.grad']:>10.2e} {row['gradcheck']:>10.2e} "
+            f"{row['torch']:>10.2e}  {'PASS' if row['passed'] else 'FAIL'}"
+        )
+    print(
+        "tolerances: jax.grad and torch at the float64 tier (rtol 1e-10, atol 1e-12); "
+        "gradcheck at atol 1e-8, rtol 1e-6 (numeric vs analytic)."
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows + [planted], handle, indent=2)

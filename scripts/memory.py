@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 import _cli
-
+import numpy as np
 
 FULL = dict(sizes=[784, 2048, 2048, 2048, 2048, 10], batch=1024)
 QUICK = dict(sizes=[64, 128, 128, 128, 128, 10], batch=64)
@@ -67,15 +65,19 @@ class Setup:
 
         from torchref import memory as tmemory
 
-        out = (tmemory.checkpointed_forward(self.module, self.x_t, every=every) if every
-               else self.module(self.x_t))
+        out = (
+            tmemory.checkpointed_forward(self.module, self.x_t, every=every)
+            if every
+            else self.module(self.x_t)
+        )
         return torch.nn.functional.cross_entropy(out, self.y_t)
 
     def torch_saved(self, every: int = 0) -> dict:
         from torchref import memory as tmemory
 
-        _, counts = tmemory.saved_bytes(lambda: self.torch_loss(every),
-                                        self.module.parameters(), [self.x_t])
+        _, counts = tmemory.saved_bytes(
+            lambda: self.torch_loss(every), self.module.parameters(), [self.x_t]
+        )
         return counts
 
     def torch_grads(self, every: int = 0) -> dict:
@@ -84,10 +86,14 @@ class Setup:
         return {name: p.grad.clone() for name, p in self.module.named_parameters()}
 
     def jax_loss(self, every: int = 0, policy=None):
-        from jaxgrad import losses, memory as jmemory
+        from jaxgrad import losses
+        from jaxgrad import memory as jmemory
 
-        apply = (jmemory.checkpointed_apply(self.model, every=every, policy=policy) if every
-                 else self.model.apply)
+        apply = (
+            jmemory.checkpointed_apply(self.model, every=every, policy=policy)
+            if every
+            else self.model.apply
+        )
         return lambda params, x: losses.cross_entropy(apply(params, x), self.y)
 
 
@@ -117,22 +123,32 @@ def forward_modes(setup: Setup, repeats: int) -> dict:
     }
     logits_bytes = setup.batch * setup.model.layers[-1].out_features * setup.x.dtype.itemsize
     compiled["forward_with_residuals"]["residual_outputs"] = (
-        compiled["forward_with_residuals"]["outputs"] - logits_bytes)
+        compiled["forward_with_residuals"]["outputs"] - logits_bytes
+    )
     fast_forward = jax.jit(forward)
     fast_vjp = jax.jit(lambda p, x: vjp_forward(p, x)[0])
     return {
-        "torch": {"no_grad_saved": no_grad, "graph_saved": graph, "gradient_bytes": grad_bytes,
-                  "no_grad_seconds": no_grad_time, "graph_seconds": graph_time},
+        "torch": {
+            "no_grad_saved": no_grad,
+            "graph_saved": graph,
+            "gradient_bytes": grad_bytes,
+            "no_grad_seconds": no_grad_time,
+            "graph_seconds": graph_time,
+        },
         "jax": {
             "eager_residuals": jmemory.classify(
-                jmemory.saved_residuals(lambda p: forward(p, setup.x), setup.params), setup.batch),
+                jmemory.saved_residuals(lambda p: forward(p, setup.x), setup.params), setup.batch
+            ),
             "vjp_residuals": jmemory.classify(
-                jmemory.vjp_residuals(lambda p: forward(p, setup.x), setup.params), setup.batch),
+                jmemory.vjp_residuals(lambda p: forward(p, setup.x), setup.params), setup.batch
+            ),
             "compiled": compiled,
             "forward_seconds": median_seconds(
-                lambda: fast_forward(setup.params, setup.x).block_until_ready(), repeats),
+                lambda: fast_forward(setup.params, setup.x).block_until_ready(), repeats
+            ),
             "vjp_forward_seconds": median_seconds(
-                lambda: fast_vjp(setup.params, setup.x).block_until_ready(), repeats),
+                lambda: fast_vjp(setup.params, setup.x).block_until_ready(), repeats
+            ),
         },
     }
 
@@ -148,26 +164,39 @@ def checkpointing(setup: Setup, repeats: int) -> dict:
     plain_jax_fn = jax.jit(jax.grad(setup.jax_loss()))
     plain_jax = plain_jax_fn(setup.params, setup.x)
     rows = {}
-    variants = [("plain", 0, None), ("per layer", 2, None), ("blocks of 2 layers", 4, None),
-                ("blocks of 2, dots_saveable", 4, jax.checkpoint_policies.dots_saveable)]
+    variants = [
+        ("plain", 0, None),
+        ("per layer", 2, None),
+        ("blocks of 2 layers", 4, None),
+        ("blocks of 2, dots_saveable", 4, jax.checkpoint_policies.dots_saveable),
+    ]
     for label, every, policy in variants:
         loss = setup.jax_loss(every, policy)
         grad_fn = jax.jit(jax.grad(loss))
-        row = {"every": every,
-               "jax_policy": "nothing_saveable" if every and policy is None else
-               ("dots_saveable" if policy else None),
-               "jax_residuals": jmemory.classify(
-                   jmemory.saved_residuals(lambda p: loss(p, setup.x), setup.params), setup.batch),
-               "jax_compiled": jmemory.compiled_memory(jax.grad(loss), setup.params, setup.x),
-               "jax_seconds": median_seconds(
-                   lambda: jax.block_until_ready(grad_fn(setup.params, setup.x)), repeats),
-               "jax_bit_identical": compare(plain_jax, grad_fn(setup.params, setup.x),
-                                            **BIT_IDENTICAL).passed}
+        row = {
+            "every": every,
+            "jax_policy": "nothing_saveable"
+            if every and policy is None
+            else ("dots_saveable" if policy else None),
+            "jax_residuals": jmemory.classify(
+                jmemory.saved_residuals(lambda p: loss(p, setup.x), setup.params),  # noqa: B023
+                setup.batch,
+            ),
+            "jax_compiled": jmemory.compiled_memory(jax.grad(loss), setup.params, setup.x),
+            "jax_seconds": median_seconds(
+                lambda: jax.block_until_ready(grad_fn(setup.params, setup.x)),  # noqa: B023
+                repeats,
+            ),
+            "jax_bit_identical": compare(
+                plain_jax, grad_fn(setup.params, setup.x), **BIT_IDENTICAL
+            ).passed,
+        }
         if policy is None:  # torch.utils.checkpoint has no policies: nothing inside is kept
             row["torch_saved"] = setup.torch_saved(every)
-            row["torch_seconds"] = median_seconds(lambda: setup.torch_grads(every), repeats)
-            row["torch_bit_identical"] = compare(plain_torch, setup.torch_grads(every),
-                                                 **BIT_IDENTICAL).passed
+            row["torch_seconds"] = median_seconds(lambda: setup.torch_grads(every), repeats)  # noqa: B023
+            row["torch_bit_identical"] = compare(
+                plain_torch, setup.torch_grads(every), **BIT_IDENTICAL
+            ).passed
         rows[label] = row
     return rows
 
@@ -181,10 +210,13 @@ def bfloat16(sizes, batch) -> dict:
         setup = Setup(sizes, batch, dtype)
         forward = lambda p, x, s=setup: s.model.apply(p, x)  # noqa: E731
         result[dtype] = {
-            "torch_saved": tmemory.saved_bytes(lambda s=setup: s.module(s.x_t), setup.module.parameters(),
-                                               [setup.x_t])[1],
+            "torch_saved": tmemory.saved_bytes(
+                lambda s=setup: s.module(s.x_t), setup.module.parameters(), [setup.x_t]
+            )[1],
             "jax_residuals": jmemory.classify(
-                jmemory.saved_residuals(lambda p, s=setup: forward(p, s.x), setup.params), setup.batch),
+                jmemory.saved_residuals(lambda p, s=setup: forward(p, s.x), setup.params),  # noqa: B023
+                setup.batch,
+            ),
         }
     return result
 
@@ -192,43 +224,73 @@ def bfloat16(sizes, batch) -> dict:
 def report(results: dict) -> None:
     cfg, forward = results["config"], results["forward"]
     t, j = forward["torch"], forward["jax"]
-    print(f"MLP {'-'.join(map(str, cfg['sizes']))} ({cfg['params']:,} params), ReLU, batch {cfg['batch']}, float32")
+    print(
+        f"MLP {'-'.join(map(str, cfg['sizes']))} ({cfg['params']:,} params), ReLU, batch {cfg['batch']}, float32"
+    )
     print("\n1. what the forward keeps for the backward (MB = 1e6 bytes)")
-    print(f"  torch  no_grad forward: saved {t['no_grad_saved']['total'] / MB:.1f} MB "
-          f"(median {t['no_grad_seconds'] * 1e3:.0f} ms)")
+    print(
+        f"  torch  no_grad forward: saved {t['no_grad_saved']['total'] / MB:.1f} MB "
+        f"(median {t['no_grad_seconds'] * 1e3:.0f} ms)"
+    )
     g = t["graph_saved"]
-    print(f"  torch  forward with graph: saved {g['total'] / MB:.1f} MB = activations "
-          f"{g['activations'] / MB:.1f} + input {g['inputs'] / MB:.1f} + parameters (referenced, "
-          f"not copied) {g['parameters'] / MB:.1f}; {g['tensors']} storages "
-          f"(median {t['graph_seconds'] * 1e3:.0f} ms)")
-    print(f"  torch  forward+backward: saved tensors freed by backward(); .grad adds "
-          f"{t['gradient_bytes'] / MB:.1f} MB")
+    print(
+        f"  torch  forward with graph: saved {g['total'] / MB:.1f} MB = activations "
+        f"{g['activations'] / MB:.1f} + input {g['inputs'] / MB:.1f} + parameters (referenced, "
+        f"not copied) {g['parameters'] / MB:.1f}; {g['tensors']} storages "
+        f"(median {t['graph_seconds'] * 1e3:.0f} ms)"
+    )
+    print(
+        f"  torch  forward+backward: saved tensors freed by backward(); .grad adds "
+        f"{t['gradient_bytes'] / MB:.1f} MB"
+    )
     er, vr, c = j["eager_residuals"], j["vjp_residuals"], j["compiled"]
-    print(f"  JAX    forward (jit): XLA temporaries {c['forward']['temporaries'] / MB:.1f} MB "
-          f"(median {j['forward_seconds'] * 1e3:.1f} ms)")
-    print(f"  JAX    residuals, jax.ad_checkpoint view: activations {er['activations'] / MB:.1f} MB, "
-          f"bool masks {er['masks'] / MB:.1f} MB, weight-shaped {er['other'] / MB:.1f} MB, parameters and input (already in memory) {er['arguments'] / MB:.1f} MB")
-    print(f"  JAX    residuals in the jitted vjp closure: batch-shaped {vr['activations'] / MB:.1f} MB "
-          f"(input included), masks {vr['masks'] / MB:.1f} MB, weight-shaped {vr['other'] / MB:.1f} MB; compiled outputs beyond the "
-          f"logits {c['forward_with_residuals']['residual_outputs'] / MB:.1f} MB "
-          f"(median {j['vjp_forward_seconds'] * 1e3:.1f} ms)")
-    print(f"  JAX    forward+backward (jit): XLA temporaries "
-          f"{c['forward_backward']['temporaries'] / MB:.1f} MB, outputs (the gradients) "
-          f"{c['forward_backward']['outputs'] / MB:.1f} MB")
-    print(f"  lesson 000 (process memory, 14.2M params, batch 1024): no_grad forward "
-          f"+{LESSON_000['no_grad_forward_mb']} MB, graph +{LESSON_000['graph_extra_mb']} MB more")
+    print(
+        f"  JAX    forward (jit): XLA temporaries {c['forward']['temporaries'] / MB:.1f} MB "
+        f"(median {j['forward_seconds'] * 1e3:.1f} ms)"
+    )
+    print(
+        f"  JAX    residuals, jax.ad_checkpoint view: activations {er['activations'] / MB:.1f} MB, "
+        f"bool masks {er['masks'] / MB:.1f} MB, weight-shaped {er['other'] / MB:.1f} MB, parameters and input (already in memory) {er['arguments'] / MB:.1f} MB"
+    )
+    print(
+        f"  JAX    residuals in the jitted vjp closure: batch-shaped {vr['activations'] / MB:.1f} MB "
+        f"(input included), masks {vr['masks'] / MB:.1f} MB, weight-shaped {vr['other'] / MB:.1f} MB; compiled outputs beyond the "
+        f"logits {c['forward_with_residuals']['residual_outputs'] / MB:.1f} MB "
+        f"(median {j['vjp_forward_seconds'] * 1e3:.1f} ms)"
+    )
+    print(
+        f"  JAX    forward+backward (jit): XLA temporaries "
+        f"{c['forward_backward']['temporaries'] / MB:.1f} MB, outputs (the gradients) "
+        f"{c['forward_backward']['outputs'] / MB:.1f} MB"
+    )
+    print(
+        f"  lesson 000 (process memory, 14.2M params, batch 1024): no_grad forward "
+        f"+{LESSON_000['no_grad_forward_mb']} MB, graph +{LESSON_000['graph_extra_mb']} MB more"
+    )
 
-    print("\n2. gradient checkpointing: saved activation bytes, forward+backward median, "
-          "gradients vs plain")
-    print(f"  {'variant':<28}{'torch MB':>9}{'torch ms':>9}{'bit-id':>7}{'JAX MB':>9}"
-          f"{'XLA tmp MB':>11}{'JAX ms':>8}{'bit-id':>7}")
+    print(
+        "\n2. gradient checkpointing: saved activation bytes, forward+backward median, "
+        "gradients vs plain"
+    )
+    print(
+        f"  {'variant':<28}{'torch MB':>9}{'torch ms':>9}{'bit-id':>7}{'JAX MB':>9}"
+        f"{'XLA tmp MB':>11}{'JAX ms':>8}{'bit-id':>7}"
+    )
     for label, row in results["checkpointing"].items():
         ts = row.get("torch_saved")
-        torch_cols = (f"{ts['activations'] / MB:>9.2f}{row['torch_seconds'] * 1e3:>9.0f}"
-                      f"{str(row['torch_bit_identical']):>7}") if ts else f"{'—':>9}{'—':>9}{'—':>7}"
-        print(f"  {label:<28}{torch_cols}{row['jax_residuals']['activations'] / MB:>9.2f}"
-              f"{row['jax_compiled']['temporaries'] / MB:>11.2f}{row['jax_seconds'] * 1e3:>8.1f}"
-              f"{str(row['jax_bit_identical']):>7}")
+        torch_cols = (
+            (
+                f"{ts['activations'] / MB:>9.2f}{row['torch_seconds'] * 1e3:>9.0f}"
+                f"{str(row['torch_bit_identical']):>7}"
+            )
+            if ts
+            else f"{'—':>9}{'—':>9}{'—':>7}"
+        )
+        print(
+            f"  {label:<28}{torch_cols}{row['jax_residuals']['activations'] / MB:>9.2f}"
+            f"{row['jax_compiled']['temporaries'] / MB:>11.2f}{row['jax_seconds'] * 1e3:>8.1f}"
+            f"{str(row['jax_bit_identical']):>7}"
+        )
     for line in results["checkpoint_findings"]:
         print("  " + line)
 
@@ -236,39 +298,57 @@ def report(results: dict) -> None:
     b = results["bfloat16"]
     for side, key in (("torch", "torch_saved"), ("JAX", "jax_residuals")):
         f32, bf16 = b["float32"][key]["activations"], b["bfloat16"][key]["activations"]
-        print(f"  {side:<6} float32 {f32 / MB:.2f} MB -> bfloat16 {bf16 / MB:.2f} MB (ratio {bf16 / f32:.3f})")
+        print(
+            f"  {side:<6} float32 {f32 / MB:.2f} MB -> bfloat16 {bf16 / MB:.2f} MB (ratio {bf16 / f32:.3f})"
+        )
 
 
 def findings(rows: dict) -> list[str]:
     plain, layer, block = rows["plain"], rows["per layer"], rows["blocks of 2 layers"]
     lines = []
     if layer["torch_saved"]["activations"] == plain["torch_saved"]["activations"]:
-        lines.append("torch: per-layer checkpointing saves NOTHING here — each checkpoint stores "
-                     "its input, which is exactly the ReLU output the plain graph already stored.")
-    lines.append(f"torch: blocks of 2 layers store {block['torch_saved']['activations'] / MB:.2f} MB "
-                 f"instead of {plain['torch_saved']['activations'] / MB:.2f} MB (only every "
-                 "other layer's output), at the cost of recomputing the blocks.")
+        lines.append(
+            "torch: per-layer checkpointing saves NOTHING here — each checkpoint stores "
+            "its input, which is exactly the ReLU output the plain graph already stored."
+        )
+    lines.append(
+        f"torch: blocks of 2 layers store {block['torch_saved']['activations'] / MB:.2f} MB "
+        f"instead of {plain['torch_saved']['activations'] / MB:.2f} MB (only every "
+        "other layer's output), at the cost of recomputing the blocks."
+    )
     jp, jl = plain["jax_residuals"], layer["jax_residuals"]
-    lines.append(f"JAX: per-layer checkpointing keeps the same ReLU outputs; it drops only what "
-                 f"jax.nn.relu's JVP rule adds (bool masks {jp['masks'] / MB:.2f} MB and a zeros "
-                 f"buffer per layer: {jp['activations'] / MB:.2f} -> {jl['activations'] / MB:.2f} MB) "
-                 "to the eager residual list. Blocks of 2 layers halve the stored outputs; "
-                 "dots_saveable keeps the matmul outputs inside each block, so it saves less.")
+    lines.append(
+        f"JAX: per-layer checkpointing keeps the same ReLU outputs; it drops only what "
+        f"jax.nn.relu's JVP rule adds (bool masks {jp['masks'] / MB:.2f} MB and a zeros "
+        f"buffer per layer: {jp['activations'] / MB:.2f} -> {jl['activations'] / MB:.2f} MB) "
+        "to the eager residual list. Blocks of 2 layers halve the stored outputs; "
+        "dots_saveable keeps the matmul outputs inside each block, so it saves less."
+    )
     temps = {row["jax_compiled"]["temporaries"] for row in rows.values()}
     if len(temps) == 1:
-        lines.append(f"XLA: the compiled forward+backward's temporaries are {temps.pop() / MB:.2f} MB "
-                     "in every variant: checkpointing lowers what the forward stores, but not XLA's "
-                     "compiled peak for this network on this backend.")
+        lines.append(
+            f"XLA: the compiled forward+backward's temporaries are {temps.pop() / MB:.2f} MB "
+            "in every variant: checkpointing lowers what the forward stores, but not XLA's "
+            "compiled peak for this network on this backend."
+        )
     return lines
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="64-128x4-10 at batch 64 (seconds)")
     parser.add_argument("--batch", type=int, help="override the batch size")
-    parser.add_argument("--repeats", type=int, default=5, help="timing samples per median (default 5)")
-    parser.add_argument("--torch-threads", type=int, default=1,
-                        help="torch intra-op threads (default 1: a shared machine makes more noisy)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timing samples per median (default 5)"
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: a shared machine makes more noisy)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every number as JSON")
     args = parser.parse_args(argv)
     _cli.at_least(parser, args, 1, "batch", "repeats", "torch_threads")

@@ -35,23 +35,50 @@ def main(argv=None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--only", metavar="ID", action="append", default=[],
-                        help="run only this entry (repeatable; comma-separated ids too)")
-    parser.add_argument("--sample", metavar="N", type=int,
-                        help="run a fixed, deterministic sample of N entries")
-    parser.add_argument("--jobs", metavar="N", type=int, default=1,
-                        help="scratch copies run in parallel (default 1)")
-    parser.add_argument("--timeout", metavar="S", type=float, default=600.0,
-                        help="seconds per mutant run before it counts as TIMEOUT (default 600)")
-    parser.add_argument("--report", action="store_true",
-                        help="also run the parity report rows an entry names; each must fail")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="skip running the named tests on the unmutated copy first")
+    parser.add_argument(
+        "--only",
+        metavar="ID",
+        action="append",
+        default=[],
+        help="run only this entry (repeatable; comma-separated ids too)",
+    )
+    parser.add_argument(
+        "--sample", metavar="N", type=int, help="run a fixed, deterministic sample of N entries"
+    )
+    parser.add_argument(
+        "--jobs",
+        metavar="N",
+        type=int,
+        default=1,
+        help="scratch copies run in parallel (default 1)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=float,
+        default=600.0,
+        help="seconds per mutant run before it counts as TIMEOUT (default 600)",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="also run the parity report rows an entry names; each must fail",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip running the named tests on the unmutated copy first",
+    )
     parser.add_argument("--list", action="store_true", help="list the entries and exit")
-    parser.add_argument("--corpus", metavar="DIR", help="corpus directory "
-                        "(default jaxgrad_dev/mutations)")
-    parser.add_argument("--root", metavar="DIR", default=str(ROOT),
-                        help="repository to mutate (default: this checkout)")
+    parser.add_argument(
+        "--corpus", metavar="DIR", help="corpus directory (default jaxgrad_dev/mutations)"
+    )
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        default=str(ROOT),
+        help="repository to mutate (default: this checkout)",
+    )
     args = parser.parse_args(argv)
     only = [i for item in args.only for i in item.split(",") if i]
     if only and args.sample is not None:
@@ -89,14 +116,22 @@ def main(argv=None) -> int:
     for mutant_id, reason in stale.items():
         print(f"STALE {mutant_id}: {reason}", flush=True)
 
-    print(f"{len(chosen)} of {len(entries)} mutants, {args.jobs} job(s), "
-          f"timeout {args.timeout:g} s{', with the parity report' if args.report else ''}",
-          flush=True)
+    print(
+        f"{len(chosen)} of {len(entries)} mutants, {args.jobs} job(s), "
+        f"timeout {args.timeout:g} s{', with the parity report' if args.report else ''}",
+        flush=True,
+    )
     print(runner.header(report=args.report), flush=True)
     results, problems = runner.run_corpus(
-        chosen, root=root, jobs=args.jobs, timeout=args.timeout, report=args.report,
-        check_baseline=not args.no_baseline, check_names=names,
-        on_result=lambda r: print(runner.format_row(r, report=args.report), flush=True))
+        chosen,
+        root=root,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        report=args.report,
+        check_baseline=not args.no_baseline,
+        check_names=names,
+        on_result=lambda r: print(runner.format_row(r, report=args.report), flush=True),
+    )
     for problem in problems:
         print(f"ERROR: {problem}", file=sys.stderr)
     if problems:
@@ -104,16 +139,21 @@ def main(argv=None) -> int:
     for result in results:
         if not result.ok:
             detail = result.detail.replace("\n", "\n    ")
-            verdict = f"tests {result.tests}, report {result.report}" if args.report \
-                else result.tests
-            print(f"\n{result.mutant.id} ({result.mutant.file}): {verdict}\n"
-                  f"    {result.mutant.why}\n    {detail}")
+            verdict = (
+                f"tests {result.tests}, report {result.report}" if args.report else result.tests
+            )
+            print(
+                f"\n{result.mutant.id} ({result.mutant.file}): {verdict}\n"
+                f"    {result.mutant.why}\n    {detail}"
+            )
     print()
     for line in runner.summary(results, report=args.report):
         print(line)
     if stale:
-        print(f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} outside the "
-              f"selection: {', '.join(stale)}")
+        print(
+            f"{len(stale)} stale entr{'y' if len(stale) == 1 else 'ies'} outside the "
+            f"selection: {', '.join(stale)}"
+        )
     return 0 if all(r.ok for r in results) and not stale else 1
 
 

@@ -72,8 +72,12 @@ def run(checks, *, verbose: bool = False, out=None) -> list[dict]:
         rows.append(row)
         abs_err = "-" if report is None else _fmt(report.max_abs_err)
         rel_err = "-" if report is None else _fmt(report.max_rel_err)
-        print(f"{check.name:<44} {check.dtype:<8} {abs_err:>11} {rel_err:>11}  "
-              f"{'PASS' if passed else 'FAIL'}", file=out, flush=True)
+        print(
+            f"{check.name:<44} {check.dtype:<8} {abs_err:>11} {rel_err:>11}  "
+            f"{'PASS' if passed else 'FAIL'}",
+            file=out,
+            flush=True,
+        )
         if not passed or verbose:
             detail = error if report is None else report.table()
             print("    " + detail.replace("\n", "\n    "), file=out)
@@ -90,15 +94,28 @@ def main(argv=None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--json", metavar="PATH", help="also write every row (with per-leaf "
-                        "errors) as JSON to PATH")
-    parser.add_argument("--html", metavar="PATH", help="also write the report as one "
-                        "self-contained HTML page to PATH (failures first, per-leaf bars)")
-    parser.add_argument("--filter", metavar="TEXT", action="append", default=[],
-                        help="run only checks whose name contains TEXT (repeatable)")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every row (with per-leaf errors) as JSON to PATH"
+    )
+    parser.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the report as one "
+        "self-contained HTML page to PATH (failures first, per-leaf bars)",
+    )
+    parser.add_argument(
+        "--filter",
+        metavar="TEXT",
+        action="append",
+        default=[],
+        help="run only checks whose name contains TEXT (repeatable)",
+    )
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
-    parser.add_argument("--verbose", action="store_true",
-                        help="print the per-leaf table of every check, not only failures")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the per-leaf table of every check, not only failures",
+    )
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--json", args.json)
     _cli.output_file(parser, "--html", args.html)
@@ -116,8 +133,10 @@ def main(argv=None) -> int:
     rows = run(checks, verbose=args.verbose)
     failed = [r for r in rows if not r["passed"]]
     elapsed = time.perf_counter() - start
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed "
-          f"({len(rows)} checks, {elapsed:.1f} s)")
+    print(
+        f"\n{len(rows) - len(failed)} passed, {len(failed)} failed "
+        f"({len(rows)} checks, {elapsed:.1f} s)"
+    )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"passed": not failed, "checks": rows}, handle, indent=2)
@@ -126,8 +145,8 @@ def main(argv=None) -> int:
         import torch
 
         from jaxgrad.html.report import write_parity_report
-        write_parity_report(args.html, rows, versions={"torch": torch.__version__},
-                            seconds=elapsed)
+
+        write_parity_report(args.html, rows, versions={"torch": torch.__version__}, seconds=elapsed)
         print(f"wrote {args.html}")
     return 1 if failed else 0
 

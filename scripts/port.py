@@ -99,45 +99,83 @@ def parse_args(argv=None):
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", metavar="MODEL",
-                        help="the model spec: module:Name or path/to/file.py:Name (a class, "
-                        "or any callable returning an nn.Module), torchvision.models:NAME, "
-                        "timm:NAME or transformers:CLASS (see below)")
-    parser.add_argument("--input-shape", type=_cli.shape, action="append", default=[],
-                        metavar="N,C,H,W",
-                        help="example input shape, torch layout (token ids: N,L); once per "
-                             "positional input, in order")
-    parser.add_argument("--inputs", metavar="JSON", dest="inputs_json",
-                        help="named (keyword) inputs as a JSON object, each a shape or "
-                             '{"shape": [...], "dtype": "float32" | "int64", "high": N}, e.g. '
-                             '\'{"input_ids": [2, 8], "decoder_input_ids": [2, 4]}\'')
+    parser.add_argument(
+        "target",
+        metavar="MODEL",
+        help="the model spec: module:Name or path/to/file.py:Name (a class, "
+        "or any callable returning an nn.Module), torchvision.models:NAME, "
+        "timm:NAME or transformers:CLASS (see below)",
+    )
+    parser.add_argument(
+        "--input-shape",
+        type=_cli.shape,
+        action="append",
+        default=[],
+        metavar="N,C,H,W",
+        help="example input shape, torch layout (token ids: N,L); once per "
+        "positional input, in order",
+    )
+    parser.add_argument(
+        "--inputs",
+        metavar="JSON",
+        dest="inputs_json",
+        help="named (keyword) inputs as a JSON object, each a shape or "
+        '{"shape": [...], "dtype": "float32" | "int64", "high": N}, e.g. '
+        '\'{"input_ids": [2, 8], "decoder_input_ids": [2, 4]}\'',
+    )
     parser.add_argument("--out", required=True, metavar="PATH", help="nnx state (.safetensors)")
-    parser.add_argument("--state-dict", metavar="PATH",
-                        help="weights to load first (.pt/.pth via torch.load, or .safetensors)")
-    parser.add_argument("--kwargs", default="{}", metavar="JSON",
-                        help="keyword arguments of the class or factory as JSON (default: {}), "
-                             'e.g. \'{"num_classes": 10}\'')
-    parser.add_argument("--config", metavar="JSON",
-                        help="transformers:CLASS only: the config's fields as JSON, e.g. "
-                             '\'{"hidden_size": 64, "num_hidden_layers": 2}\'')
-    parser.add_argument("--layout", default="NHWC", choices=["NHWC", "NCHW"],
-                        help="input layout of the nnx module for image models (default NHWC, "
-                             "flax's idiom; a model captured with torch.export keeps torch's)")
-    parser.add_argument("--export", metavar="PATH", dest="export_path",
-                        help="also write a torch-free artifact (jaxgrad.nn.save_exported: "
-                             "the float32 evaluation-mode program with jax.export, symbolic "
-                             "batch and other sizes torch kept dynamic, and the weights); "
-                             "it is reloaded and checked against torch at two batch sizes. "
-                             "Run it with jaxgrad.nn.load_exported(PATH)(x), no torch needed")
-    parser.add_argument("--dynamic", choices=["auto", "batch", "none"], default="auto",
-                        help="with --export: the sizes the artifact keeps symbolic: auto "
-                             "(every size torch does not fix; the default), batch (only each "
-                             "input's first size: a much faster capture where torch reasons "
-                             "slowly over image sides, e.g. Swin), none (the example's shapes)")
-    parser.add_argument("--int-input", type=int, metavar="VOCAB",
-                        help="integer inputs in [0, VOCAB) (token ids) instead of normals "
-                             "(default for a transformers model taking input_ids: its "
-                             "config's vocab_size)")
+    parser.add_argument(
+        "--state-dict",
+        metavar="PATH",
+        help="weights to load first (.pt/.pth via torch.load, or .safetensors)",
+    )
+    parser.add_argument(
+        "--kwargs",
+        default="{}",
+        metavar="JSON",
+        help="keyword arguments of the class or factory as JSON (default: {}), "
+        "e.g. '{\"num_classes\": 10}'",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="JSON",
+        help="transformers:CLASS only: the config's fields as JSON, e.g. "
+        '\'{"hidden_size": 64, "num_hidden_layers": 2}\'',
+    )
+    parser.add_argument(
+        "--layout",
+        default="NHWC",
+        choices=["NHWC", "NCHW"],
+        help="input layout of the nnx module for image models (default NHWC, "
+        "flax's idiom; a model captured with torch.export keeps torch's)",
+    )
+    parser.add_argument(
+        "--export",
+        metavar="PATH",
+        dest="export_path",
+        help="also write a torch-free artifact (jaxgrad.nn.save_exported: "
+        "the float32 evaluation-mode program with jax.export, symbolic "
+        "batch and other sizes torch kept dynamic, and the weights); "
+        "it is reloaded and checked against torch at two batch sizes. "
+        "Run it with jaxgrad.nn.load_exported(PATH)(x), no torch needed",
+    )
+    parser.add_argument(
+        "--dynamic",
+        choices=["auto", "batch", "none"],
+        default="auto",
+        help="with --export: the sizes the artifact keeps symbolic: auto "
+        "(every size torch does not fix; the default), batch (only each "
+        "input's first size: a much faster capture where torch reasons "
+        "slowly over image sides, e.g. Swin), none (the example's shapes)",
+    )
+    parser.add_argument(
+        "--int-input",
+        type=int,
+        metavar="VOCAB",
+        help="integer inputs in [0, VOCAB) (token ids) instead of normals "
+        "(default for a transformers model taking input_ids: its "
+        "config's vocab_size)",
+    )
     args = parser.parse_args(argv)
     if args.dynamic != "auto" and not args.export_path:
         parser.error("--dynamic chooses the sizes of the --export artifact; give --export PATH")
@@ -153,8 +191,10 @@ def parse_args(argv=None):
     if args.inputs_json is not None:
         args.inputs += _named_inputs(parser, args.inputs_json)
     if not args.inputs:
-        parser.error("give the example input: --input-shape (once per positional input) "
-                     "and/or --inputs (named inputs)")
+        parser.error(
+            "give the example input: --input-shape (once per positional input) "
+            "and/or --inputs (named inputs)"
+        )
     _cli.output_file(parser, "--out", args.out)
     if args.export_path is not None:
         _cli.output_file(parser, "--export", args.export_path)
@@ -190,10 +230,15 @@ def _named_inputs(parser, text: str) -> list:
         parser.error(f"--inputs must be a non-empty JSON object of named inputs, got {text!r}")
 
     def shape_of(name, value):
-        if not (isinstance(value, list) and value and all(
-                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in value)):
-            parser.error(f"--inputs: {name!r}: the shape must be a list of positive ints, "
-                         f"got {json.dumps(value)}")
+        if not (
+            isinstance(value, list)
+            and value
+            and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in value)
+        ):
+            parser.error(
+                f"--inputs: {name!r}: the shape must be a list of positive ints, "
+                f"got {json.dumps(value)}"
+            )
         return tuple(value)
 
     specs = []
@@ -204,20 +249,28 @@ def _named_inputs(parser, text: str) -> list:
             specs.append(InputSpec(name, shape_of(name, value)))
             continue
         if not isinstance(value, dict) or "shape" not in value:
-            parser.error(f"--inputs: {name!r} must be a shape or an object with a \"shape\", "
-                         f"got {json.dumps(value)}")
+            parser.error(
+                f'--inputs: {name!r} must be a shape or an object with a "shape", '
+                f"got {json.dumps(value)}"
+            )
         unknown = sorted(set(value) - {"shape", "dtype", "high"})
         if unknown:
-            parser.error(f"--inputs: {name!r}: unknown key {unknown[0]!r} (keys: shape, dtype, "
-                         "high)")
+            parser.error(
+                f"--inputs: {name!r}: unknown key {unknown[0]!r} (keys: shape, dtype, high)"
+            )
         dtype, high = value.get("dtype"), value.get("high")
         if dtype is not None and dtype not in _INPUT_DTYPES:
-            parser.error(f"--inputs: {name!r}: dtype must be one of {', '.join(_INPUT_DTYPES)}, "
-                         f"got {json.dumps(dtype)}")
-        if high is not None and (dtype == "float32" or not isinstance(high, int)
-                                 or isinstance(high, bool) or high <= 0):
-            parser.error(f"--inputs: {name!r}: \"high\" must be a positive int, for int64 "
-                         f"inputs only, got {json.dumps(high)}")
+            parser.error(
+                f"--inputs: {name!r}: dtype must be one of {', '.join(_INPUT_DTYPES)}, "
+                f"got {json.dumps(dtype)}"
+            )
+        if high is not None and (
+            dtype == "float32" or not isinstance(high, int) or isinstance(high, bool) or high <= 0
+        ):
+            parser.error(
+                f'--inputs: {name!r}: "high" must be a positive int, for int64 '
+                f"inputs only, got {json.dumps(high)}"
+            )
         specs.append(InputSpec(name, shape_of(name, value["shape"]), dtype, high))
     return specs
 
@@ -237,15 +290,21 @@ def _draw_inputs(parser, specs, vocab):
         if dtype == "int64":
             high = spec.high or vocab
             if not high:
-                parser.error(f"--inputs: {spec.name!r} is int64 and needs \"high\" (ids in "
-                             "[0, high)): neither --int-input nor the model gives a vocabulary")
+                parser.error(
+                    f'--inputs: {spec.name!r} is int64 and needs "high" (ids in '
+                    "[0, high)): neither --int-input nor the model gives a vocabulary"
+                )
             value = rng.integers(0, high, spec.shape)
-            described.append(f"token ids {tuple(spec.shape)} in [0, {high})" if len(specs) == 1
-                             else f"{label}: token ids {tuple(spec.shape)} in [0, {high})")
+            described.append(
+                f"token ids {tuple(spec.shape)} in [0, {high})"
+                if len(specs) == 1
+                else f"{label}: token ids {tuple(spec.shape)} in [0, {high})"
+            )
         else:
             value = rng.standard_normal(spec.shape).astype("float32").astype("float64")
-            described.append(f"input {tuple(spec.shape)}" if len(specs) == 1
-                             else f"{label} {tuple(spec.shape)}")
+            described.append(
+                f"input {tuple(spec.shape)}" if len(specs) == 1 else f"{label} {tuple(spec.shape)}"
+            )
         if spec.name is None:
             args.append(value)
         else:
@@ -261,19 +320,27 @@ def _read_state_dict(parser, path: str):
     try:
         if path.endswith(".safetensors"):
             from safetensors.torch import load_file
+
             state = load_file(path)
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch's unpickler raises many kinds
-        parser.error(f"--state-dict {path!r}: cannot be read: {type(exc).__name__}: "
-                     f"{_cli._first_line(exc)}")
+        parser.error(
+            f"--state-dict {path!r}: cannot be read: {type(exc).__name__}: {_cli._first_line(exc)}"
+        )
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        nested = [k for k, v in state.items() if isinstance(v, dict)] if isinstance(
-            state, dict) else []
-        hint = (f" (it holds dicts under {nested[:3]}: pass the model's state_dict itself)"
-                if nested else "")
-        parser.error(f"--state-dict {path!r}: expected a state_dict (names -> tensors), got "
-                     f"{type(state).__name__}{hint}")
+        nested = (
+            [k for k, v in state.items() if isinstance(v, dict)] if isinstance(state, dict) else []
+        )
+        hint = (
+            f" (it holds dicts under {nested[:3]}: pass the model's state_dict itself)"
+            if nested
+            else ""
+        )
+        parser.error(
+            f"--state-dict {path!r}: expected a state_dict (names -> tensors), got "
+            f"{type(state).__name__}{hint}"
+        )
     return state
 
 
@@ -291,8 +358,10 @@ def build_model(parser, args, factory, state=None, seed: int = 0):
     except Exception as exc:  # noqa: BLE001 - a --config value the model refuses
         if args.spec.config is None:
             raise
-        parser.error(f"cannot build {label} with --config {json.dumps(args.spec.config)}: "
-                     f"{type(exc).__name__}: {_cli._first_line(exc)}")
+        parser.error(
+            f"cannot build {label} with --config {json.dumps(args.spec.config)}: "
+            f"{type(exc).__name__}: {_cli._first_line(exc)}"
+        )
     if not isinstance(module, torch.nn.Module):
         parser.error(f"{label}() returned a {type(module).__name__}, not a torch.nn.Module")
     if state is not None:
@@ -312,8 +381,11 @@ def main(argv=None) -> int:
         raise
     except Exception:  # a bug in the port, not bad input and not a parity failure
         traceback.print_exc()
-        print(f"{parser.prog}: the port stopped on an unexpected error (above), before its "
-              "checks completed; exit status 3", file=sys.stderr)
+        print(
+            f"{parser.prog}: the port stopped on an unexpected error (above), before its "
+            "checks completed; exit status 3",
+            file=sys.stderr,
+        )
         return 3
 
 
@@ -322,6 +394,7 @@ def _copier(parser, args, factory, pristine):
     ``copy.deepcopy``, or where a tensor attribute is no graph leaf (deepcopy refuses
     it: a cache filled by a forward, ``weight_norm``'s weight) a fresh build holding
     its ``state_dict``."""
+
     def fresh():
         try:
             return copy.deepcopy(pristine)
@@ -329,6 +402,7 @@ def _copier(parser, args, factory, pristine):
             module = build_model(parser, args, factory)
             module.load_state_dict(pristine.state_dict())
             return module
+
     return fresh
 
 
@@ -345,22 +419,36 @@ def _port(parser, args) -> int:
     inputs, named, described = _draw_inputs(parser, args.inputs, vocab)
     try:
         with torch.no_grad():
-            fresh().double()(*(torch.from_numpy(a) for a in inputs),
-                             **{k: torch.from_numpy(v) for k, v in named.items()})
+            fresh().double()(
+                *(torch.from_numpy(a) for a in inputs),
+                **{k: torch.from_numpy(v) for k, v in named.items()},
+            )
     except Exception as exc:  # the user's model rejects the input: say so, don't guess
-        shapes = [f"{spec.name}=" * bool(spec.name) + str(tuple(spec.shape))
-                  for spec in args.inputs]
-        what = (f"an input of shape {shapes[0]}" if len(shapes) == 1 and not named
-                else f"the inputs {', '.join(shapes)}")
+        shapes = [
+            f"{spec.name}=" * bool(spec.name) + str(tuple(spec.shape)) for spec in args.inputs
+        ]
+        what = (
+            f"an input of shape {shapes[0]}"
+            if len(shapes) == 1 and not named
+            else f"the inputs {', '.join(shapes)}"
+        )
         parser.error(f"{label} rejects {what}: {type(exc).__name__}: {_cli._first_line(exc)}")
 
     import jax  # the heavy part starts here, once the input is known to be good
 
     jax.config.update("jax_enable_x64", True)
+    from parity_checks.nnx_interop import (
+        Example,
+        float64_leaves,
+        is_captured,
+        layer_table,
+        nnx_port,
+        port_parity,
+        round_trip,
+    )
+
     from jaxgrad.flax import conversion_notes, load_nnx, save_nnx
     from jaxgrad.parity import compare
-    from parity_checks.nnx_interop import (Example, float64_leaves, is_captured, layer_table,
-                                           nnx_port, port_parity, round_trip)
 
     example = Example(inputs, named)
     failed = False
@@ -378,14 +466,19 @@ def _port(parser, args) -> int:
             # the float64 run computed exactly what this one approximates (the float32
             # weights, input and cotangents cast up): the float32 verdict is calibrated
             # by torch's own float32 rounding against it
-            report = compare(run.reference, run.candidate,
-                             reference64=float64_leaves(runs["float64"].reference),
-                             name=report.name)
+            report = compare(
+                run.reference,
+                run.candidate,
+                reference64=float64_leaves(runs["float64"].reference),
+                name=report.name,
+            )
         passed = report.passed
         failed |= not passed
-        print(f"\nparity {dtype}: output and {len(report.leaves) - 1} parameter gradients, "
-              f"max abs err {report.max_abs_err:.2e}, max rel err {report.max_rel_err:.2e}: "
-              f"{'PASS' if passed else 'FAIL'}")
+        print(
+            f"\nparity {dtype}: output and {len(report.leaves) - 1} parameter gradients, "
+            f"max abs err {report.max_abs_err:.2e}, max rel err {report.max_rel_err:.2e}: "
+            f"{'PASS' if passed else 'FAIL'}"
+        )
         if dtype == "float64":
             _print_float32_inside(run.float32_regions)
             _print_zeros(report)
@@ -398,29 +491,44 @@ def _port(parser, args) -> int:
         if captured:
             twin = run.nnx_module
             left = twin.program_layers()
-            print(f"  captured with torch.export: {len(twin.layers)} stock nnx layers "
-                  f"(below), the rest one TorchProgram running torch's ATen program"
-                  + (f"; known layers left in it: {', '.join(left)}" if left else ""))
+            print(
+                f"  captured with torch.export: {len(twin.layers)} stock nnx layers "
+                f"(below), the rest one TorchProgram running torch's ATen program"
+                + (f"; known layers left in it: {', '.join(left)}" if left else "")
+            )
             if not twin.layers:
                 continue
         with jax.default_matmul_precision("highest"):
-            rows = layer_table(fresh().double(), run.nnx_module, example, run.channels_last,
-                               computed_in="float32" if run.float32_regions else None)
+            rows = layer_table(
+                fresh().double(),
+                run.nnx_module,
+                example,
+                run.channels_last,
+                computed_in="float32" if run.float32_regions else None,
+            )
         width = max([len(row["layer"]) for row in rows] + [5])
         print(f"  {'layer':<{width}} {'type':<18} {'max abs err':>11}  verdict")
         for row in rows:
-            print(f"  {row['layer']:<{width}} {row['type']:<18} {row['max_abs_err']:>11.2e}  "
-                  f"{'PASS' if row['passed'] else 'FAIL'}")
+            print(
+                f"  {row['layer']:<{width}} {row['type']:<18} {row['max_abs_err']:>11.2e}  "
+                f"{'PASS' if row['passed'] else 'FAIL'}"
+            )
     proved, channels_last = runs["float32"].nnx_module, runs["float32"].channels_last
-    metadata = {"source": label, "layout": "torch" if captured else args.layout,
-                "kwargs": json.dumps(args.kwargs),
-                "capture": "export" if captured else "layers"}
+    metadata = {
+        "source": label,
+        "layout": "torch" if captured else args.layout,
+        "kwargs": json.dumps(args.kwargs),
+        "capture": "export" if captured else "layers",
+    }
     if len(args.inputs) == 1 and args.inputs[0].name is None:
         metadata["input_shape"] = json.dumps(args.input_shape[0])
     else:
-        metadata["inputs"] = json.dumps([
-            {"name": a.name, "shape": list(a.shape), "dtype": str(value.dtype)}
-            for a, value in zip(args.inputs, (*inputs, *named.values()))])
+        metadata["inputs"] = json.dumps(
+            [
+                {"name": a.name, "shape": list(a.shape), "dtype": str(value.dtype)}
+                for a, value in zip(args.inputs, (*inputs, *named.values()))
+            ]
+        )
     if args.spec.config is not None:
         metadata["config"] = json.dumps(args.spec.config)
     save_nnx(proved, args.out, metadata=metadata)
@@ -429,16 +537,21 @@ def _port(parser, args) -> int:
     # load_nnx; it must hold every variable and compute the output bit for bit
     example32 = example.astype("float32")
     torch_args, torch_kwargs = example32.torch()
-    fresh_twin, _, _ = nnx_port(build_model(parser, args, factory, seed=1).float(), args.layout,
-                                torch_args if captured else None,
-                                torch_kwargs if captured else None)
+    fresh_twin, _, _ = nnx_port(
+        build_model(parser, args, factory, seed=1).float(),
+        args.layout,
+        torch_args if captured else None,
+        torch_kwargs if captured else None,
+    )
     load_nnx(fresh_twin, args.out)
     reloaded = round_trip(proved, fresh_twin, example32.feed(channels_last))
     failed |= not reloaded.passed
     variables = sum(leaf.path.startswith("['variables']") for leaf in reloaded.leaves)
-    print(f"\nsaved the float32 nnx state to {args.out}; reloaded into a fresh twin: "
-          f"{variables} variables and the output bit-identical: "
-          f"{'PASS' if reloaded.passed else 'FAIL'}")
+    print(
+        f"\nsaved the float32 nnx state to {args.out}; reloaded into a fresh twin: "
+        f"{variables} variables and the output bit-identical: "
+        f"{'PASS' if reloaded.passed else 'FAIL'}"
+    )
     if not reloaded.passed:
         print(reloaded.table())
     _print_load_lines(args, factory, example, captured)
@@ -462,9 +575,13 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
     as_torch = lambda v: torch.from_numpy(v.astype("float32") if v.dtype.kind == "f" else v)  # noqa: E731
     try:
         model, params, buffers = from_torch(
-            module, tuple(as_torch(v) for v in inputs), capture="export", with_buffers=True,
+            module,
+            tuple(as_torch(v) for v in inputs),
+            capture="export",
+            with_buffers=True,
             example_kwargs={k: as_torch(v) for k, v in named.items()} or None,
-            dynamic_shapes=None if args.dynamic == "none" else args.dynamic)
+            dynamic_shapes=None if args.dynamic == "none" else args.dynamic,
+        )
         save_exported(args.export_path, model, params, buffers or None)
     except (TypeError, ValueError) as exc:
         print(f"\n--export: cannot write the artifact: {exc}")
@@ -473,42 +590,72 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
     batch = args.inputs[0].shape[0] if args.inputs[0].shape else None
     sizes = [batch, batch + 1] if batch else [None]
     ok = True
-    dynamic = ("every size torch kept dynamic symbolic" if args.dynamic == "auto" else
-               "each input's first size symbolic, the others the example's")
+    dynamic = (
+        "every size torch kept dynamic symbolic"
+        if args.dynamic == "auto"
+        else "each input's first size symbolic, the others the example's"
+    )
     if model.shapes.static:
         dynamic = f"static shapes: {model.shapes.static}"
-    print(f"\nexported the float32 evaluation program to {args.export_path} ({dynamic}; "
-          f"platforms {', '.join(artifact.platforms)}); reloaded with load_exported:")
+    print(
+        f"\nexported the float32 evaluation program to {args.export_path} ({dynamic}; "
+        f"platforms {', '.join(artifact.platforms)}); reloaded with load_exported:"
+    )
     for size in sizes:
-        specs = [spec._replace(shape=(size, *spec.shape[1:])) if size and spec.shape and
-                 spec.shape[0] == batch else spec for spec in args.inputs]
+        specs = [
+            spec._replace(shape=(size, *spec.shape[1:]))
+            if size and spec.shape and spec.shape[0] == batch
+            else spec
+            for spec in args.inputs
+        ]
         x_args, x_named, _ = _draw_inputs(parser, specs, vocab)
         x32 = [as_torch(v) for v in x_args]
         k32 = {k: as_torch(v) for k, v in x_named.items()}
         with torch.no_grad():
             reference = module(*x32, **k32)
             module64 = fresh().double().eval()
-            reference64 = module64(*(t.double() if t.is_floating_point() else t for t in x32),
-                                   **{k: t.double() if t.is_floating_point() else t
-                                      for k, t in k32.items()})
-        flat = lambda out: [np.asarray(v, dtype=np.float64) for v in (  # noqa: E731
-            out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list))
-            else [out]) if v is not None and hasattr(v, "shape")]
-        to_np = lambda out: (out.detach().numpy() if hasattr(out, "detach") else  # noqa: E731
-                             {k: to_np(v) for k, v in out.items()} if isinstance(out, dict)
-                             else [to_np(v) for v in out] if isinstance(out, (tuple, list))
-                             else out)
+            reference64 = module64(
+                *(t.double() if t.is_floating_point() else t for t in x32),
+                **{k: t.double() if t.is_floating_point() else t for k, t in k32.items()},
+            )
+        flat = lambda out: [
+            np.asarray(v, dtype=np.float64)
+            for v in (  # noqa: E731
+                out.values()
+                if isinstance(out, dict)
+                else out
+                if isinstance(out, (tuple, list))
+                else [out]
+            )
+            if v is not None and hasattr(v, "shape")
+        ]
+        to_np = lambda out: (
+            out.detach().numpy()
+            if hasattr(out, "detach")
+            # noqa: E731
+            else {k: to_np(v) for k, v in out.items()}  # noqa: B023
+            if isinstance(out, dict)
+            else [to_np(v) for v in out]  # noqa: B023
+            if isinstance(out, (tuple, list))
+            else out
+        )
         try:
             got = artifact(*(v.numpy() for v in x32), **{k: v.numpy() for k, v in k32.items()})
         except ValueError as exc:
             print(f"  batch {size}: refused: {exc}")
             ok = False
             continue
-        report = compare(flat(to_np(reference)), flat(got),
-                         reference64=flat(to_np(reference64)), name=f"batch {size}")
+        report = compare(
+            flat(to_np(reference)),
+            flat(got),
+            reference64=flat(to_np(reference64)),
+            name=f"batch {size}",
+        )
         ok &= report.passed
-        print(f"  batch {size}: output max abs err {report.max_abs_err:.2e} against torch "
-              f"float32: {'PASS' if report.passed else 'FAIL'}")
+        print(
+            f"  batch {size}: output max abs err {report.max_abs_err:.2e} against torch "
+            f"float32: {'PASS' if report.passed else 'FAIL'}"
+        )
         if not report.passed:
             print(report.table())
     print(f"  run it without torch: jaxgrad.nn.load_exported({args.export_path!r})(x)")
@@ -521,10 +668,11 @@ def _print_float32_inside(regions) -> None:
     if not regions:
         return
     regions = [path or "its top-level forward" for path in regions]
-    shown = ", ".join(regions[:3]) + (f" and {len(regions) - 3} more" if len(regions) > 3
-                                      else "")
-    print(f"  the float64 model computes in float32 where its own code casts (at {shown}): "
-          "its float64 leaves are judged at the float32 tier, the tier of that arithmetic")
+    shown = ", ".join(regions[:3]) + (f" and {len(regions) - 3} more" if len(regions) > 3 else "")
+    print(
+        f"  the float64 model computes in float32 where its own code casts (at {shown}): "
+        "its float64 leaves are judged at the float32 tier, the tier of that arithmetic"
+    )
 
 
 def _print_zeros(report) -> None:
@@ -536,8 +684,10 @@ def _print_zeros(report) -> None:
     if not zeros:
         return
     count = "1 gradient" if len(zeros) == 1 else f"{len(zeros)} gradients"
-    print(f"  {count} zero in exact arithmetic (float64 noise, at most {ZERO_IN_EXACT:g} of "
-          "the neighbours' largest value) judged at the float32 tier of the neighbours' scale:")
+    print(
+        f"  {count} zero in exact arithmetic (float64 noise, at most {ZERO_IN_EXACT:g} of "
+        "the neighbours' largest value) judged at the float32 tier of the neighbours' scale:"
+    )
     width = max(len(leaf.path) for leaf in zeros)
     for leaf in zeros:
         print(f"    {leaf.path:<{width}}  twin {leaf.headroom:.1e} of the tier")
@@ -551,35 +701,45 @@ def _print_calibrated(report) -> None:
     calibrated = [leaf for leaf in report.leaves if leaf.passed and leaf.rule != "tier"]
     if not calibrated:
         return
-    count = ("1 float32 leaf" if len(calibrated) == 1
-             else f"{len(calibrated)} float32 leaves")
-    print(f"  {count} outside the tier against torch's float32 "
-          f"{'passes' if len(calibrated) == 1 else 'pass'} against torch's float64 answer on the same values (distances in units of "
-          "the float32 tier): within the tier of it (float64 answer), or within "
-          f"{CALIBRATION_MULTIPLE:g}x torch's own float32 distance (reference rounding); "
-          "a gradient zero in exact arithmetic at its neighbours' scale:")
+    count = "1 float32 leaf" if len(calibrated) == 1 else f"{len(calibrated)} float32 leaves"
+    print(
+        f"  {count} outside the tier against torch's float32 "
+        f"{'passes' if len(calibrated) == 1 else 'pass'} against torch's float64 answer on the same values (distances in units of "
+        "the float32 tier): within the tier of it (float64 answer), or within "
+        f"{CALIBRATION_MULTIPLE:g}x torch's own float32 distance (reference rounding); "
+        "a gradient zero in exact arithmetic at its neighbours' scale:"
+    )
     width = max(len(leaf.path) for leaf in calibrated)
 
     def tiers(value):  # two decimals, or two digits below 0.01 (a zero in exact arithmetic)
         return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.1e}"
 
     for leaf in calibrated:
-        print(f"    {leaf.path:<{width}}  {leaf.rule:<24}  twin {tiers(leaf.headroom)}, "
-              f"torch {tiers(leaf.reference_headroom)}")
+        print(
+            f"    {leaf.path:<{width}}  {leaf.rule:<24}  twin {tiers(leaf.headroom)}, "
+            f"torch {tiers(leaf.reference_headroom)}"
+        )
 
 
 def _print_header(args, module, model, described, captured: bool, notes) -> None:
     if captured:
         nodes = len(model.train_program.nodes)
-        modes = ("one program for both modes" if model.eval_program is model.train_program
-                 else f"{len(model.eval_program.nodes)} in eval mode")
-        how = (f"captured with torch.export: {nodes} ATen ops in train mode, {modes}; "
-               "nnx layout: torch's")
+        modes = (
+            "one program for both modes"
+            if model.eval_program is model.train_program
+            else f"{len(model.eval_program.nodes)} in eval mode"
+        )
+        how = (
+            f"captured with torch.export: {nodes} ATen ops in train mode, {modes}; "
+            "nnx layout: torch's"
+        )
     else:
         how = f"nnx layout {args.layout}"
     inputs = described[0] if len(described) == 1 else f"inputs {', '.join(described)}"
-    print(f"{args.spec.text}: {type(module).__name__}, {model.num_parameters():,} parameters, "
-          f"{inputs}, {how}")
+    print(
+        f"{args.spec.text}: {type(module).__name__}, {model.num_parameters():,} parameters, "
+        f"{inputs}, {how}"
+    )
     for note in notes:
         print(f"  {note}")
     print()
@@ -587,8 +747,10 @@ def _print_header(args, module, model, described, captured: bool, notes) -> None
 
 def _print_conventions(model, captured: bool, conversion_notes) -> None:
     if captured:
-        print("conventions mapped: none by layer: the captured program is torch's own core "
-              "ATen ops, each mapped to JAX with torch's semantics")
+        print(
+            "conventions mapped: none by layer: the captured program is torch's own core "
+            "ATen ops, each mapped to JAX with torch's semantics"
+        )
         return
     notes = conversion_notes(model)
     width = max([len(path) for path, _, _ in notes] + [5])
@@ -600,28 +762,34 @@ def _print_conventions(model, captured: bool, conversion_notes) -> None:
 def _print_load_lines(args, factory, example, captured: bool) -> None:
     target = args.spec.target
     imports = {"timm": "import timm", "transformers": "import transformers"}.get(
-        args.spec.kind, "" if target.is_file else
-        f"from {target.where} import {target.name.split('.')[0]}")
+        args.spec.kind,
+        "" if target.is_file else f"from {target.where} import {target.name.split('.')[0]}",
+    )
     build = f"{factory.code}.eval()"
     if captured:
+
         def kind(value):
             return "int64 token ids" if value.dtype.kind in "iu" else "a float32 input"
 
         if len(example.args) == 1 and not example.kwargs:
             (value,) = example.args
-            print(f"to load it (example: {kind(value)} of shape {tuple(value.shape)}, the "
-                  "shape it was captured for):")
+            print(
+                f"to load it (example: {kind(value)} of shape {tuple(value.shape)}, the "
+                "shape it was captured for):"
+            )
             call = "example=(example,)"
         else:
             names = [f"x{i + 1}" for i in range(len(example.args))]
-            listed = [f"{name}: {kind(v)} of shape {tuple(v.shape)}"
-                      for name, v in (*zip(names, example.args), *example.kwargs.items())]
-            print(f"to load it (examples: {'; '.join(listed)}; the shapes it was captured "
-                  "for):")
+            listed = [
+                f"{name}: {kind(v)} of shape {tuple(v.shape)}"
+                for name, v in (*zip(names, example.args), *example.kwargs.items())
+            ]
+            print(f"to load it (examples: {'; '.join(listed)}; the shapes it was captured for):")
             parts = [f"example=({', '.join(names)}{',' * (len(names) == 1)})"] if names else []
             if example.kwargs:
-                parts.append("example_kwargs={" + ", ".join(f"{k!r}: {k}" for k in example.kwargs)
-                             + "}")
+                parts.append(
+                    "example_kwargs={" + ", ".join(f"{k!r}: {k}" for k in example.kwargs) + "}"
+                )
             call = ", ".join(parts)
         if imports:
             print(f"  {imports}")

@@ -72,28 +72,38 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- jaxgrad:run (?P<command>(?:\.venv/bin/)?python scripts/[\w-]+\.py"
-                    r"[^|]*?)"
-                    r"(?:\s*\|\s*(?P<options>[\w ,-]*?))?\s*-->\s*$")
+MARKER = re.compile(
+    r"^<!-- jaxgrad:run (?P<command>(?:\.venv/bin/)?python scripts/[\w-]+\.py"
+    r"[^|]*?)"
+    r"(?:\s*\|\s*(?P<options>[\w ,-]*?))?\s*-->\s*$"
+)
 OPTIONS = ("excerpt", "rounding", "measured")
 NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 MASKS = [  # (what, pattern, replacement): applied before every comparison
     ("durations", re.compile(rf"{NUMBER}\s?(?:s|ms|µs|us|min)\b"), "<time>"),
     ("rates", re.compile(rf"{NUMBER}\s?(?:ex/s|GFLOP/s|GB/s)"), "<rate>"),
-    ("train.py epoch table: seconds, ex/s", re.compile(rf"(%\s+){NUMBER}(\s+){NUMBER}$"),
-     r"\1<time>\2<rate>"),
+    (
+        "train.py epoch table: seconds, ex/s",
+        re.compile(rf"(%\s+){NUMBER}(\s+){NUMBER}$"),
+        r"\1<time>\2<rate>",
+    ),
     ("torch threads", re.compile(r"\b\d+ threads\b"), "<n> threads"),
-    ("train.py's strategy, chosen by timing it on this machine",
-     re.compile(r"(jax strategy: )\S+ \((?:probed|cached|forced).*$"), r"\1<measured>"),
+    (
+        "train.py's strategy, chosen by timing it on this machine",
+        re.compile(r"(jax strategy: )\S+ \((?:probed|cached|forced).*$"),
+        r"\1<measured>",
+    ),
 ]
 ROUNDING = re.compile(r"-?\d(?:\.\d+)?e-(?:0[5-9]|[1-9]\d)\b|\b0(?:\.0+)?e[+-]00\b")
 ERROR_SIZE = re.compile(r"-?\d(?:\.\d+)?e-\d+\b")  # any error size, where a verdict judged it
 VERDICT = re.compile(r"\bPASS\b")
 LONG_DECIMAL = re.compile(r"-?\d+\.\d+")
 FLOAT32_DIGITS, FLOAT32_RTOL = 8, 1e-5
-MEASURED = [(re.compile(r"\bnan\b|\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?"), "<n>"),
-            (re.compile(r"\b(?:NOT )?met\b"), "<goal>"),
-            (re.compile(r"%\*"), "%")]  # bench.py's mark on a noisy peak probe's column
+MEASURED = [
+    (re.compile(r"\bnan\b|\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?"), "<n>"),
+    (re.compile(r"\b(?:NOT )?met\b"), "<goal>"),
+    (re.compile(r"%\*"), "%"),
+]  # bench.py's mark on a noisy peak probe's column
 ELLIPSIS = "..."
 
 
@@ -105,7 +115,7 @@ class Block:
     options: tuple[str, ...]
     body: list[str]  # the lines after `$ command`, before the closing fence
 
-    def key(self, line: str) -> "Line":
+    def key(self, line: str) -> Line:
         """``line`` as this block's options compare it."""
         return Line(line, "rounding" in self.options, "measured" in self.options)
 
@@ -131,16 +141,22 @@ def find_blocks(path: str, lines: list[str]) -> list[Block]:
         options = tuple(o.strip() for o in (match["options"] or "").split(",") if o.strip())
         unknown = [o for o in options if o not in OPTIONS]
         if unknown:
-            raise Malformed(f"{path}:{i + 1}: unknown option {unknown[0]!r} "
-                            f"(known: {', '.join(OPTIONS)})")
-        if i + 2 >= len(lines) or not lines[i + 1].startswith("```") \
-                or lines[i + 2] != f"$ {command}":
-            raise Malformed(f"{path}:{i + 1}: the marker must be followed by a ``` fence "
-                            f"whose first line is '$ {command}'")
+            raise Malformed(
+                f"{path}:{i + 1}: unknown option {unknown[0]!r} (known: {', '.join(OPTIONS)})"
+            )
+        if (
+            i + 2 >= len(lines)
+            or not lines[i + 1].startswith("```")
+            or lines[i + 2] != f"$ {command}"
+        ):
+            raise Malformed(
+                f"{path}:{i + 1}: the marker must be followed by a ``` fence "
+                f"whose first line is '$ {command}'"
+            )
         end = next((j for j in range(i + 3, len(lines)) if lines[j].startswith("```")), None)
         if end is None:
             raise Malformed(f"{path}:{i + 1}: the block is never closed")
-        blocks.append(Block(path, i, command, options, lines[i + 3:end]))
+        blocks.append(Block(path, i, command, options, lines[i + 3 : end]))
     return blocks
 
 
@@ -169,11 +185,13 @@ class Line:
         masked = mask(line, rounding, measured)
         self.numbers: list[float] = []
         if rounding:
+
             def take(match):
                 if _significant(match[0]) < FLOAT32_DIGITS:
                     return match[0]
                 self.numbers.append(float(match[0]))
                 return "<float32>"
+
             masked = LONG_DECIMAL.sub(take, masked)
         self.skeleton = masked
 
@@ -181,17 +199,24 @@ class Line:
         return hash(self.skeleton)
 
     def __eq__(self, other):
-        return (isinstance(other, Line) and self.skeleton == other.skeleton
-                and all(abs(a - b) <= FLOAT32_RTOL * max(abs(a), abs(b))
-                        for a, b in zip(self.numbers, other.numbers)))
+        return (
+            isinstance(other, Line)
+            and self.skeleton == other.skeleton
+            and all(
+                abs(a - b) <= FLOAT32_RTOL * max(abs(a), abs(b))
+                for a, b in zip(self.numbers, other.numbers)
+            )
+        )
 
 
 def run(command: str) -> tuple[int, list[str], str]:
     """``(exit status, stdout lines, stderr)`` of a documented command, from the root."""
     argv = shlex.split(command)
     argv[0] = sys.executable
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]),
+    )
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
     lines = [line.rstrip() for line in proc.stdout.splitlines()]
     while lines and not lines[-1]:
@@ -233,8 +258,9 @@ def run_leaving_files(command: str) -> tuple[int, list[str], str]:
                     handle.write(content)
 
 
-def regenerate(block: Block, output: list[str], *,
-               refresh_masked: bool = False) -> tuple[list[str], list[str]]:
+def regenerate(
+    block: Block, output: list[str], *, refresh_masked: bool = False
+) -> tuple[list[str], list[str]]:
     """``(new body, shown lines the output no longer has)``.
 
     A documented line equal to the output's line up to the masks is kept as it is
@@ -275,24 +301,41 @@ def drift(block: Block, new: list[str], missing: list[str]) -> str:
     new_masked = [block.key(line) for line in new]
     if old_masked == new_masked:
         return ""
-    return "\n".join(difflib.unified_diff(block.body, new, "documented", "printed now",
-                                          lineterm="", n=1)) + "\n"
+    return (
+        "\n".join(
+            difflib.unified_diff(block.body, new, "documented", "printed now", lineterm="", n=1)
+        )
+        + "\n"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="*", metavar="FILE",
-                        help="Markdown files (default: README.md and docs/*.md)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 with a diff when a block drifted")
-    parser.add_argument("--only", metavar="PATTERN", action="append", default=[],
-                        help="only blocks whose command matches this regular expression "
-                             "(repeatable)")
-    parser.add_argument("--refresh-masked", action="store_true",
-                        help="also rewrite lines that differ only in masked digits (timings, "
-                             "rounding): for a run on a quiet machine")
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "files", nargs="*", metavar="FILE", help="Markdown files (default: README.md and docs/*.md)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 with a diff when a block drifted",
+    )
+    parser.add_argument(
+        "--only",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help="only blocks whose command matches this regular expression (repeatable)",
+    )
+    parser.add_argument(
+        "--refresh-masked",
+        action="store_true",
+        help="also rewrite lines that differ only in masked digits (timings, "
+        "rounding): for a run on a quiet machine",
+    )
     parser.add_argument("--list", action="store_true", help="list the blocks and exit")
     return parser
 
@@ -300,8 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    files = args.files or [os.path.join(ROOT, "README.md"),
-                           *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+    files = args.files or [
+        os.path.join(ROOT, "README.md"),
+        *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))),
+    ]
     for path in files:
         if not os.path.isfile(path):
             parser.error(f"{path}: no such file")
@@ -320,11 +365,15 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     blocks = [b for b in blocks if not patterns or any(p.search(b.command) for p in patterns)]
     if not blocks:
-        parser.error("no documented command matches" + (f" --only {args.only}" if args.only else ""))
+        parser.error(
+            "no documented command matches" + (f" --only {args.only}" if args.only else "")
+        )
     if args.list:
         for block in blocks:
-            print(f"{block.where:<28} {block.command}"
-                  + (f"   [{', '.join(block.options)}]" if block.options else ""))
+            print(
+                f"{block.where:<28} {block.command}"
+                + (f"   [{', '.join(block.options)}]" if block.options else "")
+            )
         return 0
 
     outputs, failed, drifted = {}, False, 0
@@ -345,19 +394,23 @@ def main(argv=None) -> int:
                 print(f"{block.where}: `{block.command}` drifted:\n{difference}")
             continue
         if missing:
-            print(f"{block.where}: `{block.command}` no longer prints (kept, fix by hand):\n"
-                  + difference)
+            print(
+                f"{block.where}: `{block.command}` no longer prints (kept, fix by hand):\n"
+                + difference
+            )
             failed = True
         lines = contents[block.path]
         start = block.marker_line + 3
-        lines[start:start + len(block.body)] = new
+        lines[start : start + len(block.body)] = new
         offset = len(new) - len(block.body)
         for other in blocks:  # later blocks of the same file moved
             if other.path == block.path and other.marker_line > block.marker_line:
                 other.marker_line += offset
     if args.check:
-        print(f"{len(blocks) - drifted} of {len(blocks)} documented outputs up to date"
-              + (f"; {drifted} drifted" if drifted else ""))
+        print(
+            f"{len(blocks) - drifted} of {len(blocks)} documented outputs up to date"
+            + (f"; {drifted} drifted" if drifted else "")
+        )
         return 1 if drifted or failed else 0
     for path in sorted({b.path for b in blocks}):
         with open(path, encoding="utf-8") as handle:
@@ -367,8 +420,7 @@ def main(argv=None) -> int:
                 continue
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("\n".join(contents[path]))
-    print(f"regenerated {len(blocks)} documented outputs in "
-          f"{len({b.path for b in blocks})} files")
+    print(f"regenerated {len(blocks)} documented outputs in {len({b.path for b in blocks})} files")
     return 1 if failed else 0
 
 

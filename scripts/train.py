@@ -50,9 +50,8 @@ import signal
 import sys
 import time
 
-import numpy as np
-
 import _cli
+import numpy as np
 
 MODELS = {  # hidden widths; the input and output widths come from the data
     "small": (128,),
@@ -75,61 +74,103 @@ def build_parser() -> argparse.ArgumentParser:
     )
     data = parser.add_argument_group("data and model")
     data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
-    data.add_argument("--model", default="medium",
-                      help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), "
-                           f"{', '.join(SEQUENCE_MODELS)} (sequence models of the digits), or MLP "
-                           f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
-                           "or a comma list such as 256,128 (default: medium)")
-    data.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
-                      help="scale each input feature to zero mean, unit variance with the "
-                           "training set's statistics (default: on)")
-    data.add_argument("--activation", default="relu",
-                      choices=["relu", "tanh", "sigmoid", "gelu", "leaky_relu"])
+    data.add_argument(
+        "--model",
+        default="medium",
+        help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), "
+        f"{', '.join(SEQUENCE_MODELS)} (sequence models of the digits), or MLP "
+        f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
+        "or a comma list such as 256,128 (default: medium)",
+    )
+    data.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="scale each input feature to zero mean, unit variance with the "
+        "training set's statistics (default: on)",
+    )
+    data.add_argument(
+        "--activation", default="relu", choices=["relu", "tanh", "sigmoid", "gelu", "leaky_relu"]
+    )
     opt = parser.add_argument_group("optimisation")
     opt.add_argument("--optimizer", default="sgd", choices=sorted(OPTIMIZER_DEFAULT_LR))
     opt.add_argument("--lr", type=float, help="learning rate (default: 0.05 sgd, 1e-3 others)")
-    opt.add_argument("--momentum", type=float, default=0.9,
-                     help="sgd / rmsprop momentum (default: 0.9)")
-    opt.add_argument("--weight-decay", type=float, default=None,
-                     help="torch semantics: L2 for sgd/adam/rmsprop, decoupled for adamw")
+    opt.add_argument(
+        "--momentum", type=float, default=0.9, help="sgd / rmsprop momentum (default: 0.9)"
+    )
+    opt.add_argument(
+        "--weight-decay",
+        type=float,
+        default=None,
+        help="torch semantics: L2 for sgd/adam/rmsprop, decoupled for adamw",
+    )
     # --scheduler (issue 12): the same torch scheduler in both frameworks
-    opt.add_argument("--scheduler", metavar="NAME[:K=V,...]",
-                     help="learning-rate scheduler per optimizer step, torch's class name and "
-                          "arguments, e.g. CosineAnnealingLR or StepLR:step_size=200,gamma=0.5 "
-                          "(T_max / total_steps / total_iters default to the run's steps; "
-                          "OneCycleLR cycles the momentum / betas[0] too, as torch's default)")
+    opt.add_argument(
+        "--scheduler",
+        metavar="NAME[:K=V,...]",
+        help="learning-rate scheduler per optimizer step, torch's class name and "
+        "arguments, e.g. CosineAnnealingLR or StepLR:step_size=200,gamma=0.5 "
+        "(T_max / total_steps / total_iters default to the run's steps; "
+        "OneCycleLR cycles the momentum / betas[0] too, as torch's default)",
+    )
     opt.add_argument("--epochs", type=int, default=20)
     opt.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch")
-    opt.add_argument("--accumulate", type=int, default=1, metavar="K",
-                     help="micro-batches per optimizer step (step = K × batch-size examples)")
-    opt.add_argument("--clip", type=float, help="clip the gradient's total 2-norm (clip_grad_norm_)")
-    opt.add_argument("--precision", default="float32", choices=["float32", "bfloat16"],
-                     help="bfloat16: bf16 compute, float32 master weights and optimizer")
+    opt.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        metavar="K",
+        help="micro-batches per optimizer step (step = K × batch-size examples)",
+    )
+    opt.add_argument(
+        "--clip", type=float, help="clip the gradient's total 2-norm (clip_grad_norm_)"
+    )
+    opt.add_argument(
+        "--precision",
+        default="float32",
+        choices=["float32", "bfloat16"],
+        help="bfloat16: bf16 compute, float32 master weights and optimizer",
+    )
     opt.add_argument("--seed", type=int, default=0, help="initialisation and data-order seed")
     run = parser.add_argument_group("frameworks and devices")
     run.add_argument("--framework", default="jax", choices=["jax", "torch", "both"])
-    run.add_argument("--device", default="cpu", choices=["cpu", "gpu", "tpu"],
-                     help="jax: data-parallel over every device of this kind; torch: cpu/cuda")
-    run.add_argument("--fused", action="store_true",
-                     help="jax: run each stretch of steps (an epoch, cut at checkpoints) as "
-                          "one call of a rolled loop (= --strategy epoch)")
-    run.add_argument("--strategy", metavar="NAME",
-                     help="jax execution strategy: auto (default: probe step, then epoch, "
-                          "unroll:4 and unrolled as far as this run is long enough to win "
-                          "back their probe, on a few batches; keep the fastest for this "
-                          "run's length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), "
-                          "step, epoch, unroll:K or unrolled; $JAXGRAD_STRATEGY sets the "
-                          "default")
+    run.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "gpu", "tpu"],
+        help="jax: data-parallel over every device of this kind; torch: cpu/cuda",
+    )
+    run.add_argument(
+        "--fused",
+        action="store_true",
+        help="jax: run each stretch of steps (an epoch, cut at checkpoints) as "
+        "one call of a rolled loop (= --strategy epoch)",
+    )
+    run.add_argument(
+        "--strategy",
+        metavar="NAME",
+        help="jax execution strategy: auto (default: probe step, then epoch, "
+        "unroll:4 and unrolled as far as this run is long enough to win "
+        "back their probe, on a few batches; keep the fastest for this "
+        "run's length; cached in $JAXGRAD_CACHE_DIR or ~/.cache/jaxgrad), "
+        "step, epoch, unroll:K or unrolled; $JAXGRAD_STRATEGY sets the "
+        "default",
+    )
     run.add_argument("--compile", action="store_true", help="torch: torch.compile the model")
     _cli.add_keep_host_memory(run)
     out = parser.add_argument_group("checkpoints and output")
-    out.add_argument("--checkpoint-dir", help="write checkpoints here (with --framework both: "
-                     "DIR/jax and DIR/torch)")
+    out.add_argument(
+        "--checkpoint-dir",
+        help="write checkpoints here (with --framework both: DIR/jax and DIR/torch)",
+    )
     out.add_argument("--checkpoint-every", type=int, metavar="N", help="steps between checkpoints")
     out.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    out.add_argument("--resume-from", metavar="NAME",
-                     help="continue from this checkpoint of the directory (e.g. ckpt-00000050) "
-                          "instead of the one LATEST names; implies --resume")
+    out.add_argument(
+        "--resume-from",
+        metavar="NAME",
+        help="continue from this checkpoint of the directory (e.g. ckpt-00000050) "
+        "instead of the one LATEST names; implies --resume",
+    )
     out.add_argument("--save", metavar="PATH", help="final params as safetensors (torch keys)")
     out.add_argument("--plot", metavar="PATH", help="loss-curve PNG")
     out.add_argument("--json", metavar="PATH", help="history as JSON")
@@ -148,25 +189,37 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     # ---- convolutional models (torchref.models.cnn / resnet, converted with from_torch)
     if args.model in CNN_MODELS:
         args.hidden = ()
-        refused = [flag for flag, used in (
-            ("--data-dir (the CNNs take 1×8×8 digits)", args.data_dir),
-            ("--activation", args.activation != "relu"), ("--accumulate", args.accumulate != 1),
-            ("--clip", args.clip is not None),
-            ("--precision bfloat16", args.precision != "float32"),
-            ("--scheduler", args.scheduler is not None),
-            ("--checkpoint-dir/--resume", args.checkpoint_dir or args.resume
-             or args.resume_from)) if used]
+        refused = [
+            flag
+            for flag, used in (
+                ("--data-dir (the CNNs take 1×8×8 digits)", args.data_dir),
+                ("--activation", args.activation != "relu"),
+                ("--accumulate", args.accumulate != 1),
+                ("--clip", args.clip is not None),
+                ("--precision bfloat16", args.precision != "float32"),
+                ("--scheduler", args.scheduler is not None),
+                (
+                    "--checkpoint-dir/--resume",
+                    args.checkpoint_dir or args.resume or args.resume_from,
+                ),
+            )
+            if used
+        ]
         if refused:
             parser.error(f"--model {args.model} does not support {', '.join(refused)}")
     # ---- end of convolutional models
     elif args.model in SEQUENCE_MODELS:  # torchref.sequence_models; args.hidden None marks them
         args.hidden = None
         if args.data_dir:
-            parser.error(f"--model {args.model} does not support --data-dir (it reads the "
-                         "8×8 digits as 8 rows of 8 pixels or 64 tokens)")
+            parser.error(
+                f"--model {args.model} does not support --data-dir (it reads the "
+                "8×8 digits as 8 rows of 8 pixels or 64 tokens)"
+            )
         if args.activation != "relu":  # the architecture is fixed: it would be ignored
-            parser.error(f"--model {args.model} does not support --activation (its "
-                         "activations are torchref.sequence_models')")
+            parser.error(
+                f"--model {args.model} does not support --activation (its "
+                "activations are torchref.sequence_models')"
+            )
     else:
         args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
     _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
@@ -199,9 +252,11 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
 
     try:  # --fused is --strategy epoch
         given = args.strategy or ("epoch" if args.fused else None)
-        args.strategy = (parse_strategy(given, "--strategy") if given else
-                         parse_strategy(os.environ.get("JAXGRAD_STRATEGY", "auto"),
-                                        "$JAXGRAD_STRATEGY"))
+        args.strategy = (
+            parse_strategy(given, "--strategy")
+            if given
+            else parse_strategy(os.environ.get("JAXGRAD_STRATEGY", "auto"), "$JAXGRAD_STRATEGY")
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if args.fused and args.strategy != "epoch":
@@ -232,16 +287,30 @@ def check_scheduler(name: str, given: dict, *, lr: float, total_steps: int) -> N
     missing = [k for k, p in parameters.items() if p.default is p.empty and k not in supplied]
     unknown = [k for k in given if k not in parameters or k == "lr"]
     if missing or unknown:
-        takes = ",".join(f"{k}=..." if p.default is p.empty else f"{k}={p.default!r}"
-                         for k, p in parameters.items() if k not in implied)
-        problems = ([f"missing required argument{'s' if len(missing) > 1 else ''} "
-                     f"{', '.join(missing)}"] if missing else []) + (
+        takes = ",".join(
+            f"{k}=..." if p.default is p.empty else f"{k}={p.default!r}"
+            for k, p in parameters.items()
+            if k not in implied
+        )
+        problems = (
+            [f"missing required argument{'s' if len(missing) > 1 else ''} {', '.join(missing)}"]
+            if missing
+            else []
+        ) + (
             [f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"]
-            if unknown else [])
-        raise ValueError(f"{'; '.join(problems)}; expected {name}:{takes} (torch's "
-                         f"{name} arguments; the learning rate comes from --lr"
-                         + (", the schedule's length from the run's steps"
-                            if name in schedulers._LENGTH_ARGUMENT else "") + ")")
+            if unknown
+            else []
+        )
+        raise ValueError(
+            f"{'; '.join(problems)}; expected {name}:{takes} (torch's "
+            f"{name} arguments; the learning rate comes from --lr"
+            + (
+                ", the schedule's length from the run's steps"
+                if name in schedulers._LENGTH_ARGUMENT
+                else ""
+            )
+            + ")"
+        )
     schedulers.for_run(name, lr, total_steps, **given)  # the values: each factory checks its own
 
 
@@ -270,6 +339,7 @@ def resume_command(args, resume_from: str | None = None) -> str:
 def parse_scheduler(spec: str) -> tuple[str, dict]:
     """``"StepLR:step_size=5,gamma=0.5"`` -> ``("StepLR", {"step_size": 5, "gamma": 0.5})``."""
     import ast
+
     name, _, rest = spec.partition(":")
     kwargs = {}
     for item in filter(None, rest.split(",")):
@@ -320,33 +390,57 @@ def run_config(args, dataset) -> dict:
     """What a checkpoint must agree with to be resumed (not the epoch count, unless a
     scheduler's length depends on it)."""
     return {
-        "dataset": dataset.name, "hidden": list(args.hidden or [args.model]),
-        "activation": args.activation, "standardize": args.standardize,
-        "optimizer": args.optimizer, "optimizer_kwargs": optimizer_kwargs(args),
+        "dataset": dataset.name,
+        "hidden": list(args.hidden or [args.model]),
+        "activation": args.activation,
+        "standardize": args.standardize,
+        "optimizer": args.optimizer,
+        "optimizer_kwargs": optimizer_kwargs(args),
         "scheduler": scheduler_spec(args, dataset),
-        "batch_size": args.batch_size, "accumulate": args.accumulate, "clip": args.clip,
-        "precision": args.precision, "seed": args.seed, "fused": args.fused,
+        "batch_size": args.batch_size,
+        "accumulate": args.accumulate,
+        "clip": args.clip,
+        "precision": args.precision,
+        "seed": args.seed,
+        "fused": args.fused,
     }
 
 
 class Progress:
     """A tqdm bar per epoch showing loss and examples/s (silent with --no-progress)."""
 
-    def __init__(self, enabled: bool, framework: str, epoch: int, total: int, step_examples: int,
-                 initial: int = 0):
+    def __init__(
+        self,
+        enabled: bool,
+        framework: str,
+        epoch: int,
+        total: int,
+        step_examples: int,
+        initial: int = 0,
+    ):
         self.bar = None
         self.began = time.perf_counter()
         self.step_examples, self.done = step_examples, 0
         if enabled:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, initial=initial, desc=f"{framework:>5} epoch {epoch + 1}",
-                            unit="step", leave=False, file=sys.stderr, dynamic_ncols=True)
+
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=f"{framework:>5} epoch {epoch + 1}",
+                unit="step",
+                leave=False,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
 
     def update(self, losses: np.ndarray) -> None:
         self.done += len(losses)
         if self.bar is not None:
             rate = self.done * self.step_examples / max(time.perf_counter() - self.began, 1e-9)
-            self.bar.set_postfix(loss=f"{float(losses[-1]):.4f}", ex_s=f"{rate:,.0f}", refresh=False)
+            self.bar.set_postfix(
+                loss=f"{float(losses[-1]):.4f}", ex_s=f"{rate:,.0f}", refresh=False
+            )
             self.bar.update(len(losses))
 
     def close(self) -> None:
@@ -372,6 +466,7 @@ class JaxRun(_Run):
 
     def __init__(self, args, dataset, sizes, params=None):
         import jax
+
         import jaxgrad.train as jtrain
         from jaxgrad import losses, nn, optim
 
@@ -392,8 +487,9 @@ class JaxRun(_Run):
         kwargs = optimizer_kwargs(args)
         if args.scheduler:
             name, given = args.scheduler
-            kwargs["lr"] = optim.schedulers.for_run(name, args.lr, total_steps(args, dataset),
-                                                    **given)
+            kwargs["lr"] = optim.schedulers.for_run(
+                name, args.lr, total_steps(args, dataset), **given
+            )
         factory = getattr(optim, args.optimizer)
         # OneCycleLR cycles momentum / betas[0] as torch's does (cycle_momentum=True)
         kwargs = optim.schedulers.with_cycled_momentum(factory, kwargs)
@@ -401,17 +497,33 @@ class JaxRun(_Run):
         self.compute_dtype = "bfloat16" if args.precision == "bfloat16" else None
         self.loss_fn = losses.cross_entropy
         self.trainer = jtrain.Trainer(
-            self.model, self.loss_fn, optimizer, params, batch_size=args.batch_size,
-            seed=args.seed, accumulate=args.accumulate, compute_dtype=self.compute_dtype,
-            strategy=args.strategy, total_steps=total_steps(args, dataset), devices=devices,
+            self.model,
+            self.loss_fn,
+            optimizer,
+            params,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            accumulate=args.accumulate,
+            compute_dtype=self.compute_dtype,
+            strategy=args.strategy,
+            total_steps=total_steps(args, dataset),
+            devices=devices,
             checkpoint_dir=checkpoint_dir(args, "jax"),
-            checkpoint_every=args.checkpoint_every, config=run_config(args, dataset))
+            checkpoint_every=args.checkpoint_every,
+            config=run_config(args, dataset),
+        )
         self.devices = jtrain.sharding.describe_devices(devices)
         self._evaluate = jtrain.evaluate
 
     def evaluate(self, x, y) -> dict:
-        return self._evaluate(self.model, self.trainer.params, x, y, loss_fn=self.loss_fn,
-                              compute_dtype=self.compute_dtype)
+        return self._evaluate(
+            self.model,
+            self.trainer.params,
+            x,
+            y,
+            loss_fn=self.loss_fn,
+            compute_dtype=self.compute_dtype,
+        )
 
     def params_numpy(self) -> dict:
         return self.model.state_dict(self.trainer.params)
@@ -425,6 +537,7 @@ class JaxCnnRun(_Run):
 
     def __init__(self, args, dataset, sizes, params=None):
         import torch
+
         import torchref
         from jaxgrad import losses, nn, optim
         from jaxgrad.train.stateful import StatefulTrainer
@@ -433,10 +546,17 @@ class JaxCnnRun(_Run):
         module = torchref.models.CNN_MODELS[args.model]()
         self.model, params, buffers = nn.from_torch(module, with_buffers=True)
         optimizer = getattr(optim, args.optimizer)(**optimizer_kwargs(args))
-        self.trainer = StatefulTrainer(self.model, losses.cross_entropy, optimizer, params,
-                                       buffers, batch_size=args.batch_size, seed=args.seed,
-                                       strategy=args.strategy,
-                                       total_steps=total_steps(args, dataset))
+        self.trainer = StatefulTrainer(
+            self.model,
+            losses.cross_entropy,
+            optimizer,
+            params,
+            buffers,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            strategy=args.strategy,
+            total_steps=total_steps(args, dataset),
+        )
         self.devices = "jax " + ", ".join(str(d) for d in __import__("jax").devices()[:1])
 
     def evaluate(self, x, y) -> dict:
@@ -451,6 +571,7 @@ class TorchRun(_Run):
 
     def __init__(self, args, dataset, sizes, params=None):
         import torch
+
         import torchref
         from torchref import train as ttrain
         from torchref.optim import make_optimizer
@@ -467,26 +588,39 @@ class TorchRun(_Run):
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
-        optimizer = make_optimizer(args.optimizer, self.module.parameters(),
-                                   **optimizer_kwargs(args))
+        optimizer = make_optimizer(
+            args.optimizer, self.module.parameters(), **optimizer_kwargs(args)
+        )
         if args.scheduler:
             from torchref import schedulers
+
             name, given = args.scheduler
             kwargs = schedulers.scheduler_kwargs(name, args.lr, total_steps(args, dataset), **given)
             optimizer = schedulers.SteppedOptimizer(
-                optimizer, schedulers.make_scheduler(name, optimizer, **kwargs))
+                optimizer, schedulers.make_scheduler(name, optimizer, **kwargs)
+            )
         self.trainer = ttrain.TorchTrainer(
-            self.module, optimizer, batch_size=args.batch_size, seed=args.seed,
-            accumulate=args.accumulate, clip=args.clip, compile=args.compile, device=args.device,
+            self.module,
+            optimizer,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            accumulate=args.accumulate,
+            clip=args.clip,
+            compile=args.compile,
+            device=args.device,
             autocast_dtype=torch.bfloat16 if args.precision == "bfloat16" else None,
-            checkpoint_dir=checkpoint_dir(args, "torch"), checkpoint_every=args.checkpoint_every,
-            config=run_config(args, dataset))
+            checkpoint_dir=checkpoint_dir(args, "torch"),
+            checkpoint_every=args.checkpoint_every,
+            config=run_config(args, dataset),
+        )
         if args.precision == "bfloat16":  # a kernel without a bf16 form: refused before training
             try:
                 ttrain.check_autocast(self.trainer.module, dataset.x_train[:2])
             except ValueError as exc:
-                raise ValueError(f"--precision bfloat16 --model {args.model}: {exc}; use "
-                                 "--precision float32, or --framework jax") from None
+                raise ValueError(
+                    f"--precision bfloat16 --model {args.model}: {exc}; use "
+                    "--precision float32, or --framework jax"
+                ) from None
         self.devices = f"torch {self.trainer.device} ({torch.get_num_threads()} threads)"
         self._evaluate = ttrain.evaluate
 
@@ -504,17 +638,22 @@ def drift(reference: dict, candidate: dict) -> tuple[float, float]:
     return abs_err, abs_err / scale
 
 
-TABLE_HEADER = (f"{'epoch':>5}  {'framework':<9} {'train loss':>10} {'test loss':>9} "
-                f"{'test acc':>8} {'seconds':>7} {'ex/s':>9}")
+TABLE_HEADER = (
+    f"{'epoch':>5}  {'framework':<9} {'train loss':>10} {'test loss':>9} "
+    f"{'test acc':>8} {'seconds':>7} {'ex/s':>9}"
+)
 
 
 def table_row(r: dict) -> str:
-    return (f"{r['epoch']:>5}  {r['framework']:<9} {r['train_loss']:>10.4f} {r['test_loss']:>9.4f} "
-            f"{100 * r['test_accuracy']:>7.2f}% {r['seconds']:>7.2f} {r['examples_per_s']:>9,.0f}")
+    return (
+        f"{r['epoch']:>5}  {r['framework']:<9} {r['train_loss']:>10.4f} {r['test_loss']:>9.4f} "
+        f"{100 * r['test_accuracy']:>7.2f}% {r['seconds']:>7.2f} {r['examples_per_s']:>9,.0f}"
+    )
 
 
 def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker  # noqa: F401  (MaxNLocator)
@@ -525,13 +664,27 @@ def plot(path: str, history: dict, rows: list[dict], title: str) -> None:
         ax_loss.plot(steps, losses, lw=0.6, alpha=0.35)
         window = max(1, len(losses) // 50)
         smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
-        ax_loss.plot(steps[window - 1:], smooth, lw=1.6, label=f"{framework} (moving mean)",
-                     color=ax_loss.lines[-1].get_color())
+        ax_loss.plot(
+            steps[window - 1 :],
+            smooth,
+            lw=1.6,
+            label=f"{framework} (moving mean)",
+            color=ax_loss.lines[-1].get_color(),
+        )
         mine = [r for r in rows if r["framework"] == framework]
-        ax_acc.plot([r["epoch"] for r in mine], [100 * r["test_accuracy"] for r in mine],
-                    marker="o", ms=3, label=framework)
-    ax_loss.set(xlabel="step", ylabel="training loss (cross-entropy)", yscale="log",
-                title="training loss per step")
+        ax_acc.plot(
+            [r["epoch"] for r in mine],
+            [100 * r["test_accuracy"] for r in mine],
+            marker="o",
+            ms=3,
+            label=framework,
+        )
+    ax_loss.set(
+        xlabel="step",
+        ylabel="training loss (cross-entropy)",
+        yscale="log",
+        title="training loss per step",
+    )
     ax_acc.set(xlabel="epoch", ylabel="test accuracy (%)", title="test accuracy per epoch")
     ax_acc.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     for ax in (ax_loss, ax_acc):
@@ -549,12 +702,21 @@ def main(argv=None) -> int:
     try:
         return train(args)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training began
-        kept = [d for d in map(lambda f: checkpoint_dir(args, f), frameworks(args))
-                if d and os.path.isfile(os.path.join(d, "LATEST"))]
-        print("interrupted (SIGINT) before a final checkpoint could be written; "
-              + (f"the checkpoints already in {', '.join(kept)} are kept: resume with "
-                 f"{resume_command(args)}" if kept else "nothing can be resumed"),
-              file=sys.stderr)
+        kept = [
+            d
+            for d in map(lambda f: checkpoint_dir(args, f), frameworks(args))
+            if d and os.path.isfile(os.path.join(d, "LATEST"))
+        ]
+        print(
+            "interrupted (SIGINT) before a final checkpoint could be written; "
+            + (
+                f"the checkpoints already in {', '.join(kept)} are kept: resume with "
+                f"{resume_command(args)}"
+                if kept
+                else "nothing can be resumed"
+            ),
+            file=sys.stderr,
+        )
         return 130
 
 
@@ -569,7 +731,7 @@ def train(args) -> int:
     from jaxgrad.train import check_batch, save_params
 
     try:
-        dataset = (data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits())
+        dataset = data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits()
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
     except (OSError, ValueError) as exc:
         return _error(exc)
@@ -586,12 +748,16 @@ def train(args) -> int:
     described = args.model if args.hidden is None else f"mlp {sizes} {args.activation}"
     if args.model in CNN_MODELS:  # images `(n, 1, 8, 8)`, C,H,W as torch
         dataset = dataclasses.replace(
-            dataset, x_train=dataset.x_train.reshape(-1, 1, *dataset.image_shape),
-            x_test=dataset.x_test.reshape(-1, 1, *dataset.image_shape))
+            dataset,
+            x_train=dataset.x_train.reshape(-1, 1, *dataset.image_shape),
+            x_test=dataset.x_test.reshape(-1, 1, *dataset.image_shape),
+        )
         described = args.model
-    print(f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
-          f"model: {described}, {args.optimizer} {optimizer_kwargs(args)}, "
-          f"batch {args.batch_size}×{args.accumulate}, {args.precision}")
+    print(
+        f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
+        f"model: {described}, {args.optimizer} {optimizer_kwargs(args)}, "
+        f"batch {args.batch_size}×{args.accumulate}, {args.precision}"
+    )
     print(f"host memory: {_cli.apply_keep_host_memory(args)}")
     try:
         runs = []
@@ -601,11 +767,16 @@ def train(args) -> int:
             shared = runs[0].params_numpy() if runs else None  # same initial weights
             runs.append(TorchRun(args, dataset, sizes, shared))
         for run in runs if args.resume else ():
-            path = (os.path.join(checkpoint_dir(args, run.framework), args.resume_from)
-                    if args.resume_from else None)
+            path = (
+                os.path.join(checkpoint_dir(args, run.framework), args.resume_from)
+                if args.resume_from
+                else None
+            )
             meta = run.trainer.resume(path)
-            print(f"{run.framework} resumed from step {meta['global_step']} "
-                  f"(epoch {meta['epoch'] + 1}, batch {meta['step_in_epoch']})")
+            print(
+                f"{run.framework} resumed from step {meta['global_step']} "
+                f"(epoch {meta['epoch'] + 1}, batch {meta['step_in_epoch']})"
+            )
     except ValueError as exc:  # CheckpointError is a ValueError, in both frameworks
         intact = getattr(exc, "intact", None)
         if intact:
@@ -630,8 +801,14 @@ def train(args) -> int:
                 if run.epoch != epoch or stop.signum is not None:  # resumed past it / stopping
                     continue
                 resumed_at = getattr(run.trainer, "step_in_epoch", 0)
-                progress = Progress(not args.no_progress, run.framework, epoch, steps_per_epoch,
-                                    step_examples, initial=resumed_at)
+                progress = Progress(
+                    not args.no_progress,
+                    run.framework,
+                    epoch,
+                    steps_per_epoch,
+                    step_examples,
+                    initial=resumed_at,
+                )
 
                 def on_steps(global_step, losses, progress=progress):
                     progress.update(losses)
@@ -649,10 +826,17 @@ def train(args) -> int:
                 if result.stopped:
                     continue
                 test = run.evaluate(dataset.x_test, dataset.y_test)
-                rows.append({"epoch": epoch + 1, "framework": run.framework,
-                             "train_loss": result.mean_loss, "test_loss": test["loss"],
-                             "test_accuracy": test["accuracy"], "seconds": result.seconds,
-                             "examples_per_s": result.examples / max(result.seconds, 1e-9)})
+                rows.append(
+                    {
+                        "epoch": epoch + 1,
+                        "framework": run.framework,
+                        "train_loss": result.mean_loss,
+                        "test_loss": test["loss"],
+                        "test_accuracy": test["accuracy"],
+                        "seconds": result.seconds,
+                        "examples_per_s": result.examples / max(result.seconds, 1e-9),
+                    }
+                )
                 print(table_row(rows[-1]), flush=True)
             if stop.signum is not None:
                 break
@@ -667,30 +851,53 @@ def train(args) -> int:
     if drifts:
         print("\ndrift of jax from torch (same initial weights, same batches):")
         for d in drifts:
-            print(f"  after epoch {d['epoch']:>3}: max |Δparam| = {d['max_abs']:.3e} "
-                  f"({d['max_rel']:.2e} of max |param|)")
+            print(
+                f"  after epoch {d['epoch']:>3}: max |Δparam| = {d['max_abs']:.3e} "
+                f"({d['max_rel']:.2e} of max |param|)"
+            )
         losses_j, losses_t = np.array(history["jax"]), np.array(history["torch"])
         common = min(len(losses_j), len(losses_t))  # after a resume: the steps both ran
         if common:
-            print(f"  max |Δ train loss| over the last {common} steps: "
-                  f"{np.max(np.abs(losses_j[-common:] - losses_t[-common:])):.3e}")
-    print(f"\ntraining time: {total:.1f} s for {len({r['epoch'] for r in rows})} epochs "
-          f"(including compilation and evaluation)")
+            print(
+                f"  max |Δ train loss| over the last {common} steps: "
+                f"{np.max(np.abs(losses_j[-common:] - losses_t[-common:])):.3e}"
+            )
+    print(
+        f"\ntraining time: {total:.1f} s for {len({r['epoch'] for r in rows})} epochs "
+        f"(including compilation and evaluation)"
+    )
     if args.save:
         for run in runs:
             path = args.save if run is runs[0] else _suffixed(args.save, run.framework)
-            save_params(path, run.params_numpy(),
-                        metadata={"framework": run.framework, "sizes": json.dumps(sizes)})
+            save_params(
+                path,
+                run.params_numpy(),
+                metadata={"framework": run.framework, "sizes": json.dumps(sizes)},
+            )
             print(f"saved {run.framework} parameters to {path}")
     if args.plot:
-        plot(args.plot, history, rows, f"{described} on {dataset.name}, "
-             f"{args.optimizer} {optimizer_kwargs(args)}, batch {step_examples}")
+        plot(
+            args.plot,
+            history,
+            rows,
+            f"{described} on {dataset.name}, "
+            f"{args.optimizer} {optimizer_kwargs(args)}, batch {step_examples}",
+        )
         print(f"loss curve: {args.plot}")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("hidden", "argv")},
-                       "epochs": rows, "drift": drifts, "losses": history,
-                       "seconds": total}, handle, indent=1, default=list)
+            json.dump(
+                {
+                    "args": {k: v for k, v in vars(args).items() if k not in ("hidden", "argv")},
+                    "epochs": rows,
+                    "drift": drifts,
+                    "losses": history,
+                    "seconds": total,
+                },
+                handle,
+                indent=1,
+                default=list,
+            )
     for run in runs:
         accuracy = run.evaluate(dataset.x_test, dataset.y_test)["accuracy"]
         print(f"{run.framework} test accuracy: {100 * accuracy:.1f}%")
@@ -702,8 +909,9 @@ def stopped(args, runs, stop) -> int:
     print(f"\n{stop.name} received: stopped after the step that was running", flush=True)
     for run in runs:
         trainer = run.trainer
-        where = (f"step {trainer.global_step} (epoch {trainer.epoch + 1}, "
-                 f"batch {trainer.step_in_epoch})")
+        where = (
+            f"step {trainer.global_step} (epoch {trainer.epoch + 1}, batch {trainer.step_in_epoch})"
+        )
         if args.checkpoint_dir:
             print(f"{run.framework} checkpoint: {trainer.save()} at {where}")
         else:
@@ -711,8 +919,7 @@ def stopped(args, runs, stop) -> int:
     if args.checkpoint_dir:
         print(f"resume with: {resume_command(args)}")
     else:
-        print("no --checkpoint-dir was given: nothing was saved and this run cannot be "
-              "resumed")
+        print("no --checkpoint-dir was given: nothing was saved and this run cannot be resumed")
     return stop.exit_status
 
 
@@ -724,7 +931,9 @@ def standardized(dataset):
     std = dataset.x_train.std(axis=0)
     std = np.where(std > 0, std, 1.0)  # constant pixels (digits' borders) stay 0
     scale = lambda x: ((x - mean) / std).astype(dataset.x_train.dtype)  # noqa: E731
-    return dataclasses.replace(dataset, x_train=scale(dataset.x_train), x_test=scale(dataset.x_test))
+    return dataclasses.replace(
+        dataset, x_train=scale(dataset.x_train), x_test=scale(dataset.x_test)
+    )
 
 
 def _suffixed(path: str, framework: str) -> str:

@@ -62,26 +62,43 @@ import _cli
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", metavar="A,B",
-                        help="comma-separated models: a full name (torchvision:resnet18), a "
-                             "name unique across libraries (resnet18) or a library (timm); "
-                             "default: all (see --list)")
-    parser.add_argument("--quick", action="store_true",
-                        help="only the CI subset and its comparisons (what "
-                             "parity_tests/test_zoo.py runs)")
-    parser.add_argument("--list", action="store_true",
-                        help="list the models (with their library's install state) and exit")
-    parser.add_argument("--capture", choices=["auto", "layers", "export"],
-                        help="from_torch's front end for every model (default: each model's "
-                             "own; auto for all but timm:test_efficientnet, which exists to "
-                             "exercise export): auto takes the layer path when the model "
-                             "traces with torch.fx, else torch.export")
-    parser.add_argument("--json", metavar="PATH",
-                        help="also write every row (per-leaf errors of failures) as JSON")
-    parser.add_argument("--verbose", action="store_true",
-                        help="print the per-leaf table of every comparison, not only failures")
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--models",
+        metavar="A,B",
+        help="comma-separated models: a full name (torchvision:resnet18), a "
+        "name unique across libraries (resnet18) or a library (timm); "
+        "default: all (see --list)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the CI subset and its comparisons (what parity_tests/test_zoo.py runs)",
+    )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list the models (with their library's install state) and exit",
+    )
+    parser.add_argument(
+        "--capture",
+        choices=["auto", "layers", "export"],
+        help="from_torch's front end for every model (default: each model's "
+        "own; auto for all but timm:test_efficientnet, which exists to "
+        "exercise export): auto takes the layer path when the model "
+        "traces with torch.fx, else torch.export",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write every row (per-leaf errors of failures) as JSON"
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the per-leaf table of every comparison, not only failures",
+    )
     args = parser.parse_args(argv)
     if args.quick and args.models:
         parser.error("--quick is a fixed subset; give --models or --quick, not both")
@@ -99,10 +116,12 @@ def _seconds(value) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
 
-HEADER = (f"{'model':<32} {'params':>6}  {'front':<6} {'convert':>8} {'1st step':>8}  "
-          f"{'f64 fwd+grads':<14} {'f32 fwd':<14} {'train f64 x3':<14} "
-          f"{'shapes':<14} {'artifact':<14} "
-          f"{'random in training':<24} {'verdict':<7}  {'f32 grads':<14}")
+HEADER = (
+    f"{'model':<32} {'params':>6}  {'front':<6} {'convert':>8} {'1st step':>8}  "
+    f"{'f64 fwd+grads':<14} {'f32 fwd':<14} {'train f64 x3':<14} "
+    f"{'shapes':<14} {'artifact':<14} "
+    f"{'random in training':<24} {'verdict':<7}  {'f32 grads':<14}"
+)
 
 
 def row_line(result) -> str:
@@ -112,12 +131,16 @@ def row_line(result) -> str:
     elif result.error:
         cells = ["convert FAIL", "-", "-", "-", "-", "-"]
     else:
-        cells = [columns[c].summary() for c in ("float64", "float32", "train", "shapes",
-                                                   "artifact", "float32_grads")]
-    return (f"{result.name:<32} {_count(result.parameters):>6}  {result.front_end or '-':<6} "
-            f"{_seconds(result.convert_seconds):>8} {_seconds(result.compile_seconds):>8}  "
-            f"{cells[0]:<14} {cells[1]:<14} {cells[2]:<14} {cells[3]:<14} {cells[4]:<14} "
-            f"{result.randomness():<24} {result.verdict:<7}  {cells[5]}").rstrip()
+        cells = [
+            columns[c].summary()
+            for c in ("float64", "float32", "train", "shapes", "artifact", "float32_grads")
+        ]
+    return (
+        f"{result.name:<32} {_count(result.parameters):>6}  {result.front_end or '-':<6} "
+        f"{_seconds(result.convert_seconds):>8} {_seconds(result.compile_seconds):>8}  "
+        f"{cells[0]:<14} {cells[1]:<14} {cells[2]:<14} {cells[3]:<14} {cells[4]:<14} "
+        f"{result.randomness():<24} {result.verdict:<7}  {cells[5]}"
+    ).rstrip()
 
 
 def print_table(results, out=None) -> None:
@@ -133,8 +156,11 @@ def print_notes(results, *, verbose: bool, out=None) -> None:
     print("\nnotes:", file=out)
     for result in results:
         notes = [result.notes] + [n for n in (result.random_note, result.computed_in_note) if n]
-        notes += [f"{column}: {cell.note}" for column, cell in result.columns.items()
-                  if cell.note and cell.status == "pass"]
+        notes += [
+            f"{column}: {cell.note}"
+            for column, cell in result.columns.items()
+            if cell.note and cell.status == "pass"
+        ]
         print(f"  {result.name}: {'; '.join(n for n in notes if n)}", file=out)
     skipped = [r for r in results if r.skipped]
     if skipped:
@@ -165,8 +191,9 @@ def main(argv=None) -> int:
         parser.error(f"--models: {error}")
     if args.list:
         for entry in entries:
-            state = ("" if _zoo_models.installed(entry.library)
-                     else f"  [{entry.library} not installed]")
+            state = (
+                "" if _zoo_models.installed(entry.library) else f"  [{entry.library} not installed]"
+            )
             print(f"{entry.name:<32} {entry.notes}{state}")
         return 0
     import torch
@@ -176,22 +203,33 @@ def main(argv=None) -> int:
 
     absent = sorted({e.library for e in entries if _zoo_models.missing(e)})
     if absent:
-        print(f"zoo: {', '.join(absent)} not installed; their models are skipped. Install the "
-              f"zoo extra: {_zoo_models.INSTALL}", file=sys.stderr)
+        print(
+            f"zoo: {', '.join(absent)} not installed; their models are skipped. Install the "
+            f"zoo extra: {_zoo_models.INSTALL}",
+            file=sys.stderr,
+        )
     began = time.perf_counter()
     results = []
     for index, entry in enumerate(entries, 1):
         started = time.perf_counter()
 
         def progress(stage, entry=entry, index=index, started=started):
-            print(f"[{index}/{len(entries)}] {entry.name}: {stage} "
-                  f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"[{index}/{len(entries)}] {entry.name}: {stage} "
+                f"({time.perf_counter() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
         columns = _zoo_models.QUICK[entry.name] if args.quick else _zoo.COLUMNS
-        result = _zoo.run_model(entry, columns=columns, capture=args.capture or entry.capture,
-                                progress=progress)
-        print(f"[{index}/{len(entries)}] {entry.name}: {result.verdict} "
-              f"({result.seconds:.0f} s)", file=sys.stderr, flush=True)
+        result = _zoo.run_model(
+            entry, columns=columns, capture=args.capture or entry.capture, progress=progress
+        )
+        print(
+            f"[{index}/{len(entries)}] {entry.name}: {result.verdict} ({result.seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
         for line in result.failures():
             print(f"    {line}", file=sys.stderr, flush=True)
         results.append(result)
@@ -200,19 +238,30 @@ def main(argv=None) -> int:
     print_notes(results, verbose=args.verbose)
     ran = [r for r in results if not r.skipped]
     failed = [r for r in ran if r.verdict == "FAIL"]
-    summary = (f"\n{len(ran) - len(failed)} passed, {len(failed)} failed, "
-               f"{len(results) - len(ran)} skipped ({len(results)} models, {elapsed:.1f} s)")
+    summary = (
+        f"\n{len(ran) - len(failed)} passed, {len(failed)} failed, "
+        f"{len(results) - len(ran)} skipped ({len(results)} models, {elapsed:.1f} s)"
+    )
     if not ran:
-        summary += (f"; nothing ran: install the zoo extra ({_zoo_models.INSTALL})")
+        summary += f"; nothing ran: install the zoo extra ({_zoo_models.INSTALL})"
     print(summary)
     if args.json:
         import jax
 
         with open(args.json, "w") as handle:
-            json.dump({"passed": not failed, "ran": len(ran), "torch": torch.__version__,
-                       "jax": jax.__version__, "versions": _zoo_models.versions(),
-                       "seconds": round(elapsed, 1),
-                       "models": [r.to_dict() for r in results]}, handle, indent=1)
+            json.dump(
+                {
+                    "passed": not failed,
+                    "ran": len(ran),
+                    "torch": torch.__version__,
+                    "jax": jax.__version__,
+                    "versions": _zoo_models.versions(),
+                    "seconds": round(elapsed, 1),
+                    "models": [r.to_dict() for r in results],
+                },
+                handle,
+                indent=1,
+            )
         print(f"wrote {args.json}")
     return 1 if failed else 0
 

@@ -8,13 +8,14 @@ accumulation trap").
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 
-def accumulate_grads(module: torch.nn.Module, loss_fn: Callable, micro_batches: Sequence,
-                     *, reduction: str = "mean") -> tuple[float, dict]:
+def accumulate_grads(
+    module: torch.nn.Module, loss_fn: Callable, micro_batches: Sequence, *, reduction: str = "mean"
+) -> tuple[float, dict]:
     """``(loss, {name: grad})`` after one backward per micro-batch ``(x, y)``.
 
     ``"mean"`` divides each micro-batch loss by k before ``backward()``; ``"sum"`` does not.
@@ -32,8 +33,9 @@ def accumulate_grads(module: torch.nn.Module, loss_fn: Callable, micro_batches: 
     return loss, {n: p.grad.detach().clone() for n, p in module.named_parameters()}
 
 
-def accumulation_trap(module: torch.nn.Module, loss_fn: Callable, x: torch.Tensor,
-                      y: torch.Tensor, steps: int = 3) -> list[dict]:
+def accumulation_trap(
+    module: torch.nn.Module, loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, steps: int = 3
+) -> list[dict]:
     """``.grad`` after each of ``steps`` ``backward()`` calls on the same batch, no zero_grad.
 
     Returns one ``{name: grad copy}`` per call: the k-th is k times the first.
@@ -46,8 +48,15 @@ def accumulation_trap(module: torch.nn.Module, loss_fn: Callable, x: torch.Tenso
     return history
 
 
-def train_with_accumulation(module: torch.nn.Module, loss_fn: Callable, micro_batches: Sequence,
-                            *, steps: int, lr: float, divide: bool = True) -> list[float]:
+def train_with_accumulation(
+    module: torch.nn.Module,
+    loss_fn: Callable,
+    micro_batches: Sequence,
+    *,
+    steps: int,
+    lr: float,
+    divide: bool = True,
+) -> list[float]:
     """SGD for ``steps`` steps, each accumulating over all ``micro_batches``.
 
     ``divide=False`` is the bug of forgetting ``/ k``: the step is k times too large.
@@ -56,8 +65,9 @@ def train_with_accumulation(module: torch.nn.Module, loss_fn: Callable, micro_ba
     optimizer = torch.optim.SGD(module.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
-        loss, _ = accumulate_grads(module, loss_fn, micro_batches,
-                                   reduction="mean" if divide else "sum")
+        loss, _ = accumulate_grads(
+            module, loss_fn, micro_batches, reduction="mean" if divide else "sum"
+        )
         losses.append(float(loss) / (1 if divide else len(micro_batches)))
         optimizer.step()
     return losses

@@ -7,7 +7,7 @@ on every tapped tensor, then ``backward()``, and returns the tapped tensors' ``.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -26,8 +26,9 @@ def retain_grads(fn: Callable, args: Sequence[torch.Tensor], names: Sequence[str
     return out.detach(), {n: tapped[n].grad for n in names}
 
 
-def target_network_step(online: torch.nn.Module, target_net: torch.nn.Module,
-                        batches: Sequence[torch.Tensor]) -> dict:
+def target_network_step(
+    online: torch.nn.Module, target_net: torch.nn.Module, batches: Sequence[torch.Tensor]
+) -> dict:
     """Lesson 002's target network: ``mse(online(x), target_net(x).detach())`` per batch.
 
     Gradients accumulate into ``online`` over the batches (one ``zero_grad`` first);

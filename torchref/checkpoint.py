@@ -72,8 +72,14 @@ def latest_checkpoint(directory: str) -> str | None:
     return path
 
 
-def save_checkpoint(directory: str, *, module: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer, meta: dict, keep: int = 2) -> str:
+def save_checkpoint(
+    directory: str,
+    *,
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    meta: dict,
+    keep: int = 2,
+) -> str:
     """Write module and optimizer state atomically; point ``LATEST`` at it; keep ``keep``."""
     os.makedirs(directory, exist_ok=True)
     name = f"ckpt-{int(meta['global_step']):08d}"
@@ -118,17 +124,22 @@ def verify_checkpoint(path: str) -> dict:
     except (OSError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"checkpoint {path}: cannot read {META_FILE} ({exc}).") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise CheckpointError(f"checkpoint {path}: {META_FILE} does not describe a {FORMAT} "
-                              f"v{VERSION} checkpoint.")
+        raise CheckpointError(
+            f"checkpoint {path}: {META_FILE} does not describe a {FORMAT} v{VERSION} checkpoint."
+        )
     if meta.get("meta_sha256") != meta_digest(meta):
-        raise CheckpointError(f"checkpoint {path}: {META_FILE} was modified after it was written "
-                              "(its sha256 does not match the meta_sha256 recorded in it); "
-                              "refusing to use it.")
+        raise CheckpointError(
+            f"checkpoint {path}: {META_FILE} was modified after it was written "
+            "(its sha256 does not match the meta_sha256 recorded in it); "
+            "refusing to use it."
+        )
     for name, digest in meta.get("files", {}).items():
         file_path = os.path.join(path, name)
         if not os.path.isfile(file_path) or _sha256(file_path) != digest:
-            raise CheckpointError(f"checkpoint {path}: {name} is missing or corrupt "
-                                  "(sha256 does not match the one recorded when written).")
+            raise CheckpointError(
+                f"checkpoint {path}: {name} is missing or corrupt "
+                "(sha256 does not match the one recorded when written)."
+            )
     return meta
 
 
@@ -158,15 +169,23 @@ def latest_verified(directory: str) -> str | None:
         with open(os.path.join(directory, LATEST)) as handle:
             named = os.path.join(directory, handle.read().strip())
         intact = newest_intact(directory, exclude=named)
-        hint = (f" The newest intact checkpoint in {directory} is {intact}." if intact
-                else f" No other checkpoint in {directory} is intact.")
+        hint = (
+            f" The newest intact checkpoint in {directory} is {intact}."
+            if intact
+            else f" No other checkpoint in {directory} is intact."
+        )
         error = CheckpointError(f"{LATEST} names a damaged checkpoint: {exc}{hint}")
         error.intact = intact
         raise error from exc
 
 
-def load_checkpoint(path: str, *, module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    config: dict | None = None) -> dict:
+def load_checkpoint(
+    path: str,
+    *,
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    config: dict | None = None,
+) -> dict:
     """Load a checkpoint into ``module`` and ``optimizer`` in place; return its meta.
 
     Raises:
@@ -176,15 +195,19 @@ def load_checkpoint(path: str, *, module: torch.nn.Module, optimizer: torch.opti
     meta = verify_checkpoint(path)
     if config is not None and meta.get("config") != config:
         stored = meta.get("config") or {}
-        diffs = [f"{k}: checkpoint {stored.get(k)!r}, now {config.get(k)!r}"
-                 for k in sorted(set(stored) | set(config)) if stored.get(k) != config.get(k)]
-        raise CheckpointError(f"checkpoint {path} was written by a different run "
-                              f"configuration ({'; '.join(diffs)}).")
+        diffs = [
+            f"{k}: checkpoint {stored.get(k)!r}, now {config.get(k)!r}"
+            for k in sorted(set(stored) | set(config))
+            if stored.get(k) != config.get(k)
+        ]
+        raise CheckpointError(
+            f"checkpoint {path} was written by a different run configuration ({'; '.join(diffs)})."
+        )
     try:
-        module.load_state_dict(safetensors.torch.load_file(os.path.join(path, PARAMS_FILE)),
-                               strict=True)
-        optimizer.load_state_dict(torch.load(os.path.join(path, OPTIMIZER_FILE),
-                                             weights_only=True))
+        module.load_state_dict(
+            safetensors.torch.load_file(os.path.join(path, PARAMS_FILE)), strict=True
+        )
+        optimizer.load_state_dict(torch.load(os.path.join(path, OPTIMIZER_FILE), weights_only=True))
     except (RuntimeError, ValueError, KeyError) as exc:
         raise CheckpointError(f"checkpoint {path} does not fit the model/optimizer: {exc}") from exc
     return meta

@@ -26,8 +26,9 @@ def _module_and_batch(seed: int):
     return module, x, y
 
 
-def grads_of(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-             loss_scale: float = 1.0) -> dict:
+def grads_of(
+    module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_scale: float = 1.0
+) -> dict:
     """``{name: .grad}`` after ``(loss_scale * mse(module(x), y)).backward()``."""
     module.zero_grad(set_to_none=True)
     (torch.nn.functional.mse_loss(module(x), y) * loss_scale).backward()
@@ -47,8 +48,13 @@ def huge_gradient_example(dtype: str = "float64", seed: int = 0) -> dict:
     }
 
 
-def clipped(example: dict, *, max_norm: float | None = None, clip_value: float | None = None,
-            norm_type: float = 2.0) -> dict:
+def clipped(
+    example: dict,
+    *,
+    max_norm: float | None = None,
+    clip_value: float | None = None,
+    norm_type: float = 2.0,
+) -> dict:
     """torch's ``clip_grad_norm_`` / ``clip_grad_value_`` on the example's gradients.
 
     Returns:
@@ -57,12 +63,15 @@ def clipped(example: dict, *, max_norm: float | None = None, clip_value: float |
     dtype = getattr(torch, next(iter(example["state_dict"].values())).dtype.name)
     module = torchref.models.mlp(SIZES, "tanh", dtype=dtype)
     torchref.models.load_numpy(module, example["state_dict"])
-    grads_of(module, torch.from_numpy(example["x"]), torch.from_numpy(example["y"]),
-             example["loss_scale"])
+    grads_of(
+        module,
+        torch.from_numpy(example["x"]),
+        torch.from_numpy(example["y"]),
+        example["loss_scale"],
+    )
     total_norm = None
     if max_norm is not None:
         total_norm = torch.nn.utils.clip_grad_norm_(module.parameters(), max_norm, norm_type)
     if clip_value is not None:
         torch.nn.utils.clip_grad_value_(module.parameters(), clip_value)
-    return {"grads": {n: p.grad for n, p in module.named_parameters()},
-            "total_norm": total_norm}
+    return {"grads": {n: p.grad for n, p in module.named_parameters()}, "total_norm": total_norm}

@@ -7,15 +7,16 @@ exactly after its nudge.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 
 @torch.no_grad()
-def naive_gradient(module: nn.Module, loss: Callable[[], torch.Tensor], *,
-                   eps: float = 1e-3) -> dict[str, torch.Tensor]:
+def naive_gradient(
+    module: nn.Module, loss: Callable[[], torch.Tensor], *, eps: float = 1e-3
+) -> dict[str, torch.Tensor]:
     """``{name: gradient}`` of ``loss()`` (which runs ``module``) by central differences."""
     grads = {}
     for name, param in module.named_parameters():

@@ -9,7 +9,7 @@ same examples in the same order.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -22,8 +22,9 @@ def batch_order(num_examples: int, *, seed: int, epoch: int, shuffle: bool = Tru
     return np.random.default_rng([int(seed), int(epoch)]).permutation(num_examples).astype(np.int64)
 
 
-def iterate_batches(x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bool = True,
-                    drop_last: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def iterate_batches(
+    x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bool = True, drop_last: bool = False
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield ``(x_batch, y_batch)`` tensors in ``jaxgrad.data.batch_indices`` order.
 
     Args:
@@ -33,11 +34,13 @@ def iterate_batches(x, y, batch_size: int, *, seed: int, epoch: int, shuffle: bo
     x = torch.as_tensor(np.asarray(x))
     y = torch.as_tensor(np.asarray(y))
     if x.shape[0] != y.shape[0]:
-        raise ValueError(f"`x` has {x.shape[0]} examples but `y` has {y.shape[0]}; they must match.")
+        raise ValueError(
+            f"`x` has {x.shape[0]} examples but `y` has {y.shape[0]}; they must match."
+        )
     if batch_size < 1:
         raise ValueError(f"`batch_size` (={batch_size}) must be a positive integer.")
     order = torch.from_numpy(batch_order(x.shape[0], seed=seed, epoch=epoch, shuffle=shuffle))
     stop = x.shape[0] - x.shape[0] % batch_size if drop_last else x.shape[0]
     for start in range(0, stop, batch_size):
-        indices = order[start:start + batch_size]
+        indices = order[start : start + batch_size]
         yield x[indices], y[indices]

@@ -38,8 +38,10 @@ def relu_activations(module: nn.Sequential, x: torch.Tensor) -> dict[str, torch.
     captured: dict[str, torch.Tensor] = {}
     handles = [
         child.register_forward_hook(
-            lambda _m, _inp, out, name=name: captured.__setitem__(name, out.detach()))
-        for name, child in module.named_children() if isinstance(child, nn.ReLU)
+            lambda _m, _inp, out, name=name: captured.__setitem__(name, out.detach())
+        )
+        for name, child in module.named_children()
+        if isinstance(child, nn.ReLU)
     ]
     try:
         with torch.no_grad():

@@ -15,7 +15,8 @@ saved for backward (``self``, ``other``, ``result``…): the activation memory.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -59,12 +60,13 @@ def _saved(fn) -> str:
     names = []
     for attribute in dir(fn):
         if attribute.startswith("_saved_") and not attribute.endswith("_raw"):
-            names.append(attribute[len("_saved_"):])
+            names.append(attribute[len("_saved_") :])
     return ", ".join(names)
 
 
-def autograd_graph(tensor: torch.Tensor, names: Mapping[str, torch.Tensor] | None = None,
-                   *, label: str = "loss") -> Graph:
+def autograd_graph(
+    tensor: torch.Tensor, names: Mapping[str, torch.Tensor] | None = None, *, label: str = "loss"
+) -> Graph:
     """Walk ``tensor.grad_fn`` into a ``Graph`` (direction ``"backward"``).
 
     Args:
@@ -105,9 +107,17 @@ def autograd_graph(tensor: torch.Tensor, names: Mapping[str, torch.Tensor] | Non
                 if pending[child] == 0:
                     ready.append(child)
 
-    nodes = [Node(id="n0", op="input", kind="input", label=label,
-                  shape=tuple(tensor.shape), dtype=_dtype(tensor),
-                  value=tensor.detach().cpu().numpy().copy())]
+    nodes = [
+        Node(
+            id="n0",
+            op="input",
+            kind="input",
+            label=label,
+            shape=tuple(tensor.shape),
+            dtype=_dtype(tensor),
+            value=tensor.detach().cpu().numpy().copy(),
+        )
+    ]
     ids = {fn: f"n{i + 1}" for i, fn in enumerate(order)}
     inputs_of = {tensor.grad_fn: [("n0", 0)]}
     for fn in order:
@@ -117,35 +127,59 @@ def autograd_graph(tensor: torch.Tensor, names: Mapping[str, torch.Tensor] | Non
     leaves = []
     for fn in order:
         saved = _saved(fn)
-        nodes.append(Node(id=ids[fn], op=type(fn).__name__, kind="operation",
-                          label=type(fn).__name__,
-                          inputs=tuple(source for source, _ in inputs_of[fn]),
-                          params={"saved": saved} if saved else {}))
+        nodes.append(
+            Node(
+                id=ids[fn],
+                op=type(fn).__name__,
+                kind="operation",
+                label=type(fn).__name__,
+                inputs=tuple(source for source, _ in inputs_of[fn]),
+                params={"saved": saved} if saved else {},
+            )
+        )
         if hasattr(fn, "variable"):
             leaves.append((fn, fn.variable))
     outputs = []
     for index, (fn, leaf) in enumerate(leaves):
         leaf_id = f"n{len(nodes)}"
-        nodes.append(Node(id=leaf_id, op="leaf", kind="leaf",
-                          label=leaf_names.get(id(leaf), f"leaf{index}"), inputs=(ids[fn],),
-                          shape=tuple(leaf.shape), dtype=_dtype(leaf),
-                          value=leaf.detach().cpu().numpy().copy()))
+        nodes.append(
+            Node(
+                id=leaf_id,
+                op="leaf",
+                kind="leaf",
+                label=leaf_names.get(id(leaf), f"leaf{index}"),
+                inputs=(ids[fn],),
+                shape=tuple(leaf.shape),
+                dtype=_dtype(leaf),
+                value=leaf.detach().cpu().numpy().copy(),
+            )
+        )
         outputs.append(leaf_id)
-    edges = tuple(Edge(source, node.id, position)
-                  for node in nodes for position, source in enumerate(node.inputs))
-    return Graph(name=f"{label} (torch autograd)", direction="backward", nodes=tuple(nodes),
-                 edges=edges, inputs=("n0",), outputs=tuple(outputs))
+    edges = tuple(
+        Edge(source, node.id, position)
+        for node in nodes
+        for position, source in enumerate(node.inputs)
+    )
+    return Graph(
+        name=f"{label} (torch autograd)",
+        direction="backward",
+        nodes=tuple(nodes),
+        edges=edges,
+        inputs=("n0",),
+        outputs=tuple(outputs),
+    )
 
 
-def lesson_expression(w1=0.5, b1=0.1, w2=-1.5, b2=0.3, x=2.0, y=1.0,
-                      dtype=torch.float64) -> dict:
+def lesson_expression(w1=0.5, b1=0.1, w2=-1.5, b2=0.3, x=2.0, y=1.0, dtype=torch.float64) -> dict:
     """Lesson 000's ``L = ((w2 * relu(w1 * x + b1) + b2) - y) ** 2`` with its leaves.
 
     Returns ``{"L": loss, "leaves": {"w1": …, "b1": …, "w2": …, "b2": …}}``; nothing
     is differentiated yet, so the graph is intact.
     """
-    leaves = {k: torch.tensor(v, dtype=dtype, requires_grad=True)
-              for k, v in dict(w1=w1, b1=b1, w2=w2, b2=b2).items()}
+    leaves = {
+        k: torch.tensor(v, dtype=dtype, requires_grad=True)
+        for k, v in dict(w1=w1, b1=b1, w2=w2, b2=b2).items()
+    }
     x, y = torch.tensor(x, dtype=dtype), torch.tensor(y, dtype=dtype)
     loss = ((leaves["w2"] * torch.relu(leaves["w1"] * x + leaves["b1"]) + leaves["b2"]) - y) ** 2
     return {"L": loss, "leaves": leaves}
@@ -153,8 +187,10 @@ def lesson_expression(w1=0.5, b1=0.1, w2=-1.5, b2=0.3, x=2.0, y=1.0,
 
 def seed_neuron(w1=0.5, w2=-0.8, b=0.0, x1=2.0, x2=0.0, y=1.0, dtype=torch.float64) -> dict:
     """Lesson 001's two-input neuron ``L = (σ(w1·x1 + w2·x2 + b) − y)²`` with its leaves."""
-    leaves = {k: torch.tensor(v, dtype=dtype, requires_grad=True)
-              for k, v in dict(w1=w1, w2=w2, b=b).items()}
+    leaves = {
+        k: torch.tensor(v, dtype=dtype, requires_grad=True)
+        for k, v in dict(w1=w1, w2=w2, b=b).items()
+    }
     x1, x2, y = (torch.tensor(v, dtype=dtype) for v in (x1, x2, y))
     a = torch.sigmoid(leaves["w1"] * x1 + leaves["w2"] * x2 + leaves["b"])
     return {"L": (a - y) ** 2, "leaves": leaves}

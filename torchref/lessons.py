@@ -72,8 +72,12 @@ def sigmoid_neuron(params, data, dtype=torch.float32, lr: float = 0.1) -> dict:
     a = torch.sigmoid(p["w"] * d["x"] + p["b"])
     loss = (a - d["y"]) ** 2
     loss.backward()
-    result = {"a": a.item(), "L": loss.item(), "dL/dw": p["w"].grad.item(),
-              "dL/db": p["b"].grad.item()}
+    result = {
+        "a": a.item(),
+        "L": loss.item(),
+        "dL/dw": p["w"].grad.item(),
+        "dL/db": p["b"].grad.item(),
+    }
     optimizer = torch.optim.SGD(p.values(), lr=lr)
     optimizer.step()
     result.update({f"{k} after step": v.item() for k, v in p.items()})
@@ -93,6 +97,7 @@ EXAMPLES = {
 
 # --- the two-layer network of lesson 001 -------------------------------------------
 
+
 def two_layer_model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1), nn.Sigmoid()).double()
 
@@ -106,8 +111,14 @@ def two_layer_gradients(state_dict: dict, X: np.ndarray, y: np.ndarray) -> dict:
     return {k: p.grad.numpy().copy() for k, p in model.named_parameters()}
 
 
-def two_layer_train(state_dict: dict, X: np.ndarray, y: np.ndarray, steps: int = 400,
-                    lr: float = 0.5, report_every: int = 100) -> list:
+def two_layer_train(
+    state_dict: dict,
+    X: np.ndarray,
+    y: np.ndarray,
+    steps: int = 400,
+    lr: float = 0.5,
+    report_every: int = 100,
+) -> list:
     """``[(step, loss, accuracy), …]`` of plain SGD, the idiomatic torch loop."""
     model = two_layer_model()
     model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state_dict.items()})

@@ -30,9 +30,7 @@ def forward_backward(name: str, *inputs) -> dict:
     with ``sum()`` before ``backward()`` (a loss is already a scalar), so the gradients
     are the VJP of a cotangent of ones. Returns ``{"output": …, "grads": [grad or None]}``.
     """
-    tensors = [
-        torch.tensor(x, requires_grad=torch.tensor(x).is_floating_point()) for x in inputs
-    ]
+    tensors = [torch.tensor(x, requires_grad=torch.tensor(x).is_floating_point()) for x in inputs]
     output = REFERENCES[name](*tensors)
     output.sum().backward()
     return {"output": output.detach(), "grads": [t.grad for t in tensors]}

@@ -12,15 +12,18 @@ lives until the backward frees it).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 
-def saved_bytes(fn: Callable[[], torch.Tensor], parameters: Iterable[torch.Tensor] = (),
-                inputs: Iterable[torch.Tensor] = ()) -> tuple[torch.Tensor, dict[str, int]]:
+def saved_bytes(
+    fn: Callable[[], torch.Tensor],
+    parameters: Iterable[torch.Tensor] = (),
+    inputs: Iterable[torch.Tensor] = (),
+) -> tuple[torch.Tensor, dict[str, int]]:
     """Run ``fn()`` and count the bytes autograd saves for its backward.
 
     Returns:
@@ -57,7 +60,9 @@ def chunks(module: nn.Sequential, every: int) -> list[nn.Sequential]:
     if int(every) != every or every < 1:
         raise ValueError(f"`every` (={every}) must be a positive integer number of children.")
     children = list(module.children())
-    return [nn.Sequential(*children[start:start + every]) for start in range(0, len(children), every)]
+    return [
+        nn.Sequential(*children[start : start + every]) for start in range(0, len(children), every)
+    ]
 
 
 def checkpointed_forward(module: nn.Sequential, x: torch.Tensor, *, every: int) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -19,8 +19,9 @@ ACTIVATIONS = {
 }
 
 
-def mlp(sizes, activation: str = "relu", *, bias: bool = True,
-        dtype: torch.dtype = torch.float32) -> nn.Sequential:
+def mlp(
+    sizes, activation: str = "relu", *, bias: bool = True, dtype: torch.dtype = torch.float32
+) -> nn.Sequential:
     """``nn.Sequential(Linear, act, …, Linear)`` with no activation after the last layer.
 
     >>> mlp([784, 256, 10])   # the lessons' 203,530-parameter network
@@ -29,9 +30,7 @@ def mlp(sizes, activation: str = "relu", *, bias: bool = True,
     if len(sizes) < 2:
         raise ValueError(f"`sizes` (={sizes}) needs at least an input and an output width.")
     if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"`activation` (={activation!r}) must be one of {', '.join(ACTIVATIONS)}."
-        )
+        raise ValueError(f"`activation` (={activation!r}) must be one of {', '.join(ACTIVATIONS)}.")
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(nn.Linear(fan_in, fan_out, bias=bias, dtype=dtype))
@@ -80,9 +79,16 @@ def cnn(num_classes: int = 10, *, dtype: torch.dtype = torch.float32) -> nn.Sequ
     -> 32 -> ``num_classes``.
     """
     return nn.Sequential(
-        nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(16 * 2 * 2, 32), nn.ReLU(), nn.Linear(32, num_classes),
+        nn.Conv2d(1, 6, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 2 * 2, 32),
+        nn.ReLU(),
+        nn.Linear(32, num_classes),
     ).to(dtype)
 
 
@@ -92,8 +98,9 @@ class BasicBlock(nn.Module):
 
     expansion = 1
 
-    def __init__(self, inplanes: int, planes: int, stride: int = 1,
-                 downsample: nn.Module | None = None):
+    def __init__(
+        self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None
+    ):
         super().__init__()
         self.conv1 = nn.Conv2d(inplanes, planes, 3, stride=stride, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(planes)
@@ -118,16 +125,18 @@ class ResNet(nn.Module):
     width (``layers`` BasicBlocks each, stride 2 from the second stage on, with a 1×1
     conv + BN downsample), global average pooling, Linear."""
 
-    def __init__(self, layers=(1, 1), widths=(8, 16), num_classes: int = 10,
-                 in_channels: int = 1):
+    def __init__(self, layers=(1, 1), widths=(8, 16), num_classes: int = 10, in_channels: int = 1):
         super().__init__()
         self.inplanes = widths[0]
         self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(widths[0])
         self.relu = nn.ReLU(inplace=True)
         for index, (blocks, width) in enumerate(zip(layers, widths)):
-            setattr(self, f"layer{index + 1}",
-                    self._make_layer(width, blocks, stride=1 if index == 0 else 2))
+            setattr(
+                self,
+                f"layer{index + 1}",
+                self._make_layer(width, blocks, stride=1 if index == 0 else 2),
+            )
         self.num_stages = len(widths)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(widths[-1], num_classes)
@@ -137,7 +146,8 @@ class ResNet(nn.Module):
         if stride != 1 or self.inplanes != planes:
             downsample = nn.Sequential(
                 nn.Conv2d(self.inplanes, planes, 1, stride=stride, bias=False),
-                nn.BatchNorm2d(planes))
+                nn.BatchNorm2d(planes),
+            )
         stage = [BasicBlock(self.inplanes, planes, stride, downsample)]
         self.inplanes = planes
         stage += [BasicBlock(planes, planes) for _ in range(1, blocks)]

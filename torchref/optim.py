@@ -9,7 +9,7 @@ fixed batch, recording after every step each parameter and each tensor of
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -25,8 +25,20 @@ OPTIMIZERS = {
     "radam": torch.optim.RAdam,
     "asgd": torch.optim.ASGD,
 }
-STATE_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg",
-                "grad_avg", "sum", "exp_inf", "mu_product", "eta", "mu", "ax")
+STATE_FIELDS = (
+    "momentum_buffer",
+    "exp_avg",
+    "exp_avg_sq",
+    "max_exp_avg_sq",
+    "square_avg",
+    "grad_avg",
+    "sum",
+    "exp_inf",
+    "mu_product",
+    "eta",
+    "mu",
+    "ax",
+)
 
 
 def make_optimizer(name: str, parameters, **hyper) -> torch.optim.Optimizer:
@@ -41,16 +53,26 @@ def named_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> di
     result = {}
     for name, param in module.named_parameters():
         state = optimizer.state.get(param, {})
-        fields = {k: state[k].detach().numpy().copy() for k in STATE_FIELDS
-                  if isinstance(state.get(k), torch.Tensor)}
+        fields = {
+            k: state[k].detach().numpy().copy()
+            for k in STATE_FIELDS
+            if isinstance(state.get(k), torch.Tensor)
+        }
         if fields:
             result[name] = fields
     return result
 
 
-def optimizer_trajectory(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                         x: torch.Tensor, y: torch.Tensor, loss_fn: Callable, steps: int,
-                         *, max_norm: float | None = None) -> dict:
+def optimizer_trajectory(
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: Callable,
+    steps: int,
+    *,
+    max_norm: float | None = None,
+) -> dict:
     """Train ``steps`` steps on ``(x, y)``; record params and state after each step.
 
     Returns:
@@ -75,8 +97,9 @@ def optimizer_trajectory(module: torch.nn.Module, optimizer: torch.optim.Optimiz
     return {
         "loss": np.asarray(losses, dtype=str(dtype).replace("torch.", "")),
         "params": {n: np.stack([p[n] for p in params]) for n in params[0]},
-        "state": {n: {f: np.stack([s[n][f] for s in states]) for f in states[-1][n]}
-                  for n in states[-1]},
+        "state": {
+            n: {f: np.stack([s[n][f] for s in states]) for f in states[-1][n]} for n in states[-1]
+        },
     }
 
 
@@ -99,9 +122,19 @@ def count_trainable(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def late_freeze_drift(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-                      loss_fn: Callable, prefixes, *, warmup_steps: int, frozen_steps: int,
-                      set_to_none: bool, lr: float = 1e-2, weight_decay: float = 0.1) -> dict:
+def late_freeze_drift(
+    module: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: Callable,
+    prefixes,
+    *,
+    warmup_steps: int,
+    frozen_steps: int,
+    set_to_none: bool,
+    lr: float = 1e-2,
+    weight_decay: float = 0.1,
+) -> dict:
     """The freezing trap: AdamW built over all parameters, the layer frozen afterwards.
 
     ``warmup_steps`` ordinary steps, then ``freeze(module, prefixes)`` and
@@ -125,5 +158,8 @@ def late_freeze_drift(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
     before = {n: p.detach().clone() for n, p in module.named_parameters() if n in names}
     for _ in range(frozen_steps):
         step()
-    return {n: (p.detach() - before[n]).abs().max().item()
-            for n, p in module.named_parameters() if n in names}
+    return {
+        n: (p.detach() - before[n]).abs().max().item()
+        for n, p in module.named_parameters()
+        if n in names
+    }

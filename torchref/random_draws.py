@@ -23,11 +23,21 @@ from torch.utils._python_dispatch import TorchDispatchMode
 _aten = torch.ops.aten
 # ops whose result (or, in place, whose written tensor) is a fresh random draw
 RANDOM_OPS = {
-    _aten.bernoulli_.float, _aten.bernoulli_.Tensor, _aten.bernoulli.default,
-    _aten.bernoulli.p, _aten.uniform_.default, _aten.normal_.default, _aten.rand.default,
-    _aten.randn.default, _aten.rand_like.default, _aten.randn_like.default,
-    _aten.native_dropout.default, _aten.randint.low, _aten.randint.default,
-    _aten.randperm.default, _aten.exponential_.default,
+    _aten.bernoulli_.float,
+    _aten.bernoulli_.Tensor,
+    _aten.bernoulli.default,
+    _aten.bernoulli.p,
+    _aten.uniform_.default,
+    _aten.normal_.default,
+    _aten.rand.default,
+    _aten.randn.default,
+    _aten.rand_like.default,
+    _aten.randn_like.default,
+    _aten.native_dropout.default,
+    _aten.randint.low,
+    _aten.randint.default,
+    _aten.randperm.default,
+    _aten.exponential_.default,
 }
 
 

@@ -110,7 +110,8 @@ def replay(graph: dict) -> dict:
     for node in graph["nodes"]:
         if node["op"] == "constant":
             values[node["id"]] = torch.tensor(node["value"], dtype=torch.float64).reshape(
-                node["shape"])
+                node["shape"]
+            )
             constants.add(node["id"])
             continue
         tensor, slot = _forward(node, values, constants)
@@ -124,8 +125,9 @@ def replay(graph: dict) -> dict:
                 source = node["inputs"][position]
                 if source in constants or grad_inputs[index] is None:
                     continue
-                passed.append({"node": node["id"], "input": source,
-                               "value": _as_list(grad_inputs[index])})
+                passed.append(
+                    {"node": node["id"], "input": source, "value": _as_list(grad_inputs[index])}
+                )
 
         tensor.grad_fn.register_hook(record)
     loss = values[graph["output"]["id"]]
@@ -138,8 +140,12 @@ def replay(graph: dict) -> dict:
         "upstream": upstream,
         "passed": passed,
         "autograd_graph": recorded,
-        "grads": {label: (_as_list(leaf.grad) if leaf.grad is not None else
-                          _as_list(torch.zeros_like(leaf))) for label, leaf in leaves.items()},
+        "grads": {
+            label: (
+                _as_list(leaf.grad) if leaf.grad is not None else _as_list(torch.zeros_like(leaf))
+            )
+            for label, leaf in leaves.items()
+        },
     }
 
 

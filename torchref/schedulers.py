@@ -13,12 +13,24 @@ from __future__ import annotations
 
 import torch
 
-NAMES = ("StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-         "CosineAnnealingWarmRestarts", "LinearLR", "ConstantLR", "OneCycleLR", "PolynomialLR")
+NAMES = (
+    "StepLR",
+    "MultiStepLR",
+    "ExponentialLR",
+    "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "LinearLR",
+    "ConstantLR",
+    "OneCycleLR",
+    "PolynomialLR",
+)
 # the same completion as jaxgrad.optim.schedulers.for_run (no shared module: torchref
 # never imports jax); parity_tests/test_schedulers.py checks the two agree
-_LENGTH_ARGUMENT = {"CosineAnnealingLR": "T_max", "OneCycleLR": "total_steps",
-                    "PolynomialLR": "total_iters"}
+_LENGTH_ARGUMENT = {
+    "CosineAnnealingLR": "T_max",
+    "OneCycleLR": "total_steps",
+    "PolynomialLR": "total_iters",
+}
 
 
 def scheduler_kwargs(name: str, lr: float, total_steps: int, **given) -> dict:
@@ -69,9 +81,11 @@ class SteppedOptimizer:
 
     def load_state_dict(self, state: dict) -> None:
         if self.SCHEDULER_KEY not in state:
-            raise ValueError(f"the state has no {self.SCHEDULER_KEY!r} entry: it was saved "
-                             f"without a scheduler, and this optimizer steps a "
-                             f"{type(self.scheduler).__name__}")
+            raise ValueError(
+                f"the state has no {self.SCHEDULER_KEY!r} entry: it was saved "
+                f"without a scheduler, and this optimizer steps a "
+                f"{type(self.scheduler).__name__}"
+            )
         state = dict(state)
         scheduler = state.pop(self.SCHEDULER_KEY)
         self.optimizer.load_state_dict(state)

@@ -22,8 +22,13 @@ ROWS, COLUMNS, LEVELS = 8, 8, 17  # 8×8 images, intensities 0…16
 class RowRNNClassifier(nn.Module):
     """``(N, 64)`` pixels -> rows ``(N, 8, 8)`` -> LSTM/GRU -> last output -> logits ``(N, 10)``."""
 
-    def __init__(self, cell: str = "lstm", hidden_size: int = 64, num_classes: int = 10,
-                 dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        cell: str = "lstm",
+        hidden_size: int = 64,
+        num_classes: int = 10,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         if cell not in ("lstm", "gru"):
             raise ValueError(f"`cell` (={cell!r}) must be 'lstm' or 'gru'.")
@@ -40,15 +45,24 @@ class RowRNNClassifier(nn.Module):
 class TokenTransformerClassifier(nn.Module):
     """``(N, 64)`` int64 tokens -> Embedding + position -> TransformerEncoder -> mean -> logits."""
 
-    def __init__(self, d_model: int = 32, nhead: int = 4, dim_feedforward: int = 64,
-                 num_layers: int = 2, dropout: float = 0.0, num_classes: int = 10,
-                 length: int = ROWS * COLUMNS, dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        d_model: int = 32,
+        nhead: int = 4,
+        dim_feedforward: int = 64,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        num_classes: int = 10,
+        length: int = ROWS * COLUMNS,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         self.embed = nn.Embedding(LEVELS, d_model, dtype=dtype)
         # N(0, 1) like the token embedding: a smaller scale drowns the positions
         self.position = nn.Parameter(torch.randn(length, d_model, dtype=dtype))
-        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
-                                           batch_first=True, dtype=dtype)
+        layer = nn.TransformerEncoderLayer(
+            d_model, nhead, dim_feedforward, dropout, batch_first=True, dtype=dtype
+        )
         self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
         self.head = nn.Linear(d_model, num_classes, dtype=dtype)
 
@@ -57,8 +71,9 @@ class TokenTransformerClassifier(nn.Module):
         return self.head(hidden.mean(dim=1))
 
 
-def sequence_model(name: str, *, seed: int = 0, dtype: torch.dtype = torch.float32,
-                   **options) -> nn.Module:
+def sequence_model(
+    name: str, *, seed: int = 0, dtype: torch.dtype = torch.float32, **options
+) -> nn.Module:
     """``"transformer"``, ``"lstm"`` or ``"gru"``, initialised from ``seed``."""
     if name not in SEQUENCE_MODELS:
         raise ValueError(f"`name` (={name!r}) must be one of {', '.join(SEQUENCE_MODELS)}.")

@@ -24,7 +24,7 @@ import os
 import socket
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -89,15 +89,24 @@ def check_autocast(module: torch.nn.Module, x, dtype: torch.dtype = torch.bfloat
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         first = first.rstrip(".")
-        raise ValueError(f"torch cannot run {type(module).__name__} under "
-                         f"autocast({str(dtype).replace('torch.', '')}) on {device.type}: "
-                         f"{first}") from None
+        raise ValueError(
+            f"torch cannot run {type(module).__name__} under "
+            f"autocast({str(dtype).replace('torch.', '')}) on {device.type}: "
+            f"{first}"
+        ) from None
 
 
-def train_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               loss_fn: Callable, x: torch.Tensor, y: torch.Tensor, *, accumulate: int = 1,
-               clip: float | None = None,
-               autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+def train_step(
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    accumulate: int = 1,
+    clip: float | None = None,
+    autocast_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """One optimizer step on the batch ``(x, y)``, split into ``accumulate`` micro-batches.
 
     Returns the batch's mean loss as a detached 0-d tensor (no host sync).
@@ -110,15 +119,17 @@ def train_step(module: torch.nn.Module, optimizer: torch.optim.Optimizer,
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), device=x.device)
     for micro_x, micro_y in zip(x.chunk(accumulate), y.chunk(accumulate)):
-        with torch.autocast(x.device.type, dtype=autocast_dtype or torch.bfloat16,
-                            enabled=autocast_dtype is not None):
+        with torch.autocast(
+            x.device.type,
+            dtype=autocast_dtype or torch.bfloat16,
+            enabled=autocast_dtype is not None,
+        ):
             outputs = module(micro_x)
         loss = loss_fn(outputs.float() if autocast_dtype else outputs, micro_y) / accumulate
         loss.backward()
         total = total + loss.detach()
     if clip is not None:
-        torch.nn.utils.clip_grad_norm_(
-            [p for p in module.parameters() if p.requires_grad], clip)
+        torch.nn.utils.clip_grad_norm_([p for p in module.parameters() if p.requires_grad], clip)
     optimizer.step()
     return total
 
@@ -162,11 +173,23 @@ class TorchTrainer:
     batch, so that ``save()`` then ``resume()`` loses and repeats no step.
     """
 
-    def __init__(self, module, optimizer, loss_fn: Callable = F.cross_entropy, *,
-                 batch_size: int, seed: int = 0, accumulate: int = 1,
-                 clip: float | None = None, compile: bool = False, device: str = "cpu",
-                 autocast_dtype: torch.dtype | None = None, checkpoint_dir: str | None = None,
-                 checkpoint_every: int | None = None, config: dict | None = None):
+    def __init__(
+        self,
+        module,
+        optimizer,
+        loss_fn: Callable = F.cross_entropy,
+        *,
+        batch_size: int,
+        seed: int = 0,
+        accumulate: int = 1,
+        clip: float | None = None,
+        compile: bool = False,
+        device: str = "cpu",
+        autocast_dtype: torch.dtype | None = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_every: int | None = None,
+        config: dict | None = None,
+    ):
         self.device = torch_device(device)
         self.module = module.to(self.device)
         self.forward = torch.compile(self.module) if compile else self.module
@@ -192,10 +215,17 @@ class TorchTrainer:
         name = os.path.join(self.checkpoint_dir, f"ckpt-{self.global_step:08d}")
         if self.last_checkpoint != name:
             self.last_checkpoint = checkpoint.save_checkpoint(
-                self.checkpoint_dir, module=self.module, optimizer=self.optimizer,
-                meta={"global_step": self.global_step, "epoch": self.epoch,
-                      "step_in_epoch": self.step_in_epoch, "seed": self.seed,
-                      "config": self.config})
+                self.checkpoint_dir,
+                module=self.module,
+                optimizer=self.optimizer,
+                meta={
+                    "global_step": self.global_step,
+                    "epoch": self.epoch,
+                    "step_in_epoch": self.step_in_epoch,
+                    "seed": self.seed,
+                    "config": self.config,
+                },
+            )
         return self.last_checkpoint
 
     def resume(self, path: str | None = None) -> dict:
@@ -206,15 +236,22 @@ class TorchTrainer:
         if path is None:
             raise checkpoint.CheckpointError(
                 f"--resume: no checkpoint in {self.checkpoint_dir} (no {checkpoint.LATEST} "
-                "file); nothing to resume from.")
-        meta = checkpoint.load_checkpoint(path, module=self.module, optimizer=self.optimizer,
-                                          config=self.config)
+                "file); nothing to resume from."
+            )
+        meta = checkpoint.load_checkpoint(
+            path, module=self.module, optimizer=self.optimizer, config=self.config
+        )
         self.global_step, self.epoch = int(meta["global_step"]), int(meta["epoch"])
         self.step_in_epoch, self.last_checkpoint = int(meta["step_in_epoch"]), path
         return meta
 
-    def train_epoch(self, x: np.ndarray, y: np.ndarray, *,
-                    on_steps: Callable[[int, np.ndarray], None] | None = None) -> TorchEpochResult:
+    def train_epoch(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        *,
+        on_steps: Callable[[int, np.ndarray], None] | None = None,
+    ) -> TorchEpochResult:
         """Run the rest of the current epoch (all of it unless resumed mid-epoch)."""
         step_size = self.batch_size * self.accumulate
         epoch = self.epoch
@@ -229,18 +266,28 @@ class TorchTrainer:
             if self._stop_requested:
                 stopped = True
                 break
-            idx = torch.from_numpy(order[index * step_size:(index + 1) * step_size]).to(self.device)
-            loss = train_step(self.forward, self.optimizer, self.loss_fn, x_all[idx], y_all[idx],
-                              accumulate=self.accumulate, clip=self.clip,
-                              autocast_dtype=self.autocast_dtype)
+            idx = torch.from_numpy(order[index * step_size : (index + 1) * step_size]).to(
+                self.device
+            )
+            loss = train_step(
+                self.forward,
+                self.optimizer,
+                self.loss_fn,
+                x_all[idx],
+                y_all[idx],
+                accumulate=self.accumulate,
+                clip=self.clip,
+                autocast_dtype=self.autocast_dtype,
+            )
             value = loss.item()  # one sync per step: the finiteness check needs it
             if not np.isfinite(value):
                 self._raise_non_finite(value, index)
             losses.append(value)
             self.global_step += 1
             # the position of the next batch: what a checkpoint written now resumes at
-            self.epoch, self.step_in_epoch = (epoch + 1, 0) if index + 1 == total else (
-                epoch, index + 1)
+            self.epoch, self.step_in_epoch = (
+                (epoch + 1, 0) if index + 1 == total else (epoch, index + 1)
+            )
             if self.checkpoint_every and self.global_step % self.checkpoint_every == 0:
                 self.save()
             if on_steps is not None:
@@ -250,35 +297,57 @@ class TorchTrainer:
         losses = np.asarray(losses, np.float32)
         if not stopped:
             self.epoch, self.step_in_epoch = epoch + 1, 0
-        return TorchEpochResult(epoch, losses.size, losses, seconds, losses.size * step_size,
-                                stopped=stopped)
+        return TorchEpochResult(
+            epoch, losses.size, losses, seconds, losses.size * step_size, stopped=stopped
+        )
 
     def _raise_non_finite(self, value: float, index: int):
-        parameter = next((n for n, p in self.module.named_parameters()
-                          if p.grad is not None and not torch.isfinite(p.grad).all()), None)
-        where = (f"first non-finite parameter gradient: {parameter!r}" if parameter
-                 else "every parameter gradient is finite")
-        kept = (f"last good checkpoint: {self.last_checkpoint}" if self.last_checkpoint
-                else "no checkpoint was written yet")
+        parameter = next(
+            (
+                n
+                for n, p in self.module.named_parameters()
+                if p.grad is not None and not torch.isfinite(p.grad).all()
+            ),
+            None,
+        )
+        where = (
+            f"first non-finite parameter gradient: {parameter!r}"
+            if parameter
+            else "every parameter gradient is finite"
+        )
+        kept = (
+            f"last good checkpoint: {self.last_checkpoint}"
+            if self.last_checkpoint
+            else "no checkpoint was written yet"
+        )
         raise NonFiniteLossError(
             f"non-finite loss ({value}) at step {self.global_step + 1} (epoch {self.epoch}, "
             f"batch {index}); {where}; stopping, {kept}.",
-            global_step=self.global_step + 1, parameter=parameter)
+            global_step=self.global_step + 1,
+            parameter=parameter,
+        )
 
     def state_dict_numpy(self) -> dict[str, np.ndarray]:
         return state_dict_numpy(self.module)
 
 
 @torch.no_grad()
-def evaluate(module, x: np.ndarray, y: np.ndarray, *, loss_fn: Callable = F.cross_entropy,
-             batch_size: int = 1024, device: str = "cpu") -> dict:
+def evaluate(
+    module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    loss_fn: Callable = F.cross_entropy,
+    batch_size: int = 1024,
+    device: str = "cpu",
+) -> dict:
     """Mean loss and accuracy of ``module`` on ``(x, y)``; ``module.eval()`` and no graph."""
     target = torch_device(device)
     module.eval()
     total_loss, correct = 0.0, 0
     for start in range(0, len(x), batch_size):
-        xb = torch.from_numpy(np.asarray(x[start:start + batch_size])).to(target)
-        yb = torch.from_numpy(np.asarray(y[start:start + batch_size])).to(target)
+        xb = torch.from_numpy(np.asarray(x[start : start + batch_size])).to(target)
+        yb = torch.from_numpy(np.asarray(y[start : start + batch_size])).to(target)
         outputs = module(xb).float()
         total_loss += float(loss_fn(outputs, yb, reduction="sum"))
         correct += int((outputs.argmax(dim=-1) == yb).sum())
@@ -292,12 +361,23 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _ddp_worker(rank: int, world_size: int, port: int, sizes, activation: str,
-                weights: dict, x: np.ndarray, y: np.ndarray, lr: float, steps: int,
-                out_dir: str) -> None:
+def _ddp_worker(
+    rank: int,
+    world_size: int,
+    port: int,
+    sizes,
+    activation: str,
+    weights: dict,
+    x: np.ndarray,
+    y: np.ndarray,
+    lr: float,
+    steps: int,
+    out_dir: str,
+) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world_size)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
     try:
         module = load_numpy(mlp(sizes, activation, dtype=torch.from_numpy(x).dtype), weights)
         ddp = torch.nn.parallel.DistributedDataParallel(module)
@@ -312,9 +392,11 @@ def _ddp_worker(rank: int, world_size: int, port: int, sizes, activation: str,
                 first_grads = {n: p.grad.numpy().copy() for n, p in module.named_parameters()}
             optimizer.step()
         if rank == 0:
-            np.savez(os.path.join(out_dir, "result.npz"),
-                     **{f"grad/{k}": v for k, v in first_grads.items()},
-                     **{f"param/{k}": v for k, v in state_dict_numpy(module).items()})
+            np.savez(
+                os.path.join(out_dir, "result.npz"),
+                **{f"grad/{k}": v for k, v in first_grads.items()},
+                **{f"param/{k}": v for k, v in state_dict_numpy(module).items()},
+            )
         dist.barrier()  # no rank tears gloo down while another still talks to it
     finally:
         dist.destroy_process_group()
@@ -325,8 +407,17 @@ def _ddp_worker(rank: int, world_size: int, port: int, sizes, activation: str,
     os._exit(0)
 
 
-def run_ddp(sizes, activation: str, weights: dict, x: np.ndarray, y: np.ndarray, *,
-            world_size: int = 2, lr: float = 0.1, steps: int = 1) -> dict:
+def run_ddp(
+    sizes,
+    activation: str,
+    weights: dict,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    world_size: int = 2,
+    lr: float = 0.1,
+    steps: int = 1,
+) -> dict:
     """Train an ``mlp(sizes, activation)`` with DDP (gloo, 127.0.0.1) on ``world_size``
     processes, each taking an equal contiguous shard of ``(x, y)`` every step.
 
@@ -339,9 +430,22 @@ def run_ddp(sizes, activation: str, weights: dict, x: np.ndarray, y: np.ndarray,
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with tempfile.TemporaryDirectory() as out_dir:
         torch.multiprocessing.start_processes(
-            _ddp_worker, nprocs=world_size, start_method="spawn",
-            args=(world_size, _free_port(), list(sizes), activation, dict(weights),
-                  np.asarray(x), np.asarray(y), lr, steps, out_dir))
+            _ddp_worker,
+            nprocs=world_size,
+            start_method="spawn",
+            args=(
+                world_size,
+                _free_port(),
+                list(sizes),
+                activation,
+                dict(weights),
+                np.asarray(x),
+                np.asarray(y),
+                lr,
+                steps,
+                out_dir,
+            ),
+        )
         with np.load(os.path.join(out_dir, "result.npz")) as data:
             grads = {k[5:]: data[k] for k in data.files if k.startswith("grad/")}
             params = {k[6:]: data[k] for k in data.files if k.startswith("param/")}

@@ -18,13 +18,8 @@ where torch's own float32 misses the tier does not blame a correct port.
 jaxgrad never imports torch: torch objects are driven by duck typing.
 """
 
-from jaxgrad.doctor.catalogue import CATALOGUE
-from jaxgrad.doctor.catalogue import Convention
+from jaxgrad.doctor.catalogue import CATALOGUE, Convention
 from jaxgrad.doctor.diagnose import diagnose
-from jaxgrad.doctor.report import Cause
-from jaxgrad.doctor.report import Report
-from jaxgrad.doctor.drift import DriftReport
-from jaxgrad.doctor.drift import training_drift
-from jaxgrad.doctor.optimizer import OPTIMIZER_CATALOGUE
-from jaxgrad.doctor.optimizer import OptimizerReport
-from jaxgrad.doctor.optimizer import diagnose_optimizer
+from jaxgrad.doctor.drift import DriftReport, training_drift
+from jaxgrad.doctor.optimizer import OPTIMIZER_CATALOGUE, OptimizerReport, diagnose_optimizer
+from jaxgrad.doctor.report import Cause, Report

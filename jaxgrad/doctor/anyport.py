@@ -50,27 +50,34 @@ def _primary(value):
 
 
 def _float_args(args):
-    return [np.asarray(a) for a in args
-            if isinstance(a, np.ndarray) and a.dtype.kind in "fc"]
+    return [np.asarray(a) for a in args if isinstance(a, np.ndarray) and a.dtype.kind in "fc"]
 
 
 def _layer_calls(calls):
     """Indices of the calls of modules none of whose submodules ran (a
     MultiheadAttention, whose ``out_proj`` is never called, is one)."""
     called = {c.path for c in calls}
-    return [i for i, c in enumerate(calls)
-            if not any(p != c.path and (c.path == "" or p.startswith(c.path + "."))
-                       for p in called)]
+    return [
+        i
+        for i, c in enumerate(calls)
+        if not any(p != c.path and (c.path == "" or p.startswith(c.path + ".")) for p in called)
+    ]
 
 
 def _residuals(inputs, calls):
     """Torch's values a port may add a module's output to: the inputs, and every
     module's inputs and outputs (distinct arrays)."""
     out = []
-    for value in [*inputs, *(a for c in calls for a in _float_args(c.args)),
-                  *(_primary(c.output) for c in calls)]:
-        if value is not None and value.dtype.kind in "fc" and \
-                not any(v.shape == value.shape and np.array_equal(v, value) for v in out):
+    for value in [
+        *inputs,
+        *(a for c in calls for a in _float_args(c.args)),
+        *(_primary(c.output) for c in calls),
+    ]:
+        if (
+            value is not None
+            and value.dtype.kind in "fc"
+            and not any(v.shape == value.shape and np.array_equal(v, value) for v in out)
+        ):
             out.append(np.asarray(value))
     return out
 
@@ -80,8 +87,11 @@ def _consumed_fine(index, value, calls, found_of):
     input and the port reproduces that call's output: the port then computes the
     value fused with what follows, it does not diverge there."""
     for j in range(index + 1, len(calls)):
-        if any(np.array_equal(a, value) for a in _float_args(calls[j].args)) and \
-                j in found_of and found_of[j].ok:
+        if (
+            any(np.array_equal(a, value) for a in _float_args(calls[j].args))
+            and j in found_of
+            and found_of[j].ok
+        ):
             return True
     return False
 
@@ -108,17 +118,23 @@ def _twin(torch_module, path):
     return layer, params, buffers
 
 
-def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: bool,
-                    names: dict | None) -> Report:
+def diagnose_traced(
+    torch_module, port, inputs: tuple, kwargs: dict, *, train: bool, names: dict | None
+) -> Report:
     """The steps of the module docstring; ``port`` is a ``trace.PortFunction``."""
     if train:
-        raise ValueError("diagnose: `train`=True needs a jaxgrad model or a stock nnx model "
-                         "(the running statistics of a traced port are not compared); "
-                         "diagnose this port in eval mode.")
+        raise ValueError(
+            "diagnose: `train`=True needs a jaxgrad model or a stock nnx model "
+            "(the running statistics of a traced port are not compared); "
+            "diagnose this port in eval mode."
+        )
     ref_out, calls = cap.capture_torch(torch_module, inputs, kwargs, train=False)
     module64 = calibrate.twin64(torch_module) if calibrate.is_float32(ref_out) else None
-    out64, calls64 = (calibrate.capture64(module64, inputs, kwargs, train=False)
-                      if module64 is not None else (None, {}))
+    out64, calls64 = (
+        calibrate.capture64(module64, inputs, kwargs, train=False)
+        if module64 is not None
+        else (None, {})
+    )
 
     def output64(call):  # torch's float64 answer for the call's (main) output
         twin = calls64.get((call.path, call.index))
@@ -127,8 +143,12 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
     def args64(call):  # ... and for its floating inputs, position by position
         twin = calls64.get((call.path, call.index))
         found = _float_args(twin.args) if twin is not None else []
-        return found if len(found) == len(_float_args(call.args)) else \
-            [None] * len(_float_args(call.args))
+        return (
+            found
+            if len(found) == len(_float_args(call.args))
+            else [None] * len(_float_args(call.args))
+        )
+
     arrays = [numpy_copy(x) for x in inputs]
     port_kwargs = {k: numpy_copy(v) for k, v in kwargs.items()}
     name = type(torch_module).__name__
@@ -140,10 +160,20 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
         except Exception as failure:  # noqa: BLE001 - untraceable: the output only
             out = numpy_tree(port.fn(port.leaves, *arrays, **port_kwargs))
             found = Pool([_value(a) for a in _flat(out)], ()).find(ref_main)
-            return Report(name, None, [], [], found.error, found.ok, dtype, False,
-                          note=f"the port cannot be traced with jax.make_jaxpr "
-                               f"({type(failure).__name__}: {str(failure).splitlines()[0]}): "
-                               "compared at the output only", port_kind=port.kind)
+            return Report(
+                name,
+                None,
+                [],
+                [],
+                found.error,
+                found.ok,
+                dtype,
+                False,
+                note=f"the port cannot be traced with jax.make_jaxpr "
+                f"({type(failure).__name__}: {str(failure).splitlines()[0]}): "
+                "compared at the output only",
+                port_kind=port.kind,
+            )
     chw = _chw(calls)
     leaf_names, leaves = list(port.names), list(port.leaves)
     if not leaves and constants:  # a closure: the arrays it closes over
@@ -151,18 +181,21 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
         leaves = constants
     pool = Pool(values, chw, _residuals(arrays, calls))
     output = Pool([_value(o) for o in outs], chw).find(
-        ref_main, None if out64 is None else _primary(out64))
+        ref_main, None if out64 is None else _primary(out64)
+    )
     hints = {}
     for call in calls:  # the leaves each module brings in, from the values it reproduces
         main = _primary(call.output)
         found = pool.find(main, output64(call)) if main is not None else None
         if found is not None and found.ok:
-            before = frozenset().union(*(pool.find(a, a64).leaves for a, a64 in
-                                         zip(_float_args(call.args), args64(call))))
+            before = frozenset().union(
+                *(pool.find(a, a64).leaves for a, a64 in zip(_float_args(call.args), args64(call)))
+            )
             hints[call.path] = found.leaves - before
     torch_params = {k: numpy_copy(v) for k, v in torch_module.named_parameters()}
-    torch_params.update({k: numpy_copy(v) for k, v in torch_module.named_buffers()
-                         if v.dtype.is_floating_point})  # running statistics
+    torch_params.update(
+        {k: numpy_copy(v) for k, v in torch_module.named_buffers() if v.dtype.is_floating_point}
+    )  # running statistics
     params = match_params(torch_params, leaf_names, leaves, chw, names, hints)
     layers = _layer_calls(calls)
     rows, first, glue, fused = [], None, None, []
@@ -176,18 +209,30 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
         if i not in found_of:
             continue
         found, main = found_of[i], _primary(call.output)
-        inputs_ok = all(pool.find(a, a64).ok or any(np.array_equal(a, f) for f in fused)
-                        for a, a64 in zip(_float_args(call.args), args64(call)))
-        report = (comparison(found.reference, found.value, reference64=found.reference64)
-                  if found.value is not None
-                  else comparison(main, np.full(main.shape, np.nan)))
-        rows.append(dict(path=call.path, index=call.index, class_name=call.class_name,
-                         end_to_end=found.error,
-                         injected=found.error if inputs_ok else None,
-                         exceeds=False, port=_where(found), reproduced=found.ok,
-                         rule=rules(report) if found.ok else "",
-                         end_to_end_comparison=report.to_dict(),
-                         injected_comparison=report.to_dict()))
+        inputs_ok = all(
+            pool.find(a, a64).ok or any(np.array_equal(a, f) for f in fused)
+            for a, a64 in zip(_float_args(call.args), args64(call))
+        )
+        report = (
+            comparison(found.reference, found.value, reference64=found.reference64)
+            if found.value is not None
+            else comparison(main, np.full(main.shape, np.nan))
+        )
+        rows.append(
+            dict(
+                path=call.path,
+                index=call.index,
+                class_name=call.class_name,
+                end_to_end=found.error,
+                injected=found.error if inputs_ok else None,
+                exceeds=False,
+                port=_where(found),
+                reproduced=found.ok,
+                rule=rules(report) if found.ok else "",
+                end_to_end_comparison=report.to_dict(),
+                injected_comparison=report.to_dict(),
+            )
+        )
         if found.ok or first is not None or glue is not None:
             continue
         if output.ok or _consumed_fine(i, main, calls, found_of):
@@ -203,20 +248,45 @@ def diagnose_traced(torch_module, port, inputs: tuple, kwargs: dict, *, train: b
     unmatched = _unmatched(params, rows, first, glue, output.ok)
     causes, note, pattern = [], None, None
     if first is not None:
-        causes, note = _rank(torch_module, case_call, counterpart, pool, chw, run_layer,
-                             module64, calls64.get((case_call.path, case_call.index)))
+        causes, note = _rank(
+            torch_module,
+            case_call,
+            counterpart,
+            pool,
+            chw,
+            run_layer,
+            module64,
+            calls64.get((case_call.path, case_call.index)),
+        )
         if not any(c.explains for c in causes) and counterpart.value is not None:
             from jaxgrad.doctor.report import pattern_of
 
             pattern = pattern_of(counterpart.reference, counterpart.value)
-    output_rule = "" if output.value is None or not output.ok else rules(comparison(
-        output.reference, output.value, reference64=output.reference64))
-    return Report(name, first, rows, causes, output.error, output.ok and first is None,
-                  dtype, False, pattern=pattern, glue=glue, note=note,
-                  calibrated=module64 is not None, output_rule=output_rule,
-                  params=[m.describe() for m in params],
-                  unused=unused_leaves(params, leaf_names), unmatched=unmatched,
-                  port_kind=port.kind, values=len(values))
+    output_rule = (
+        ""
+        if output.value is None or not output.ok
+        else rules(comparison(output.reference, output.value, reference64=output.reference64))
+    )
+    return Report(
+        name,
+        first,
+        rows,
+        causes,
+        output.error,
+        output.ok and first is None,
+        dtype,
+        False,
+        pattern=pattern,
+        glue=glue,
+        note=note,
+        calibrated=module64 is not None,
+        output_rule=output_rule,
+        params=[m.describe() for m in params],
+        unused=unused_leaves(params, leaf_names),
+        unmatched=unmatched,
+        port_kind=port.kind,
+        values=len(values),
+    )
 
 
 def _value(array):
@@ -254,25 +324,45 @@ def _unmatched(params, rows, first, glue, output_ok):
     for module, found in by_module.items():
         missing = [m.torch_name for m in found if m.port_name is None]
         settled = reproduced | after
-        shared = [m.torch_name for m in found if m.ambiguous and module not in settled
-                  and not any(module.startswith(r + ".") for r in settled)]
+        shared = [
+            m.torch_name
+            for m in found
+            if m.ambiguous
+            and module not in settled
+            and not any(module.startswith(r + ".") for r in settled)
+        ]
         if missing:
-            out.append((module, f"{', '.join(missing)} not found among the port's leaves by "
-                                "value (as is, transposed, HWIO, reshaped, q/k/v or gate "
-                                "blocks, H,W,C columns): the port holds it changed, or "
-                                "computes it"))
+            out.append(
+                (
+                    module,
+                    f"{', '.join(missing)} not found among the port's leaves by "
+                    "value (as is, transposed, HWIO, reshaped, q/k/v or gate "
+                    "blocks, H,W,C columns): the port holds it changed, or "
+                    "computes it",
+                )
+            )
         elif shared:
-            out.append((module, f"{', '.join(shared)} ambiguous: several port leaves hold the "
-                                "same values, and no port value reproduces the module's output "
-                                "to tell them apart"))
+            out.append(
+                (
+                    module,
+                    f"{', '.join(shared)} ambiguous: several port leaves hold the "
+                    "same values, and no port value reproduces the module's output "
+                    "to tell them apart",
+                )
+            )
     for row in rows:
         if row["path"] in (first, glue):
             break
         if row["port"] != "-" and not row["reproduced"]:
-            out.append((row["path"], "its output is not among the port's values, though "
-                        + ("the model's output is" if output_ok else "what follows it is")
-                        + ": the port computes it fused with other operations (or in a "
-                        "layout the doctor does not know)"))
+            out.append(
+                (
+                    row["path"],
+                    "its output is not among the port's values, though "
+                    + ("the model's output is" if output_ok else "what follows it is")
+                    + ": the port computes it fused with other operations (or in a "
+                    "layout the doctor does not know)",
+                )
+            )
         elif row["port"] == "-":
             out.append((row["path"], "no port value has its output's size"))
     return out
@@ -287,8 +377,18 @@ def _variants64(module64, call64, chw, run_layer) -> dict:
     layer, params, buffers = _twin(module64, call64.path)
     if layer is None:
         return {}
-    case = Case(layer, params, layer, call64.class_name, call64.args, call64.kwargs, False,
-                buffers, chw=chw, port_dtype=None)
+    case = Case(
+        layer,
+        params,
+        layer,
+        call64.class_name,
+        call64.args,
+        call64.kwargs,
+        False,
+        buffers,
+        chw=chw,
+        port_dtype=None,
+    )
     found = {}
     with jax.enable_x64(True):
         for entry in CATALOGUE:
@@ -312,11 +412,15 @@ def _run_trial(run_layer, trial, layer, params, buffers, call, case):
     """A catalogue trial's output on torch's layer at ``call`` (its input), or None when
     the variant is not a valid layer."""
     try:
-        out, new = run_layer(trial.layer or layer,
-                             params if trial.params is None else trial.params,
-                             buffers, trial.args or call.args,
-                             call.kwargs if trial.kwargs is None else trial.kwargs,
-                             False, call.path)
+        out, new = run_layer(
+            trial.layer or layer,
+            params if trial.params is None else trial.params,
+            buffers,
+            trial.args or call.args,
+            call.kwargs if trial.kwargs is None else trial.kwargs,
+            False,
+            call.path,
+        )
         if trial.fix_output is not None:
             out, _ = trial.fix_output(out, new, case)
     except (ValueError, TypeError):
@@ -330,13 +434,26 @@ def _rank(torch_module, call, counterpart, pool, chw, run_layer, module64=None, 
     torch's float64 run: ``_variants64``)."""
     layer, params, buffers = _twin(torch_module, call.path)
     if layer is None:
-        return [], (f"torch's {call.class_name} has no jaxgrad twin: the catalogue's "
-                    "mistakes cannot be made on it")
-    case = Case(layer, params, layer, call.class_name, call.args, call.kwargs, False, buffers,
-                chw=chw, port_dtype=None if counterpart.value is None else counterpart.value.dtype)
+        return [], (
+            f"torch's {call.class_name} has no jaxgrad twin: the catalogue's "
+            "mistakes cannot be made on it"
+        )
+    case = Case(
+        layer,
+        params,
+        layer,
+        call.class_name,
+        call.args,
+        call.kwargs,
+        False,
+        buffers,
+        chw=chw,
+        port_dtype=None if counterpart.value is None else counterpart.value.dtype,
+    )
     before = counterpart.error
-    variants64 = ({} if module64 is None or call64 is None
-                  else _variants64(module64, call64, chw, run_layer))
+    variants64 = (
+        {} if module64 is None or call64 is None else _variants64(module64, call64, chw, run_layer)
+    )
     causes = []
     for entry in CATALOGUE:
         if entry.mistakes is None:
@@ -353,7 +470,16 @@ def _rank(torch_module, call, counterpart, pool, chw, run_layer, module64=None, 
             if best is None or (found.ok, -found.error) > (best[2], -best[1]):
                 best = (detail, found.error, found.ok)
         if best is not None and (best[1] < before or best[2]):
-            causes.append(Cause(entry.name, entry.description, best[0], before, best[1],
-                                best[2], entry.signature))
+            causes.append(
+                Cause(
+                    entry.name,
+                    entry.description,
+                    best[0],
+                    before,
+                    best[1],
+                    best[2],
+                    entry.signature,
+                )
+            )
     causes.sort(key=lambda c: (not c.explains, c.error_after))
     return causes, None

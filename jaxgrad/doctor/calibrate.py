@@ -81,8 +81,12 @@ def twin64(module):
 def capture64(module64, inputs: tuple, kwargs: dict, *, train: bool):
     """The end-to-end float64 answer: ``(output, {(path, index): Call})`` of the float64
     copy on the float32 inputs cast up (torch's hooks, as ``capture.capture_torch``)."""
-    out, calls = cap.capture_torch(module64, tuple(up(numpy_copy(x)) for x in inputs),
-                                   {k: up(numpy_copy(v)) for k, v in kwargs.items()}, train=train)
+    out, calls = cap.capture_torch(
+        module64,
+        tuple(up(numpy_copy(x)) for x in inputs),
+        {k: up(numpy_copy(v)) for k, v in kwargs.items()},
+        train=train,
+    )
     return out, {(c.path, c.index): c for c in calls}
 
 

@@ -76,8 +76,9 @@ def capture_torch(module, inputs: tuple, kwargs: dict | None = None, *, train: b
     try:
         output = module(*tensors, **(kwargs or {}))
     except Exception as error:  # torch raises RuntimeError / ValueError / TypeError
-        described = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
-                              for t in tensors)
+        described = ", ".join(
+            f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in tensors
+        )
         raise ValueError(
             f"the torch module {type(module).__name__} rejects the example input "
             f"({described}): {type(error).__name__}: {error}"
@@ -125,19 +126,28 @@ class Recorder:
         index = self.counts.get(tap.path, 0)
         self.counts[tap.path] = index + 1
         self.started.append((tap.path, index))
-        out, new = tap.inner.forward_with_state(params, *inputs, buffers=buffers, train=train,
-                                                key=key, path=path, **options)
-        self.calls.append(Call(tap.path, index, type(tap.inner).__name__, numpy_tree(inputs),
-                               dict(options), numpy_tree(out),
-                               {k: np.asarray(v) for k, v in new.items()}))
+        out, new = tap.inner.forward_with_state(
+            params, *inputs, buffers=buffers, train=train, key=key, path=path, **options
+        )
+        self.calls.append(
+            Call(
+                tap.path,
+                index,
+                type(tap.inner).__name__,
+                numpy_tree(inputs),
+                dict(options),
+                numpy_tree(out),
+                {k: np.asarray(v) for k, v in new.items()},
+            )
+        )
         return out, new
 
 
 def leaves(model: Module, path: str = ""):
     """``[(path, layer), ...]`` of the model's leaf layers (containers walked)."""
-    from jaxgrad.nn.container import Sequential
     from jaxgrad.nn.capture.fx import GraphModule
     from jaxgrad.nn.capture.program import ExportedModule
+    from jaxgrad.nn.container import Sequential
 
     if isinstance(model, Sequential):
         out = []
@@ -156,18 +166,25 @@ def leaves(model: Module, path: str = ""):
 
 def tapped(model: Module, recorder: Recorder, path: str = "") -> Module:
     """``model`` with every leaf wrapped in a ``Tap``."""
-    from jaxgrad.nn.container import Sequential
     from jaxgrad.nn.capture.fx import GraphModule
     from jaxgrad.nn.capture.program import ExportedModule
+    from jaxgrad.nn.container import Sequential
 
     if isinstance(model, ExportedModule):
         return regions.TappedProgram(model, recorder)
     if isinstance(model, Sequential):
-        return Sequential(OrderedDict(
-            (name, tapped(layer, recorder, f"{path}.{name}" if path else name))
-            for name, layer in zip(model.names, model.layers)))
+        return Sequential(
+            OrderedDict(
+                (name, tapped(layer, recorder, f"{path}.{name}" if path else name))
+                for name, layer in zip(model.names, model.layers)
+            )
+        )
     if isinstance(model, GraphModule):
-        return dataclasses.replace(model, layers=tuple(
-            (name, tapped(layer, recorder, f"{path}.{name}" if path else name))
-            for name, layer in model.layers))
+        return dataclasses.replace(
+            model,
+            layers=tuple(
+                (name, tapped(layer, recorder, f"{path}.{name}" if path else name))
+                for name, layer in model.layers
+            ),
+        )
     return Tap(model, path, recorder)

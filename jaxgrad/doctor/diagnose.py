@@ -42,8 +42,16 @@ from jaxgrad.doctor.anyport import diagnose_traced
 from jaxgrad.doctor.calls import numpy_copy, numpy_tree
 from jaxgrad.doctor.catalogue import CATALOGUE, Case, hwc_to_chw
 from jaxgrad.doctor.injection import precision_context, run_layer
-from jaxgrad.doctor.localise import (check_layers, check_params, comparison, error,
-                                     layer_comparison, layer_error, rules, within_tier)
+from jaxgrad.doctor.localise import (
+    check_layers,
+    check_params,
+    comparison,
+    error,
+    layer_comparison,
+    layer_error,
+    rules,
+    within_tier,
+)
 from jaxgrad.doctor.report import Cause, Report
 from jaxgrad.nn.module import Module, sub_dict
 
@@ -56,13 +64,17 @@ def _port_parts(port, buffers):
     if isinstance(port, tuple) and len(port) == 2 and isinstance(port[0], Module):
         return port[0], dict(port[1]), buffers, None
     if isinstance(port, Module):
-        raise TypeError("diagnose: `port` must be (model, params) for a jaxgrad model; got "
-                        f"a bare {type(port).__name__} without its params.")
+        raise TypeError(
+            "diagnose: `port` must be (model, params) for a jaxgrad model; got "
+            f"a bare {type(port).__name__} without its params."
+        )
     if isinstance(port, tuple) and len(port) == 3 and callable(port[0]):
         fn, params, names = port
         if not isinstance(names, dict):
-            raise TypeError(f"diagnose: `port` names must be a dict {{port name: torch name}}, "
-                            f"got {type(names).__name__}.")
+            raise TypeError(
+                f"diagnose: `port` names must be a dict {{port name: torch name}}, "
+                f"got {type(names).__name__}."
+            )
         return None, None, buffers, (as_function((fn, params)), dict(names))
     try:
         from flax import nnx
@@ -81,7 +93,8 @@ def _port_parts(port, buffers):
         raise TypeError(
             "diagnose: `port` must be (model, params) for a jaxgrad model, an nnx.Module, a "
             "pytree module or other callable, (fn, params) for fn(params, x), or "
-            f"(fn, params, names); got {type(port).__name__}.")
+            f"(fn, params, names); got {type(port).__name__}."
+        )
     return None, None, buffers, (traced, None)
 
 
@@ -91,12 +104,22 @@ def _check_names(names, traced, torch_names):
     if unknown_port or unknown_torch:
         raise ValueError(
             "diagnose: `port` names do not line up: "
-            + "; ".join(part for part in (
-                f"port leaves {', '.join(unknown_port)} not in the port (its leaves: "
-                f"{', '.join(traced.names)})" if unknown_port else "",
-                f"torch names {', '.join(unknown_torch)} not in the torch module (its "
-                f"parameters: {', '.join(torch_names)})" if unknown_torch else "") if part)
-            + ".")
+            + "; ".join(
+                part
+                for part in (
+                    f"port leaves {', '.join(unknown_port)} not in the port (its leaves: "
+                    f"{', '.join(traced.names)})"
+                    if unknown_port
+                    else "",
+                    f"torch names {', '.join(unknown_torch)} not in the torch module (its "
+                    f"parameters: {', '.join(torch_names)})"
+                    if unknown_torch
+                    else "",
+                )
+                if part
+            )
+            + "."
+        )
 
 
 def _torch_twin(torch_module, path):
@@ -115,11 +138,16 @@ def _rank(case, path, ref_call, before, train, answer64=None):
         best = None
         for detail, trial in entry.candidates(case):
             try:
-                out, new = run_layer(trial.layer or case.layer,
-                                     case.params if trial.params is None else trial.params,
-                                     case.buffers, trial.args or case.args,
-                                     case.kwargs if trial.kwargs is None else trial.kwargs,
-                                     train, path, jit=True)
+                out, new = run_layer(
+                    trial.layer or case.layer,
+                    case.params if trial.params is None else trial.params,
+                    case.buffers,
+                    trial.args or case.args,
+                    case.kwargs if trial.kwargs is None else trial.kwargs,
+                    train,
+                    path,
+                    jit=True,
+                )
                 if trial.fix_output is not None:
                     out, new = trial.fix_output(out, new, case)
                 after, exceeds = layer_error(ref_call, out, new, train, answer64)
@@ -129,14 +157,31 @@ def _rank(case, path, ref_call, before, train, answer64=None):
             if best is None or after < best[1]:
                 best = (detail, after, not exceeds)
         if best is not None and best[1] < before:
-            causes.append(Cause(entry.name, entry.description, best[0], before, best[1],
-                                best[2], entry.signature))
+            causes.append(
+                Cause(
+                    entry.name,
+                    entry.description,
+                    best[0],
+                    before,
+                    best[1],
+                    best[2],
+                    entry.signature,
+                )
+            )
     causes.sort(key=lambda c: (not c.explains, c.error_after))
     return causes
 
 
-def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = False,
-             kwargs: dict | None = None, names: dict | None = None) -> Report:
+def diagnose(
+    torch_module,
+    port,
+    example_input,
+    *,
+    buffers=None,
+    train: bool = False,
+    kwargs: dict | None = None,
+    names: dict | None = None,
+) -> Report:
     """Find the first port layer whose own error exceeds the tier and name the cause.
 
     Args:
@@ -171,22 +216,28 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
     model, params, buffers, traced = _port_parts(port, buffers)
     torch_params = {k: tuple(v.shape) for k, v in torch_module.named_parameters()}
     if names is not None and traced is None:
-        raise ValueError("diagnose: `names` maps a traced port's leaves to torch's names; "
-                         "a jaxgrad or stock nnx port already has torch's names.")
+        raise ValueError(
+            "diagnose: `names` maps a traced port's leaves to torch's names; "
+            "a jaxgrad or stock nnx port already has torch's names."
+        )
     if traced is not None:
         mapping = {**(traced[1] or {}), **(names or {})} if (traced[1] or names) else None
         if mapping is not None:
             if not isinstance(mapping, dict):
-                raise TypeError(f"diagnose: `names` must be a dict {{port leaf: torch name}}, "
-                                f"got {type(names).__name__}.")
+                raise TypeError(
+                    f"diagnose: `names` must be a dict {{port leaf: torch name}}, "
+                    f"got {type(names).__name__}."
+                )
             _check_names(mapping, traced[0], list(torch_params))
-        return diagnose_traced(torch_module, traced[0], inputs, kwargs, train=train,
-                               names=mapping)
+        return diagnose_traced(torch_module, traced[0], inputs, kwargs, train=train, names=mapping)
     check_params(torch_params, params)
     ref_out, torch_calls = cap.capture_torch(torch_module, inputs, kwargs, train=train)
     module64 = calibrate.twin64(torch_module) if calibrate.is_float32(ref_out) else None
-    out64, e2e64 = (calibrate.capture64(module64, inputs, kwargs, train=train)
-                    if module64 is not None else (None, {}))
+    out64, e2e64 = (
+        calibrate.capture64(module64, inputs, kwargs, train=train)
+        if module64 is not None
+        else (None, {})
+    )
     arrays = [numpy_copy(x) for x in inputs]
     port_kwargs = {k: numpy_copy(v) for k, v in kwargs.items()}  # torch tensors -> numpy
     name = type(torch_module).__name__
@@ -195,19 +246,24 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
         e2e = cap.Recorder()
         try:
             out, _ = cap.tapped(model, e2e).forward_with_state(
-                params, *arrays, buffers=buffers, train=train, key=None, path="",
-                **port_kwargs)
+                params, *arrays, buffers=buffers, train=train, key=None, path="", **port_kwargs
+            )
         except (ValueError, TypeError) as failure:
             check_layers(torch_calls, e2e.started)  # a wrong order explains the failure
-            raise ValueError(f"diagnose: the port fails on the example input, in layer "
-                             f"{e2e.started[-1][0] if e2e.started else '?'!r}: {failure}") \
-                from failure
+            raise ValueError(
+                f"diagnose: the port fails on the example input, in layer "
+                f"{e2e.started[-1][0] if e2e.started else '?'!r}: {failure}"
+            ) from failure
         check_layers(torch_calls, e2e.started)
         ref_calls = {(c.path, c.index): c for c in torch_calls}
         ported = {(c.path, c.index) for c in e2e.calls}
-        answers64 = (calibrate.replay64(module64, [c for c in torch_calls
-                                                   if (c.path, c.index) in ported], train=train)
-                     if module64 is not None else {})
+        answers64 = (
+            calibrate.replay64(
+                module64, [c for c in torch_calls if (c.path, c.index) in ported], train=train
+            )
+            if module64 is not None
+            else {}
+        )
         layers: list = []
         first: str | None = None
         case: Case | None = None
@@ -219,23 +275,46 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
             layer = dict(cap.leaves(model))[call.path]
             lp, lb = _sub(params, call.path), _sub(buffers, call.path)
             own_out, own_new = run_layer(layer, lp, lb, ref.args, ref.kwargs, train, call.path)
-            own, exceeds, own_report = layer_comparison(ref, own_out, own_new, train,
-                                                        answers64.get(key))
+            own, exceeds, own_report = layer_comparison(
+                ref, own_out, own_new, train, answers64.get(key)
+            )
             carried64 = (e2e64[key].output, e2e64[key].buffers) if key in e2e64 else None
-            carried, _, carried_report = layer_comparison(ref, call.output, call.buffers, train,
-                                                          carried64)
-            layers.append(dict(path=call.path, index=call.index, class_name=ref.class_name,
-                               end_to_end=carried, injected=own, exceeds=exceeds,
-                               rule="; ".join(filter(None, (
-                                   rules(own_report),
-                                   rules(carried_report) and
-                                   "end to end " + rules(carried_report)))),
-                               end_to_end_comparison=carried_report.to_dict(),
-                               injected_comparison=own_report.to_dict()))
+            carried, _, carried_report = layer_comparison(
+                ref, call.output, call.buffers, train, carried64
+            )
+            layers.append(
+                dict(
+                    path=call.path,
+                    index=call.index,
+                    class_name=ref.class_name,
+                    end_to_end=carried,
+                    injected=own,
+                    exceeds=exceeds,
+                    rule="; ".join(
+                        filter(
+                            None,
+                            (
+                                rules(own_report),
+                                rules(carried_report) and "end to end " + rules(carried_report),
+                            ),
+                        )
+                    ),
+                    end_to_end_comparison=carried_report.to_dict(),
+                    injected_comparison=own_report.to_dict(),
+                )
+            )
             if exceeds and first is None:
                 first = call.path
-                case = Case(layer, lp, _torch_twin(torch_module, call.path), ref.class_name,
-                            ref.args, ref.kwargs, train, lb)
+                case = Case(
+                    layer,
+                    lp,
+                    _torch_twin(torch_module, call.path),
+                    ref.class_name,
+                    ref.args,
+                    ref.kwargs,
+                    train,
+                    lb,
+                )
                 before = (ref, own, own_out, answers64.get(key))
         out = numpy_tree(out)
         total = error(ref_out, out)
@@ -250,24 +329,44 @@ def diagnose(torch_module, port, example_input, *, buffers=None, train: bool = F
 
             # a captured program's region is ATen ops, not a layer the catalogue can vary
             if isinstance(case.layer, RegionLayer):
-                causes, note = [], ("the port is a program captured with torch.export: its "
-                                    "ATen ops are not a layer the catalogue can vary")
+                causes, note = (
+                    [],
+                    (
+                        "the port is a program captured with torch.export: its "
+                        "ATen ops are not a layer the catalogue can vary"
+                    ),
+                )
             else:
                 causes = _rank(case, first, ref, own, train, answer64)
             if not any(c.explains for c in causes):
                 from jaxgrad.doctor.report import pattern_of
 
-                pattern = ("not in the output (within the tier): in the updated buffers "
-                           "(running statistics)" if within_tier(
-                               ref.output, own_out,
-                               reference64=None if answer64 is None else answer64[0])
-                           else pattern_of(ref.output, own_out))
+                pattern = (
+                    "not in the output (within the tier): in the updated buffers "
+                    "(running statistics)"
+                    if within_tier(
+                        ref.output, own_out, reference64=None if answer64 is None else answer64[0]
+                    )
+                    else pattern_of(ref.output, own_out)
+                )
         elif not clean:
             glue = _glue(e2e.calls, ref_calls, e2e64)
             causes = _glue_causes(glue, e2e.calls, ref_calls, torch_calls)
-    return Report(name, first, layers, causes, total, clean, _dtype_name(ref_out), train,
-                  pattern=pattern, glue=glue, note=note, calibrated=module64 is not None,
-                  output_rule=rules(output_report))
+    return Report(
+        name,
+        first,
+        layers,
+        causes,
+        total,
+        clean,
+        _dtype_name(ref_out),
+        train,
+        pattern=pattern,
+        glue=glue,
+        note=note,
+        calibrated=module64 is not None,
+        output_rule=rules(output_report),
+    )
 
 
 def _sub(tree, path):
@@ -281,11 +380,15 @@ def _glue(port_calls, ref_calls, e2e64=None):
     for call in port_calls:
         key = (call.path, call.index)
         ref, answer = ref_calls[key], (e2e64 or {}).get(key)
-        if not within_tier(list(ref.args), list(call.args),
-                           reference64=None if answer is None else list(answer.args)):
+        if not within_tier(
+            list(ref.args),
+            list(call.args),
+            reference64=None if answer is None else list(answer.args),
+        ):
             return call.path
-        if not within_tier(ref.output, call.output,
-                           reference64=None if answer is None else answer.output):
+        if not within_tier(
+            ref.output, call.output, reference64=None if answer is None else answer.output
+        ):
             return None
     return "<output>"
 
@@ -296,8 +399,10 @@ def _glue_causes(glue, port_calls, ref_calls, torch_calls):
     call = next((c for c in port_calls if c.path == glue), None)
     if call is None or not call.args:
         return []
-    ref_in, port_in = np.asarray(ref_calls[(call.path, call.index)].args[0]), \
-        np.asarray(call.args[0])
+    ref_in, port_in = (
+        np.asarray(ref_calls[(call.path, call.index)].args[0]),
+        np.asarray(call.args[0]),
+    )
     if port_in.ndim != 2 or ref_in.shape != port_in.shape:
         return []
     before = error(ref_in, port_in)
@@ -307,11 +412,18 @@ def _glue_causes(glue, port_calls, ref_calls, torch_calls):
             after = error(ref_in, hwc_to_chw(port_in, out.shape))
             if after < before:
                 entry = next(e for e in CATALOGUE if e.name == "flatten_order")
-                return [Cause(entry.name, entry.description,
-                              f"the input of `{glue}` is flattened H,W,C (flax's NHWC order); "
-                              "torch flattens C,H,W", before, after,
-                              within_tier(ref_in, hwc_to_chw(port_in, out.shape)),
-                              entry.signature)]
+                return [
+                    Cause(
+                        entry.name,
+                        entry.description,
+                        f"the input of `{glue}` is flattened H,W,C (flax's NHWC order); "
+                        "torch flattens C,H,W",
+                        before,
+                        after,
+                        within_tier(ref_in, hwc_to_chw(port_in, out.shape)),
+                        entry.signature,
+                    )
+                ]
     return []
 
 

@@ -46,12 +46,15 @@ class DriftReport:
         if self.step is None:
             lines.append("verdict: the runs stay within the tier.")
         else:
-            what = {"forward": "the forward pass (the outputs differ from identical params)",
-                    "gradient": "the gradient (same outputs, different gradients)",
-                    "update": "the optimizer update (same gradients, different new params: "
-                              "run diagnose_optimizer)"}[self.cause]
-            lines.append(f"verdict: the params leave the tier after step {self.step}; "
-                         f"caused by {what}.")
+            what = {
+                "forward": "the forward pass (the outputs differ from identical params)",
+                "gradient": "the gradient (same outputs, different gradients)",
+                "update": "the optimizer update (same gradients, different new params: "
+                "run diagnose_optimizer)",
+            }[self.cause]
+            lines.append(
+                f"verdict: the params leave the tier after step {self.step}; caused by {what}."
+            )
         return "\n".join(lines)
 
 
@@ -78,23 +81,29 @@ def training_drift(reference: list, port: list, *, reference64: list | None = No
     Raises:
       ValueError: runs of different lengths, or params whose names differ.
     """
-    if len(reference) != len(port) or (reference64 is not None
-                                       and len(reference64) != len(reference)):
-        raise ValueError(f"training_drift: runs of different lengths: reference "
-                         f"{len(reference)} entries, port {len(port)}"
-                         + ("" if reference64 is None else f", reference64 {len(reference64)}")
-                         + ".")
+    if len(reference) != len(port) or (
+        reference64 is not None and len(reference64) != len(reference)
+    ):
+        raise ValueError(
+            f"training_drift: runs of different lengths: reference "
+            f"{len(reference)} entries, port {len(port)}"
+            + ("" if reference64 is None else f", reference64 {len(reference64)}")
+            + "."
+        )
     for i, (r, p) in enumerate(zip(reference, port)):
         if set(r["params"]) != set(p["params"]):
-            raise ValueError(f"training_drift: entry {i}: param names differ: reference only "
-                             f"{sorted(set(r['params']) - set(p['params']))}, port only "
-                             f"{sorted(set(p['params']) - set(r['params']))}.")
+            raise ValueError(
+                f"training_drift: entry {i}: param names differ: reference only "
+                f"{sorted(set(r['params']) - set(p['params']))}, port only "
+                f"{sorted(set(p['params']) - set(r['params']))}."
+            )
     errors = [error(_items(r["params"]), _items(p["params"])) for r, p in zip(reference, port)]
     exact = reference64 or [None] * len(reference)
 
     def same(r, p, r64, field, items=_items):
         answer = None if r64 is None or field not in r64 else items(r64[field])
         return within_tier(items(r[field]), items(p[field]), reference64=answer)
+
     for k in range(len(reference) - 1):
         r, p = reference[k], port[k]
         if not same(r, p, exact[k], "params"):
@@ -107,10 +116,13 @@ def training_drift(reference: list, port: list, *, reference64: list | None = No
 def _cause(r, p, r64=None) -> str:
     def answer(field, items=_items):
         return None if r64 is None or field not in r64 else items(r64[field])
-    if "output" in r and not within_tier(r["output"], p["output"],
-                                         reference64=answer("output", lambda v: v)):
+
+    if "output" in r and not within_tier(
+        r["output"], p["output"], reference64=answer("output", lambda v: v)
+    ):
         return "forward"
-    if "grads" in r and not within_tier(_items(r["grads"]), _items(p["grads"]),
-                                        reference64=answer("grads")):
+    if "grads" in r and not within_tier(
+        _items(r["grads"]), _items(p["grads"]), reference64=answer("grads")
+    ):
         return "gradient"
     return "update"

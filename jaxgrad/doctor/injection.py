@@ -39,9 +39,17 @@ def _jitted(layer, train, path, static_kwargs, array_names):
     # one compilation per (layer, options): the catalogue's weight and mask variants
     # of a layer then reuse it (eager lax.scan would re-trace an LSTM per variant)
     def run(params, buffers, args, arrays):
-        return layer.forward_with_state(params, *args, buffers=buffers, train=train, key=None,
-                                        path=path, **dict(static_kwargs),
-                                        **dict(zip(array_names, arrays)))
+        return layer.forward_with_state(
+            params,
+            *args,
+            buffers=buffers,
+            train=train,
+            key=None,
+            path=path,
+            **dict(static_kwargs),
+            **dict(zip(array_names, arrays)),
+        )
+
     return jax.jit(run)
 
 
@@ -56,8 +64,9 @@ def run_layer(layer, params, buffers, args, kwargs, train, path, jit=False):
             fn = _jitted(layer, train, path, static, tuple(arrays))
             out, new = fn(dict(params), dict(buffers), tuple(args), tuple(arrays.values()))
         except Exception:  # noqa: BLE001 - untraceable port code: the eager run below
-            out = None     # reproduces any genuine error with its own message
+            out = None  # reproduces any genuine error with its own message
     if out is None:
-        out, new = layer.forward_with_state(params, *args, buffers=buffers, train=train,
-                                            key=None, path=path, **kwargs)
+        out, new = layer.forward_with_state(
+            params, *args, buffers=buffers, train=train, key=None, path=path, **kwargs
+        )
     return numpy_tree(out), {k: np.asarray(v) for k, v in new.items()}

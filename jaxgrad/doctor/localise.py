@@ -64,13 +64,26 @@ def error(reference, candidate) -> float:
 def _float64_leaves(reference, flat64: dict) -> dict:
     """The float64 answer's leaves that line up with the float32 reference's (same
     name and shape, floating on both sides): ``compare``'s ``reference64``."""
-    return {k: v for k, v in flat64.items()
-            if k in reference and v.dtype == np.float64
-            and np.asarray(reference[k]).dtype == np.float32 and v.shape == reference[k].shape}
+    return {
+        k: v
+        for k, v in flat64.items()
+        if k in reference
+        and v.dtype == np.float64
+        and np.asarray(reference[k]).dtype == np.float32
+        and v.shape == reference[k].shape
+    }
 
 
-def comparison(reference, candidate, ref_buffers=None, cand_buffers=None, *,
-               prefix: str = "out", reference64=None, buffers64=None):
+def comparison(
+    reference,
+    candidate,
+    ref_buffers=None,
+    cand_buffers=None,
+    *,
+    prefix: str = "out",
+    reference64=None,
+    buffers64=None,
+):
     """``jaxgrad.parity.compare`` of two output trees (and buffers, as ``buffer.NAME``
     leaves) at the tier of the reference's dtype; the leaves are named ``out``,
     ``out.0``, … after ``prefix``. ``reference64`` (and ``buffers64``): torch's float64
@@ -88,11 +101,13 @@ def comparison(reference, candidate, ref_buffers=None, cand_buffers=None, *,
     return compare(ref, cand, reference64=exact)
 
 
-def within_tier(reference, candidate, ref_buffers=None, cand_buffers=None, *,
-                reference64=None) -> bool:
+def within_tier(
+    reference, candidate, ref_buffers=None, cand_buffers=None, *, reference64=None
+) -> bool:
     """Whether ``comparison`` passes (calibrated by ``reference64`` where given)."""
-    return comparison(reference, candidate, ref_buffers, cand_buffers,
-                      reference64=reference64).passed
+    return comparison(
+        reference, candidate, ref_buffers, cand_buffers, reference64=reference64
+    ).passed
 
 
 def layer_comparison(ref_call, output, new_buffers, train: bool, answer64=None):
@@ -109,15 +124,20 @@ def layer_comparison(ref_call, output, new_buffers, train: bool, answer64=None):
             err = max(err, error(v, new_buffers.get(k)) if k in new_buffers else math.inf)
     cand_bufs = {k: new_buffers[k] for k in ref_bufs if k in new_buffers}
     out64, bufs64 = answer64 if answer64 is not None else (None, None)
-    report = comparison(ref_call.output, output, ref_bufs, cand_bufs, reference64=out64,
-                        buffers64={k: v for k, v in (bufs64 or {}).items() if k in ref_bufs})
+    report = comparison(
+        ref_call.output,
+        output,
+        ref_bufs,
+        cand_bufs,
+        reference64=out64,
+        buffers64={k: v for k, v in (bufs64 or {}).items() if k in ref_bufs},
+    )
     if len(cand_bufs) != len(ref_bufs):  # a missing buffer: the report lists it too
         return math.inf, True, report
     return err, not report.passed, report
 
 
-def layer_error(ref_call, output, new_buffers, train: bool,
-                answer64=None) -> tuple[float, bool]:
+def layer_error(ref_call, output, new_buffers, train: bool, answer64=None) -> tuple[float, bool]:
     """``(error, exceeds)`` of one port call against torch's call (``answer64``: as
     ``layer_comparison``)."""
     err, exceeds, _ = layer_comparison(ref_call, output, new_buffers, train, answer64)
@@ -128,8 +148,11 @@ def rules(report) -> str:
     """The rules other than the tier that passed leaves of a ``ParityReport`` (or its
     ``to_dict()``), in words with their headrooms (``""`` when every leaf passed at the
     tier): ``"out: reference rounding (3.1x the float32 tier from float64, torch 1.2x)"``."""
-    leaves = report["leaves"] if isinstance(report, dict) else [
-        dataclasses.asdict(leaf) for leaf in report.leaves]
+    leaves = (
+        report["leaves"]
+        if isinstance(report, dict)
+        else [dataclasses.asdict(leaf) for leaf in report.leaves]
+    )
     parts = []
     for leaf in leaves:
         rule = leaf.get("rule") or ""
@@ -137,8 +160,11 @@ def rules(report) -> str:
             continue
         text = f"{leaf['path']}: {rule}"
         own, torch_own = leaf.get("headroom"), leaf.get("reference_headroom")
-        if own is not None and torch_own is not None and not (
-                math.isnan(own) or math.isnan(torch_own)):
+        if (
+            own is not None
+            and torch_own is not None
+            and not (math.isnan(own) or math.isnan(torch_own))
+        ):
             text += f" ({own:.2g}x the float32 tier from float64, torch {torch_own:.2g}x)"
         parts.append(text)
     return "; ".join(parts)
@@ -156,15 +182,27 @@ def check_params(torch_shapes: dict, port_params: dict) -> None:
     def suggest(name, shape, pool):
         same = [k for k in pool if pool[k] == shape or pool[k] == shape[::-1]]
         return f"{name} {shape}" + (f" (same shape: {', '.join(same[:3])}?)" if same else "")
+
     lines = []
     if only_port:
-        lines.append("port params torch does not have: " + "; ".join(
-            suggest(k, port_shapes[k], {t: torch_shapes[t] for t in only_torch}) for k in only_port))
+        lines.append(
+            "port params torch does not have: "
+            + "; ".join(
+                suggest(k, port_shapes[k], {t: torch_shapes[t] for t in only_torch})
+                for k in only_port
+            )
+        )
     if only_torch:
-        lines.append("torch params the port does not have: " + "; ".join(
-            suggest(k, torch_shapes[k], {p: port_shapes[p] for p in only_port}) for k in only_torch))
-    raise ValueError("diagnose: the port's parameter names do not match torch's. "
-                     + ". ".join(lines) + ".")
+        lines.append(
+            "torch params the port does not have: "
+            + "; ".join(
+                suggest(k, torch_shapes[k], {p: port_shapes[p] for p in only_port})
+                for k in only_torch
+            )
+        )
+    raise ValueError(
+        "diagnose: the port's parameter names do not match torch's. " + ". ".join(lines) + "."
+    )
 
 
 def check_layers(torch_calls, port_keys) -> None:
@@ -177,7 +215,8 @@ def check_layers(torch_calls, port_keys) -> None:
         torch_paths = sorted({c.path for c in torch_calls})
         raise ValueError(
             "diagnose: port layers with no torch module of the same path: "
-            f"{', '.join(missing)}; torch's modules are {', '.join(torch_paths)}.")
+            f"{', '.join(missing)}; torch's modules are {', '.join(torch_paths)}."
+        )
     # torch records calls as they finish (children before parents); leaves only
     leaves = [k for k in torch_keys if k in set(port_keys)]
     rank = {k: i for i, k in enumerate(leaves)}
@@ -187,4 +226,5 @@ def check_layers(torch_calls, port_keys) -> None:
             raise ValueError(
                 f"diagnose: layers run in a different order: the port runs {pa!r} before "
                 f"{pb!r}, torch runs {pb!r} first. Match layers by the torch module path and "
-                "the order of the forward.")
+                "the order of the forward."
+            )

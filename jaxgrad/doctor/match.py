@@ -78,8 +78,14 @@ def activation_layouts(value, chw: tuple):
     if value.ndim == 2:
         for c, h, w in chw:
             if c * h * w == value.shape[1] and min(h, w) > 1 and c > 1:
-                out.append(("flattened H,W,C", value.reshape(-1, c, h, w).transpose(0, 2, 3, 1)
-                            .reshape(value.shape[0], -1)))
+                out.append(
+                    (
+                        "flattened H,W,C",
+                        value.reshape(-1, c, h, w)
+                        .transpose(0, 2, 3, 1)
+                        .reshape(value.shape[0], -1),
+                    )
+                )
     return out
 
 
@@ -116,8 +122,9 @@ def calibrated(reference, candidate, reference64, error: float) -> str:
     # |c - r| <= |c - r64| + |r - r64| <= (max(1, k·own) + own) x the tier's widest point
     if error > (max(1.0, CALIBRATION_MULTIPLE * own) + own) * (atol + rtol * np.abs(exact).max()):
         return ""
-    leaf = compare({"value": ref}, {"value": np.asarray(candidate, np.float32)},
-                   reference64={"value": exact}).leaves[0]
+    leaf = compare(
+        {"value": ref}, {"value": np.asarray(candidate, np.float32)}, reference64={"value": exact}
+    ).leaves[0]
     return leaf.rule if leaf.passed else ""
 
 
@@ -142,8 +149,12 @@ class Pool:
             reference64 = np.asarray(reference64)
             if reference64.shape != reference.shape or reference.dtype != np.float32:
                 reference64 = None
-        key = (reference.shape, reference.dtype.str, reference.tobytes(),
-               None if reference64 is None else reference64.tobytes())
+        key = (
+            reference.shape,
+            reference.dtype.str,
+            reference.tobytes(),
+            None if reference64 is None else reference64.tobytes(),
+        )
         if key not in self.cache:
             self.cache[key] = self._find_with_residuals(reference, reference64)
         return self.cache[key]
@@ -156,8 +167,11 @@ class Pool:
         for residual in self.residuals:
             if residual.shape != reference.shape or residual.dtype.kind not in "fc":
                 continue
-            found = self._find(reference + residual, only_ok=True, reference64=None
-                               if reference64 is None else reference64 + residual)
+            found = self._find(
+                reference + residual,
+                only_ok=True,
+                reference64=None if reference64 is None else reference64 + residual,
+            )
             if found.ok:
                 found.layout = (found.layout + ", " if found.layout else "") + "plus a residual"
                 return found
@@ -169,15 +183,17 @@ class Pool:
         if reference.dtype.kind not in "fc":
             return best
         layouts = activation_layouts(reference, self.chw)
-        layouts64 = dict(activation_layouts(reference64, self.chw)) \
-            if reference64 is not None else {}
+        layouts64 = (
+            dict(activation_layouts(reference64, self.chw)) if reference64 is not None else {}
+        )
         # a value within the tier has a sum within size x the worst allowed difference:
         # a cheap test that skips most candidates (sums ignore layouts)
         ref64 = reference.astype(np.float64)
         finite = np.isfinite(ref64).all()
         if finite and reference.size:
-            rtol, atol = tolerance_for(reference.dtype if reference.dtype.kind == "f"
-                                       else np.float64, ref64)
+            rtol, atol = tolerance_for(
+                reference.dtype if reference.dtype.kind == "f" else np.float64, ref64
+            )
             total, slack = ref64.sum(), reference.size * (atol + rtol * np.abs(ref64).max())
         for v in self.by_size.get(reference.size, []):
             if v.array.dtype.kind not in "fc":
@@ -197,9 +213,22 @@ class Pool:
                     ok = bool(rule)
                 # within the tier, the last value wins: the module's whole output (after
                 # a bias of zeros or a scale of ones), not a partial result equal to it
-                if (ok, v.order if ok else -err) > (best.ok, best.order if best.ok else -best.error):
-                    best = Found(err, ok, v.where, name, v.array, v.order, ref, v.leaves,
-                                 rule, layouts64.get(name))
+                if (ok, v.order if ok else -err) > (
+                    best.ok,
+                    best.order if best.ok else -best.error,
+                ):
+                    best = Found(
+                        err,
+                        ok,
+                        v.where,
+                        name,
+                        v.array,
+                        v.order,
+                        ref,
+                        v.leaves,
+                        rule,
+                        layouts64.get(name),
+                    )
         return best
 
     def _sum(self, value) -> float:
@@ -209,9 +238,14 @@ class Pool:
 
 
 # ------------------------------------------------------------------ parameters
-_BLOCKS = {"in_proj_weight": ("q", "k", "v"), "in_proj_bias": ("q", "k", "v"),
-           "weight_ih": ("i", "f", "g", "o"), "weight_hh": ("i", "f", "g", "o"),
-           "bias_ih": ("i", "f", "g", "o"), "bias_hh": ("i", "f", "g", "o")}
+_BLOCKS = {
+    "in_proj_weight": ("q", "k", "v"),
+    "in_proj_bias": ("q", "k", "v"),
+    "weight_ih": ("i", "f", "g", "o"),
+    "weight_hh": ("i", "f", "g", "o"),
+    "bias_ih": ("i", "f", "g", "o"),
+    "bias_hh": ("i", "f", "g", "o"),
+}
 
 
 def _param_layouts(weight, chw):
@@ -222,8 +256,10 @@ def _param_layouts(weight, chw):
         for c, h, k in chw:
             if c * h * k == w.shape[1] and min(h, k) > 1 and c > 1:
                 hwc = w.reshape(w.shape[0], c, h, k).transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
-                out += [("input columns in H,W,C order", hwc),
-                        ("transposed, input rows in H,W,C order", hwc.T)]
+                out += [
+                    ("input columns in H,W,C order", hwc),
+                    ("transposed, input rows in H,W,C order", hwc.T),
+                ]
     if w.ndim == 4:
         out.append(("HWIO", w.transpose(2, 3, 1, 0)))
     if w.ndim == 3:
@@ -235,8 +271,9 @@ def _same(reference, candidate):
     ref, cand = np.asarray(reference), np.asarray(candidate)
     if ref.shape != cand.shape:
         return False
-    dtype = ref.dtype if np.dtype(ref.dtype).itemsize <= np.dtype(cand.dtype).itemsize \
-        else cand.dtype
+    dtype = (
+        ref.dtype if np.dtype(ref.dtype).itemsize <= np.dtype(cand.dtype).itemsize else cand.dtype
+    )
     r = ref.astype(np.float64)
     rtol, atol = tolerance_for(dtype if np.dtype(dtype).kind == "f" else np.float64, r)
     return bool(np.all(np.abs(r - cand.astype(np.float64)) <= atol + rtol * np.abs(r)))
@@ -274,15 +311,25 @@ class ParamMatch:
     def describe(self) -> str:
         if self.port_name is None:
             return f"{self.torch_name}: not found in the port"
-        text = f"{self.torch_name} -> {self.port_name}" + (f" ({self.layout})" if self.layout else "")
+        text = f"{self.torch_name} -> {self.port_name}" + (
+            f" ({self.layout})" if self.layout else ""
+        )
         if self.ambiguous:
-            text += (f" [ambiguous: the same values are also in {', '.join(self.ambiguous)}; "
-                     "chosen by name]")
+            text += (
+                f" [ambiguous: the same values are also in {', '.join(self.ambiguous)}; "
+                "chosen by name]"
+            )
         return text
 
 
-def match_params(torch_params: dict, names: list, leaves: list, chw: tuple,
-                 user_names: dict | None = None, hints: dict | None = None) -> list:
+def match_params(
+    torch_params: dict,
+    names: list,
+    leaves: list,
+    chw: tuple,
+    user_names: dict | None = None,
+    hints: dict | None = None,
+) -> list:
     """``[ParamMatch, ...]``, one per torch parameter (one per block of a packed one
     that no single leaf holds). ``user_names`` (``{port name: torch name}``) overrides
     the search for the parameters it names. Where several leaves hold a parameter's
@@ -306,13 +353,19 @@ def match_params(torch_params: dict, names: list, leaves: list, chw: tuple,
             short = tname.rsplit(".", 1)[-1]
             labels = next((lab for key, lab in _BLOCKS.items() if short.startswith(key)), None)
             w = np.asarray(weight)
-            if short.startswith(("weight_ih", "weight_hh", "bias_ih", "bias_hh")) and \
-                    w.shape[0] % 4 and w.shape[0] % 3 == 0:
+            if (
+                short.startswith(("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+                and w.shape[0] % 4
+                and w.shape[0] % 3 == 0
+            ):
                 labels = ("r", "z", "n")  # a GRU
             if labels and w.shape[0] % len(labels) == 0:
                 for label, block in zip(labels, np.split(w, len(labels))):
-                    out.append(_assign(f"{tname}[{label}]", _match_one(block, leaves, chw),
-                                       names, used, hints))
+                    out.append(
+                        _assign(
+                            f"{tname}[{label}]", _match_one(block, leaves, chw), names, used, hints
+                        )
+                    )
                 continue
         out.append(_assign(tname, hits, names, used, hints))
     return out
@@ -330,20 +383,28 @@ def _assign(tname, hits, names, used, hints):
         return ParamMatch(tname, None)
     module = tname.split("[")[0].rsplit(".", 1)[0] if "." in tname else ""
     hint = hints.get(module, frozenset())
-    label = tname[tname.index("[") + 1:-1] if "[" in tname else ""
-    spelled = tname.replace(f"[{label}]", "." + {"q": "query", "k": "key", "v": "value"}
-                            .get(label, label))
+    label = tname[tname.index("[") + 1 : -1] if "[" in tname else ""
+    spelled = tname.replace(
+        f"[{label}]", "." + {"q": "query", "k": "key", "v": "value"}.get(label, label)
+    )
     torch_tokens = [_plain(t) for t in spelled.split(".")]
 
     def shared(port_name):  # port name parts found in torch's (ln_1 ~ ln1, out ~ out_proj)
-        return sum(any(p == t or (len(p) > 2 and (p in t or t in p)) for t in torch_tokens)
-                   for p in map(_plain, port_name.split(".")))
+        return sum(
+            any(p == t or (len(p) > 2 and (p in t or t in p)) for t in torch_tokens)
+            for p in map(_plain, port_name.split("."))
+        )
 
     def rank(hit):
         i, layout = hit
-        return (i not in hint, -shared(names[i]),
-                -round(difflib.SequenceMatcher(None, _plain(spelled), _plain(names[i])).ratio(), 6),
-                layout != "", i)
+        return (
+            i not in hint,
+            -shared(names[i]),
+            -round(difflib.SequenceMatcher(None, _plain(spelled), _plain(names[i])).ratio(), 6),
+            layout != "",
+            i,
+        )
+
     free.sort(key=rank)
     i, layout = free[0]
     used.add(i)

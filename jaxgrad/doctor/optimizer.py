@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -37,15 +37,18 @@ def _sgd_momentum(m, d, nesterov, *, dampen_first=False, ema=False):
 
     def update(g, state, params=None):
         first = state["count"] == 0
+
         def one(g, b):
             if ema:
                 return m * b + (1 - m) * g
             later = m * b + (1 - d) * g
             start = (1 - d) * g if dampen_first else g
             return jnp.where(first, start, later)
+
         buf = jax.tree.map(one, g, state["buf"])
         out = jax.tree.map(lambda g, b: g + m * b, g, buf) if nesterov else buf
         return out, {"buf": buf, "count": state["count"] + 1}
+
     return optax.GradientTransformation(init, update)
 
 
@@ -58,8 +61,8 @@ def _adam(b1, b2, eps, *, eps_mode="outside", bias_correction=True):
         t = state["count"] + 1
         m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], g)
         v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], g)
-        bc1 = 1 - b1 ** t if bias_correction else 1.0
-        bc2 = 1 - b2 ** t if bias_correction else 1.0
+        bc1 = 1 - b1**t if bias_correction else 1.0
+        bc2 = 1 - b2**t if bias_correction else 1.0
 
         def step(m, v):
             if eps_mode == "root":
@@ -67,7 +70,9 @@ def _adam(b1, b2, eps, *, eps_mode="outside", bias_correction=True):
             if eps_mode == "before_bc":
                 return (m / bc1) / ((jnp.sqrt(v) + eps) / jnp.sqrt(bc2))
             return (m / bc1) / (jnp.sqrt(v) / jnp.sqrt(bc2) + eps)
+
         return jax.tree.map(step, m, v), {"m": m, "v": v, "count": t}
+
     return optax.GradientTransformation(init, update)
 
 
@@ -77,9 +82,13 @@ def _rmsprop(alpha, eps, *, eps_in_sqrt=False):
 
     def update(g, state, params=None):
         v = jax.tree.map(lambda v, g: alpha * v + (1 - alpha) * g * g, state["v"], g)
-        f = (lambda g, v: g / jnp.sqrt(v + eps)) if eps_in_sqrt else \
-            (lambda g, v: g / (jnp.sqrt(v) + eps))
+        f = (
+            (lambda g, v: g / jnp.sqrt(v + eps))
+            if eps_in_sqrt
+            else (lambda g, v: g / (jnp.sqrt(v) + eps))
+        )
         return jax.tree.map(f, g, v), {"v": v}
+
     return optax.GradientTransformation(init, update)
 
 
@@ -88,6 +97,7 @@ def _torch_clip(max_norm):
         norm = optax.tree.norm(g)
         coef = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
         return jax.tree.map(lambda x: x * coef, g), state
+
     return optax.GradientTransformation(lambda p: optax.EmptyState(), update)
 
 
@@ -97,8 +107,9 @@ def twin(name: str, d: dict, max_norm=None, **flip) -> optax.GradientTransformat
     lr, wd = d["lr"], d.get("weight_decay", 0.0)
     parts = []
     if max_norm is not None:
-        parts.append(optax.clip_by_global_norm(max_norm) if flip.get("optax_clip")
-                     else _torch_clip(max_norm))
+        parts.append(
+            optax.clip_by_global_norm(max_norm) if flip.get("optax_clip") else _torch_clip(max_norm)
+        )
     decoupled = name == "AdamW"
     if flip.get("swap_decay"):
         decoupled = not decoupled
@@ -110,20 +121,37 @@ def twin(name: str, d: dict, max_norm=None, **flip) -> optax.GradientTransformat
         parts.append(optax.add_decayed_weights(wd))
     if name == "SGD":
         if d.get("momentum", 0.0) or flip.get("ema"):
-            parts.append(_sgd_momentum(d.get("momentum", 0.0), d.get("dampening", 0.0),
-                                       d.get("nesterov", False) != bool(flip.get("nesterov")),
-                                       dampen_first=flip.get("dampen_first", False),
-                                       ema=flip.get("ema", False)))
+            parts.append(
+                _sgd_momentum(
+                    d.get("momentum", 0.0),
+                    d.get("dampening", 0.0),
+                    d.get("nesterov", False) != bool(flip.get("nesterov")),
+                    dampen_first=flip.get("dampen_first", False),
+                    ema=flip.get("ema", False),
+                )
+            )
     elif name in ("Adam", "AdamW"):
         b1, b2 = d["betas"]
-        parts.append(_adam(b1, b2, d["eps"], eps_mode=flip.get("eps_mode", "outside"),
-                           bias_correction=not flip.get("no_bias_correction")))
+        parts.append(
+            _adam(
+                b1,
+                b2,
+                d["eps"],
+                eps_mode=flip.get("eps_mode", "outside"),
+                bias_correction=not flip.get("no_bias_correction"),
+            )
+        )
     elif name == "RMSprop":
-        parts.append(_rmsprop(flip.get("alpha", d["alpha"]), d["eps"],
-                              eps_in_sqrt=flip.get("eps_in_sqrt", False)))
+        parts.append(
+            _rmsprop(
+                flip.get("alpha", d["alpha"]), d["eps"], eps_in_sqrt=flip.get("eps_in_sqrt", False)
+            )
+        )
     else:
-        raise ValueError(f"diagnose_optimizer: no optax twin for torch.optim.{name}; "
-                         "supported: SGD, Adam, AdamW, RMSprop.")
+        raise ValueError(
+            f"diagnose_optimizer: no optax twin for torch.optim.{name}; "
+            "supported: SGD, Adam, AdamW, RMSprop."
+        )
     if wd and decoupled:
         parts.append(optax.add_decayed_weights(wd))
     parts.append(optax.scale(-lr))
@@ -141,60 +169,93 @@ class OptimizerConvention:
 
 OPTIMIZER_CATALOGUE = (
     OptimizerConvention(
-        "adam_eps_inside_sqrt", "Adam's eps inside the square root (optax eps_root) instead of "
-        "added to sqrt(v_hat)", "large while v is small (first steps, rare gradients)",
-        lambda n, d, c: n in ("Adam", "AdamW") and d["eps"] > 0, {"eps_mode": "root"}),
+        "adam_eps_inside_sqrt",
+        "Adam's eps inside the square root (optax eps_root) instead of added to sqrt(v_hat)",
+        "large while v is small (first steps, rare gradients)",
+        lambda n, d, c: n in ("Adam", "AdamW") and d["eps"] > 0,
+        {"eps_mode": "root"},
+    ),
     OptimizerConvention(
-        "adam_eps_before_bias_correction", "Adam's eps added before dividing by "
-        "sqrt(bias_correction2)", "relative ~eps/sqrt(v) in the first steps, fading as "
-        "bias_correction2 -> 1", lambda n, d, c: n in ("Adam", "AdamW") and d["eps"] > 0,
-        {"eps_mode": "before_bc"}),
+        "adam_eps_before_bias_correction",
+        "Adam's eps added before dividing by sqrt(bias_correction2)",
+        "relative ~eps/sqrt(v) in the first steps, fading as bias_correction2 -> 1",
+        lambda n, d, c: n in ("Adam", "AdamW") and d["eps"] > 0,
+        {"eps_mode": "before_bc"},
+    ),
     OptimizerConvention(
-        "adam_no_bias_correction", "Adam without bias correction",
+        "adam_no_bias_correction",
+        "Adam without bias correction",
         "first steps ~sqrt(1-b2)/(1-b1) = 0.32x torch's for the defaults",
-        lambda n, d, c: n in ("Adam", "AdamW"), {"no_bias_correction": True}),
+        lambda n, d, c: n in ("Adam", "AdamW"),
+        {"no_bias_correction": True},
+    ),
     OptimizerConvention(
-        "coupled_vs_decoupled_decay", "weight decay coupled (L2 added to the gradient, torch "
+        "coupled_vs_decoupled_decay",
+        "weight decay coupled (L2 added to the gradient, torch "
         "Adam/SGD) vs decoupled (p -= lr*wd*p, torch AdamW, optax.adamw)",
         "grows with weight_decay and |p|, from the first step",
         lambda n, d, c: n in ("Adam", "AdamW") and d.get("weight_decay", 0) > 0,
-        {"swap_decay": True}),
+        {"swap_decay": True},
+    ),
     OptimizerConvention(
-        "adamw_default_decay", "AdamW's default weight_decay: torch 1e-2, optax.adamw 1e-4",
+        "adamw_default_decay",
+        "AdamW's default weight_decay: torch 1e-2, optax.adamw 1e-4",
         "a decoupled decay 100x too small: lr*0.0099*|p| per step",
-        lambda n, d, c: n == "AdamW" and d.get("weight_decay") != 1e-4, {"weight_decay": 1e-4}),
+        lambda n, d, c: n == "AdamW" and d.get("weight_decay") != 1e-4,
+        {"weight_decay": 1e-4},
+    ),
     OptimizerConvention(
-        "decay_dropped", "weight decay missing (optax.sgd / optax.adam take none)",
+        "decay_dropped",
+        "weight decay missing (optax.sgd / optax.adam take none)",
         "lr*wd*|p| per step, from the first step",
-        lambda n, d, c: d.get("weight_decay", 0) > 0, {"drop_decay": True}),
+        lambda n, d, c: d.get("weight_decay", 0) > 0,
+        {"drop_decay": True},
+    ),
     OptimizerConvention(
-        "momentum_as_ema", "momentum as an EMA, buf = m*buf + (1-m)*g (flax/optax.ema style); "
+        "momentum_as_ema",
+        "momentum as an EMA, buf = m*buf + (1-m)*g (flax/optax.ema style); "
         "torch's buf = m*buf + (1-dampening)*g starts at g",
         "the first step is (1-m)x torch's (0.1x for m=0.9)",
-        lambda n, d, c: n == "SGD" and d.get("momentum", 0) > 0, {"ema": True}),
+        lambda n, d, c: n == "SGD" and d.get("momentum", 0) > 0,
+        {"ema": True},
+    ),
     OptimizerConvention(
-        "dampening_first_step", "dampening applied at the first step; torch starts the "
-        "momentum buffer at g undamped", "the first step is (1-dampening)x torch's, later steps "
-        "differ by the carried buffer",
+        "dampening_first_step",
+        "dampening applied at the first step; torch starts the momentum buffer at g undamped",
+        "the first step is (1-dampening)x torch's, later steps differ by the carried buffer",
         lambda n, d, c: n == "SGD" and d.get("momentum", 0) > 0 and d.get("dampening", 0) > 0,
-        {"dampen_first": True}),
+        {"dampen_first": True},
+    ),
     OptimizerConvention(
-        "nesterov", "Nesterov momentum on one side only",
+        "nesterov",
+        "Nesterov momentum on one side only",
         "from the first step: g + m*buf vs buf",
-        lambda n, d, c: n == "SGD" and d.get("momentum", 0) > 0, {"nesterov": True}),
+        lambda n, d, c: n == "SGD" and d.get("momentum", 0) > 0,
+        {"nesterov": True},
+    ),
     OptimizerConvention(
-        "rmsprop_eps_inside_sqrt", "RMSprop's eps inside the square root (optax's default "
-        "eps_in_sqrt=True); torch adds it outside", "large where v is small: "
-        "sqrt(v+eps) vs sqrt(v)+eps", lambda n, d, c: n == "RMSprop", {"eps_in_sqrt": True}),
+        "rmsprop_eps_inside_sqrt",
+        "RMSprop's eps inside the square root (optax's default "
+        "eps_in_sqrt=True); torch adds it outside",
+        "large where v is small: sqrt(v+eps) vs sqrt(v)+eps",
+        lambda n, d, c: n == "RMSprop",
+        {"eps_in_sqrt": True},
+    ),
     OptimizerConvention(
-        "rmsprop_decay", "RMSprop's decay: torch alpha=0.99, optax decay=0.9",
+        "rmsprop_decay",
+        "RMSprop's decay: torch alpha=0.99, optax decay=0.9",
         "v is 10x larger after the first step, so the first step is sqrt(10) = 3.2x smaller",
-        lambda n, d, c: n == "RMSprop" and d["alpha"] != 0.9, {"alpha": 0.9}),
+        lambda n, d, c: n == "RMSprop" and d["alpha"] != 0.9,
+        {"alpha": 0.9},
+    ),
     OptimizerConvention(
-        "clipping_eps", "gradient clipping: torch's clip_grad_norm_ divides by norm + 1e-6 and "
+        "clipping_eps",
+        "gradient clipping: torch's clip_grad_norm_ divides by norm + 1e-6 and "
         "always scales; optax.clip_by_global_norm only scales when norm > max_norm",
         "relative ~1e-6/norm, only on clipped steps",
-        lambda n, d, c: c is not None, {"optax_clip": True}),
+        lambda n, d, c: c is not None,
+        {"optax_clip": True},
+    ),
 )
 """Every optimizer convention ``diagnose_optimizer`` tries: Adam's eps placement,
 coupled or decoupled decay, momentum initialisation, RMSprop's eps and alpha, the
@@ -233,8 +294,10 @@ class OptimizerReport:
 
     @property
     def heading(self) -> str:
-        return (f"torch.optim.{self.optimizer} vs the optax transformation, "
-                f"{len(self.errors)} steps on the same gradients")
+        return (
+            f"torch.optim.{self.optimizer} vs the optax transformation, "
+            f"{len(self.errors)} steps on the same gradients"
+        )
 
     @property
     def verdict(self) -> str:
@@ -242,12 +305,16 @@ class OptimizerReport:
             return "clean bill: the trajectories agree within the tier."
         if self.causes and self.causes[0][3]:
             name, desc, dist, _ = self.causes[0]
-            return (f"the port leaves the tier at step {self.first_step} "
-                    f"(error {self.errors[self.first_step - 1]:.2g}) and follows torch's "
-                    f"{self.optimizer} with one convention flipped to {dist:.2g}: {desc} "
-                    f"[{name}].")
-        return (f"the port leaves the tier at step {self.first_step}; nothing in the "
-                "optimizer catalogue reproduces its trajectory.")
+            return (
+                f"the port leaves the tier at step {self.first_step} "
+                f"(error {self.errors[self.first_step - 1]:.2g}) and follows torch's "
+                f"{self.optimizer} with one convention flipped to {dist:.2g}: {desc} "
+                f"[{name}]."
+            )
+        return (
+            f"the port leaves the tier at step {self.first_step}; nothing in the "
+            "optimizer catalogue reproduces its trajectory."
+        )
 
     def __str__(self):
         lines = [self.heading, "  step  max abs error of the params"]
@@ -255,10 +322,14 @@ class OptimizerReport:
             mark = "  <- first over the tier" if i == self.first_step else ""
             lines.append(f"  {i:>4}  {e:.2g}{mark}")
         if self.first_step is not None:
-            lines.append(f"optax twin of torch's {self.optimizer} (the doctor's reference "
-                         f"recipe) vs torch: {self.twin_error:.2g}")
-            lines.append("ranked conventions (distance between the port and torch with that "
-                         "convention flipped):")
+            lines.append(
+                f"optax twin of torch's {self.optimizer} (the doctor's reference "
+                f"recipe) vs torch: {self.twin_error:.2g}"
+            )
+            lines.append(
+                "ranked conventions (distance between the port and torch with that "
+                "convention flipped):"
+            )
             for i, (name, desc, dist, ok) in enumerate(self.causes, 1):
                 lines.append(f"  {i}. {name}: {dist:.2g}{'  (matches)' if ok else ''} - {desc}")
         lines.append("verdict: " + self.verdict)
@@ -304,8 +375,10 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
     for i, step in enumerate(grads):
         shapes = [g.shape for g in step]
         if shapes != [s.shape for s in start]:
-            raise ValueError(f"diagnose_optimizer: `grads[{i}]` shapes {shapes} do not match "
-                             f"the optimizer's params {[s.shape for s in start]}.")
+            raise ValueError(
+                f"diagnose_optimizer: `grads[{i}]` shapes {shapes} do not match "
+                f"the optimizer's params {[s.shape for s in start]}."
+            )
     ref = []
     for step in grads:
         for p, g in zip(tensors, step):
@@ -332,8 +405,9 @@ def diagnose_optimizer(torch_optimizer, tx, grads, *, max_norm=None) -> Optimize
                 ok = all(within_tier(r, p) for p, r in zip(port, run))
                 causes.append((entry.name, entry.description, dist, ok))
             causes.sort(key=lambda c: (not c[3], c[2]))
-    return OptimizerReport(name, first, errors, causes, twin_error,
-                           [step.to_dict() for step in steps])
+    return OptimizerReport(
+        name, first, errors, causes, twin_error, [step.to_dict() for step in steps]
+    )
 
 
 def _torch_clip_grad(tensors, max_norm):

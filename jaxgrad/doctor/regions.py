@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from jaxgrad.doctor.calls import Call, numpy_tree
-from jaxgrad.nn.module import Module
 from jaxgrad.nn.capture.program import ExportedModule, run
 from jaxgrad.nn.capture.regions import Region, regions
+from jaxgrad.nn.module import Module
 
 
 def _output(region: Region, env: dict):
@@ -39,8 +39,10 @@ class RegionLayer(Module):
         for region in regions(program):
             if region.path == self.path:
                 return region
-        raise ValueError(f"no region {self.path!r} in {self.model.class_name}'s "
-                         f"{'training' if train else 'evaluation'} program")
+        raise ValueError(
+            f"no region {self.path!r} in {self.model.class_name}'s "
+            f"{'training' if train else 'evaluation'} program"
+        )
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
         del key, path, options
@@ -52,17 +54,27 @@ class RegionLayer(Module):
         env = {}
         for name, kind, target in program.inputs:
             if kind == "param" and target.startswith(prefix):
-                env[name] = params[target[len(prefix):]]
+                env[name] = params[target[len(prefix) :]]
             elif kind == "buffer" and target.startswith(prefix):
-                env[name] = buffers[target[len(prefix):]]
+                env[name] = buffers[target[len(prefix) :]]
             elif kind == "constant":
                 env[name] = self.model.constants[target]
         env[region.input] = inputs[0]
-        run(program, env, key=None, path="", random_draws=None,
-            class_name=self.model.class_name, nodes=region.nodes)
+        run(
+            program,
+            env,
+            key=None,
+            path="",
+            random_draws=None,
+            class_name=self.model.class_name,
+            nodes=region.nodes,
+        )
         names = {n.name for n in region.nodes}
-        new = {target[len(prefix):]: env[ref.name] for target, ref in program.buffer_updates
-               if target.startswith(prefix) and ref.name in names}
+        new = {
+            target[len(prefix) :]: env[ref.name]
+            for target, ref in program.buffer_updates
+            if target.startswith(prefix) and ref.name in names
+        }
         return _output(region, env), {**buffers, **new}
 
 
@@ -75,17 +87,29 @@ class TappedProgram(Module):
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
         program, env = self.inner.bind(params, inputs, options, buffers, train)
-        outputs, updates = run(program, env, key=key, path=path, random_draws=None,
-                               class_name=self.inner.class_name)
+        outputs, updates = run(
+            program, env, key=key, path=path, random_draws=None, class_name=self.inner.class_name
+        )
         for region in regions(program):
             self.recorder.started.append((region.path, region.index))
             prefix = f"{region.path}."
             names = {n.name for n in region.nodes}
-            new = {target[len(prefix):]: np.asarray(env[ref.name])
-                   for target, ref in program.buffer_updates
-                   if target.startswith(prefix) and ref.name in names}
-            self.recorder.calls.append(Call(region.path, region.index, "", (np.asarray(
-                env[region.input]),), {}, numpy_tree(_output(region, env)), new))
+            new = {
+                target[len(prefix) :]: np.asarray(env[ref.name])
+                for target, ref in program.buffer_updates
+                if target.startswith(prefix) and ref.name in names
+            }
+            self.recorder.calls.append(
+                Call(
+                    region.path,
+                    region.index,
+                    "",
+                    (np.asarray(env[region.input]),),
+                    {},
+                    numpy_tree(_output(region, env)),
+                    new,
+                )
+            )
         from jaxgrad.nn.capture.program import unflatten
 
         new_buffers = {**buffers, **updates}

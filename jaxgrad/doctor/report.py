@@ -20,8 +20,7 @@ import math
 
 import numpy as np
 
-from jaxgrad.parity import (CALIBRATION_MULTIPLE, RULE_FLOAT64, RULE_ROUNDING, RULE_ZERO,
-                            TOLERANCES)
+from jaxgrad.parity import CALIBRATION_MULTIPLE, RULE_FLOAT64, RULE_ROUNDING, RULE_ZERO, TOLERANCES
 
 
 @dataclasses.dataclass
@@ -126,41 +125,56 @@ class Report:
     @property
     def verdict(self) -> str:
         if self.clean:
-            calibrated = [r["path"] or "(the module)" for r in self.layers
-                          if _calibrated(r.get("rule", ""))] + (
-                ["the output"] if _calibrated(self.output_rule) else [])
+            calibrated = [
+                r["path"] or "(the module)" for r in self.layers if _calibrated(r.get("rule", ""))
+            ] + (["the output"] if _calibrated(self.output_rule) else [])
             if calibrated:  # torch's own float32 rounding put these outside the tier
-                return (f"clean bill: every layer and the output are within the {self.dtype} "
-                        f"tier, or as close to torch's float64 run as torch's own float32 "
-                        f"({', '.join(calibrated)}: calibrated; output max error "
-                        f"{_e(self.output_error)})" + (f"; {self.note}." if self.note else "."))
-            return (f"clean bill: every layer and the output are within the {self.dtype} tier "
-                    f"(output max error {_e(self.output_error)})"
-                    + (f"; {self.note}." if self.note else "."))
+                return (
+                    f"clean bill: every layer and the output are within the {self.dtype} "
+                    f"tier, or as close to torch's float64 run as torch's own float32 "
+                    f"({', '.join(calibrated)}: calibrated; output max error "
+                    f"{_e(self.output_error)})" + (f"; {self.note}." if self.note else ".")
+                )
+            return (
+                f"clean bill: every layer and the output are within the {self.dtype} tier "
+                f"(output max error {_e(self.output_error)})"
+                + (f"; {self.note}." if self.note else ".")
+            )
         if self.first_layer is None:
             if self.note:
                 return f"the output differs (max error {_e(self.output_error)}); {self.note}."
-            where = ("after the last layer" if self.glue == "<output>" else
-                     f"in the forward code before layer `{self.glue}`")
-            text = (f"no layer's own error exceeds the tier, but the output differs (max "
-                    f"error {_e(self.output_error)}): the error is made between layers, {where}")
+            where = (
+                "after the last layer"
+                if self.glue == "<output>"
+                else f"in the forward code before layer `{self.glue}`"
+            )
+            text = (
+                f"no layer's own error exceeds the tier, but the output differs (max "
+                f"error {_e(self.output_error)}): the error is made between layers, {where}"
+            )
             if self.causes and self.causes[0].explains:
                 c = self.causes[0]
-                return (f"{text}: {c.detail}; reordered, the input's max error falls from "
-                        f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
+                return (
+                    f"{text}: {c.detail}; reordered, the input's max error falls from "
+                    f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}]."
+                )
             return text + " (a flatten order, a residual add, a reshape)."
         row = next(r for r in self.layers if r["path"] == self.first_layer)
-        head = (f"layer `{self.first_layer}` ({row['class_name']})" if self.first_layer else
-                f"the module itself ({row['class_name']}, path '')")
+        head = (
+            f"layer `{self.first_layer}` ({row['class_name']})"
+            if self.first_layer
+            else f"the module itself ({row['class_name']}, path '')"
+        )
         if self.causes and self.causes[0].explains:
             c = self.causes[0]
-            return (f"{head}: {c.detail}; undoing it, the layer's max error falls from "
-                    f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}].")
+            return (
+                f"{head}: {c.detail}; undoing it, the layer's max error falls from "
+                f"{_e(c.error_before)} to {_e(c.error_after)} [{c.name}]."
+            )
         if self.note:  # e.g. a captured program's region: ATen ops, no layer to vary
             text = f"{head}: own max error {_e(row['injected'])}; {self.note}"
             return text + (f". Where the error sits: {self.pattern}." if self.pattern else ".")
-        text = (f"{head}: own max error {_e(row['injected'])}; nothing in the catalogue "
-                "explains it")
+        text = f"{head}: own max error {_e(row['injected'])}; nothing in the catalogue explains it"
         if self.causes:
             c = self.causes[0]
             text += f" (best: {c.name}, {_e(c.error_before)} -> {_e(c.error_after)})"
@@ -171,47 +185,67 @@ class Report:
         """The model, the tier it is judged at and the mode, in one line."""
         tier = TOLERANCES.get(self.dtype)
         rtol, atol = (tier.rtol, tier.atol) if tier is not None else (0, 0)  # atol unscaled
-        calibrated = (f", or within {CALIBRATION_MULTIPLE:g}x torch float32's own distance "
-                      "from torch's float64 run (calibrated)" if self.calibrated else "")
-        return (f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
-                f"{' x max|ref|' if self.dtype == 'float32' else ''}{calibrated}), "
-                f"{'train' if self.train else 'eval'} mode")
+        calibrated = (
+            f", or within {CALIBRATION_MULTIPLE:g}x torch float32's own distance "
+            "from torch's float64 run (calibrated)"
+            if self.calibrated
+            else ""
+        )
+        return (
+            f"{self.model}: {self.dtype} tier (rtol {rtol:g}, atol {atol:g}"
+            f"{' x max|ref|' if self.dtype == 'float32' else ''}{calibrated}), "
+            f"{'train' if self.train else 'eval'} mode"
+        )
 
     def __str__(self) -> str:
         lines = [self.heading]
         traced = self.port_kind is not None
         if traced:
             found = sum(1 for p in self.params or () if "not found" not in p)
-            lines.append(f"port: a {self.port_kind}, traced ({self.values} values recorded); "
-                         f"{found} of {len(self.params or ())} torch parameters and buffers "
-                         "found in it by value:")
+            lines.append(
+                f"port: a {self.port_kind}, traced ({self.values} values recorded); "
+                f"{found} of {len(self.params or ())} torch parameters and buffers "
+                "found in it by value:"
+            )
             lines += [f"  {p}" for p in self.params or ()]
             if self.unused:
                 lines.append(f"  port leaves holding no torch parameter: {', '.join(self.unused)}")
         if self.layers:
             width = max(len(r["path"]) + (4 if r["index"] else 0) for r in self.layers)
             width = max(width, 5)
-            lines.append(f"  {'layer':<{width}}  {'class':<20} {'end-to-end':>10} {'own':>10}"
-                         + ("  port value" if traced else ""))
+            lines.append(
+                f"  {'layer':<{width}}  {'class':<20} {'end-to-end':>10} {'own':>10}"
+                + ("  port value" if traced else "")
+            )
             for r in self.layers:
                 name = r["path"] + (f" #{r['index']}" if r["index"] else "")
-                mark = "  <- first over the tier" if r["path"] == self.first_layer and \
-                    r["exceeds"] and not any(x["exceeds"] for x in self.layers[:self.layers.index(r)]) \
+                mark = (
+                    "  <- first over the tier"
+                    if r["path"] == self.first_layer
+                    and r["exceeds"]
+                    and not any(x["exceeds"] for x in self.layers[: self.layers.index(r)])
                     else ("  (over)" if r["exceeds"] else "")
+                )
                 port = f"  {r['port']}" if traced else ""
                 rule = f"  [passed by {r['rule']}]" if r.get("rule") and not r["exceeds"] else ""
-                lines.append(f"  {name:<{width}}  {r['class_name']:<20} "
-                             f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{port}{mark}"
-                             f"{rule}")
+                lines.append(
+                    f"  {name:<{width}}  {r['class_name']:<20} "
+                    f"{_e(r['end_to_end']):>10} {_e(r['injected']):>10}{port}{mark}"
+                    f"{rule}"
+                )
         for path, why in self.unmatched:
             lines.append(f"could not match `{path or '(the module)'}`: {why}")
-        lines.append(f"output max error: {_e(self.output_error)}"
-                     + (f" [passed by {self.output_rule}]" if self.output_rule else ""))
+        lines.append(
+            f"output max error: {_e(self.output_error)}"
+            + (f" [passed by {self.output_rule}]" if self.output_rule else "")
+        )
         if self.causes:
             lines.append("ranked causes (the layer's max error with the convention undone):")
             for i, c in enumerate(self.causes, 1):
-                lines.append(f"  {i}. {c.name}: {_e(c.error_before)} -> {_e(c.error_after)}"
-                             f"{'  (within the tier)' if c.explains else ''} - {c.detail}")
+                lines.append(
+                    f"  {i}. {c.name}: {_e(c.error_before)} -> {_e(c.error_after)}"
+                    f"{'  (within the tier)' if c.explains else ''} - {c.detail}"
+                )
             lines.append(f"  signature of {self.causes[0].name}: {self.causes[0].signature}")
         lines.append("verdict: " + self.verdict)
         return "\n".join(lines)
@@ -241,8 +275,10 @@ def pattern_of(reference, candidate) -> str:
     if ref.ndim >= 2 and not parts:
         rows = big.reshape(-1, ref.shape[-1]).any(axis=1)
         if rows.sum() < rows.size:
-            parts.append(f"rows {np.flatnonzero(rows).tolist()[:12]} of {rows.size} "
-                         "(flattened over the leading axes)")
+            parts.append(
+                f"rows {np.flatnonzero(rows).tolist()[:12]} of {rows.size} "
+                "(flattened over the leading axes)"
+            )
         cols = big.reshape(-1, ref.shape[-1]).any(axis=0)
         if cols.sum() < cols.size:
             parts.append(f"last-axis positions {np.flatnonzero(cols).tolist()[:12]} of {cols.size}")

@@ -22,7 +22,7 @@ Accepted ports (``as_function``):
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -72,6 +72,7 @@ def _split(tree):
         for i, v in zip(where, new):
             out[i] = v
         return jax.tree_util.tree_unflatten(treedef, out)
+
     return names, arrays, rebuild
 
 
@@ -84,18 +85,24 @@ def as_function(port) -> PortFunction | None:
     if nnx is not None and isinstance(port, nnx.Module):
         graphdef, state = nnx.split(port)
         names, arrays, rebuild = _split(state)
-        return PortFunction(lambda leaves, *xs, **kw: nnx.merge(graphdef, rebuild(leaves))(
-            *xs, **kw), names, arrays, "nnx module")
+        return PortFunction(
+            lambda leaves, *xs, **kw: nnx.merge(graphdef, rebuild(leaves))(*xs, **kw),
+            names,
+            arrays,
+            "nnx module",
+        )
     if isinstance(port, tuple) and len(port) == 2 and callable(port[0]):
         fn, params = port
         names, arrays, rebuild = _split(params)
-        return PortFunction(lambda leaves, *xs, **kw: fn(rebuild(leaves), *xs, **kw),
-                            names, arrays, "function")
+        return PortFunction(
+            lambda leaves, *xs, **kw: fn(rebuild(leaves), *xs, **kw), names, arrays, "function"
+        )
     if callable(port):
         names, arrays, rebuild = _split(port)
         if arrays:  # a pytree module: its array fields are the leaves
-            return PortFunction(lambda leaves, *xs, **kw: rebuild(leaves)(*xs, **kw),
-                                names, arrays, "pytree module")
+            return PortFunction(
+                lambda leaves, *xs, **kw: rebuild(leaves)(*xs, **kw), names, arrays, "pytree module"
+            )
         return PortFunction(lambda leaves, *xs, **kw: port(*xs, **kw), [], [], "closure")
     return None
 
@@ -186,18 +193,20 @@ def record(port: PortFunction, inputs: tuple, kwargs: dict):
     kw_names = sorted(kwargs)
 
     def flat(*arrays):
-        leaves, xs = list(arrays[:n_leaves]), arrays[n_leaves:n_leaves + n_inputs]
-        kw = dict(zip(kw_names, arrays[n_leaves + n_inputs:]))
+        leaves, xs = list(arrays[:n_leaves]), arrays[n_leaves : n_leaves + n_inputs]
+        kw = dict(zip(kw_names, arrays[n_leaves + n_inputs :]))
         return port.fn(leaves, *xs, **kw)
 
     args = [*port.leaves, *inputs, *(kwargs[k] for k in kw_names)]
     closed = jax.make_jaxpr(flat)(*args)
-    deps = ([(frozenset([i]), False) for i in range(n_leaves)]
-            + [(frozenset(), True)] * (len(args) - n_leaves))
+    deps = [(frozenset([i]), False) for i in range(n_leaves)] + [(frozenset(), True)] * (
+        len(args) - n_leaves
+    )
     recorder = _Recorder()
     for i, x in enumerate(inputs):
-        recorder.values.append(Value(np.asarray(x), f"input {i}", len(recorder.values),
-                                     frozenset()))
+        recorder.values.append(
+            Value(np.asarray(x), f"input {i}", len(recorder.values), frozenset())
+        )
     outs, _ = recorder.eval(closed.jaxpr, closed.consts, args, deps)
     const_leaves = [np.asarray(c) for c in closed.consts if _is_array(c)]
     return [np.asarray(o) for o in outs], recorder.values, const_leaves

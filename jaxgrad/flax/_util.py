@@ -45,8 +45,11 @@ def empty(factory):
 
 def unset(module) -> list[str]:
     """Paths of ``module``'s variables still holding a shape (built by ``empty``, never set)."""
-    return [".".join(map(str, path)) for path, node in nnx.iter_graph(module)
-            if isinstance(node, nnx.Variable) and isinstance(node.get_value(), jax.ShapeDtypeStruct)]
+    return [
+        ".".join(map(str, path))
+        for path, node in nnx.iter_graph(module)
+        if isinstance(node, nnx.Variable) and isinstance(node.get_value(), jax.ShapeDtypeStruct)
+    ]
 
 
 def value_of(variable) -> np.ndarray:

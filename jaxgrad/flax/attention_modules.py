@@ -34,9 +34,22 @@ from flax import nnx
 from flax.nnx.nn.attention import dot_product_attention_weights
 
 
-def torch_attention(query, key, value, bias=None, mask=None, broadcast_dropout=True,
-                    dropout_rng=None, dropout_rate=0.0, deterministic=False, dtype=None,
-                    precision=None, module=None, promote_dtype=None, is_causal=False):
+def torch_attention(
+    query,
+    key,
+    value,
+    bias=None,
+    mask=None,
+    broadcast_dropout=True,
+    dropout_rng=None,
+    dropout_rate=0.0,
+    deterministic=False,
+    dtype=None,
+    precision=None,
+    module=None,
+    promote_dtype=None,
+    is_causal=False,
+):
     """``nnx.dot_product_attention`` with torch's fully masked rows.
 
     flax fills masked logits with the dtype's minimum, so a row whose every key is
@@ -46,8 +59,20 @@ def torch_attention(query, key, value, bias=None, mask=None, broadcast_dropout=T
     """
     kwargs = {} if promote_dtype is None else {"promote_dtype": promote_dtype}
     weights = dot_product_attention_weights(
-        query, key, bias, mask, broadcast_dropout, dropout_rng, dropout_rate, deterministic,
-        dtype, precision, None, is_causal=is_causal, **kwargs)
+        query,
+        key,
+        bias,
+        mask,
+        broadcast_dropout,
+        dropout_rng,
+        dropout_rate,
+        deterministic,
+        dtype,
+        precision,
+        None,
+        is_causal=is_causal,
+        **kwargs,
+    )
     if mask is not None:
         dead = ~jnp.any(jnp.broadcast_to(mask, weights.shape), axis=-1, keepdims=True)
         weights = jnp.where(dead, jnp.nan if module is not None else 0.0, weights)
@@ -73,8 +98,10 @@ def _as_flax_masks(name: str, mask, heads: int):
     if mask.dtype == jnp.bool_:
         return mask, None
     if not jnp.issubdtype(mask.dtype, jnp.floating):
-        raise TypeError(f"TorchMultiheadAttention: `{name}` has dtype {mask.dtype}; torch takes "
-                        "boolean (True = masked) or float (added to the logits) masks only.")
+        raise TypeError(
+            f"TorchMultiheadAttention: `{name}` has dtype {mask.dtype}; torch takes "
+            "boolean (True = masked) or float (added to the logits) masks only."
+        )
     masked = mask == -jnp.inf
     return masked, jnp.where(masked, jnp.zeros((), mask.dtype), mask)
 
@@ -112,37 +139,60 @@ class TorchMultiheadAttention(nnx.Module):
     ``average_attn_weights=False``; ``S'`` counts the appended keys) or ``None``.
     """
 
-    def __init__(self, attention: nnx.MultiHeadAttention, batch_first: bool = False, *,
-                 bias_k=None, bias_v=None, add_zero_attn: bool = False):
+    def __init__(
+        self,
+        attention: nnx.MultiHeadAttention,
+        batch_first: bool = False,
+        *,
+        bias_k=None,
+        bias_v=None,
+        add_zero_attn: bool = False,
+    ):
         if (bias_k is None) != (bias_v is None):
-            raise ValueError("TorchMultiheadAttention: `bias_k` and `bias_v` must be given "
-                             "together (torch's add_bias_kv).")
+            raise ValueError(
+                "TorchMultiheadAttention: `bias_k` and `bias_v` must be given "
+                "together (torch's add_bias_kv)."
+            )
         self.attention = attention
         self.batch_first = batch_first
         self.bias_k = None if bias_k is None else nnx.Param(jnp.asarray(bias_k))
         self.bias_v = None if bias_v is None else nnx.Param(jnp.asarray(bias_v))
         self.add_zero_attn = add_zero_attn
 
-    def __call__(self, query, key=None, value=None, key_padding_mask=None,
-                 need_weights: bool = True, attn_mask=None, average_attn_weights: bool = True,
-                 is_causal: bool = False):
+    def __call__(
+        self,
+        query,
+        key=None,
+        value=None,
+        key_padding_mask=None,
+        need_weights: bool = True,
+        attn_mask=None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ):
         key = query if key is None else key
         value = key if value is None else value
         batched = query.ndim == 3
-        q, k, v = (t if not batched else (t if self.batch_first else jnp.swapaxes(t, 0, 1))
-                   for t in (query, key, value))
+        q, k, v = (
+            t if not batched else (t if self.batch_first else jnp.swapaxes(t, 0, 1))
+            for t in (query, key, value)
+        )
         if not batched:
             q, k, v = q[None], k[None], v[None]
         if is_causal and attn_mask is None:
-            raise ValueError("TorchMultiheadAttention: `is_causal`=True is a hint that needs "
-                             "the causal `attn_mask` too (torch raises the same).")
+            raise ValueError(
+                "TorchMultiheadAttention: `is_causal`=True is a hint that needs "
+                "the causal `attn_mask` too (torch raises the same)."
+            )
         # torch then hands SDPA is_causal=True and never reads attn_mask
         causal = is_causal and key_padding_mask is None and not need_weights
         heads = self.attention.num_heads
         extra = (self.bias_k is not None) + bool(self.add_zero_attn)
         attend, bias = None, None  # flax's mask (True = attend) and the additive float mask
-        for name, mask in (("attn_mask", None if causal else attn_mask),
-                           ("key_padding_mask", key_padding_mask)):
+        for name, mask in (
+            ("attn_mask", None if causal else attn_mask),
+            ("key_padding_mask", key_padding_mask),
+        ):
             if mask is None:
                 continue
             masked, additive = _as_flax_masks(name, mask, heads)
@@ -152,6 +202,7 @@ class TorchMultiheadAttention(nnx.Module):
         attend, bias = _pad_keys(attend, extra, True), _pad_keys(bias, extra, 0)
         if causal:
             attend = jnp.tril(jnp.ones((q.shape[1], k.shape[1] + extra), bool))
+
         def attend_with(attention):
             if extra or bias is not None:
                 return self._attend(q, k, v, attend, bias, need_weights)
@@ -192,14 +243,26 @@ class TorchMultiheadAttention(nnx.Module):
         dropout_rng = None
         if a.dropout_rate > 0.0:
             if a.deterministic is None:
-                raise ValueError("TorchMultiheadAttention: the nnx.MultiHeadAttention has "
-                                 "dropout and `deterministic`=None; call .train() or .eval().")
+                raise ValueError(
+                    "TorchMultiheadAttention: the nnx.MultiHeadAttention has "
+                    "dropout and `deterministic`=None; call .train() or .eval()."
+                )
             if not a.deterministic:
                 dropout_rng = a.rngs()
-        x = a.attention_fn(q, k, v, bias=bias, mask=mask, dropout_rng=dropout_rng,
-                           dropout_rate=a.dropout_rate, broadcast_dropout=a.broadcast_dropout,
-                           deterministic=dropout_rng is None, dtype=a.dtype,
-                           precision=a.precision, module=a if need_weights else None)
+        x = a.attention_fn(
+            q,
+            k,
+            v,
+            bias=bias,
+            mask=mask,
+            dropout_rng=dropout_rng,
+            dropout_rate=a.dropout_rate,
+            broadcast_dropout=a.broadcast_dropout,
+            deterministic=dropout_rng is None,
+            dtype=a.dtype,
+            precision=a.precision,
+            module=a if need_weights else None,
+        )
         return a.out(x)
 
 
@@ -210,11 +273,17 @@ class TorchVdimAttention(nnx.MultiHeadAttention):
     only ``value`` (a stock ``nnx.LinearGeneral``, kernel `(vdim, heads, head_dim)` =
     torch's ``v_proj_weight``ᵀ split per head) is rebuilt."""
 
-    def __init__(self, num_heads: int, in_features: int, *, in_v_features: int,
-                 rngs: nnx.Rngs, **options):
+    def __init__(
+        self, num_heads: int, in_features: int, *, in_v_features: int, rngs: nnx.Rngs, **options
+    ):
         super().__init__(num_heads, in_features, rngs=rngs, **options)
         self.in_v_features = in_v_features
         self.value = nnx.LinearGeneral(
-            in_v_features, (self.num_kv_heads, self.head_dim), use_bias=self.use_bias,
-            dtype=self.dtype, param_dtype=self.param_dtype, precision=self.precision,
-            rngs=rngs)
+            in_v_features,
+            (self.num_kv_heads, self.head_dim),
+            use_bias=self.use_bias,
+            dtype=self.dtype,
+            param_dtype=self.param_dtype,
+            precision=self.precision,
+            rngs=rngs,
+        )

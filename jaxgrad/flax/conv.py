@@ -38,8 +38,10 @@ def _torch_pads(layer, spatial: int) -> list[tuple[int, int]]:
     if layer.padding == "valid":
         return [(0, 0)] * spatial
     if layer.padding == "same":  # torch: total d(k-1), the odd one on the right
-        return [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
-                for k, d in zip(kernel_size, dilation)]
+        return [
+            (d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
+            for k, d in zip(kernel_size, dilation)
+        ]
     return [(p, p) for p in as_tuple(layer.padding, spatial)]
 
 
@@ -60,10 +62,20 @@ def conv_to_nnx(layer, params, buffers, dtype):
             padding = _FLAX_MODES[mode]
         else:
             padded, padding = m.TorchPad(pads, mode), "VALID"
-    module = empty(lambda: nnx.Conv(layer.in_channels, layer.out_channels, kernel_size,
-                                    strides=as_tuple(layer.stride, spatial), padding=padding,
-                                    kernel_dilation=dilation, feature_group_count=layer.groups,
-                                    use_bias=layer.bias, param_dtype=dtype, rngs=rngs()))
+    module = empty(
+        lambda: nnx.Conv(
+            layer.in_channels,
+            layer.out_channels,
+            kernel_size,
+            strides=as_tuple(layer.stride, spatial),
+            padding=padding,
+            kernel_dilation=dilation,
+            feature_group_count=layer.groups,
+            use_bias=layer.bias,
+            param_dtype=dtype,
+            rngs=rngs(),
+        )
+    )
     # torch OIHW -> flax HWIO
     set_value(module.kernel, np.moveaxis(as_numpy(params["weight"]), (0, 1), (-1, -2)))
     if layer.bias:
@@ -98,8 +110,10 @@ def _pads_as_torch(pairs, strides, what: str, path: str):
         return tuple(lo for lo, _ in pairs)
     if all(hi - lo in (0, 1) for lo, hi in pairs) and set(strides) == {1}:
         return "same"
-    raise ValueError(f"from_nnx: {what} at {path!r} pads {pairs} at strides {strides}; torch pads "
-                     "each side equally (or as padding='same' at stride 1).")
+    raise ValueError(
+        f"from_nnx: {what} at {path!r} pads {pairs} at strides {strides}; torch pads "
+        "each side equally (or as padding='same' at stride 1)."
+    )
 
 
 def conv_from_nnx(module, context):
@@ -107,8 +121,10 @@ def conv_from_nnx(module, context):
     kernel = value_of(inner.kernel)  # HWIO
     spatial = kernel.ndim - 2
     if spatial not in (1, 2):
-        raise ValueError(f"from_nnx: nnx.Conv with {spatial} spatial dims at {context.path!r}; "
-                         "jaxgrad has Conv1d and Conv2d.")
+        raise ValueError(
+            f"from_nnx: nnx.Conv with {spatial} spatial dims at {context.path!r}; "
+            "jaxgrad has Conv1d and Conv2d."
+        )
     kernel_size = as_tuple(inner.kernel_size, spatial)
     strides = as_tuple(inner.strides or 1, spatial)
     dilation = as_tuple(inner.kernel_dilation or 1, spatial)
@@ -118,17 +134,31 @@ def conv_from_nnx(module, context):
         padding = _pads_as_torch(module.pad.pads, strides, "TorchPaddedConv", context.path)
     elif isinstance(inner.padding, str) and inner.padding.upper() in ("CIRCULAR", "REFLECT"):
         mode = inner.padding.lower()
-        padding = _pads_as_torch(_flax_same_pads(kernel_size, dilation), strides,
-                                 f"nnx.Conv(padding={inner.padding!r})", context.path)
+        padding = _pads_as_torch(
+            _flax_same_pads(kernel_size, dilation),
+            strides,
+            f"nnx.Conv(padding={inner.padding!r})",
+            context.path,
+        )
     elif isinstance(inner.padding, str) and inner.padding.upper() == "CAUSAL":
-        raise ValueError(f"from_nnx: nnx.Conv at {context.path!r} uses padding='CAUSAL' (left "
-                         "only); torch pads each side equally.")
+        raise ValueError(
+            f"from_nnx: nnx.Conv at {context.path!r} uses padding='CAUSAL' (left "
+            "only); torch pads each side equally."
+        )
     else:
         padding = symmetric(inner.padding, "nnx.Conv", context.path) or (0,) * spatial
     layer = getattr(nn, f"Conv{spatial}d")(
-        inner.in_features, inner.out_features, kernel_size, stride=strides, padding=padding,
-        dilation=dilation, groups=inner.feature_group_count, bias=inner.use_bias,
-        padding_mode=mode, dtype=kernel.dtype)
+        inner.in_features,
+        inner.out_features,
+        kernel_size,
+        stride=strides,
+        padding=padding,
+        dilation=dilation,
+        groups=inner.feature_group_count,
+        bias=inner.use_bias,
+        padding_mode=mode,
+        dtype=kernel.dtype,
+    )
     params = {"weight": np.moveaxis(kernel, (-1, -2), (0, 1))}
     if inner.use_bias:
         params["bias"] = value_of(inner.bias)
@@ -141,18 +171,34 @@ def conv_transpose_to_nnx(layer, params, buffers, dtype):
     spatial = params["weight"].ndim - 2
     kernel_size = as_tuple(layer.kernel_size, spatial)
     dilation = as_tuple(layer.dilation, spatial)
-    pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, d, p, op in zip(
-        kernel_size, dilation, as_tuple(layer.padding, spatial),
-        as_tuple(layer.output_padding, spatial))]
+    pads = [
+        (d * (k - 1) - p, d * (k - 1) - p + op)
+        for k, d, p, op in zip(
+            kernel_size,
+            dilation,
+            as_tuple(layer.padding, spatial),
+            as_tuple(layer.output_padding, spatial),
+        )
+    ]
     groups = layer.groups
     weights = np.split(as_numpy(params["weight"]), groups)  # (in/G, out/G, *k) per group
     biases = np.split(as_numpy(params["bias"]), groups) if layer.bias else [None] * groups
     convs = []
     for weight, bias in zip(weights, biases):
-        module = empty(lambda: nnx.ConvTranspose(
-            layer.in_channels // groups, layer.out_channels // groups, kernel_size,
-            strides=as_tuple(layer.stride, spatial), padding=pads, kernel_dilation=dilation,
-            use_bias=layer.bias, transpose_kernel=True, param_dtype=dtype, rngs=rngs()))
+        module = empty(
+            lambda: nnx.ConvTranspose(
+                layer.in_channels // groups,
+                layer.out_channels // groups,
+                kernel_size,
+                strides=as_tuple(layer.stride, spatial),
+                padding=pads,
+                kernel_dilation=dilation,
+                use_bias=layer.bias,
+                transpose_kernel=True,
+                param_dtype=dtype,
+                rngs=rngs(),
+            )
+        )
         # torch (in, out, *k) -> (*k, out, in): the forward conv's HWIO, flipped by lax
         set_value(module.kernel, np.moveaxis(weight, (0, 1), (-1, -2)))
         if layer.bias:
@@ -202,9 +248,11 @@ def conv_transpose_from_nnx(module, context):
     for (low, high), k, s, d in zip(pairs, kernel_size, strides, dilation):
         p, extra = d * (k - 1) - low, high - low
         if p < 0 or not 0 <= extra < max(s, d):
-            problems.append(f"pads ({low}, {high}) at kernel {k}, stride {s}, dilation {d} give "
-                            f"torch padding={p}, output_padding={extra}; torch needs padding ≥ 0 "
-                            f"and 0 ≤ output_padding < max(stride, dilation)")
+            problems.append(
+                f"pads ({low}, {high}) at kernel {k}, stride {s}, dilation {d} give "
+                f"torch padding={p}, output_padding={extra}; torch needs padding ≥ 0 "
+                f"and 0 ≤ output_padding < max(stride, dilation)"
+            )
         padding.append(p)
         output_padding.append(extra)
     refuse(where, problems)
@@ -213,9 +261,16 @@ def conv_transpose_from_nnx(module, context):
     else:  # (*k, in, out), applied unflipped: torch's weight is its spatial flip
         weight = np.moveaxis(np.flip(kernel, tuple(range(spatial))), (-2, -1), (0, 1))
     layer = getattr(nn, f"ConvTranspose{spatial}d")(
-        weight.shape[0], weight.shape[1], kernel_size, stride=strides, padding=tuple(padding),
-        output_padding=tuple(output_padding), bias=module.use_bias, dilation=dilation,
-        dtype=kernel.dtype)
+        weight.shape[0],
+        weight.shape[1],
+        kernel_size,
+        stride=strides,
+        padding=tuple(padding),
+        output_padding=tuple(output_padding),
+        bias=module.use_bias,
+        dilation=dilation,
+        dtype=kernel.dtype,
+    )
     params = {"weight": np.ascontiguousarray(weight)}
     if module.use_bias:
         params["bias"] = value_of(module.bias)
@@ -235,18 +290,31 @@ def grouped_conv_transpose_from_nnx(module, context):
     first = reads[0][0]
     different = [str(i) for i, read in enumerate(reads) if read[0] != first]
     if different:
-        raise ValueError(f"from_nnx: TorchGroupedConvTranspose at {base or 'the top level'!r}: "
-                         f"groups {', '.join(different)} differ from group 0 in their "
-                         "hyperparameters; torch's groups share them.")
+        raise ValueError(
+            f"from_nnx: TorchGroupedConvTranspose at {base or 'the top level'!r}: "
+            f"groups {', '.join(different)} differ from group 0 in their "
+            "hyperparameters; torch's groups share them."
+        )
     groups = len(reads)
-    layer = dataclasses.replace(first, in_channels=first.in_channels * groups,
-                                out_channels=first.out_channels * groups, groups=groups)
+    layer = dataclasses.replace(
+        first,
+        in_channels=first.in_channels * groups,
+        out_channels=first.out_channels * groups,
+        groups=groups,
+    )
     params = {name: np.concatenate([read[1][name] for read in reads]) for name in reads[0][1]}
     return layer, params, {}
 
 
-TO_NNX = {"Conv1d": conv_to_nnx, "Conv2d": conv_to_nnx,
-          "ConvTranspose1d": conv_transpose_to_nnx, "ConvTranspose2d": conv_transpose_to_nnx}
-FROM_NNX = {nnx.Conv: conv_from_nnx, m.TorchPaddedConv: conv_from_nnx,
-            nnx.ConvTranspose: conv_transpose_from_nnx,
-            m.TorchGroupedConvTranspose: grouped_conv_transpose_from_nnx}
+TO_NNX = {
+    "Conv1d": conv_to_nnx,
+    "Conv2d": conv_to_nnx,
+    "ConvTranspose1d": conv_transpose_to_nnx,
+    "ConvTranspose2d": conv_transpose_to_nnx,
+}
+FROM_NNX = {
+    nnx.Conv: conv_from_nnx,
+    m.TorchPaddedConv: conv_from_nnx,
+    nnx.ConvTranspose: conv_transpose_from_nnx,
+    m.TorchGroupedConvTranspose: grouped_conv_transpose_from_nnx,
+}

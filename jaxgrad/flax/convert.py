@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,20 +33,15 @@ import numpy as np
 from flax import nnx
 
 from jaxgrad import nn
-from jaxgrad.flax import attention
-from jaxgrad.flax import conv
-from jaxgrad.flax import linear
+from jaxgrad.flax import attention, conv, linear, norms, sequence, transformer
 from jaxgrad.flax import modules as m
-from jaxgrad.flax import norms
 from jaxgrad.flax import program as program_twin
-from jaxgrad.flax import sequence
-from jaxgrad.flax import transformer
 from jaxgrad.flax._util import as_param as _param
 from jaxgrad.flax._util import as_tuple as _tuple
 from jaxgrad.flax._util import empty as _empty
 from jaxgrad.flax._util import rngs as _rngs
-from jaxgrad.flax._util import unset as _unset
 from jaxgrad.flax._util import set_value as _set
+from jaxgrad.flax._util import unset as _unset
 from jaxgrad.flax._util import value_of as _value
 
 LAYOUTS = ("NHWC", "NCHW")
@@ -61,11 +57,18 @@ def _embedding(layer, params, buffers, dtype):
     if getattr(layer, "scale_grad_by_freq", False):
         raise ValueError("to_nnx: Embedding with scale_grad_by_freq=True is not supported.")
     if layer.padding_idx is None:
-        module = _empty(lambda: nnx.Embed(layer.num_embeddings, layer.embedding_dim,
-                                          param_dtype=dtype, rngs=_rngs()))
+        module = _empty(
+            lambda: nnx.Embed(
+                layer.num_embeddings, layer.embedding_dim, param_dtype=dtype, rngs=_rngs()
+            )
+        )
     else:
-        module = m.TorchEmbed(layer.num_embeddings, layer.embedding_dim,
-                              layer.padding_idx % layer.num_embeddings, param_dtype=dtype)
+        module = m.TorchEmbed(
+            layer.num_embeddings,
+            layer.embedding_dim,
+            layer.padding_idx % layer.num_embeddings,
+            param_dtype=dtype,
+        )
     _set(module.embedding, params["weight"])
     return module
 
@@ -79,7 +82,9 @@ def _dropout(layer, params, buffers, dtype):
 
 
 def _softplus(layer, params, buffers, dtype):
-    from jaxgrad.nn import functional as F  # torch's beta and threshold; jax.nn.softplus has neither
+    from jaxgrad.nn import (
+        functional as F,  # torch's beta and threshold; jax.nn.softplus has neither
+    )
 
     return functools.partial(F.softplus, beta=layer.beta, threshold=layer.threshold)
 
@@ -91,9 +96,12 @@ def _mish(x):
 def _softmax(fn):
     def build(layer, params, buffers, dtype):
         if layer.dim is None:
-            raise ValueError(f"to_nnx: {type(layer).__name__}(dim=None) picks its dim from the "
-                             "input's rank at run time; give `dim` explicitly.")
+            raise ValueError(
+                f"to_nnx: {type(layer).__name__}(dim=None) picks its dim from the "
+                "input's rank at run time; give `dim` explicitly."
+            )
         return functools.partial(fn, axis=layer.dim)
+
     return build
 
 
@@ -106,22 +114,31 @@ def _pool(layer, params, buffers, dtype):
     spatial = 2 if name.endswith("2d") else 1
     if name.startswith(("MaxPool", "AvgPool")):
         kernel = _tuple(layer.kernel_size, spatial)
-        stride = _tuple(layer.stride if layer.stride not in (None, ()) else layer.kernel_size,
-                        spatial)
+        stride = _tuple(
+            layer.stride if layer.stride not in (None, ()) else layer.kernel_size, spatial
+        )
         pads = [(p, p) for p in _tuple(layer.padding, spatial)]
         plain = not getattr(layer, "ceil_mode", False)
         if name.startswith("MaxPool"):
-            plain = plain and set(_tuple(layer.dilation, spatial)) == {1} and not layer.return_indices
+            plain = (
+                plain and set(_tuple(layer.dilation, spatial)) == {1} and not layer.return_indices
+            )
             if plain:
-                return functools.partial(nnx.max_pool, window_shape=kernel, strides=stride,
-                                         padding=pads)
+                return functools.partial(
+                    nnx.max_pool, window_shape=kernel, strides=stride, padding=pads
+                )
         else:
             plain = plain and layer.divisor_override is None
             if plain:
                 # count_include_pad=False: nnx.avg_pool counts in float64 under x64
                 pool = nnx.avg_pool if layer.count_include_pad else m.avg_pool
-                return functools.partial(pool, window_shape=kernel, strides=stride,
-                                         padding=pads, count_include_pad=layer.count_include_pad)
+                return functools.partial(
+                    pool,
+                    window_shape=kernel,
+                    strides=stride,
+                    padding=pads,
+                    count_include_pad=layer.count_include_pad,
+                )
     return m.TorchPool(layer)
 
 
@@ -186,8 +203,11 @@ _TO_NNX: dict[str, tuple[Callable, str]] = {
     "GELU": (_gelu, "any"),
     "LeakyReLU": (_leaky_relu, "any"),
     "Identity": (_identity, "any"),
-    **{name: (builder, "torch") for module in (attention, sequence, transformer)
-       for name, builder in module.TO_NNX.items()},
+    **{
+        name: (builder, "torch")
+        for module in (attention, sequence, transformer)
+        for name, builder in module.TO_NNX.items()
+    },
 }
 SUPPORTED = tuple(sorted([*_TO_NNX, "Sequential"]))
 """The jaxgrad layer classes ``to_nnx`` maps to ``flax.nnx`` modules, sorted."""
@@ -243,14 +263,18 @@ class _Builder:
                 module, needs[layer_path] = items[-1], _need(layer)
             layers[layer_path] = module
         owned = {f"{p}." for p, _ in graph.layers}
-        tensors = {k: _param(v) for k, v in {**params, **buffers}.items()
-                   if not any(k.startswith(prefix) for prefix in owned)}
+        tensors = {
+            k: _param(v)
+            for k, v in {**params, **buffers}.items()
+            if not any(k.startswith(prefix) for prefix in owned)
+        }
         output = "cl" if self.layout == "NHWC" else "torch"
         return m.TorchGraph(graph, layers, needs, tensors, state, output), output
 
     def program(self, model, params, buffers):
         """An ``ExportedModule``: stock layers where the program has them
         (``jaxgrad.flax.program``), torch's ATen ops for the rest."""
+
         def make_layer(layer, layer_params, path):
             builder, need = _TO_NNX.get(type(layer).__name__, (None, None))
             if builder is None:
@@ -259,6 +283,7 @@ class _Builder:
                 return builder(layer, layer_params, {}, self.dtype), need
             except ValueError:  # a setting stock flax lacks: the layer stays in the program
                 return None
+
         return program_twin.build(model, params, buffers, make_layer)
 
     def layer(self, layer, params, buffers, state: str, path: str):
@@ -308,8 +333,7 @@ def _freeze(module, names) -> None:
         return
     probe = nnx.clone(module)
     for index, (_, variable) in enumerate(_param_variables(probe)):
-        variable.set_value(jnp.full(variable.get_value().shape, index,
-                                    variable.get_value().dtype))
+        variable.set_value(jnp.full(variable.get_value().shape, index, variable.get_value().dtype))
     read = _from_nnx(probe)[1]
     wanted = {}
     for name in names:
@@ -320,8 +344,11 @@ def _freeze(module, names) -> None:
         if index in wanted:
             parent = module
             for key in path[:-1]:
-                parent = parent[key] if isinstance(key, int) or not hasattr(parent, key) \
+                parent = (
+                    parent[key]
+                    if isinstance(key, int) or not hasattr(parent, key)
                     else getattr(parent, key)
+                )
             frozen = FrozenParam(variable.get_value())
             if isinstance(path[-1], int) or not hasattr(parent, path[-1]):
                 parent[path[-1]] = frozen
@@ -333,8 +360,9 @@ def _is_torch_module(obj) -> bool:
     return hasattr(obj, "state_dict") and hasattr(obj, "named_modules") and hasattr(obj, "forward")
 
 
-def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=None,
-           example_kwargs=None) -> nnx.Module:
+def to_nnx(
+    source, params=None, buffers=None, *, layout: str = "NHWC", example=None, example_kwargs=None
+) -> nnx.Module:
     """The ``flax.nnx`` twin of a jaxgrad model (with its params) or a torch module.
 
     Args:
@@ -366,15 +394,23 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
     training = True
     if _is_torch_module(source):
         if params is not None or buffers is not None:
-            raise ValueError("to_nnx: pass `params`/`buffers` only with a jaxgrad model; a "
-                             "torch module carries its own.")
+            raise ValueError(
+                "to_nnx: pass `params`/`buffers` only with a jaxgrad model; a "
+                "torch module carries its own."
+            )
         training = source.training  # the twin starts in the torch module's mode
-        source, params, buffers = nn.from_torch(source, example, example_kwargs=example_kwargs,
-                                                with_buffers=True,
-                                                capture="export" if example_kwargs else "auto")
+        source, params, buffers = nn.from_torch(
+            source,
+            example,
+            example_kwargs=example_kwargs,
+            with_buffers=True,
+            capture="export" if example_kwargs else "auto",
+        )
     if not isinstance(source, nn.Module):
-        raise TypeError(f"to_nnx: `source` must be a jaxgrad.nn model or a torch module, got "
-                        f"{type(source).__name__}.")
+        raise TypeError(
+            f"to_nnx: `source` must be a jaxgrad.nn model or a torch module, got "
+            f"{type(source).__name__}."
+        )
     if params is None:
         raise ValueError("to_nnx: a jaxgrad model needs its `params`.")
     params = source.load_state_dict(params)
@@ -411,8 +447,12 @@ def to_nnx(source, params=None, buffers=None, *, layout: str = "NHWC", example=N
 # ------------------------------------------------------------------- from nnx
 def _from_embed(module, context):
     table = _value(module.embedding)
-    layer = nn.Embedding(table.shape[0], table.shape[1],
-                         padding_idx=getattr(module, "padding_idx", None), dtype=table.dtype)
+    layer = nn.Embedding(
+        table.shape[0],
+        table.shape[1],
+        padding_idx=getattr(module, "padding_idx", None),
+        dtype=table.dtype,
+    )
     return layer, {"weight": table}, {}
 
 
@@ -421,13 +461,19 @@ def _from_pool_partial(fn, context):
     window = tuple(keywords["window_shape"])
     spatial = len(window)
     strides = tuple(keywords.get("strides") or window)
-    pads = conv.symmetric(keywords.get("padding", "VALID"), fn.func.__name__, context.path) or (0,) * spatial
+    pads = (
+        conv.symmetric(keywords.get("padding", "VALID"), fn.func.__name__, context.path)
+        or (0,) * spatial
+    )
     if fn.func is nnx.max_pool:
         layer = getattr(nn, f"MaxPool{spatial}d")(window, stride=strides, padding=pads)
     else:
         layer = getattr(nn, f"AvgPool{spatial}d")(
-            window, stride=strides, padding=pads,
-            count_include_pad=keywords.get("count_include_pad", True))
+            window,
+            stride=strides,
+            padding=pads,
+            count_include_pad=keywords.get("count_include_pad", True),
+        )
     return layer, {}, {}
 
 
@@ -439,15 +485,21 @@ _FROM_NNX: dict[type, Callable] = {
     m.TorchEmbed: _from_embed,
     nnx.Dropout: lambda module, context: (
         {(): nn.Dropout, (1,): nn.Dropout1d, (1, 2): nn.Dropout2d}[tuple(module.broadcast_dims)](
-            p=module.rate), {}, {}),
+            p=module.rate
+        ),
+        {},
+        {},
+    ),
     m.TorchFlatten: lambda module, context: (nn.Flatten(module.start_dim, module.end_dim), {}, {}),
     m.TorchPool: lambda module, context: (module.layer, {}, {}),
     **attention.FROM_NNX,
     **sequence.FROM_NNX,
     **transformer.FROM_NNX,
     m.TorchLayer: lambda module, context: (
-        module.layer, {k: _value(v) for k, v in module.params.items()},
-        {k: _value(v) for k, v in module.buffers.items()}),
+        module.layer,
+        {k: _value(v) for k, v in module.params.items()},
+        {k: _value(v) for k, v in module.buffers.items()},
+    ),
     program_twin.TorchProgram: lambda module, context: _read_program(module, context),
 }
 _FUNCTIONS: dict[Any, Callable[[], Any]] = {
@@ -516,7 +568,11 @@ def _read(item, context):
             cls = nn.Softmax if item.func is nnx.softmax else nn.LogSoftmax
             return cls(dim=item.keywords.get("axis", -1)), {}, {}
         if getattr(item.func, "__name__", "") == "softplus" and "threshold" in item.keywords:
-            return nn.Softplus(beta=item.keywords["beta"], threshold=item.keywords["threshold"]), {}, {}
+            return (
+                nn.Softplus(beta=item.keywords["beta"], threshold=item.keywords["threshold"]),
+                {},
+                {},
+            )
         if item.func in (nnx.max_pool, nnx.avg_pool, m.avg_pool):
             return _from_pool_partial(item, context)
         if item.func is nnx.gelu:
@@ -563,16 +619,24 @@ def _shape_problems(model, path: str = "") -> list[str]:
     problems, width, last = [], None, None
     for name, layer in zip(model.names, model.layers):
         where = f"{path}.{name}" if path else name
-        takes = next((getattr(layer, a) for a in ("in_features", "in_channels", "num_features",
-                                                   "num_channels") if hasattr(layer, a)), None)
+        takes = next(
+            (
+                getattr(layer, a)
+                for a in ("in_features", "in_channels", "num_features", "num_channels")
+                if hasattr(layer, a)
+            ),
+            None,
+        )
         if type(layer).__name__ == "Flatten":
             width = None  # the flattened width depends on the input's spatial size
             continue
         if takes is not None and width is not None and takes != width:
-            problems.append(f"{where} ({type(layer).__name__}) takes {takes} features but "
-                            f"{last} gives {width}")
-        gives = next((getattr(layer, a) for a in ("out_features", "out_channels")
-                      if hasattr(layer, a)), None)
+            problems.append(
+                f"{where} ({type(layer).__name__}) takes {takes} features but {last} gives {width}"
+            )
+        gives = next(
+            (getattr(layer, a) for a in ("out_features", "out_channels") if hasattr(layer, a)), None
+        )
         if gives is not None:
             width, last = gives, f"{where} ({type(layer).__name__})"
     return problems
@@ -608,7 +672,9 @@ def _from_nnx(module, gradients: bool = False):
     if type(model).__name__ == "Sequential":
         problems = _shape_problems(model)
         if problems:
-            raise ValueError("from_nnx: the layers do not fit together: " + "; ".join(problems) + ".")
+            raise ValueError(
+                "from_nnx: the layers do not fit together: " + "; ".join(problems) + "."
+            )
     params = model.load_state_dict(params)
     if model.buffer_shapes():
         return model, params, model.load_buffers(buffers)

@@ -34,8 +34,11 @@ PRNG_KEYS = "jaxgrad.prng_keys"  # the metadata entry naming the key-data tensor
 
 
 def _flat(module) -> dict[str, nnx.Variable]:
-    return {".".join(map(str, path)): node for path, node in nnx.iter_graph(module)
-            if isinstance(node, nnx.Variable)}
+    return {
+        ".".join(map(str, path)): node
+        for path, node in nnx.iter_graph(module)
+        if isinstance(node, nnx.Variable)
+    }
 
 
 def _is_key(value) -> bool:
@@ -65,8 +68,10 @@ def save_nnx(module, path: str, metadata: dict[str, str] | None = None) -> None:
 
     metadata = dict(metadata or {})
     if PRNG_KEYS in metadata:
-        raise ValueError(f"save_nnx: the metadata key {PRNG_KEYS!r} is reserved (it records "
-                         "the PRNG keys' implementations).")
+        raise ValueError(
+            f"save_nnx: the metadata key {PRNG_KEYS!r} is reserved (it records "
+            "the PRNG keys' implementations)."
+        )
     arrays, keys = {}, {}
     for name, var in _flat(module).items():
         arrays[name], impl = _stored_form(var.get_value())
@@ -111,17 +116,21 @@ def load_nnx(module, path: str) -> None:
             continue
         want, impl = _stored_form(var.get_value())
         if impl != stored_keys.get(name):
-            problems.append(f"`{name}`: file has " + (
-                f"a {stored_keys[name]} PRNG key" if name in stored_keys else "a plain array")
-                + ", module has " + (f"a {impl} PRNG key" if impl else "a plain array"))
+            problems.append(
+                f"`{name}`: file has "
+                + (f"a {stored_keys[name]} PRNG key" if name in stored_keys else "a plain array")
+                + ", module has "
+                + (f"a {impl} PRNG key" if impl else "a plain array")
+            )
         elif stored[name].shape != want.shape or stored[name].dtype != want.dtype:
-            problems.append(f"`{name}`: file has {stored[name].dtype}{list(stored[name].shape)}, "
-                            f"module has {want.dtype}{list(want.shape)}")
+            problems.append(
+                f"`{name}`: file has {stored[name].dtype}{list(stored[name].shape)}, "
+                f"module has {want.dtype}{list(want.shape)}"
+            )
     if problems:
         raise ValueError(f"load_nnx({path!r}): " + "; ".join(problems) + ".")
     for name, var in variables.items():
         if name in stored_keys:
-            var.set_value(jax.random.wrap_key_data(to_device(stored[name]),
-                                                   impl=stored_keys[name]))
+            var.set_value(jax.random.wrap_key_data(to_device(stored[name]), impl=stored_keys[name]))
         else:
             var.set_value(to_device(stored[name]))

@@ -14,9 +14,18 @@ from jaxgrad.flax._util import as_numpy, empty, rngs, set_value, value_of
 
 
 def linear_to_nnx(layer, params, buffers, dtype):
-    module = empty(lambda: nnx.Linear(layer.in_features, layer.out_features,
-                                      use_bias=layer.bias, param_dtype=dtype, rngs=rngs()))
-    set_value(module.kernel, as_numpy(params["weight"]).T)  # torch (out, in) -> flax kernel (in, out)
+    module = empty(
+        lambda: nnx.Linear(
+            layer.in_features,
+            layer.out_features,
+            use_bias=layer.bias,
+            param_dtype=dtype,
+            rngs=rngs(),
+        )
+    )
+    set_value(
+        module.kernel, as_numpy(params["weight"]).T
+    )  # torch (out, in) -> flax kernel (in, out)
     if layer.bias:
         set_value(module.bias, params["bias"])
     return module
@@ -24,8 +33,9 @@ def linear_to_nnx(layer, params, buffers, dtype):
 
 def linear_from_nnx(module, context):
     kernel = value_of(module.kernel)
-    layer = nn.Linear(module.in_features, module.out_features, bias=module.use_bias,
-                      dtype=kernel.dtype)
+    layer = nn.Linear(
+        module.in_features, module.out_features, bias=module.use_bias, dtype=kernel.dtype
+    )
     params = {"weight": kernel.T}
     if module.use_bias:
         params["bias"] = value_of(module.bias)

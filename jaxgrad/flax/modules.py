@@ -50,9 +50,9 @@ class TorchFlatten(nnx.Module):
     def __call__(self, x):
         start, end = self.start_dim % x.ndim, self.end_dim % x.ndim
         merged = 1
-        for size in x.shape[start:end + 1]:
+        for size in x.shape[start : end + 1]:
             merged *= size
-        return x.reshape(x.shape[:start] + (merged,) + x.shape[end + 1:])
+        return x.reshape(x.shape[:start] + (merged,) + x.shape[end + 1 :])
 
 
 class TorchBatchNorm(nnx.Module):
@@ -65,10 +65,17 @@ class TorchBatchNorm(nnx.Module):
     ``use_running_average`` is flax's switch (``True`` = torch's ``eval()``).
     """
 
-    def __init__(self, num_features: int, *, momentum: float | None = 0.1,
-                 epsilon: float = 1e-5, affine: bool = True,
-                 track_running_stats: bool = True, use_running_average: bool = False,
-                 param_dtype: Any = jnp.float32):
+    def __init__(
+        self,
+        num_features: int,
+        *,
+        momentum: float | None = 0.1,
+        epsilon: float = 1e-5,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        use_running_average: bool = False,
+        param_dtype: Any = jnp.float32,
+    ):
         self.num_features, self.momentum, self.epsilon = num_features, momentum, epsilon
         self.affine, self.track_running_stats = affine, track_running_stats
         self.use_running_average = use_running_average
@@ -81,7 +88,9 @@ class TorchBatchNorm(nnx.Module):
             self.num_batches_tracked = nnx.BatchStat(jnp.zeros((), jnp.int32))
 
     def __call__(self, x, use_running_average: bool | None = None):
-        use_running = self.use_running_average if use_running_average is None else use_running_average
+        use_running = (
+            self.use_running_average if use_running_average is None else use_running_average
+        )
         axes = tuple(range(x.ndim - 1))
         if use_running and self.track_running_stats:
             mean, var = self.mean[...], self.var[...]
@@ -92,8 +101,11 @@ class TorchBatchNorm(nnx.Module):
                 count = x.size // x.shape[-1]
                 tracked = self.num_batches_tracked[...] + 1
                 self.num_batches_tracked[...] = tracked
-                weight = (1.0 / tracked.astype(x.dtype) if self.momentum is None
-                          else jnp.asarray(self.momentum, x.dtype))
+                weight = (
+                    1.0 / tracked.astype(x.dtype)
+                    if self.momentum is None
+                    else jnp.asarray(self.momentum, x.dtype)
+                )
                 unbiased = var * (count / max(count - 1, 1))
                 stop = jax.lax.stop_gradient
                 self.mean[...] = (1 - weight) * self.mean[...] + weight * stop(mean)
@@ -156,9 +168,17 @@ class TorchInstanceNorm(nnx.Module):
     normalises with the running statistics.
     """
 
-    def __init__(self, num_features: int, spatial: int, *, momentum: float | None = 0.1,
-                 epsilon: float = 1e-5, affine: bool = False, use_running_average: bool = False,
-                 param_dtype: Any = jnp.float32):
+    def __init__(
+        self,
+        num_features: int,
+        spatial: int,
+        *,
+        momentum: float | None = 0.1,
+        epsilon: float = 1e-5,
+        affine: bool = False,
+        use_running_average: bool = False,
+        param_dtype: Any = jnp.float32,
+    ):
         self.num_features, self.spatial, self.momentum = num_features, spatial, momentum
         self.epsilon, self.affine = epsilon, affine
         self.use_running_average = use_running_average
@@ -170,7 +190,9 @@ class TorchInstanceNorm(nnx.Module):
         self.num_batches_tracked = nnx.BatchStat(jnp.zeros((), jnp.int32))
 
     def __call__(self, x, use_running_average: bool | None = None):
-        use_running = self.use_running_average if use_running_average is None else use_running_average
+        use_running = (
+            self.use_running_average if use_running_average is None else use_running_average
+        )
         if use_running:
             mean, var = self.mean[...], self.var[...]
         else:
@@ -216,8 +238,9 @@ def avg_pool(inputs, window_shape, strides=None, padding="VALID", count_include_
     ones_shape = inputs.shape[:-1] + (1,)  # as flax: one count per window, broadcast
     if len(ones_shape) - 2 == len(window_shape):  # batched: the same counts for every row
         ones_shape = (1,) + ones_shape[1:]
-    counts = pooling.pool(jnp.ones(ones_shape, inputs.dtype), 0.0, jax.lax.add, window_shape,
-                          strides, padding)
+    counts = pooling.pool(
+        jnp.ones(ones_shape, inputs.dtype), 0.0, jax.lax.add, window_shape, strides, padding
+    )
     return total / counts
 
 
@@ -239,8 +262,13 @@ class TorchEmbed(nnx.Module):
     """``torch.nn.Embedding`` with ``padding_idx``: lookup whose padding row gets no
     gradient. Param ``embedding`` `(num_embeddings, features)` as ``nnx.Embed``."""
 
-    def __init__(self, num_embeddings: int, features: int, padding_idx: int | None,
-                 param_dtype: Any = jnp.float32):
+    def __init__(
+        self,
+        num_embeddings: int,
+        features: int,
+        padding_idx: int | None,
+        param_dtype: Any = jnp.float32,
+    ):
         self.num_embeddings, self.features, self.padding_idx = num_embeddings, features, padding_idx
         self.embedding = nnx.Param(jnp.zeros((num_embeddings, features), param_dtype))
 
@@ -265,8 +293,15 @@ class TorchGraph(nnx.Module):
     reads ``self.training`` runs torch's evaluation-mode graph when it is True.
     """
 
-    def __init__(self, graph, layers: dict, needs: dict, tensors: dict, input_layout: str,
-                 output_layout: str = "torch"):
+    def __init__(
+        self,
+        graph,
+        layers: dict,
+        needs: dict,
+        tensors: dict,
+        input_layout: str,
+        output_layout: str = "torch",
+    ):
         self.graph = graph  # the jaxgrad GraphModule: nodes and names, static
         self.layers = nnx.Dict(layers)
         self.needs = needs  # module path -> "cl" | "torch" | "any"
@@ -297,6 +332,7 @@ class TorchGraph(nnx.Module):
                 if isinstance(arg, fx.SliceArg):
                     return slice(read(arg.start), read(arg.stop), read(arg.step))
                 return arg
+
             return [read(a) for a in node_args]
 
         position = 0
@@ -336,24 +372,44 @@ class TorchGraph(nnx.Module):
                 # keyword arguments may be earlier nodes too (F.layer_norm(..., weight=w))
                 kwargs = dict((k, args_of((v,), keep_cl=False)[0]) for k, v in node.kwargs)
                 if op.stateful:
-                    raise ValueError(f"to_nnx: the op {node.target} at node {node.name!r} draws "
-                                     "random numbers; use an nn.Dropout module instead.")
+                    raise ValueError(
+                        f"to_nnx: the op {node.target} at node {node.name!r} draws "
+                        "random numbers; use an nn.Dropout module instead."
+                    )
                 env[node.name] = op.fn(*args, **kwargs)
                 layout[node.name] = layout[refs[0]] if elementwise else "torch"
             else:
                 (result,) = node.args
                 if isinstance(result, fx.Ref):
                     # a channels-last image stays so in NHWC mode; torch-ordered values as they are
-                    return env[result.name] if self.output_layout == "cl" else torch_order(result.name)
+                    return (
+                        env[result.name] if self.output_layout == "cl" else torch_order(result.name)
+                    )
                 return args_of((result,), keep_cl=False)[0]
         raise AssertionError("a traced graph ends with an output node")
 
 
 _ELEMENTWISE = {
-    "operator.add", "operator.sub", "operator.mul", "operator.truediv", "operator.iadd",
-    "operator.isub", "operator.imul", "torch.add", "torch.sub", "torch.mul", "method.add",
-    "method.sub", "method.mul", "torch.relu", "method.relu", "torch.nn.functional.relu",
-    "torch.sigmoid", "torch.tanh", "method.sigmoid", "method.tanh",
+    "operator.add",
+    "operator.sub",
+    "operator.mul",
+    "operator.truediv",
+    "operator.iadd",
+    "operator.isub",
+    "operator.imul",
+    "torch.add",
+    "torch.sub",
+    "torch.mul",
+    "method.add",
+    "method.sub",
+    "method.mul",
+    "torch.relu",
+    "method.relu",
+    "torch.nn.functional.relu",
+    "torch.sigmoid",
+    "torch.tanh",
+    "method.sigmoid",
+    "method.tanh",
 }
 
 
@@ -376,8 +432,9 @@ class TorchLayer(nnx.Module):
         buffers = {k: v[...] for k, v in self.buffers.items()}
         train = not self.deterministic
         key = self.rngs.dropout() if train else None
-        output, new = self.layer.forward_with_state(params, *inputs, buffers=buffers, train=train,
-                                                    key=key, path="", **options)
+        output, new = self.layer.forward_with_state(
+            params, *inputs, buffers=buffers, train=train, key=key, path="", **options
+        )
         for name, value in new.items():
             self.buffers[name][...] = value
         return output

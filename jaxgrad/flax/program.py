@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxgrad.nn.module import child_path
 from jaxgrad.nn.capture.program import TensorMeta
 from jaxgrad.nn.capture.regions import readers, regions, state_read
 from jaxgrad.nn.capture.shapes import concrete, is_symbolic
+from jaxgrad.nn.module import child_path
 
 
 def _input_meta(model, program, name):
@@ -44,8 +44,9 @@ def _input_meta(model, program, name):
     for node in program.nodes:
         if node.name == name:
             return node.meta
-    index = {placeholder: target for placeholder, kind, target in program.inputs
-             if kind == "input"}.get(name)
+    index = {
+        placeholder: target for placeholder, kind, target in program.inputs if kind == "input"
+    }.get(name)
     return dict(model.input_meta).get(index) if index is not None else None
 
 
@@ -54,8 +55,9 @@ def _fits(module, channels_last: bool, meta_in, meta_out, example=None) -> bool:
     the example's sizes (``example``: ``{symbol: size}`` of a dynamic capture)."""
     if not isinstance(meta_in, TensorMeta) or not isinstance(meta_out, TensorMeta):
         return False
-    meta_in, meta_out = (TensorMeta(concrete(m.shape, example or {}), m.dtype)
-                         for m in (meta_in, meta_out))
+    meta_in, meta_out = (
+        TensorMeta(concrete(m.shape, example or {}), m.dtype) for m in (meta_in, meta_out)
+    )
     if is_symbolic(meta_in.shape) or is_symbolic(meta_out.shape):
         return False
 
@@ -65,12 +67,14 @@ def _fits(module, channels_last: bool, meta_in, meta_out, example=None) -> bool:
         return module(x)
 
     try:
-        out = jax.eval_shape(call, jax.ShapeDtypeStruct(
-            meta_in.shape, jax.dtypes.canonicalize_dtype(meta_in.dtype)))
+        out = jax.eval_shape(
+            call, jax.ShapeDtypeStruct(meta_in.shape, jax.dtypes.canonicalize_dtype(meta_in.dtype))
+        )
     except Exception:  # noqa: BLE001 - a layer that cannot take this input stays in the program
         return False
     return tuple(out.shape) == tuple(meta_out.shape) and (
-        jnp.dtype(out.dtype) == jnp.dtype(jax.dtypes.canonicalize_dtype(meta_out.dtype)))
+        jnp.dtype(out.dtype) == jnp.dtype(jax.dtypes.canonicalize_dtype(meta_out.dtype))
+    )
 
 
 def swappable(model, program) -> dict:
@@ -119,20 +123,29 @@ def build(model, params: dict, buffers: dict, make_layer, seed: int = 0):
             continue
         module, need = made
         channels_last = need == "cl"
-        if not all(_fits(module, channels_last,
-                         _input_meta(model, programs[train], candidates[train][path].input),
-                         next(n.meta for n in candidates[train][path].nodes
-                              if n.name == candidates[train][path].outputs[0]),
-                         dict(model.shapes.example))
-                   for train in programs):
+        if not all(
+            _fits(
+                module,
+                channels_last,
+                _input_meta(model, programs[train], candidates[train][path].input),
+                next(
+                    n.meta
+                    for n in candidates[train][path].nodes
+                    if n.name == candidates[train][path].outputs[0]
+                ),
+                dict(model.shapes.example),
+            )
+            for train in programs
+        ):
             continue
         layers[path], needs[path] = module, channels_last
         for train in programs:
             plans[train].append(candidates[train][path])
     owned = {child_path(path, k) for path in layers for k in known[path].param_shapes()}
     rest = {k: v for k, v in params.items() if k not in owned}
-    return TorchProgram(model, layers, needs, {t: tuple(p) for t, p in plans.items()},
-                        rest, buffers, seed)
+    return TorchProgram(
+        model, layers, needs, {t: tuple(p) for t, p in plans.items()}, rest, buffers, seed
+    )
 
 
 class TorchProgram(nnx.Module):
@@ -145,8 +158,16 @@ class TorchProgram(nnx.Module):
         (``nnx.BatchStat``), torch names and layouts.
     """
 
-    def __init__(self, model, layers: dict, channels_last: dict, plans: dict, params: dict,
-                 buffers: dict, seed: int = 0):
+    def __init__(
+        self,
+        model,
+        layers: dict,
+        channels_last: dict,
+        plans: dict,
+        params: dict,
+        buffers: dict,
+        seed: int = 0,
+    ):
         self.model = model
         self.layers = nnx.Dict(layers)
         self.channels_last = channels_last  # module path -> takes channels-last input
@@ -176,6 +197,7 @@ class TorchProgram(nnx.Module):
             if capture is not None:
                 capture[path] = out
             return out
+
         return call
 
     def __call__(self, *inputs, capture: dict | None = None, **kwargs):
@@ -185,16 +207,24 @@ class TorchProgram(nnx.Module):
 
         train = not self.deterministic
         plan = self.plans[train]
-        unread = {child_path(region.path, k) for region in plan
-                  for k in dict(self.model.layers)[region.path].param_shapes()}
+        unread = {
+            child_path(region.path, k)
+            for region in plan
+            for k in dict(self.model.layers)[region.path].param_shapes()
+        }
         params = {k: v[...] for k, v in self.params.items()}
         buffers = {k: v[...] for k, v in self.buffers.items()}
         program, env = self.model.bind(params, inputs, kwargs, buffers, train, unread=unread)
         key = self.rngs.dropout() if train else None
-        outputs, updates = run(program, env, key=key, path="", random_draws=None,
-                               class_name=self.model.class_name,
-                               regions=tuple((region, self._layer_fn(region.path, capture))
-                                             for region in plan))
+        outputs, updates = run(
+            program,
+            env,
+            key=key,
+            path="",
+            random_draws=None,
+            class_name=self.model.class_name,
+            regions=tuple((region, self._layer_fn(region.path, capture)) for region in plan),
+        )
         for name, value in updates.items():
             self.buffers[name][...] = value
         return unflatten(program.out_tree, iter(outputs))

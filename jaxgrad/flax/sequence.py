@@ -31,29 +31,38 @@ from jaxgrad import nn
 from jaxgrad.flax import sequence_modules as s
 from jaxgrad.flax._util import as_numpy, dtype_of, empty, refuse, set_value, value_of
 
-_CELLS = {"LSTM": "TorchLSTMCell or nnx.LSTMCell", "GRU": "TorchGRUCell or nnx.GRUCell",
-          "RNN_TANH": "TorchRNNCell or nnx.SimpleCell(tanh)",
-          "RNN_RELU": "TorchRNNCell or nnx.SimpleCell(relu)"}
+_CELLS = {
+    "LSTM": "TorchLSTMCell or nnx.LSTMCell",
+    "GRU": "TorchGRUCell or nnx.GRUCell",
+    "RNN_TANH": "TorchRNNCell or nnx.SimpleCell(tanh)",
+    "RNN_RELU": "TorchRNNCell or nnx.SimpleCell(relu)",
+}
 _LSTM_GATES = (("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho"))  # torch rows i, f, g, o
 
 
 # ------------------------------------------------------------------ recurrent
 def _cell(mode: str, in_features: int, hidden: int, bias: bool, dtype, proj: int = 0):
     """The empty cell (``_util.empty``): ``_load_cell`` sets every variable."""
+
     def build():
         rngs = nnx.Rngs(0)
         if mode == "LSTM" and proj:
-            return s.TorchProjLSTMCell(in_features, hidden, proj, use_bias=bias,
-                                       param_dtype=dtype, rngs=rngs)
+            return s.TorchProjLSTMCell(
+                in_features, hidden, proj, use_bias=bias, param_dtype=dtype, rngs=rngs
+            )
         if mode == "LSTM":
-            return s.TorchLSTMCell(in_features, hidden, use_bias=bias, param_dtype=dtype,
-                                   rngs=rngs)
+            return s.TorchLSTMCell(in_features, hidden, use_bias=bias, param_dtype=dtype, rngs=rngs)
         if mode == "GRU":
-            return s.TorchGRUCell(in_features, hidden, use_bias=bias, param_dtype=dtype,
-                                  rngs=rngs)
+            return s.TorchGRUCell(in_features, hidden, use_bias=bias, param_dtype=dtype, rngs=rngs)
         activation = nnx.tanh if mode == "RNN_TANH" else nnx.relu
-        return s.TorchRNNCell(in_features, hidden, activation_fn=activation, use_bias=bias,
-                              param_dtype=dtype, rngs=rngs)
+        return s.TorchRNNCell(
+            in_features,
+            hidden,
+            activation_fn=activation,
+            use_bias=bias,
+            param_dtype=dtype,
+            rngs=rngs,
+        )
 
     return empty(build)
 
@@ -70,8 +79,7 @@ def _load_cell(cell, mode: str, params: dict, suffix: str, bias: bool) -> None:
     """torch's ``weight_ih``/``weight_hh`` (rows split per gate for an LSTM) to the
     input-/hidden-side kernels, ``bias_ih``/``bias_hh`` to their biases."""
     names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if bias else [])
-    arrays = [np.split(as_numpy(params[f"{n}{suffix}"]), 4 if mode == "LSTM" else 1)
-              for n in names]
+    arrays = [np.split(as_numpy(params[f"{n}{suffix}"]), 4 if mode == "LSTM" else 1) for n in names]
     for k, (dense_i, dense_h) in enumerate(_sides(cell, mode)):
         set_value(dense_i.kernel, arrays[0][k].T)
         set_value(dense_h.kernel, arrays[1][k].T)
@@ -83,8 +91,9 @@ def _load_cell(cell, mode: str, params: dict, suffix: str, bias: bool) -> None:
 
 
 def _suffixes(num_layers: int, directions: int):
-    return [[f"_l{k}" + ("_reverse" if d else "") for d in range(directions)]
-            for k in range(num_layers)]
+    return [
+        [f"_l{k}" + ("_reverse" if d else "") for d in range(directions)] for k in range(num_layers)
+    ]
 
 
 def recurrent_to_nnx(layer, params, buffers, dtype):
@@ -98,8 +107,9 @@ def recurrent_to_nnx(layer, params, buffers, dtype):
             cell = _cell(mode, in_features, H, layer.bias, dtype, proj)
             _load_cell(cell, mode, params, suffix, layer.bias)
             rnns.append(nnx.RNN(cell, rngs=False))
-        layers.append(rnns[0] if directions == 1 else
-                      nnx.Bidirectional(rnns[0], rnns[1], rngs=False))
+        layers.append(
+            rnns[0] if directions == 1 else nnx.Bidirectional(rnns[0], rnns[1], rngs=False)
+        )
     return s.TorchRecurrent(mode, layers, batch_first=layer.batch_first, dropout=layer.dropout)
 
 
@@ -120,19 +130,24 @@ def _read_bias(dense_i, dense_h, mode: str, gradients: bool):
             "grads_to_torch: this stock nnx.GRUCell has no hidden-side bias, so torch's "
             "`bias_hh` gradient (its b_hn enters as r * (W_hn h + b_hn)) cannot be read "
             "from flax's gradients; build the model with to_nnx (TorchGRUCell has both "
-            "biases) to compare gradients with torch's")
+            "biases) to compare gradients with torch's"
+        )
     if b_i is None and b_h is None:
         zeros = np.zeros(dense_i.out_features, dtype_of(dense_i))
         return zeros, zeros.copy()
     if gradients and mode != "GRU":  # GRU's b_hn enters as r ⊙ b_hn: not the same gradient
         b_i, b_h = (b_h.copy() if b_i is None else b_i), (b_i.copy() if b_h is None else b_h)
-    return (np.zeros_like(b_h) if b_i is None else b_i), (np.zeros_like(b_i) if b_h is None else b_h)
+    return (np.zeros_like(b_h) if b_i is None else b_i), (
+        np.zeros_like(b_i) if b_h is None else b_h
+    )
 
 
 def _read_cell(cell, mode: str, suffix: str, bias: bool, gradients: bool) -> dict:
     sides = _sides(cell, mode)
-    params = {f"weight_ih{suffix}": np.concatenate([value_of(i.kernel).T for i, _ in sides]),
-              f"weight_hh{suffix}": np.concatenate([value_of(h.kernel).T for _, h in sides])}
+    params = {
+        f"weight_ih{suffix}": np.concatenate([value_of(i.kernel).T for i, _ in sides]),
+        f"weight_hh{suffix}": np.concatenate([value_of(h.kernel).T for _, h in sides]),
+    }
     if bias:
         pairs = [_read_bias(i, h, mode, gradients) for i, h in sides]
         params[f"bias_ih{suffix}"] = np.concatenate([p[0] for p in pairs])
@@ -162,16 +177,19 @@ def _cell_problems(cell, mode: str, at: str) -> list[str] | None:
     if mode in ("LSTM", "GRU") and gates != (nnx.sigmoid, nnx.tanh):
         problems.append(f"{at}: gate_fn/activation_fn other than sigmoid/tanh")
     if getattr(cell, "residual", False):
-        problems.append(f"{at}: `residual`=True (h added to the pre-activation): "
-                        "torch's RNN has no residual")
+        problems.append(
+            f"{at}: `residual`=True (h added to the pre-activation): torch's RNN has no residual"
+        )
     return problems
 
 
 def recurrent_from_nnx(module, context):
     where = f"from_nnx: {type(module).__name__} at {context.path or 'the top level'!r}"
     bidirectional = module.bidirectional
-    layers = [[layer.forward_rnn, layer.backward_rnn] if bidirectional else [layer]
-              for layer in module.layers]
+    layers = [
+        [layer.forward_rnn, layer.backward_rnn] if bidirectional else [layer]
+        for layer in module.layers
+    ]
     directions = 2 if bidirectional else 1
     hidden = layers[0][0].cell.hidden_features
     proj = getattr(layers[0][0].cell, "proj_features", 0)
@@ -179,37 +197,55 @@ def recurrent_from_nnx(module, context):
     problems = []
     for k, rnns in enumerate(layers):
         if len(rnns) != directions or not all(isinstance(r, nnx.RNN) for r in rnns):
-            problems.append(f"layers[{k}] is {type(module.layers[k]).__name__}; every layer must "
-                            "be an nnx.RNN, or every layer an nnx.Bidirectional of two")
+            problems.append(
+                f"layers[{k}] is {type(module.layers[k]).__name__}; every layer must "
+                "be an nnx.RNN, or every layer an nnx.Bidirectional of two"
+            )
             continue
         for rnn, direction in zip(rnns, ("forward", "reverse")):
             cell, at = rnn.cell, f"layers[{k}] {direction}"
             kind = _cell_problems(cell, module.mode, at)
             if kind is None:
-                problems.append(f"{at}: {type(cell).__name__} in a {module.mode} stack "
-                                f"(expected {_CELLS[module.mode]})")
+                problems.append(
+                    f"{at}: {type(cell).__name__} in a {module.mode} stack "
+                    f"(expected {_CELLS[module.mode]})"
+                )
                 continue
             problems += kind
             if cell.hidden_features != hidden:
                 problems.append(f"{at}: hidden_features {cell.hidden_features} != {hidden}")
             if getattr(cell, "proj_features", 0) != proj:
-                problems.append(f"{at}: proj_features {getattr(cell, 'proj_features', 0)} != "
-                                f"{proj} (torch projects every layer or none)")
+                problems.append(
+                    f"{at}: proj_features {getattr(cell, 'proj_features', 0)} != "
+                    f"{proj} (torch projects every layer or none)"
+                )
             expected = input_size if k == 0 else (proj or hidden) * directions
             if cell.in_features != expected:
-                problems.append(f"{at}: in_features {cell.in_features}, but the layer below "
-                                f"gives {expected}")
+                problems.append(
+                    f"{at}: in_features {cell.in_features}, but the layer below gives {expected}"
+                )
     refuse(where, problems)
     cls = {"LSTM": nn.LSTM, "GRU": nn.GRU}.get(module.mode, nn.RNN)
-    options = {} if cls is not nn.RNN else {
-        "nonlinearity": "tanh" if module.mode == "RNN_TANH" else "relu"}
+    options = (
+        {}
+        if cls is not nn.RNN
+        else {"nonlinearity": "tanh" if module.mode == "RNN_TANH" else "relu"}
+    )
     first = layers[0][0].cell
     bias = any(_has_bias(rnn.cell, module.mode) for rnns in layers for rnn in rnns)
     if proj:
         options["proj_size"] = proj
-    layer = cls(input_size, hidden, num_layers=len(layers), bias=bias,
-                batch_first=module.batch_first, dropout=module.dropout.rate,
-                bidirectional=bidirectional, dtype=dtype_of(first), **options)
+    layer = cls(
+        input_size,
+        hidden,
+        num_layers=len(layers),
+        bias=bias,
+        batch_first=module.batch_first,
+        dropout=module.dropout.rate,
+        bidirectional=bidirectional,
+        dtype=dtype_of(first),
+        **options,
+    )
     params = {}
     for rnns, suffixes in zip(layers, _suffixes(len(layers), directions)):
         for rnn, suffix in zip(rnns, suffixes):
@@ -217,8 +253,12 @@ def recurrent_from_nnx(module, context):
     return layer, params, {}
 
 
-_CELL_CLASSES = {"LSTM": nn.LSTMCell, "GRU": nn.GRUCell, "RNN_TANH": nn.RNNCell,
-                 "RNN_RELU": nn.RNNCell}
+_CELL_CLASSES = {
+    "LSTM": nn.LSTMCell,
+    "GRU": nn.GRUCell,
+    "RNN_TANH": nn.RNNCell,
+    "RNN_RELU": nn.RNNCell,
+}
 
 
 def cell_to_nnx(layer, params, buffers, dtype):
@@ -226,7 +266,8 @@ def cell_to_nnx(layer, params, buffers, dtype):
     the layer of the same kind uses, with the same weights and biases (no suffix)."""
     name = type(layer).__name__
     mode = {"LSTMCell": "LSTM", "GRUCell": "GRU"}.get(name) or (
-        "RNN_TANH" if layer.nonlinearity == "tanh" else "RNN_RELU")
+        "RNN_TANH" if layer.nonlinearity == "tanh" else "RNN_RELU"
+    )
     cell = _cell(mode, layer.input_size, layer.hidden_size, layer.bias, dtype)
     _load_cell(cell, mode, params, "", layer.bias)
     return s.TorchCell(mode, cell)
@@ -242,9 +283,12 @@ def cell_from_nnx(module, context):
         problems.append("cell: TorchProjLSTMCell; torch's LSTMCell has no `proj_size`")
     refuse(f"from_nnx: TorchCell at {at!r}", problems)
     bias = _has_bias(cell, mode)
-    options = {"nonlinearity": "tanh" if mode == "RNN_TANH" else "relu"} if mode.startswith("RNN") else {}
-    layer = _CELL_CLASSES[mode](cell.in_features, cell.hidden_features, bias=bias,
-                                dtype=dtype_of(cell), **options)
+    options = (
+        {"nonlinearity": "tanh" if mode == "RNN_TANH" else "relu"} if mode.startswith("RNN") else {}
+    )
+    layer = _CELL_CLASSES[mode](
+        cell.in_features, cell.hidden_features, bias=bias, dtype=dtype_of(cell), **options
+    )
     return layer, _read_cell(cell, mode, "", bias, context.gradients), {}
 
 

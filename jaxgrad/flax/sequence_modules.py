@@ -48,9 +48,15 @@ RECURRENT_MODES = ("RNN_TANH", "RNN_RELU", "LSTM", "GRU")
 def _biased(layer: nnx.Linear, use_bias: bool, param_dtype, rngs: nnx.Rngs) -> nnx.Linear:
     """``layer`` (a stock cell's) rebuilt with or without a bias, its kernel (and so
     flax's initialisation of it) kept; a new bias starts at zero, as flax's."""
-    rebuilt = nnx.Linear(layer.in_features, layer.out_features, use_bias=use_bias,
-                         bias_init=nnx.initializers.zeros_init(), dtype=layer.dtype,
-                         param_dtype=param_dtype, rngs=rngs)
+    rebuilt = nnx.Linear(
+        layer.in_features,
+        layer.out_features,
+        use_bias=use_bias,
+        bias_init=nnx.initializers.zeros_init(),
+        dtype=layer.dtype,
+        param_dtype=param_dtype,
+        rngs=rngs,
+    )
     rebuilt.kernel = layer.kernel
     return rebuilt
 
@@ -66,8 +72,15 @@ class TorchLSTMCell(nnx.LSTMCell):
     ``bias=False``). ``__call__`` is ``nnx.LSTMCell``'s.
     """
 
-    def __init__(self, in_features: int, hidden_features: int, *, use_bias: bool = True,
-                 param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        *,
+        use_bias: bool = True,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ):
         super().__init__(in_features, hidden_features, param_dtype=param_dtype, rngs=rngs)
         for name in ("ii", "if_", "ig", "io", "hi", "hf", "hg", "ho"):
             setattr(self, name, _biased(getattr(self, name), use_bias, param_dtype, rngs))
@@ -83,17 +96,36 @@ class TorchProjLSTMCell(TorchLSTMCell):
     gives ``h`` P features (zeros, torch's default state).
     """
 
-    def __init__(self, in_features: int, hidden_features: int, proj_features: int, *,
-                 use_bias: bool = True, param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
-        super().__init__(in_features, hidden_features, use_bias=use_bias,
-                         param_dtype=param_dtype, rngs=rngs)
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        proj_features: int,
+        *,
+        use_bias: bool = True,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        super().__init__(
+            in_features, hidden_features, use_bias=use_bias, param_dtype=param_dtype, rngs=rngs
+        )
         self.proj_features = proj_features
         for name in ("hi", "hf", "hg", "ho"):
-            setattr(self, name, nnx.Linear(
-                proj_features, hidden_features, use_bias=use_bias,
-                bias_init=nnx.initializers.zeros_init(), param_dtype=param_dtype, rngs=rngs))
-        self.hr = nnx.Linear(hidden_features, proj_features, use_bias=False,
-                             param_dtype=param_dtype, rngs=rngs)
+            setattr(
+                self,
+                name,
+                nnx.Linear(
+                    proj_features,
+                    hidden_features,
+                    use_bias=use_bias,
+                    bias_init=nnx.initializers.zeros_init(),
+                    param_dtype=param_dtype,
+                    rngs=rngs,
+                ),
+            )
+        self.hr = nnx.Linear(
+            hidden_features, proj_features, use_bias=False, param_dtype=param_dtype, rngs=rngs
+        )
 
     def __call__(self, carry, inputs):
         c, h = carry  # c (N, H), h (N, P)
@@ -126,10 +158,24 @@ class TorchRNNCell(nnx.SimpleCell):
     defaults to float32). ``__call__`` is ``nnx.SimpleCell``'s.
     """
 
-    def __init__(self, in_features: int, hidden_features: int, *, activation_fn=nnx.tanh,
-                 use_bias: bool = True, param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
-        super().__init__(in_features, hidden_features, activation_fn=activation_fn,
-                         dtype=param_dtype, param_dtype=param_dtype, rngs=rngs)
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        *,
+        activation_fn=nnx.tanh,
+        use_bias: bool = True,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        super().__init__(
+            in_features,
+            hidden_features,
+            activation_fn=activation_fn,
+            dtype=param_dtype,
+            param_dtype=param_dtype,
+            rngs=rngs,
+        )
         self.dense_i = _biased(self.dense_i, use_bias, param_dtype, rngs)
         self.dense_h = _biased(self.dense_h, use_bias, param_dtype, rngs)
 
@@ -143,8 +189,15 @@ class TorchGRUCell(nnx.GRUCell):
     other biases can stand in for; ``__call__`` is ``nnx.GRUCell``'s.
     """
 
-    def __init__(self, in_features: int, hidden_features: int, *, use_bias: bool = True,
-                 param_dtype: Any = jnp.float32, rngs: nnx.Rngs):
+    def __init__(
+        self,
+        in_features: int,
+        hidden_features: int,
+        *,
+        use_bias: bool = True,
+        param_dtype: Any = jnp.float32,
+        rngs: nnx.Rngs,
+    ):
         super().__init__(in_features, hidden_features, param_dtype=param_dtype, rngs=rngs)
         self.dense_i = _biased(self.dense_i, use_bias, param_dtype, rngs)
         self.dense_h = _biased(self.dense_h, use_bias, param_dtype, rngs)
@@ -163,8 +216,9 @@ class TorchRecurrent(nnx.Module):
     ``(output, (h_n, c_n))``). ``dropout`` (``nnx.Dropout``) acts between layers.
     """
 
-    def __init__(self, mode: str, layers: list, *, batch_first: bool, dropout: float,
-                 seed: int = 0):
+    def __init__(
+        self, mode: str, layers: list, *, batch_first: bool, dropout: float, seed: int = 0
+    ):
         assert mode in RECURRENT_MODES, mode
         self.mode, self.batch_first = mode, batch_first
         self.layers = nnx.List(layers)
@@ -184,19 +238,23 @@ class TorchRecurrent(nnx.Module):
             cell = (self.layers[0].forward_rnn if directions == 2 else self.layers[0]).cell
             shape = (len(self.layers) * directions, x.shape[0])
             h0 = jnp.zeros(shape + (state_features(cell),), x.dtype)
-            c0 = jnp.zeros(shape + (cell.hidden_features,), x.dtype) if self.mode == "LSTM" else None
+            c0 = (
+                jnp.zeros(shape + (cell.hidden_features,), x.dtype) if self.mode == "LSTM" else None
+            )
         else:
             h0, c0 = hx if self.mode == "LSTM" else (hx, None)
             if not batched:
                 h0 = h0[:, None]
                 c0 = None if c0 is None else c0[:, None]
-        states = [h0[i] if c0 is None else (c0[i], h0[i])  # flax's carry is (c, h)
-                  for i in range(h0.shape[0])]
+        states = [
+            h0[i] if c0 is None else (c0[i], h0[i])  # flax's carry is (c, h)
+            for i in range(h0.shape[0])
+        ]
         finals = []
         for index, layer in enumerate(self.layers):
             if index:
                 x = self.dropout(x)
-            carry = states[index * directions:(index + 1) * directions]
+            carry = states[index * directions : (index + 1) * directions]
             carry = tuple(carry) if directions == 2 else carry[0]
             carry, x = layer(x, initial_carry=carry, return_carry=True)
             finals.extend(carry if directions == 2 else (carry,))

@@ -24,13 +24,17 @@ from jaxgrad.flax.linear import linear_from_nnx, linear_to_nnx
 
 # torch class -> (nnx twin, attention children, norm children)
 _LAYERS = {
-    "TransformerEncoderLayer": (t.TorchTransformerEncoderLayer, ("self_attn",),
-                                ("norm1", "norm2")),
-    "TransformerDecoderLayer": (t.TorchTransformerDecoderLayer, ("self_attn", "multihead_attn"),
-                                ("norm1", "norm2", "norm3")),
+    "TransformerEncoderLayer": (t.TorchTransformerEncoderLayer, ("self_attn",), ("norm1", "norm2")),
+    "TransformerDecoderLayer": (
+        t.TorchTransformerDecoderLayer,
+        ("self_attn", "multihead_attn"),
+        ("norm1", "norm2", "norm3"),
+    ),
 }
-_STACKS = {"TransformerEncoder": t.TorchTransformerEncoder,
-           "TransformerDecoder": t.TorchTransformerDecoder}
+_STACKS = {
+    "TransformerEncoder": t.TorchTransformerEncoder,
+    "TransformerDecoder": t.TorchTransformerDecoder,
+}
 
 
 def layer_to_nnx(layer, params, buffers, dtype):
@@ -38,31 +42,48 @@ def layer_to_nnx(layer, params, buffers, dtype):
 
     name = type(layer).__name__
     if layer.activation not in ("relu", "gelu"):
-        raise ValueError(f"to_nnx: {name} with `activation` (={layer.activation!r}) has no "
-                         "nnx form yet; use 'relu' or 'gelu'.")
+        raise ValueError(
+            f"to_nnx: {name} with `activation` (={layer.activation!r}) has no "
+            "nnx form yet; use 'relu' or 'gelu'."
+        )
     cls, attentions, norms = _LAYERS[name]
     kids = dict(layer.children())
-    children = {child: attention_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
-                for child in attentions}
-    children.update({child: linear_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
-                     for child in ("linear1", "linear2")})
-    children.update({child: norm_layers.layer_norm_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
-                     for child in norms})
-    return cls(**children, dropout=layer.dropout, activation=layer.activation,
-               norm_first=layer.norm_first)
+    children = {
+        child: attention_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
+        for child in attentions
+    }
+    children.update(
+        {
+            child: linear_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
+            for child in ("linear1", "linear2")
+        }
+    )
+    children.update(
+        {
+            child: norm_layers.layer_norm_to_nnx(kids[child], sub_dict(params, child), {}, dtype)
+            for child in norms
+        }
+    )
+    return cls(
+        **children, dropout=layer.dropout, activation=layer.activation, norm_first=layer.norm_first
+    )
 
 
 def stack_to_nnx(layer, params, buffers, dtype):
     from jaxgrad.nn.module import sub_dict
 
     name = type(layer).__name__
-    layers = [layer_to_nnx(layer.layer, sub_dict(params, f"layers.{i}"), {}, dtype)
-              for i in range(layer.num_layers)]
+    layers = [
+        layer_to_nnx(layer.layer, sub_dict(params, f"layers.{i}"), {}, dtype)
+        for i in range(layer.num_layers)
+    ]
     norm = None
     if layer.norm is not None:
         if type(layer.norm).__name__ != "LayerNorm":
-            raise ValueError(f"to_nnx: {name} with `norm` of type "
-                             f"{type(layer.norm).__name__}; only a LayerNorm has an nnx form.")
+            raise ValueError(
+                f"to_nnx: {name} with `norm` of type "
+                f"{type(layer.norm).__name__}; only a LayerNorm has an nnx form."
+            )
         norm = norm_layers.layer_norm_to_nnx(layer.norm, sub_dict(params, "norm"), {}, dtype)
     return _STACKS[name](layers, norm)
 
@@ -75,21 +96,35 @@ def layer_from_nnx(module, context):
     name = next(n for n, (cls, _, _) in _LAYERS.items() if isinstance(module, cls))
     _, attentions, norms = _LAYERS[name]
     reads = {child: attention_from_nnx(getattr(module, child), context) for child in attentions}
-    reads.update({child: linear_from_nnx(getattr(module, child), context)
-                  for child in ("linear1", "linear2")})
-    reads.update({child: norm_layers.layer_norm_from_nnx(getattr(module, child), context)
-                  for child in norms})
+    reads.update(
+        {
+            child: linear_from_nnx(getattr(module, child), context)
+            for child in ("linear1", "linear2")
+        }
+    )
+    reads.update(
+        {child: norm_layers.layer_norm_from_nnx(getattr(module, child), context) for child in norms}
+    )
     rates = {child: getattr(module, child).attention.dropout_rate for child in attentions}
     if len(set(rates.values())) > 1:  # torch's layer builds both with one dropout
-        refuse(f"from_nnx: Torch{name} at {context.path or 'the top level'!r}",
-               [f"the attentions' dropout rates differ ({rates})"])
+        refuse(
+            f"from_nnx: Torch{name} at {context.path or 'the top level'!r}",
+            [f"the attentions' dropout rates differ ({rates})"],
+        )
     attention, dropout = module.self_attn.attention, module.dropout.rate
     layer = getattr(nn, name)(
-        attention.in_features, attention.num_heads, dim_feedforward=module.linear1.out_features,
-        dropout=dropout, activation=module.activation, layer_norm_eps=module.norm1.epsilon,
-        batch_first=module.self_attn.batch_first, norm_first=module.norm_first,
-        bias=module.linear1.use_bias, dtype=dtype_of(module),
-        attention_dropout=None if attention.dropout_rate == dropout else attention.dropout_rate)
+        attention.in_features,
+        attention.num_heads,
+        dim_feedforward=module.linear1.out_features,
+        dropout=dropout,
+        activation=module.activation,
+        layer_norm_eps=module.norm1.epsilon,
+        batch_first=module.self_attn.batch_first,
+        norm_first=module.norm_first,
+        bias=module.linear1.use_bias,
+        dtype=dtype_of(module),
+        attention_dropout=None if attention.dropout_rate == dropout else attention.dropout_rate,
+    )
     params = {}
     for child, read in reads.items():
         params.update(_prefixed(child, read))
@@ -101,9 +136,11 @@ def stack_from_nnx(module, context):
     reads = [layer_from_nnx(layer, context) for layer in module.layers]
     different = [str(i) for i, read in enumerate(reads) if read[0] != reads[0][0]]
     if different:
-        raise ValueError(f"from_nnx: Torch{name} at {context.path or 'the top level'!r}: "
-                         f"layers {', '.join(different)} differ from layer 0 in their "
-                         f"hyperparameters; torch's {name} copies one layer.")
+        raise ValueError(
+            f"from_nnx: Torch{name} at {context.path or 'the top level'!r}: "
+            f"layers {', '.join(different)} differ from layer 0 in their "
+            f"hyperparameters; torch's {name} copies one layer."
+        )
     norm = None
     params = {}
     for i, read in enumerate(reads):
@@ -116,5 +153,7 @@ def stack_from_nnx(module, context):
 
 
 TO_NNX = {**{name: layer_to_nnx for name in _LAYERS}, **{name: stack_to_nnx for name in _STACKS}}
-FROM_NNX = {**{cls: layer_from_nnx for cls, _, _ in _LAYERS.values()},
-            **{cls: stack_from_nnx for cls in _STACKS.values()}}
+FROM_NNX = {
+    **{cls: layer_from_nnx for cls, _, _ in _LAYERS.values()},
+    **{cls: stack_from_nnx for cls in _STACKS.values()},
+}

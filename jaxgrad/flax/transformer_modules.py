@@ -38,11 +38,17 @@ class _Layer(nnx.Module):
     (``linear1``, activation, ``dropout``, ``linear2``, then the layer's last dropout)."""
 
     @staticmethod
-    def _attention_block(attention, dropout, query, memory, attn_mask, key_padding_mask,
-                         is_causal):
+    def _attention_block(attention, dropout, query, memory, attn_mask, key_padding_mask, is_causal):
         """torch's ``_sa_block`` / ``_mha_block``: attention (no weights), then dropout."""
-        out, _ = attention(query, memory, memory, key_padding_mask=key_padding_mask,
-                           need_weights=False, attn_mask=attn_mask, is_causal=bool(is_causal))
+        out, _ = attention(
+            query,
+            memory,
+            memory,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            attn_mask=attn_mask,
+            is_causal=bool(is_causal),
+        )
         return dropout(out)
 
     def _feed_forward(self, x, last_dropout):
@@ -58,8 +64,19 @@ class TorchTransformerEncoderLayer(_Layer):
     src_key_padding_mask=None, is_causal=False)``; src `(S, N, E)` (`(N, S, E)` with
     the attention's ``batch_first``) or `(S, E)`."""
 
-    def __init__(self, self_attn, linear1, linear2, norm1, norm2, *, dropout: float,
-                 activation: str, norm_first: bool, seed: int = 0):
+    def __init__(
+        self,
+        self_attn,
+        linear1,
+        linear2,
+        norm1,
+        norm2,
+        *,
+        dropout: float,
+        activation: str,
+        norm_first: bool,
+        seed: int = 0,
+    ):
         self.self_attn, self.linear1, self.linear2 = self_attn, linear1, linear2
         self.norm1, self.norm2 = norm1, norm2
         rngs = nnx.Rngs(dropout=seed)
@@ -70,8 +87,9 @@ class TorchTransformerEncoderLayer(_Layer):
 
     def __call__(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         def attend(x):
-            return self._attention_block(self.self_attn, self.dropout1, x, x, src_mask,
-                                         src_key_padding_mask, is_causal)
+            return self._attention_block(
+                self.self_attn, self.dropout1, x, x, src_mask, src_key_padding_mask, is_causal
+            )
 
         x = src
         if self.norm_first:
@@ -94,8 +112,21 @@ class TorchTransformerDecoderLayer(_Layer):
     ``batch_first``) or unbatched; ``tgt_mask`` `(T, T)`, ``memory_mask`` `(T, S)`
     (or `(N·heads, ·, ·)`), key padding masks `(N, T)` / `(N, S)`."""
 
-    def __init__(self, self_attn, multihead_attn, linear1, linear2, norm1, norm2, norm3, *,
-                 dropout: float, activation: str, norm_first: bool, seed: int = 0):
+    def __init__(
+        self,
+        self_attn,
+        multihead_attn,
+        linear1,
+        linear2,
+        norm1,
+        norm2,
+        norm3,
+        *,
+        dropout: float,
+        activation: str,
+        norm_first: bool,
+        seed: int = 0,
+    ):
         self.self_attn, self.multihead_attn = self_attn, multihead_attn
         self.linear1, self.linear2 = linear1, linear2
         self.norm1, self.norm2, self.norm3 = norm1, norm2, norm3
@@ -106,15 +137,32 @@ class TorchTransformerDecoderLayer(_Layer):
         self.dropout3 = nnx.Dropout(dropout, rngs=rngs)
         self.activation, self.norm_first = activation, norm_first
 
-    def __call__(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+    def __call__(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
+    ):
         def self_block(x):
-            return self._attention_block(self.self_attn, self.dropout1, x, x, tgt_mask,
-                                         tgt_key_padding_mask, tgt_is_causal)
+            return self._attention_block(
+                self.self_attn, self.dropout1, x, x, tgt_mask, tgt_key_padding_mask, tgt_is_causal
+            )
 
         def cross_block(x):
-            return self._attention_block(self.multihead_attn, self.dropout2, x, memory,
-                                         memory_mask, memory_key_padding_mask, memory_is_causal)
+            return self._attention_block(
+                self.multihead_attn,
+                self.dropout2,
+                x,
+                memory,
+                memory_mask,
+                memory_key_padding_mask,
+                memory_is_causal,
+            )
 
         x = tgt
         if self.norm_first:
@@ -156,10 +204,27 @@ class TorchTransformerDecoder(nnx.Module):
         self.layers = nnx.List(layers)
         self.norm = norm
 
-    def __call__(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+    def __call__(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
         x = tgt
         for layer in self.layers:  # tgt_is_causal=None: as the encoder's is_causal
-            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                      memory_key_padding_mask, bool(tgt_is_causal), memory_is_causal)
+            x = layer(
+                x,
+                memory,
+                tgt_mask,
+                memory_mask,
+                tgt_key_padding_mask,
+                memory_key_padding_mask,
+                bool(tgt_is_causal),
+                memory_is_causal,
+            )
         return x if self.norm is None else self.norm(x)

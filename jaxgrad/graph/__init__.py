@@ -7,17 +7,7 @@
   ``upstream × local = gradient``.
 """
 
-from jaxgrad.graph.render import FORMATS
-from jaxgrad.graph.render import render
-from jaxgrad.graph.render import side_by_side
-from jaxgrad.graph.render import to_dot
-from jaxgrad.graph.render import to_mermaid
-from jaxgrad.graph.render import to_text
-from jaxgrad.graph.step import StepThrough
-from jaxgrad.graph.step import step_through
-from jaxgrad.graph.trace import backward_graph
-from jaxgrad.graph.trace import trace
-from jaxgrad.graph.types import Edge
-from jaxgrad.graph.types import Graph
-from jaxgrad.graph.types import Node
-from jaxgrad.graph.types import as_graph
+from jaxgrad.graph.render import FORMATS, render, side_by_side, to_dot, to_mermaid, to_text
+from jaxgrad.graph.step import StepThrough, step_through
+from jaxgrad.graph.trace import backward_graph, trace
+from jaxgrad.graph.types import Edge, Graph, Node, as_graph

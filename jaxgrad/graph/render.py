@@ -37,8 +37,15 @@ def type_string(node) -> str:
     """``f64[3,4]`` — jaxpr's notation; ``?`` where the graph did not record it."""
     if node.dtype is None:
         return "?"
-    short = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
-             "int64": "i64", "int32": "i32", "bool": "bool"}.get(node.dtype, node.dtype)
+    short = {
+        "float64": "f64",
+        "float32": "f32",
+        "float16": "f16",
+        "bfloat16": "bf16",
+        "int64": "i64",
+        "int32": "i32",
+        "bool": "bool",
+    }.get(node.dtype, node.dtype)
     shape = "?" if node.shape is None else ",".join(map(str, node.shape))
     return f"{short}[{shape}]"
 
@@ -49,8 +56,11 @@ def reference(node) -> str:
 
 
 def _params(node) -> str:
-    return " ".join(f"{k}={v}" for k, v in node.params.items()
-                    if k in ("y", "axes", "permutation", "output", "saved"))
+    return " ".join(
+        f"{k}={v}"
+        for k, v in node.params.items()
+        if k in ("y", "axes", "permutation", "output", "saved")
+    )
 
 
 def _title(node) -> str:
@@ -60,14 +70,16 @@ def _title(node) -> str:
 def to_text(graph) -> str:
     """One line per node: ``n5 = mul(w1, x)  f64[]  = 1``, nested calls indented."""
     by_id = {n.id: n for n in graph.nodes}
-    lines = [f"{graph.name} ({graph.direction}): {len(graph.inputs)} inputs, "
-             f"{sum(n.kind == 'operation' for n in graph.nodes)} operations, "
-             f"{len(graph.outputs)} outputs"]
+    lines = [
+        f"{graph.name} ({graph.direction}): {len(graph.inputs)} inputs, "
+        f"{sum(n.kind == 'operation' for n in graph.nodes)} operations, "
+        f"{len(graph.outputs)} outputs"
+    ]
     previous = ()
     for node in graph.nodes:
         depth = len(node.scope)
         for level in range(depth):
-            if previous[:level + 1] != node.scope[:level + 1]:
+            if previous[: level + 1] != node.scope[: level + 1]:
                 lines.append("  " * (level + 1) + f"[{node.scope[level]}]")
         previous = node.scope
         args = ", ".join(reference(by_id[i]) for i in node.inputs)
@@ -80,8 +92,12 @@ def to_text(graph) -> str:
         value = format_value(node.value)
         kind = "" if node.dtype is None else type_string(node)
         params = _params(node)
-        lines.append("  " * (depth + 1) + f"{head:<34} {kind:<9} "
-                     + (f"= {value}" if value else "") + (f"   {params}" if params else ""))
+        lines.append(
+            "  " * (depth + 1)
+            + f"{head:<34} {kind:<9} "
+            + (f"= {value}" if value else "")
+            + (f"   {params}" if params else "")
+        )
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -111,8 +127,13 @@ def _box(node) -> str:
 def to_mermaid(graph) -> str:
     """``flowchart LR``: inputs as stadiums, operations as boxes, nested calls as subgraphs."""
     members, order = _scope_tree(graph)
-    shapes = {"input": ('(["', '"])'), "constant": ('[/"', '"/]'), "residual": ('[("', '")]'),
-              "output": ('(["', '"])'), "leaf": ('(["', '"])')}
+    shapes = {
+        "input": ('(["', '"])'),
+        "constant": ('[/"', '"/]'),
+        "residual": ('[("', '")]'),
+        "output": ('(["', '"])'),
+        "leaf": ('(["', '"])'),
+    }
     lines = ["flowchart LR"]
     scope_ids = {scope: f"s{i}" for i, scope in enumerate(order)}
 
@@ -121,15 +142,21 @@ def to_mermaid(graph) -> str:
             open_, close = shapes.get(node.kind, ('["', '"]'))
             lines.append(f"{indent}{node.id}{open_}{_escape(_box(node), '#quot;')}{close}")
         for child in order:
-            if len(child) == len(scope) + 1 and child[:len(scope)] == scope:
-                lines.append(f'{indent}subgraph {scope_ids[child]}["{_escape(child[-1], "#quot;")}"]')
+            if len(child) == len(scope) + 1 and child[: len(scope)] == scope:
+                lines.append(
+                    f'{indent}subgraph {scope_ids[child]}["{_escape(child[-1], "#quot;")}"]'
+                )
                 emit(child, indent + "    ")
                 lines.append(f"{indent}end")
 
     emit((), "    ")
     lines.extend(f"    {e.source} --> {e.target}" for e in graph.edges)
-    for kind, style in (("input", "fill:#e8f0fe"), ("output", "fill:#e6f4ea"),
-                        ("leaf", "fill:#e6f4ea"), ("residual", "fill:#fef7e0")):
+    for kind, style in (
+        ("input", "fill:#e8f0fe"),
+        ("output", "fill:#e6f4ea"),
+        ("leaf", "fill:#e6f4ea"),
+        ("residual", "fill:#fef7e0"),
+    ):
         ids = [n.id for n in graph.nodes if n.kind == kind]
         if ids:
             lines.append(f"    classDef {kind} {style}")
@@ -140,10 +167,18 @@ def to_mermaid(graph) -> str:
 def to_dot(graph) -> str:
     """Graphviz DOT, left to right; nested calls as ``cluster`` subgraphs."""
     members, order = _scope_tree(graph)
-    shapes = {"input": "ellipse", "constant": "plaintext", "residual": "note",
-              "output": "doubleoctagon", "leaf": "ellipse"}
-    lines = [f'digraph "{_escape(graph.name, chr(39))}" {{', "    rankdir=LR;",
-             '    node [shape=box, fontname="monospace"];']
+    shapes = {
+        "input": "ellipse",
+        "constant": "plaintext",
+        "residual": "note",
+        "output": "doubleoctagon",
+        "leaf": "ellipse",
+    }
+    lines = [
+        f'digraph "{_escape(graph.name, chr(39))}" {{',
+        "    rankdir=LR;",
+        '    node [shape=box, fontname="monospace"];',
+    ]
     clusters = {scope: f"cluster_{i}" for i, scope in enumerate(order)}
 
     def emit(scope, indent):
@@ -152,7 +187,7 @@ def to_dot(graph) -> str:
             shape = shapes.get(node.kind, "box")
             lines.append(f'{indent}{node.id} [label="{label}", shape={shape}];')
         for child in order:
-            if len(child) == len(scope) + 1 and child[:len(scope)] == scope:
+            if len(child) == len(scope) + 1 and child[: len(scope)] == scope:
                 lines.append(f"{indent}subgraph {clusters[child]} {{")
                 lines.append(f'{indent}    label="{_escape(child[-1], chr(39))}"; style=dashed;')
                 emit(child, indent + "    ")
@@ -173,8 +208,10 @@ def side_by_side(*blocks: str, titles=None, gap: int = 4) -> str:
     height = max(map(len, columns), default=0)
     rows = []
     for i in range(height):
-        cells = [(lines[i] if i < len(lines) else "").ljust(width)
-                 for lines, width in zip(columns, widths)]
+        cells = [
+            (lines[i] if i < len(lines) else "").ljust(width)
+            for lines, width in zip(columns, widths)
+        ]
         rows.append((" " * gap).join(cells).rstrip())
     return "\n".join(rows)
 
@@ -186,5 +223,13 @@ def render(graph, format: str = "text") -> str:
     return {"text": to_text, "mermaid": to_mermaid, "dot": to_dot}[format](graph)
 
 
-__all__ = ["FORMATS", "format_value", "render", "side_by_side", "to_dot", "to_mermaid",
-           "to_text", "type_string"]
+__all__ = [
+    "FORMATS",
+    "format_value",
+    "render",
+    "side_by_side",
+    "to_dot",
+    "to_mermaid",
+    "to_text",
+    "type_string",
+]

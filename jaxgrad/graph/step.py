@@ -17,7 +17,7 @@ is printed as ``vjp(upstream) = gradient``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -60,8 +60,9 @@ def _is_float(node) -> bool:
     return node.dtype not in (None, "float0") and np.dtype(node.dtype).kind == "f"
 
 
-def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = True,
-                 file=None) -> StepThrough:
+def step_through(
+    fn: Callable, *args, output_label: str = "L", verbose: bool = True, file=None
+) -> StepThrough:
     """Print the forward pass, then the backward pass as ``upstream × local = gradient``.
 
     Args:
@@ -80,11 +81,15 @@ def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = T
     """
     graph, evaluators = trace_with_evaluators(fn, *args, output_labels=output_label)
     by_id = {n.id: n for n in graph.nodes}
-    if len(graph.outputs) != 1 or by_id[graph.outputs[0]].value.size != 1 or not _is_float(
-            by_id[graph.outputs[0]]):
+    if (
+        len(graph.outputs) != 1
+        or by_id[graph.outputs[0]].value.size != 1
+        or not _is_float(by_id[graph.outputs[0]])
+    ):
         raise ValueError(
             "step_through: `fn` must return one floating scalar (a loss), got outputs "
-            + ", ".join(f"{by_id[o].dtype}{list(by_id[o].shape)}" for o in graph.outputs) + "."
+            + ", ".join(f"{by_id[o].dtype}{list(by_id[o].shape)}" for o in graph.outputs)
+            + "."
         )
     lines, forward = ["forward (left to right, every value kept for the backward pass):"], []
     for node in graph.nodes:
@@ -96,8 +101,9 @@ def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = T
             params = ", ".join(f"{k}={v}" for k, v in node.params.items() if k in ("y", "axes"))
             params = f"[{params}]" if params else ""
             where = f"   (inside {node.scope[-1]})" if node.scope else ""
-            lines.append(f"  {ref} = {node.op}{params}({args_text}) = "
-                         f"{format_value(node.value)}{where}")
+            lines.append(
+                f"  {ref} = {node.op}{params}({args_text}) = {format_value(node.value)}{where}"
+            )
         elif node.kind == "output":
             lines.append(f"  {node.label} = {args_text} = {format_value(node.value)}")
         else:
@@ -116,18 +122,24 @@ def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = T
             continue
         upstream = grads[node.id]
         if paths[node.id] > 1:
-            lines.append(f"  d{name}/d{node.id} = sum over its {paths[node.id]} paths = "
-                         f"{format_value(upstream)}")
+            lines.append(
+                f"  d{name}/d{node.id} = sum over its {paths[node.id]} paths = "
+                f"{format_value(upstream)}"
+            )
         for step in _local_steps(node, by_id, evaluators[node.id], upstream):
             steps.append(step)
             target = by_id[step.input]
             arrow = f"  {reference(target)} <- {node.op} {node.id}: "
             if step.local is not None:
-                lines.append(arrow + f"upstream {format_value(upstream)} × local "
-                             f"{format_value(step.local)} = {format_value(step.gradient)}")
+                lines.append(
+                    arrow + f"upstream {format_value(upstream)} × local "
+                    f"{format_value(step.local)} = {format_value(step.gradient)}"
+                )
             else:
-                lines.append(arrow + f"vjp(upstream {format_value(upstream)}) = "
-                             f"{format_value(step.gradient)}")
+                lines.append(
+                    arrow + f"vjp(upstream {format_value(upstream)}) = "
+                    f"{format_value(step.gradient)}"
+                )
             grads[step.input] = grads.get(step.input, 0) + step.gradient
             paths[step.input] = paths.get(step.input, 0) + 1
 
@@ -143,8 +155,9 @@ def step_through(fn: Callable, *args, output_label: str = "L", verbose: bool = T
         if paths.get(node_id, 0) > 1:
             note = f"   (sum over its {paths[node_id]} paths)"
         lines.append(f"  d{name}/d{node.label} = {format_value(gradient)}{note}")
-    result = StepThrough(graph=graph, forward=forward, backward=steps, grads=input_grads,
-                         lines=lines)
+    result = StepThrough(
+        graph=graph, forward=forward, backward=steps, grads=input_grads, lines=lines
+    )
     if verbose:
         print(result, file=file)
     return result
@@ -154,8 +167,11 @@ def _local_steps(node, by_id, evaluator, upstream) -> list[BackwardStep]:
     """One ``BackwardStep`` per floating, non-constant input of ``node``."""
     evaluate, input_ids = evaluator
     values = [by_id[i].value for i in input_ids]
-    positions = [p for p, i in enumerate(input_ids)
-                 if by_id[i].kind in _DIFFERENTIABLE and _is_float(by_id[i])]
+    positions = [
+        p
+        for p, i in enumerate(input_ids)
+        if by_id[i].kind in _DIFFERENTIABLE and _is_float(by_id[i])
+    ]
     if not positions:
         return []
 
@@ -173,12 +189,20 @@ def _local_steps(node, by_id, evaluator, upstream) -> list[BackwardStep]:
     for k, (p, contribution) in enumerate(zip(positions, contributions)):
         local = None
         if scalar and values[p].size == 1:
-            tangents = [np.ones_like(v) if j == k else np.zeros_like(v)
-                        for j, v in enumerate(primals)]
+            tangents = [
+                np.ones_like(v) if j == k else np.zeros_like(v) for j, v in enumerate(primals)
+            ]
             local = np.asarray(jax.jvp(local_fn, primals, tangents)[1])
-        steps.append(BackwardStep(node=node.id, op=node.op, input=input_ids[p],
-                                  upstream=np.asarray(upstream), local=local,
-                                  gradient=np.asarray(contribution)))
+        steps.append(
+            BackwardStep(
+                node=node.id,
+                op=node.op,
+                input=input_ids[p],
+                upstream=np.asarray(upstream),
+                local=local,
+                gradient=np.asarray(contribution),
+            )
+        )
     return steps
 
 

@@ -15,7 +15,7 @@ values the forward pass saved as ``residual`` nodes, and one output per gradient
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.extend.core as jcore
@@ -26,8 +26,18 @@ from jaxgrad._labels import leaf_labels
 from jaxgrad.graph.render import format_value
 from jaxgrad.graph.types import Graph, Node, edges_from_inputs
 
-_CALLS = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-          "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint"}
+_CALLS = {
+    "pjit",
+    "jit",
+    "closed_call",
+    "core_call",
+    "custom_jvp_call",
+    "custom_vjp_call",
+    "custom_vjp_call_jaxpr",
+    "remat",
+    "remat2",
+    "checkpoint",
+}
 _JAXPR_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 _SHORT = 40  # params longer than this when printed are left out of Node.params
 
@@ -52,8 +62,15 @@ class _Builder:
 
     def value_node(self, value, kind: str, label: str, scope=()) -> str:
         array = np.asarray(value)
-        return self.add(op=kind, kind=kind, label=label, shape=tuple(array.shape),
-                        dtype=dtype_name(array.dtype), value=array, scope=scope)
+        return self.add(
+            op=kind,
+            kind=kind,
+            label=label,
+            shape=tuple(array.shape),
+            dtype=dtype_name(array.dtype),
+            value=array,
+            scope=scope,
+        )
 
     def read(self, env, atom, scope):
         """``(node id, value)`` of a jaxpr variable or literal."""
@@ -69,7 +86,8 @@ class _Builder:
             if inner is not None:
                 inner_jaxpr, consts = inner
                 called = eqn.params.get("name") or getattr(
-                    getattr(inner_jaxpr, "debug_info", None), "func_name", "")
+                    getattr(inner_jaxpr, "debug_info", None), "func_name", ""
+                )
                 call = f"{eqn.primitive.name} {called}".rstrip()
                 inner_scope = scope + (f"{call} #{next(self._calls)}",)
                 inner_env = {
@@ -95,16 +113,26 @@ class _Builder:
         outputs = evaluate(*[value for _, value in inputs])
         if not primitive.multiple_results:
             outputs = [outputs]
-        params = {k: str(v) for k, v in eqn.params.items()
-                  if isinstance(v, (int, float, str, bool, tuple)) and len(str(v)) <= _SHORT}
+        params = {
+            k: str(v)
+            for k, v in eqn.params.items()
+            if isinstance(v, (int, float, str, bool, tuple)) and len(str(v)) <= _SHORT
+        }
         input_ids = tuple(node for node, _ in inputs)
         for index, (var, value) in enumerate(zip(eqn.outvars, outputs)):
             node_params = dict(params, output=str(index)) if len(outputs) > 1 else params
             value = np.asarray(value)
-            node = self.add(op=primitive.name, kind="operation", label=primitive.name,
-                            inputs=input_ids, shape=tuple(value.shape),
-                            dtype=dtype_name(value.dtype), value=value, scope=scope,
-                            params=node_params)
+            node = self.add(
+                op=primitive.name,
+                kind="operation",
+                label=primitive.name,
+                inputs=input_ids,
+                shape=tuple(value.shape),
+                dtype=dtype_name(value.dtype),
+                value=value,
+                scope=scope,
+                params=node_params,
+            )
             if primitive.multiple_results:
                 self.evaluators[node] = (lambda *v, i=index: evaluate(*v)[i], input_ids)
             else:
@@ -150,20 +178,34 @@ def _build(closed, in_values, in_labels, in_kind, out_labels, name, direction):
         env[var] = (builder.value_node(value, in_kind, label), np.asarray(value))
     inputs = tuple(node for node, _ in env.values())
     for index, (var, value) in enumerate(zip(closed.jaxpr.constvars, closed.consts)):
-        kind, label = ("residual", f"saved[{index}]") if direction == "backward" else (
-            "constant", "const")
+        kind, label = (
+            ("residual", f"saved[{index}]") if direction == "backward" else ("constant", "const")
+        )
         env[var] = (builder.value_node(value, kind, label), np.asarray(value))
     builder.walk(closed.jaxpr, env, ())
     outputs = []
     for atom, label in zip(closed.jaxpr.outvars, out_labels):
         source, value = builder.read(env, atom, ())
-        outputs.append(builder.add(op="output", kind="output", label=label, inputs=(source,),
-                                   shape=tuple(np.shape(value)),
-                                   dtype=dtype_name(np.asarray(value).dtype),
-                                   value=np.asarray(value)))
+        outputs.append(
+            builder.add(
+                op="output",
+                kind="output",
+                label=label,
+                inputs=(source,),
+                shape=tuple(np.shape(value)),
+                dtype=dtype_name(np.asarray(value).dtype),
+                value=np.asarray(value),
+            )
+        )
     nodes = tuple(builder.nodes)
-    graph = Graph(name=name, direction=direction, nodes=nodes,
-                  edges=edges_from_inputs(nodes), inputs=inputs, outputs=tuple(outputs))
+    graph = Graph(
+        name=name,
+        direction=direction,
+        nodes=nodes,
+        edges=edges_from_inputs(nodes),
+        inputs=inputs,
+        outputs=tuple(outputs),
+    )
     return graph, builder.evaluators
 
 
@@ -187,8 +229,15 @@ def trace_with_evaluators(fn: Callable, *args, output_labels=None):
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     labels = leaf_labels(fn, args)
     leaves = jax.tree_util.tree_leaves(tuple(args))
-    return _build(closed, [jnp.asarray(x) for x in leaves], labels, "input",
-                  _output_labels(out_shape, output_labels, "out"), _fn_name(fn), "forward")
+    return _build(
+        closed,
+        [jnp.asarray(x) for x in leaves],
+        labels,
+        "input",
+        _output_labels(out_shape, output_labels, "out"),
+        _fn_name(fn),
+        "forward",
+    )
 
 
 def trace(fn: Callable, *args, output_labels: Sequence[str] | str | None = None) -> Graph:
@@ -207,8 +256,7 @@ def trace(fn: Callable, *args, output_labels: Sequence[str] | str | None = None)
     return trace_with_evaluators(fn, *args, output_labels=output_labels)[0]
 
 
-def backward_graph(fn: Callable, *args, output_labels: Sequence[str] | str | None = None
-                   ) -> Graph:
+def backward_graph(fn: Callable, *args, output_labels: Sequence[str] | str | None = None) -> Graph:
     """The reverse pass of ``fn`` at ``args``: the graph of ``jax.vjp(fn, *args)[1]``.
 
     The input is the seed gradient (ones shaped like ``fn``'s output, ``"seed"``);
@@ -220,13 +268,20 @@ def backward_graph(fn: Callable, *args, output_labels: Sequence[str] | str | Non
     seed = jax.tree_util.tree_map(jnp.ones_like, out)
     closed = jax.make_jaxpr(vjp_fn)(seed)
     seed_leaves = jax.tree_util.tree_leaves(seed)
-    seed_labels = ["seed" if len(seed_leaves) == 1 else f"seed[{i}]"
-                   for i in range(len(seed_leaves))]
+    seed_labels = [
+        "seed" if len(seed_leaves) == 1 else f"seed[{i}]" for i in range(len(seed_leaves))
+    ]
     if output_labels is None:
         output_labels = [f"d{label}" for label in leaf_labels(fn, args)]
-    return _build(closed, seed_leaves, seed_labels, "input",
-                  _output_labels(args, output_labels, "d"), f"{_fn_name(fn)} (vjp)",
-                  "backward")[0]
+    return _build(
+        closed,
+        seed_leaves,
+        seed_labels,
+        "input",
+        _output_labels(args, output_labels, "d"),
+        f"{_fn_name(fn)} (vjp)",
+        "backward",
+    )[0]
 
 
 __all__ = ["backward_graph", "trace", "trace_with_evaluators"]

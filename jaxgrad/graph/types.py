@@ -78,8 +78,11 @@ class Graph:
 
 def edges_from_inputs(nodes) -> tuple:
     """The ``Edge`` list implied by each node's ``inputs``."""
-    return tuple(Edge(source, node.id, position)
-                 for node in nodes for position, source in enumerate(node.inputs))
+    return tuple(
+        Edge(source, node.id, position)
+        for node in nodes
+        for position, source in enumerate(node.inputs)
+    )
 
 
 def as_graph(graph) -> Graph:
@@ -87,12 +90,22 @@ def as_graph(graph) -> Graph:
     if isinstance(graph, Graph):
         return graph
     try:
-        nodes = tuple(Node(**{f.name: getattr(n, f.name) for f in dataclasses.fields(Node)})
-                      for n in graph.nodes)
-        edges = tuple(Edge(**{f.name: getattr(e, f.name) for f in dataclasses.fields(Edge)})
-                      for e in graph.edges)
-        return Graph(name=graph.name, direction=graph.direction, nodes=nodes, edges=edges,
-                     inputs=tuple(graph.inputs), outputs=tuple(graph.outputs))
+        nodes = tuple(
+            Node(**{f.name: getattr(n, f.name) for f in dataclasses.fields(Node)})
+            for n in graph.nodes
+        )
+        edges = tuple(
+            Edge(**{f.name: getattr(e, f.name) for f in dataclasses.fields(Edge)})
+            for e in graph.edges
+        )
+        return Graph(
+            name=graph.name,
+            direction=graph.direction,
+            nodes=nodes,
+            edges=edges,
+            inputs=tuple(graph.inputs),
+            outputs=tuple(graph.outputs),
+        )
     except AttributeError as exc:
         raise TypeError(
             f"`graph` (a {type(graph).__name__}) lacks the fields of jaxgrad.graph.Graph: {exc}"

@@ -8,8 +8,5 @@ the parity report's machinery).
 - ``write_page(path, text)``: atomic write, nothing half-written on failure.
 """
 
-from jaxgrad.html.export import SUPPORTED
-from jaxgrad.html.export import export_graph
-from jaxgrad.html.page import check_writable
-from jaxgrad.html.page import explorer_page
-from jaxgrad.html.page import write_page
+from jaxgrad.html.export import SUPPORTED, export_graph
+from jaxgrad.html.page import check_writable, explorer_page, write_page

@@ -26,11 +26,21 @@ import tempfile
 import time
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--no-default-browser-check", "--disable-extensions", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update",
-         "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
-         "--remote-debugging-pipe")
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--disable-sync",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
 
 
 class BrowserError(RuntimeError):
@@ -58,8 +68,14 @@ class Browser:
       timeout: seconds to wait for any one protocol answer or page load.
     """
 
-    def __init__(self, executable: str | None = None, *, width: int = 1280,
-                 height: int = 900, timeout: float = 30.0):
+    def __init__(
+        self,
+        executable: str | None = None,
+        *,
+        width: int = 1280,
+        height: int = 900,
+        timeout: float = 30.0,
+    ):
         executable = executable or find_chromium()
         if executable is None:
             raise BrowserError(f"no Chromium found on PATH (looked for {', '.join(NAMES)})")
@@ -77,30 +93,54 @@ class Browser:
         ends = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_read, from_browser_write)]
         for fd in (to_browser_read, from_browser_write):
             os.close(fd)
-        shim = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
-                "os.execv(sys.argv[3], sys.argv[3:])")
-        command = [sys.executable, "-c", shim, *map(str, ends), executable, *FLAGS,
-                   f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
-                   "about:blank"]
+        shim = (
+            "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
+            "os.execv(sys.argv[3], sys.argv[3:])"
+        )
+        command = [
+            sys.executable,
+            "-c",
+            shim,
+            *map(str, ends),
+            executable,
+            *FLAGS,
+            f"--user-data-dir={self._profile}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         # the browser's chatter goes to a file: an unread pipe would fill and stall it
         self._log = open(os.path.join(self._profile, "stderr.log"), "wb")
         try:
-            self._process = subprocess.Popen(command, pass_fds=ends, stdin=subprocess.DEVNULL,
-                                             stdout=subprocess.DEVNULL, stderr=self._log)
+            self._process = subprocess.Popen(
+                command,
+                pass_fds=ends,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._log,
+            )
         finally:
             for fd in ends:
                 os.close(fd)
         try:
             targets = self._call("Target.getTargets")["targetInfos"]
             pages = [t for t in targets if t["type"] == "page"]
-            target = pages[0]["targetId"] if pages else self._call(
-                "Target.createTarget", url="about:blank")["targetId"]
-            self._session = self._call("Target.attachToTarget", targetId=target,
-                                       flatten=True)["sessionId"]
+            target = (
+                pages[0]["targetId"]
+                if pages
+                else self._call("Target.createTarget", url="about:blank")["targetId"]
+            )
+            self._session = self._call("Target.attachToTarget", targetId=target, flatten=True)[
+                "sessionId"
+            ]
             for domain in ("Page", "Runtime", "Network"):
                 self.send(f"{domain}.enable")
-            self.send("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                      deviceScaleFactor=1, mobile=False)
+            self.send(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=height,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
         except BaseException:
             self.close()
             raise
@@ -109,7 +149,7 @@ class Browser:
     def _write(self, message: dict) -> None:
         data = json.dumps(message).encode() + b"\0"
         while data:
-            data = data[os.write(self._to_browser, data):]
+            data = data[os.write(self._to_browser, data) :]
 
     def _read(self, deadline: float) -> dict:
         while b"\0" not in self._buffer:
@@ -118,8 +158,9 @@ class Browser:
                 raise BrowserError(f"no answer from the browser within {self.timeout} s")
             chunk = os.read(self._from_browser, 1 << 20)
             if not chunk:
-                raise BrowserError("the browser closed its pipe; its last words: "
-                                   + self._last_words())
+                raise BrowserError(
+                    "the browser closed its pipe; its last words: " + self._last_words()
+                )
             self._buffer += chunk
         raw, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(raw)
@@ -159,7 +200,7 @@ class Browser:
         while True:
             for index, event in enumerate(self._events):
                 if event.get("method") == method:
-                    del self._events[:index + 1]
+                    del self._events[: index + 1]
                     return event
             self._events.clear()
             self._event(self._read(deadline))
@@ -176,8 +217,9 @@ class Browser:
 
     def evaluate(self, expression: str):
         """The value of a JavaScript expression (promises awaited); raises on exceptions."""
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             details = result["exceptionDetails"]
             text = details.get("exception", {}).get("description") or details.get("text")
@@ -187,11 +229,14 @@ class Browser:
     def screenshot(self, path: str, *, full_page: bool = True) -> tuple[int, int]:
         """Write a PNG of the page (whole document by default); its ``(width, height)``."""
         width, height = self.evaluate(
-            "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+        )
         params = {"format": "png"}
         if full_page:
-            params.update(captureBeyondViewport=True,
-                          clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
+            )
         data = base64.b64decode(self.send("Page.captureScreenshot", **params)["data"])
         with open(path, "wb") as out:
             out.write(data)

@@ -15,7 +15,7 @@ import importlib
 import inspect
 import json
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -38,23 +38,27 @@ def _named(example) -> Callable:
 
     def loss(*values):
         point = dict(zip(names, values))
-        return example.loss({k: point[k] for k in example.params},
-                            {k: point[k] for k in example.data})[0]
+        return example.loss(
+            {k: point[k] for k in example.params}, {k: point[k] for k in example.data}
+        )[0]
 
     loss.__name__ = example.key
     loss.__signature__ = inspect.Signature(
-        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    )
     return loss
 
 
 EXAMPLES = {
-    ex.key: Explorable(ex.key, f"{ex.number}. {ex.title}", _named(ex),
-                       dict(ex.params, **ex.data))
+    ex.key: Explorable(ex.key, f"{ex.number}. {ex.title}", _named(ex), dict(ex.params, **ex.data))
     for ex in LESSON_EXAMPLES
 }
 EXAMPLES["neuron"] = Explorable(
-    "neuron", "lesson 001's neuron: L = (σ(w1·x1 + w2·x2 + b) − y)²",
-    graph_examples.seed_neuron, dict(graph_examples.SEED_NEURON_ARGS))
+    "neuron",
+    "lesson 001's neuron: L = (σ(w1·x1 + w2·x2 + b) − y)²",
+    graph_examples.seed_neuron,
+    dict(graph_examples.SEED_NEURON_ARGS),
+)
 
 
 def _two_layer_loss(params, X, y):
@@ -72,8 +76,11 @@ def _two_layer() -> Explorable:
     data = two_layer.lesson_data()
     params = {k: np.asarray(v) for k, v in two_layer.torch_state_dict(data).items()}
     return Explorable(
-        "two_layer", "7. two-layer network X(6×3) → tanh(4) → sigmoid(1), binary cross-entropy",
-        _two_layer_loss, {"params": params, "X": data["X"], "y": data["y"]})
+        "two_layer",
+        "7. two-layer network X(6×3) → tanh(4) → sigmoid(1), binary cross-entropy",
+        _two_layer_loss,
+        {"params": params, "X": data["X"], "y": data["y"]},
+    )
 
 
 EXAMPLES["two_layer"] = _two_layer()
@@ -111,10 +118,13 @@ def parse_arguments(texts) -> dict:
         except json.JSONDecodeError:
             value = None
         values = value if isinstance(value, list) else [value]
-        if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                 and math.isfinite(v) for v in values):
-            raise ValueError(f"argument {text!r}: {raw!r} is not a finite number or a "
-                             f"non-empty list of them.")
+        if not values or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values
+        ):
+            raise ValueError(
+                f"argument {text!r}: {raw!r} is not a finite number or a non-empty list of them."
+            )
         if name in point:
             raise ValueError(f"argument {name!r} is given twice.")
         point[name] = [float(v) for v in value] if isinstance(value, list) else float(value)
@@ -125,8 +135,11 @@ def bind(fn: Callable, point: dict) -> list:
     """``point``'s values in the order of ``fn``'s positional parameters; ValueError on a
     missing or unknown name."""
     try:
-        parameters = [p for p in inspect.signature(fn).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        parameters = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError) as exc:
         raise ValueError(f"cannot read the parameters of {fn!r}: {exc}") from exc
     names = [p.name for p in parameters]
@@ -136,13 +149,18 @@ def bind(fn: Callable, point: dict) -> list:
     if unknown or missing:
         raise ValueError(
             f"the arguments must name {getattr(fn, '__name__', 'fn')}'s parameters "
-            f"({', '.join(names)}): " + "; ".join(
-                part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                  f"unknown {', '.join(unknown)}" if unknown else "") if part)
+            f"({', '.join(names)}): "
+            + "; ".join(
+                part
+                for part in (
+                    f"missing {', '.join(missing)}" if missing else "",
+                    f"unknown {', '.join(unknown)}" if unknown else "",
+                )
+                if part
+            )
             + "."
         )
     return [point[n] for n in names if n in point]
 
 
-__all__ = ["EXAMPLES", "Explorable", "bind", "load_function",
-           "parse_arguments"]
+__all__ = ["EXAMPLES", "Explorable", "bind", "load_function", "parse_arguments"]

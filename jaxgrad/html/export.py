@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -38,8 +38,25 @@ import numpy as np
 from jaxgrad.graph.step import step_through
 from jaxgrad.graph.trace import trace_with_evaluators
 
-ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "integer_pow", "square", "sqrt", "max",
-               "min", "exp", "log", "log1p", "tanh", "logistic", "convert_element_type", "copy")
+ELEMENTWISE = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "integer_pow",
+    "square",
+    "sqrt",
+    "max",
+    "min",
+    "exp",
+    "log",
+    "log1p",
+    "tanh",
+    "logistic",
+    "convert_element_type",
+    "copy",
+)
 GATHERS = ("transpose", "broadcast_in_dim", "reshape", "squeeze", "expand_dims")
 SUPPORTED = ELEMENTWISE + GATHERS + ("dot_general", "reduce_sum")
 MAX_ELEMENTS = 64  # the page keeps every element of every value
@@ -103,10 +120,8 @@ def _dot_triples(node, shapes) -> list:
     lhs_free = [d for d in range(len(lhs_shape)) if d not in lhs_c]
     rhs_free = [d for d in range(len(rhs_shape)) if d not in rhs_c]
     # dot_general's output: the lhs free dims, then the rhs free dims, in order
-    lhs = np.transpose(lhs, lhs_free + list(lhs_c)).reshape(
-        [lhs_shape[d] for d in lhs_free] + [-1])
-    rhs = np.transpose(rhs, rhs_free + list(rhs_c)).reshape(
-        [rhs_shape[d] for d in rhs_free] + [-1])
+    lhs = np.transpose(lhs, lhs_free + list(lhs_c)).reshape([lhs_shape[d] for d in lhs_free] + [-1])
+    rhs = np.transpose(rhs, rhs_free + list(rhs_c)).reshape([rhs_shape[d] for d in rhs_free] + [-1])
     lhs_rows = lhs.reshape(-1, lhs.shape[-1])
     rhs_rows = rhs.reshape(-1, rhs.shape[-1])
     triples = []
@@ -132,8 +147,12 @@ def _check_node(node, shapes, evaluator) -> dict:
     if node.op in ELEMENTWISE:
         # lax broadcasts size-1 dimensions implicitly ((6, 4) + (1, 4)): where an input's
         # shape differs from the output's (scalars aside), the page gathers through a map
-        maps = [None if tuple(s) in ((), out_shape) else
-                np.broadcast_to(_grid(s), out_shape).ravel().tolist() for s in shapes]
+        maps = [
+            None
+            if tuple(s) in ((), out_shape)
+            else np.broadcast_to(_grid(s), out_shape).ravel().tolist()
+            for s in shapes
+        ]
         if any(m is not None for m in maps):
             params["broadcast"] = maps
     if node.op == "integer_pow":
@@ -150,8 +169,7 @@ def _check_node(node, shapes, evaluator) -> dict:
                 params[name] = [int(d) for d in ast.literal_eval(node.params[name])]
     elif node.op == "reduce_sum":
         axes = tuple(ast.literal_eval(node.params.get("axes", "()")))
-        kept = _grid(out_shape).reshape([1 if d in axes else n
-                                         for d, n in enumerate(shapes[0])])
+        kept = _grid(out_shape).reshape([1 if d in axes else n for d, n in enumerate(shapes[0])])
         params["scatter"] = np.broadcast_to(kept, shapes[0]).ravel().tolist()
         params["size"] = math.prod(out_shape)
         params["axes"] = list(axes)
@@ -195,7 +213,8 @@ def as_float64(args: tuple) -> tuple:
         if not np.issubdtype(np.asarray(leaf).dtype, np.number):
             raise TypeError(f"argument leaf {index} (={leaf!r}) is not a number.")
     return jax.tree_util.tree_unflatten(
-        treedef, [jnp.asarray(np.asarray(leaf, np.float64)) for leaf in leaves])
+        treedef, [jnp.asarray(np.asarray(leaf, np.float64)) for leaf in leaves]
+    )
 
 
 def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") -> dict:
@@ -232,16 +251,27 @@ def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") 
     for node in graph.nodes:
         if node.kind == "input":
             _check_shape(f"input {node.label!r}", node.shape)
-            entry = {"id": node.id, "label": node.label, "shape": list(node.shape),
-                     "value": _value(node.value)}
+            entry = {
+                "id": node.id,
+                "label": node.label,
+                "shape": list(node.shape),
+                "value": _value(node.value),
+            }
             if node.shape == ():
                 entry["slider"] = _slider(float(node.value))
             inputs.append(entry)
         elif node.kind == "operation":
-            params = _check_node(node, [tuple(by_id[i].shape) for i in node.inputs],
-                                 evaluators[node.id])
-            entry = {"id": node.id, "op": node.op, "inputs": list(node.inputs),
-                     "shape": list(node.shape), "params": params, "value": _value(node.value)}
+            params = _check_node(
+                node, [tuple(by_id[i].shape) for i in node.inputs], evaluators[node.id]
+            )
+            entry = {
+                "id": node.id,
+                "op": node.op,
+                "inputs": list(node.inputs),
+                "shape": list(node.shape),
+                "params": params,
+                "value": _value(node.value),
+            }
             rule = _rule(node.scope)
             if rule == "relu" and node.op != "max":
                 rule = None  # the call's other primitives (jit wrappers) need no rule
@@ -250,24 +280,42 @@ def export_graph(fn: Callable, *args, title: str = "", output_label: str = "L") 
             nodes.append(entry)
         elif node.kind == "constant":
             _check_shape(f"constant {node.id}", node.shape)
-            nodes.append({"id": node.id, "op": "constant", "inputs": [],
-                          "shape": list(node.shape), "value": _value(node.value)})
-    drawn = [by_id[n["id"]] for n in inputs] + [by_id[n["id"]] for n in nodes
-                                                if n["op"] != "constant"]
+            nodes.append(
+                {
+                    "id": node.id,
+                    "op": "constant",
+                    "inputs": [],
+                    "shape": list(node.shape),
+                    "value": _value(node.value),
+                }
+            )
+    drawn = [by_id[n["id"]] for n in inputs] + [
+        by_id[n["id"]] for n in nodes if n["op"] != "constant"
+    ]
     columns = _columns(drawn)
     with jax.enable_x64(True):  # JAX's own numbers, node by node, once the graph is accepted
         walk = step_through(fn, *args64, output_label=output_label, verbose=False)
-    steps = [{"node": s.node, "input": s.input, "upstream": _value(s.upstream),
-              "local": None if s.local is None else _value(s.local),
-              "gradient": _value(s.gradient)} for s in walk.backward]
+    steps = [
+        {
+            "node": s.node,
+            "input": s.input,
+            "upstream": _value(s.upstream),
+            "local": None if s.local is None else _value(s.local),
+            "gradient": _value(s.gradient),
+        }
+        for s in walk.backward
+    ]
     return {
         "title": title or getattr(fn, "__name__", "fn"),
         "output": {"id": out.inputs[0], "label": output_label, "value": _value(out.value)},
         "inputs": inputs,
         "nodes": nodes,
         "columns": columns,
-        "jax": {"version": jax.__version__, "steps": steps,
-                "grads": {label: _value(g) for label, g in walk.grads.items()}},
+        "jax": {
+            "version": jax.__version__,
+            "steps": steps,
+            "grads": {label: _value(g) for label, g in walk.grads.items()},
+        },
     }
 
 

@@ -120,14 +120,23 @@ def explorer_page(graph: dict, *, torch: dict | None = None, notes: dict | None 
         of the VJP, torch's grad_fn graph…).
     """
     data = dict(graph, torch=torch)
-    folded = "".join(f"<details><summary>{html.escape(title)}</summary><pre>"
-                     f"{html.escape(text)}</pre></details>\n"
-                     for title, text in (notes or {}).items())
+    folded = "".join(
+        f"<details><summary>{html.escape(title)}</summary><pre>"
+        f"{html.escape(text)}</pre></details>\n"
+        for title, text in (notes or {}).items()
+    )
     versions = f"JAX {graph['jax']['version']}" + (
-        f", PyTorch {torch['version']}" if torch else " (no torch numbers in this page)")
-    return _fill(_EXPLORER, TITLE=html.escape(graph["title"]), CSS=asset("explorer.css"),
-                 NOTES=folded, FOOTER=html.escape(f"Exported with {versions}; float64."),
-                 DATA=inline_json(data), JS=asset("explorer.js"))
+        f", PyTorch {torch['version']}" if torch else " (no torch numbers in this page)"
+    )
+    return _fill(
+        _EXPLORER,
+        TITLE=html.escape(graph["title"]),
+        CSS=asset("explorer.css"),
+        NOTES=folded,
+        FOOTER=html.escape(f"Exported with {versions}; float64."),
+        DATA=inline_json(data),
+        JS=asset("explorer.js"),
+    )
 
 
 __all__ = ["asset", "check_writable", "explorer_page", "inline_json", "write_page"]

@@ -13,15 +13,16 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, *, warmup: int = 1,
-                   min_sample: float = 0.02) -> float:
+def median_seconds(
+    fn: Callable[[], object], repeats: int, *, warmup: int = 1, min_sample: float = 0.02
+) -> float:
     """Median wall time of one ``fn()`` call, over ``repeats`` samples.
 
     After ``warmup`` calls (compilation, allocator), each sample times enough calls

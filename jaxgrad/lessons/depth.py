@@ -37,8 +37,9 @@ def weight_grads(model, params, x, y, *, loss: str = "cross_entropy", jit: bool 
     return (jax.jit(grad_fn) if jit else grad_fn)(params)
 
 
-def weight_grad_norms(model, params, x, y, *, loss: str = "cross_entropy",
-                      jit: bool = True) -> dict[str, float]:
+def weight_grad_norms(
+    model, params, x, y, *, loss: str = "cross_entropy", jit: bool = True
+) -> dict[str, float]:
     """``{layer: ‖∂loss/∂weight‖}`` for each layer with a weight, in layer order.
 
     Args:
@@ -61,8 +62,9 @@ def sigmoid_chain_grad(x: float = SIGMOID_CHAIN_INPUT, n: int = 20, dtype=jnp.fl
     return float(jax.grad(chain)(jnp.asarray(x, dtype=dtype)))
 
 
-def repeated_multiply_grad(x: float = 1.0, factor: float = 3.0, n: int = 20,
-                           dtype=jnp.float64) -> float:
+def repeated_multiply_grad(
+    x: float = 1.0, factor: float = 3.0, n: int = 20, dtype=jnp.float64
+) -> float:
     """d/dx of ``x`` multiplied by ``factor`` ``n`` times (one multiply per step)."""
 
     def chain(value):

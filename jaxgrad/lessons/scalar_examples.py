@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -75,11 +75,16 @@ def hand_result(example: ScalarExample) -> tuple[dict, list]:
     working = example.by_hand(dict(example.params), dict(example.data))
     if example.lr is not None:
         for k, v in example.params.items():
-            working.let(f"{k} after step", f"{k} − lr · dL/d{k}", v - example.lr * working.values[f"dL/d{k}"])
+            working.let(
+                f"{k} after step",
+                f"{k} − lr · dL/d{k}",
+                v - example.lr * working.values[f"dL/d{k}"],
+            )
     return working.values, working.steps
 
 
 # --- 1. One input, one hidden ReLU neuron, one output, squared loss -----------------
+
 
 def _tiny_relu_loss(p, d):
     z1 = p["w1"] * d["x"] + p["b1"]
@@ -114,8 +119,13 @@ TINY_RELU = ScalarExample(
     data={"x": 2.0, "y": 1.0},
     loss=_tiny_relu_loss,
     by_hand=_tiny_relu_by_hand,
-    expected={"L": (5.5225, 4), "dL/dw1": (14.1, 4), "dL/db1": (7.05, 4),
-              "dL/dw2": (-5.17, 4), "dL/db2": (-4.7, 4)},
+    expected={
+        "L": (5.5225, 4),
+        "dL/dw1": (14.1, 4),
+        "dL/db1": (7.05, 4),
+        "dL/dw2": (-5.17, 4),
+        "dL/db2": (-4.7, 4),
+    },
 )
 
 DEAD_RELU = dataclasses.replace(
@@ -130,6 +140,7 @@ DEAD_RELU = dataclasses.replace(
 
 
 # --- 2. a = w1·x, h = relu(a), y = w2·h, L = (y − t)² ------------------------------
+
 
 def _two_weight_loss(p, d):
     a = p["w1"] * d["x"]
@@ -167,6 +178,7 @@ TWO_WEIGHT = ScalarExample(
 
 # --- 3. y = w² + 2w at w = 3 ------------------------------------------------------
 
+
 def _square_plus_loss(p, d):
     return p["w"] * p["w"] + 2 * p["w"], {}
 
@@ -195,6 +207,7 @@ SQUARE_PLUS = ScalarExample(
 
 
 # --- 4. u = w·x + b, y = u² ---------------------------------------------------------
+
 
 def _affine_square_loss(p, d):
     u = p["w"] * d["x"] + p["b"]
@@ -225,6 +238,7 @@ AFFINE_SQUARE = ScalarExample(
 
 
 # --- 5. L = (W2·relu(W1·x) − 1)² ----------------------------------------------------
+
 
 def _two_layer_scalar_loss(p, d):
     z1 = p["W1"] * d["x"]
@@ -261,6 +275,7 @@ TWO_LAYER_SCALAR = ScalarExample(
 
 # --- 6. One sigmoid neuron, one SGD step -------------------------------------------
 
+
 def _sigmoid_neuron_loss(p, d):
     z = p["w"] * d["x"] + p["b"]
     a = jax.nn.sigmoid(z)
@@ -293,8 +308,15 @@ SIGMOID_NEURON = ScalarExample(
 )
 
 
-EXAMPLES = (TINY_RELU, DEAD_RELU, TWO_WEIGHT, SQUARE_PLUS, AFFINE_SQUARE, TWO_LAYER_SCALAR,
-            SIGMOID_NEURON)
+EXAMPLES = (
+    TINY_RELU,
+    DEAD_RELU,
+    TWO_WEIGHT,
+    SQUARE_PLUS,
+    AFFINE_SQUARE,
+    TWO_LAYER_SCALAR,
+    SIGMOID_NEURON,
+)
 
 
 def agrees_to_printed_digits(value: float, expected: float, decimals: int) -> bool:

@@ -101,24 +101,30 @@ def numpy_train(data: dict, steps: int = STEPS, lr: float = LR) -> list:
 def torch_state_dict(data: dict) -> dict:
     """The lesson's weights in torch's layout: ``Linear.weight = W.T``, bias flattened."""
     return {
-        "0.weight": data["W1"].T.copy(), "0.bias": data["b1"].reshape(-1).copy(),
-        "2.weight": data["W2"].T.copy(), "2.bias": data["b2"].reshape(-1).copy(),
+        "0.weight": data["W1"].T.copy(),
+        "0.bias": data["b1"].reshape(-1).copy(),
+        "2.weight": data["W2"].T.copy(),
+        "2.bias": data["b2"].reshape(-1).copy(),
     }
 
 
 def from_torch_layout(grads: dict) -> dict:
     """Gradients keyed like torch back in the lesson's layout, for comparison."""
     return {
-        "W1": np.asarray(grads["0.weight"]).T, "b1": np.asarray(grads["0.bias"]).reshape(1, -1),
-        "W2": np.asarray(grads["2.weight"]).T, "b2": np.asarray(grads["2.bias"]).reshape(1, -1),
+        "W1": np.asarray(grads["0.weight"]).T,
+        "b1": np.asarray(grads["0.bias"]).reshape(1, -1),
+        "W2": np.asarray(grads["2.weight"]).T,
+        "b2": np.asarray(grads["2.bias"]).reshape(1, -1),
     }
 
 
 def jax_model() -> nn.Sequential:
     """``Linear(3, 4) → Tanh → Linear(4, 1) → Sigmoid`` in float64."""
     return nn.Sequential(
-        nn.Linear(3, 4, dtype=jnp.float64), nn.Tanh(),
-        nn.Linear(4, 1, dtype=jnp.float64), nn.Sigmoid(),
+        nn.Linear(3, 4, dtype=jnp.float64),
+        nn.Tanh(),
+        nn.Linear(4, 1, dtype=jnp.float64),
+        nn.Sigmoid(),
     )
 
 

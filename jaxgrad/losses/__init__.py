@@ -16,50 +16,51 @@ Loss modules mirroring ``torch.nn`` (``CrossEntropyLoss``, ``BCEWithLogitsLoss``
 frozen dataclasses over these functions; ``from_torch`` converts a torch loss module.
 """
 
-from jaxgrad.losses._binary import binary_cross_entropy
-from jaxgrad.losses._binary import binary_cross_entropy_with_logits
-from jaxgrad.losses._checks import REDUCTIONS
-from jaxgrad.losses._checks import checked
-from jaxgrad.losses._classification import cross_entropy
-from jaxgrad.losses._classification import nll_loss
+from jaxgrad.losses._binary import binary_cross_entropy, binary_cross_entropy_with_logits
+from jaxgrad.losses._checks import REDUCTIONS, checked
+from jaxgrad.losses._classification import cross_entropy, nll_loss
 from jaxgrad.losses._ctc import ctc_loss
 from jaxgrad.losses._linear import linear_cross_entropy
-from jaxgrad.losses._margin import hinge_embedding_loss
-from jaxgrad.losses._margin import multi_margin_loss
-from jaxgrad.losses._margin import multilabel_margin_loss
-from jaxgrad.losses._margin import multilabel_soft_margin_loss
-from jaxgrad.losses._margin import soft_margin_loss
-from jaxgrad.losses._pairwise import cosine_embedding_loss
-from jaxgrad.losses._pairwise import kl_div
-from jaxgrad.losses._pairwise import margin_ranking_loss
-from jaxgrad.losses._regression import gaussian_nll_loss
-from jaxgrad.losses._regression import huber_loss
-from jaxgrad.losses._regression import l1_loss
-from jaxgrad.losses._regression import mse_loss
-from jaxgrad.losses._regression import poisson_nll_loss
-from jaxgrad.losses._regression import smooth_l1_loss
-from jaxgrad.losses.modules import LOSS_MODULES
-from jaxgrad.losses.modules import BCELoss
-from jaxgrad.losses.modules import BCEWithLogitsLoss
-from jaxgrad.losses.modules import CTCLoss
-from jaxgrad.losses.modules import CosineEmbeddingLoss
-from jaxgrad.losses.modules import CrossEntropyLoss
-from jaxgrad.losses.modules import GaussianNLLLoss
-from jaxgrad.losses.modules import HingeEmbeddingLoss
-from jaxgrad.losses.modules import HuberLoss
-from jaxgrad.losses.modules import KLDivLoss
-from jaxgrad.losses.modules import L1Loss
-from jaxgrad.losses.modules import LinearCrossEntropyLoss
-from jaxgrad.losses.modules import MarginRankingLoss
-from jaxgrad.losses.modules import MSELoss
-from jaxgrad.losses.modules import MultiLabelMarginLoss
-from jaxgrad.losses.modules import MultiLabelSoftMarginLoss
-from jaxgrad.losses.modules import MultiMarginLoss
-from jaxgrad.losses.modules import NLLLoss
-from jaxgrad.losses.modules import PoissonNLLLoss
-from jaxgrad.losses.modules import SmoothL1Loss
-from jaxgrad.losses.modules import SoftMarginLoss
-from jaxgrad.losses.modules import from_torch
+from jaxgrad.losses._margin import (
+    hinge_embedding_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    soft_margin_loss,
+)
+from jaxgrad.losses._pairwise import cosine_embedding_loss, kl_div, margin_ranking_loss
+from jaxgrad.losses._regression import (
+    gaussian_nll_loss,
+    huber_loss,
+    l1_loss,
+    mse_loss,
+    poisson_nll_loss,
+    smooth_l1_loss,
+)
+from jaxgrad.losses.modules import (
+    LOSS_MODULES,
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    LinearCrossEntropyLoss,
+    MarginRankingLoss,
+    MSELoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    NLLLoss,
+    PoissonNLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
+    from_torch,
+)
 
 __all__ = [
     "BCELoss",

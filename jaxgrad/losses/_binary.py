@@ -10,8 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.losses._checks import (check_broadcastable, check_floating, check_reduction,
-                                    check_same_shape, reduce, require)
+from jaxgrad.losses._checks import (
+    check_broadcastable,
+    check_floating,
+    check_reduction,
+    check_same_shape,
+    reduce,
+    require,
+)
 
 
 def _check_weight(loss: str, name: str, weight, input):
@@ -85,8 +91,11 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     # torch checks the target too (NaN included): "all elements of target should be
     # between 0 and 1"; 1.5 would otherwise give a plausible finite loss
     target_inside = (target >= 0) & (target <= 1)
-    require(target_inside, f"{loss}: every element of `target` must be a probability in "
-                           "[0, 1]; found one outside it or NaN.")
+    require(
+        target_inside,
+        f"{loss}: every element of `target` must be a probability in "
+        "[0, 1]; found one outside it or NaN.",
+    )
     # a probability outside [0, 1] gives log of a negative number: NaN, never a number;
     # a target outside it is made NaN explicitly, for jit where nothing can raise
     losses = jnp.where(target_inside, _bce_terms(input, target), jnp.nan)
@@ -95,8 +104,9 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     return reduce(losses, reduction)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
-                                     pos_weight=None):
+def binary_cross_entropy_with_logits(
+    input, target, weight=None, reduction: str = "mean", pos_weight=None
+):
     """``F.binary_cross_entropy_with_logits``, in torch's numerically stable form.
 
     ``(1 − t)·x − (1 + (pw − 1)·t)·log σ(x)``, times ``weight``; ``pw`` is ``pos_weight``

@@ -36,8 +36,9 @@ def _check_weight(loss: str, weight, num_classes: int, input):
             f"for each of the C={num_classes} classes."
         )
     if weight.dtype != input.dtype:
-        raise TypeError(f"{loss}: `weight` dtype {weight.dtype} must equal `input` dtype "
-                        f"{input.dtype}.")
+        raise TypeError(
+            f"{loss}: `weight` dtype {weight.dtype} must equal `input` dtype {input.dtype}."
+        )
 
 
 def _check_index_target(loss: str, input, target, class_axis: int):
@@ -45,7 +46,7 @@ def _check_index_target(loss: str, input, target, class_axis: int):
         raise TypeError(
             f"{loss}: class-index `target` must be an integer array, got {target.dtype}."
         )
-    expected = tuple(input.shape[:class_axis]) + tuple(input.shape[class_axis + 1:])
+    expected = tuple(input.shape[:class_axis]) + tuple(input.shape[class_axis + 1 :])
     if tuple(target.shape) != expected:
         raise ValueError(
             f"{loss}: `target` shape {tuple(target.shape)} must be `input` shape "
@@ -66,13 +67,16 @@ def _pick(log_probs, target, weight, ignore_index: int, class_axis: int, loss: s
     num_classes = log_probs.shape[class_axis]
     ignored = target == ignore_index
     valid = (target >= 0) & (target < num_classes)
-    require(valid | ignored,
-            f"{loss}: `target` holds a class index outside [0, {num_classes}) that is not "
-            f"`ignore_index` (={ignore_index}).")
+    require(
+        valid | ignored,
+        f"{loss}: `target` holds a class index outside [0, {num_classes}) that is not "
+        f"`ignore_index` (={ignore_index}).",
+    )
     # a one-hot mask rather than a gather: exact (the other classes add zeros) and a
     # handful of primitives, where take_along_axis lowers to a dozen index ops
     classes = jnp.arange(num_classes).reshape(
-        [-1 if axis == class_axis else 1 for axis in range(log_probs.ndim)])
+        [-1 if axis == class_axis else 1 for axis in range(log_probs.ndim)]
+    )
     onehot = jnp.expand_dims(target, class_axis) == classes
     zero = jnp.zeros((), log_probs.dtype)
     picked = jnp.sum(jnp.where(onehot, log_probs, zero), axis=class_axis)
@@ -133,8 +137,14 @@ def _check_label_smoothing(label_smoothing):
         raise ValueError(f"`label_smoothing` (={label_smoothing}) must be in [0, 1].")
 
 
-def cross_entropy(input, target, weight=None, ignore_index: int = -100,
-                  reduction: str = "mean", label_smoothing: float = 0.0):
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+):
     """``F.cross_entropy`` on logits: ``log_softmax`` over the class axis, then NLL.
 
     Args:
@@ -166,8 +176,9 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     _check_weight(loss, weight, num_classes, input)
     log_probs = jax.nn.log_softmax(input, axis=class_axis)
     if jnp.issubdtype(target.dtype, jnp.floating):
-        return _probability_targets(log_probs, target, weight, ignore_index, reduction,
-                                    label_smoothing, class_axis)
+        return _probability_targets(
+            log_probs, target, weight, ignore_index, reduction, label_smoothing, class_axis
+        )
     if tuple(target.shape) == tuple(input.shape) and input.ndim > 1:
         raise TypeError(
             f"cross_entropy: `target` has `input`'s shape {tuple(input.shape)}, i.e. class "
@@ -192,8 +203,9 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / num_classes)
 
 
-def _probability_targets(log_probs, target, weight, ignore_index, reduction, label_smoothing,
-                         class_axis):
+def _probability_targets(
+    log_probs, target, weight, ignore_index, reduction, label_smoothing, class_axis
+):
     loss = "cross_entropy"
     if tuple(target.shape) != tuple(log_probs.shape):
         raise ValueError(
@@ -202,8 +214,9 @@ def _probability_targets(log_probs, target, weight, ignore_index, reduction, lab
             "indices must be an integer array."
         )
     if target.dtype != log_probs.dtype:
-        raise TypeError(f"{loss}: `target` dtype {target.dtype} must equal `input` dtype "
-                        f"{log_probs.dtype}.")
+        raise TypeError(
+            f"{loss}: `target` dtype {target.dtype} must equal `input` dtype {log_probs.dtype}."
+        )
     if int(ignore_index) >= 0:
         raise ValueError(
             f"cross_entropy: `ignore_index` (={ignore_index}) is not supported for probability "

@@ -42,7 +42,7 @@ def _shift(values, by: int):
     """``values[..., s − by]`` along the last axis, −inf where ``s < by``."""
     by = min(by, values.shape[-1])
     pad = jnp.full(values.shape[:-1] + (by,), _NEG_INF, values.dtype)
-    return jnp.concatenate([pad, values[..., :values.shape[-1] - by]], axis=-1)
+    return jnp.concatenate([pad, values[..., : values.shape[-1] - by]], axis=-1)
 
 
 def _unshift(values, by: int):
@@ -61,11 +61,12 @@ def _lattice(targets, target_lengths, blank: int):
     label_index = jnp.clip((position - 1) // 2, 0, max(length - 1, 0))
     odd = position % 2 == 1
     if length:
-        labels = jnp.take_along_axis(targets, jnp.broadcast_to(label_index, (batch, states)),
-                                     axis=1)
+        labels = jnp.take_along_axis(
+            targets, jnp.broadcast_to(label_index, (batch, states)), axis=1
+        )
         previous = jnp.take_along_axis(
-            targets, jnp.broadcast_to(jnp.clip(label_index - 1, 0, None), (batch, states)),
-            axis=1)
+            targets, jnp.broadcast_to(jnp.clip(label_index - 1, 0, None), (batch, states)), axis=1
+        )
     else:
         labels = previous = jnp.zeros((batch, states), targets.dtype)
     extended = jnp.where(odd, labels, blank)
@@ -104,13 +105,15 @@ def _alphas(emit, skip, within, input_lengths):
 
 def _nll(final, target_lengths, input_lengths):
     last = jnp.take_along_axis(final, (2 * target_lengths)[:, None], axis=1)[:, 0]
-    before = jnp.take_along_axis(final, jnp.clip(2 * target_lengths - 1, 0, None)[:, None],
-                                 axis=1)[:, 0]
+    before = jnp.take_along_axis(final, jnp.clip(2 * target_lengths - 1, 0, None)[:, None], axis=1)[
+        :, 0
+    ]
     before = jnp.where(target_lengths > 0, before, _NEG_INF)
     likelihood = _logsumexp(last, before)
     # an empty input emits only the empty target
-    empty = jnp.where(target_lengths == 0, jnp.zeros_like(likelihood),
-                      jnp.full_like(likelihood, _NEG_INF))
+    empty = jnp.where(
+        target_lengths == 0, jnp.zeros_like(likelihood), jnp.full_like(likelihood, _NEG_INF)
+    )
     return -jnp.where(input_lengths > 0, likelihood, empty)
 
 
@@ -118,17 +121,17 @@ def _betas(emit, skip, within, input_lengths, target_lengths):
     steps, _, states = emit.shape
     neg = jnp.asarray(_NEG_INF, emit.dtype)
     position = jnp.arange(states)
-    ends = ((position[None, :] == 2 * target_lengths[:, None])
-            | ((position[None, :] == 2 * target_lengths[:, None] - 1)
-               & (target_lengths[:, None] > 0)))
+    ends = (position[None, :] == 2 * target_lengths[:, None]) | (
+        (position[None, :] == 2 * target_lengths[:, None] - 1) & (target_lengths[:, None] > 0)
+    )
     # s may step to s + 2 when s + 2 may skip
     skip_next = jnp.concatenate(
-        [skip[:, 2:], jnp.zeros((skip.shape[0], min(2, states)), bool)], axis=1)
+        [skip[:, 2:], jnp.zeros((skip.shape[0], min(2, states)), bool)], axis=1
+    )
 
     def step(beta, inputs):
         t, emit_t = inputs
-        carried = _logsumexp(beta, _unshift(beta, 1), jnp.where(skip_next, _unshift(beta, 2),
-                                                                 neg))
+        carried = _logsumexp(beta, _unshift(beta, 1), jnp.where(skip_next, _unshift(beta, 2), neg))
         last_step = (t == input_lengths - 1)[:, None]
         nxt = jnp.where(last_step, jnp.where(ends, emit_t, neg), carried + emit_t)
         nxt = jnp.where(within & (t < input_lengths)[:, None], nxt, neg)
@@ -168,17 +171,21 @@ def _ctc_nll_bwd(blank, zero_infinity, residuals, cotangent):
     # torch's last step *assigns* the final blank's term, then the last label's: when
     # that label is the blank itself, the second overwrites the first (kept, as torch)
     position = jnp.arange(extended.shape[1])
-    last_label = jnp.take_along_axis(extended, jnp.clip(2 * target_lengths - 1, 0, None)[:, None],
-                                     axis=1)
-    overwritten = ((position[None, :] == 2 * target_lengths[:, None])
-                   & (target_lengths[:, None] > 0) & (last_label == blank))
+    last_label = jnp.take_along_axis(
+        extended, jnp.clip(2 * target_lengths - 1, 0, None)[:, None], axis=1
+    )
+    overwritten = (
+        (position[None, :] == 2 * target_lengths[:, None])
+        & (target_lengths[:, None] > 0)
+        & (last_label == blank)
+    )
     last_step = jnp.arange(log_probs.shape[0])[:, None] == input_lengths[None, :] - 1
     both = jnp.where(last_step[:, :, None] & overwritten[None], _NEG_INF, both)[:, :, :, None]
     masked = jnp.where(onehot[None], both, _NEG_INF)
     top = jnp.max(masked, axis=2)
     top = jnp.where(top == _NEG_INF, jnp.zeros_like(top), top)
     log_occupancy = jnp.log(jnp.sum(jnp.exp(masked - top[:, :, None]), axis=2)) + top
-    grads = (jnp.exp(log_probs) - jnp.exp(log_occupancy + nll[None, :, None] - log_probs))
+    grads = jnp.exp(log_probs) - jnp.exp(log_occupancy + nll[None, :, None] - log_probs)
     grads = grads * cotangent[None, :, None]
     running = (jnp.arange(log_probs.shape[0])[:, None] < input_lengths[None, :])[:, :, None]
     keep = running
@@ -198,8 +205,10 @@ def _lengths(name: str, value, batch: int):
     if not jnp.issubdtype(array.dtype, jnp.integer):
         raise TypeError(f"ctc_loss: `{name}` must hold integers, got {array.dtype}.")
     if array.ndim > 1 or array.size != batch:
-        raise ValueError(f"ctc_loss: `{name}` must hold one length per sample ({batch}), "
-                         f"got shape {tuple(array.shape)}.")
+        raise ValueError(
+            f"ctc_loss: `{name}` must hold one length per sample ({batch}), "
+            f"got shape {tuple(array.shape)}."
+        )
     return array.reshape(batch)
 
 
@@ -210,8 +219,15 @@ def _concrete_array(value):
         return None
 
 
-def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
-             reduction: str = "mean", zero_infinity: bool = False):
+def ctc_loss(
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    blank: int = 0,
+    reduction: str = "mean",
+    zero_infinity: bool = False,
+):
     """``F.ctc_loss``: the negative log-likelihood of ``targets`` under every alignment.
 
     Args:
@@ -240,54 +256,76 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
     check_reduction(reduction)
     check_floating(loss, "log_probs", log_probs)
     if log_probs.ndim not in (2, 3):
-        raise ValueError(f"{loss}: `log_probs` must be `(T, N, C)` or unbatched `(T, C)`, got "
-                         f"shape {tuple(log_probs.shape)}.")
+        raise ValueError(
+            f"{loss}: `log_probs` must be `(T, N, C)` or unbatched `(T, C)`, got "
+            f"shape {tuple(log_probs.shape)}."
+        )
     unbatched = log_probs.ndim == 2
     if unbatched:
         log_probs = log_probs[:, None, :]
         targets = jnp.asarray(targets)
         if targets.ndim != 1:
-            raise ValueError(f"{loss}: unbatched `targets` must be 1-D `(S,)`, got shape "
-                             f"{tuple(targets.shape)}.")
+            raise ValueError(
+                f"{loss}: unbatched `targets` must be 1-D `(S,)`, got shape {tuple(targets.shape)}."
+            )
         targets = targets[None]
     steps, batch, num_classes = log_probs.shape
-    if isinstance(blank, bool) or not isinstance(blank, (int, np.integer)) \
-            or not 0 <= blank < num_classes:
-        raise ValueError(f"{loss}: `blank` (={blank!r}) must be a class index in "
-                         f"[0, {num_classes}).")
+    if (
+        isinstance(blank, bool)
+        or not isinstance(blank, (int, np.integer))
+        or not 0 <= blank < num_classes
+    ):
+        raise ValueError(
+            f"{loss}: `blank` (={blank!r}) must be a class index in [0, {num_classes})."
+        )
     targets = jnp.asarray(targets)
     if not jnp.issubdtype(targets.dtype, jnp.integer):
         raise TypeError(f"{loss}: `targets` must hold integer labels, got {targets.dtype}.")
     input_lengths = _lengths("input_lengths", input_lengths, batch)
     target_lengths = _lengths("target_lengths", target_lengths, batch)
-    require((input_lengths >= 0) & (input_lengths <= steps),
-            f"{loss}: `input_lengths` must lie in [0, {steps}] (T).")
+    require(
+        (input_lengths >= 0) & (input_lengths <= steps),
+        f"{loss}: `input_lengths` must lie in [0, {steps}] (T).",
+    )
     require(target_lengths >= 0, f"{loss}: `target_lengths` must be >= 0.")
     if targets.ndim == 2:
         if targets.shape[0] != batch:
-            raise ValueError(f"{loss}: padded `targets` shape {tuple(targets.shape)} must "
-                             f"have the batch size {batch} first.")
-        require(target_lengths <= targets.shape[1],
-                f"{loss}: `target_lengths` must be <= the padded `targets` length "
-                f"{targets.shape[1]}.")
+            raise ValueError(
+                f"{loss}: padded `targets` shape {tuple(targets.shape)} must "
+                f"have the batch size {batch} first."
+            )
+        require(
+            target_lengths <= targets.shape[1],
+            f"{loss}: `target_lengths` must be <= the padded `targets` length {targets.shape[1]}.",
+        )
     elif targets.ndim == 1:
-        require(jnp.sum(target_lengths) <= targets.shape[0],
-                f"{loss}: `targets` (concatenated) holds {targets.shape[0]} labels, fewer "
-                "than the sum of `target_lengths`.")
+        require(
+            jnp.sum(target_lengths) <= targets.shape[0],
+            f"{loss}: `targets` (concatenated) holds {targets.shape[0]} labels, fewer "
+            "than the sum of `target_lengths`.",
+        )
         targets = _pad_concatenated(targets, target_lengths)
     else:
-        raise ValueError(f"{loss}: `targets` must be `(N, S)` or concatenated 1-D, got "
-                         f"shape {tuple(targets.shape)}.")
+        raise ValueError(
+            f"{loss}: `targets` must be `(N, S)` or concatenated 1-D, got "
+            f"shape {tuple(targets.shape)}."
+        )
     used = jnp.arange(targets.shape[1])[None, :] < target_lengths[:, None]
     labels_ok = ~used | ((targets >= 0) & (targets < num_classes))
     require(labels_ok, f"{loss}: `targets` holds a label outside [0, {num_classes}).")
-    valid = (jnp.all(labels_ok, axis=1) & (input_lengths >= 0) & (input_lengths <= steps)
-             & (target_lengths >= 0) & (target_lengths <= targets.shape[1]))
+    valid = (
+        jnp.all(labels_ok, axis=1)
+        & (input_lengths >= 0)
+        & (input_lengths <= steps)
+        & (target_lengths >= 0)
+        & (target_lengths <= targets.shape[1])
+    )
     safe_targets = jnp.where(used, jnp.clip(targets, 0, num_classes - 1), blank)
     safe_inputs = jnp.clip(input_lengths, 0, steps)
     safe_lengths = jnp.clip(target_lengths, 0, targets.shape[1])
-    nll = _ctc_nll_compiled(log_probs, safe_targets, safe_inputs, safe_lengths, int(blank),
-                   bool(zero_infinity))
+    nll = _ctc_nll_compiled(
+        log_probs, safe_targets, safe_inputs, safe_lengths, int(blank), bool(zero_infinity)
+    )
     nll = jnp.where(valid, nll, jnp.asarray(jnp.nan, nll.dtype))
     if reduction == "none":
         return nll[0] if unbatched else nll
@@ -309,4 +347,3 @@ def _pad_concatenated(targets, target_lengths):
     if targets.shape[0] == 0:
         return jnp.zeros((target_lengths.shape[0], width), targets.dtype)
     return jnp.where(inside, targets[index], 0)
-

@@ -17,9 +17,18 @@ from jaxgrad.losses._checks import check_floating
 from jaxgrad.losses._classification import cross_entropy
 
 
-def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,
-                         reduction: str = "mean", ignore_index=None,
-                         label_smoothing: float = 0.0, options=None):
+def linear_cross_entropy(
+    input,
+    linear_weight,
+    target,
+    *,
+    linear_bias=None,
+    weight=None,
+    reduction: str = "mean",
+    ignore_index=None,
+    label_smoothing: float = 0.0,
+    options=None,
+):
     """``F.linear_cross_entropy``: the cross entropy of the logits
     ``input @ linear_weight.T + linear_bias``.
 
@@ -51,34 +60,52 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     check_floating(loss, "input", input)
     check_floating(loss, "linear_weight", linear_weight)
     if input.ndim not in (1, 2):
-        raise ValueError(f"{loss}: `input` must be 1-D or 2-D `(N, in_features)`, got "
-                         f"shape {tuple(input.shape)} (dimensionality {input.ndim}).")
+        raise ValueError(
+            f"{loss}: `input` must be 1-D or 2-D `(N, in_features)`, got "
+            f"shape {tuple(input.shape)} (dimensionality {input.ndim})."
+        )
     if linear_weight.ndim < 2:
-        raise ValueError(f"{loss}: `linear_weight` must have at least 2 dimensions "
-                         f"`(C, …, in_features)`, got shape {tuple(linear_weight.shape)}.")
+        raise ValueError(
+            f"{loss}: `linear_weight` must have at least 2 dimensions "
+            f"`(C, …, in_features)`, got shape {tuple(linear_weight.shape)}."
+        )
     in_features = input.shape[-1]
     if linear_weight.shape[-1] != in_features:
-        raise ValueError(f"{loss}: `linear_weight`'s last dimension (={linear_weight.shape[-1]}) "
-                         f"must equal `input`'s in_features (={in_features}).")
+        raise ValueError(
+            f"{loss}: `linear_weight`'s last dimension (={linear_weight.shape[-1]}) "
+            f"must equal `input`'s in_features (={in_features})."
+        )
     num_classes = linear_weight.shape[0]
     out_features = tuple(linear_weight.shape[1:-1])
     if linear_bias is not None and tuple(linear_bias.shape) != (num_classes, *out_features):
-        raise ValueError(f"{loss}: `linear_bias` shape {tuple(linear_bias.shape)} must be "
-                         f"{(num_classes, *out_features)}.")
+        raise ValueError(
+            f"{loss}: `linear_bias` shape {tuple(linear_bias.shape)} must be "
+            f"{(num_classes, *out_features)}."
+        )
     num_batches = tuple(input.shape[:-1])
     if out_features and not num_batches:
-        raise ValueError(f"{loss}: a K-dimensional `linear_weight` {tuple(linear_weight.shape)} "
-                         f"needs batched `input` (N, {in_features}), got shape "
-                         f"{tuple(input.shape)}.")
+        raise ValueError(
+            f"{loss}: a K-dimensional `linear_weight` {tuple(linear_weight.shape)} "
+            f"needs batched `input` (N, {in_features}), got shape "
+            f"{tuple(input.shape)}."
+        )
     logits_shape = (*num_batches, num_classes, *out_features)
     probabilities = tuple(target.shape) == logits_shape
     if probabilities and ignore_index is not None:
-        raise ValueError(f"{loss}: `ignore_index` (={ignore_index}) cannot be given when "
-                         f"`target` holds class probabilities (shape {logits_shape}).")
+        raise ValueError(
+            f"{loss}: `ignore_index` (={ignore_index}) cannot be given when "
+            f"`target` holds class probabilities (shape {logits_shape})."
+        )
     rows = math.prod(out_features, start=num_classes)
     logits = jnp.matmul(input, linear_weight.reshape(rows, in_features).T)
     if linear_bias is not None:
         logits = logits + linear_bias.reshape(rows)
     logits = logits.reshape(logits_shape)
-    return cross_entropy(logits, target, weight, -100 if ignore_index is None else ignore_index,
-                         reduction, label_smoothing)
+    return cross_entropy(
+        logits,
+        target,
+        weight,
+        -100 if ignore_index is None else ignore_index,
+        reduction,
+        label_smoothing,
+    )

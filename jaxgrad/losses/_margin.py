@@ -15,8 +15,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxgrad.losses._checks import (check_broadcastable, check_floating, check_number,
-                                    check_reduction, check_same_shape, reduce, require)
+from jaxgrad.losses._checks import (
+    check_broadcastable,
+    check_floating,
+    check_number,
+    check_reduction,
+    check_same_shape,
+    reduce,
+    require,
+)
 
 
 @jax.custom_jvp
@@ -81,8 +88,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, reduction: str = "me
     check_floating(loss, "input", input)
     check_same_shape(loss, input, target)
     if input.ndim < 1:
-        raise ValueError(f"{loss}: `input` must have a class axis, got shape "
-                         f"{tuple(input.shape)}.")
+        raise ValueError(f"{loss}: `input` must have a class axis, got shape {tuple(input.shape)}.")
     target = target.astype(input.dtype)
     losses = -(target * jax.nn.log_sigmoid(input) + (1 - target) * jax.nn.log_sigmoid(-input))
     if weight is not None:
@@ -123,15 +129,18 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, reduction: str = "m
 
 def _check_class_target(loss: str, target):
     if not jnp.issubdtype(target.dtype, jnp.integer):
-        raise TypeError(f"{loss}: `target` must be an integer array of class indices, "
-                        f"got {target.dtype}.")
+        raise TypeError(
+            f"{loss}: `target` must be an integer array of class indices, got {target.dtype}."
+        )
 
 
 def _frames(loss: str, input):
     """``(nframe, dim)`` as torch's shape checks define them; rejects empty inputs."""
     if input.ndim > 2 or input.size == 0 and not (input.ndim == 2 and input.shape[1] > 0):
-        raise ValueError(f"{loss}: `input` must be a non-empty vector or a matrix `(N, C)` "
-                         f"with C > 0 (N may be 0), got shape {tuple(input.shape)}.")
+        raise ValueError(
+            f"{loss}: `input` must be a non-empty vector or a matrix `(N, C)` "
+            f"with C > 0 (N may be 0), got shape {tuple(input.shape)}."
+        )
     if input.ndim <= 1:
         return 1, (input.shape[0] if input.ndim else 1)
     return input.shape[0], input.shape[1]
@@ -141,8 +150,9 @@ def _nan_where_invalid(losses, valid):
     return jnp.where(valid, losses, jnp.asarray(jnp.nan, losses.dtype))
 
 
-def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None,
-                      reduction: str = "mean"):
+def multi_margin_loss(
+    input, target, p: int = 1, margin: float = 1.0, weight=None, reduction: str = "mean"
+):
     """``F.multi_margin_loss``: the multi-class hinge loss
     ``sum_{i≠y} w[y]·max(0, margin − x[y] + x[i])^p / C``.
 
@@ -172,18 +182,23 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     check_number(loss, "margin", margin)
     check_floating(loss, "input", input)
     if weight is not None and weight.ndim != 1:
-        raise ValueError(f"{loss}: `weight` must be one-dimensional `(C,)`, got shape "
-                         f"{tuple(weight.shape)}.")
+        raise ValueError(
+            f"{loss}: `weight` must be one-dimensional `(C,)`, got shape {tuple(weight.shape)}."
+        )
     nframe, dim = _frames(loss, input)
     if target.ndim > 1 or target.size != nframe:
-        raise ValueError(f"{loss}: `target` must be 1-D with one class index per sample "
-                         f"({nframe}), got shape {tuple(target.shape)}.")
+        raise ValueError(
+            f"{loss}: `target` must be 1-D with one class index per sample "
+            f"({nframe}), got shape {tuple(target.shape)}."
+        )
     _check_class_target(loss, target)
     if weight is not None:
         check_floating(loss, "weight", weight)
         if weight.shape[0] != dim:
-            raise ValueError(f"{loss}: `weight` shape {tuple(weight.shape)} must be ({dim},): "
-                             f"one weight per class.")
+            raise ValueError(
+                f"{loss}: `weight` shape {tuple(weight.shape)} must be ({dim},): "
+                f"one weight per class."
+            )
     scores = input.reshape(nframe, dim)
     labels = target.reshape(nframe)
     valid = (labels >= 0) & (labels < dim)
@@ -233,8 +248,10 @@ def multilabel_margin_loss(input, target, reduction: str = "mean"):
     else:
         ok = tuple(target.shape) == tuple(input.shape)
     if not ok:
-        raise ValueError(f"{loss}: `target` shape {tuple(target.shape)} must match `input` "
-                         f"shape {tuple(input.shape)}.")
+        raise ValueError(
+            f"{loss}: `target` shape {tuple(target.shape)} must match `input` "
+            f"shape {tuple(input.shape)}."
+        )
     _check_class_target(loss, target)
     scores = input.reshape(nframe, dim)
     labels = target.reshape(nframe, dim)

@@ -6,8 +6,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import xlogy
 
-from jaxgrad.losses._checks import (check_floating, check_number, check_reduction,
-                                    check_same_shape, reduce)
+from jaxgrad.losses._checks import (
+    check_floating,
+    check_number,
+    check_reduction,
+    check_same_shape,
+    reduce,
+)
 
 _COSINE_EPS = 1e-12  # torch's EPSILON in cosine_embedding_loss
 
@@ -46,8 +51,7 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False):
     return reduce(losses, reduction)
 
 
-def cosine_embedding_loss(input1, input2, target, margin: float = 0.0,
-                          reduction: str = "mean"):
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction: str = "mean"):
     """``F.cosine_embedding_loss``: ``1 − cos`` where target is 1, ``max(0, cos − margin)``
     where it is −1 (0 for any other target value, as torch).
 
@@ -76,8 +80,10 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0,
             f"or `()` with inputs `(D,)`; inputs are {tuple(input1.shape)}."
         )
     if target.ndim == 1 and target.shape[0] != input1.shape[0]:
-        raise ValueError(f"{loss}: `target` length {target.shape[0]} must equal the inputs' "
-                         f"batch size {input1.shape[0]}.")
+        raise ValueError(
+            f"{loss}: `target` length {target.shape[0]} must equal the inputs' "
+            f"batch size {input1.shape[0]}."
+        )
     axis = target.ndim
     prod_sum = jnp.sum(input1 * input2, axis=axis)
     mag_square1 = jnp.sum(input1 * input1, axis=axis) + _COSINE_EPS
@@ -89,8 +95,7 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0,
     return reduce(pos + neg, reduction)
 
 
-def margin_ranking_loss(input1, input2, target, margin: float = 0.0,
-                        reduction: str = "mean"):
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction: str = "mean"):
     """``F.margin_ranking_loss``: ``max(0, −target·(input1 − input2) + margin)``.
 
     Args:
@@ -114,7 +119,9 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0,
     check_floating(loss, "input1", input1)
     check_same_shape(loss, input1, input2, "input2")
     if tuple(target.shape) != tuple(input1.shape):
-        raise ValueError(f"{loss}: `target` shape {tuple(target.shape)} must equal the inputs' "
-                         f"shape {tuple(input1.shape)}.")
+        raise ValueError(
+            f"{loss}: `target` shape {tuple(target.shape)} must equal the inputs' "
+            f"shape {tuple(input1.shape)}."
+        )
     losses = jnp.maximum(-target * (input1 - input2) + margin, 0)
     return reduce(losses.astype(jnp.result_type(input1, input2)), reduction)

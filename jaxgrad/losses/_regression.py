@@ -14,8 +14,15 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxgrad.losses._checks import (check_broadcastable, check_floating, check_number,
-                                    check_reduction, check_same_shape, reduce, require)
+from jaxgrad.losses._checks import (
+    check_broadcastable,
+    check_floating,
+    check_number,
+    check_reduction,
+    check_same_shape,
+    reduce,
+    require,
+)
 
 
 def _prepare(loss: str, input, target, reduction, weight=None):
@@ -157,8 +164,14 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
     return reduce(losses, reduction)
 
 
-def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,
-                     eps: float = 1e-8, reduction: str = "mean"):
+def poisson_nll_loss(
+    input,
+    target,
+    log_input: bool = True,
+    full: bool = False,
+    eps: float = 1e-8,
+    reduction: str = "mean",
+):
     """``F.poisson_nll_loss``: ``exp(input) − target·input`` (``log_input``) or
     ``input − target·log(input + eps)``; ``full`` adds Stirling's term where target > 1.
 
@@ -194,12 +207,15 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,
 def _var_shape_ok(input_shape, var_shape) -> bool:
     if var_shape == input_shape or var_shape == input_shape[:-1]:
         return True
-    return (len(var_shape) == len(input_shape)
-            and sum(v for i, v in zip(input_shape, var_shape) if i != v) == 1)
+    return (
+        len(var_shape) == len(input_shape)
+        and sum(v for i, v in zip(input_shape, var_shape) if i != v) == 1
+    )
 
 
-def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
-                      reduction: str = "mean"):
+def gaussian_nll_loss(
+    input, target, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
+):
     """``F.gaussian_nll_loss``: ``0.5·(log var + (input − target)²/var)``.
 
     Args:

@@ -15,20 +15,18 @@ Each is also a ``jaxgrad.nn`` layer without params whose buffers are torch's
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad._arrays import canonical_dtype, check_dtype_available
+from jaxgrad.losses import _binary, _classification, _ctc, _linear, _margin, _pairwise, _regression
+from jaxgrad.losses._checks import REDUCTIONS, check_number, check_reduction
 from jaxgrad.nn import init as initializers
 from jaxgrad.nn._layer import Layer
-from jaxgrad.losses import (_binary, _classification, _ctc, _linear, _margin, _pairwise,
-                            _regression)
-from jaxgrad.losses._checks import REDUCTIONS, check_number, check_reduction
 
 
 class _Loss(Layer):
@@ -41,8 +39,11 @@ class _Loss(Layer):
     _numbers: tuple = ()  # (field, positive, nonnegative)
 
     def init_buffers(self):
-        return {name: jnp.asarray(getattr(self, name)) for name in _BUFFERS
-                if getattr(self, name, None) is not None}
+        return {
+            name: jnp.asarray(getattr(self, name))
+            for name in _BUFFERS
+            if getattr(self, name, None) is not None
+        }
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
         del train, key
@@ -68,8 +69,13 @@ class _Loss(Layer):
                 )
         check_reduction(self.reduction, self._reductions)
         for name, positive, nonnegative in self._numbers:
-            check_number(type(self).__name__, name, getattr(self, name), positive=positive,
-                         nonnegative=nonnegative)
+            check_number(
+                type(self).__name__,
+                name,
+                getattr(self, name),
+                positive=positive,
+                nonnegative=nonnegative,
+            )
 
 
 def _frozen(cls):
@@ -88,8 +94,9 @@ class CrossEntropyLoss(_Loss):
     label_smoothing: float = 0.0
 
     def __call__(self, input, target):
-        return _classification.cross_entropy(input, target, self.weight, self.ignore_index,
-                                             self.reduction, self.label_smoothing)
+        return _classification.cross_entropy(
+            input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing
+        )
 
 
 @_frozen
@@ -103,8 +110,9 @@ class NLLLoss(_Loss):
     reduction: str = "mean"
 
     def __call__(self, input, target):
-        return _classification.nll_loss(input, target, self.weight, self.ignore_index,
-                                        self.reduction)
+        return _classification.nll_loss(
+            input, target, self.weight, self.ignore_index, self.reduction
+        )
 
 
 @_frozen
@@ -155,8 +163,9 @@ class BCEWithLogitsLoss(_Loss):
     pos_weight: Any = None
 
     def __call__(self, input, target):
-        return _binary.binary_cross_entropy_with_logits(input, target, self.weight,
-                                                        self.reduction, self.pos_weight)
+        return _binary.binary_cross_entropy_with_logits(
+            input, target, self.weight, self.reduction, self.pos_weight
+        )
 
 
 @_frozen
@@ -210,8 +219,7 @@ class CosineEmbeddingLoss(_Loss):
     _numbers = (("margin", False, False),)
 
     def __call__(self, input1, input2, target):
-        return _pairwise.cosine_embedding_loss(input1, input2, target, self.margin,
-                                               self.reduction)
+        return _pairwise.cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
 
 
 @_frozen
@@ -225,8 +233,7 @@ class MarginRankingLoss(_Loss):
     _numbers = (("margin", False, False),)
 
     def __call__(self, input1, input2, target):
-        return _pairwise.margin_ranking_loss(input1, input2, target, self.margin,
-                                             self.reduction)
+        return _pairwise.margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
 
 
 @_frozen
@@ -242,8 +249,9 @@ class PoissonNLLLoss(_Loss):
     _numbers = (("eps", False, False),)
 
     def __call__(self, log_input, target):
-        return _regression.poisson_nll_loss(log_input, target, self.log_input, self.full,
-                                            self.eps, self.reduction)
+        return _regression.poisson_nll_loss(
+            log_input, target, self.log_input, self.full, self.eps, self.reduction
+        )
 
 
 @_frozen
@@ -256,8 +264,9 @@ class GaussianNLLLoss(_Loss):
     _numbers = (("eps", False, False),)
 
     def __call__(self, input, target, var):
-        return _regression.gaussian_nll_loss(input, target, var, self.full, self.eps,
-                                             self.reduction)
+        return _regression.gaussian_nll_loss(
+            input, target, var, self.full, self.eps, self.reduction
+        )
 
 
 @_frozen
@@ -317,12 +326,15 @@ class MultiMarginLoss(_Loss):
         if self.p not in (1, 2) or isinstance(self.p, bool):
             raise ValueError(f"MultiMarginLoss: `p` (={self.p!r}) must be 1 or 2.")
         if self.weight is not None and getattr(self.weight, "ndim", None) != 1:
-            raise ValueError("MultiMarginLoss: `weight` must be one-dimensional `(C,)`, got "
-                             f"shape {tuple(getattr(self.weight, 'shape', ()))}.")
+            raise ValueError(
+                "MultiMarginLoss: `weight` must be one-dimensional `(C,)`, got "
+                f"shape {tuple(getattr(self.weight, 'shape', ()))}."
+            )
 
     def __call__(self, input, target):
-        return _margin.multi_margin_loss(input, target, self.p, self.margin, self.weight,
-                                         self.reduction)
+        return _margin.multi_margin_loss(
+            input, target, self.p, self.margin, self.weight, self.reduction
+        )
 
 
 @_frozen
@@ -346,8 +358,15 @@ class CTCLoss(_Loss):
     zero_infinity: bool = False
 
     def __call__(self, log_probs, targets, input_lengths, target_lengths):
-        return _ctc.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
-                             self.reduction, self.zero_infinity)
+        return _ctc.ctc_loss(
+            log_probs,
+            targets,
+            input_lengths,
+            target_lengths,
+            self.blank,
+            self.reduction,
+            self.zero_infinity,
+        )
 
 
 @_frozen
@@ -380,25 +399,34 @@ class LinearCrossEntropyLoss(_Loss):
         for name in ("in_features", "num_classes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"LinearCrossEntropyLoss: `{name}` (={value!r}) must be a "
-                                 "non-negative int.")
+                raise ValueError(
+                    f"LinearCrossEntropyLoss: `{name}` (={value!r}) must be a non-negative int."
+                )
         if self.weight is not None and tuple(self.weight.shape) != (self.num_classes,):
-            raise ValueError(f"LinearCrossEntropyLoss: `weight` shape "
-                             f"{tuple(self.weight.shape)} must be ({self.num_classes},).")
+            raise ValueError(
+                f"LinearCrossEntropyLoss: `weight` shape "
+                f"{tuple(self.weight.shape)} must be ({self.num_classes},)."
+            )
         check_number("LinearCrossEntropyLoss", "label_smoothing", self.label_smoothing)
         if not 0.0 <= self.label_smoothing <= 1.0:
-            raise ValueError(f"LinearCrossEntropyLoss: `label_smoothing` "
-                             f"(={self.label_smoothing}) must be in [0, 1].")
+            raise ValueError(
+                f"LinearCrossEntropyLoss: `label_smoothing` "
+                f"(={self.label_smoothing}) must be in [0, 1]."
+            )
 
     def init(self, key):
         dtype = check_dtype_available(self.dtype, what="dtype")
         rows = math.prod(self.out_features, start=self.num_classes)
         weight_key, bias_key = jax.random.split(key)
-        params = {"linear.weight": initializers.torch_default_weight(
-            weight_key, (rows, self.in_features), dtype, fan_in=self.in_features)}
+        params = {
+            "linear.weight": initializers.torch_default_weight(
+                weight_key, (rows, self.in_features), dtype, fan_in=self.in_features
+            )
+        }
         if self.bias:
             params["linear.bias"] = initializers.fan_in_uniform(
-                bias_key, (rows,), dtype, fan_in=self.in_features)
+                bias_key, (rows,), dtype, fan_in=self.in_features
+            )
         return params
 
     def _compute(self, params, *inputs, **options):
@@ -409,16 +437,43 @@ class LinearCrossEntropyLoss(_Loss):
         linear_weight = params["linear.weight"].reshape(*shape, self.in_features)
         linear_bias = params["linear.bias"].reshape(shape) if self.bias else None
         return _linear.linear_cross_entropy(
-            input, linear_weight, target, linear_bias=linear_bias, weight=self.weight,
-            reduction=self.reduction, ignore_index=self.ignore_index,
-            label_smoothing=self.label_smoothing, options=self.options)
+            input,
+            linear_weight,
+            target,
+            linear_bias=linear_bias,
+            weight=self.weight,
+            reduction=self.reduction,
+            ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing,
+            options=self.options,
+        )
 
 
-LOSS_MODULES = {cls.__name__: cls for cls in (
-    CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss, SmoothL1Loss,
-    HuberLoss, KLDivLoss, CosineEmbeddingLoss, MarginRankingLoss, PoissonNLLLoss,
-    GaussianNLLLoss, SoftMarginLoss, MultiLabelSoftMarginLoss, HingeEmbeddingLoss,
-    MultiMarginLoss, MultiLabelMarginLoss, CTCLoss, LinearCrossEntropyLoss)}
+LOSS_MODULES = {
+    cls.__name__: cls
+    for cls in (
+        CrossEntropyLoss,
+        NLLLoss,
+        MSELoss,
+        L1Loss,
+        BCELoss,
+        BCEWithLogitsLoss,
+        SmoothL1Loss,
+        HuberLoss,
+        KLDivLoss,
+        CosineEmbeddingLoss,
+        MarginRankingLoss,
+        PoissonNLLLoss,
+        GaussianNLLLoss,
+        SoftMarginLoss,
+        MultiLabelSoftMarginLoss,
+        HingeEmbeddingLoss,
+        MultiMarginLoss,
+        MultiLabelMarginLoss,
+        CTCLoss,
+        LinearCrossEntropyLoss,
+    )
+}
 """The loss modules by torch class name (what ``from_torch`` converts)."""
 _BUFFERS = ("weight", "pos_weight")
 
@@ -441,14 +496,20 @@ def from_torch(module):
     """
     name = type(module).__name__
     if name not in LOSS_MODULES:
-        raise ValueError(f"from_torch: unsupported loss module {name}; supported losses are "
-                         f"{', '.join(sorted(LOSS_MODULES))}.")
+        raise ValueError(
+            f"from_torch: unsupported loss module {name}; supported losses are "
+            f"{', '.join(sorted(LOSS_MODULES))}."
+        )
     cls = LOSS_MODULES[name]
     kwargs = {}
     if cls is LinearCrossEntropyLoss:
         # torch keeps in_features and the bias flag on its inner Linear
-        kwargs.update(in_features=module.linear.in_features, bias=module.linear.bias is not None,
-                      dtype=canonical_dtype(module.linear.weight.dtype), device=None)
+        kwargs.update(
+            in_features=module.linear.in_features,
+            bias=module.linear.bias is not None,
+            dtype=canonical_dtype(module.linear.weight.dtype),
+            device=None,
+        )
     for field in dataclasses.fields(cls):
         if field.name in ("size_average", "reduce") or field.name in kwargs:
             continue

@@ -1,112 +1,105 @@
 """Layers mirroring ``torch.nn``: frozen dataclasses with pure ``init`` and ``apply``."""
 
-from jaxgrad.nn.activations import CELU
-from jaxgrad.nn.activations import ELU
-from jaxgrad.nn.activations import GELU
-from jaxgrad.nn.activations import GLU
-from jaxgrad.nn.activations import Hardshrink
-from jaxgrad.nn.activations import Hardsigmoid
-from jaxgrad.nn.activations import Hardswish
-from jaxgrad.nn.activations import Hardtanh
-from jaxgrad.nn.activations import LeakyReLU
-from jaxgrad.nn.activations import LogSigmoid
-from jaxgrad.nn.activations import LogSoftmax
-from jaxgrad.nn.activations import Mish
-from jaxgrad.nn.activations import PReLU
-from jaxgrad.nn.activations import ReLU
-from jaxgrad.nn.activations import ReLU6
-from jaxgrad.nn.activations import SELU
-from jaxgrad.nn.activations import Sigmoid
-from jaxgrad.nn.activations import SiLU
-from jaxgrad.nn.activations import Softmax
-from jaxgrad.nn.activations import Softmax2d
-from jaxgrad.nn.activations import Softmin
-from jaxgrad.nn.activations import Softplus
-from jaxgrad.nn.activations import Softshrink
-from jaxgrad.nn.activations import Softsign
-from jaxgrad.nn.activations import Tanh
-from jaxgrad.nn.activations import Tanhshrink
-from jaxgrad.nn.activations import Threshold
-from jaxgrad.nn.container import ACTIVATIONS
-from jaxgrad.nn.container import Frozen
-from jaxgrad.nn.container import Sequential
-from jaxgrad.nn.container import mlp
-from jaxgrad.nn.conv import Conv1d
-from jaxgrad.nn.conv import Conv2d
-from jaxgrad.nn.conv import Conv3d
-from jaxgrad.nn.conv import ConvTranspose1d
-from jaxgrad.nn.conv import ConvTranspose2d
-from jaxgrad.nn.conv import ConvTranspose3d
-from jaxgrad.nn.capture import SUPPORTED
-from jaxgrad.nn.capture import from_torch
-from jaxgrad.nn.aten._autograd import register_autograd_function
-from jaxgrad.nn.capture.artifact import ExportedArtifact
-from jaxgrad.nn.capture.artifact import load_exported
-from jaxgrad.nn.capture.artifact import save_exported
-from jaxgrad.nn.functional._lowering import conv_lowering
-from jaxgrad.nn.linear import Bilinear
-from jaxgrad.nn.linear import Flatten
-from jaxgrad.nn.linear import Identity
-from jaxgrad.nn.linear import Linear
-from jaxgrad.nn.module import Module
-from jaxgrad.nn.padding import CircularPad1d
-from jaxgrad.nn.padding import CircularPad2d
-from jaxgrad.nn.padding import CircularPad3d
-from jaxgrad.nn.padding import ConstantPad1d
-from jaxgrad.nn.padding import ConstantPad2d
-from jaxgrad.nn.padding import ConstantPad3d
-from jaxgrad.nn.padding import ReflectionPad1d
-from jaxgrad.nn.padding import ReflectionPad2d
-from jaxgrad.nn.padding import ReflectionPad3d
-from jaxgrad.nn.padding import ReplicationPad1d
-from jaxgrad.nn.padding import ReplicationPad2d
-from jaxgrad.nn.padding import ReplicationPad3d
-from jaxgrad.nn.padding import ZeroPad1d
-from jaxgrad.nn.padding import ZeroPad2d
-from jaxgrad.nn.padding import ZeroPad3d
-from jaxgrad.nn.pool import AdaptiveAvgPool1d
-from jaxgrad.nn.pool import AdaptiveAvgPool2d
-from jaxgrad.nn.pool import AdaptiveAvgPool3d
-from jaxgrad.nn.pool import AdaptiveMaxPool1d
-from jaxgrad.nn.pool import AdaptiveMaxPool2d
-from jaxgrad.nn.pool import AdaptiveMaxPool3d
-from jaxgrad.nn.pool import AvgPool1d
-from jaxgrad.nn.pool import AvgPool2d
-from jaxgrad.nn.pool import AvgPool3d
-from jaxgrad.nn.pool import MaxPool1d
-from jaxgrad.nn.pool import MaxPool2d
-from jaxgrad.nn.pool import MaxPool3d
-from jaxgrad.nn.pool import LPPool1d
-from jaxgrad.nn.pool import LPPool2d
-from jaxgrad.nn.pool import LPPool3d
-from jaxgrad.nn.upsample import Upsample
 from jaxgrad.nn import init
+from jaxgrad.nn.activations import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmax2d,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
+from jaxgrad.nn.aten._autograd import register_autograd_function
 from jaxgrad.nn.attention import MultiheadAttention
+from jaxgrad.nn.capture import SUPPORTED, from_torch, fx
+from jaxgrad.nn.capture.artifact import ExportedArtifact, load_exported, save_exported
+from jaxgrad.nn.container import ACTIVATIONS, Frozen, Sequential, mlp
+from jaxgrad.nn.conv import (
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+)
+from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
 from jaxgrad.nn.embedding import Embedding
-from jaxgrad.nn.fractional import FractionalMaxPool2d
-from jaxgrad.nn.fractional import FractionalMaxPool3d
-from jaxgrad.nn.layernorm import LayerNorm
-from jaxgrad.nn.layernorm import RMSNorm
-from jaxgrad.nn.recurrent import GRU
-from jaxgrad.nn.recurrent import GRUCell
-from jaxgrad.nn.recurrent import LSTM
-from jaxgrad.nn.recurrent import LSTMCell
-from jaxgrad.nn.recurrent import RNN
-from jaxgrad.nn.recurrent import RNNCell
-from jaxgrad.nn.transformer import Transformer
-from jaxgrad.nn.transformer import TransformerDecoder
-from jaxgrad.nn.transformer import TransformerDecoderLayer
-from jaxgrad.nn.transformer import TransformerEncoder
-from jaxgrad.nn.transformer import TransformerEncoderLayer
-from jaxgrad.nn.dropout import Dropout
-from jaxgrad.nn.dropout import Dropout1d
-from jaxgrad.nn.dropout import Dropout2d
-from jaxgrad.nn.norm import BatchNorm1d
-from jaxgrad.nn.norm import BatchNorm2d
-from jaxgrad.nn.norm import BatchNorm3d
-from jaxgrad.nn.norm import GroupNorm
-from jaxgrad.nn.norm import InstanceNorm1d
-from jaxgrad.nn.norm import InstanceNorm2d
-from jaxgrad.nn.norm import InstanceNorm3d
-from jaxgrad.nn.norm import LocalResponseNorm
-from jaxgrad.nn.capture import fx
+from jaxgrad.nn.fractional import FractionalMaxPool2d, FractionalMaxPool3d
+from jaxgrad.nn.functional._lowering import conv_lowering
+from jaxgrad.nn.layernorm import LayerNorm, RMSNorm
+from jaxgrad.nn.linear import Bilinear, Flatten, Identity, Linear
+from jaxgrad.nn.module import Module
+from jaxgrad.nn.norm import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LocalResponseNorm,
+)
+from jaxgrad.nn.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from jaxgrad.nn.pool import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+)
+from jaxgrad.nn.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from jaxgrad.nn.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+from jaxgrad.nn.upsample import Upsample

@@ -84,9 +84,7 @@ class GELU(_Activation):
 
     def __post_init__(self):
         if self.approximate not in ("none", "tanh"):
-            raise ValueError(
-                f"`approximate` (={self.approximate!r}) must be 'none' or 'tanh'."
-            )
+            raise ValueError(f"`approximate` (={self.approximate!r}) must be 'none' or 'tanh'.")
 
     def forward(self, params, x):
         return jax.nn.gelu(x, approximate=self.approximate == "tanh")
@@ -206,8 +204,7 @@ class Softmax2d(_Activation):
 
     def forward(self, params, x):
         if x.ndim not in (3, 4):
-            raise ValueError(
-                f"Softmax2d: expected `input` to be 3D or 4D, got {x.ndim}D instead.")
+            raise ValueError(f"Softmax2d: expected `input` to be 3D or 4D, got {x.ndim}D instead.")
         return F.softmax(x, -3)
 
 
@@ -225,8 +222,10 @@ class CELU(_Activation):
 
     def __post_init__(self):
         if self.alpha == 0:
-            raise ValueError("CELU: `alpha` (=0) cannot be 0 (torch: \"ZeroDivisionError: "
-                             "alpha cannot be 0 for CELU\").")
+            raise ValueError(
+                'CELU: `alpha` (=0) cannot be 0 (torch: "ZeroDivisionError: '
+                'alpha cannot be 0 for CELU").'
+            )
 
     def forward(self, params, x):
         return F.celu(x, self.alpha)
@@ -272,13 +271,18 @@ class Hardtanh(_Activation):
     def __post_init__(self):
         for old, new in (("min_value", "min_val"), ("max_value", "max_val")):
             if getattr(self, old) is not None:
-                warnings.warn(f"keyword argument `{old}` is deprecated and rename to `{new}`",
-                              FutureWarning, stacklevel=3)
+                warnings.warn(
+                    f"keyword argument `{old}` is deprecated and rename to `{new}`",
+                    FutureWarning,
+                    stacklevel=3,
+                )
                 object.__setattr__(self, new, getattr(self, old))
                 object.__setattr__(self, old, None)
         if not self.max_val > self.min_val:
-            raise ValueError(f"Hardtanh: `max_val` (={self.max_val}) must be greater than "
-                             f"`min_val` (={self.min_val}).")
+            raise ValueError(
+                f"Hardtanh: `max_val` (={self.max_val}) must be greater than "
+                f"`min_val` (={self.min_val})."
+            )
 
     def forward(self, params, x):
         return F.hardtanh(x, self.min_val, self.max_val)
@@ -367,9 +371,16 @@ class PReLU(Module):
     device: Any = None  # accepted for signature parity with torch; placement is jax's
     dtype: Any = None  # None means torch's default, float32
 
-    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None,
-                 dtype: Any = None, *, num_slopes: int | None = None,
-                 init_value: float | None = None):
+    def __init__(
+        self,
+        num_parameters: int = 1,
+        init: float = 0.25,
+        device: Any = None,
+        dtype: Any = None,
+        *,
+        num_slopes: int | None = None,
+        init_value: float | None = None,
+    ):
         count = num_parameters if num_slopes is None else num_slopes
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError(f"`num_parameters` (={count!r}) must be a non-negative int.")

@@ -90,16 +90,31 @@ class MultiheadAttention(Module):
         if self.add_bias_kv:
             params["bias_k"] = initializers.xavier_normal(keys[3], (1, 1, E), dtype)
             params["bias_v"] = initializers.xavier_normal(keys[4], (1, 1, E), dtype)
-        params["out_proj.weight"] = initializers.torch_default_weight(keys[5], (E, E), dtype,
-                                                                      fan_in=E)
+        params["out_proj.weight"] = initializers.torch_default_weight(
+            keys[5], (E, E), dtype, fan_in=E
+        )
         if self.bias:
             params["out_proj.bias"] = jnp.zeros((E,), dtype)
         return params
 
-    def forward_with_state(self, params, query, key_input, value, /, key_padding_mask=None,
-                           need_weights: bool = True, attn_mask=None,
-                           average_attn_weights: bool = True, is_causal: bool = False, *,
-                           buffers, train, key, path):
+    def forward_with_state(
+        self,
+        params,
+        query,
+        key_input,
+        value,
+        /,
+        key_padding_mask=None,
+        need_weights: bool = True,
+        attn_mask=None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+        *,
+        buffers,
+        train,
+        key,
+        path,
+    ):
         where = where_of("MultiheadAttention", path)
         check_prng_key(key, where)
         require_params(where, params, self.init_names())
@@ -115,34 +130,53 @@ class MultiheadAttention(Module):
                     "pass `key=`."
                 )
             dropout_key = layer_key(key, path)
-        for name, tensor, expected in (("query", query, self.embed_dim),
-                                       ("key_input", key_input, self.kdim),
-                                       ("value", value, self.vdim)):
+        for name, tensor, expected in (
+            ("query", query, self.embed_dim),
+            ("key_input", key_input, self.kdim),
+            ("value", value, self.vdim),
+        ):
             if tensor.shape[-1] != expected:
                 raise ValueError(
                     f"{where}: `{name}` last dimension must be {expected}, got shape "
                     f"{tuple(tensor.shape)}."
                 )
         out, weights = multi_head_attention_forward(
-            query, key_input, value, self.embed_dim, self.num_heads,
-            params.get("in_proj_weight"), params.get("in_proj_bias"),
-            params.get("bias_k"), params.get("bias_v"), self.add_zero_attn, self.dropout,
-            params["out_proj.weight"], params.get("out_proj.bias"), training=train,
-            key_padding_mask=key_padding_mask, need_weights=need_weights,
-            attn_mask=attn_mask, use_separate_proj_weight=not self.packed,
+            query,
+            key_input,
+            value,
+            self.embed_dim,
+            self.num_heads,
+            params.get("in_proj_weight"),
+            params.get("in_proj_bias"),
+            params.get("bias_k"),
+            params.get("bias_v"),
+            self.add_zero_attn,
+            self.dropout,
+            params["out_proj.weight"],
+            params.get("out_proj.bias"),
+            training=train,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=not self.packed,
             q_proj_weight=params.get("q_proj_weight"),
             k_proj_weight=params.get("k_proj_weight"),
             v_proj_weight=params.get("v_proj_weight"),
-            average_attn_weights=average_attn_weights, is_causal=is_causal,
-            key=dropout_key, _where=where,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+            key=dropout_key,
+            _where=where,
         )
         if self.batch_first and batched:
             out = jnp.swapaxes(out, 0, 1)
         return (out, weights), dict(buffers)
 
     def init_names(self) -> tuple:
-        names = ("in_proj_weight",) if self.packed else (
-            "q_proj_weight", "k_proj_weight", "v_proj_weight")
+        names = (
+            ("in_proj_weight",)
+            if self.packed
+            else ("q_proj_weight", "k_proj_weight", "v_proj_weight")
+        )
         if self.bias:
             names += ("in_proj_bias", "out_proj.bias")
         if self.add_bias_kv:

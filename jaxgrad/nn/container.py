@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Mapping
+from collections.abc import Mapping
 
 import jax
 
@@ -58,8 +58,11 @@ class Sequential(Module):
     def params_without_gradient(self, train: bool = True) -> tuple:
         """Its children's (a traced child reading a parameter only through ``detach``
         or ``no_grad``), under their paths."""
-        return tuple(f"{name}.{inner}" for name, layer in zip(self.names, self.layers)
-                     for inner in layer.params_without_gradient(train))
+        return tuple(
+            f"{name}.{inner}"
+            for name, layer in zip(self.names, self.layers)
+            for inner in layer.params_without_gradient(train)
+        )
 
     def init(self, key):
         params = {}
@@ -91,8 +94,12 @@ class Sequential(Module):
         new_buffers = {}
         for name, layer in zip(self.names, self.layers):
             x, child_buffers = layer.forward_with_state(
-                sub_dict(params, name), x, buffers=sub_dict(buffers, name), train=train,
-                key=key, path=child_path(path, name),
+                sub_dict(params, name),
+                x,
+                buffers=sub_dict(buffers, name),
+                train=train,
+                key=key,
+                path=child_path(path, name),
             )
             new_buffers.update({f"{name}.{k}": v for k, v in child_buffers.items()})
         return x, new_buffers
@@ -102,8 +109,11 @@ class Sequential(Module):
         outputs = []
         for index, (name, layer) in enumerate(zip(self.names, self.layers)):
             x, _ = layer.forward_with_state(
-                self.layer_params(params, index), x,
-                buffers=sub_dict(buffers or {}, name), train=train, key=key,
+                self.layer_params(params, index),
+                x,
+                buffers=sub_dict(buffers or {}, name),
+                train=train,
+                key=key,
                 path=name,
             )
             outputs.append(x)
@@ -146,9 +156,7 @@ def mlp(sizes, activation: str = "relu", *, bias: bool = True, dtype=None) -> Se
     if len(sizes) < 2:
         raise ValueError(f"`sizes` (={sizes}) needs at least an input and an output width.")
     if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"`activation` (={activation!r}) must be one of {', '.join(ACTIVATIONS)}."
-        )
+        raise ValueError(f"`activation` (={activation!r}) must be one of {', '.join(ACTIVATIONS)}.")
     layers = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(Linear(fan_in, fan_out, bias=bias, dtype=dtype))
@@ -186,7 +194,7 @@ class Frozen(Module):
         return tuple(self.names) + tuple(n for n in inner if n not in self.names)
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path, **options):
-        params = {k: jax.lax.stop_gradient(v) if k in self.names else v
-                  for k, v in params.items()}
-        return self.layer.forward_with_state(params, *inputs, buffers=buffers, train=train,
-                                             key=key, path=path, **options)
+        params = {k: jax.lax.stop_gradient(v) if k in self.names else v for k, v in params.items()}
+        return self.layer.forward_with_state(
+            params, *inputs, buffers=buffers, train=train, key=key, path=path, **options
+        )

@@ -33,15 +33,19 @@ _TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose
 
 
 def _check_channels(name: str, in_channels, out_channels, groups) -> None:
-    for arg, value in (("in_channels", in_channels), ("out_channels", out_channels),
-                       ("groups", groups)):
+    for arg, value in (
+        ("in_channels", in_channels),
+        ("out_channels", out_channels),
+        ("groups", groups),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < (arg == "groups"):
             what = "a positive" if arg == "groups" else "a non-negative"
             raise ValueError(f"{name}: `{arg}` (={value!r}) must be {what} int.")
     for arg, value in (("in_channels", in_channels), ("out_channels", out_channels)):
         if value % groups:
             raise ValueError(
-                f"{name}: `{arg}` (={value}) must be divisible by `groups` (={groups}).")
+                f"{name}: `{arg}` (={value}) must be divisible by `groups` (={groups})."
+            )
 
 
 def _init(key, shape, dtype, fan_in: int, bias: bool, out_channels: int) -> dict:
@@ -73,28 +77,37 @@ class _ConvNd(Layer):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
         _check_channels(name, self.in_channels, self.out_channels, self.groups)
         for arg, minimum in (("kernel_size", 1), ("stride", 1), ("dilation", 1)):
-            object.__setattr__(self, arg, ntuple(arg, getattr(self, arg), n, minimum=minimum,
-                                                 where=name))
+            object.__setattr__(
+                self, arg, ntuple(arg, getattr(self, arg), n, minimum=minimum, where=name)
+            )
         if isinstance(self.padding, str):
             if self.padding not in ("same", "valid"):
-                raise ValueError(f"{name}: `padding` (={self.padding!r}) must be 'same', "
-                                 f"'valid', an int or {n} ints.")
+                raise ValueError(
+                    f"{name}: `padding` (={self.padding!r}) must be 'same', "
+                    f"'valid', an int or {n} ints."
+                )
             if self.padding == "same" and any(s != 1 for s in self.stride):
-                raise ValueError(f"{name}: `padding`='same' is not supported for strided "
-                                 f"convolutions (`stride`={self.stride}), as in torch.")
+                raise ValueError(
+                    f"{name}: `padding`='same' is not supported for strided "
+                    f"convolutions (`stride`={self.stride}), as in torch."
+                )
         else:
-            object.__setattr__(self, "padding", ntuple("padding", self.padding, n, minimum=0,
-                                                       where=name))
+            object.__setattr__(
+                self, "padding", ntuple("padding", self.padding, n, minimum=0, where=name)
+            )
         if self.padding_mode not in PADDING_MODES:
-            raise ValueError(f"{name}: `padding_mode` (={self.padding_mode!r}) must be one of "
-                             f"{', '.join(map(repr, PADDING_MODES))}.")
+            raise ValueError(
+                f"{name}: `padding_mode` (={self.padding_mode!r}) must be one of "
+                f"{', '.join(map(repr, PADDING_MODES))}."
+            )
 
     def init(self, key):
         dtype = check_dtype_available(self.dtype, what="dtype")
         per_group = self.in_channels // self.groups
         shape = (self.out_channels, per_group, *self.kernel_size)
-        return _init(key, shape, dtype, per_group * math.prod(self.kernel_size), self.bias,
-                     self.out_channels)
+        return _init(
+            key, shape, dtype, per_group * math.prod(self.kernel_size), self.bias, self.out_channels
+        )
 
     def forward(self, params, x):
         name = type(self).__name__
@@ -104,14 +117,24 @@ class _ConvNd(Layer):
         if self.padding_mode != "zeros":
             if padding == "valid":
                 padding = (0,) * self._n
-            pairs = (same_padding(self.kernel_size, self.dilation) if padding == "same"
-                     else [(p, p) for p in padding])
+            pairs = (
+                same_padding(self.kernel_size, self.dilation)
+                if padding == "same"
+                else [(p, p) for p in padding]
+            )
             # torch pads the input first, then convolves unpadded (last dim first)
             torch_order = tuple(p for pair in reversed(pairs) for p in pair)
             x = F.pad(x, torch_order, mode=self.padding_mode)
             padding = 0
-        return _CONVOLUTIONS[self._n](x, params["weight"], params.get("bias"), self.stride,
-                                      padding, self.dilation, self.groups)
+        return _CONVOLUTIONS[self._n](
+            x,
+            params["weight"],
+            params.get("bias"),
+            self.stride,
+            padding,
+            self.dilation,
+            self.groups,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,25 +195,36 @@ class _ConvTransposeNd(Layer):
         name, n = type(self).__name__, self._n
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
         _check_channels(name, self.in_channels, self.out_channels, self.groups)
-        for arg, minimum in (("kernel_size", 1), ("stride", 1), ("dilation", 1),
-                             ("padding", 0), ("output_padding", 0)):
-            object.__setattr__(self, arg, ntuple(arg, getattr(self, arg), n, minimum=minimum,
-                                                 where=name))
+        for arg, minimum in (
+            ("kernel_size", 1),
+            ("stride", 1),
+            ("dilation", 1),
+            ("padding", 0),
+            ("output_padding", 0),
+        ):
+            object.__setattr__(
+                self, arg, ntuple(arg, getattr(self, arg), n, minimum=minimum, where=name)
+            )
         if self.padding_mode != "zeros":
-            raise ValueError(f"{name}: `padding_mode` (={self.padding_mode!r}) must be 'zeros': "
-                             "torch supports no other for transposed convolutions.")
+            raise ValueError(
+                f"{name}: `padding_mode` (={self.padding_mode!r}) must be 'zeros': "
+                "torch supports no other for transposed convolutions."
+            )
         for op, s, d in zip(self.output_padding, self.stride, self.dilation):
             if op >= max(s, d):
-                raise ValueError(f"{name}: `output_padding` (={self.output_padding}) must be "
-                                 f"smaller than either `stride` (={self.stride}) or `dilation` "
-                                 f"(={self.dilation}).")
+                raise ValueError(
+                    f"{name}: `output_padding` (={self.output_padding}) must be "
+                    f"smaller than either `stride` (={self.stride}) or `dilation` "
+                    f"(={self.dilation})."
+                )
 
     def init(self, key):
         dtype = check_dtype_available(self.dtype, what="dtype")
         per_group = self.out_channels // self.groups
         shape = (self.in_channels, per_group, *self.kernel_size)
-        return _init(key, shape, dtype, per_group * math.prod(self.kernel_size), self.bias,
-                     self.out_channels)
+        return _init(
+            key, shape, dtype, per_group * math.prod(self.kernel_size), self.bias, self.out_channels
+        )
 
     def forward(self, params, x, output_size=None):
         """``output_size`` (the full shape or its spatial part) picks ``output_padding``
@@ -201,24 +235,35 @@ class _ConvTransposeNd(Layer):
         output_padding = self.output_padding
         if output_size is not None:
             output_padding = self._output_padding(x, output_size)
-        return _TRANSPOSED[self._n](x, params["weight"], params.get("bias"), self.stride,
-                                    self.padding, output_padding, self.groups, self.dilation)
+        return _TRANSPOSED[self._n](
+            x,
+            params["weight"],
+            params.get("bias"),
+            self.stride,
+            self.padding,
+            output_padding,
+            self.groups,
+            self.dilation,
+        )
 
     def _output_padding(self, x, output_size) -> tuple:
         name, n = type(self).__name__, self._n
         size = tuple(output_size)[-n:] if len(tuple(output_size)) >= n else None
         if size is None or len(tuple(output_size)) not in (n, x.ndim):
-            raise ValueError(f"{name}: `output_size` (={output_size!r}) must have {n} or "
-                             f"{x.ndim} entries.")
-        smallest = F.transposed_output_size(x.shape[-n:], self.kernel_size, self.stride,
-                                            self.padding, (0,) * n, self.dilation)
+            raise ValueError(
+                f"{name}: `output_size` (={output_size!r}) must have {n} or {x.ndim} entries."
+            )
+        smallest = F.transposed_output_size(
+            x.shape[-n:], self.kernel_size, self.stride, self.padding, (0,) * n, self.dilation
+        )
         padding = tuple(want - low for want, low in zip(size, smallest))
         for extra, s in zip(padding, self.stride):
             if not 0 <= extra < s:
                 raise ValueError(
                     f"{name}: `output_size` (={tuple(output_size)}) must lie between "
                     f"{smallest} and "
-                    f"{tuple(low + st - 1 for low, st in zip(smallest, self.stride))}.")
+                    f"{tuple(low + st - 1 for low, st in zip(smallest, self.stride))}."
+                )
         return padding
 
 

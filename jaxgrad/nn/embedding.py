@@ -68,14 +68,23 @@ class Embedding(Module):
             weight = weight.at[self.padding_idx].set(0)
         return {"weight": weight}
 
-    def forward_with_state(self, params, input, *, buffers, train, key, path,
-                           check_ids: bool = False):
+    def forward_with_state(
+        self, params, input, *, buffers, train, key, path, check_ids: bool = False
+    ):
         del train, key
         where = where_of("Embedding", path)
         require_params(where, params, ("weight",))
-        out = embedding(input, params["weight"], self.padding_idx, self.max_norm,
-                        self.norm_type, self.scale_grad_by_freq, self.sparse,
-                        check_ids=check_ids, _where=where)
+        out = embedding(
+            input,
+            params["weight"],
+            self.padding_idx,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.sparse,
+            check_ids=check_ids,
+            _where=where,
+        )
         return out, dict(buffers)
 
     def renorm(self, params, input) -> dict:
@@ -83,5 +92,7 @@ class Embedding(Module):
         rows renormalised (torch does it in place); without, ``params`` unchanged."""
         if self.max_norm is None:
             return dict(params)
-        return {**params, "weight": embedding_renorm(params["weight"], input,
-                                                     self.max_norm, self.norm_type)}
+        return {
+            **params,
+            "weight": embedding_renorm(params["weight"], input, self.max_norm, self.norm_type),
+        }

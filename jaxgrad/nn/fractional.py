@@ -36,7 +36,7 @@ class Samples:
     values: tuple
 
     @classmethod
-    def of(cls, array) -> "Samples":
+    def of(cls, array) -> Samples:
         """The samples of an array (torch tensors are read through ``numpy()``)."""
         if hasattr(array, "detach"):
             array = array.detach().cpu().numpy()
@@ -60,19 +60,28 @@ class _FractionalMaxPoolNd(Module):
 
     def __post_init__(self):
         name, n = type(self).__name__, self._n
-        object.__setattr__(self, "kernel_size", ntuple("kernel_size", self.kernel_size, n,
-                                                       minimum=1, where=name))
+        object.__setattr__(
+            self, "kernel_size", ntuple("kernel_size", self.kernel_size, n, minimum=1, where=name)
+        )
         if (self.output_size is None) == (self.output_ratio is None):
-            raise ValueError(f"{name}: exactly one of `output_size` (={self.output_size!r}) "
-                             f"and `output_ratio` (={self.output_ratio!r}) must be given.")
+            raise ValueError(
+                f"{name}: exactly one of `output_size` (={self.output_size!r}) "
+                f"and `output_ratio` (={self.output_ratio!r}) must be given."
+            )
         if self.output_size is not None:
-            object.__setattr__(self, "output_size", ntuple(
-                "output_size", self.output_size, n, minimum=1, where=name))
+            object.__setattr__(
+                self,
+                "output_size",
+                ntuple("output_size", self.output_size, n, minimum=1, where=name),
+            )
         else:  # torch stores the ratio as a tuple and checks each is in (0, 1)
             _fractional.fractional_output_size(name, n, (1,) * n, None, self.output_ratio)
             ratio = self.output_ratio
-            ratio = tuple(ratio) * (n if len(ratio) == 1 else 1) if isinstance(
-                ratio, (tuple, list)) else (ratio,) * n
+            ratio = (
+                tuple(ratio) * (n if len(ratio) == 1 else 1)
+                if isinstance(ratio, (tuple, list))
+                else (ratio,) * n
+            )
             object.__setattr__(self, "output_ratio", ratio)
         if self._random_samples is not None and not isinstance(self._random_samples, Samples):
             object.__setattr__(self, "_random_samples", Samples.of(self._random_samples))
@@ -81,19 +90,29 @@ class _FractionalMaxPoolNd(Module):
         return {}
 
     def init_buffers(self):
-        return {} if self._random_samples is None else {
-            "_random_samples": self._random_samples.array()}
+        return (
+            {}
+            if self._random_samples is None
+            else {"_random_samples": self._random_samples.array()}
+        )
 
     def forward_with_state(self, params, x, *, buffers, train, key, path):
         del train  # torch draws in both modes
         where = f"{type(self).__name__}" + (f" at {path!r}" if path else "")
         samples = buffers.get("_random_samples") if self._random_samples is not None else None
-        function = (_fractional.fractional_max_pool2d if self._n == 2
-                    else _fractional.fractional_max_pool3d)
+        function = (
+            _fractional.fractional_max_pool2d if self._n == 2 else _fractional.fractional_max_pool3d
+        )
         try:
-            output = function(x, self.kernel_size, self.output_size, self.output_ratio,
-                              self.return_indices, samples,
-                              key=None if key is None else layer_key(key, path))
+            output = function(
+                x,
+                self.kernel_size,
+                self.output_size,
+                self.output_ratio,
+                self.return_indices,
+                samples,
+                key=None if key is None else layer_key(key, path),
+            )
         except (ValueError, TypeError) as error:  # the functional form knows no path
             raise type(error)(f"{where}: {error}") from None
         return output, dict(buffers)

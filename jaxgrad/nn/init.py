@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import jax
-import jax.numpy as jnp
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
@@ -31,8 +30,9 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     )
 
 
-def kaiming_uniform(key, shape, dtype, *, a: float = 0.0, fan_in: int,
-                    nonlinearity: str = "leaky_relu"):
+def kaiming_uniform(
+    key, shape, dtype, *, a: float = 0.0, fan_in: int, nonlinearity: str = "leaky_relu"
+):
     """``torch.nn.init.kaiming_uniform_``: ``U(-b, b)`` with ``b = gain·√(3/fan_in)``."""
     gain = calculate_gain(nonlinearity, a)
     bound = gain * math.sqrt(3.0 / fan_in)
@@ -70,5 +70,11 @@ def xavier_normal(key, shape, dtype, *, gain: float = 1.0):
     return gain * math.sqrt(2.0 / (fan_in + fan_out)) * jax.random.normal(key, shape, dtype)
 
 
-__all__ = ["calculate_gain", "kaiming_uniform", "fan_in_uniform", "torch_default_weight",
-           "xavier_uniform", "xavier_normal"]
+__all__ = [
+    "calculate_gain",
+    "kaiming_uniform",
+    "fan_in_uniform",
+    "torch_default_weight",
+    "xavier_uniform",
+    "xavier_normal",
+]

@@ -50,8 +50,14 @@ class LayerNorm(Module):
         where = where_of("LayerNorm", path)
         names = ("weight", "bias") if self.bias else ("weight",)
         require_params(where, params, names if self.elementwise_affine else ())
-        out = layer_norm(x, self.normalized_shape, params.get("weight"), params.get("bias"),
-                         self.eps, _where=where)
+        out = layer_norm(
+            x,
+            self.normalized_shape,
+            params.get("weight"),
+            params.get("bias"),
+            self.eps,
+            _where=where,
+        )
         return out, dict(buffers)
 
 
@@ -81,5 +87,6 @@ class RMSNorm(Module):
         del train, key
         where = where_of("RMSNorm", path)
         require_params(where, params, ("weight",) if self.elementwise_affine else ())
-        return rms_norm(x, self.normalized_shape, params.get("weight"), self.eps,
-                        _where=where), dict(buffers)
+        return rms_norm(
+            x, self.normalized_shape, params.get("weight"), self.eps, _where=where
+        ), dict(buffers)

@@ -98,8 +98,7 @@ class Bilinear(Module):
         shape = (self.out_features, self.in1_features, self.in2_features)
         params = {"weight": jax.random.uniform(w_key, shape, dtype, -bound, bound)}
         if self.bias:
-            params["bias"] = jax.random.uniform(b_key, (self.out_features,), dtype, -bound,
-                                                bound)
+            params["bias"] = jax.random.uniform(b_key, (self.out_features,), dtype, -bound, bound)
         return params
 
     def forward(self, params, x1, x2):
@@ -111,8 +110,10 @@ class Bilinear(Module):
                 f"shape {tuple(x1.shape)}, input2 shape {tuple(x2.shape)})."
             )
         if x1.shape[:-1] != x2.shape[:-1]:
-            raise ValueError(f"Bilinear: `input1` and `input2` must have the same batch "
-                             f"shape, got {tuple(x1.shape)} and {tuple(x2.shape)}.")
+            raise ValueError(
+                f"Bilinear: `input1` and `input2` must have the same batch "
+                f"shape, got {tuple(x1.shape)} and {tuple(x2.shape)}."
+            )
         check_input_dtype("Bilinear", x1, params["weight"].dtype)
         check_input_dtype("Bilinear", x2, params["weight"].dtype)
         y = jnp.einsum("...i,kij,...j->...k", x1, params["weight"], x2)

@@ -32,12 +32,14 @@ A layer implements one of two methods and inherits ``apply``:
 ``load_buffers`` (validated against ``jax.eval_shape`` of ``init`` /
 ``init_buffers``), ``state_dict`` and ``num_parameters``.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -83,14 +85,22 @@ class Module:
             f"{type(self).__name__} implements neither `forward` nor `forward_with_state`."
         )
 
-    def forward_with_state(self, params: Params, *inputs, buffers: Buffers, train: bool,
-                           key, path: str, **options):
+    def forward_with_state(
+        self, params: Params, *inputs, buffers: Buffers, train: bool, key, path: str, **options
+    ):
         """``(output, new_buffers)``; a stateless layer's buffers are ``{}``."""
         del train, key, path
         return self.forward(params, *inputs, **options), dict(buffers)
 
-    def apply(self, params: Params, *inputs, buffers: Buffers | None = None,
-              train: bool = False, key=None, **options):
+    def apply(
+        self,
+        params: Params,
+        *inputs,
+        buffers: Buffers | None = None,
+        train: bool = False,
+        key=None,
+        **options,
+    ):
         """The forward pass, ``module(*inputs)`` in torch.
 
         Args:
@@ -130,10 +140,16 @@ class Module:
             if problems:
                 raise ValueError(
                     f"{type(self).__name__}.apply: `buffers` do not fit the model: "
-                    + "; ".join(problems) + "."
+                    + "; ".join(problems)
+                    + "."
                 )
         output, new_buffers = self.forward_with_state(
-            params, *inputs, buffers=dict(buffers or {}), train=train, key=key, path="",
+            params,
+            *inputs,
+            buffers=dict(buffers or {}),
+            train=train,
+            key=key,
+            path="",
             **options,
         )
         return output if buffers is None else (output, new_buffers)
@@ -248,7 +264,7 @@ def child_path(path: str, name: str) -> str:
 def sub_dict(tree: Mapping, prefix: str) -> dict:
     """The entries of ``tree`` under ``prefix + "."``, with the prefix removed."""
     prefix = prefix + "."
-    return {k[len(prefix):]: v for k, v in tree.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in tree.items() if k.startswith(prefix)}
 
 
 def _shapes(module, which: str) -> dict[str, jax.ShapeDtypeStruct]:
@@ -357,11 +373,15 @@ def _check_param_shapes(module, params) -> None:
         hint = ""
         if len(shape) == 2 and tuple(shape[::-1]) == tuple(spec.shape):
             hint = " (transposed? torch layout is (out_features, in_features))"
-        problems.append(f"`{name}`: shape {tuple(shape)} does not match the model's "
-                        f"{tuple(spec.shape)}{hint}")
+        problems.append(
+            f"`{name}`: shape {tuple(shape)} does not match the model's {tuple(spec.shape)}{hint}"
+        )
     if problems:
-        raise ValueError(f"{type(module).__name__}.apply: params do not fit the model: "
-                         + "; ".join(problems) + ".")
+        raise ValueError(
+            f"{type(module).__name__}.apply: params do not fit the model: "
+            + "; ".join(problems)
+            + "."
+        )
 
 
 def _key_problems(expected, mapping) -> list[str]:

@@ -40,8 +40,9 @@ def _where(path: str) -> str:
     return f" at {path!r}" if path else ""
 
 
-def check_input(layer, x, path: str, ranks: tuple, layout: str, channel_dim: int,
-                channels: int) -> None:
+def check_input(
+    layer, x, path: str, ranks: tuple, layout: str, channel_dim: int, channels: int
+) -> None:
     """Raise naming the layer, its path, the input's shape and what was expected."""
     name = type(layer).__name__
     if x.ndim not in ranks:
@@ -88,11 +89,12 @@ class _NormBase(Module):
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
-        if (not isinstance(self.num_features, int) or isinstance(self.num_features, bool)
-                or self.num_features <= 0):
-            raise ValueError(
-                f"`num_features` (={self.num_features!r}) must be a positive int."
-            )
+        if (
+            not isinstance(self.num_features, int)
+            or isinstance(self.num_features, bool)
+            or self.num_features <= 0
+        ):
+            raise ValueError(f"`num_features` (={self.num_features!r}) must be a positive int.")
         if self.momentum is not None and not 0.0 <= self.momentum <= 1.0:
             raise ValueError(f"`momentum` (={self.momentum}) must be in [0, 1] or None.")
         if not self.eps > 0:  # torch's batch_norm: "eps must be positive"
@@ -113,9 +115,11 @@ class _NormBase(Module):
             return {}
         dtype = check_dtype_available(self.dtype, what="dtype")
         counter = jax.dtypes.canonicalize_dtype(np.int64)  # int32 without x64
-        return {"running_mean": jnp.zeros((self.num_features,), dtype),
-                "running_var": jnp.ones((self.num_features,), dtype),
-                "num_batches_tracked": jnp.zeros((), counter)}
+        return {
+            "running_mean": jnp.zeros((self.num_features,), dtype),
+            "running_var": jnp.ones((self.num_features,), dtype),
+            "num_batches_tracked": jnp.zeros((), counter),
+        }
 
     def _affine_params(self, params):
         return _affine_params(self, params, self.affine, self.bias)
@@ -130,22 +134,33 @@ class _BatchNorm(_NormBase):
         check_input(self, x, path, self._RANKS, self._LAYOUT, 1, self.num_features)
         weight, bias = self._affine_params(params)
         if not self.track_running_stats:
-            out, _, _ = _norm.batch_norm_with_stats(x, None, None, weight, bias, True,
-                                                    0.0, self.eps)
+            out, _, _ = _norm.batch_norm_with_stats(
+                x, None, None, weight, bias, True, 0.0, self.eps
+            )
             return out, {}
         _require_buffers(self, buffers, path)
         if not train:
             out, _, _ = _norm.batch_norm_with_stats(
-                x, buffers["running_mean"], buffers["running_var"], weight, bias, False,
-                0.0, self.eps)
+                x,
+                buffers["running_mean"],
+                buffers["running_var"],
+                weight,
+                bias,
+                False,
+                0.0,
+                self.eps,
+            )
             return out, dict(buffers)
         count = buffers["num_batches_tracked"] + 1
         # torch: momentum=None is a cumulative average, factor 1 / num_batches_tracked
-        factor = (1.0 / count.astype(buffers["running_mean"].dtype)
-                  if self.momentum is None else self.momentum)
+        factor = (
+            1.0 / count.astype(buffers["running_mean"].dtype)
+            if self.momentum is None
+            else self.momentum
+        )
         out, mean, var = _norm.batch_norm_with_stats(
-            x, buffers["running_mean"], buffers["running_var"], weight, bias, True,
-            factor, self.eps)
+            x, buffers["running_mean"], buffers["running_var"], weight, bias, True, factor, self.eps
+        )
         return out, {"running_mean": mean, "running_var": var, "num_batches_tracked": count}
 
 
@@ -192,8 +207,15 @@ class _InstanceNorm(_NormBase):
     def forward_with_state(self, params, x, *, buffers, train, key, path):
         del key
         unbatched = x.ndim == self._SPATIAL + 1
-        check_input(self, x, path, (self._SPATIAL + 1, self._SPATIAL + 2), self._LAYOUT,
-                    0 if unbatched else 1, self.num_features)
+        check_input(
+            self,
+            x,
+            path,
+            (self._SPATIAL + 1, self._SPATIAL + 2),
+            self._LAYOUT,
+            0 if unbatched else 1,
+            self.num_features,
+        )
         weight, bias = self._affine_params(params)
         if unbatched:
             x = x[None]
@@ -205,7 +227,8 @@ class _InstanceNorm(_NormBase):
         # torch passes momentum=None as 0.0 here, and never counts batches
         momentum = 0.0 if self.momentum is None else self.momentum
         out, mean, var = _norm.instance_norm_with_stats(
-            x, running_mean, running_var, weight, bias, use_input_stats, momentum, self.eps)
+            x, running_mean, running_var, weight, bias, use_input_stats, momentum, self.eps
+        )
         new_buffers = dict(buffers)
         if self.track_running_stats and train:
             new_buffers.update(running_mean=mean, running_var=var)
@@ -320,8 +343,7 @@ class LocalResponseNorm(Layer):
 
     def __post_init__(self):
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 1:
-            raise ValueError(f"LocalResponseNorm: `size` (={self.size!r}) must be a positive "
-                             "int.")
+            raise ValueError(f"LocalResponseNorm: `size` (={self.size!r}) must be a positive int.")
 
     def forward(self, params, x):
         return _norm.local_response_norm(x, self.size, self.alpha, self.beta, self.k)

@@ -30,8 +30,13 @@ class _PadNd(Layer):
 
     def __post_init__(self):
         minimum = -(2**62) if self._mode == "constant" else 0
-        object.__setattr__(self, "padding", ntuple("padding", self.padding, 2 * self._n,
-                                                   minimum=minimum, where=type(self).__name__))
+        object.__setattr__(
+            self,
+            "padding",
+            ntuple(
+                "padding", self.padding, 2 * self._n, minimum=minimum, where=type(self).__name__
+            ),
+        )
 
     def _value(self):
         return None

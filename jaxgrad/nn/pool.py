@@ -48,13 +48,20 @@ class _MaxPoolNd(Layer):
     _n = 0
 
     def __post_init__(self):
-        _check_window(self, self._n, (("kernel_size", 1), ("stride", 1), ("padding", 0),
-                                      ("dilation", 1)))
+        _check_window(
+            self, self._n, (("kernel_size", 1), ("stride", 1), ("padding", 0), ("dilation", 1))
+        )
 
     def forward(self, params, x):
-        return _MAX_POOL[self._n](x, self.kernel_size, self.stride, self.padding,
-                                  self.dilation, ceil_mode=self.ceil_mode,
-                                  return_indices=self.return_indices)
+        return _MAX_POOL[self._n](
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +106,15 @@ class _AvgPoolNd(Layer):
         return ()
 
     def forward(self, params, x):
-        return _AVG_POOL[self._n](x, self.kernel_size, self.stride, self.padding,
-                                  self.ceil_mode, self.count_include_pad, *self._options())
+        return _AVG_POOL[self._n](
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            *self._options(),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,9 +132,12 @@ class _AvgPoolDivisorNd(_AvgPoolNd):
     def __post_init__(self):
         super().__post_init__()
         if self.divisor_override is not None and (
-                not isinstance(self.divisor_override, int) or self.divisor_override == 0):
-            raise ValueError(f"{type(self).__name__}: `divisor_override` "
-                             f"(={self.divisor_override!r}) must be a non-zero int or None.")
+            not isinstance(self.divisor_override, int) or self.divisor_override == 0
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: `divisor_override` "
+                f"(={self.divisor_override!r}) must be a non-zero int or None."
+            )
 
     def _options(self) -> tuple:
         return (self.divisor_override,)
@@ -221,13 +238,13 @@ class _LPPoolNd(Layer):
 
     def __post_init__(self):
         if isinstance(self.norm_type, bool) or not isinstance(self.norm_type, (int, float)):
-            raise TypeError(f"{type(self).__name__}: `norm_type` (={self.norm_type!r}) must "
-                            "be a number.")
+            raise TypeError(
+                f"{type(self).__name__}: `norm_type` (={self.norm_type!r}) must be a number."
+            )
         _check_window(self, self._n, (("kernel_size", 1), ("stride", 1)))
 
     def forward(self, params, x):
-        return _LP_POOL[self._n](x, self.norm_type, self.kernel_size, self.stride,
-                                 self.ceil_mode)
+        return _LP_POOL[self._n](x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 
 
 @dataclasses.dataclass(frozen=True)

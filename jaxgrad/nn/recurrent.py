@@ -26,16 +26,24 @@ import numpy as np
 
 from jaxgrad._arrays import canonical_dtype, check_dtype_available, check_input_dtype
 from jaxgrad.nn.embedding import where_of
-from jaxgrad.nn.functional._recurrent import (GATES, gru_cell, lstm_cell, recurrent,
-                                              rnn_relu_cell, rnn_tanh_cell)
+from jaxgrad.nn.functional._recurrent import (
+    GATES,
+    gru_cell,
+    lstm_cell,
+    recurrent,
+    rnn_relu_cell,
+    rnn_tanh_cell,
+)
 from jaxgrad.nn.module import Module, layer_key, require_params
 
 
 def _uniform_params(key, shapes: dict, hidden_size: int, dtype) -> dict:
     bound = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0.0
     keys = jax.random.split(key, max(len(shapes), 1))
-    return {name: jax.random.uniform(k, shape, dtype, minval=-bound, maxval=bound)
-            for k, (name, shape) in zip(keys, shapes.items())}
+    return {
+        name: jax.random.uniform(k, shape, dtype, minval=-bound, maxval=bound)
+        for k, (name, shape) in zip(keys, shapes.items())
+    }
 
 
 def _check_positive(layer: str, **values):
@@ -46,9 +54,7 @@ def _check_positive(layer: str, **values):
 
 def _check_state(where: str, name: str, state, expected: tuple):
     if tuple(state.shape) != expected:
-        raise ValueError(
-            f"{where}: `{name}` has shape {tuple(state.shape)}, expected {expected}."
-        )
+        raise ValueError(f"{where}: `{name}` has shape {tuple(state.shape)}, expected {expected}.")
 
 
 def _check_dtype(where: str, name: str, array, weight_dtype):
@@ -85,15 +91,20 @@ class _RNNBase(Module):
         return proj if proj > 0 else self.hidden_size
 
     def _validate(self, name: str):
-        _check_positive(name, input_size=self.input_size, hidden_size=self.hidden_size,
-                        num_layers=self.num_layers)
+        _check_positive(
+            name,
+            input_size=self.input_size,
+            hidden_size=self.hidden_size,
+            num_layers=self.num_layers,
+        )
         if not 0.0 <= self.dropout <= 1.0 or isinstance(self.dropout, bool):
             raise ValueError(f"{name}: `dropout` (={self.dropout!r}) must be a number in [0, 1].")
         for flag in ("bias", "batch_first", "bidirectional"):  # torch: "should be of type bool"
             value = getattr(self, flag)
             if not isinstance(value, bool):
-                raise TypeError(f"{name}: `{flag}` (={value!r}) must be a bool, got "
-                                f"{type(value).__name__}.")
+                raise TypeError(
+                    f"{name}: `{flag}` (={value!r}) must be a bool, got {type(value).__name__}."
+                )
         object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
 
     def _shapes(self) -> dict:
@@ -148,15 +159,20 @@ class _RNNBase(Module):
             if self.mode == "LSTM":
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                     raise TypeError(
-                        f"{where}: `hx` must be a pair (h_0, c_0), got {type(hx).__name__}.")
+                        f"{where}: `hx` must be a pair (h_0, c_0), got {type(hx).__name__}."
+                    )
                 h0, c0 = map(jnp.asarray, hx)
             else:
                 h0 = jnp.asarray(hx)
             states = {"h_0": h0, "c_0": c0} if self.mode == "LSTM" else {"hx": h0}
             for label, state in states.items():
                 _check_dtype(where, label, state, weight_dtype)
-            _check_state(where, "h_0" if self.mode == "LSTM" else "hx", h0,
-                         h_shape if batched else (stacked, self.output_size))
+            _check_state(
+                where,
+                "h_0" if self.mode == "LSTM" else "hx",
+                h0,
+                h_shape if batched else (stacked, self.output_size),
+            )
             if c0 is not None:
                 _check_state(where, "c_0", c0, c_shape if batched else (stacked, self.hidden_size))
             if not batched:
@@ -176,9 +192,18 @@ class _RNNBase(Module):
                 )
             keys = jax.random.split(layer_key(key, path), self.num_layers - 1)
         output, h_n, c_n = recurrent(
-            self.mode, params, input, h0, c0, num_layers=self.num_layers,
-            bidirectional=self.bidirectional, bias=self.bias, dropout=self.dropout,
-            train=train, keys=keys, where=where,
+            self.mode,
+            params,
+            input,
+            h0,
+            c0,
+            num_layers=self.num_layers,
+            bidirectional=self.bidirectional,
+            bias=self.bias,
+            dropout=self.dropout,
+            train=train,
+            keys=keys,
+            where=where,
         )
         if not batched:
             output, h_n = output[:, 0], h_n[:, 0]
@@ -278,8 +303,10 @@ class _CellBase(Module):
     def init(self, key):
         dtype = check_dtype_available(self.dtype, what="dtype")
         gate_size = self._gates() * self.hidden_size
-        shapes = {"weight_ih": (gate_size, self.input_size),
-                  "weight_hh": (gate_size, self.hidden_size)}
+        shapes = {
+            "weight_ih": (gate_size, self.input_size),
+            "weight_hh": (gate_size, self.hidden_size),
+        }
         if self.bias:
             shapes.update(bias_ih=(gate_size,), bias_hh=(gate_size,))
         return _uniform_params(key, shapes, self.hidden_size, dtype)
@@ -288,8 +315,11 @@ class _CellBase(Module):
         del train, key
         name = type(self).__name__
         where = where_of(name, path)
-        require_params(where, params, ("weight_ih", "weight_hh")
-                       + (("bias_ih", "bias_hh") if self.bias else ()))
+        require_params(
+            where,
+            params,
+            ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ()),
+        )
         input = jnp.asarray(input)
         if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
             raise ValueError(
@@ -316,8 +346,12 @@ class _CellBase(Module):
         else:
             count = 2 if isinstance(self, LSTMCell) else 1
             states = [jnp.zeros(expected, input.dtype)] * count
-        args = (params["weight_ih"], params["weight_hh"], params.get("bias_ih"),
-                params.get("bias_hh"))
+        args = (
+            params["weight_ih"],
+            params["weight_hh"],
+            params.get("bias_ih"),
+            params.get("bias_hh"),
+        )
         out = self._cell(input, states[0] if len(states) == 1 else tuple(states), *args)
         if not batched:
             out = tuple(o[0] for o in out) if isinstance(out, tuple) else out[0]

@@ -25,7 +25,8 @@ computing them; the positions that are not padded are the same math as here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +55,8 @@ def _activation_fn(activation, where: str) -> Callable:
     if callable(activation):
         return activation
     raise TypeError(
-        f"{where}: `activation` must be 'relu', 'gelu' or a callable, got {activation!r}.")
+        f"{where}: `activation` must be 'relu', 'gelu' or a callable, got {activation!r}."
+    )
 
 
 class _Children(Module):
@@ -71,9 +73,15 @@ class _Children(Module):
         return params
 
     def _call(self, name, child, params, *inputs, train, key, path, **options):
-        out, _ = child.forward_with_state(sub_dict(params, name), *inputs, buffers={},
-                                          train=train, key=key, path=child_path(path, name),
-                                          **options)
+        out, _ = child.forward_with_state(
+            sub_dict(params, name),
+            *inputs,
+            buffers={},
+            train=train,
+            key=key,
+            path=child_path(path, name),
+            **options,
+        )
         return out
 
     def _dropout(self, name, x, *, train, key, path, masks=None):
@@ -82,8 +90,9 @@ class _Children(Module):
         where = child_path(path, name)
         if masks and where in masks:  # torch's own keep-mask, injected for parity
             return _dropout.dropout(x, self.dropout, True, mask=masks[where])
-        return dropout_keep(x, self.dropout, None if key is None else layer_key(key, where),
-                            f"Dropout at {where!r}")
+        return dropout_keep(
+            x, self.dropout, None if key is None else layer_key(key, where), f"Dropout at {where!r}"
+        )
 
 
 def _attention_p(layer) -> float:
@@ -129,32 +138,65 @@ class TransformerEncoderLayer(_Children):
     def children(self):
         E, kw = self.d_model, dict(dtype=self.dtype)
         return [
-            ("self_attn", MultiheadAttention(E, self.nhead, _attention_p(self), bias=self.bias,
-                                             batch_first=self.batch_first, **kw)),
+            (
+                "self_attn",
+                MultiheadAttention(
+                    E,
+                    self.nhead,
+                    _attention_p(self),
+                    bias=self.bias,
+                    batch_first=self.batch_first,
+                    **kw,
+                ),
+            ),
             ("linear1", Linear(E, self.dim_feedforward, bias=self.bias, **kw)),
             ("linear2", Linear(self.dim_feedforward, E, bias=self.bias, **kw)),
             ("norm1", LayerNorm(E, eps=self.layer_norm_eps, bias=self.bias, **kw)),
             ("norm2", LayerNorm(E, eps=self.layer_norm_eps, bias=self.bias, **kw)),
         ]
 
-    def forward_with_state(self, params, src, src_mask=None, src_key_padding_mask=None,
-                           is_causal=False, *, buffers, train, key, path, dropout_masks=None):
+    def forward_with_state(
+        self,
+        params,
+        src,
+        src_mask=None,
+        src_key_padding_mask=None,
+        is_causal=False,
+        *,
+        buffers,
+        train,
+        key,
+        path,
+        dropout_masks=None,
+    ):
         kids = dict(self.children())
         ctx = dict(train=train, key=key, path=path)
         drop = dict(ctx, masks=dropout_masks)
 
         def sa_block(x):
-            out, _ = self._call("self_attn", kids["self_attn"], params, x, x, x,
-                                attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                                need_weights=False, is_causal=bool(is_causal), **ctx)
+            out, _ = self._call(
+                "self_attn",
+                kids["self_attn"],
+                params,
+                x,
+                x,
+                x,
+                attn_mask=src_mask,
+                key_padding_mask=src_key_padding_mask,
+                need_weights=False,
+                is_causal=bool(is_causal),
+                **ctx,
+            )
             return self._dropout("dropout1", out, **drop)
 
         def ff_block(x):
             hidden = _activation_fn(self.activation, "TransformerEncoderLayer")(
-                self._call("linear1", kids["linear1"], params, x, **ctx))
+                self._call("linear1", kids["linear1"], params, x, **ctx)
+            )
             hidden = self._dropout("dropout", hidden, **drop)
-            return self._dropout("dropout2", self._call("linear2", kids["linear2"], params,
-                                                        hidden, **ctx), **drop)
+            return self._dropout(
+                "dropout2", self._call("linear2", kids["linear2"], params, hidden, **ctx), **drop
+            )
 
         def norm(name, x):
             return self._call(name, kids[name], params, x, **ctx)
@@ -201,8 +243,7 @@ class TransformerDecoderLayer(_Children):
         attention = dict(bias=self.bias, batch_first=self.batch_first, **kw)
         return [
             ("self_attn", MultiheadAttention(E, self.nhead, _attention_p(self), **attention)),
-            ("multihead_attn", MultiheadAttention(E, self.nhead, _attention_p(self),
-                                                  **attention)),
+            ("multihead_attn", MultiheadAttention(E, self.nhead, _attention_p(self), **attention)),
             ("linear1", Linear(E, self.dim_feedforward, bias=self.bias, **kw)),
             ("linear2", Linear(self.dim_feedforward, E, bias=self.bias, **kw)),
             ("norm1", LayerNorm(E, eps=self.layer_norm_eps, bias=self.bias, **kw)),
@@ -210,38 +251,72 @@ class TransformerDecoderLayer(_Children):
             ("norm3", LayerNorm(E, eps=self.layer_norm_eps, bias=self.bias, **kw)),
         ]
 
-    def forward_with_state(self, params, tgt, memory, tgt_mask=None, memory_mask=None,
-                           tgt_key_padding_mask=None, memory_key_padding_mask=None,
-                           tgt_is_causal=False, memory_is_causal=False, *, buffers, train,
-                           key, path, dropout_masks=None):
+    def forward_with_state(
+        self,
+        params,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
+        *,
+        buffers,
+        train,
+        key,
+        path,
+        dropout_masks=None,
+    ):
         kids = dict(self.children())
         ctx = dict(train=train, key=key, path=path)
         drop = dict(ctx, masks=dropout_masks)
         memory = jnp.asarray(memory)
 
         def attend(name, x, source, mask, padding, causal, dropout_name):
-            out, _ = self._call(name, kids[name], params, x, source, source, attn_mask=mask,
-                                key_padding_mask=padding, need_weights=False,
-                                is_causal=bool(causal), **ctx)
+            out, _ = self._call(
+                name,
+                kids[name],
+                params,
+                x,
+                source,
+                source,
+                attn_mask=mask,
+                key_padding_mask=padding,
+                need_weights=False,
+                is_causal=bool(causal),
+                **ctx,
+            )
             return self._dropout(dropout_name, out, **drop)
 
         def ff_block(x):
             hidden = _activation_fn(self.activation, "TransformerDecoderLayer")(
-                self._call("linear1", kids["linear1"], params, x, **ctx))
+                self._call("linear1", kids["linear1"], params, x, **ctx)
+            )
             hidden = self._dropout("dropout", hidden, **drop)
-            return self._dropout("dropout3", self._call("linear2", kids["linear2"], params,
-                                                        hidden, **ctx), **drop)
+            return self._dropout(
+                "dropout3", self._call("linear2", kids["linear2"], params, hidden, **ctx), **drop
+            )
 
         def norm(name, x):
             return self._call(name, kids[name], params, x, **ctx)
 
         def sa(x):
-            return attend("self_attn", x, x, tgt_mask, tgt_key_padding_mask, tgt_is_causal,
-                          "dropout1")
+            return attend(
+                "self_attn", x, x, tgt_mask, tgt_key_padding_mask, tgt_is_causal, "dropout1"
+            )
 
         def mha(x):
-            return attend("multihead_attn", x, memory, memory_mask, memory_key_padding_mask,
-                          memory_is_causal, "dropout2")
+            return attend(
+                "multihead_attn",
+                x,
+                memory,
+                memory_mask,
+                memory_key_padding_mask,
+                memory_is_causal,
+                "dropout2",
+            )
 
         x = jnp.asarray(tgt)
         if self.norm_first:
@@ -269,16 +344,26 @@ class _Stack(_Children):
     def init(self, key):
         layer_key_, norm_key = jax.random.split(key)
         layer_params = self.layer.init(layer_key_)  # torch deep-copies one initialised layer
-        params = {f"layers.{i}.{k}": v for i in range(self.num_layers)
-                  for k, v in layer_params.items()}
+        params = {
+            f"layers.{i}.{k}": v for i in range(self.num_layers) for k, v in layer_params.items()
+        }
         if self.norm is not None:
             params.update({f"norm.{k}": v for k, v in self.norm.init(norm_key).items()})
         return params
 
     def _run(self, params, x, *extra, buffers, train, key, path, dropout_masks=None):
         for i in range(self.num_layers):
-            x = self._call(f"layers.{i}", self.layer, params, x, *extra, train=train,
-                           key=key, path=path, dropout_masks=dropout_masks)
+            x = self._call(
+                f"layers.{i}",
+                self.layer,
+                params,
+                x,
+                *extra,
+                train=train,
+                key=key,
+                path=path,
+                dropout_masks=dropout_masks,
+            )
         if self.norm is not None:
             x = self._call("norm", self.norm, params, x, train=train, key=key, path=path)
         return x, dict(buffers)
@@ -286,8 +371,9 @@ class _Stack(_Children):
 
 def _check_stack(self, name, layer_type):
     if not isinstance(self.layer, layer_type):
-        raise TypeError(f"{name}: the layer must be a {layer_type.__name__}, got "
-                        f"{type(self.layer).__name__}.")
+        raise TypeError(
+            f"{name}: the layer must be a {layer_type.__name__}, got {type(self.layer).__name__}."
+        )
     if not isinstance(self.num_layers, int) or self.num_layers < 1:
         raise ValueError(f"{name}: `num_layers` (={self.num_layers!r}) must be a positive int.")
 
@@ -311,13 +397,34 @@ class TransformerEncoder(_Stack):
     def __post_init__(self):
         _check_stack(self, "TransformerEncoder", TransformerEncoderLayer)
 
-    def forward_with_state(self, params, src, mask=None, src_key_padding_mask=None,
-                           is_causal=None, *, buffers, train, key, path, dropout_masks=None):
+    def forward_with_state(
+        self,
+        params,
+        src,
+        mask=None,
+        src_key_padding_mask=None,
+        is_causal=None,
+        *,
+        buffers,
+        train,
+        key,
+        path,
+        dropout_masks=None,
+    ):
         # is_causal=None: torch detects a causal mask and then lets SDPA build it; the
         # result equals applying the mask, which is what happens here
-        return self._run(params, src, mask, src_key_padding_mask, bool(is_causal),
-                         buffers=buffers, train=train, key=key, path=path,
-                         dropout_masks=dropout_masks)
+        return self._run(
+            params,
+            src,
+            mask,
+            src_key_padding_mask,
+            bool(is_causal),
+            buffers=buffers,
+            train=train,
+            key=key,
+            path=path,
+            dropout_masks=dropout_masks,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,15 +443,40 @@ class TransformerDecoder(_Stack):
     def __post_init__(self):
         _check_stack(self, "TransformerDecoder", TransformerDecoderLayer)
 
-    def forward_with_state(self, params, tgt, memory, tgt_mask=None, memory_mask=None,
-                           tgt_key_padding_mask=None, memory_key_padding_mask=None,
-                           tgt_is_causal=None, memory_is_causal=False, *, buffers, train,
-                           key, path, dropout_masks=None):
-        return self._run(params, tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                         memory_key_padding_mask, bool(tgt_is_causal), memory_is_causal,
-                         buffers=buffers, train=train, key=key, path=path,
-                         dropout_masks=dropout_masks)
-
+    def forward_with_state(
+        self,
+        params,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+        *,
+        buffers,
+        train,
+        key,
+        path,
+        dropout_masks=None,
+    ):
+        return self._run(
+            params,
+            tgt,
+            memory,
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
+            bool(tgt_is_causal),
+            memory_is_causal,
+            buffers=buffers,
+            train=train,
+            key=key,
+            path=path,
+            dropout_masks=dropout_masks,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -391,18 +523,27 @@ class Transformer(_Children):
         check_sizes(self, ("num_encoder_layers", "num_decoder_layers"), where="Transformer")
 
     def children(self):
-        layer = dict(dim_feedforward=self.dim_feedforward, dropout=self.dropout,
-                     activation=self.activation, layer_norm_eps=self.layer_norm_eps,
-                     batch_first=self.batch_first, norm_first=self.norm_first,
-                     bias=self.bias, dtype=self.dtype)
-        norm = LayerNorm(self.d_model, eps=self.layer_norm_eps, bias=self.bias,
-                         dtype=self.dtype)
+        layer = dict(
+            dim_feedforward=self.dim_feedforward,
+            dropout=self.dropout,
+            activation=self.activation,
+            layer_norm_eps=self.layer_norm_eps,
+            batch_first=self.batch_first,
+            norm_first=self.norm_first,
+            bias=self.bias,
+            dtype=self.dtype,
+        )
+        norm = LayerNorm(self.d_model, eps=self.layer_norm_eps, bias=self.bias, dtype=self.dtype)
         encoder = self.custom_encoder or TransformerEncoder(
             TransformerEncoderLayer(self.d_model, self.nhead, **layer),
-            self.num_encoder_layers, norm)
+            self.num_encoder_layers,
+            norm,
+        )
         decoder = self.custom_decoder or TransformerDecoder(
             TransformerDecoderLayer(self.d_model, self.nhead, **layer),
-            self.num_decoder_layers, norm)
+            self.num_decoder_layers,
+            norm,
+        )
         return [("encoder", encoder), ("decoder", decoder)]
 
     def init(self, key):
@@ -410,9 +551,14 @@ class Transformer(_Children):
         params = super().init(layers_key)
         # torch's _reset_parameters: xavier_uniform_ on every matrix, in parameter order
         keys = jax.random.split(xavier_key, max(len(params), 1))
-        return {name: (initializers.xavier_uniform(k, value.shape, value.dtype)
-                       if value.ndim > 1 else value)
-                for (name, value), k in zip(params.items(), keys)}
+        return {
+            name: (
+                initializers.xavier_uniform(k, value.shape, value.dtype)
+                if value.ndim > 1
+                else value
+            )
+            for (name, value), k in zip(params.items(), keys)
+        }
 
     @staticmethod
     def generate_square_subsequent_mask(sz: int, dtype=jnp.float32):
@@ -433,25 +579,64 @@ class Transformer(_Children):
         upper = jnp.triu(jnp.ones((sz, sz), bool), k=1)
         return jnp.where(upper, -jnp.inf, 0.0).astype(dtype)
 
-    def forward_with_state(self, params, src, tgt, src_mask=None, tgt_mask=None,
-                           memory_mask=None, src_key_padding_mask=None,
-                           tgt_key_padding_mask=None, memory_key_padding_mask=None,
-                           src_is_causal=None, tgt_is_causal=None, memory_is_causal=False,
-                           *, buffers, train, key, path, dropout_masks=None):
+    def forward_with_state(
+        self,
+        params,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+        *,
+        buffers,
+        train,
+        key,
+        path,
+        dropout_masks=None,
+    ):
         src, tgt = jnp.asarray(src), jnp.asarray(tgt)
         batch_axis = 0 if self.batch_first else 1
         if src.ndim == 3 and (tgt.ndim != 3 or src.shape[batch_axis] != tgt.shape[batch_axis]):
-            raise ValueError(f"Transformer: the batch sizes of `src` {tuple(src.shape)} and "
-                             f"`tgt` {tuple(tgt.shape)} must be equal (batch axis "
-                             f"{batch_axis}).")
+            raise ValueError(
+                f"Transformer: the batch sizes of `src` {tuple(src.shape)} and "
+                f"`tgt` {tuple(tgt.shape)} must be equal (batch axis "
+                f"{batch_axis})."
+            )
         if src.shape[-1:] != (self.d_model,) or tgt.shape[-1:] != (self.d_model,):
-            raise ValueError(f"Transformer: the feature sizes of `src` {tuple(src.shape)} and "
-                             f"`tgt` {tuple(tgt.shape)} must equal `d_model` (={self.d_model}).")
+            raise ValueError(
+                f"Transformer: the feature sizes of `src` {tuple(src.shape)} and "
+                f"`tgt` {tuple(tgt.shape)} must equal `d_model` (={self.d_model})."
+            )
         kids = dict(self.children())
         ctx = dict(train=train, key=key, path=path, dropout_masks=dropout_masks)
-        memory = self._call("encoder", kids["encoder"], params, src, src_mask,
-                            src_key_padding_mask, src_is_causal, **ctx)
-        output = self._call("decoder", kids["decoder"], params, tgt, memory, tgt_mask,
-                            memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                            tgt_is_causal, memory_is_causal, **ctx)
+        memory = self._call(
+            "encoder",
+            kids["encoder"],
+            params,
+            src,
+            src_mask,
+            src_key_padding_mask,
+            src_is_causal,
+            **ctx,
+        )
+        output = self._call(
+            "decoder",
+            kids["decoder"],
+            params,
+            tgt,
+            memory,
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
+            tgt_is_causal,
+            memory_is_causal,
+            **ctx,
+        )
         return output, dict(buffers)

@@ -30,16 +30,28 @@ class Upsample(Layer):
 
     def __post_init__(self):
         if self.mode not in MODES:
-            raise ValueError(f"Upsample: `mode` (={self.mode!r}) must be one of "
-                             f"{', '.join(map(repr, MODES))}; other torch modes are not "
-                             "implemented.")
+            raise ValueError(
+                f"Upsample: `mode` (={self.mode!r}) must be one of "
+                f"{', '.join(map(repr, MODES))}; other torch modes are not "
+                "implemented."
+            )
         if self.mode == "nearest" and self.align_corners is not None:
-            raise ValueError(f"Upsample: `align_corners` (={self.align_corners!r}) can only be "
-                             "set with the interpolating modes 'linear' and 'bilinear'.")
+            raise ValueError(
+                f"Upsample: `align_corners` (={self.align_corners!r}) can only be "
+                "set with the interpolating modes 'linear' and 'bilinear'."
+            )
         if (self.size is None) == (self.scale_factor is None):
-            raise ValueError(f"Upsample: exactly one of `size` (={self.size!r}) and "
-                             f"`scale_factor` (={self.scale_factor!r}) must be given.")
+            raise ValueError(
+                f"Upsample: exactly one of `size` (={self.size!r}) and "
+                f"`scale_factor` (={self.scale_factor!r}) must be given."
+            )
 
     def forward(self, params, x):
-        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
-                             self.recompute_scale_factor)
+        return F.interpolate(
+            x,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            self.recompute_scale_factor,
+        )

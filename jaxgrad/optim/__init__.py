@@ -59,54 +59,46 @@ argument, its value and the range), a refused flag or a combination torch refuse
 """
 
 from jaxgrad.optim import schedulers
-from jaxgrad.optim.adaptive import AdagradState
-from jaxgrad.optim.adaptive import AdamaxState
-from jaxgrad.optim.adaptive import AsgdState
-from jaxgrad.optim.adaptive import NadamState
-from jaxgrad.optim.adaptive import RadamState
-from jaxgrad.optim.adaptive import adagrad
-from jaxgrad.optim.adaptive import adamax
-from jaxgrad.optim.adaptive import asgd
-from jaxgrad.optim.adaptive import nadam
-from jaxgrad.optim.adaptive import radam
-from jaxgrad.optim.clipping import clip_grad_norm
-from jaxgrad.optim.clipping import clip_grad_norm_transform
-from jaxgrad.optim.clipping import clip_grad_value
-from jaxgrad.optim.clipping import clip_grad_value_transform
-from jaxgrad.optim.clipping import global_norm
-from jaxgrad.optim.elementwise import AdadeltaState
-from jaxgrad.optim.elementwise import RpropState
-from jaxgrad.optim.elementwise import adadelta
-from jaxgrad.optim.elementwise import rprop
-from jaxgrad.optim.factored import AdafactorState
-from jaxgrad.optim.factored import adafactor
-from jaxgrad.optim.freezing import count_trainable
-from jaxgrad.optim.freezing import freeze
-from jaxgrad.optim.freezing import freeze_untrained
-from jaxgrad.optim.freezing import frozen_mask
-from jaxgrad.optim.groups import group_order
-from jaxgrad.optim.groups import param_groups
-from jaxgrad.optim.orthogonal import MuonState
-from jaxgrad.optim.orthogonal import muon
-from jaxgrad.optim.orthogonal import newton_schulz
-from jaxgrad.optim.quasi_newton import Lbfgs
-from jaxgrad.optim.quasi_newton import LbfgsState
-from jaxgrad.optim.quasi_newton import lbfgs
+from jaxgrad.optim.adaptive import (
+    AdagradState,
+    AdamaxState,
+    AsgdState,
+    NadamState,
+    RadamState,
+    adagrad,
+    adamax,
+    asgd,
+    nadam,
+    radam,
+)
+from jaxgrad.optim.clipping import (
+    clip_grad_norm,
+    clip_grad_norm_transform,
+    clip_grad_value,
+    clip_grad_value_transform,
+    global_norm,
+)
+from jaxgrad.optim.elementwise import AdadeltaState, RpropState, adadelta, rprop
+from jaxgrad.optim.factored import AdafactorState, adafactor
+from jaxgrad.optim.freezing import count_trainable, freeze, freeze_untrained, frozen_mask
+from jaxgrad.optim.groups import group_order, param_groups
 from jaxgrad.optim.names import dotted_names
-from jaxgrad.optim.optimizers import AdamState
-from jaxgrad.optim.optimizers import RmspropState
-from jaxgrad.optim.optimizers import SgdMomentumState
-from jaxgrad.optim.optimizers import adam
-from jaxgrad.optim.optimizers import adamw
-from jaxgrad.optim.optimizers import rmsprop
-from jaxgrad.optim.optimizers import scale_by_torch_adam
-from jaxgrad.optim.optimizers import scale_by_torch_momentum
-from jaxgrad.optim.optimizers import scale_by_torch_rmsprop
-from jaxgrad.optim.optimizers import sgd
-from jaxgrad.optim.state import torch_state_dict
-from jaxgrad.optim.state_dict import load_optimizer_state_dict
-from jaxgrad.optim.state_dict import optimizer_state_dict
-from jaxgrad.optim.state import torch_style_state
+from jaxgrad.optim.optimizers import (
+    AdamState,
+    RmspropState,
+    SgdMomentumState,
+    adam,
+    adamw,
+    rmsprop,
+    scale_by_torch_adam,
+    scale_by_torch_momentum,
+    scale_by_torch_rmsprop,
+    sgd,
+)
+from jaxgrad.optim.orthogonal import MuonState, muon, newton_schulz
+from jaxgrad.optim.quasi_newton import Lbfgs, LbfgsState, lbfgs
+from jaxgrad.optim.state import torch_state_dict, torch_style_state
+from jaxgrad.optim.state_dict import load_optimizer_state_dict, optimizer_state_dict
 from jaxgrad.optim.trajectory import optimizer_trajectory
 
 OPTIMIZERS = {

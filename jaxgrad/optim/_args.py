@@ -27,12 +27,16 @@ import numpy as np
 import optax
 
 
-def check_hyper(name: str, value, *, low: float = 0.0, high: float | None = None,
-                open_high: bool = False) -> float:
+def check_hyper(
+    name: str, value, *, low: float = 0.0, high: float | None = None, open_high: bool = False
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"`{name}` (={value!r}) must be a number.")
-    if math.isnan(value) or value < low or (
-            high is not None and (value >= high if open_high else value > high)):
+    if (
+        math.isnan(value)
+        or value < low
+        or (high is not None and (value >= high if open_high else value > high))
+    ):
         bound = "" if high is None else (f" and < {high}" if open_high else f" and <= {high}")
         raise ValueError(f"`{name}` (={value!r}) must be >= {low}{bound}.")
     return float(value)
@@ -47,8 +51,10 @@ def check_int(name: str, value, low: int = 1) -> int:
 def check_last_epoch(last_epoch) -> None:
     """Schedules take torch's ``last_epoch`` only as -1 (they resume from the count)."""
     if last_epoch != -1:
-        raise ValueError(f"`last_epoch` (={last_epoch!r}) must be -1: a jaxgrad schedule is a "
-                         "pure function of the step count; resume by passing the count.")
+        raise ValueError(
+            f"`last_epoch` (={last_epoch!r}) must be -1: a jaxgrad schedule is a "
+            "pure function of the step count; resume by passing the count."
+        )
 
 
 def float_count(count) -> jax.Array:
@@ -60,23 +66,27 @@ def int_count(count) -> jax.Array:
     """A step count as the default int dtype, for a user's function of the epoch: optax
     counts in int32, and ``1 / (epoch + 1)`` of an int32 is float32 even with x64."""
     count = jnp.asarray(count)
-    return count.astype(jnp.result_type(int)) if jnp.issubdtype(count.dtype, jnp.integer) \
-        else count
+    return count.astype(jnp.result_type(int)) if jnp.issubdtype(count.dtype, jnp.integer) else count
 
 
 def check_betas(betas) -> tuple:
     """``(beta1, beta2)``: Python floats in [0, 1); ``beta1`` may be a schedule."""
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise TypeError(f"`betas` (={betas!r}) must be a pair (beta1, beta2).")
-    if any(not isinstance(b, (int, float)) or isinstance(b, bool)
-           for b in betas[int(callable(betas[0])):]):
+    if any(
+        not isinstance(b, (int, float)) or isinstance(b, bool)
+        for b in betas[int(callable(betas[0])) :]
+    ):
         raise TypeError(
             f"`betas` (={betas!r}) must be two Python floats (beta1 may be a schedule, "
             "e.g. OneCycleLR(...).momentum); tensor betas (torch computes with them in "
             "their own dtype) are not supported."
         )
-    b1 = betas[0] if callable(betas[0]) else check_hyper("betas[0]", betas[0], high=1.0,
-                                                         open_high=True)
+    b1 = (
+        betas[0]
+        if callable(betas[0])
+        else check_hyper("betas[0]", betas[0], high=1.0, open_high=True)
+    )
     b2 = check_hyper("betas[1]", betas[1], high=1.0, open_high=True)
     return b1, b2
 
@@ -86,8 +96,10 @@ def check_momentum(momentum):
     if callable(momentum):
         return momentum
     if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
-        raise TypeError(f"`momentum` (={momentum!r}) must be a number or a schedule "
-                        "count -> momentum (e.g. OneCycleLR(...).momentum).")
+        raise TypeError(
+            f"`momentum` (={momentum!r}) must be a number or a schedule "
+            "count -> momentum (e.g. OneCycleLR(...).momentum)."
+        )
     return check_hyper("momentum", momentum)
 
 
@@ -104,8 +116,10 @@ def check_lr(lr):
     lr = _as_array(lr)
     if hasattr(lr, "shape") and hasattr(lr, "dtype"):
         if int(np.prod(lr.shape)) != 1:
-            raise ValueError(f"`lr` must be a float or a one-element array, got shape "
-                             f"{tuple(lr.shape)} (torch: 'Tensor lr must be 1-element').")
+            raise ValueError(
+                f"`lr` must be a float or a one-element array, got shape "
+                f"{tuple(lr.shape)} (torch: 'Tensor lr must be 1-element')."
+            )
         if not jnp.issubdtype(lr.dtype, jnp.floating):
             raise TypeError(f"`lr` array dtype {lr.dtype} must be floating.")
         lr = jnp.asarray(lr).reshape(())
@@ -119,13 +133,16 @@ def check_lr(lr):
     return check_hyper("lr", lr)
 
 
-def check_flags(*, foreach=None, fused=None, differentiable=False, capturable=False,
-                lr=None) -> None:
+def check_flags(
+    *, foreach=None, fused=None, differentiable=False, capturable=False, lr=None
+) -> None:
     """Accept torch's implementation flags where they cannot change the result."""
-    for name, value, allowed in (("foreach", foreach, (None, False, True)),
-                                 ("fused", fused, (None, False, True)),
-                                 ("differentiable", differentiable, (False, True)),
-                                 ("capturable", capturable, (False, True))):
+    for name, value, allowed in (
+        ("foreach", foreach, (None, False, True)),
+        ("fused", fused, (None, False, True)),
+        ("differentiable", differentiable, (False, True)),
+        ("capturable", capturable, (False, True)),
+    ):
         if not any(value is a for a in allowed):
             raise TypeError(f"`{name}` (={value!r}) must be one of {allowed}.")
     if fused:
@@ -154,7 +171,8 @@ def refuse_differentiable(optimizer: str, differentiable) -> None:
             f"{optimizer}: `differentiable=True` is not supported: torch then computes the "
             "bias corrections on its float32 `step` tensor (its capturable path), 7e-9 "
             "relative from the single-tensor rule jaxgrad reproduces; every jaxgrad update "
-            "is differentiable already, pass differentiable=False.")
+            "is differentiable already, pass differentiable=False."
+        )
 
 
 def value_at(value, count):

@@ -29,15 +29,24 @@ arguments every factory shares, as users see them: ``jaxgrad.optim``'s docstring
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxgrad.optim._args import (check_betas, check_flags, check_hyper, check_lr,
-                                 check_momentum, like_lr, maximize_transform,
-                                 refuse_differentiable, value_at)
+from jaxgrad.optim._args import (
+    check_betas,
+    check_flags,
+    check_hyper,
+    check_lr,
+    check_momentum,
+    like_lr,
+    maximize_transform,
+    refuse_differentiable,
+    value_at,
+)
 from jaxgrad.optim.cycling import check_momentum_follows
 
 # ----------------------------------------------------------------------- arguments
@@ -52,8 +61,9 @@ def check_lr_and_flags(lr, *, lr_with_foreach: bool = True, **flags):
     return lr
 
 
-def check_adam_family(optimizer: str, lr, betas, eps, weight_decay, *,
-                      differentiable_refused: bool = False, **flags) -> tuple:
+def check_adam_family(
+    optimizer: str, lr, betas, eps, weight_decay, *, differentiable_refused: bool = False, **flags
+) -> tuple:
     """The Adam family's shared arguments, checked: ``(lr, beta1, beta2, eps,
     weight_decay)``, ``beta1`` the momentum a cycling ``lr`` drives;
     ``differentiable_refused`` where ``differentiable=True`` takes torch's capturable
@@ -77,9 +87,11 @@ def refuse_complex(name: str, params) -> None:
     """torch's "<Optimizer> does not support complex parameters", naming the leaf."""
     for path, leaf in jax.tree_util.tree_leaves_with_path(params):
         if jnp.issubdtype(jnp.result_type(leaf), jnp.complexfloating):
-            raise ValueError(f"`params` {jax.tree_util.keystr(path)} is complex "
-                             f"({jnp.result_type(leaf)}): {name} does not support complex "
-                             "parameters (as torch).")
+            raise ValueError(
+                f"`params` {jax.tree_util.keystr(path)} is complex "
+                f"({jnp.result_type(leaf)}): {name} does not support complex "
+                "parameters (as torch)."
+            )
 
 
 # ------------------------------------------------------------ chain and weight decay
@@ -142,9 +154,15 @@ def zeros(params):
     return jax.tree.map(jnp.zeros_like, params)
 
 
-def torch_rule(state_type, rule: Callable, *, lr=None, needs_params: str | None = None,
-               check_params: Callable | None = None,
-               **initial) -> optax.GradientTransformation:
+def torch_rule(
+    state_type,
+    rule: Callable,
+    *,
+    lr=None,
+    needs_params: str | None = None,
+    check_params: Callable | None = None,
+    **initial,
+) -> optax.GradientTransformation:
     """A torch update rule as an optax transformation that creates and counts its state.
 
     Args:
@@ -166,19 +184,29 @@ def torch_rule(state_type, rule: Callable, *, lr=None, needs_params: str | None 
     def init_fn(params):
         if check_params is not None:
             check_params(params)
-        fields = {name: zeros(params) for name in state_type._fields
-                  if name != "step" and name not in initial}
-        fields.update({name: None if make is None else make(params)
-                       for name, make in initial.items()})
+        fields = {
+            name: zeros(params)
+            for name in state_type._fields
+            if name != "step" and name not in initial
+        }
+        fields.update(
+            {name: None if make is None else make(params) for name, make in initial.items()}
+        )
         return state_type(step=jnp.zeros((), jnp.int32), **fields)
 
     def update_fn(updates, state, params=None):
         if needs_params is not None and params is None:
-            raise ValueError(f"{needs_params}'s update needs `params` (got None): call "
-                             "`optimizer.update(grads, state, params)`.")
+            raise ValueError(
+                f"{needs_params}'s update needs `params` (got None): call "
+                "`optimizer.update(grads, state, params)`."
+            )
         number = optax.safe_int32_increment(state.step)
-        step = Step(count=state.step, number=number, t=number.astype(jnp.result_type(float)),
-                    lr=value_at(lr, state.step))
+        step = Step(
+            count=state.step,
+            number=number,
+            t=number.astype(jnp.result_type(float)),
+            lr=value_at(lr, state.step),
+        )
         new, fields = rule(updates, state, params, step)
         return new, state_type(step=number, **fields)
 

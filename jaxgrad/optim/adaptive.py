@@ -22,9 +22,18 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import check_hyper, like_lr, value_at
-from jaxgrad.optim._family import (check_adam_family, check_lr_and_flags, decay_params, lerp,
-                                   one_minus_power, scalar_like, split_weight_decay,
-                                   square_average, torch_chain, torch_rule)
+from jaxgrad.optim._family import (
+    check_adam_family,
+    check_lr_and_flags,
+    decay_params,
+    lerp,
+    one_minus_power,
+    scalar_like,
+    split_weight_decay,
+    square_average,
+    torch_chain,
+    torch_rule,
+)
 from jaxgrad.optim.cycling import check_momentum_follows
 from jaxgrad.optim.state import register_state
 
@@ -47,10 +56,18 @@ class AdagradState(NamedTuple):
     sum: Any
 
 
-def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
-            initial_accumulator_value: float = 0.0, eps: float = 1e-10, foreach=None, *,
-            maximize: bool = False, differentiable: bool = False,
-            fused=None) -> optax.GradientTransformation:
+def adagrad(
+    lr=1e-2,
+    lr_decay: float = 0.0,
+    weight_decay: float = 0.0,
+    initial_accumulator_value: float = 0.0,
+    eps: float = 1e-10,
+    foreach=None,
+    *,
+    maximize: bool = False,
+    differentiable: bool = False,
+    fused=None,
+) -> optax.GradientTransformation:
     """``torch.optim.Adagrad``: ``sum += g²``, ``p -= clr · g / (sqrt(sum) + eps)``.
 
     ``lr``, ``eps``, ``weight_decay`` (L2), ``maximize`` and the flags are every
@@ -75,12 +92,21 @@ def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
         sums = jax.tree.map(lambda s, g: s + g * g, state.sum, updates)
         new = jax.tree.map(
             lambda g, s: scalar_like(-clr, g) * (g / (jnp.sqrt(s) + scalar_like(eps, s))),
-            updates, sums)
+            updates,
+            sums,
+        )
         return new, {"sum": sums}
 
-    return torch_chain(maximize, weight_decay, torch_rule(
-        AdagradState, rule, lr=lr,
-        sum=lambda params: jax.tree.map(lambda p: jnp.full_like(p, initial), params)))
+    return torch_chain(
+        maximize,
+        weight_decay,
+        torch_rule(
+            AdagradState,
+            rule,
+            lr=lr,
+            sum=lambda params: jax.tree.map(lambda p: jnp.full_like(p, initial), params),
+        ),
+    )
 
 
 # -------------------------------------------------------------------------- Adamax
@@ -96,9 +122,17 @@ class AdamaxState(NamedTuple):
     exp_inf: Any
 
 
-def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-           foreach=None, *, maximize: bool = False, differentiable: bool = False,
-           capturable: bool = False) -> optax.GradientTransformation:
+def adamax(
+    lr=2e-3,
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    foreach=None,
+    *,
+    maximize: bool = False,
+    differentiable: bool = False,
+    capturable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.Adamax``: ``p -= lr / (1 − beta1^t) · exp_avg / exp_inf``.
 
     ``lr``, ``betas``, ``eps`` (added to ``|g|``), ``weight_decay`` (L2), ``maximize`` and
@@ -108,15 +142,24 @@ def adamax(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float =
       The transformation; its state holds ``AdamaxState``.
     """
     lr, b1, b2, eps, weight_decay = check_adam_family(
-        "adamax", lr, betas, eps, weight_decay, foreach=foreach,
-        differentiable=differentiable, capturable=capturable)
+        "adamax",
+        lr,
+        betas,
+        eps,
+        weight_decay,
+        foreach=foreach,
+        differentiable=differentiable,
+        capturable=capturable,
+    )
 
     def rule(updates, state, params, step):
         b1_t = step.at(b1)
         exp_avg = jax.tree.map(lambda m, g: lerp(m, g, 1 - b1_t), state.exp_avg, updates)
         exp_inf = jax.tree.map(
             lambda u, g: jnp.maximum(u * scalar_like(b2, u), jnp.abs(g) + scalar_like(eps, g)),
-            state.exp_inf, updates)
+            state.exp_inf,
+            updates,
+        )
         clr = step.lr / like_lr(step.lr, one_minus_power(b1_t, step.t))
         new = jax.tree.map(lambda m, u: scalar_like(-clr, m) * (m / u), exp_avg, exp_inf)
         return new, {"exp_avg": exp_avg, "exp_inf": exp_inf}
@@ -139,10 +182,19 @@ class NadamState(NamedTuple):
     mu_product: Any
 
 
-def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-          momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
-          foreach=None, maximize: bool = False, capturable: bool = False,
-          differentiable: bool = False) -> optax.GradientTransformation:
+def nadam(
+    lr=2e-3,
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum_decay: float = 4e-3,
+    decoupled_weight_decay: bool = False,
+    *,
+    foreach=None,
+    maximize: bool = False,
+    capturable: bool = False,
+    differentiable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.NAdam`` (Nesterov Adam with torch's ``momentum_decay`` schedule).
 
     ``lr``, ``betas``, ``eps``, ``weight_decay`` (L2 unless ``decoupled_weight_decay``),
@@ -158,8 +210,16 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
       The transformation; its state holds ``NadamState``.
     """
     lr, b1, b2, eps, weight_decay = check_adam_family(
-        "nadam", lr, betas, eps, weight_decay, differentiable_refused=True, foreach=foreach,
-        differentiable=differentiable, capturable=capturable)
+        "nadam",
+        lr,
+        betas,
+        eps,
+        weight_decay,
+        differentiable_refused=True,
+        foreach=foreach,
+        differentiable=differentiable,
+        capturable=capturable,
+    )
     momentum_decay = check_hyper("momentum_decay", momentum_decay)
     coupled, decoupled = split_weight_decay(weight_decay, decoupled_weight_decay)
 
@@ -171,8 +231,7 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
         # torch: mu_product *= mu on a float32 scalar tensor, so in float32
         mu_product = jax.tree.map(lambda q: q * mu.astype(q.dtype), state.mu_product)
         exp_avg = jax.tree.map(lambda m, g: lerp(m, g, 1 - b1_t), state.exp_avg, updates)
-        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq,
-                                  updates)
+        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq, updates)
 
         def step_of(g, m, v, q):
             denom = jnp.sqrt(v / scalar_like(bias_correction2, v)) + scalar_like(eps, v)
@@ -180,17 +239,24 @@ def nadam(lr=2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
             q_next = q * mu_next
             grad_coef = -lr_t * like_lr(lr_t, 1.0 - mu) / like_lr(lr_t, 1.0 - q)
             avg_coef = (-lr_t * like_lr(lr_t, mu_next)) / like_lr(lr_t, 1.0 - q_next)
-            return (scalar_like(grad_coef, g) * (g / denom)
-                    + scalar_like(avg_coef, m) * (m / denom))
+            return scalar_like(grad_coef, g) * (g / denom) + scalar_like(avg_coef, m) * (m / denom)
 
         new = jax.tree.map(step_of, updates, exp_avg, exp_avg_sq, mu_product)
         if decoupled:
             new = decay_params(new, params, lr_t, decoupled)
         return new, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq, "mu_product": mu_product}
 
-    return torch_chain(maximize, coupled, torch_rule(
-        NadamState, rule, lr=lr, needs_params="nadam" if decoupled else None,
-        mu_product=lambda params: _scalars(1.0, params)))
+    return torch_chain(
+        maximize,
+        coupled,
+        torch_rule(
+            NadamState,
+            rule,
+            lr=lr,
+            needs_params="nadam" if decoupled else None,
+            mu_product=lambda params: _scalars(1.0, params),
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- RAdam
@@ -206,9 +272,18 @@ class RadamState(NamedTuple):
     exp_avg_sq: Any
 
 
-def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-          decoupled_weight_decay: bool = False, *, foreach=None, maximize: bool = False,
-          capturable: bool = False, differentiable: bool = False) -> optax.GradientTransformation:
+def radam(
+    lr=1e-3,
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    decoupled_weight_decay: bool = False,
+    *,
+    foreach=None,
+    maximize: bool = False,
+    capturable: bool = False,
+    differentiable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.RAdam``: Adam with the variance rectification once ``rho_t > 5``.
 
     ``lr``, ``betas``, ``eps``, ``weight_decay`` (L2 unless ``decoupled_weight_decay``),
@@ -222,29 +297,37 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
       The transformation; its state holds ``RadamState``.
     """
     lr, b1, b2, eps, weight_decay = check_adam_family(
-        "radam", lr, betas, eps, weight_decay, foreach=foreach,
-        differentiable=differentiable, capturable=capturable)
+        "radam",
+        lr,
+        betas,
+        eps,
+        weight_decay,
+        foreach=foreach,
+        differentiable=differentiable,
+        capturable=capturable,
+    )
     coupled, decoupled = split_weight_decay(weight_decay, decoupled_weight_decay)
     rho_inf = 2 / (1 - b2) - 1
 
     def rule(updates, state, params, step):
         lr_t, b1_t, t = step.lr, step.at(b1), step.t
         exp_avg = jax.tree.map(lambda m, g: lerp(m, g, 1 - b1_t), state.exp_avg, updates)
-        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq,
-                                  updates)
+        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq, updates)
         bias_correction1 = one_minus_power(b1_t, t)
         bias_correction2 = one_minus_power(b2, t)
-        rho_t = rho_inf - 2 * t * (b2 ** t) / bias_correction2
+        rho_t = rho_inf - 2 * t * (b2**t) / bias_correction2
         rectified = rho_t > 5.0
         safe_rho = jnp.where(rectified, rho_t, rho_inf)  # no NaN in the unused branch
-        rect = jnp.sqrt((safe_rho - 4) * (safe_rho - 2) * rho_inf
-                        / ((rho_inf - 4) * (rho_inf - 2) * safe_rho))
+        rect = jnp.sqrt(
+            (safe_rho - 4) * (safe_rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe_rho)
+        )
 
         def step_of(m, v):
             corrected = m / scalar_like(bias_correction1, m)
             plain = corrected * scalar_like(lr_t, m)
-            adaptive = (scalar_like(jnp.sqrt(bias_correction2), v)
-                        / (jnp.sqrt(v) + scalar_like(eps, v)))
+            adaptive = scalar_like(jnp.sqrt(bias_correction2), v) / (
+                jnp.sqrt(v) + scalar_like(eps, v)
+            )
             return -jnp.where(rectified, plain * adaptive * scalar_like(rect, m), plain)
 
         new = jax.tree.map(step_of, exp_avg, exp_avg_sq)
@@ -252,8 +335,11 @@ def radam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
             new = decay_params(new, params, lr_t, decoupled)
         return new, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
-    return torch_chain(maximize, coupled, torch_rule(
-        RadamState, rule, lr=lr, needs_params="radam" if decoupled else None))
+    return torch_chain(
+        maximize,
+        coupled,
+        torch_rule(RadamState, rule, lr=lr, needs_params="radam" if decoupled else None),
+    )
 
 
 # ---------------------------------------------------------------------------- ASGD
@@ -271,9 +357,17 @@ class AsgdState(NamedTuple):
     ax: Any
 
 
-def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
-         weight_decay: float = 0.0, foreach=None, maximize: bool = False,
-         differentiable: bool = False, capturable: bool = False) -> optax.GradientTransformation:
+def asgd(
+    lr=1e-2,
+    lambd: float = 1e-4,
+    alpha: float = 0.75,
+    t0: float = 1e6,
+    weight_decay: float = 0.0,
+    foreach=None,
+    maximize: bool = False,
+    differentiable: bool = False,
+    capturable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.ASGD``: ``p ← p·(1 − lambd·eta) − eta·g``, ``ax`` the running average.
 
     ``eta`` and ``mu`` are float32 scalars as torch keeps them (its default scalar
@@ -291,15 +385,17 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
     Returns:
       The transformation; its state holds ``AsgdState``; its update needs ``params``.
     """
-    lr = check_lr_and_flags(lr, foreach=foreach, differentiable=differentiable,
-                            capturable=capturable)
+    lr = check_lr_and_flags(
+        lr, foreach=foreach, differentiable=differentiable, capturable=capturable
+    )
     if foreach:
         raise ValueError(
             "asgd: `foreach=True` is not supported: torch's foreach ASGD is another "
             "computation (eta in float32 arithmetic, lr / (1 + lambd·lr·step)^alpha on the "
             "float32 step; p -= eta·(g + lambd·p); ax always lerped), 1e-9 relative from its "
             "single-tensor rule after 3 steps, which is the one jaxgrad reproduces; pass "
-            "foreach=None or False (torch's default on CPU).")
+            "foreach=None or False (torch's default on CPU)."
+        )
     check_momentum_follows(lr, None, None, "asgd")
     if hasattr(lr, "shape"):
         raise TypeError("asgd: `lr` must be a float or a schedule; an array `lr` is not supported.")
@@ -319,13 +415,24 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
         new_params = jax.tree.map(new_param, params, updates, state.eta)
         ax = jax.tree.map(
             lambda a, p, mu: jnp.where(mu != 1, a + (p - a) * mu.astype(p.dtype), p),
-            state.ax, new_params, state.mu)
-        eta = (lr_t / ((1 + lambd * lr_t * t) ** alpha))
+            state.ax,
+            new_params,
+            state.mu,
+        )
+        eta = lr_t / ((1 + lambd * lr_t * t) ** alpha)
         mu = 1 / jnp.maximum(1.0, t - t0)
         new = jax.tree.map(lambda n, p: n - p, new_params, params)
         return new, {"ax": ax, "eta": _scalars(eta, params), "mu": _scalars(mu, params)}
 
-    return torch_chain(maximize, weight_decay, torch_rule(
-        AsgdState, rule, lr=lr, needs_params="asgd",
-        eta=lambda params: _scalars(value_at(lr, jnp.zeros((), jnp.int32)), params),
-        mu=lambda params: _scalars(1.0, params)))
+    return torch_chain(
+        maximize,
+        weight_decay,
+        torch_rule(
+            AsgdState,
+            rule,
+            lr=lr,
+            needs_params="asgd",
+            eta=lambda params: _scalars(value_at(lr, jnp.zeros((), jnp.int32)), params),
+            mu=lambda params: _scalars(1.0, params),
+        ),
+    )

@@ -37,7 +37,7 @@ MultiplicativeLR (which multiplies the lr the previous scheduler left).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -97,11 +97,19 @@ class Schedule:
         return self.move(group_lr, t)
 
 
-def scaling(name: str, lr: float, factor: Callable, ratio: Callable,
-            restarted: Callable | None = None) -> Schedule:
+def scaling(
+    name: str, lr: float, factor: Callable, ratio: Callable, restarted: Callable | None = None
+) -> Schedule:
     """The ``Schedule`` of a scheduler that multiplies the group's lr (``lr · factor``)."""
-    return Schedule(lambda count: lr * factor(count), name, lr, "scales", ratio=ratio,
-                    factor=factor, restarted=restarted)
+    return Schedule(
+        lambda count: lr * factor(count),
+        name,
+        lr,
+        "scales",
+        ratio=ratio,
+        factor=factor,
+        restarted=restarted,
+    )
 
 
 def _links(schedulers, composer: str) -> list[Schedule]:
@@ -111,36 +119,42 @@ def _links(schedulers, composer: str) -> list[Schedule]:
         raise ValueError(
             f"`schedulers` (={schedulers!r}) must be a non-empty list of schedules (torch: "
             f"'{composer} expects at least one scheduler to be chained, but got no "
-            "scheduler.').")
+            "scheduler.')."
+        )
     links = []
     for index, schedule in enumerate(schedulers):
         if isinstance(schedule, ReduceLROnPlateau):
             raise ValueError(
                 f"`schedulers[{index}]` is a ReduceLROnPlateau, which {composer} does not "
                 "support (torch: it requires additional kwargs to be specified when calling "
-                "`step`).")
+                "`step`)."
+            )
         if not isinstance(schedule, Schedule):
             raise TypeError(
                 f"`schedulers[{index}]` (={schedule!r}) must be a jaxgrad scheduler "
                 f"(schedulers.StepLR(...), ...): {composer} composes how each moves torch's "
-                "lr at every step, which a plain count -> lr function does not say.")
+                "lr at every step, which a plain count -> lr function does not say."
+            )
         if getattr(schedule, "momentum", None) is not None:
             raise ValueError(
                 f"`schedulers[{index}]` ({schedule.name}) cycles momentum "
                 f"(cycle_momentum=True), which {composer} cannot hand on to the optimizer; "
-                "build it with cycle_momentum=False (in torch too).")
+                "build it with cycle_momentum=False (in torch too)."
+            )
         if schedule.name == "SequentialLR":
             raise ValueError(
                 f"`schedulers[{index}]` is a SequentialLR, which {composer} does not "
                 "support: torch steps it with the others, and it restarts its schedulers "
-                "from their closed forms at its milestones, undoing the others' steps.")
+                "from their closed forms at its milestones, undoing the others' steps."
+            )
         links.extend(schedule.parts if schedule.kind == "composite" else [schedule])
     seen = {}
     for index, link in enumerate(links):
         if id(link) in seen:
             raise ValueError(
                 f"`schedulers` holds one {link.name} twice (positions {seen[id(link)]} and "
-                f"{index}, nested chains flattened): torch would step it twice per step.")
+                f"{index}, nested chains flattened): torch would step it twice per step."
+            )
         seen[id(link)] = index
     return links
 
@@ -154,7 +168,8 @@ def _base_lr(links: list[Schedule]) -> float | None:
                 f"The chained schedules must start from one optimizer lr, as torch's "
                 f"schedulers step one optimizer: {bases[0][1].name} has "
                 f"lr={bases[0][1].base_lr!r}, "
-                f"{link.name} (position {index}) has lr={link.base_lr!r}.")
+                f"{link.name} (position {index}) has lr={link.base_lr!r}."
+            )
     for index, link in enumerate(links):
         own = next((earlier for earlier in links[:index] if earlier.base_lr is None), None)
         if own is not None and link.base_lr is not None and link.kind != "scales":
@@ -162,7 +177,8 @@ def _base_lr(links: list[Schedule]) -> float | None:
                 f"{link.name} (position {index}) reads the optimizer's `initial_lr`, which "
                 f"torch's {own.name} before it in the chain replaces when it is built first "
                 "(its lr then depends on the order the schedulers were built); not "
-                "supported.")
+                "supported."
+            )
     return bases[0][1].base_lr if bases else None
 
 
@@ -175,14 +191,16 @@ def _as_built_after_others(links: list[Schedule]) -> list[Schedule]:
     for previous, link in zip(links, links[1:]):
         entries = getattr(previous, "group_entries", {})
         if initial_lr is None:  # the first scheduler built sets it (setdefault)
-            initial_lr = previous.base_lr if previous.base_lr is not None else \
-                entries["initial_lr"]
+            initial_lr = previous.base_lr if previous.base_lr is not None else entries["initial_lr"]
         elif previous.name == "OneCycleLR":  # which overwrites it
             initial_lr = entries["initial_lr"]
         if link.name == "CyclicLR":
             link = dataclasses.replace(
-                link, lr=lambda count, lr=link.lr, initial_lr=initial_lr: jnp.where(
-                    jnp.asarray(count) == 0, initial_lr, lr(count)))
+                link,
+                lr=lambda count, lr=link.lr, initial_lr=initial_lr: jnp.where(
+                    jnp.asarray(count) == 0, initial_lr, lr(count)
+                ),
+            )
         out.append(link)
     return out
 
@@ -198,7 +216,8 @@ def ChainedScheduler(schedulers: Sequence[Schedule], optimizer=None) -> Schedule
         raise ValueError(
             f"`optimizer` (={optimizer!r}) must be None: torch only checks that every "
             "scheduler steps it, and a jaxgrad schedule belongs to no optimizer; give the "
-            "chained schedule to the optimizer as `lr`.")
+            "chained schedule to the optimizer as `lr`."
+        )
     parts = _links(schedulers, "ChainedScheduler")
     base = _base_lr(parts)
     links = _as_built_after_others(parts)
@@ -206,18 +225,21 @@ def ChainedScheduler(schedulers: Sequence[Schedule], optimizer=None) -> Schedule
     if len(links) == 1:
         lr = links[0].lr
     elif last is None:
+
         def lr(count):
             value = base
             for link in links:
                 value = value * link.factor(count)
             return value
     elif links[last].kind == "sets":
+
         def lr(count):
             value = links[last](count)
-            for link in links[last + 1:]:
+            for link in links[last + 1 :]:
                 value = value * link.ratio(jnp.asarray(count))
             return value
     else:
+
         def lr(count):
             if jnp.ndim(count) != 0:  # several counts: one replay each
                 return jax.vmap(lr)(jnp.asarray(count))
@@ -226,13 +248,16 @@ def ChainedScheduler(schedulers: Sequence[Schedule], optimizer=None) -> Schedule
                 for link in links:
                     group_lr = link.torch_step(group_lr, t)
                 return group_lr
+
             start = jnp.asarray(base, jnp.result_type(float))
             return jax.lax.fori_loop(0, jnp.asarray(count) + 1, one_step, start)
+
     return Schedule(lr, "ChainedScheduler", base, "composite", parts=tuple(parts))
 
 
-def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int],
-                 last_epoch: int = -1) -> Schedule:
+def SequentialLR(
+    schedulers: Sequence[Callable], milestones: Sequence[int], last_epoch: int = -1
+) -> Schedule:
     """``schedulers[i]`` restarted at ``milestones[i − 1]`` (module docstring): the
     schedule itself from 0, as ``optax.join_schedules``, unless it says otherwise."""
     if not isinstance(schedulers, (list, tuple)) or not all(callable(s) for s in schedulers):
@@ -240,7 +265,8 @@ def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int],
     if not isinstance(milestones, (list, tuple)) or len(milestones) != len(schedulers) - 1:
         raise ValueError(
             f"`milestones` (={milestones!r}) must have one entry fewer than `schedulers` "
-            f"({len(schedulers)}), as torch requires.")
+            f"({len(schedulers)}), as torch requires."
+        )
     if list(milestones) != sorted(milestones):
         raise ValueError(f"`milestones` (={milestones!r}) must be increasing.")
     cycling = [i for i, s in enumerate(schedulers) if getattr(s, "momentum", None) is not None]
@@ -248,13 +274,15 @@ def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int],
         raise ValueError(
             f"`schedulers[{cycling[0]}]` cycles momentum (cycle_momentum=True), which "
             "SequentialLR cannot hand on to the optimizer; build it with "
-            "cycle_momentum=False (in torch too).")
+            "cycle_momentum=False (in torch too)."
+        )
     nested = [i for i, s in enumerate(schedulers) if getattr(s, "kind", None) == "composite"]
     if nested:
         raise ValueError(
             f"`schedulers[{nested[0]}]` is a {schedulers[nested[0]].name}, which SequentialLR "
             "does not support (torch raises NotImplementedError when it restarts one at a "
-            "milestone).")
+            "milestone)."
+        )
     check_last_epoch(last_epoch)
     schedulers, milestones = list(schedulers), list(milestones)
 
@@ -267,10 +295,14 @@ def SequentialLR(schedulers: Sequence[Callable], milestones: Sequence[int],
             if restarted is None or milestone == 0:  # at 0 torch builds it as if alone
                 later = child(count - milestone)
             else:
-                later = restarted(count - milestone,
-                                  value(jnp.asarray(milestone - 1), index))
+                later = restarted(count - milestone, value(jnp.asarray(milestone - 1), index))
             out = jnp.where(count < milestone, out, later)
         return out
 
-    return Schedule(lambda count: value(jnp.asarray(count), len(schedulers)), "SequentialLR",
-                    None, "composite", parts=tuple(schedulers))
+    return Schedule(
+        lambda count: value(jnp.asarray(count), len(schedulers)),
+        "SequentialLR",
+        None,
+        "composite",
+        parts=tuple(schedulers),
+    )

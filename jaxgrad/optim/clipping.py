@@ -113,7 +113,9 @@ def clip_grad_value(grads, clip_value: float):
     return jax.tree.map(lambda g: jnp.clip(g, -clip_value, clip_value), grads)
 
 
-def clip_grad_norm_transform(max_norm: float, norm_type: float = 2.0) -> optax.GradientTransformation:
+def clip_grad_norm_transform(
+    max_norm: float, norm_type: float = 2.0
+) -> optax.GradientTransformation:
     """``clip_grad_norm`` as a stateless optax transformation (chain it before the
     optimizer); its arguments are refused as ``clip_grad_norm`` refuses them, when it is
     built.
@@ -124,8 +126,7 @@ def clip_grad_norm_transform(max_norm: float, norm_type: float = 2.0) -> optax.G
     """
     _check_number("max_norm", max_norm)
     _check_number("norm_type", norm_type, positive=True)
-    return optax.stateless(lambda updates, params: clip_grad_norm(updates, max_norm,
-                                                                  norm_type)[0])
+    return optax.stateless(lambda updates, params: clip_grad_norm(updates, max_norm, norm_type)[0])
 
 
 def clip_grad_value_transform(clip_value: float) -> optax.GradientTransformation:

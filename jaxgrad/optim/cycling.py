@@ -36,12 +36,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax.numpy as jnp
 
-from jaxgrad.optim._args import (check_hyper, check_int, check_last_epoch, float_count,
-                                 int_count)
+from jaxgrad.optim._args import check_hyper, check_int, check_last_epoch, float_count, int_count
 from jaxgrad.optim.chaining import Schedule
 
 
@@ -81,14 +80,17 @@ def check_momentum_follows(lr, argument: str | None, given, optimizer: str) -> N
         raise ValueError(
             f"{optimizer}: `lr` is a schedule with cycle_momentum=True, but {optimizer} has "
             "no momentum or betas (torch: 'optimizer must support momentum or beta1 with "
-            "`cycle_momentum` option enabled'); pass cycle_momentum=False.")
-    example = "betas=(sched.momentum, 0.999)" if argument == "betas[0]" else \
-        "momentum=sched.momentum"
+            "`cycle_momentum` option enabled'); pass cycle_momentum=False."
+        )
+    example = (
+        "betas=(sched.momentum, 0.999)" if argument == "betas[0]" else "momentum=sched.momentum"
+    )
     raise ValueError(
         f"{optimizer}: `lr` is a schedule with cycle_momentum=True, so torch also sets the "
         f"optimizer's `{argument}` every step (to max_momentum="
         f"{lr.group_entries['max_momentum']} first); `{argument}` (={given!r}) would "
-        f"silently differ. Pass `{example}`, or cycle_momentum=False to both frameworks.")
+        f"silently differ. Pass `{example}`, or cycle_momentum=False to both frameworks."
+    )
 
 
 def with_cycled_momentum(factory: Callable, kwargs: dict) -> dict:
@@ -126,15 +128,25 @@ def _phase_schedule(phases, total_steps: int, anneal: Callable) -> Callable:
             inside = (t <= end_step) | (index == len(phases) - 1)
             value = jnp.where(inside, annealed, value)
         return jnp.where(t > total_steps, jnp.nan, value)
+
     return schedule
 
 
-def OneCycleLR(max_lr: float, total_steps: int | None = None, epochs: int | None = None,
-               steps_per_epoch: int | None = None, pct_start: float = 0.3,
-               anneal_strategy: str = "cos", cycle_momentum: bool = True,
-               base_momentum: float = 0.85, max_momentum: float = 0.95,
-               div_factor: float = 25.0, final_div_factor: float = 1e4,
-               three_phase: bool = False, last_epoch: int = -1) -> CyclingSchedule:
+def OneCycleLR(
+    max_lr: float,
+    total_steps: int | None = None,
+    epochs: int | None = None,
+    steps_per_epoch: int | None = None,
+    pct_start: float = 0.3,
+    anneal_strategy: str = "cos",
+    cycle_momentum: bool = True,
+    base_momentum: float = 0.85,
+    max_momentum: float = 0.95,
+    div_factor: float = 25.0,
+    final_div_factor: float = 1e4,
+    three_phase: bool = False,
+    last_epoch: int = -1,
+) -> CyclingSchedule:
     """The 1cycle policy: ``max_lr/div_factor`` up to ``max_lr`` and down to
     ``initial/final_div_factor`` (three phases with ``three_phase``), the momentum
     from ``max_momentum`` down to ``base_momentum`` and back (see the module docstring).
@@ -145,14 +157,15 @@ def OneCycleLR(max_lr: float, total_steps: int | None = None, epochs: int | None
     max_lr = check_hyper("max_lr", max_lr)
     if total_steps is None:
         if epochs is None or steps_per_epoch is None:
-            raise ValueError("`total_steps`, or both `epochs` and `steps_per_epoch`, must "
-                             "be given.")
-        total_steps = check_int("epochs", epochs) * check_int("steps_per_epoch",
-                                                                 steps_per_epoch)
+            raise ValueError(
+                "`total_steps`, or both `epochs` and `steps_per_epoch`, must be given."
+            )
+        total_steps = check_int("epochs", epochs) * check_int("steps_per_epoch", steps_per_epoch)
     check_int("total_steps", total_steps)
     if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
-        raise ValueError(f"`pct_start` (={pct_start!r}) must be a float in [0, 1] "
-                         "(torch refuses an int).")
+        raise ValueError(
+            f"`pct_start` (={pct_start!r}) must be a float in [0, 1] (torch refuses an int)."
+        )
     if anneal_strategy not in ("cos", "linear"):
         raise ValueError(f"`anneal_strategy` (={anneal_strategy!r}) must be 'cos' or 'linear'.")
     check_last_epoch(last_epoch)
@@ -160,8 +173,11 @@ def OneCycleLR(max_lr: float, total_steps: int | None = None, epochs: int | None
     final_div_factor = check_hyper("final_div_factor", final_div_factor)
     initial = max_lr / div_factor
     minimum = initial / final_div_factor
-    ends = [float(pct_start * total_steps) - 1, float(2 * pct_start * total_steps) - 2,
-            total_steps - 1]
+    ends = [
+        float(pct_start * total_steps) - 1,
+        float(2 * pct_start * total_steps) - 2,
+        total_steps - 1,
+    ]
     if not three_phase:
         ends = [ends[0], ends[2]]
 
@@ -170,21 +186,30 @@ def OneCycleLR(max_lr: float, total_steps: int | None = None, epochs: int | None
             return end + (start - end) / 2.0 * (jnp.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
-    lrs = ([(initial, max_lr), (max_lr, initial), (initial, minimum)] if three_phase
-           else [(initial, max_lr), (max_lr, minimum)])
+    lrs = (
+        [(initial, max_lr), (max_lr, initial), (initial, minimum)]
+        if three_phase
+        else [(initial, max_lr), (max_lr, minimum)]
+    )
     entries = {"initial_lr": initial, "max_lr": max_lr, "min_lr": minimum}
     momentum = None
     if cycle_momentum:
         high = check_hyper("max_momentum", max_momentum, high=1.0, open_high=True)
         low = check_hyper("base_momentum", base_momentum, high=1.0, open_high=True)
-        momenta = ([(high, low), (low, high), (high, high)] if three_phase
-                   else [(high, low), (low, high)])
-        momentum = _phase_schedule([(e, *m) for e, m in zip(ends, momenta)], total_steps,
-                                   anneal)
+        momenta = (
+            [(high, low), (low, high), (high, high)] if three_phase else [(high, low), (low, high)]
+        )
+        momentum = _phase_schedule([(e, *m) for e, m in zip(ends, momenta)], total_steps, anneal)
         entries.update(max_momentum=high, base_momentum=low)
     lr = _phase_schedule([(e, *v) for e, v in zip(ends, lrs)], total_steps, anneal)
-    return CyclingSchedule(lr=lr, name="OneCycleLR", base_lr=None, kind="sets",
-                           momentum=momentum, group_entries=entries)
+    return CyclingSchedule(
+        lr=lr,
+        name="OneCycleLR",
+        base_lr=None,
+        kind="sets",
+        momentum=momentum,
+        group_entries=entries,
+    )
 
 
 _CYCLIC_MODES = {
@@ -195,11 +220,20 @@ _CYCLIC_MODES = {
 }
 
 
-def CyclicLR(base_lr: float, max_lr: float, step_size_up: int = 2000,
-             step_size_down: int | None = None, mode: str = "triangular", gamma: float = 1.0,
-             scale_fn: Callable | None = None, scale_mode: str = "cycle",
-             cycle_momentum: bool = True, base_momentum: float = 0.8,
-             max_momentum: float = 0.9, last_epoch: int = -1) -> CyclingSchedule:
+def CyclicLR(
+    base_lr: float,
+    max_lr: float,
+    step_size_up: int = 2000,
+    step_size_down: int | None = None,
+    mode: str = "triangular",
+    gamma: float = 1.0,
+    scale_fn: Callable | None = None,
+    scale_mode: str = "cycle",
+    cycle_momentum: bool = True,
+    base_momentum: float = 0.8,
+    max_momentum: float = 0.9,
+    last_epoch: int = -1,
+) -> CyclingSchedule:
     """The cyclical policy: up from ``base_lr`` towards ``max_lr`` in ``step_size_up``
     steps and down in ``step_size_down`` (default: the same), the amplitude scaled by
     ``scale_fn`` of the cycle number (from 1) or of the step (``scale_mode``); the
@@ -220,8 +254,10 @@ def CyclicLR(base_lr: float, max_lr: float, step_size_up: int = 2000,
     up = check_int("step_size_up", step_size_up)
     down = up if step_size_down is None else check_int("step_size_down", step_size_down, low=0)
     if scale_fn is None and mode not in _CYCLIC_MODES:
-        raise ValueError(f"`mode` (={mode!r}) must be one of {', '.join(_CYCLIC_MODES)} when "
-                         "`scale_fn` is None (torch: 'mode is invalid and scale_fn is None').")
+        raise ValueError(
+            f"`mode` (={mode!r}) must be one of {', '.join(_CYCLIC_MODES)} when "
+            "`scale_fn` is None (torch: 'mode is invalid and scale_fn is None')."
+        )
     gamma = check_hyper("gamma", gamma)
     if scale_fn is not None and not callable(scale_fn):
         raise TypeError(f"`scale_fn` (={scale_fn!r}) must be a function of the cycle or step.")
@@ -231,7 +267,7 @@ def CyclicLR(base_lr: float, max_lr: float, step_size_up: int = 2000,
     if scale_fn is None:  # torch's built-in modes fix their own scale_mode
         scale_fn, scale_mode = _CYCLIC_MODES[mode]
         if mode == "exp_range":
-            scale_fn = lambda x: gamma ** x  # noqa: E731
+            scale_fn = lambda x: gamma**x  # noqa: E731
     total = up + down
 
     def position(count):
@@ -243,8 +279,7 @@ def CyclicLR(base_lr: float, max_lr: float, step_size_up: int = 2000,
         if down == 0:
             scale = float_count(into) / up
         else:
-            scale = jnp.where(into <= up, float_count(into) / up,
-                              float_count(total - into) / down)
+            scale = jnp.where(into <= up, float_count(into) / up, float_count(total - into) / down)
         return scale, scale_fn(cycle if scale_mode == "cycle" else count)
 
     def lr(count):
@@ -262,5 +297,6 @@ def CyclicLR(base_lr: float, max_lr: float, step_size_up: int = 2000,
             return high - (high - low) * scale * amplitude
 
         entries.update(max_momentum=high, base_momentum=low)
-    return CyclingSchedule(lr=lr, name="CyclicLR", base_lr=None, kind="sets",
-                           momentum=momentum, group_entries=entries)
+    return CyclingSchedule(
+        lr=lr, name="CyclicLR", base_lr=None, kind="sets", momentum=momentum, group_entries=entries
+    )

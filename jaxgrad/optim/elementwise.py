@@ -25,11 +25,15 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import check_hyper, value_at
-from jaxgrad.optim._family import (check_lr_and_flags, scalar_like, square_average,
-                                   torch_chain, torch_rule)
+from jaxgrad.optim._family import (
+    check_lr_and_flags,
+    scalar_like,
+    square_average,
+    torch_chain,
+    torch_rule,
+)
 from jaxgrad.optim.cycling import check_momentum_follows
 from jaxgrad.optim.state import register_state
-
 
 # ------------------------------------------------------------------------- Adadelta
 
@@ -45,9 +49,17 @@ class AdadeltaState(NamedTuple):
     acc_delta: Any
 
 
-def adadelta(lr=1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
-             foreach=None, *, capturable: bool = False, maximize: bool = False,
-             differentiable: bool = False) -> optax.GradientTransformation:
+def adadelta(
+    lr=1.0,
+    rho: float = 0.9,
+    eps: float = 1e-6,
+    weight_decay: float = 0,
+    foreach=None,
+    *,
+    capturable: bool = False,
+    maximize: bool = False,
+    differentiable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.Adadelta``: ``p −= lr·sqrt(acc_delta + eps) / sqrt(square_avg + eps)·g``.
 
     ``lr`` (the coefficient of the update), ``weight_decay`` (L2), ``maximize`` and the
@@ -60,24 +72,27 @@ def adadelta(lr=1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 
     Returns:
       The transformation; its state holds ``AdadeltaState``.
     """
-    lr = check_lr_and_flags(lr, lr_with_foreach=False, foreach=foreach,
-                            differentiable=differentiable, capturable=capturable)
+    lr = check_lr_and_flags(
+        lr,
+        lr_with_foreach=False,
+        foreach=foreach,
+        differentiable=differentiable,
+        capturable=capturable,
+    )
     check_momentum_follows(lr, None, None, "adadelta")
     rho = check_hyper("rho", rho, high=1.0)
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
 
     def rule(updates, state, params, step):
-        square_avg = jax.tree.map(lambda v, g: square_average(v, g, rho), state.square_avg,
-                                  updates)
+        square_avg = jax.tree.map(lambda v, g: square_average(v, g, rho), state.square_avg, updates)
 
         def delta_of(g, v, u):
             std = jnp.sqrt(v + scalar_like(eps, v))
             return jnp.sqrt(u + scalar_like(eps, u)) / std * g
 
         deltas = jax.tree.map(delta_of, updates, square_avg, state.acc_delta)
-        acc_delta = jax.tree.map(lambda u, d: square_average(u, d, rho), state.acc_delta,
-                                 deltas)
+        acc_delta = jax.tree.map(lambda u, d: square_average(u, d, rho), state.acc_delta, deltas)
         new = jax.tree.map(lambda d: scalar_like(-step.lr, d) * d, deltas)
         return new, {"square_avg": square_avg, "acc_delta": acc_delta}
 
@@ -101,13 +116,22 @@ class RpropState(NamedTuple):
 def _check_pair(name: str, value) -> tuple[float, float]:
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise TypeError(f"`{name}` (={value!r}) must be a pair of numbers.")
-    return (check_hyper(f"{name}[0]", value[0], low=float("-inf")),
-            check_hyper(f"{name}[1]", value[1], low=float("-inf")))
+    return (
+        check_hyper(f"{name}[0]", value[0], low=float("-inf")),
+        check_hyper(f"{name}[1]", value[1], low=float("-inf")),
+    )
 
 
-def rprop(lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable: bool = False,
-          foreach=None, maximize: bool = False,
-          differentiable: bool = False) -> optax.GradientTransformation:
+def rprop(
+    lr=1e-2,
+    etas=(0.5, 1.2),
+    step_sizes=(1e-6, 50),
+    *,
+    capturable: bool = False,
+    foreach=None,
+    maximize: bool = False,
+    differentiable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.Rprop``: each element moves by its own step size against the
     gradient's sign; the step size grows while the sign holds and shrinks when it flips.
 
@@ -128,13 +152,20 @@ def rprop(lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable: bool =
       ValueError: ``etas`` outside ``0 < etaminus < 1 < etaplus`` (torch's "Invalid eta
         values").
     """
-    lr = check_lr_and_flags(lr, lr_with_foreach=False, foreach=foreach,
-                            differentiable=differentiable, capturable=capturable)
+    lr = check_lr_and_flags(
+        lr,
+        lr_with_foreach=False,
+        foreach=foreach,
+        differentiable=differentiable,
+        capturable=capturable,
+    )
     check_momentum_follows(lr, None, None, "rprop")
     etaminus, etaplus = _check_pair("etas", etas)
     if not 0.0 < etaminus < 1.0 < etaplus:
-        raise ValueError(f"`etas` (={etas!r}) must satisfy 0 < etas[0] < 1 < etas[1] "
-                         f"(torch: 'Invalid eta values: {etas[0]}, {etas[1]}').")
+        raise ValueError(
+            f"`etas` (={etas!r}) must satisfy 0 < etas[0] < 1 < etas[1] "
+            f"(torch: 'Invalid eta values: {etas[0]}, {etas[1]}')."
+        )
     size_min, size_max = _check_pair("step_sizes", step_sizes)
 
     def initial_step_size(params):
@@ -152,12 +183,15 @@ def rprop(lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable: bool =
         factors = jax.tree.map(factor_of, updates, state.prev)
         step_size = jax.tree.map(
             lambda s, f: jnp.clip(s * f, scalar_like(size_min, s), scalar_like(size_max, s)),
-            state.step_size, factors)
+            state.step_size,
+            factors,
+        )
         grads = jax.tree.map(
             lambda g, f: jnp.where(f == scalar_like(etaminus, f), jnp.zeros_like(g), g),
-            updates, factors)
+            updates,
+            factors,
+        )
         new = jax.tree.map(lambda g, s: -(jnp.sign(g) * s), grads, step_size)
         return new, {"prev": grads, "step_size": step_size}
 
-    return torch_chain(maximize, 0.0, torch_rule(RpropState, rule,
-                                                 step_size=initial_step_size))
+    return torch_chain(maximize, 0.0, torch_rule(RpropState, rule, step_size=initial_step_size))

@@ -104,14 +104,16 @@ def freeze(optimizer: optax.GradientTransformation, frozen) -> optax.GradientTra
     frozen_predicate(frozen)  # validate the type now, not at init time
 
     def labels(params):
-        return jax.tree.map(lambda is_frozen: FROZEN if is_frozen else TRAINABLE,
-                            frozen_mask(params, frozen))
+        return jax.tree.map(
+            lambda is_frozen: FROZEN if is_frozen else TRAINABLE, frozen_mask(params, frozen)
+        )
 
     return optax.multi_transform({TRAINABLE: optimizer, FROZEN: optax.set_to_zero()}, labels)
 
 
-def freeze_untrained(optimizer: optax.GradientTransformation,
-                     model) -> optax.GradientTransformation:
+def freeze_untrained(
+    optimizer: optax.GradientTransformation, model
+) -> optax.GradientTransformation:
     """``optimizer`` as torch's steps ``model``: the parameters its forward leaves without
     a ``.grad`` (``requires_grad=False``, or read only through ``detach`` or a
     ``no_grad`` region: ``model.params_without_gradient()``) are frozen, since torch's
@@ -144,5 +146,8 @@ def count_trainable(params, frozen=()) -> int:
     if frozen == () or frozen is None:
         return sum(leaf.size for leaf in jax.tree.leaves(params))
     mask = frozen_mask(params, frozen)
-    return sum(leaf.size for leaf, is_frozen in zip(jax.tree.leaves(params), jax.tree.leaves(mask))
-               if not is_frozen)
+    return sum(
+        leaf.size
+        for leaf, is_frozen in zip(jax.tree.leaves(params), jax.tree.leaves(mask))
+        if not is_frozen
+    )

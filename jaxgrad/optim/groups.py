@@ -24,7 +24,7 @@ no group when there is no catch-all group (torch would silently never update it)
 from __future__ import annotations
 
 import fnmatch
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import optax
@@ -39,8 +39,10 @@ def _patterns(group: dict, index: int):
     if isinstance(patterns, str):
         patterns = [patterns]
     if not isinstance(patterns, (list, tuple)) or not all(isinstance(p, str) for p in patterns):
-        raise TypeError(f"`groups[{index}]['params']` (={group['params']!r}) must be a name "
-                        "pattern or a list of name patterns.")
+        raise TypeError(
+            f"`groups[{index}]['params']` (={group['params']!r}) must be a name "
+            "pattern or a list of name patterns."
+        )
     return list(patterns)
 
 
@@ -54,8 +56,10 @@ def _check_groups(groups) -> list[list[str] | None]:
         patterns.append(_patterns(group, index))
     rest = [i for i, p in enumerate(patterns) if p is None]
     if len(rest) > 1:
-        raise ValueError(f"`groups` {rest} all leave out 'params'; at most one group may "
-                         "take the remaining parameters.")
+        raise ValueError(
+            f"`groups` {rest} all leave out 'params'; at most one group may "
+            "take the remaining parameters."
+        )
     return patterns
 
 
@@ -74,8 +78,11 @@ def group_order(params, groups) -> list[list[str]]:
         no group without a catch-all group.
     """
     patterns = _check_groups(groups)
-    names = (list(params) if isinstance(params, dict) and not any(
-        isinstance(v, dict) for v in params.values()) else jax.tree.leaves(dotted_names(params)))
+    names = (
+        list(params)
+        if isinstance(params, dict) and not any(isinstance(v, dict) for v in params.values())
+        else jax.tree.leaves(dotted_names(params))
+    )
     members: list[list[str]] = [[] for _ in groups]
     owner: dict[str, int] = {}
     for index, group_patterns in enumerate(patterns):
@@ -84,14 +91,17 @@ def group_order(params, groups) -> list[list[str]]:
         for pattern in group_patterns:
             matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
             if not matched:
-                raise ValueError(f"`groups[{index}]` pattern {pattern!r} matches no parameter; "
-                                 f"parameter names are {names}.")
+                raise ValueError(
+                    f"`groups[{index}]` pattern {pattern!r} matches no parameter; "
+                    f"parameter names are {names}."
+                )
         for name in names:
             if any(fnmatch.fnmatchcase(name, p) for p in group_patterns):
                 if name in owner and owner[name] != index:
                     raise ValueError(
                         f"parameter {name!r} is selected by `groups[{owner[name]}]` and "
-                        f"`groups[{index}]`; a parameter may appear in one group only.")
+                        f"`groups[{index}]`; a parameter may appear in one group only."
+                    )
                 owner[name] = index
                 members[index].append(name)
     rest = [i for i, p in enumerate(patterns) if p is None]
@@ -99,13 +109,16 @@ def group_order(params, groups) -> list[list[str]]:
     if rest:
         members[rest[0]] = unassigned
     elif unassigned:
-        raise ValueError(f"parameters {unassigned} are in no group; add a group without "
-                         "'params' to take them (torch would never update them).")
+        raise ValueError(
+            f"parameters {unassigned} are in no group; add a group without "
+            "'params' to take them (torch would never update them)."
+        )
     return members
 
 
-def param_groups(optimizer: Callable[..., optax.GradientTransformation], groups,
-                 **defaults) -> optax.GradientTransformation:
+def param_groups(
+    optimizer: Callable[..., optax.GradientTransformation], groups, **defaults
+) -> optax.GradientTransformation:
     """``optimizer(**defaults | group)`` for each group's parameters.
 
     Args:
@@ -122,8 +135,10 @@ def param_groups(optimizer: Callable[..., optax.GradientTransformation], groups,
       ValueError: at ``init``, as ``group_order``.
     """
     if not callable(optimizer):
-        raise TypeError(f"`optimizer` (={optimizer!r}) must be an optimizer factory such "
-                        "as jaxgrad.optim.adamw.")
+        raise TypeError(
+            f"`optimizer` (={optimizer!r}) must be an optimizer factory such "
+            "as jaxgrad.optim.adamw."
+        )
     _check_groups(groups)
     transforms = {}
     for index, group in enumerate(groups):

@@ -32,12 +32,21 @@ import jax.numpy as jnp
 import optax
 
 from jaxgrad.optim._args import check_hyper, like_lr, scale_by_lr
-from jaxgrad.optim._family import (check_adam_family, check_lr_and_flags,
-                                   check_momentum_follow, decay_params, lerp, one_minus_power,
-                                   scalar_like, split_weight_decay, square_average,
-                                   torch_chain, torch_rule, zeros)
+from jaxgrad.optim._family import (
+    check_adam_family,
+    check_lr_and_flags,
+    check_momentum_follow,
+    decay_params,
+    lerp,
+    one_minus_power,
+    scalar_like,
+    split_weight_decay,
+    square_average,
+    torch_chain,
+    torch_rule,
+    zeros,
+)
 from jaxgrad.optim.state import register_state
-
 
 # --------------------------------------------------------------------------- SGD
 
@@ -52,8 +61,9 @@ class SgdMomentumState(NamedTuple):
     momentum_buffer: Any
 
 
-def scale_by_torch_momentum(momentum, dampening: float = 0.0,
-                            nesterov: bool = False) -> optax.GradientTransformation:
+def scale_by_torch_momentum(
+    momentum, dampening: float = 0.0, nesterov: bool = False
+) -> optax.GradientTransformation:
     """torch SGD's momentum: ``buf = grad`` on step 1, then ``momentum*buf + (1-dampening)*grad``.
 
     ``momentum`` is a float or a schedule ``count -> momentum`` (torch's
@@ -81,24 +91,34 @@ def scale_by_torch_momentum(momentum, dampening: float = 0.0,
 
         buffers = jax.tree.map(new_buffer, updates, state.momentum_buffer)
         if nesterov:
-            directions = jax.tree.map(lambda g, b: g + b * scalar_like(momentum_t, b),
-                                      updates, buffers)
+            directions = jax.tree.map(
+                lambda g, b: g + b * scalar_like(momentum_t, b), updates, buffers
+            )
         else:
             directions = buffers
         if scheduled:
             active = momentum_t != 0
-            buffers = jax.tree.map(lambda new, old: jnp.where(active, new, old), buffers,
-                                   state.momentum_buffer)
+            buffers = jax.tree.map(
+                lambda new, old: jnp.where(active, new, old), buffers, state.momentum_buffer
+            )
             directions = jax.tree.map(lambda d, g: jnp.where(active, d, g), directions, updates)
         return directions, {"momentum_buffer": buffers}
 
     return torch_rule(SgdMomentumState, rule)
 
 
-def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
-        weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
-        foreach=None, differentiable: bool = False,
-        fused=None) -> optax.GradientTransformation:
+def sgd(
+    lr=1e-3,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+    *,
+    maximize: bool = False,
+    foreach=None,
+    differentiable: bool = False,
+    fused=None,
+) -> optax.GradientTransformation:
     """``torch.optim.SGD``: ``p -= lr * d`` with ``d`` the (momentum) direction.
 
     ``d = grad + weight_decay * p`` (``-grad`` first with ``maximize``); with momentum,
@@ -123,20 +143,25 @@ def sgd(lr=1e-3, momentum: float = 0.0, dampening: float = 0.0,
         # torch checks nesterov against the constant given to SGD, before a scheduler
         # overrides it; a schedule has no such constant, so only dampening is checked
         if nesterov and dampening != 0:
-            raise ValueError(f"`nesterov=True` requires `dampening` == 0 (got {dampening}), "
-                             "as in torch.")
+            raise ValueError(
+                f"`nesterov=True` requires `dampening` == 0 (got {dampening}), as in torch."
+            )
         if dampening != 0 and float(momentum(0)) == 0:
             raise ValueError(
                 "`momentum` is a schedule that is 0 at step 0 with `dampening` != 0: torch "
                 "then starts the buffer at the first step with non-zero momentum, which "
-                "jaxgrad does not track; use a schedule with momentum(0) > 0 or dampening=0.")
+                "jaxgrad does not track; use a schedule with momentum(0) > 0 or dampening=0."
+            )
     elif nesterov and (momentum <= 0 or dampening != 0):
         raise ValueError(
             f"`nesterov=True` requires `momentum` > 0 (got {momentum}) and `dampening` == 0 "
             f"(got {dampening}), as in torch."
         )
-    momentum_rule = scale_by_torch_momentum(momentum, dampening, nesterov) \
-        if callable(momentum) or momentum else None
+    momentum_rule = (
+        scale_by_torch_momentum(momentum, dampening, nesterov)
+        if callable(momentum) or momentum
+        else None
+    )
     return torch_chain(maximize, weight_decay, momentum_rule, scale_by_lr(lr))
 
 
@@ -155,9 +180,9 @@ class AdamState(NamedTuple):
     max_exp_avg_sq: Any = None
 
 
-def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
-                        decoupled_weight_decay: float = 0.0,
-                        amsgrad: bool = False) -> optax.GradientTransformation:
+def scale_by_torch_adam(
+    lr, b1: float, b2: float, eps: float, decoupled_weight_decay: float = 0.0, amsgrad: bool = False
+) -> optax.GradientTransformation:
     """Adam's full step, lr included, as torch's ``_single_tensor_adam`` computes it.
 
     ``decoupled_weight_decay`` (AdamW) adds ``-lr * weight_decay * p`` to the update,
@@ -185,8 +210,7 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
         b1_t = step.at(b1)
         # torch: exp_avg.lerp_(grad, 1 - beta1), i.e. exp_avg + w * (grad - exp_avg)
         exp_avg = jax.tree.map(lambda m, g: lerp(m, g, 1 - b1_t), state.exp_avg, updates)
-        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq,
-                                  updates)
+        exp_avg_sq = jax.tree.map(lambda v, g: square_average(v, g, b2), state.exp_avg_sq, updates)
         normaliser = exp_avg_sq
         max_exp_avg_sq = None
         if amsgrad:
@@ -203,18 +227,35 @@ def scale_by_torch_adam(lr, b1: float, b2: float, eps: float,
         new_updates = jax.tree.map(adam_step, exp_avg, normaliser)
         if decoupled_weight_decay:
             new_updates = decay_params(new_updates, params, step.lr, decoupled_weight_decay)
-        return new_updates, {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq,
-                             "max_exp_avg_sq": max_exp_avg_sq}
+        return new_updates, {
+            "exp_avg": exp_avg,
+            "exp_avg_sq": exp_avg_sq,
+            "max_exp_avg_sq": max_exp_avg_sq,
+        }
 
-    return torch_rule(AdamState, rule, lr=lr,
-                      needs_params="adamw" if decoupled_weight_decay else None,
-                      max_exp_avg_sq=zeros if amsgrad else None)
+    return torch_rule(
+        AdamState,
+        rule,
+        lr=lr,
+        needs_params="adamw" if decoupled_weight_decay else None,
+        max_exp_avg_sq=zeros if amsgrad else None,
+    )
 
 
-def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-         amsgrad: bool = False, *, foreach=None, maximize: bool = False,
-         capturable: bool = False, differentiable: bool = False, fused=None,
-         decoupled_weight_decay: bool = False) -> optax.GradientTransformation:
+def adam(
+    lr=1e-3,
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    amsgrad: bool = False,
+    *,
+    foreach=None,
+    maximize: bool = False,
+    capturable: bool = False,
+    differentiable: bool = False,
+    fused=None,
+    decoupled_weight_decay: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.Adam``; ``weight_decay`` is coupled L2 (``grad += wd * p``) unless
     ``decoupled_weight_decay`` (then it is ``adamw``). ``lr``, ``betas``, ``eps``,
     ``maximize`` and the flags are every factory's (``jaxgrad.optim``).
@@ -232,18 +273,36 @@ def adam(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0
       The transformation; its state holds ``AdamState``.
     """
     lr, b1, b2, eps, weight_decay = check_adam_family(
-        "adamw" if decoupled_weight_decay else "adam", lr, betas, eps, weight_decay,
-        differentiable_refused=True, foreach=foreach, fused=fused,
-        differentiable=differentiable, capturable=capturable)
+        "adamw" if decoupled_weight_decay else "adam",
+        lr,
+        betas,
+        eps,
+        weight_decay,
+        differentiable_refused=True,
+        foreach=foreach,
+        fused=fused,
+        differentiable=differentiable,
+        capturable=capturable,
+    )
     coupled, decoupled = split_weight_decay(weight_decay, decoupled_weight_decay)
-    return torch_chain(maximize, coupled,
-                       scale_by_torch_adam(lr, b1, b2, eps, decoupled, bool(amsgrad)))
+    return torch_chain(
+        maximize, coupled, scale_by_torch_adam(lr, b1, b2, eps, decoupled, bool(amsgrad))
+    )
 
 
-def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
-          amsgrad: bool = False, *, maximize: bool = False, foreach=None,
-          capturable: bool = False, differentiable: bool = False,
-          fused=None) -> optax.GradientTransformation:
+def adamw(
+    lr=1e-3,
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 1e-2,
+    amsgrad: bool = False,
+    *,
+    maximize: bool = False,
+    foreach=None,
+    capturable: bool = False,
+    differentiable: bool = False,
+    fused=None,
+) -> optax.GradientTransformation:
     """``torch.optim.AdamW``: decoupled decay ``p *= 1 - lr * wd``, torch's default wd 1e-2.
 
     ``adam`` with ``decoupled_weight_decay=True`` (its arguments, its state ``AdamState``).
@@ -252,9 +311,19 @@ def adamw(lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 
       weight_decay: decoupled decay: ``p *= 1 − lr·weight_decay`` before the Adam
         step (torch's default 1e-2; optax's ``adamw`` defaults to 1e-4).
     """
-    return adam(lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
-                capturable=capturable, differentiable=differentiable, fused=fused,
-                decoupled_weight_decay=True)
+    return adam(
+        lr,
+        betas,
+        eps,
+        weight_decay,
+        amsgrad,
+        foreach=foreach,
+        maximize=maximize,
+        capturable=capturable,
+        differentiable=differentiable,
+        fused=fused,
+        decoupled_weight_decay=True,
+    )
 
 
 # ------------------------------------------------------------------------ RMSprop
@@ -302,8 +371,9 @@ def _fused_minus_square(s: jax.Array, a: jax.Array) -> jax.Array:
     return high + (low - e)
 
 
-def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
-                           centered: bool = False) -> optax.GradientTransformation:
+def scale_by_torch_rmsprop(
+    alpha: float, eps: float, momentum: float = 0.0, centered: bool = False
+) -> optax.GradientTransformation:
     """RMSprop's direction with ``eps`` outside the root: ``grad / (sqrt(avg) + eps)``.
 
     With momentum the direction is ``buf = momentum * buf + grad / (...)`` (zeros-initialised);
@@ -323,12 +393,14 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
     scheduled = callable(momentum)
 
     def rule(updates, state, params, step):
-        square_avg = jax.tree.map(lambda s, g: square_average(s, g, alpha), state.square_avg,
-                                  updates)
+        square_avg = jax.tree.map(
+            lambda s, g: square_average(s, g, alpha), state.square_avg, updates
+        )
         if centered:
             grad_avg = jax.tree.map(lambda a, g: lerp(a, g, 1 - alpha), state.grad_avg, updates)
-            avg = jax.tree.map(lambda s, a: jnp.sqrt(_fused_minus_square(s, a)),
-                               square_avg, grad_avg)
+            avg = jax.tree.map(
+                lambda s, a: jnp.sqrt(_fused_minus_square(s, a)), square_avg, grad_avg
+            )
         else:
             grad_avg = None
             avg = jax.tree.map(jnp.sqrt, square_avg)
@@ -341,23 +413,41 @@ def scale_by_torch_rmsprop(alpha: float, eps: float, momentum: float = 0.0,
             active = momentum_t > 0
             buffers = jax.tree.map(
                 lambda b, d: jnp.where(active, b * scalar_like(momentum_t, b) + d, b),
-                state.momentum_buffer, direction)
+                state.momentum_buffer,
+                direction,
+            )
             direction = jax.tree.map(lambda b, d: jnp.where(active, b, d), buffers, direction)
         elif momentum > 0:
-            buffers = jax.tree.map(lambda b, d: b * scalar_like(momentum, b) + d,
-                                   state.momentum_buffer, direction)
+            buffers = jax.tree.map(
+                lambda b, d: b * scalar_like(momentum, b) + d, state.momentum_buffer, direction
+            )
             direction = buffers
-        return direction, {"square_avg": square_avg, "grad_avg": grad_avg,
-                           "momentum_buffer": buffers}
+        return direction, {
+            "square_avg": square_avg,
+            "grad_avg": grad_avg,
+            "momentum_buffer": buffers,
+        }
 
-    return torch_rule(RmspropState, rule, grad_avg=zeros if centered else None,
-                      momentum_buffer=zeros if scheduled or momentum > 0 else None)
+    return torch_rule(
+        RmspropState,
+        rule,
+        grad_avg=zeros if centered else None,
+        momentum_buffer=zeros if scheduled or momentum > 0 else None,
+    )
 
 
-def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
-            momentum: float = 0.0, centered: bool = False, capturable: bool = False,
-            foreach=None, maximize: bool = False,
-            differentiable: bool = False) -> optax.GradientTransformation:
+def rmsprop(
+    lr=1e-2,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+    capturable: bool = False,
+    foreach=None,
+    maximize: bool = False,
+    differentiable: bool = False,
+) -> optax.GradientTransformation:
     """``torch.optim.RMSprop``: ``p -= lr * grad / (sqrt(square_avg) + eps)``.
 
     ``lr``, ``eps``, ``weight_decay`` (L2), ``maximize`` and the flags are every
@@ -373,8 +463,9 @@ def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float
     Returns:
       The transformation; its state holds ``RmspropState``.
     """
-    lr = check_lr_and_flags(lr, foreach=foreach, differentiable=differentiable,
-                            capturable=capturable)
+    lr = check_lr_and_flags(
+        lr, foreach=foreach, differentiable=differentiable, capturable=capturable
+    )
     alpha = check_hyper("alpha", alpha)
     eps = check_hyper("eps", eps)
     weight_decay = check_hyper("weight_decay", weight_decay)
@@ -383,7 +474,11 @@ def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float
         raise ValueError(
             f"`momentum` is a schedule whose value at step 0 (={float(momentum(0))!r}) is not "
             "> 0: torch creates RMSprop's momentum buffer only when the first step has "
-            "momentum, and fails at a later step that has; start the schedule above 0.")
-    return torch_chain(maximize, weight_decay,
-                       scale_by_torch_rmsprop(alpha, eps, momentum, bool(centered)),
-                       scale_by_lr(lr))
+            "momentum, and fails at a later step that has; start the schedule above 0."
+        )
+    return torch_chain(
+        maximize,
+        weight_decay,
+        scale_by_torch_rmsprop(alpha, eps, momentum, bool(centered)),
+        scale_by_lr(lr),
+    )

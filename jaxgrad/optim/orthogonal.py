@@ -33,8 +33,12 @@ from jaxgrad.optim.state import register_state
 _ADJUST = (None, "original", "match_rms_adamw")
 
 
-def newton_schulz(matrix: jax.Array, ns_coefficients=(3.4445, -4.7750, 2.0315),
-                  ns_steps: int = 5, eps: float = 1e-7) -> jax.Array:
+def newton_schulz(
+    matrix: jax.Array,
+    ns_coefficients=(3.4445, -4.7750, 2.0315),
+    ns_steps: int = 5,
+    eps: float = 1e-7,
+) -> jax.Array:
     """torch's ``_zeropower_via_newtonschulz``: ``matrix`` orthogonalised, in bfloat16.
 
     Args:
@@ -51,8 +55,10 @@ def newton_schulz(matrix: jax.Array, ns_coefficients=(3.4445, -4.7750, 2.0315),
         not three numbers (torch's errors).
     """
     if ns_steps >= 100:
-        raise ValueError(f"`ns_steps` (={ns_steps}) must be < 100 (torch: 'Number of steps "
-                         "must be less than 100 for computational efficiency').")
+        raise ValueError(
+            f"`ns_steps` (={ns_steps}) must be < 100 (torch: 'Number of steps "
+            "must be less than 100 for computational efficiency')."
+        )
     if matrix.ndim != 2:
         raise ValueError(f"`matrix` of shape {matrix.shape} must be 2-d.")
     if len(ns_coefficients) != 3:
@@ -72,8 +78,9 @@ def newton_schulz(matrix: jax.Array, ns_coefficients=(3.4445, -4.7750, 2.0315),
     x = (x.astype(f32) / norm.astype(f32)).astype(bf16)
     for _ in range(ns_steps):
         gram = product(x, x.T).astype(bf16)
-        update = (jnp.asarray(b, f32) * gram.astype(f32) + jnp.asarray(c, f32)
-                  * product(gram, gram)).astype(bf16)
+        update = (
+            jnp.asarray(b, f32) * gram.astype(f32) + jnp.asarray(c, f32) * product(gram, gram)
+        ).astype(bf16)
         x = (jnp.asarray(a, f32) * x.astype(f32) + product(update, x)).astype(bf16)
     return x.T if wide else x
 
@@ -96,9 +103,16 @@ class MuonState(NamedTuple):
     momentum_buffer: Any
 
 
-def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True,
-         ns_coefficients=(3.4445, -4.7750, 2.0315), eps: float = 1e-7, ns_steps: int = 5,
-         adjust_lr_fn=None) -> optax.GradientTransformation:
+def muon(
+    lr=1e-3,
+    weight_decay: float = 0.1,
+    momentum: float = 0.95,
+    nesterov: bool = True,
+    ns_coefficients=(3.4445, -4.7750, 2.0315),
+    eps: float = 1e-7,
+    ns_steps: int = 5,
+    adjust_lr_fn=None,
+) -> optax.GradientTransformation:
     """``torch.optim.Muon``: momentum orthogonalised by Newton–Schulz, 2-d parameters only.
 
     Args:
@@ -132,9 +146,11 @@ def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: b
     eps = check_hyper("eps", eps, low=float("-inf"))
     ns_steps = check_int("ns_steps", ns_steps, low=0)
     if adjust_lr_fn not in _ADJUST:
-        raise ValueError(f"`adjust_lr_fn` (={adjust_lr_fn!r}) must be one of {_ADJUST} "
-                         f"(torch: 'Adjust learning rate function {adjust_lr_fn} is not "
-                         "supported').")
+        raise ValueError(
+            f"`adjust_lr_fn` (={adjust_lr_fn!r}) must be one of {_ADJUST} "
+            f"(torch: 'Adjust learning rate function {adjust_lr_fn} is not "
+            "supported')."
+        )
     if ns_steps >= 100:
         raise ValueError(f"`ns_steps` (={ns_steps}) must be < 100, as torch.")
     if not isinstance(ns_coefficients, (tuple, list)) or len(ns_coefficients) != 3:
@@ -147,12 +163,14 @@ def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: b
                 raise ValueError(
                     f"`params` {jax.tree_util.keystr(path)} has shape {jnp.shape(leaf)}: Muon "
                     "only supports 2-d parameters (as torch); optimise the others with "
-                    "another optimizer (param_groups or optax.multi_transform).")
+                    "another optimizer (param_groups or optax.multi_transform)."
+                )
 
     def rule(updates, state, params, step):
         lr_t = step.lr
-        buffers = jax.tree.map(lambda b, g: torch_lerp(b, g, 1 - momentum),
-                               state.momentum_buffer, updates)
+        buffers = jax.tree.map(
+            lambda b, g: torch_lerp(b, g, 1 - momentum), state.momentum_buffer, updates
+        )
 
         def step_of(p, g, buf):
             direction = torch_lerp(g, buf, momentum) if nesterov else buf

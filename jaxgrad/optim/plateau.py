@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -74,9 +75,13 @@ class ReduceLROnPlateau:
         float_dtype = jnp.result_type(float)
         worst = jnp.inf if self.mode == "min" else -jnp.inf
         zero = jnp.zeros((), jnp.int32)
-        return PlateauState(lr=jnp.asarray(self.lr, float_dtype),
-                            best=jnp.asarray(worst, float_dtype), num_bad_epochs=zero,
-                            cooldown_counter=zero, last_epoch=zero)
+        return PlateauState(
+            lr=jnp.asarray(self.lr, float_dtype),
+            best=jnp.asarray(worst, float_dtype),
+            num_bad_epochs=zero,
+            cooldown_counter=zero,
+            last_epoch=zero,
+        )
 
     def _is_better(self, current, best):
         if self.mode == "min" and self.threshold_mode == "rel":
@@ -101,13 +106,18 @@ class ReduceLROnPlateau:
         lr = jnp.where(reduce & (state.lr - new_lr > self.eps), new_lr, state.lr)
         cooldown = jnp.where(reduce, self.cooldown, cooldown)
         bad = jnp.where(reduce, 0, bad)
-        return PlateauState(lr=lr, best=best, num_bad_epochs=bad.astype(jnp.int32),
-                            cooldown_counter=cooldown.astype(jnp.int32),
-                            last_epoch=state.last_epoch + 1)
+        return PlateauState(
+            lr=lr,
+            best=best,
+            num_bad_epochs=bad.astype(jnp.int32),
+            cooldown_counter=cooldown.astype(jnp.int32),
+            last_epoch=state.last_epoch + 1,
+        )
 
 
-def injected_lr(optimizer: Callable[..., optax.GradientTransformation],
-                **kwargs) -> optax.GradientTransformation:
+def injected_lr(
+    optimizer: Callable[..., optax.GradientTransformation], **kwargs
+) -> optax.GradientTransformation:
     """``optimizer(**kwargs)`` whose ``lr`` lives in its state, settable between steps.
 
     ``optax.inject_hyperparams`` with every argument but ``lr`` static (the jaxgrad

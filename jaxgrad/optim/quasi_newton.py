@@ -34,7 +34,8 @@ torch keeps it).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -93,8 +94,9 @@ def _torch_view(state: LbfgsState) -> dict:
         out["old_stps"] = [state.old_stps[i] for i in range(count)]
         out["ro"] = [state.ro[i] for i in range(count)]
     if state.al is not None:
-        out["al"] = [state.al[i] if i < int(state.count) else None
-                     for i in range(state.al.shape[0])]
+        out["al"] = [
+            state.al[i] if i < int(state.count) else None for i in range(state.al.shape[0])
+        ]
     return out
 
 
@@ -111,8 +113,9 @@ class _History(NamedTuple):
     @staticmethod
     def empty(x, history_size):
         zeros = jnp.zeros((history_size, x.size), x.dtype)
-        return _History(zeros, zeros, jnp.zeros((history_size,), x.dtype),
-                        jnp.zeros((), jnp.int32), None)
+        return _History(
+            zeros, zeros, jnp.zeros((history_size,), x.dtype), jnp.zeros((), jnp.int32), None
+        )
 
     @staticmethod
     def of(state, x):
@@ -121,8 +124,9 @@ class _History(NamedTuple):
         return _History(state.old_dirs, state.old_stps, state.ro, state.count, state.al)
 
     def push(self, y, s, ro):
-        dirs, stps, ros, count = _push(self.dirs, self.stps, self.ro, self.count, y, s,
-                                       jnp.asarray(ro, y.dtype))
+        dirs, stps, ros, count = _push(
+            self.dirs, self.stps, self.ro, self.count, y, s, jnp.asarray(ro, y.dtype)
+        )
         return self._replace(dirs=dirs, stps=stps, ro=ros, count=count)
 
 
@@ -132,8 +136,12 @@ def _push(dirs, stps, ros, count, y, s, ro):
     full = count == dirs.shape[0]
     dirs, stps, ros = (jnp.where(full, jnp.roll(a, -1, axis=0), a) for a in (dirs, stps, ros))
     at = jnp.minimum(count, dirs.shape[0] - 1)
-    return (dirs.at[at].set(y), stps.at[at].set(s), ros.at[at].set(ro),
-            jnp.minimum(count + 1, dirs.shape[0]))
+    return (
+        dirs.at[at].set(y),
+        stps.at[at].set(s),
+        ros.at[at].set(ro),
+        jnp.minimum(count + 1, dirs.shape[0]),
+    )
 
 
 @jax.jit
@@ -172,8 +180,9 @@ def _leaves_in_order(params):
     """The params' leaves, a function giving any tree of that structure's leaves in the
     same order (a flat dict: its keys' insertion order, torch's; JAX returns gradients
     of a dict with sorted keys), and a rebuild function."""
-    if isinstance(params, dict) and not any(isinstance(v, (dict, list, tuple))
-                                            for v in params.values()):
+    if isinstance(params, dict) and not any(
+        isinstance(v, (dict, list, tuple)) for v in params.values()
+    ):
         names = list(params)
 
         def leaves_of(tree):
@@ -191,7 +200,7 @@ def _flat(leaves) -> jax.Array:
 def _unflat(vector, like):
     out, offset = [], 0
     for leaf in like:
-        out.append(vector[offset:offset + leaf.size].reshape(leaf.shape))
+        out.append(vector[offset : offset + leaf.size].reshape(leaf.shape))
         offset += leaf.size
     return out
 
@@ -220,9 +229,9 @@ def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     else:
         xmin_bound, xmax_bound = (x1, x2) if x1 <= x2 else (x2, x1)
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
-    d2_square = d1 ** 2 - g1 * g2
+    d2_square = d1**2 - g1 * g2
     if d2_square >= 0:
-        d2 = d2_square ** 0.5
+        d2 = d2_square**0.5
         if x1 <= x2:
             min_pos = x2 - (x2 - x1) * ((g2 + d2 - d1) / (g2 - g1 + 2 * d2))
         else:
@@ -235,8 +244,7 @@ def _dot(a, b) -> float:
     return float(jnp.dot(a, b))
 
 
-def _strong_wolfe(obj_func, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9,
-                  max_ls=25):
+def _strong_wolfe(obj_func, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
     """torch's ``_strong_wolfe`` (a port of lswolfe.lua): ``(f, g, t, evaluations)``."""
     d_norm = float(jnp.max(jnp.abs(d)))
     f_new, g_new = obj_func(t)
@@ -261,8 +269,9 @@ def _strong_wolfe(obj_func, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         min_step = t + 0.01 * (t - t_prev)
         max_step = t * 10
         tmp = t
-        t = _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
-                               bounds=(min_step, max_step))
+        t = _cubic_interpolate(
+            t_prev, f_prev, gtd_prev, t, f_new, gtd_new, bounds=(min_step, max_step)
+        )
         t_prev, f_prev, g_prev, gtd_prev = tmp, f_new, g_new, gtd_new
         f_new, g_new = obj_func(t)
         ls_func_evals += 1
@@ -276,8 +285,9 @@ def _strong_wolfe(obj_func, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     while not done and ls_iter < max_ls:
         if abs(bracket[1] - bracket[0]) * d_norm < tolerance_change:
             break
-        t = _cubic_interpolate(bracket[0], bracket_f[0], bracket_gtd[0],
-                               bracket[1], bracket_f[1], bracket_gtd[1])
+        t = _cubic_interpolate(
+            bracket[0], bracket_f[0], bracket_gtd[0], bracket[1], bracket_f[1], bracket_gtd[1]
+        )
         eps = 0.1 * (max(bracket) - min(bracket))
         if min(max(bracket) - t, t - min(bracket)) < eps:
             if insuf_progress or t >= max(bracket) or t <= min(bracket):
@@ -310,9 +320,15 @@ def _strong_wolfe(obj_func, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
 
 
-def lbfgs(lr=1, max_iter: int = 20, max_eval: int | None = None,
-          tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9,
-          history_size: int = 100, line_search_fn: str | None = None) -> Lbfgs:
+def lbfgs(
+    lr=1,
+    max_iter: int = 20,
+    max_eval: int | None = None,
+    tolerance_grad: float = 1e-7,
+    tolerance_change: float = 1e-9,
+    history_size: int = 100,
+    line_search_fn: str | None = None,
+) -> Lbfgs:
     """``torch.optim.LBFGS``: ``init`` and a pure ``step`` over a ``value_and_grad`` closure.
 
     One ``step`` is one call of torch's ``optimizer.step(closure)``: up to ``max_iter``
@@ -345,22 +361,28 @@ def lbfgs(lr=1, max_iter: int = 20, max_eval: int | None = None,
     """
     lr = check_lr(lr)
     if callable(lr):
-        raise TypeError("`lr` must be a float or a one-element array: torch's LBFGS takes "
-                        "no scheduler-driven step per iteration here.")
+        raise TypeError(
+            "`lr` must be a float or a one-element array: torch's LBFGS takes "
+            "no scheduler-driven step per iteration here."
+        )
     lr = float(lr)
     if max_eval is None:
         max_eval = max_iter * 5 // 4
     tolerance_grad = check_hyper("tolerance_grad", tolerance_grad, low=float("-inf"))
     tolerance_change = check_hyper("tolerance_change", tolerance_change, low=float("-inf"))
     if line_search_fn not in (None, "strong_wolfe"):
-        raise ValueError(f"`line_search_fn` (={line_search_fn!r}) must be None or "
-                         "'strong_wolfe' (torch: \"only 'strong_wolfe' is supported\").")
+        raise ValueError(
+            f"`line_search_fn` (={line_search_fn!r}) must be None or "
+            "'strong_wolfe' (torch: \"only 'strong_wolfe' is supported\")."
+        )
 
     def init_fn(params) -> LbfgsState:
         for path, leaf in jax.tree_util.tree_leaves_with_path(params):
             if jnp.issubdtype(jnp.result_type(leaf), jnp.complexfloating):
-                raise ValueError(f"`params` {jax.tree_util.keystr(path)} is complex: "
-                                 "jaxgrad's lbfgs takes real parameters.")
+                raise ValueError(
+                    f"`params` {jax.tree_util.keystr(path)} is complex: "
+                    "jaxgrad's lbfgs takes real parameters."
+                )
         zero = jnp.zeros((), jnp.int32)
         return LbfgsState(step=zero, func_evals=zero, n_iter=zero)
 
@@ -402,8 +424,15 @@ def lbfgs(lr=1, max_iter: int = 20, max_eval: int | None = None,
                     history = history.push(y, s, 1.0 / ys)
                     h_diag = ys / _dot(y, y)
                 al = history.al if history.al is not None else jnp.zeros_like(history.ro)
-                d, al = _two_loop(flat_grad, history.dirs, history.stps, history.ro,
-                                  history.count, jnp.asarray(h_diag, x.dtype), al)
+                d, al = _two_loop(
+                    flat_grad,
+                    history.dirs,
+                    history.stps,
+                    history.ro,
+                    history.count,
+                    jnp.asarray(h_diag, x.dtype),
+                    al,
+                )
                 history = history._replace(al=al)
             prev_flat_grad = flat_grad
             prev_loss = loss
@@ -419,13 +448,21 @@ def lbfgs(lr=1, max_iter: int = 20, max_eval: int | None = None,
                 x_init = x
 
                 def obj_func(step_length, x_init=x_init, d=d):
-                    loss_at, grad_at = evaluate(_unflat(_add_scaled(x_init, step_length, d),
-                                                        leaves))
+                    loss_at, grad_at = evaluate(
+                        _unflat(_add_scaled(x_init, step_length, d), leaves)
+                    )
                     return float(loss_at), grad_at
 
                 loss, flat_grad, t, ls_func_evals = _strong_wolfe(
-                    obj_func, t, d, loss, flat_grad, gtd,
-                    tolerance_change=1e-9, max_ls=max_eval - current_evals)
+                    obj_func,
+                    t,
+                    d,
+                    loss,
+                    flat_grad,
+                    gtd,
+                    tolerance_change=1e-9,
+                    max_ls=max_eval - current_evals,
+                )
                 x = _add_scaled(x, t, d)
                 opt_cond = float(jnp.max(jnp.abs(flat_grad))) <= tolerance_grad
             else:
@@ -452,11 +489,20 @@ def lbfgs(lr=1, max_iter: int = 20, max_eval: int | None = None,
             return None if value is None else jnp.asarray(value, x.dtype)
 
         new_state = LbfgsState(
-            step=state.step + 1, func_evals=jnp.asarray(func_evals, jnp.int32),
-            n_iter=jnp.asarray(n_iter_total, jnp.int32), d=d, t=scalar(t),
-            old_dirs=history.dirs, old_stps=history.stps, ro=history.ro,
-            H_diag=scalar(h_diag), prev_flat_grad=prev_flat_grad,
-            prev_loss=scalar(prev_loss), al=history.al, count=history.count)
+            step=state.step + 1,
+            func_evals=jnp.asarray(func_evals, jnp.int32),
+            n_iter=jnp.asarray(n_iter_total, jnp.int32),
+            d=d,
+            t=scalar(t),
+            old_dirs=history.dirs,
+            old_stps=history.stps,
+            ro=history.ro,
+            H_diag=scalar(h_diag),
+            prev_flat_grad=prev_flat_grad,
+            prev_loss=scalar(prev_loss),
+            al=history.al,
+            count=history.count,
+        )
         return orig_loss, rebuild(_unflat(x, leaves)), new_state
 
     return Lbfgs(init_fn, step_fn)

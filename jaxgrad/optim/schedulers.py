@@ -33,16 +33,20 @@ raises. ``ReduceLROnPlateau`` depends on a metric, so it is a pure state machine
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from jaxgrad.optim._args import (check_hyper, check_int, check_last_epoch, float_count,
-                                 int_count)
+from jaxgrad.optim._args import check_hyper, check_int, check_last_epoch, float_count, int_count
 from jaxgrad.optim.chaining import ChainedScheduler, Schedule, SequentialLR, scaling  # noqa: F401
-from jaxgrad.optim.cycling import (CyclicLR, CyclingSchedule, OneCycleLR,  # noqa: F401
-                                   cycled_momentum, with_cycled_momentum)
+from jaxgrad.optim.cycling import (  # noqa: F401
+    CyclicLR,
+    CyclingSchedule,
+    OneCycleLR,
+    cycled_momentum,
+    with_cycled_momentum,
+)
 from jaxgrad.optim.plateau import PlateauState, ReduceLROnPlateau, injected_lr  # noqa: F401
 
 
@@ -61,17 +65,21 @@ def StepLR(lr: float, step_size: int, gamma: float = 0.1, last_epoch: int = -1) 
     gamma = check_hyper("gamma", gamma)
     check_last_epoch(last_epoch)
     return scaling(
-        "StepLR", lr,
+        "StepLR",
+        lr,
         lambda count: gamma ** (_steps(count) // step_size).astype(jnp.result_type(float)),
-        lambda t: jnp.where((_steps(t) > 0) & (_steps(t) % step_size == 0), gamma, _ones(t)))
+        lambda t: jnp.where((_steps(t) > 0) & (_steps(t) % step_size == 0), gamma, _ones(t)),
+    )
 
 
-def MultiStepLR(lr: float, milestones: Sequence[int], gamma: float = 0.1,
-                last_epoch: int = -1) -> Schedule:
+def MultiStepLR(
+    lr: float, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1
+) -> Schedule:
     """``lr · gamma^(number of milestones <= t)`` (a repeated milestone counts twice, as torch)."""
     lr = check_hyper("lr", lr)
     if not isinstance(milestones, (list, tuple)) or not all(
-            isinstance(m, int) and not isinstance(m, bool) for m in milestones):
+        isinstance(m, int) and not isinstance(m, bool) for m in milestones
+    ):
         raise TypeError(f"`milestones` (={milestones!r}) must be a list of ints.")
     gamma = check_hyper("gamma", gamma)
     check_last_epoch(last_epoch)
@@ -85,6 +93,7 @@ def MultiStepLR(lr: float, milestones: Sequence[int], gamma: float = 0.1,
     def ratio(t):  # torch: gamma ** (how often t is listed), at t = 0 too
         hits = 0 if empty else jnp.sum(marks == _steps(t)[..., None], axis=-1)
         return gamma ** jnp.asarray(hits).astype(jnp.result_type(float)) * _ones(t)
+
     return scaling("MultiStepLR", lr, factor, ratio)
 
 
@@ -93,12 +102,17 @@ def ExponentialLR(lr: float, gamma: float, last_epoch: int = -1) -> Schedule:
     lr = check_hyper("lr", lr)
     gamma = check_hyper("gamma", gamma)
     check_last_epoch(last_epoch)
-    return scaling("ExponentialLR", lr, lambda count: gamma ** float_count(count),
-                   lambda t: jnp.where(_steps(t) > 0, gamma, _ones(t)))
+    return scaling(
+        "ExponentialLR",
+        lr,
+        lambda count: gamma ** float_count(count),
+        lambda t: jnp.where(_steps(t) > 0, gamma, _ones(t)),
+    )
 
 
-def CosineAnnealingLR(lr: float, T_max: int, eta_min: float = 0.0,
-                      last_epoch: int = -1) -> Schedule:
+def CosineAnnealingLR(
+    lr: float, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
+) -> Schedule:
     """``eta_min + (lr − eta_min)·(1 + cos(π·t / T_max)) / 2`` (periodic past ``T_max``)."""
     lr = check_hyper("lr", lr)
     check_int("T_max", T_max)
@@ -108,21 +122,28 @@ def CosineAnnealingLR(lr: float, T_max: int, eta_min: float = 0.0,
     def move(group_lr, t):  # torch's get_lr: towards eta_min; after each T_max, a jump
         t = _steps(t)
         steps = float_count(t)
-        towards = ((1 + jnp.cos(math.pi * steps / T_max))
-                   / (1 + jnp.cos(math.pi * (steps - 1) / T_max)) * (group_lr - eta_min)
-                   + eta_min)
+        towards = (1 + jnp.cos(math.pi * steps / T_max)) / (
+            1 + jnp.cos(math.pi * (steps - 1) / T_max)
+        ) * (group_lr - eta_min) + eta_min
         jump = group_lr + (lr - eta_min) * (1 - math.cos(math.pi / T_max)) / 2
-        return jnp.where(t == 0, group_lr,
-                         jnp.where((t - 1 - T_max) % (2 * T_max) == 0, jump, towards))
+        return jnp.where(
+            t == 0, group_lr, jnp.where((t - 1 - T_max) % (2 * T_max) == 0, jump, towards)
+        )
 
     return Schedule(
-        lambda count: eta_min + (lr - eta_min) * (1 + jnp.cos(math.pi * float_count(count)
-                                                              / T_max)) / 2,
-        "CosineAnnealingLR", lr, "steps", move=move)
+        lambda count: (
+            eta_min + (lr - eta_min) * (1 + jnp.cos(math.pi * float_count(count) / T_max)) / 2
+        ),
+        "CosineAnnealingLR",
+        lr,
+        "steps",
+        move=move,
+    )
 
 
-def CosineAnnealingWarmRestarts(lr: float, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
-                                last_epoch: int = -1) -> Schedule:
+def CosineAnnealingWarmRestarts(
+    lr: float, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1
+) -> Schedule:
     """Cosine annealing restarted after ``T_0``, then ``T_0·T_mult``, ``T_0·T_mult²``… steps."""
     lr = check_hyper("lr", lr)
     check_int("T_0", T_0)
@@ -146,11 +167,17 @@ def CosineAnnealingWarmRestarts(lr: float, T_0: int, T_mult: int = 1, eta_min: f
             t_cur, t_i = count - starts_arr[cycle], lengths_arr[cycle]
         ratio = float_count(t_cur) / float_count(t_i)
         return eta_min + (lr - eta_min) * (1 + jnp.cos(math.pi * ratio)) / 2
+
     return Schedule(schedule, "CosineAnnealingWarmRestarts", lr, "sets")
 
 
-def LinearLR(lr: float, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
-             total_iters: int = 5, last_epoch: int = -1) -> Schedule:
+def LinearLR(
+    lr: float,
+    start_factor: float = 1.0 / 3,
+    end_factor: float = 1.0,
+    total_iters: int = 5,
+    last_epoch: int = -1,
+) -> Schedule:
     """``lr · (start + (end − start)·min(t, total_iters) / total_iters)``."""
     lr = check_hyper("lr", lr)
     if not 0 < start_factor <= 1:
@@ -165,14 +192,20 @@ def LinearLR(lr: float, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
         t = _steps(t)
         step = 1.0 + change / (total_iters * start_factor + float_count(t - 1) * change)
         return jnp.where(t == 0, start_factor, jnp.where(t > total_iters, 1.0, step))
+
     return scaling(
-        "LinearLR", lr,
-        lambda count: start_factor + change * jnp.minimum(float_count(count), total_iters)
-        / total_iters, ratio)
+        "LinearLR",
+        lr,
+        lambda count: (
+            start_factor + change * jnp.minimum(float_count(count), total_iters) / total_iters
+        ),
+        ratio,
+    )
 
 
-def ConstantLR(lr: float, factor: float = 1.0 / 3, total_iters: int = 5,
-               last_epoch: int = -1) -> Schedule:
+def ConstantLR(
+    lr: float, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+) -> Schedule:
     """``lr · factor`` for ``t < total_iters``, then ``lr``, as ``get_last_lr()`` shows it.
 
     Two edges follow torch's recursive steps, not its closed form (``_get_closed_form_lr``,
@@ -189,9 +222,13 @@ def ConstantLR(lr: float, factor: float = 1.0 / 3, total_iters: int = 5,
     check_last_epoch(last_epoch)
     if total_iters == 0:
         # SequentialLR restarts it with the closed form: lr, which then stays
-        return scaling("ConstantLR", lr, lambda count: factor * _ones(count),
-                       lambda t: jnp.where(_steps(t) == 0, factor, _ones(t)),
-                       restarted=lambda steps, lr_before: lr * _ones(steps))
+        return scaling(
+            "ConstantLR",
+            lr,
+            lambda count: factor * _ones(count),
+            lambda t: jnp.where(_steps(t) == 0, factor, _ones(t)),
+            restarted=lambda steps, lr_before: lr * _ones(steps),
+        )
     restored = 1.0 if factor > 0 else math.nan
 
     def constant_factor(count):
@@ -200,13 +237,16 @@ def ConstantLR(lr: float, factor: float = 1.0 / 3, total_iters: int = 5,
 
     def ratio(t):
         t = _steps(t)
-        return jnp.where(t == 0, factor, jnp.where(t == total_iters, 1.0 / factor if factor
-                                                   else math.nan, 1.0)) * _ones(t)
+        return jnp.where(
+            t == 0, factor, jnp.where(t == total_iters, 1.0 / factor if factor else math.nan, 1.0)
+        ) * _ones(t)
+
     return scaling("ConstantLR", lr, constant_factor, ratio)
 
 
-def PolynomialLR(lr: float, total_iters: int = 5, power: float = 1.0,
-                 last_epoch: int = -1) -> Schedule:
+def PolynomialLR(
+    lr: float, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+) -> Schedule:
     """``lr · (1 − min(t, total_iters) / total_iters)^power``, exactly 0 from ``total_iters``
     on (as torch: the steps left are counted in integers, not ``1 − t / total_iters``,
     which ``jit`` rounds to ±1e-16 and a power < 1 magnifies)."""
@@ -223,6 +263,7 @@ def PolynomialLR(lr: float, total_iters: int = 5, power: float = 1.0,
         t = _steps(t)
         left = float_count(total_iters - t)
         return jnp.where((t == 0) | (t > total_iters), 1.0, (left / (left + 1)) ** power)
+
     return scaling("PolynomialLR", lr, factor, ratio)
 
 
@@ -261,8 +302,12 @@ def _product(start, lr_lambda: Callable, first: int, last):
     if not isinstance(constant, jax.core.Tracer):
         repeats = jnp.maximum(last - first + 1, 0).astype(dtype)
         return start * jnp.asarray(constant, dtype) ** repeats
-    return jax.lax.fori_loop(first, last + 1, lambda epoch, value: value * lr_lambda(epoch),
-                             jnp.asarray(start, dtype) * jnp.ones(jnp.shape(last), dtype))
+    return jax.lax.fori_loop(
+        first,
+        last + 1,
+        lambda epoch, value: value * lr_lambda(epoch),
+        jnp.asarray(start, dtype) * jnp.ones(jnp.shape(last), dtype),
+    )
 
 
 def MultiplicativeLR(lr: float, lr_lambda: Callable, last_epoch: int = -1) -> Schedule:
@@ -279,7 +324,8 @@ def MultiplicativeLR(lr: float, lr_lambda: Callable, last_epoch: int = -1) -> Sc
     if not callable(lr_lambda):
         raise TypeError(
             f"`lr_lambda` (={lr_lambda!r}) must be a function of the epoch (torch also takes "
-            "a list of them, one per parameter group, which a schedule cannot hold).")
+            "a list of them, one per parameter group, which a schedule cannot hold)."
+        )
     check_last_epoch(last_epoch)
 
     def ratio(t):
@@ -287,23 +333,48 @@ def MultiplicativeLR(lr: float, lr_lambda: Callable, last_epoch: int = -1) -> Sc
         if epoch is not None:
             return jnp.asarray(lr_lambda(epoch) if epoch else 1.0, jnp.result_type(float))
         return jnp.where(_steps(t) == 0, 1.0, lr_lambda(int_count(t))) * _ones(t)
-    return Schedule(lambda count: _product(lr, lr_lambda, 1, count), "MultiplicativeLR", lr,
-                    "scales", ratio=ratio, factor=lambda count: _product(1.0, lr_lambda, 1, count),
-                    restarted=lambda steps, lr_before: _product(lr_before, lr_lambda, 0, steps))
+
+    return Schedule(
+        lambda count: _product(lr, lr_lambda, 1, count),
+        "MultiplicativeLR",
+        lr,
+        "scales",
+        ratio=ratio,
+        factor=lambda count: _product(1.0, lr_lambda, 1, count),
+        restarted=lambda steps, lr_before: _product(lr_before, lr_lambda, 0, steps),
+    )
 
 
 # torch.optim.lr_scheduler's 15 classes: these 14 and ReduceLROnPlateau (a state machine)
-SCHEDULERS = {f.__name__: f for f in (
-    StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
-    LinearLR, ConstantLR, OneCycleLR, PolynomialLR, LambdaLR, SequentialLR,
-    MultiplicativeLR, CyclicLR, ChainedScheduler)}
+SCHEDULERS = {
+    f.__name__: f
+    for f in (
+        StepLR,
+        MultiStepLR,
+        ExponentialLR,
+        CosineAnnealingLR,
+        CosineAnnealingWarmRestarts,
+        LinearLR,
+        ConstantLR,
+        OneCycleLR,
+        PolynomialLR,
+        LambdaLR,
+        SequentialLR,
+        MultiplicativeLR,
+        CyclicLR,
+        ChainedScheduler,
+    )
+}
 """The 14 schedule factories by torch class name (``ReduceLROnPlateau``, a state machine,
 is separate)."""
 # what for_run builds from a name and keyword arguments alone
 _NOT_FOR_RUN = ("LambdaLR", "SequentialLR", "MultiplicativeLR", "CyclicLR", "ChainedScheduler")
 
-_LENGTH_ARGUMENT = {"CosineAnnealingLR": "T_max", "OneCycleLR": "total_steps",
-                    "PolynomialLR": "total_iters"}
+_LENGTH_ARGUMENT = {
+    "CosineAnnealingLR": "T_max",
+    "OneCycleLR": "total_steps",
+    "PolynomialLR": "total_iters",
+}
 
 
 def run_kwargs(name: str, lr: float, total_steps: int, **kwargs) -> dict:

@@ -15,15 +15,33 @@ list of names as ``order``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import jax
 
 from jaxgrad.optim.names import dotted_names
 
-TORCH_FIELDS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg",
-                "grad_avg", "sum", "exp_inf", "mu_product", "eta", "mu", "ax", "acc_delta",
-                "prev", "step_size", "row_var", "col_var", "variance")
+TORCH_FIELDS = (
+    "momentum_buffer",
+    "exp_avg",
+    "exp_avg_sq",
+    "max_exp_avg_sq",
+    "square_avg",
+    "grad_avg",
+    "sum",
+    "exp_inf",
+    "mu_product",
+    "eta",
+    "mu",
+    "ax",
+    "acc_delta",
+    "prev",
+    "step_size",
+    "row_var",
+    "col_var",
+    "variance",
+)
 _STATE_TYPES: list[type] = []
 _WITHOUT_STEP: set[type] = set()
 _WHOLE_STATES: dict[type, Any] = {}
@@ -43,11 +61,13 @@ def register_state(cls: type | None = None, *, torch_step: bool = True):
 
     ``torch_step=False`` for a state whose torch twin keeps no ``step`` (SGD's).
     """
+
     def register(cls):
         _STATE_TYPES.append(cls)
         if not torch_step:
             _WITHOUT_STEP.add(cls)
         return cls
+
     return register if cls is None else register(cls)
 
 
@@ -75,8 +95,11 @@ def _find_torch_states(opt_state) -> list:
 
 def _order_names(order) -> list[str]:
     if isinstance(order, dict):
-        return jax.tree.leaves(dotted_names(order)) if any(
-            isinstance(v, dict) for v in order.values()) else list(order)
+        return (
+            jax.tree.leaves(dotted_names(order))
+            if any(isinstance(v, dict) for v in order.values())
+            else list(order)
+        )
     if isinstance(order, str) or not isinstance(order, Iterable):
         raise TypeError(f"`order` (={order!r}) must be the params dict or a list of names.")
     return list(order)
@@ -104,9 +127,11 @@ def torch_style_state(opt_state, order=None) -> dict[str, dict[str, Any]]:
     for state in _find_torch_states(opt_state):
         if type(state) in _WHOLE_STATES:
             if order is None:
-                raise ValueError("`order` is needed: this optimizer's state (torch keeps it "
-                                 "whole under the first parameter) is not shaped like the "
-                                 "params; pass the params dict or the names.")
+                raise ValueError(
+                    "`order` is needed: this optimizer's state (torch keeps it "
+                    "whole under the first parameter) is not shaped like the "
+                    "params; pass the params dict or the names."
+                )
             first = _order_names(order)[0]
             result[first] = _WHOLE_STATES[type(state)](state)
             continue
@@ -125,8 +150,9 @@ def torch_style_state(opt_state, order=None) -> dict[str, dict[str, Any]]:
     names = _order_names(order)
     missing = sorted(set(result) - set(names))
     if missing:
-        raise ValueError(f"`order` lacks {missing}, which hold optimizer state; "
-                         f"`order` has {names}.")
+        raise ValueError(
+            f"`order` lacks {missing}, which hold optimizer state; `order` has {names}."
+        )
     return {name: result[name] for name in names if name in result}
 
 

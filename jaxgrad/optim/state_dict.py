@@ -28,7 +28,8 @@ left out (torch's ``load_state_dict`` does not need it).
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -38,8 +39,13 @@ from jaxgrad.optim._args import value_at
 from jaxgrad.optim.cycling import CyclingSchedule
 from jaxgrad.optim.groups import group_order
 from jaxgrad.optim.names import dotted_names
-from jaxgrad.optim.state import (_STATE_TYPES, TORCH_FIELDS, _find_torch_states, _order_names,
-                                 torch_style_state)
+from jaxgrad.optim.state import (
+    _STATE_TYPES,
+    TORCH_FIELDS,
+    _find_torch_states,
+    _order_names,
+    torch_style_state,
+)
 
 
 def _groups_of(params, groups) -> tuple[list[dict], list[list[str]]]:
@@ -68,8 +74,10 @@ def _group_entry(factory: Callable, options: dict, count) -> dict:
     if callable(entry.get("betas", (None,))[0]):
         scheduled.append("betas")
     if scheduled and count is None:
-        raise ValueError(f"`count` is needed to write the scheduled {scheduled}: the "
-                         "optimizer state holds no step counter (plain SGD); pass count=.")
+        raise ValueError(
+            f"`count` is needed to write the scheduled {scheduled}: the "
+            "optimizer state holds no step counter (plain SGD); pass count=."
+        )
     for name in scheduled:
         value = entry[name]
         if name == "betas":
@@ -84,8 +92,9 @@ def _group_entry(factory: Callable, options: dict, count) -> dict:
     return entry
 
 
-def optimizer_state_dict(opt_state, params, optimizer: Callable, groups=None, *,
-                         count: int | None = None, **defaults) -> dict[str, Any]:
+def optimizer_state_dict(
+    opt_state, params, optimizer: Callable, groups=None, *, count: int | None = None, **defaults
+) -> dict[str, Any]:
     """torch's ``optimizer.state_dict()`` of a jaxgrad optimizer state.
 
     Args:
@@ -107,8 +116,10 @@ def optimizer_state_dict(opt_state, params, optimizer: Callable, groups=None, *,
     state = {}
     for index, name in enumerate(names):
         if name in fields:
-            state[index] = {k: np.asarray(v, np.float32) if k == "step" else np.array(v)
-                            for k, v in fields[name].items()}
+            state[index] = {
+                k: np.asarray(v, np.float32) if k == "step" else np.array(v)
+                for k, v in fields[name].items()
+            }
     param_groups, start = [], 0
     for group, group_names in zip(group_list, members):
         options = {**defaults, **{k: v for k, v in group.items() if k != "params"}}
@@ -119,8 +130,9 @@ def optimizer_state_dict(opt_state, params, optimizer: Callable, groups=None, *,
     return {"state": state, "param_groups": param_groups}
 
 
-def load_optimizer_state_dict(optimizer, params, state_dict, groups=None, *,
-                              count: int | None = None):
+def load_optimizer_state_dict(
+    optimizer, params, state_dict, groups=None, *, count: int | None = None
+):
     """The jaxgrad optimizer state holding a torch ``optimizer.state_dict()``.
 
     Args:
@@ -147,20 +159,27 @@ def load_optimizer_state_dict(optimizer, params, state_dict, groups=None, *,
     if [len(g["params"]) for g in saved_groups] != [len(m) for m in members]:
         raise ValueError(
             f"`state_dict` has groups of {[len(g['params']) for g in saved_groups]} "
-            f"parameters; the optimizer's groups have {[len(m) for m in members]}.")
+            f"parameters; the optimizer's groups have {[len(m) for m in members]}."
+        )
     index_of = {}
     for saved, group_names in zip(saved_groups, members):
         index_of.update(zip(group_names, saved["params"]))
-    saved_state = {index: {k: _numpy(v) for k, v in entry.items()}
-                   for index, entry in state_dict["state"].items()}
+    saved_state = {
+        index: {k: _numpy(v) for k, v in entry.items()}
+        for index, entry in state_dict["state"].items()
+    }
     steps = {int(entry["step"]) for entry in saved_state.values() if "step" in entry}
     if len(steps) > 1:
-        raise ValueError(f"`state_dict` parameters have different `step` counts {sorted(steps)}; "
-                         "a jaxgrad optimizer takes its steps for all parameters at once.")
+        raise ValueError(
+            f"`state_dict` parameters have different `step` counts {sorted(steps)}; "
+            "a jaxgrad optimizer takes its steps for all parameters at once."
+        )
     if count is None:
         if not steps and saved_state:
-            raise ValueError("`count` (the steps taken) is needed: torch's SGD state keeps "
-                             "no `step`; pass count=.")
+            raise ValueError(
+                "`count` (the steps taken) is needed: torch's SGD state keeps "
+                "no `step`; pass count=."
+            )
         count = steps.pop() if steps else 0
     used = set()
 
@@ -171,17 +190,24 @@ def load_optimizer_state_dict(optimizer, params, state_dict, groups=None, *,
         used.add((index_of[name], field))
         value = entry[field]
         if tuple(value.shape) != tuple(leaf.shape):
-            raise ValueError(f"`state_dict['state'][{index_of[name]}]['{field}']` has shape "
-                             f"{tuple(value.shape)}; parameter {name!r} has "
-                             f"{tuple(leaf.shape)}.")
+            raise ValueError(
+                f"`state_dict['state'][{index_of[name]}]['{field}']` has shape "
+                f"{tuple(value.shape)}; parameter {name!r} has "
+                f"{tuple(leaf.shape)}."
+            )
         return jnp.asarray(value, leaf.dtype)
 
     def fill(node):
         if isinstance(node, tuple(_STATE_TYPES)):
-            updates = {field: jax.tree.map(lambda name, leaf, field=field: take(name, field, leaf),
-                                           dotted_names(getattr(node, field)),
-                                           getattr(node, field))
-                       for field in TORCH_FIELDS if getattr(node, field, None) is not None}
+            updates = {
+                field: jax.tree.map(
+                    lambda name, leaf, field=field: take(name, field, leaf),
+                    dotted_names(getattr(node, field)),
+                    getattr(node, field),
+                )
+                for field in TORCH_FIELDS
+                if getattr(node, field, None) is not None
+            }
             return node._replace(step=jnp.asarray(count, node.step.dtype), **updates)
         if hasattr(node, "_fields"):  # optax states: the schedule's `count` too
             children = [fill(child) for child in node]
@@ -196,11 +222,14 @@ def load_optimizer_state_dict(optimizer, params, state_dict, groups=None, *,
         return node
 
     opt_state = fill(optimizer.init(params))
-    left = sorted((i, f) for i, e in saved_state.items() for f in e
-                  if f != "step" and (i, f) not in used)
+    left = sorted(
+        (i, f) for i, e in saved_state.items() for f in e if f != "step" and (i, f) not in used
+    )
     if left:
-        raise ValueError(f"`state_dict` fields {left} (index, field) have no place in this "
-                         "optimizer's state: is it the same optimizer with the same options?")
+        raise ValueError(
+            f"`state_dict` fields {left} (index, field) have no place in this "
+            "optimizer's state: is it the same optimizer with the same options?"
+        )
     return opt_state
 
 

@@ -9,7 +9,7 @@ reference's own float32 rounding.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -21,8 +21,14 @@ from jaxgrad.optim.state import torch_style_state
 from jaxgrad.parity import ParityReport, compare
 
 
-def optimizer_trajectory(optimizer: optax.GradientTransformation,
-                         loss_fn: Callable, params, steps: int, *, jit: bool = True) -> dict:
+def optimizer_trajectory(
+    optimizer: optax.GradientTransformation,
+    loss_fn: Callable,
+    params,
+    steps: int,
+    *,
+    jit: bool = True,
+) -> dict:
     """``steps`` steps of ``optimizer`` on ``loss_fn(params) -> scalar``.
 
     Args:
@@ -64,14 +70,18 @@ def optimizer_trajectory(optimizer: optax.GradientTransformation,
         return jax.tree.map(lambda *xs: jnp.stack(xs), *history)
 
     losses, param_history, state_history = (jax.jit(run) if jit else run_eagerly)(params)
-    state = {name: {k: v for k, v in fields.items() if k != "step"}
-             for name, fields in torch_style_state(state_history).items()}
+    state = {
+        name: {k: v for k, v in fields.items() if k != "step"}
+        for name, fields in torch_style_state(state_history).items()
+    }
     return {"loss": losses, "params": param_history, "state": state}
 
 
 def _steps(tree, path: str) -> int:
-    lengths = {np.shape(to_numpy(leaf))[0] if np.ndim(to_numpy(leaf)) else None
-               for leaf in jax.tree_util.tree_leaves(tree)}
+    lengths = {
+        np.shape(to_numpy(leaf))[0] if np.ndim(to_numpy(leaf)) else None
+        for leaf in jax.tree_util.tree_leaves(tree)
+    }
     if len(lengths) != 1 or None in lengths:
         raise ValueError(
             f"`{path}` must stack every leaf along one leading step axis (as "
@@ -84,8 +94,9 @@ def _step(tree, index: int):
     return jax.tree_util.tree_map(lambda leaf: to_numpy(leaf)[index], tree)
 
 
-def compare_trajectory(reference, candidate, *, reference64=None, name: str = "",
-                       **options) -> ParityReport:
+def compare_trajectory(
+    reference, candidate, *, reference64=None, name: str = "", **options
+) -> ParityReport:
     """Compare two trajectories step by step: each step's leaves judged on their own.
 
     Every leaf holds the steps along its leading axis (``optimizer_trajectory``'s and
@@ -115,11 +126,15 @@ def compare_trajectory(reference, candidate, *, reference64=None, name: str = ""
     steps = _steps(reference, "reference")
     for tree, label in ((candidate, "candidate"), (reference64, "reference64")):
         if tree is not None and _steps(tree, label) != steps:
-            raise ValueError(
-                f"`{label}` has {_steps(tree, label)} steps, the reference {steps}.")
+            raise ValueError(f"`{label}` has {_steps(tree, label)} steps, the reference {steps}.")
 
     def by_step(tree):
-        return None if tree is None else {
-            f"step {k + 1}": _step(tree, k) for k in range(steps)}
-    return compare(by_step(reference), by_step(candidate), reference64=by_step(reference64),
-                   name=name, **options)
+        return None if tree is None else {f"step {k + 1}": _step(tree, k) for k in range(steps)}
+
+    return compare(
+        by_step(reference),
+        by_step(candidate),
+        reference64=by_step(reference64),
+        name=name,
+        **options,
+    )

@@ -15,31 +15,32 @@
   instead of page-faulting every step.
 """
 
-from jaxgrad.train.checkpoint import CheckpointError
-from jaxgrad.train.checkpoint import latest_checkpoint
-from jaxgrad.train.checkpoint import latest_verified
-from jaxgrad.train.checkpoint import load_checkpoint
-from jaxgrad.train.checkpoint import load_params
-from jaxgrad.train.checkpoint import newest_intact
-from jaxgrad.train.checkpoint import save_checkpoint
-from jaxgrad.train.checkpoint import save_params
-from jaxgrad.train.checkpoint import verify_checkpoint
-from jaxgrad.train.host_memory import HostMemory
-from jaxgrad.train.host_memory import keep_freed_host_memory
-from jaxgrad.train.loop import EpochResult
-from jaxgrad.train.loop import check_batch
-from jaxgrad.train.loop import NonFiniteLossError
-from jaxgrad.train.loop import Trainer
-from jaxgrad.train.sharding import data_parallel_mesh
-from jaxgrad.train.sharding import initialize_distributed
-from jaxgrad.train.sharding import replicate
-from jaxgrad.train.sharding import select_devices
-from jaxgrad.train.sharding import shard_batch
-from jaxgrad.train.step import build_optimizer
-from jaxgrad.train.step import compute_dtype_error
-from jaxgrad.train.step import evaluate
-from jaxgrad.train.step import make_train_epoch
-from jaxgrad.train.step import make_train_step
-from jaxgrad.train.step import make_train_stretch
-from jaxgrad.train.strategy import Choice
-from jaxgrad.train.strategy import parse_strategy
+from jaxgrad.train.checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    latest_verified,
+    load_checkpoint,
+    load_params,
+    newest_intact,
+    save_checkpoint,
+    save_params,
+    verify_checkpoint,
+)
+from jaxgrad.train.host_memory import HostMemory, keep_freed_host_memory
+from jaxgrad.train.loop import EpochResult, NonFiniteLossError, Trainer, check_batch
+from jaxgrad.train.sharding import (
+    data_parallel_mesh,
+    initialize_distributed,
+    replicate,
+    select_devices,
+    shard_batch,
+)
+from jaxgrad.train.step import (
+    build_optimizer,
+    compute_dtype_error,
+    evaluate,
+    make_train_epoch,
+    make_train_step,
+    make_train_stretch,
+)
+from jaxgrad.train.strategy import Choice, parse_strategy

@@ -35,20 +35,40 @@ import dataclasses
 import os
 import statistics
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-LOAD_PER_CPU = 0.5    # other work tolerated, in runnable processes per CPU
-MAX_SPREAD = 0.10     # interquartile range / median of a contender's round times
+LOAD_PER_CPU = 0.5  # other work tolerated, in runnable processes per CPU
+MAX_SPREAD = 0.10  # interquartile range / median of a contender's round times
 WARMUP_TOLERANCE = 0.10  # two consecutive warm-up rounds within 10 % of each other
 WARMUP_MAX_ROUNDS = 8
 
 # /proc/cpuinfo flags that decide which matmul kernels the frameworks can use.
-VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16",
-                "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "amx_int8", "asimd", "sve")
+VECTOR_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "amx_int8",
+    "asimd",
+    "sve",
+)
 
 # Environment variables that set thread pools or XLA's code generation.
-THREAD_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                      "XLA_FLAGS", "TF_NUM_INTRAOP_THREADS", "ONEDNN_MAX_CPU_ISA")
+THREAD_ENVIRONMENT = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "XLA_FLAGS",
+    "TF_NUM_INTRAOP_THREADS",
+    "ONEDNN_MAX_CPU_ISA",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +97,12 @@ def spread(times: Sequence[float]) -> Spread:
         q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
     else:
         q1 = q3 = times[0]
-    return Spread(median=median, relative_iqr=(q3 - q1) / median,
-                  max_over_min=max(times) / min(times), rounds=len(times))
+    return Spread(
+        median=median,
+        relative_iqr=(q3 - q1) / median,
+        max_over_min=max(times) / min(times),
+        rounds=len(times),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,9 +118,13 @@ def agree(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * min(a, b)
 
 
-def warm_up(run: Callable[[], object], *, tolerance: float = WARMUP_TOLERANCE,
-            max_rounds: int = WARMUP_MAX_ROUNDS,
-            clock: Callable[[], float] = time.perf_counter) -> WarmUp:
+def warm_up(
+    run: Callable[[], object],
+    *,
+    tolerance: float = WARMUP_TOLERANCE,
+    max_rounds: int = WARMUP_MAX_ROUNDS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> WarmUp:
     """Call ``run`` until two consecutive rounds agree within ``tolerance`` (or ``max_rounds``).
 
     ``run`` must finish its work before returning (block on the device). Returns
@@ -104,8 +132,10 @@ def warm_up(run: Callable[[], object], *, tolerance: float = WARMUP_TOLERANCE,
     rounds come after, so caches, allocators and thread pools are warm by then.
     """
     if not isinstance(max_rounds, int) or max_rounds < 2:
-        raise ValueError(f"`max_rounds` (={max_rounds!r}) must be an int >= 2: steady state "
-                         "needs two rounds to compare.")
+        raise ValueError(
+            f"`max_rounds` (={max_rounds!r}) must be an int >= 2: steady state "
+            "needs two rounds to compare."
+        )
     if not tolerance > 0:
         raise ValueError(f"`tolerance` (={tolerance!r}) must be > 0.")
     times = []
@@ -132,8 +162,9 @@ class Trust:
         return "trusted" if self.trusted else "untrusted: " + "; ".join(self.reasons)
 
 
-def load_reasons(load_before: float, load_after: float, cpus: int, *,
-                 load_per_cpu: float = LOAD_PER_CPU) -> list[str]:
+def load_reasons(
+    load_before: float, load_after: float, cpus: int, *, load_per_cpu: float = LOAD_PER_CPU
+) -> list[str]:
     """Why the 1-minute load averages around a run make it untrustworthy (``[]``: they don't)."""
     if not isinstance(cpus, int) or cpus < 1:
         raise ValueError(f"`cpus` (={cpus!r}) must be an int >= 1.")
@@ -141,34 +172,53 @@ def load_reasons(load_before: float, load_after: float, cpus: int, *,
     before_limit = load_per_cpu * cpus
     after_limit = cpus + load_per_cpu * cpus  # the benchmark itself keeps `cpus` busy
     if load_before > before_limit:
-        reasons.append(f"load {load_before:.1f} on {cpus} cores before the run "
-                       f"(limit {before_limit:.1f})")
+        reasons.append(
+            f"load {load_before:.1f} on {cpus} cores before the run (limit {before_limit:.1f})"
+        )
     if load_after > after_limit:
-        reasons.append(f"load {load_after:.1f} on {cpus} cores after the run "
-                       f"(limit {after_limit:.1f}, the benchmark's own {cpus} included)")
+        reasons.append(
+            f"load {load_after:.1f} on {cpus} cores after the run "
+            f"(limit {after_limit:.1f}, the benchmark's own {cpus} included)"
+        )
     return reasons
 
 
 def spread_reasons(spreads: Mapping[str, Spread], *, max_spread: float = MAX_SPREAD) -> list[str]:
     """Why the contenders' round spreads make a measurement untrustworthy."""
-    return [f"{name} rounds spread {100 * s.relative_iqr:.1f}% (IQR/median, limit "
-            f"{100 * max_spread:.0f}%; max/min {s.max_over_min:.2f})"
-            for name, s in spreads.items() if s.relative_iqr > max_spread]
+    return [
+        f"{name} rounds spread {100 * s.relative_iqr:.1f}% (IQR/median, limit "
+        f"{100 * max_spread:.0f}%; max/min {s.max_over_min:.2f})"
+        for name, s in spreads.items()
+        if s.relative_iqr > max_spread
+    ]
 
 
-def warmup_reasons(warmups: Mapping[str, WarmUp], *,
-                   tolerance: float = WARMUP_TOLERANCE) -> list[str]:
+def warmup_reasons(
+    warmups: Mapping[str, WarmUp], *, tolerance: float = WARMUP_TOLERANCE
+) -> list[str]:
     """Contenders whose warm-up never reached two rounds within ``tolerance``."""
-    return [f"{name} never steady in {len(w.times)} warm-up rounds (consecutive rounds "
-            f"differ by > {100 * tolerance:.0f}%)" for name, w in warmups.items() if not w.steady]
+    return [
+        f"{name} never steady in {len(w.times)} warm-up rounds (consecutive rounds "
+        f"differ by > {100 * tolerance:.0f}%)"
+        for name, w in warmups.items()
+        if not w.steady
+    ]
 
 
-def judge(*, run_reasons: Sequence[str] = (), spreads: Mapping[str, Spread] = {},
-          warmups: Mapping[str, WarmUp] = {}, max_spread: float = MAX_SPREAD,
-          tolerance: float = WARMUP_TOLERANCE) -> Trust:
+def judge(
+    *,
+    run_reasons: Sequence[str] = (),
+    spreads: Mapping[str, Spread] = {},
+    warmups: Mapping[str, WarmUp] = {},
+    max_spread: float = MAX_SPREAD,
+    tolerance: float = WARMUP_TOLERANCE,
+) -> Trust:
     """One measurement's ``Trust``: the run-wide reasons plus its own spread and warm-up."""
-    return Trust(tuple(run_reasons) + tuple(spread_reasons(spreads, max_spread=max_spread))
-                 + tuple(warmup_reasons(warmups, tolerance=tolerance)))
+    return Trust(
+        tuple(run_reasons)
+        + tuple(spread_reasons(spreads, max_spread=max_spread))
+        + tuple(warmup_reasons(warmups, tolerance=tolerance))
+    )
 
 
 def combine(*trusts: Trust) -> Trust:
@@ -209,19 +259,27 @@ class Verdict:
 PEAK_NOISY = "peak probe noisy"
 
 
-def peak_reasons(peak_spreads: Mapping[str, Spread], *,
-                 max_spread: float = MAX_SPREAD) -> list[str]:
+def peak_reasons(
+    peak_spreads: Mapping[str, Spread], *, max_spread: float = MAX_SPREAD
+) -> list[str]:
     """Why the matmul-peak probe's rounds make fractions of the peak untrustworthy."""
-    return [f"{PEAK_NOISY}: {reason}" for reason in spread_reasons(
-        {f"matmul peak ({side})": s for side, s in peak_spreads.items()},
-        max_spread=max_spread)]
+    return [
+        f"{PEAK_NOISY}: {reason}"
+        for reason in spread_reasons(
+            {f"matmul peak ({side})": s for side, s in peak_spreads.items()}, max_spread=max_spread
+        )
+    ]
 
 
-def verdict(*, run_reasons: Sequence[str] = (),
-            row_spreads: Mapping[str, Mapping[str, Spread]],
-            row_warmups: Mapping[str, Mapping[str, WarmUp]] = {},
-            peak_spreads: Mapping[str, Spread] = {}, max_spread: float = MAX_SPREAD,
-            tolerance: float = WARMUP_TOLERANCE) -> Verdict:
+def verdict(
+    *,
+    run_reasons: Sequence[str] = (),
+    row_spreads: Mapping[str, Mapping[str, Spread]],
+    row_warmups: Mapping[str, Mapping[str, WarmUp]] = {},
+    peak_spreads: Mapping[str, Spread] = {},
+    max_spread: float = MAX_SPREAD,
+    tolerance: float = WARMUP_TOLERANCE,
+) -> Verdict:
     """Judge a run: each row by the load and its own contenders, the peak by its probe.
 
     Args:
@@ -234,12 +292,21 @@ def verdict(*, run_reasons: Sequence[str] = (),
     Returns:
       A ``Verdict``.
     """
-    rows = {name: judge(run_reasons=run_reasons, spreads=spreads,
-                        warmups=row_warmups.get(name, {}), max_spread=max_spread,
-                        tolerance=tolerance)
-            for name, spreads in row_spreads.items()}
-    return Verdict(run=Trust(tuple(run_reasons)), rows=rows,
-                   peak=Trust(tuple(peak_reasons(peak_spreads, max_spread=max_spread))))
+    rows = {
+        name: judge(
+            run_reasons=run_reasons,
+            spreads=spreads,
+            warmups=row_warmups.get(name, {}),
+            max_spread=max_spread,
+            tolerance=tolerance,
+        )
+        for name, spreads in row_spreads.items()
+    }
+    return Verdict(
+        run=Trust(tuple(run_reasons)),
+        rows=rows,
+        peak=Trust(tuple(peak_reasons(peak_spreads, max_spread=max_spread))),
+    )
 
 
 def goal_verdict(ratio: float, goal: float, trust: Trust) -> str:
@@ -253,19 +320,19 @@ def goal_verdict(ratio: float, goal: float, trust: Trust) -> str:
     return "met" if ratio >= goal else "NOT met"
 
 
-def judge_timings(load_before: float, load_after: float,
-                  spreads: Mapping[str, Spread]) -> Trust:
+def judge_timings(load_before: float, load_after: float, spreads: Mapping[str, Spread]) -> Trust:
     """The ``Trust`` of a side measurement (no warm-up record): this machine's load
     before and after it, and each timed contender's spread of rounds."""
-    return judge(run_reasons=load_reasons(load_before, load_after, usable_cpus()),
-                 spreads=spreads)
+    return judge(run_reasons=load_reasons(load_before, load_after, usable_cpus()), spreads=spreads)
 
 
 def describe_cpu() -> str:
     """``"<model>, N usable CPUs; vector extensions: avx2 ..."``, for a header line."""
     cpu = cpu_info()
-    return (f"{cpu['model']}, {usable_cpus()} usable CPUs; vector extensions: "
-            f"{' '.join(cpu['flags']) or 'none found'}")
+    return (
+        f"{cpu['model']}, {usable_cpus()} usable CPUs; vector extensions: "
+        f"{' '.join(cpu['flags']) or 'none found'}"
+    )
 
 
 def usable_cpus() -> int:
@@ -292,8 +359,11 @@ def parse_cpuinfo(text: str) -> dict:
             model = value.strip()
         elif key in ("flags", "features") and flags is None:
             flags = set(value.split())
-    return {"model": model or "unknown", "logical_cpus": logical,
-            "flags": [f for f in VECTOR_FLAGS if f in (flags or ())]}
+    return {
+        "model": model or "unknown",
+        "logical_cpus": logical,
+        "flags": [f for f in VECTOR_FLAGS if f in (flags or ())],
+    }
 
 
 def cpu_info(path: str = "/proc/cpuinfo") -> dict:
@@ -303,8 +373,12 @@ def cpu_info(path: str = "/proc/cpuinfo") -> dict:
             return parse_cpuinfo(handle.read())
     except OSError:
         import platform
-        return {"model": platform.processor() or platform.machine(),
-                "logical_cpus": os.cpu_count() or 0, "flags": []}
+
+        return {
+            "model": platform.processor() or platform.machine(),
+            "logical_cpus": os.cpu_count() or 0,
+            "flags": [],
+        }
 
 
 def thread_environment(environ: Mapping[str, str] = os.environ) -> dict:

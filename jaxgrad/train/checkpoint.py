@@ -84,8 +84,7 @@ def _keyed_leaves(tree):
     leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
     flat_dict = isinstance(tree, dict) and all(len(path) == 1 for path, _ in leaves)
     keyed = {
-        (path[0].key if flat_dict else jax.tree_util.keystr(path)): leaf
-        for path, leaf in leaves
+        (path[0].key if flat_dict else jax.tree_util.keystr(path)): leaf for path, leaf in leaves
     }
     return keyed, treedef
 
@@ -326,8 +325,11 @@ def latest_verified(directory: str) -> str | None:
     except CheckpointError as exc:
         named = os.path.join(directory, _read_pointer(directory))
         intact = newest_intact(directory, exclude=named)
-        hint = (f" The newest intact checkpoint in {directory} is {intact}." if intact
-                else f" No other checkpoint in {directory} is intact.")
+        hint = (
+            f" The newest intact checkpoint in {directory} is {intact}."
+            if intact
+            else f" No other checkpoint in {directory} is intact."
+        )
         error = CheckpointError(f"{LATEST} names a damaged checkpoint: {exc}{hint}")
         error.intact = intact
         raise error from exc
@@ -364,7 +366,8 @@ def load_checkpoint(path: str, *, model, opt_state_template, config: dict | None
         ]
         raise CheckpointError(
             f"checkpoint {path} was written by a different run configuration ("
-            + "; ".join(diffs) + "). Resume with the same settings or another directory."
+            + "; ".join(diffs)
+            + "). Resume with the same settings or another directory."
         )
     try:
         params = model.load_state_dict(_read_safetensors(os.path.join(path, PARAMS_FILE)))
@@ -396,6 +399,7 @@ def _restore_tree(arrays: dict, template, path: str):
     if problems:
         raise CheckpointError(
             f"checkpoint {path}: optimizer state does not fit the current optimizer ("
-            + "; ".join(problems) + ")."
+            + "; ".join(problems)
+            + ")."
         )
     return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(arrays[k]) for k in expected])

@@ -86,9 +86,14 @@ def keep_freed_host_memory() -> HostMemory:
         return HostMemory(False, version)
     if _state["applied"]:
         return HostMemory(True, _state["detail"])
-    refused = [name for name, param, value in (("M_MMAP_MAX", M_MMAP_MAX, 0),
-                                               ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, _NEVER_TRIM))
-               if libc.mallopt(ctypes.c_int(param), ctypes.c_int(value)) != 1]
+    refused = [
+        name
+        for name, param, value in (
+            ("M_MMAP_MAX", M_MMAP_MAX, 0),
+            ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, _NEVER_TRIM),
+        )
+        if libc.mallopt(ctypes.c_int(param), ctypes.c_int(value)) != 1
+    ]
     if refused:
         return HostMemory(False, f"glibc {version} refused mallopt {', '.join(refused)}")
     detail = f"kept (glibc {version}: no mmap for large blocks, no trimming)"

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -51,8 +51,9 @@ from jaxgrad.train.step import make_train_step, make_train_stretch
 class NonFiniteLossError(FloatingPointError):
     """Raised when a step's loss is NaN or infinite; carries the step and parameter."""
 
-    def __init__(self, message: str, *, global_step: int, parameter: str | None,
-                 last_checkpoint: str | None):
+    def __init__(
+        self, message: str, *, global_step: int, parameter: str | None, last_checkpoint: str | None
+    ):
         super().__init__(message)
         self.global_step = global_step
         self.parameter = parameter
@@ -75,8 +76,9 @@ class EpochResult:
         return float(np.mean(self.losses)) if self.losses.size else float("nan")
 
 
-def check_batch(batch_size: int, accumulate: int, num_devices: int,
-                num_examples: int | None = None) -> None:
+def check_batch(
+    batch_size: int, accumulate: int, num_devices: int, num_examples: int | None = None
+) -> None:
     """Raise ``ValueError`` unless a step's examples fit the devices and the data.
 
     A step takes ``batch_size · accumulate`` examples, split evenly over
@@ -107,8 +109,9 @@ def check_batch(batch_size: int, accumulate: int, num_devices: int,
         )
 
 
-def _requested_strategy(strategy: str, total_steps: int | None
-                        ) -> tuple[str, strategies.Choice | None]:
+def _requested_strategy(
+    strategy: str, total_steps: int | None
+) -> tuple[str, strategies.Choice | None]:
     """A trainer's ``strategy=`` parsed, and its ``Choice``: ``"forced"``, or None for
     ``"auto"`` (chosen later by ``choose_strategy``); ``total_steps`` checked on the way.
 
@@ -151,12 +154,27 @@ class Trainer:
         to match on resume.
     """
 
-    def __init__(self, model, loss_fn: Callable, optimizer, params, *, batch_size: int,
-                 seed: int = 0, accumulate: int = 1, compute_dtype=None, fused: bool = False,
-                 strategy: str | None = None, total_steps: int | None = None,
-                 strategy_cache: bool = True, devices=None, checkpoint_dir: str | None = None,
-                 checkpoint_every: int | None = None, keep: int = 2,
-                 config: dict | None = None):
+    def __init__(
+        self,
+        model,
+        loss_fn: Callable,
+        optimizer,
+        params,
+        *,
+        batch_size: int,
+        seed: int = 0,
+        accumulate: int = 1,
+        compute_dtype=None,
+        fused: bool = False,
+        strategy: str | None = None,
+        total_steps: int | None = None,
+        strategy_cache: bool = True,
+        devices=None,
+        checkpoint_dir: str | None = None,
+        checkpoint_every: int | None = None,
+        keep: int = 2,
+        config: dict | None = None,
+    ):
         if checkpoint_every is not None and checkpoint_every < 1:
             raise ValueError(f"`checkpoint_every` (={checkpoint_every}) must be >= 1 or None.")
         if checkpoint_every is not None and checkpoint_dir is None:
@@ -170,12 +188,14 @@ class Trainer:
             strategy = "epoch" if fused else "step"
         elif fused and strategies.parse_strategy(strategy) == "step":
             raise ValueError(f"`fused=True` contradicts `strategy` (={strategy!r}); give one.")
-        self.requested_strategy, self.strategy_choice = _requested_strategy(
-            strategy, total_steps)
+        self.requested_strategy, self.strategy_choice = _requested_strategy(strategy, total_steps)
         self.total_steps, self.strategy_cache = total_steps, strategy_cache
         self.loss_fn, self.compute_dtype = loss_fn, compute_dtype
         self.checkpoint_dir, self.checkpoint_every, self.keep = (
-            checkpoint_dir, checkpoint_every, keep)
+            checkpoint_dir,
+            checkpoint_every,
+            keep,
+        )
         self.config = dict(config or {})
         self.mesh = data_parallel_mesh(devices or jax.devices()[:1])
         self.params = replicate(params, self.mesh)
@@ -195,8 +215,12 @@ class Trainer:
         ``(params, opt_state, stacked epoch, start, stop)``."""
         if strategy not in self._epochs:
             self._epochs[strategy] = make_train_stretch(
-                self.model, self.loss_fn, self.optimizer,
-                unroll=strategies.scan_unroll(strategy), **self._options)
+                self.model,
+                self.loss_fn,
+                self.optimizer,
+                unroll=strategies.scan_unroll(strategy),
+                **self._options,
+            )
         return self._epochs[strategy]
 
     @property
@@ -209,8 +233,9 @@ class Trainer:
         """Whether steps run as fused ``lax.scan`` calls (every strategy but ``"step"``)."""
         return self.strategy not in (None, "step")
 
-    def choose_strategy(self, x: np.ndarray, y: np.ndarray, *,
-                        total_steps: int | None = None) -> strategies.Choice:
+    def choose_strategy(
+        self, x: np.ndarray, y: np.ndarray, *, total_steps: int | None = None
+    ) -> strategies.Choice:
         """Resolve ``"auto"`` now (a probe on the first batches of ``(x, y)``, or the cache).
 
         The probe runs on copies of the parameters: the run's state is untouched. A
@@ -233,8 +258,9 @@ class Trainer:
         total = total_steps or self.total_steps or len(batches)
         # one fused call per stretch: an epoch, cut at each checkpoint; whatever their
         # lengths, they all run the one compiled call of the epoch's shape
-        calls = -(-total // len(batches)) + (total // self.checkpoint_every
-                                             if self.checkpoint_every else 0)
+        calls = -(-total // len(batches)) + (
+            total // self.checkpoint_every if self.checkpoint_every else 0
+        )
         epoch_stack: list = []  # the epoch's batches, stacked once for every fused runner
 
         def make_runners(names, steps):
@@ -248,8 +274,7 @@ class Trainer:
                 elif name != "step":  # the run's own shape: its compile is the run's
                     if not epoch_stack:
                         idx = np.stack(batches)
-                        epoch_stack.append(shard_batch((x[idx], y[idx]), self.mesh,
-                                                       stacked=True))
+                        epoch_stack.append(shard_batch((x[idx], y[idx]), self.mesh, stacked=True))
                     stacked = epoch_stack[0]
 
                 def run(name=name, state=state, stacked=None if name == "step" else stacked):
@@ -258,20 +283,33 @@ class Trainer:
                             state[0], state[1], _ = self._step(state[0], state[1], batch)
                     else:
                         state[0], state[1], _ = self._epoch_fn(name)(
-                            state[0], state[1], stacked, np.int32(0), np.int32(steps))
+                            state[0], state[1], stacked, np.int32(0), np.int32(steps)
+                        )
                     jax.block_until_ready(state)
+
                 runners[name] = run
             return runners
 
-        key_parts = {"trainer": "Trainer", "model": strategies.describe_model(self.model),
-                     "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
-                     "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
-                     "batch_size": self.batch_size, "accumulate": self.accumulate,
-                     "compute_dtype": str(self.compute_dtype), "devices": len(self.devices),
-                     **strategies.environment(self.devices[0])}
+        key_parts = {
+            "trainer": "Trainer",
+            "model": strategies.describe_model(self.model),
+            "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
+            "x": [list(x.shape[1:]), str(x.dtype)],
+            "y": [list(y.shape[1:]), str(y.dtype)],
+            "batch_size": self.batch_size,
+            "accumulate": self.accumulate,
+            "compute_dtype": str(self.compute_dtype),
+            "devices": len(self.devices),
+            **strategies.environment(self.devices[0]),
+        }
         self.strategy_choice = strategies.select(
-            make_runners, key_parts=key_parts, total_steps=total,
-            call_lengths=[len(batches)], calls=calls, cache=self.strategy_cache)
+            make_runners,
+            key_parts=key_parts,
+            total_steps=total,
+            call_lengths=[len(batches)],
+            calls=calls,
+            cache=self.strategy_cache,
+        )
         return self.strategy_choice
 
     @property
@@ -294,12 +332,17 @@ class Trainer:
         """Checkpoint the current state into ``checkpoint_dir`` now; returns its path."""
         if self.checkpoint_dir is None:
             raise ValueError("Trainer.save: no `checkpoint_dir` was given.")
-        if self.last_checkpoint == os.path.join(self.checkpoint_dir,
-                                                ckpt.checkpoint_name(self.global_step)):
+        if self.last_checkpoint == os.path.join(
+            self.checkpoint_dir, ckpt.checkpoint_name(self.global_step)
+        ):
             return self.last_checkpoint  # this very state is already on disk
         self.last_checkpoint = ckpt.save_checkpoint(
-            self.checkpoint_dir, params=self.params, opt_state=self.opt_state,
-            meta=self._meta(), keep=self.keep)
+            self.checkpoint_dir,
+            params=self.params,
+            opt_state=self.opt_state,
+            meta=self._meta(),
+            keep=self.keep,
+        )
         return self.last_checkpoint
 
     def resume(self, path: str | None = None) -> dict:
@@ -320,7 +363,8 @@ class Trainer:
                     "file); nothing to resume from."
                 )
         params, opt_state, meta = ckpt.load_checkpoint(
-            path, model=self.model, opt_state_template=self.opt_state, config=self.config)
+            path, model=self.model, opt_state_template=self.opt_state, config=self.config
+        )
         self.params = replicate(params, self.mesh)
         self.opt_state = replicate(opt_state, self.mesh)
         self.global_step = int(meta["global_step"])
@@ -329,7 +373,8 @@ class Trainer:
         if self.requested_strategy == "auto" and meta.get("strategy"):
             # the resumed run's own strategy: the same compiled stretches, bit-exact
             self.strategy_choice = strategies.Choice(
-                strategies.parse_strategy(meta["strategy"]), "checkpoint")
+                strategies.parse_strategy(meta["strategy"]), "checkpoint"
+            )
         return meta
 
     # ---------------------------------------------------------------------- stopping
@@ -344,8 +389,13 @@ class Trainer:
     # ---------------------------------------------------------------------- epochs
     def batches(self, num_examples: int, epoch: int) -> list[np.ndarray]:
         """This run's index batches for ``epoch`` (full batches only)."""
-        batches = batch_indices(num_examples, self.batch_size * self.accumulate,
-                                seed=self.seed, epoch=epoch, drop_last=True)
+        batches = batch_indices(
+            num_examples,
+            self.batch_size * self.accumulate,
+            seed=self.seed,
+            epoch=epoch,
+            drop_last=True,
+        )
         if not batches:
             raise ValueError(
                 f"{num_examples} training examples make no full batch of "
@@ -366,8 +416,13 @@ class Trainer:
             i, step = i + length, step + length
         return bounds
 
-    def train_epoch(self, x: np.ndarray, y: np.ndarray, *,
-                    on_steps: Callable[[int, np.ndarray], None] | None = None) -> EpochResult:
+    def train_epoch(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        *,
+        on_steps: Callable[[int, np.ndarray], None] | None = None,
+    ) -> EpochResult:
         """Run the rest of the current epoch (all of it unless resumed mid-epoch).
 
         Args:
@@ -391,8 +446,9 @@ class Trainer:
             if self.fused:
                 assert self.strategy is not None  # fused: a strategy other than "step"
                 params, opt_state, metrics = self._epoch_fn(self.strategy)(
-                    self.params, self.opt_state, stacked, np.int32(first), np.int32(stop))
-                metrics = jax.tree_util.tree_map(lambda m: np.asarray(m)[first:stop], metrics)
+                    self.params, self.opt_state, stacked, np.int32(first), np.int32(stop)
+                )
+                metrics = jax.tree_util.tree_map(lambda m: np.asarray(m)[first:stop], metrics)  # noqa: B023
             else:
                 idx = batches[first]
                 batch = shard_batch((x[idx], y[idx]), self.mesh)
@@ -417,20 +473,31 @@ class Trainer:
         seconds = time.perf_counter() - began
         epoch_losses = np.concatenate(losses) if losses else np.zeros((0,), np.float32)
         examples = epoch_losses.size * self.batch_size * self.accumulate
-        return EpochResult(epoch, epoch_losses.size, epoch_losses, seconds, examples,
-                           stopped=stopped)
+        return EpochResult(
+            epoch, epoch_losses.size, epoch_losses, seconds, examples, stopped=stopped
+        )
 
     def _raise_non_finite(self, offset: int, metrics, epoch: int, first: int):
-        finite = {k: np.atleast_1d(np.asarray(v))[offset] for k, v in
-                  metrics["grads_finite"].items()}
+        finite = {
+            k: np.atleast_1d(np.asarray(v))[offset] for k, v in metrics["grads_finite"].items()
+        }
         parameter = next((k for k in self.model.param_shapes() if not finite[k]), None)
         step = self.global_step + offset + 1  # steps are counted from 1
         loss = np.atleast_1d(np.asarray(metrics["loss"]))[offset]
-        where = (f"first non-finite parameter gradient: {parameter!r}" if parameter
-                 else "every parameter gradient is finite")
-        kept = (f"last good checkpoint: {self.last_checkpoint}" if self.last_checkpoint
-                else "no checkpoint was written yet")
+        where = (
+            f"first non-finite parameter gradient: {parameter!r}"
+            if parameter
+            else "every parameter gradient is finite"
+        )
+        kept = (
+            f"last good checkpoint: {self.last_checkpoint}"
+            if self.last_checkpoint
+            else "no checkpoint was written yet"
+        )
         raise NonFiniteLossError(
             f"non-finite loss ({loss}) at step {step} (epoch {epoch}, batch "
             f"{first + offset}); {where}; stopping, {kept}.",
-            global_step=step, parameter=parameter, last_checkpoint=self.last_checkpoint)
+            global_step=step,
+            parameter=parameter,
+            last_checkpoint=self.last_checkpoint,
+        )

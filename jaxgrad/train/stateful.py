@@ -26,7 +26,7 @@ Gradients are taken with respect to ``params`` only, as torch's buffers get none
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +51,8 @@ def stateful_step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransfor
 
     def step(params, buffers, opt_state, batch, key):
         (loss, buffers), grads = jax.value_and_grad(objective, has_aux=True)(
-            params, buffers, batch, key)
+            params, buffers, batch, key
+        )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         return params, buffers, opt_state, {"loss": loss, "grad_norm": global_norm(grads)}
@@ -59,8 +60,14 @@ def stateful_step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransfor
     return step
 
 
-def make_stateful_train_step(model, loss_fn: Callable, optimizer: optax.GradientTransformation,
-                             *, jit: bool = True, donate: bool = True) -> Callable:
+def make_stateful_train_step(
+    model,
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    jit: bool = True,
+    donate: bool = True,
+) -> Callable:
     """A jitted ``(params, buffers, opt_state, (x, y), key) -> (params, buffers,
     opt_state, metrics)``; ``params``, ``buffers`` and ``opt_state`` are donated."""
     step = stateful_step_fn(model, loss_fn, optimizer)
@@ -69,9 +76,14 @@ def make_stateful_train_step(model, loss_fn: Callable, optimizer: optax.Gradient
     return jax.jit(step, donate_argnums=(0, 1, 2) if donate else ())
 
 
-def make_stateful_train_epoch(model, loss_fn: Callable,
-                              optimizer: optax.GradientTransformation, *,
-                              donate: bool = True, unroll: int | bool = 1) -> Callable:
+def make_stateful_train_epoch(
+    model,
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    donate: bool = True,
+    unroll: int | bool = 1,
+) -> Callable:
     """A jitted ``(params, buffers, opt_state, (xs, ys), key) -> (params, buffers,
     opt_state, metrics)`` over batches stacked `(steps, batch, *)`, with
     ``jax.lax.scan``; step ``i`` gets ``fold_in(key, i)``; metrics gain a `(steps,)` axis.
@@ -88,21 +100,24 @@ def make_stateful_train_epoch(model, loss_fn: Callable,
 
         def body(carry, inputs):
             index, x, y = inputs
-            params, buffers, opt_state, metrics = step(*carry, (x, y),
-                                                       jax.random.fold_in(key, index))
+            params, buffers, opt_state, metrics = step(
+                *carry, (x, y), jax.random.fold_in(key, index)
+            )
             return (params, buffers, opt_state), metrics
 
         indices = jnp.arange(xs.shape[0])
         with in_loop(unroll is not True):  # convolutions in a rolled loop: patches
             (params, buffers, opt_state), metrics = jax.lax.scan(
-                body, (params, buffers, opt_state), (indices, xs, ys), unroll=unroll)
+                body, (params, buffers, opt_state), (indices, xs, ys), unroll=unroll
+            )
         return params, buffers, opt_state, metrics
 
     return jax.jit(epoch, donate_argnums=(0, 1, 2) if donate else ())
 
 
-def evaluate_stateful(model, params, buffers, x, y, *, loss_fn: Callable,
-                      batch_size: int = 1024) -> dict:
+def evaluate_stateful(
+    model, params, buffers, x, y, *, loss_fn: Callable, batch_size: int = 1024
+) -> dict:
     """Mean loss and accuracy in evaluation mode (running statistics, no dropout).
 
     Args:
@@ -122,8 +137,12 @@ def evaluate_stateful(model, params, buffers, x, y, *, loss_fn: Callable,
 
     total_loss, total_correct = 0.0, 0
     for start in range(0, n, batch_size):
-        loss_sum, correct = batch_metrics(params, buffers, jnp.asarray(x[start:start + batch_size]),
-                                          jnp.asarray(y[start:start + batch_size]))
+        loss_sum, correct = batch_metrics(
+            params,
+            buffers,
+            jnp.asarray(x[start : start + batch_size]),
+            jnp.asarray(y[start : start + batch_size]),
+        )
         total_loss += float(loss_sum)
         total_correct += int(correct)
     return {"loss": total_loss / n, "accuracy": total_correct / n, "examples": n}
@@ -153,20 +172,29 @@ class StatefulTrainer:
       strategy_choice: the ``Choice`` in use (None until ``"auto"`` has chosen).
     """
 
-    def __init__(self, model, loss_fn: Callable, optimizer: optax.GradientTransformation,
-                 params, buffers, *, batch_size: int, seed: int = 0, strategy: str = "epoch",
-                 total_steps: int | None = None, strategy_cache: bool = True):
+    def __init__(
+        self,
+        model,
+        loss_fn: Callable,
+        optimizer: optax.GradientTransformation,
+        params,
+        buffers,
+        *,
+        batch_size: int,
+        seed: int = 0,
+        strategy: str = "epoch",
+        total_steps: int | None = None,
+        strategy_cache: bool = True,
+    ):
         self.model, self.loss_fn, self.batch_size, self.seed = model, loss_fn, batch_size, seed
         # torch's loop never steps a parameter left without .grad: nor does this one
         optimizer = freeze_untrained(optimizer, model)
         self.optimizer = optimizer
         # copies: the steps donate their inputs, and the caller's arrays must survive
-        self.params, self.buffers = jax.tree_util.tree_map(jnp.array, (dict(params),
-                                                                       dict(buffers)))
+        self.params, self.buffers = jax.tree_util.tree_map(jnp.array, (dict(params), dict(buffers)))
         self.opt_state = optimizer.init(self.params)
         self.epoch = self.global_step = 0
-        self.requested_strategy, self.strategy_choice = _requested_strategy(
-            strategy, total_steps)
+        self.requested_strategy, self.strategy_choice = _requested_strategy(strategy, total_steps)
         self.total_steps, self.strategy_cache = total_steps, strategy_cache
         self._step = make_stateful_train_step(model, loss_fn, optimizer)
         self._epochs: dict = {}
@@ -179,8 +207,8 @@ class StatefulTrainer:
     def _epoch_fn(self, strategy: str) -> Callable:
         if strategy not in self._epochs:
             self._epochs[strategy] = make_stateful_train_epoch(
-                self.model, self.loss_fn, self.optimizer,
-                unroll=strategies.scan_unroll(strategy))
+                self.model, self.loss_fn, self.optimizer, unroll=strategies.scan_unroll(strategy)
+            )
         return self._epochs[strategy]
 
     def _run(self, strategy: str, state, xs, ys, key):
@@ -199,11 +227,11 @@ class StatefulTrainer:
         first batches of ``(x, y)`` (or read the cache); returns the ``Choice``."""
         if self.strategy_choice is not None:
             return self.strategy_choice
-        batches = batch_indices(len(x), self.batch_size, seed=self.seed, epoch=self.epoch,
-                                drop_last=True)
+        batches = batch_indices(
+            len(x), self.batch_size, seed=self.seed, epoch=self.epoch, drop_last=True
+        )
         if not batches:
-            raise ValueError(f"{len(x)} training examples make no full batch of "
-                             f"{self.batch_size}.")
+            raise ValueError(f"{len(x)} training examples make no full batch of {self.batch_size}.")
         key = jax.random.key(self.seed)
 
         def make_runners(names, steps):
@@ -211,42 +239,55 @@ class StatefulTrainer:
             xs, ys = jnp.asarray(x[idx]), jnp.asarray(y[idx])
             runners = {}
             for name in names:
-                copy = jax.tree_util.tree_map(jnp.array, (self.params, self.buffers,
-                                                           self.opt_state))
+                copy = jax.tree_util.tree_map(
+                    jnp.array, (self.params, self.buffers, self.opt_state)
+                )
                 state = [copy]
 
                 def run(name=name, state=state):
                     state[0], _ = self._run(name, state[0], xs, ys, key)
                     jax.block_until_ready(state[0])
+
                 runners[name] = run
             return runners
 
-        key_parts = {"trainer": "StatefulTrainer",
-                     "model": strategies.describe_model(self.model),
-                     "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
-                     "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
-                     "batch_size": self.batch_size, **strategies.environment()}
+        key_parts = {
+            "trainer": "StatefulTrainer",
+            "model": strategies.describe_model(self.model),
+            "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
+            "x": [list(x.shape[1:]), str(x.dtype)],
+            "y": [list(y.shape[1:]), str(y.dtype)],
+            "batch_size": self.batch_size,
+            **strategies.environment(),
+        }
         self.strategy_choice = strategies.select(
-            make_runners, key_parts=key_parts,
+            make_runners,
+            key_parts=key_parts,
             total_steps=total_steps or self.total_steps or len(batches),
-            call_lengths=[len(batches)], cache=self.strategy_cache)
+            call_lengths=[len(batches)],
+            cache=self.strategy_cache,
+        )
         return self.strategy_choice
 
     def train_epoch(self, x, y, *, on_steps: Callable | None = None):
         """One epoch over ``(x, y)`` (numpy); returns a ``jaxgrad.train.EpochResult``."""
-        batches = batch_indices(len(x), self.batch_size, seed=self.seed, epoch=self.epoch,
-                                drop_last=True)
+        batches = batch_indices(
+            len(x), self.batch_size, seed=self.seed, epoch=self.epoch, drop_last=True
+        )
         if not batches:
-            raise ValueError(f"{len(x)} training examples make no full batch of "
-                             f"{self.batch_size}.")
+            raise ValueError(f"{len(x)} training examples make no full batch of {self.batch_size}.")
         if self.strategy_choice is None:
             self.choose_strategy(x, y)
         idx = np.stack(batches)
         began = time.perf_counter()
         key = jax.random.fold_in(jax.random.key(self.seed), self.epoch)
         (self.params, self.buffers, self.opt_state), losses = self._run(
-            self.strategy, (self.params, self.buffers, self.opt_state),
-            jnp.asarray(x[idx]), jnp.asarray(y[idx]), key)
+            self.strategy,
+            (self.params, self.buffers, self.opt_state),
+            jnp.asarray(x[idx]),
+            jnp.asarray(y[idx]),
+            key,
+        )
         losses = np.asarray(losses, np.float32)
         seconds = time.perf_counter() - began
         if not np.all(np.isfinite(losses)):
@@ -255,8 +296,9 @@ class StatefulTrainer:
         self.global_step += len(batches)
         if on_steps is not None:
             on_steps(self.global_step, losses)
-        result = EpochResult(self.epoch, len(batches), losses, seconds,
-                             len(batches) * self.batch_size)
+        result = EpochResult(
+            self.epoch, len(batches), losses, seconds, len(batches) * self.batch_size
+        )
         self.epoch += 1
         return result
 
@@ -266,5 +308,7 @@ class StatefulTrainer:
     def state_dict_numpy(self) -> dict:
         """Params and buffers in torch's order; integer counters as torch's int64."""
         state = self.model.state_dict(self.params, self.buffers)
-        return {k: v.astype(np.int64) if np.issubdtype(v.dtype, np.integer) else v
-                for k, v in state.items()}
+        return {
+            k: v.astype(np.int64) if np.issubdtype(v.dtype, np.integer) else v
+            for k, v in state.items()
+        }

@@ -30,7 +30,7 @@ in one compiled call per epoch shape (what ``Trainer`` runs between checkpoints)
 from __future__ import annotations
 
 import functools
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import jax
 import jax.numpy as jnp
@@ -44,8 +44,12 @@ from jaxgrad.optim.clipping import leaf_norms, total_of_norms
 COMPUTE_DTYPES = (None, "float32", "float64", "bfloat16")
 
 
-def build_optimizer(optimizer: optax.GradientTransformation, *, clip: float | None = None,
-                    frozen: Iterable[str] | Callable | None = None) -> optax.GradientTransformation:
+def build_optimizer(
+    optimizer: optax.GradientTransformation,
+    *,
+    clip: float | None = None,
+    frozen: Iterable[str] | Callable | None = None,
+) -> optax.GradientTransformation:
     """``optimizer`` with torch's norm clipping in front and frozen parameters masked.
 
     ``frozen`` is what ``jaxgrad.optim.freeze`` takes: name prefixes (``["0"]``
@@ -127,8 +131,10 @@ def compute_dtype_error(model, loss_fn: Callable, params, batch, compute_dtype) 
         loss_ref, grads_ref = jax.value_and_grad(_objective(model, loss_fn, None))(params, batch)
         loss, grads = jax.value_and_grad(_objective(model, loss_fn, compute_dtype))(params, batch)
         difference = jax.tree_util.tree_map(lambda a, b: a.astype(b.dtype) - b, grads, grads_ref)
-        return (jnp.abs(loss - loss_ref) / jnp.abs(loss_ref),
-                global_norm(difference) / global_norm(grads_ref))
+        return (
+            jnp.abs(loss - loss_ref) / jnp.abs(loss_ref),
+            global_norm(difference) / global_norm(grads_ref),
+        )
 
     loss_error, grads_error = errors(params, batch)
     return {"loss": float(loss_error), "grads": float(grads_error)}
@@ -138,9 +144,7 @@ def _check_options(accumulate: int, compute_dtype) -> None:
     if not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1:
         raise ValueError(f"`accumulate` (={accumulate!r}) must be an int >= 1.")
     if compute_dtype not in COMPUTE_DTYPES:
-        raise ValueError(
-            f"`compute_dtype` (={compute_dtype!r}) must be one of {COMPUTE_DTYPES}."
-        )
+        raise ValueError(f"`compute_dtype` (={compute_dtype!r}) must be one of {COMPUTE_DTYPES}.")
 
 
 def _all_finite(gradient, norm):
@@ -149,12 +153,22 @@ def _all_finite(gradient, norm):
     an overflowing sum of huge finite values) reads the gradient again. One pass over
     the gradients per step instead of two (the check alone was about 9 % of the
     784-256-10 MLP's step at batch 128 on XLA:CPU)."""
-    return jax.lax.cond(jnp.isfinite(norm), lambda g: jnp.asarray(True),
-                        lambda g: jnp.all(jnp.isfinite(g)), gradient)
+    return jax.lax.cond(
+        jnp.isfinite(norm),
+        lambda g: jnp.asarray(True),
+        lambda g: jnp.all(jnp.isfinite(g)),
+        gradient,
+    )
 
 
-def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
-            accumulate: int = 1, compute_dtype=None) -> Callable:
+def step_fn(
+    model,
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    accumulate: int = 1,
+    compute_dtype=None,
+) -> Callable:
     """The un-jitted step body shared by ``make_train_step`` and ``make_train_epoch``."""
     _check_options(accumulate, compute_dtype)
     objective = _objective(model, loss_fn, compute_dtype)
@@ -180,9 +194,16 @@ def step_fn(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *
     return step
 
 
-def make_train_step(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
-                    accumulate: int = 1, compute_dtype=None, donate: bool = True,
-                    jit: bool = True) -> Callable:
+def make_train_step(
+    model,
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    accumulate: int = 1,
+    compute_dtype=None,
+    donate: bool = True,
+    jit: bool = True,
+) -> Callable:
     """A jitted ``(params, opt_state, (x, y)) -> (params, opt_state, metrics)``.
 
     Args:
@@ -198,16 +219,22 @@ def make_train_step(model, loss_fn: Callable, optimizer: optax.GradientTransform
       The step function; ``metrics`` holds the step's ``loss``, the gradients'
       ``grad_norm`` (before clipping) and whether they were finite (module docstring).
     """
-    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
-                   compute_dtype=compute_dtype)
+    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate, compute_dtype=compute_dtype)
     if not jit:
         return step
     return jax.jit(step, donate_argnums=(0, 1) if donate else ())
 
 
-def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
-                     accumulate: int = 1, compute_dtype=None, donate: bool = True,
-                     unroll: int | bool = 1) -> Callable:
+def make_train_epoch(
+    model,
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    accumulate: int = 1,
+    compute_dtype=None,
+    donate: bool = True,
+    unroll: int | bool = 1,
+) -> Callable:
     """A jitted ``(params, opt_state, (xs, ys)) -> (params, opt_state, metrics)``.
 
     ``xs`` `(steps, batch, *features)` and ``ys`` `(steps, batch, *)` hold the
@@ -228,8 +255,7 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
     Returns:
       The jitted epoch function; ``metrics`` as ``make_train_step``'s, each `(steps,)`.
     """
-    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
-                   compute_dtype=compute_dtype)
+    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate, compute_dtype=compute_dtype)
 
     def epoch(params, opt_state, batches):
         def body(carry, batch):
@@ -237,16 +263,24 @@ def make_train_epoch(model, loss_fn: Callable, optimizer: optax.GradientTransfor
             return (params, opt_state), metrics
 
         with in_loop(unroll is not True):  # convolutions in a rolled loop: patches
-            (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), batches,
-                                                        unroll=unroll)
+            (params, opt_state), metrics = jax.lax.scan(
+                body, (params, opt_state), batches, unroll=unroll
+            )
         return params, opt_state, metrics
 
     return jax.jit(epoch, donate_argnums=(0, 1) if donate else ())
 
 
-def make_train_stretch(model, loss_fn: Callable, optimizer: optax.GradientTransformation, *,
-                       accumulate: int = 1, compute_dtype=None, donate: bool = True,
-                       unroll: int | bool = 1) -> Callable:
+def make_train_stretch(
+    model,
+    loss_fn: Callable,
+    optimizer: optax.GradientTransformation,
+    *,
+    accumulate: int = 1,
+    compute_dtype=None,
+    donate: bool = True,
+    unroll: int | bool = 1,
+) -> Callable:
     """A jitted ``(params, opt_state, (xs, ys), start, stop) -> (params, opt_state, metrics)``
     that runs steps ``start … stop - 1`` of an epoch's stacked batches.
 
@@ -271,8 +305,7 @@ def make_train_stretch(model, loss_fn: Callable, optimizer: optax.GradientTransf
     Returns:
       The jitted stretch function; ``metrics`` as ``make_train_step``'s, each `(steps,)`.
     """
-    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate,
-                   compute_dtype=compute_dtype)
+    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate, compute_dtype=compute_dtype)
     if not (unroll is True or (isinstance(unroll, int) and unroll >= 1)):
         raise ValueError(f"`unroll` (={unroll!r}) must be True or an int >= 1.")
 
@@ -280,16 +313,17 @@ def make_train_stretch(model, loss_fn: Callable, optimizer: optax.GradientTransf
         length = jax.tree_util.tree_leaves(batches)[0].shape[0]
         first = jax.tree_util.tree_map(lambda a: a[0], batches)
         shapes = jax.eval_shape(step, params, opt_state, first)[2]
-        metrics = jax.tree_util.tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype),
-                                         shapes)
+        metrics = jax.tree_util.tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), shapes)
 
         def one(i, carry):
             params, opt_state, metrics = carry
             batch = jax.tree_util.tree_map(
-                lambda a: jax.lax.dynamic_index_in_dim(a, i, keepdims=False), batches)
+                lambda a: jax.lax.dynamic_index_in_dim(a, i, keepdims=False), batches
+            )
             params, opt_state, new = step(params, opt_state, batch)
             metrics = jax.tree_util.tree_map(
-                lambda buf, v: jax.lax.dynamic_update_index_in_dim(buf, v, i, 0), metrics, new)
+                lambda buf, v: jax.lax.dynamic_update_index_in_dim(buf, v, i, 0), metrics, new
+            )
             return params, opt_state, metrics
 
         def guarded(i, carry, valid):
@@ -303,6 +337,7 @@ def make_train_stretch(model, loss_fn: Callable, optimizer: optax.GradientTransf
             elif unroll == 1:
                 carry = jax.lax.fori_loop(start, stop, one, carry)
             else:
+
                 def block(b, carry):
                     for j in range(unroll):
                         i = start + b * unroll + j
@@ -323,8 +358,9 @@ def _eval_batch(model, loss_fn, compute_dtype, params, x, y):
     return loss_fn(outputs, y) * x.shape[0], correct
 
 
-def evaluate(model, params, x, y, *, loss_fn: Callable, batch_size: int = 1024,
-             compute_dtype=None) -> dict:
+def evaluate(
+    model, params, x, y, *, loss_fn: Callable, batch_size: int = 1024, compute_dtype=None
+) -> dict:
     """Mean loss and accuracy of ``model`` on ``(x, y)``, batched, no gradients.
 
     Args:
@@ -344,9 +380,14 @@ def evaluate(model, params, x, y, *, loss_fn: Callable, batch_size: int = 1024,
         raise ValueError("evaluate: `x` is empty.")
     total_loss, total_correct = 0.0, 0
     for start in range(0, n, batch_size):
-        loss_sum, correct = _eval_batch(model, loss_fn, compute_dtype, params,
-                                        jnp.asarray(x[start:start + batch_size]),
-                                        jnp.asarray(y[start:start + batch_size]))
+        loss_sum, correct = _eval_batch(
+            model,
+            loss_fn,
+            compute_dtype,
+            params,
+            jnp.asarray(x[start : start + batch_size]),
+            jnp.asarray(y[start : start + batch_size]),
+        )
         total_loss += float(loss_sum)
         total_correct += int(correct)
     return {"loss": total_loss / n, "accuracy": total_correct / n, "examples": n}

@@ -52,13 +52,13 @@ import re
 import tempfile
 import time
 import warnings
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 STRATEGIES = ("auto", "step", "epoch", "unroll:K", "unrolled")
-PROBE_STEPS = 8          # steps per probe call (fewer when a call is shorter)
-PROBE_REPEATS = 3        # rounds of warm calls after the first (compile) calls; the fastest counts
-OVERHEAD_STEPS = 64      # the rolled epoch's second probe length, at most (see split_call_overhead)
-UNROLL_FACTOR = 4        # the partially unrolled candidate, "unroll:4"
+PROBE_STEPS = 8  # steps per probe call (fewer when a call is shorter)
+PROBE_REPEATS = 3  # rounds of warm calls after the first (compile) calls; the fastest counts
+OVERHEAD_STEPS = 64  # the rolled epoch's second probe length, at most (see split_call_overhead)
+UNROLL_FACTOR = 4  # the partially unrolled candidate, "unroll:4"
 MAX_UNROLLED_STEPS = 256  # longer calls are not fully unrolled: compile would take minutes
 CACHE_VERSION = 2  # 2: timings carry call_seconds
 CACHE_FILE = "strategy.json"
@@ -78,8 +78,7 @@ def parse_strategy(value, argument: str = "strategy") -> str:
     Raises:
       ValueError: anything else.
     """
-    expected = (f"one of 'auto', 'step', 'epoch', 'unroll:K' (an int K >= 2) or "
-                f"'unrolled'")
+    expected = "one of 'auto', 'step', 'epoch', 'unroll:K' (an int K >= 2) or 'unrolled'"
     if not isinstance(value, str):
         raise ValueError(f"`{argument}` (={value!r}) must be {expected}.")
     text = value.strip().lower()
@@ -104,8 +103,9 @@ def scan_unroll(strategy: str) -> int | bool:
     raise ValueError(f"`strategy` (={strategy!r}) runs no scan; it has no `unroll`.")
 
 
-def candidates(longest_call: int, *, unroll: int = UNROLL_FACTOR,
-               max_unrolled: int = MAX_UNROLLED_STEPS) -> list[str]:
+def candidates(
+    longest_call: int, *, unroll: int = UNROLL_FACTOR, max_unrolled: int = MAX_UNROLLED_STEPS
+) -> list[str]:
     """The strategies worth probing when a fused call runs at most ``longest_call`` steps.
 
     A one-step call has nothing to fuse (``["step"]``); ``"unroll:K"`` only where a
@@ -128,8 +128,9 @@ def probe_steps(call_lengths: Sequence[int], steps: int = PROBE_STEPS) -> int:
     return max(1, min(steps, max(call_lengths)))
 
 
-def overhead_steps(call_lengths: Sequence[int], probe_steps: int,
-                   most: int = OVERHEAD_STEPS) -> int | None:
+def overhead_steps(
+    call_lengths: Sequence[int], probe_steps: int, most: int = OVERHEAD_STEPS
+) -> int | None:
     """The rolled epoch's second probe length: the longest call, at most ``most``;
     None when that is shorter than twice ``probe_steps``: the probe's calls are then
     most of a real call already, and the slope between two close lengths would
@@ -150,9 +151,13 @@ class Timing:
     call_seconds: float = 0.0
 
 
-def probe(runners: Mapping[str, Callable[[], object]], *, steps: int | Mapping[str, int],
-          repeats: int = PROBE_REPEATS,
-          clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
+def probe(
+    runners: Mapping[str, Callable[[], object]],
+    *,
+    steps: int | Mapping[str, int],
+    repeats: int = PROBE_REPEATS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, Timing]:
     """Time each runner: one first call each (compile + run), then ``repeats`` rounds
     of warm calls, every runner once per round.
 
@@ -166,8 +171,9 @@ def probe(runners: Mapping[str, Callable[[], object]], *, steps: int | Mapping[s
     counts = dict(steps) if isinstance(steps, Mapping) else {name: steps for name in runners}
     for name in runners:
         if not isinstance(counts.get(name), int) or counts[name] < 1:
-            raise ValueError(f"`steps` (={steps!r}) must be an int >= 1 for every runner "
-                             f"({name!r}).")
+            raise ValueError(
+                f"`steps` (={steps!r}) must be an int >= 1 for every runner ({name!r})."
+            )
 
     def timed(run) -> float:
         began = clock()
@@ -179,13 +185,18 @@ def probe(runners: Mapping[str, Callable[[], object]], *, steps: int | Mapping[s
     for _ in range(max(1, repeats)):
         for name, run in runners.items():
             warm[name].append(timed(run))
-    return {name: Timing(compile_seconds=max(first[name] - min(warm[name]), 0.0),
-                         step_seconds=min(warm[name]) / counts[name])
-            for name in runners}
+    return {
+        name: Timing(
+            compile_seconds=max(first[name] - min(warm[name]), 0.0),
+            step_seconds=min(warm[name]) / counts[name],
+        )
+        for name in runners
+    }
 
 
-def split_call_overhead(timings: Mapping[str, Timing], *, probe_steps: int, long_name: str,
-                        long_steps: int) -> dict[str, Timing]:
+def split_call_overhead(
+    timings: Mapping[str, Timing], *, probe_steps: int, long_name: str, long_steps: int
+) -> dict[str, Timing]:
     """The fused candidates' timings with their per-call overhead taken out of the
     per-step time, from the rolled epoch timed at two call lengths.
 
@@ -199,8 +210,9 @@ def split_call_overhead(timings: Mapping[str, Timing], *, probe_steps: int, long
     """
     short, longer = timings["epoch"], timings[long_name]
     short_call = short.step_seconds * probe_steps
-    per_step = max((longer.step_seconds * long_steps - short_call) / (long_steps - probe_steps),
-                   0.0)
+    per_step = max(
+        (longer.step_seconds * long_steps - short_call) / (long_steps - probe_steps), 0.0
+    )
     overhead = min(max(short_call - probe_steps * per_step, 0.0), short_call)
     result = {}
     for name, timing in timings.items():
@@ -214,9 +226,15 @@ def split_call_overhead(timings: Mapping[str, Timing], *, probe_steps: int, long
     return result
 
 
-def estimate_seconds(strategy: str, timing: Timing, *, total_steps: int,
-                     call_lengths: Sequence[int], probe_steps: int,
-                     calls: int | None = None) -> float:
+def estimate_seconds(
+    strategy: str,
+    timing: Timing,
+    *,
+    total_steps: int,
+    call_lengths: Sequence[int],
+    probe_steps: int,
+    calls: int | None = None,
+) -> float:
     """Estimated wall time of a run: compiles plus ``total_steps`` × seconds per step,
     plus the fused calls' ``call_seconds`` each.
 
@@ -242,8 +260,14 @@ def estimate_seconds(strategy: str, timing: Timing, *, total_steps: int,
     return compile_total + total_steps * timing.step_seconds + calls * timing.call_seconds
 
 
-def choose(timings: Mapping[str, Timing], *, total_steps: int, call_lengths: Sequence[int],
-           probe_steps: int, calls: int | None = None) -> tuple[str, dict[str, float]]:
+def choose(
+    timings: Mapping[str, Timing],
+    *,
+    total_steps: int,
+    call_lengths: Sequence[int],
+    probe_steps: int,
+    calls: int | None = None,
+) -> tuple[str, dict[str, float]]:
     """The candidate with the smallest estimated total, and every estimate (seconds).
 
     Ties go to the earlier candidate in ``timings``' order (``"step"`` first: the
@@ -253,11 +277,18 @@ def choose(timings: Mapping[str, Timing], *, total_steps: int, call_lengths: Seq
     if not timings:
         raise ValueError("`timings` is empty: nothing to choose from.")
     longest = max(call_lengths) if call_lengths else 1
-    estimates = {name: estimate_seconds(name, timing, total_steps=total_steps,
-                                        call_lengths=call_lengths, probe_steps=probe_steps,
-                                        calls=calls)
-                 for name, timing in timings.items()
-                 if not (name == "unrolled" and longest > MAX_UNROLLED_STEPS)}
+    estimates = {
+        name: estimate_seconds(
+            name,
+            timing,
+            total_steps=total_steps,
+            call_lengths=call_lengths,
+            probe_steps=probe_steps,
+            calls=calls,
+        )
+        for name, timing in timings.items()
+        if not (name == "unrolled" and longest > MAX_UNROLLED_STEPS)
+    }
     if not estimates:
         raise ValueError("no candidate can run calls of this length.")
     best = min(estimates, key=lambda name: (estimates[name], list(estimates).index(name)))
@@ -287,21 +318,26 @@ def environment(device=None) -> dict:
     import jax
     import jaxlib
 
+    from jaxgrad._version import __version__
+    from jaxgrad.nn.functional import _lowering
     from jaxgrad.train.benchmark import cpu_info
     from jaxgrad.train.host_memory import host_memory_state
 
-    from jaxgrad._version import __version__
-    from jaxgrad.nn.functional import _lowering
-
     device = device if device is not None else jax.devices()[0]
     cpu = cpu_info()
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "cpu": cpu["model"],
-            "cpu_flags": cpu["flags"], "platform": device.platform,
-            "device_kind": device.device_kind, "jaxgrad": __version__,
-            # how convolutions compile changes the timings (jaxgrad.nn.conv_lowering)
-            "conv_lowering": [_lowering.current_mode(), _lowering.RULES],
-            # page faults on each call's buffers cost per-step calls most (host_memory)
-            "host_memory": host_memory_state()}
+    return {
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "cpu": cpu["model"],
+        "cpu_flags": cpu["flags"],
+        "platform": device.platform,
+        "device_kind": device.device_kind,
+        "jaxgrad": __version__,
+        # how convolutions compile changes the timings (jaxgrad.nn.conv_lowering)
+        "conv_lowering": [_lowering.current_mode(), _lowering.RULES],
+        # page faults on each call's buffers cost per-step calls most (host_memory)
+        "host_memory": host_memory_state(),
+    }
 
 
 def cache_key(parts: Mapping) -> str:
@@ -318,13 +354,22 @@ def _load(path: str) -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        warnings.warn(f"strategy cache {path} is unreadable ({exc}); probing again.",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"strategy cache {path} is unreadable ({exc}); probing again.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return {}
-    if (not isinstance(data, dict) or data.get("version") != CACHE_VERSION
-            or not isinstance(data.get("entries"), dict)):
-        warnings.warn(f"strategy cache {path} is not a version-{CACHE_VERSION} cache; "
-                      "probing again.", RuntimeWarning, stacklevel=3)
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != CACHE_VERSION
+        or not isinstance(data.get("entries"), dict)
+    ):
+        warnings.warn(
+            f"strategy cache {path} is not a version-{CACHE_VERSION} cache; probing again.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return {}
     return data["entries"]
 
@@ -332,13 +377,20 @@ def _load(path: str) -> dict:
 def timings_from_json(entry) -> dict[str, Timing] | None:
     """An entry's ``timings`` as ``Timing`` objects, or None if they are malformed."""
     try:
-        timings = {str(name): Timing(float(t["compile_seconds"]), float(t["step_seconds"]),
-                                     float(t.get("call_seconds", 0.0)))
-                   for name, t in entry["timings"].items()}
+        timings = {
+            str(name): Timing(
+                float(t["compile_seconds"]),
+                float(t["step_seconds"]),
+                float(t.get("call_seconds", 0.0)),
+            )
+            for name, t in entry["timings"].items()
+        }
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    if not timings or any(not (t.compile_seconds >= 0 and t.step_seconds >= 0
-                               and t.call_seconds >= 0) for t in timings.values()):
+    if not timings or any(
+        not (t.compile_seconds >= 0 and t.step_seconds >= 0 and t.call_seconds >= 0)
+        for t in timings.values()
+    ):
         return None
     return timings
 
@@ -350,13 +402,17 @@ def read_cache(path: str, key: str) -> dict[str, Timing] | None:
         return None
     timings = timings_from_json(entries[key])
     if timings is None:
-        warnings.warn(f"strategy cache {path}: entry {key} is malformed; probing again.",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"strategy cache {path}: entry {key} is malformed; probing again.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return timings
 
 
-def write_cache(path: str, key: str, timings: Mapping[str, Timing], *,
-                description: Mapping | None = None) -> bool:
+def write_cache(
+    path: str, key: str, timings: Mapping[str, Timing], *, description: Mapping | None = None
+) -> bool:
     """Store ``timings`` under ``key`` (atomically: a temporary file renamed over ``path``).
 
     A corrupt existing file is replaced; a file that cannot be written warns and
@@ -365,9 +421,11 @@ def write_cache(path: str, key: str, timings: Mapping[str, Timing], *,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a corrupt file was already reported by the read
         entries = _load(path)
-    entries[key] = {"timings": {k: dataclasses.asdict(t) for k, t in timings.items()},
-                    "description": dict(description or {}),
-                    "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    entries[key] = {
+        "timings": {k: dataclasses.asdict(t) for k, t in timings.items()},
+        "description": dict(description or {}),
+        "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     try:
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
@@ -376,8 +434,9 @@ def write_cache(path: str, key: str, timings: Mapping[str, Timing], *,
             json.dump({"version": CACHE_VERSION, "entries": entries}, out, indent=1)
         os.replace(temporary, path)
     except OSError as exc:
-        warnings.warn(f"strategy cache {path} could not be written ({exc}).", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"strategy cache {path} could not be written ({exc}).", RuntimeWarning, stacklevel=2
+        )
         return False
     return True
 
@@ -388,7 +447,9 @@ def describe_timings(timings: Mapping[str, Timing]) -> str:
     return ", ".join(
         f"{name} {1e3 * t.step_seconds:.2f} ms/step + "
         + (f"{1e3 * t.call_seconds:.2f} ms/call + " if t.call_seconds else "")
-        + f"{t.compile_seconds:.1f} s compile" for name, t in timings.items())
+        + f"{t.compile_seconds:.1f} s compile"
+        for name, t in timings.items()
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -414,28 +475,46 @@ class Choice:
         if self.source == "forced":
             return f"{self.strategy} (forced)"
         if self.source == "multi-process":
-            return (f"{self.strategy} (several processes would each probe alone and might "
-                    "disagree; force another with strategy=...)")
+            return (
+                f"{self.strategy} (several processes would each probe alone and might "
+                "disagree; force another with strategy=...)"
+            )
         if self.source == "only":
             return f"{self.strategy} (one step per call: nothing to fuse)"
         if self.source == "checkpoint":
             return f"{self.strategy} (the resumed checkpoint's)"
         per_step = describe_timings(self.timings)
-        where = (f"; cached in {self.cache_path}" if self.source == "probed" and self.cache_path
-                 else f"; from {self.cache_path}" if self.cache_path else "")
+        where = (
+            f"; cached in {self.cache_path}"
+            if self.source == "probed" and self.cache_path
+            else f"; from {self.cache_path}"
+            if self.cache_path
+            else ""
+        )
         note = f"; {self.note}" if self.note else ""
         return f"{self.strategy} ({self.source}: {per_step}{where}{note})"
 
     def to_json(self) -> dict:
         """The choice as plain JSON-able data."""
-        return {"strategy": self.strategy, "source": self.source,
-                "timings": {k: dataclasses.asdict(t) for k, t in self.timings.items()},
-                "estimates": dict(self.estimates), "cache_path": self.cache_path,
-                "note": self.note}
+        return {
+            "strategy": self.strategy,
+            "source": self.source,
+            "timings": {k: dataclasses.asdict(t) for k, t in self.timings.items()},
+            "estimates": dict(self.estimates),
+            "cache_path": self.cache_path,
+            "note": self.note,
+        }
 
 
-def probe_budget(step: Timing, names: Sequence[str], *, total_steps: int, probe_steps: int,
-                 long_steps: int | None, repeats: int = PROBE_REPEATS) -> tuple[list[str], float]:
+def probe_budget(
+    step: Timing,
+    names: Sequence[str],
+    *,
+    total_steps: int,
+    probe_steps: int,
+    long_steps: int | None,
+    repeats: int = PROBE_REPEATS,
+) -> tuple[list[str], float]:
     """The fused candidates worth probing after ``"step"``, and what they cost at least.
 
     A probe can save at most the whole run's time stepped (``total_steps`` × the step's
@@ -461,11 +540,18 @@ def probe_budget(step: Timing, names: Sequence[str], *, total_steps: int, probe_
     return kept, total_cost
 
 
-def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[], object]]], *,
-           key_parts: Mapping, total_steps: int, call_lengths: Sequence[int],
-           calls: int | None = None, cache: bool = True, path: str | None = None,
-           clock: Callable[[], float] = time.perf_counter,
-           probe_fn: Callable[..., Mapping[str, Timing]] | None = None) -> Choice:
+def select(
+    make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[], object]]],
+    *,
+    key_parts: Mapping,
+    total_steps: int,
+    call_lengths: Sequence[int],
+    calls: int | None = None,
+    cache: bool = True,
+    path: str | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    probe_fn: Callable[..., Mapping[str, Timing]] | None = None,
+) -> Choice:
     """Choose a strategy for a run: cached timings if any, else a probe (then cached).
 
     The probe is bounded by the run it serves: ``"step"`` is probed first (its compile
@@ -496,17 +582,18 @@ def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[]
         return Choice("step", "only")
     long_steps = overhead_steps(call_lengths, steps)
     path = path or cache_path()
-    key = cache_key({**key_parts, "candidates": names, "probe_steps": steps,
-                     "overhead_steps": long_steps})
+    key = cache_key(
+        {**key_parts, "candidates": names, "probe_steps": steps, "overhead_steps": long_steps}
+    )
     timings = read_cache(path, key) if cache else None
     source, note = "cached", ""
     if timings is None or set(timings) != set(names):
         run_probe = probe_fn or probe
         runners = dict(make_runners(names, steps))
-        stepped = run_probe({"step": runners["step"]}, steps={"step": steps},
-                            clock=clock)["step"]
-        fused, least = probe_budget(stepped, names[1:], total_steps=total_steps,
-                                    probe_steps=steps, long_steps=long_steps)
+        stepped = run_probe({"step": runners["step"]}, steps={"step": steps}, clock=clock)["step"]
+        fused, least = probe_budget(
+            stepped, names[1:], total_steps=total_steps, probe_steps=steps, long_steps=long_steps
+        )
         timings = {"step": stepped}
         if fused:  # the step again, round by round with them: a drifting machine
             runners = {name: runners[name] for name in ["step", *fused]}
@@ -516,17 +603,22 @@ def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[]
                 runners[long_name] = make_runners(["epoch"], long_steps)["epoch"]
                 counts[long_name] = long_steps
             timings = dict(run_probe(runners, steps=counts, clock=clock))
-            timings["step"] = Timing(stepped.compile_seconds,  # its first call was warm
-                                     min(stepped.step_seconds, timings["step"].step_seconds))
+            timings["step"] = Timing(
+                stepped.compile_seconds,  # its first call was warm
+                min(stepped.step_seconds, timings["step"].step_seconds),
+            )
             if long_steps is not None:
-                timings = split_call_overhead(timings, probe_steps=steps, long_name=long_name,
-                                              long_steps=long_steps)
+                timings = split_call_overhead(
+                    timings, probe_steps=steps, long_name=long_name, long_steps=long_steps
+                )
         left_out = [name for name in names[1:] if name not in fused]
         if left_out:
-            note = (f"{_listed(left_out)} not probed: the run's {total_steps} steps take "
-                    f"~{total_steps * stepped.step_seconds:.2g} s stepped, less than probing "
-                    f"{'them' if len(left_out) > 1 else 'it'} would cost "
-                    f"(at least {least:.2g} s for all {len(names) - 1})")
+            note = (
+                f"{_listed(left_out)} not probed: the run's {total_steps} steps take "
+                f"~{total_steps * stepped.step_seconds:.2g} s stepped, less than probing "
+                f"{'them' if len(left_out) > 1 else 'it'} would cost "
+                f"(at least {least:.2g} s for all {len(names) - 1})"
+            )
         source = "probed"
         if cache:
             with warnings.catch_warnings():
@@ -540,8 +632,9 @@ def select(make_runners: Callable[[Sequence[str], int], Mapping[str, Callable[[]
                 path = None  # a partial probe is not cached: a longer run probes the rest
             elif not write_cache(path, key, timings, description=key_parts):
                 path = None
-    best, estimates = choose(timings, total_steps=total_steps, call_lengths=call_lengths,
-                             probe_steps=steps, calls=calls)
+    best, estimates = choose(
+        timings, total_steps=total_steps, call_lengths=call_lengths, probe_steps=steps, calls=calls
+    )
     return Choice(best, source, timings, estimates, path if cache else None, note)
 
 

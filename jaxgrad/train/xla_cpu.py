@@ -30,8 +30,10 @@ from __future__ import annotations
 import collections
 import re
 
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\S+)\s+"
-                          r"(?P<op>[\w\-]+)\((?P<operands>[^)]*)\)(?P<rest>.*)$")
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\S+)\s+"
+    r"(?P<op>[\w\-]+)\((?P<operands>[^)]*)\)(?P<rest>.*)$"
+)
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%(?P<name>[\w.\-]+)\s*(?:\(.*\))?.*\{\s*$")
 _COMMENT = re.compile(r"/\*.*?\*/")
 _DIMS = re.compile(r"(lhs|rhs)_contracting_dims=\{([\d,]*)\}")
@@ -96,10 +98,13 @@ def hlo_summary(text: str, *, min_copy_elements: int = 1024) -> dict:
     for computation, dims in dots_in.items():
         kind = callers.get(computation)
         (library_dots[kind] if kind else plain_dots).update(dims)
-    return {"dots": sum(sum(d.values()) for d in dots_in.values()),
-            "library_dots": {k: dict(v) for k, v in library_dots.items()},
-            "plain_dots": dict(plain_dots), "copies": sorted(copies.items()),
-            "fusions": dict(fusions)}
+    return {
+        "dots": sum(sum(d.values()) for d in dots_in.values()),
+        "library_dots": {k: dict(v) for k, v in library_dots.items()},
+        "plain_dots": dict(plain_dots),
+        "copies": sorted(copies.items()),
+        "fusions": dict(fusions),
+    }
 
 
 _CALLEES = re.compile(r"(?:calls|body|condition|to_apply)=%(?P<callee>[\w.\-]+)")
@@ -117,8 +122,9 @@ def canonical_labels(labels: str) -> bool:
         rhs, out = rest.split("->")
     except ValueError:
         return False
-    return (lhs[0] == "b" and lhs[-1] == "f" and out[0] == "b" and out[-1] == "f"
-            and rhs[-2:] == "io")
+    return (
+        lhs[0] == "b" and lhs[-1] == "f" and out[0] == "b" and out[-1] == "f" and rhs[-2:] == "io"
+    )
 
 
 def conv_summary(text: str) -> dict:
@@ -153,12 +159,15 @@ def conv_summary(text: str) -> dict:
         if name not in in_loop:
             in_loop.add(name)
             pending.extend(callees.get(name, ()))
-    summary = {"entry": collections.Counter(canonical=0, other=0),
-               "loop": collections.Counter(canonical=0, other=0)}
+    summary = {
+        "entry": collections.Counter(canonical=0, other=0),
+        "loop": collections.Counter(canonical=0, other=0),
+    }
     for name, forms in convs.items():
         for canonical in forms:
             summary["loop" if name in in_loop else "entry"][
-                "canonical" if canonical else "other"] += 1
+                "canonical" if canonical else "other"
+            ] += 1
     return {where: dict(counts) for where, counts in summary.items()}
 
 

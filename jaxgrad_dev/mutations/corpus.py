@@ -14,8 +14,8 @@ import hashlib
 import re
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import yaml
 
@@ -54,8 +54,10 @@ def _check_entry(entry, where: str) -> list[str]:
     if missing:
         problems.append(f"{where}: missing {', '.join(missing)}")
     if unknown:
-        problems.append(f"{where}: unknown keys {', '.join(map(str, unknown))} "
-                        f"(allowed: {', '.join(REQUIRED + OPTIONAL)})")
+        problems.append(
+            f"{where}: unknown keys {', '.join(map(str, unknown))} "
+            f"(allowed: {', '.join(REQUIRED + OPTIONAL)})"
+        )
     for key in ("id", "file", "original", "why"):
         if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
             problems.append(f"{where}: `{key}` must be a non-empty string")
@@ -69,12 +71,17 @@ def _check_entry(entry, where: str) -> list[str]:
     for key, required in (("tests", True), ("parity", False)):
         value = entry.get(key, [] if not required else None)
         if key in entry or required:
-            if (not isinstance(value, list) or not all(isinstance(t, str) and t for t in value)
-                    or (required and not value)):
-                problems.append(f"{where}: `{key}` must be a {'non-empty ' if required else ''}"
-                                "list of strings")
-    if "equivalent" in entry and (not isinstance(entry["equivalent"], str)
-                                  or not entry["equivalent"].strip()):
+            if (
+                not isinstance(value, list)
+                or not all(isinstance(t, str) and t for t in value)
+                or (required and not value)
+            ):
+                problems.append(
+                    f"{where}: `{key}` must be a {'non-empty ' if required else ''}list of strings"
+                )
+    if "equivalent" in entry and (
+        not isinstance(entry["equivalent"], str) or not entry["equivalent"].strip()
+    ):
         problems.append(f"{where}: `equivalent` must be the argument, a non-empty string")
     return problems
 
@@ -108,14 +115,24 @@ def load_corpus(directory: Path | str = CORPUS_DIR) -> list[Mutant]:
                 problems.extend(entry_problems)
                 continue
             if entry["id"] in seen:
-                problems.append(f"{path.name}: id {entry['id']!r} is also used in {seen[entry['id']]}")
+                problems.append(
+                    f"{path.name}: id {entry['id']!r} is also used in {seen[entry['id']]}"
+                )
                 continue
             seen[entry["id"]] = path.name
-            mutants.append(Mutant(
-                id=entry["id"], file=entry["file"], original=entry["original"],
-                replacement=entry["replacement"], tests=tuple(entry["tests"]), why=entry["why"],
-                parity=tuple(entry.get("parity", ())), equivalent=entry.get("equivalent"),
-                source=path.name))
+            mutants.append(
+                Mutant(
+                    id=entry["id"],
+                    file=entry["file"],
+                    original=entry["original"],
+                    replacement=entry["replacement"],
+                    tests=tuple(entry["tests"]),
+                    why=entry["why"],
+                    parity=tuple(entry.get("parity", ())),
+                    equivalent=entry.get("equivalent"),
+                    source=path.name,
+                )
+            )
     if problems:
         raise CorpusError("mutation corpus errors:\n  " + "\n  ".join(problems))
     return mutants
@@ -140,16 +157,22 @@ def report_check_names(root: Path | str = REPO_ROOT) -> list[str]:
     run there, so a ``--root`` elsewhere is read as it is)."""
     if not (Path(root) / "scripts" / "parity.py").is_file():
         return []  # no report there: an entry naming a row is then stale
-    run = subprocess.run([sys.executable, "scripts/parity.py", "--list"], cwd=root,
-                         capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [sys.executable, "scripts/parity.py", "--list"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if run.returncode != 0:
         raise CorpusError(f"scripts/parity.py --list failed in {root}:\n{run.stderr[-2000:]}")
     # each line is the name padded to 44 columns, then the dtype
     return [line.rsplit(None, 1)[0].rstrip() for line in run.stdout.splitlines() if line.strip()]
 
 
-def stale_reason(mutant: Mutant, root: Path | str = REPO_ROOT,
-                 check_names: Sequence[str] | None = None) -> str | None:
+def stale_reason(
+    mutant: Mutant, root: Path | str = REPO_ROOT, check_names: Sequence[str] | None = None
+) -> str | None:
     """Why ``mutant`` no longer fits the code at ``root``, or None when it applies.
 
     ``check_names`` (``report_check_names(root)``): when given, every report row the
@@ -172,8 +195,9 @@ def stale_reason(mutant: Mutant, root: Path | str = REPO_ROOT,
     return None
 
 
-def select(mutants: Sequence[Mutant], *, only: Iterable[str] = (), sample: int | None = None
-           ) -> list[Mutant]:
+def select(
+    mutants: Sequence[Mutant], *, only: Iterable[str] = (), sample: int | None = None
+) -> list[Mutant]:
     """The mutants named by ``only``, or a fixed sample of ``sample``, in corpus order.
 
     The sample is the ``sample`` ids with the smallest sha256: the same every run,
@@ -197,7 +221,10 @@ def select(mutants: Sequence[Mutant], *, only: Iterable[str] = (), sample: int |
     return [m for m in mutants if m.id in chosen]
 
 
-def stale_entries(mutants: Sequence[Mutant], root: Path | str = REPO_ROOT,
-                  check_names: Sequence[str] | None = None) -> dict[str, str]:
+def stale_entries(
+    mutants: Sequence[Mutant],
+    root: Path | str = REPO_ROOT,
+    check_names: Sequence[str] | None = None,
+) -> dict[str, str]:
     """``{id: reason}`` for every entry that no longer fits the code at ``root``."""
     return {m.id: r for m in mutants if (r := stale_reason(m, root, check_names))}

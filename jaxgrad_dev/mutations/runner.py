@@ -32,11 +32,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
-from jaxgrad_dev.mutations.corpus import (REPO_ROOT, CorpusError, Mutant, report_check_names,
-                                          stale_reason)
+from jaxgrad_dev.mutations.corpus import (
+    REPO_ROOT,
+    CorpusError,
+    Mutant,
+    report_check_names,
+    stale_reason,
+)
 
 KILLED, SURVIVED, EQUIVALENT = "killed", "SURVIVED", "equivalent"
 STALE, TIMEOUT, BAD_TESTS, ERROR = "STALE", "TIMEOUT", "BAD TESTS", "ERROR"
@@ -61,7 +66,6 @@ class Result:
         return tests_ok and report_ok
 
 
-
 # ------------------------------------------------------------------ scratch copy
 
 
@@ -69,14 +73,24 @@ def repo_files(root: Path | str = REPO_ROOT) -> list[str]:
     """The repository's files: tracked plus untracked-but-not-ignored, no bytecode."""
     root = Path(root)
     try:
-        listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"],
-                                 cwd=root, capture_output=True, check=True).stdout.decode()
+        listing = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
         names = [n for n in listing.split("\0") if n]
     except (OSError, subprocess.CalledProcessError):  # not a git checkout: walk it
-        names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-                 and not {".git", ".venv"} & set(p.relative_to(root).parts)]
-    return sorted(n for n in names if "__pycache__" not in Path(n).parts
-                  and not n.endswith(".pyc") and (root / n).is_file())
+        names = [
+            str(p.relative_to(root))
+            for p in root.rglob("*")
+            if p.is_file() and not {".git", ".venv"} & set(p.relative_to(root).parts)
+        ]
+    return sorted(
+        n
+        for n in names
+        if "__pycache__" not in Path(n).parts and not n.endswith(".pyc") and (root / n).is_file()
+    )
 
 
 def make_scratch(root: Path | str, dest: Path | str) -> Path:
@@ -117,10 +131,15 @@ def scratch_env(scratch: Path | str) -> dict:
 
 def imports_from(scratch: Path | str, package: str) -> str | None:
     """Where ``package`` is imported from inside ``scratch`` (None if not importable)."""
-    code = (f"import importlib.util as u; s = u.find_spec({package!r}); "
-            "print(s.origin if s else '')")
-    out = subprocess.run([sys.executable, "-c", code], cwd=scratch, env=scratch_env(scratch),
-                         capture_output=True, text=True, check=True).stdout.strip()
+    code = f"import importlib.util as u; s = u.find_spec({package!r}); print(s.origin if s else '')"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=scratch,
+        env=scratch_env(scratch),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return out or None
 
 
@@ -134,9 +153,15 @@ class Run:
 def run_command(argv: Sequence[str], scratch: Path | str, timeout: float) -> Run:
     """Run ``argv`` in ``scratch``; on timeout kill its whole process group."""
     start = time.perf_counter()
-    process = subprocess.Popen(list(argv), cwd=scratch, env=scratch_env(scratch),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        list(argv),
+        cwd=scratch,
+        env=scratch_env(scratch),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=timeout)
         code = process.returncode
@@ -151,8 +176,19 @@ def pytest_argv(tests: Sequence[str]) -> list[str]:
     # without the project's addopts (``-n auto``): one process, since a mutant's few
     # tests do not repay starting the suite's workers and ``--jobs`` already runs
     # mutants side by side
-    return [sys.executable, "-m", "pytest", "-x", "-q", "--no-header", "-p", "no:cacheprovider",
-            "-o", "addopts=", *tests]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "--no-header",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        *tests,
+    ]
 
 
 def report_argv(rows: Sequence[str]) -> list[str]:
@@ -203,8 +239,9 @@ def evaluate(mutant: Mutant, scratch: Path | str, *, timeout: float, report: boo
     return result
 
 
-def baseline(mutants: Sequence[Mutant], scratch: Path | str, *, timeout: float,
-             report: bool) -> list[str]:
+def baseline(
+    mutants: Sequence[Mutant], scratch: Path | str, *, timeout: float, report: bool
+) -> list[str]:
     """Run every named test (and report row) on the unmutated copy; the problems found.
 
     A mutant only counts as killed if its tests pass without it.
@@ -214,21 +251,32 @@ def baseline(mutants: Sequence[Mutant], scratch: Path | str, *, timeout: float,
     if tests:
         run = run_command(pytest_argv(tests), scratch, timeout)
         if run.returncode != 0:
-            problems.append("the named tests do not pass on the unmutated code "
-                            f"(exit {run.returncode}):\n{_tail(run.output, 30)}")
+            problems.append(
+                "the named tests do not pass on the unmutated code "
+                f"(exit {run.returncode}):\n{_tail(run.output, 30)}"
+            )
     rows = sorted({r for m in mutants for r in m.parity})
     if report and rows:
         run = run_command(report_argv(rows), scratch, timeout)
         if run.returncode != 0:
-            problems.append("the named parity rows do not pass on the unmutated code "
-                            f"(exit {run.returncode}):\n{_tail(run.output, 30)}")
+            problems.append(
+                "the named parity rows do not pass on the unmutated code "
+                f"(exit {run.returncode}):\n{_tail(run.output, 30)}"
+            )
     return problems
 
 
-def run_corpus(mutants: Sequence[Mutant], *, root: Path | str = REPO_ROOT, jobs: int = 1,
-               timeout: float = 600.0, report: bool = False, check_baseline: bool = True,
-               on_result: Callable[[Result], None] | None = None,
-               check_names: Sequence[str] | None = None) -> tuple[list[Result], list[str]]:
+def run_corpus(
+    mutants: Sequence[Mutant],
+    *,
+    root: Path | str = REPO_ROOT,
+    jobs: int = 1,
+    timeout: float = 600.0,
+    report: bool = False,
+    check_baseline: bool = True,
+    on_result: Callable[[Result], None] | None = None,
+    check_names: Sequence[str] | None = None,
+) -> tuple[list[Result], list[str]]:
     """Evaluate ``mutants`` in ``jobs`` scratch copies of ``root``.
 
     Returns:
@@ -260,11 +308,14 @@ def run_corpus(mutants: Sequence[Mutant], *, root: Path | str = REPO_ROOT, jobs:
                 if (root / package).is_dir():
                     origin = imports_from(first, package) or ""
                     if not Path(origin).resolve().is_relative_to(Path(first).resolve()):
-                        problems.append(f"`import {package}` resolves to {origin!r}, outside the "
-                                        "scratch copy; mutants would not be seen")
+                        problems.append(
+                            f"`import {package}` resolves to {origin!r}, outside the "
+                            "scratch copy; mutants would not be seen"
+                        )
             if not problems and check_baseline:
                 problems += baseline(runnable, first, timeout=timeout, report=report)
             if not problems:
+
                 def work(mutant):
                     scratch = copies.get()
                     try:
@@ -304,15 +355,19 @@ def summary(results: Sequence[Result], *, report: bool) -> list[str]:
     killed = sum(r.tests == KILLED for r in counted)
     rate = 100.0 * killed / len(counted) if counted else 0.0
     lines = [f"suite killed {killed}/{len(counted)} mutants ({rate:.1f} %)"]
-    extra = [f"{sum(r.tests == s for r in results)} {s.lower()}"
-             for s in (EQUIVALENT, SURVIVED, STALE, TIMEOUT, BAD_TESTS, ERROR, NOT_EQUIVALENT)
-             if any(r.tests == s for r in results)]
+    extra = [
+        f"{sum(r.tests == s for r in results)} {s.lower()}"
+        for s in (EQUIVALENT, SURVIVED, STALE, TIMEOUT, BAD_TESTS, ERROR, NOT_EQUIVALENT)
+        if any(r.tests == s for r in results)
+    ]
     if extra:
         lines[0] += "; " + ", ".join(extra)
     if report:
         with_rows = [r for r in results if r.report not in (NO_ROWS, NOT_RUN)]
         report_killed = sum(r.report == KILLED for r in with_rows)
-        lines.append(f"parity report killed {report_killed}/{len(with_rows)} mutants that "
-                     f"change a number it reports "
-                     f"({sum(r.report == NO_ROWS for r in results)} change none)")
+        lines.append(
+            f"parity report killed {report_killed}/{len(with_rows)} mutants that "
+            f"change a number it reports "
+            f"({sum(r.report == NO_ROWS for r in results)} change none)"
+        )
     return lines

@@ -61,8 +61,7 @@ def _draw_shape(node):
     return tuple(meta.shape)
 
 
-def grads_both(module, model, params, args, *, train=False, key=None, draws=None,
-               buffers=None):
+def grads_both(module, model, params, args, *, train=False, key=None, draws=None, buffers=None):
     """``(torch, jaxgrad)``: the output and every parameter gradient of
     ``sum(output * c)`` (``c`` a fixed ramp) in torch's ``train`` mode and in
     ``model.apply(train=...)``; ``draws=True`` records torch's random draws and hands
@@ -78,16 +77,21 @@ def grads_both(module, model, params, args, *, train=False, key=None, draws=None
         draws = draws_for(model, recorded, train=train)
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
     (out * torch.from_numpy(cotangent)).sum().backward()
-    reference = {"output": out.detach().numpy(),
-                 "grads": {n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
-                           for n, p in module.named_parameters()}}
+    reference = {
+        "output": out.detach().numpy(),
+        "grads": {
+            n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
+            for n, p in module.named_parameters()
+        },
+    }
 
     def objective(params):
         options = {} if draws is None else {"random_draws": draws}
         if buffers is not None:
             options["buffers"] = buffers
-        result = model.apply(params, *[jnp.asarray(a) for a in args], train=train, key=key,
-                             **options)
+        result = model.apply(
+            params, *[jnp.asarray(a) for a in args], train=train, key=key, **options
+        )
         out = result[0] if buffers is not None else result
         return jnp.sum(out * cotangent), out
 

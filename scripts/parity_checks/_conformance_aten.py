@@ -26,23 +26,26 @@ import re
 import warnings
 
 import jax
-import numpy as np
 import torch
 
 from jaxgrad import parity
 from jaxgrad.nn import aten
 from jaxgrad.nn.capture.export import build_nodes, decompositions, tree_of
-from jaxgrad.nn.capture.refs import Ref
 from jaxgrad.nn.capture.program import Program, run, unflatten
-from parity_checks._conformance_losses import (Outcome, _cotangent, _no_test_function_lookup,
-                                               _to_jax)
+from jaxgrad.nn.capture.refs import Ref
+from parity_checks._conformance_losses import Outcome, _cotangent, _no_test_function_lookup, _to_jax
 from torchref.random_draws import recording
 
 # ATen op name -> op_db entries whose samples reach it under another name
 OPINFOS = {
-    "convolution": ("nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
-                    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d",
-                    "nn.functional.conv_transpose3d"),
+    "convolution": (
+        "nn.functional.conv1d",
+        "nn.functional.conv2d",
+        "nn.functional.conv3d",
+        "nn.functional.conv_transpose1d",
+        "nn.functional.conv_transpose2d",
+        "nn.functional.conv_transpose3d",
+    ),
     "addmm": ("addmm", "nn.functional.linear"),
     "_native_batch_norm_legit_functional": ("nn.functional.batch_norm",),
     "_native_batch_norm_legit_no_training": ("nn.functional.batch_norm",),
@@ -52,11 +55,15 @@ OPINFOS = {
     "avg_pool2d": ("nn.functional.avg_pool1d",),
     "max_pool2d_with_indices": ("nn.functional.max_pool2d",),
     "max_pool3d_with_indices": ("nn.functional.max_pool3d",),
-    "_adaptive_avg_pool2d": ("nn.functional.adaptive_avg_pool1d",
-                             "nn.functional.adaptive_avg_pool2d"),
+    "_adaptive_avg_pool2d": (
+        "nn.functional.adaptive_avg_pool1d",
+        "nn.functional.adaptive_avg_pool2d",
+    ),
     "_adaptive_avg_pool3d": ("nn.functional.adaptive_avg_pool3d",),
-    "adaptive_max_pool2d": ("nn.functional.adaptive_max_pool1d",
-                            "nn.functional.adaptive_max_pool2d"),
+    "adaptive_max_pool2d": (
+        "nn.functional.adaptive_max_pool1d",
+        "nn.functional.adaptive_max_pool2d",
+    ),
     "adaptive_max_pool3d": ("nn.functional.adaptive_max_pool3d",),
     "upsample_bilinear2d": ("nn.functional.interpolate", "nn.functional.upsample_bilinear"),
     "upsample_bicubic2d": ("nn.functional.interpolate",),
@@ -100,8 +107,11 @@ OPINFOS = {
     "_log_softmax": ("log_softmax",),
     "_safe_softmax": ("nn.functional.scaled_dot_product_attention",),
     # random ops: compared on torch's own draws
-    "native_dropout": ("nn.functional.dropout", "nn.functional.dropout2d",
-                       "nn.functional.dropout3d"),
+    "native_dropout": (
+        "nn.functional.dropout",
+        "nn.functional.dropout2d",
+        "nn.functional.dropout3d",
+    ),
     "bernoulli": ("bernoulli", "nn.functional.dropout2d", "nn.functional.dropout3d"),
 }
 
@@ -121,9 +131,12 @@ def opinfos(overload: str) -> list:
 
     name = op_name(overload)
     wanted = set(OPINFOS.get(name, ())) | {name}
-    return [info for info in op_db
-            if (info.name in wanted or getattr(info, "aten_name", None) == name)
-            and info.supports_dtype(torch.float64, "cpu")]
+    return [
+        info
+        for info in op_db
+        if (info.name in wanted or getattr(info, "aten_name", None) == name)
+        and info.supports_dtype(torch.float64, "cpu")
+    ]
 
 
 # ------------------------------------------------------------------ capture
@@ -143,8 +156,14 @@ _TABLE = None
 
 # factories whose values torch leaves undefined (uninitialised memory); jaxgrad's are
 # zeros, so their samples compare shape and dtype only
-UNDEFINED_VALUES = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
-                    "new_empty_strided"}
+UNDEFINED_VALUES = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "empty_permuted",
+    "new_empty",
+    "new_empty_strided",
+}
 
 
 class WritesItsInput(ValueError):
@@ -165,22 +184,33 @@ def capture(fn, tensors, *, tracing_mode: str = "real", name: str = "sample") ->
         # twice, as export does: functionalised ATen first, then the decompositions,
         # functionalised again (a decomposition may write in place: matmul's of a vector
         # squeezes its result with squeeze_, which export's run_decompositions removes)
-        graph_module = make_fx(torch.func.functionalize(fn),
-                               tracing_mode=tracing_mode)(*tensors)
-        graph_module = make_fx(torch.func.functionalize(graph_module),
-                               decomposition_table=_TABLE, tracing_mode=tracing_mode)(*tensors)
+        graph_module = make_fx(torch.func.functionalize(fn), tracing_mode=tracing_mode)(*tensors)
+        graph_module = make_fx(
+            torch.func.functionalize(graph_module),
+            decomposition_table=_TABLE,
+            tracing_mode=tracing_mode,
+        )(*tensors)
     graph = graph_module.graph
-    written = [n for n in graph.nodes if n.op == "call_function" and str(n.target) in (
-        "aten.copy_.default",) and n.args[0].op == "placeholder"]
+    written = [
+        n
+        for n in graph.nodes
+        if n.op == "call_function"
+        and str(n.target) in ("aten.copy_.default",)
+        and n.args[0].op == "placeholder"
+    ]
     if written:
-        raise WritesItsInput(f"{name} writes its input {written[0].args[0].name!r} in place; "
-                             "from_torch refuses a forward that does (torch.export: a user "
-                             "input mutation)")
+        raise WritesItsInput(
+            f"{name} writes its input {written[0].args[0].name!r} in place; "
+            "from_torch refuses a forward that does (torch.export: a user "
+            "input mutation)"
+        )
     placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
-    constants = {n.name: getattr(graph_module, n.target).detach().cpu().numpy().copy()
-                 for n in graph.nodes if n.op == "get_attr"}
-    nodes = build_nodes(graph.nodes, set(placeholders) | set(constants), class_name=name,
-                        path="")
+    constants = {
+        n.name: getattr(graph_module, n.target).detach().cpu().numpy().copy()
+        for n in graph.nodes
+        if n.op == "get_attr"
+    }
+    nodes = build_nodes(graph.nodes, set(placeholders) | set(constants), class_name=name, path="")
     (output,) = [n for n in graph.nodes if n.op == "output"]
     leaves, spec = torch.utils._pytree.tree_flatten(output.args[0])
     outputs = tuple(Ref(leaf.name) if type(leaf).__name__ == "Node" else leaf for leaf in leaves)
@@ -192,8 +222,10 @@ def draws_for(captured: Captured, draws) -> dict:
     """torch's recorded draws for the captured sample's random ops, in order."""
     nodes = captured.program.random_nodes()
     if len(nodes) != len(draws):
-        raise ValueError(f"torch drew {len(draws)} random tensors, the captured sample has "
-                         f"{len(nodes)} random ops")
+        raise ValueError(
+            f"torch drew {len(draws)} random tensors, the captured sample has "
+            f"{len(nodes)} random ops"
+        )
     return {node.name: draw.values.detach().cpu().numpy() for node, draw in zip(nodes, draws)}
 
 
@@ -201,8 +233,9 @@ def run_captured(captured: Captured, inputs, *, random_draws=None, key=None):
     """Run a captured sample on JAX ``inputs`` (one per placeholder)."""
     env = dict(zip(captured.placeholders, inputs))
     env.update(captured.constants)
-    outputs, _ = run(captured.program, env, key=key, path="", random_draws=random_draws,
-                     class_name="sample")
+    outputs, _ = run(
+        captured.program, env, key=key, path="", random_draws=random_draws, class_name="sample"
+    )
     return unflatten(captured.program.out_tree, iter(outputs))
 
 
@@ -241,10 +274,13 @@ def capture_sample(info, sample) -> Captured:
     """The sample traced and converted (refused as ``from_torch`` refuses it)."""
     tensors, call = _caller(info, sample)
     if info.name.startswith("as_strided") and any(
-            t.storage_offset() or t.untyped_storage().nbytes() != t.numel() * t.element_size()
-            for t in tensors):
-        raise ValueError(f"{info.name}: as_strided reads a view's whole storage, and "
-                         "jaxgrad's arrays have no strides (from_torch refuses it)")
+        t.storage_offset() or t.untyped_storage().nbytes() != t.numel() * t.element_size()
+        for t in tensors
+    ):
+        raise ValueError(
+            f"{info.name}: as_strided reads a view's whole storage, and "
+            "jaxgrad's arrays have no strides (from_torch refuses it)"
+        )
     return capture(call, [t.detach() for t in tensors], name=info.name)
 
 
@@ -255,8 +291,10 @@ def compare_sample(info, sample, captured=None) -> tuple[parity.ParityReport, se
     # detached, not cloned: a sample may hand the op a view into a larger storage
     # the sample's own choice of differentiable inputs (batch norm's running statistics
     # are not: torch refuses a gradient for them)
-    leaves = [t.detach().requires_grad_(t.requires_grad and _differentiable(t)
-                                        and info.supports_autograd) for t in tensors]
+    leaves = [
+        t.detach().requires_grad_(t.requires_grad and _differentiable(t) and info.supports_autograd)
+        for t in tensors
+    ]
     with warnings.catch_warnings(), recording() as draws:
         warnings.simplefilter("ignore")
         out = call(*leaves)
@@ -270,29 +308,36 @@ def compare_sample(info, sample, captured=None) -> tuple[parity.ParityReport, se
     if info.name in UNDEFINED_VALUES:  # torch's values are whatever memory held: compare
         reference["value"] = [torch.zeros_like(o) for o in out_tensors]  # shapes, dtypes
     if diff_in and diff_out:
-        grads = torch.autograd.grad([out_tensors[i] for i in diff_out], [leaves[i] for i in diff_in],
-                                    [torch.from_numpy(c).to(out_tensors[i].dtype)
-                                     for c, i in zip(cotangents, diff_out)], allow_unused=True)
-        reference["grads"] = [torch.zeros_like(leaves[i]) if g is None else g
-                              for i, g in zip(diff_in, grads)]
+        grads = torch.autograd.grad(
+            [out_tensors[i] for i in diff_out],
+            [leaves[i] for i in diff_in],
+            [torch.from_numpy(c).to(out_tensors[i].dtype) for c, i in zip(cotangents, diff_out)],
+            allow_unused=True,
+        )
+        reference["grads"] = [
+            torch.zeros_like(leaves[i]) if g is None else g for i, g in zip(diff_in, grads)
+        ]
     inputs = [_to_jax(t) for t in tensors]
 
     def forward(*diff_values):
         full = list(inputs)
         for i, value in zip(diff_in, diff_values):
             full[i] = value
-        flat, _ = jax.tree_util.tree_flatten(run_captured(captured, full,
-                                                          random_draws=random_draws))
+        flat, _ = jax.tree_util.tree_flatten(
+            run_captured(captured, full, random_draws=random_draws)
+        )
         return [v for v in flat if hasattr(v, "shape")]
 
     if "grads" in reference:
+
         def selected(*diff_values):
             values = forward(*diff_values)
             return [values[i] for i in diff_out], values
 
         _, vjp, values = jax.vjp(selected, *[inputs[i] for i in diff_in], has_aux=True)
-        grads = vjp([jax.device_put(c.astype(values[i].dtype)) for c, i in
-                     zip(cotangents, diff_out)])
+        grads = vjp(
+            [jax.device_put(c.astype(values[i].dtype)) for c, i in zip(cotangents, diff_out)]
+        )
         candidate = {"value": values, "grads": list(grads)}
     else:
         candidate = {"value": forward()}
@@ -327,25 +372,42 @@ def error_outcome(info, index, error_input) -> Outcome:
     try:
         captured = capture(call, tensors, tracing_mode="fake", name=info.name)
     except Exception as error:  # noqa: BLE001 - torch refused at capture: so does from_torch
-        return Outcome("op_db errors", info.name, index, "rejected",
-                       f"at capture: {type(error).__name__}: {str(error)[:120]}")
+        return Outcome(
+            "op_db errors",
+            info.name,
+            index,
+            "rejected",
+            f"at capture: {type(error).__name__}: {str(error)[:120]}",
+        )
     try:
         with jax.disable_jit():
             run_captured(captured, [_to_jax(t) for t in tensors])
     except Exception as error:  # noqa: BLE001
-        return Outcome("op_db errors", info.name, index, "rejected",
-                       f"while running: {type(error).__name__}: {str(error)[:120]}")
-    return Outcome("op_db errors", info.name, index, "fail",
-                   f"accepted an input torch rejects ({error_input.error_regex!r})")
+        return Outcome(
+            "op_db errors",
+            info.name,
+            index,
+            "rejected",
+            f"while running: {type(error).__name__}: {str(error)[:120]}",
+        )
+    return Outcome(
+        "op_db errors",
+        info.name,
+        index,
+        "fail",
+        f"accepted an input torch rejects ({error_input.error_regex!r})",
+    )
 
 
 def _max_pool_configurations(shapes):
     """max_poolNd's samples are keyword sets × inputs where ``return_indices`` only
     picks outputs and ``padding=1`` is ``(1, 1)``: every ATen configuration (kernel,
     stride, padding, dilation, ceil_mode) once per kind of input."""
-    return lambda sample: (sample.kwargs["return_indices"]
-                           and not isinstance(sample.kwargs["padding"], tuple)
-                           and tuple(sample.input.shape) in shapes)
+    return lambda sample: (
+        sample.kwargs["return_indices"]
+        and not isinstance(sample.kwargs["padding"], tuple)
+        and tuple(sample.input.shape) in shapes
+    )
 
 
 # OpInfos whose samples repeat ATen configurations: the distinct ones (max_pool2d: 144
@@ -396,8 +458,11 @@ def op_outcomes(overloads=None, *, quick: bool = False) -> tuple[list[Outcome], 
                         continue
                     if not captured.overloads & missing:
                         continue
-                outcome, ran = _outcome(label, i, lambda s=sample, c=captured:
-                                        compare_sample(info, s, c))
+                outcome, ran = _outcome(
+                    label,
+                    i,
+                    lambda s=sample, c=captured: compare_sample(info, s, c),  # noqa: B023
+                )
                 outcomes.append(outcome)
                 for overload in ran:
                     reached.setdefault(overload, set()).add(label)
@@ -413,41 +478,50 @@ UNSAMPLED = {
     # OpInfo has bitwise ops; the OpInfos that reach the others are slow (linspace,
     # logspace: 1,000+ samples) or cost seconds for one trivial overload
     **dict.fromkeys(
-        ("aten.sub.Scalar", "aten.div.Scalar", "aten.div.Scalar_mode", "aten.pow.Scalar",
-         "aten.copy.default", "aten.lift_fresh_copy.default", "aten.bitwise_not.default",
-         "aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar", "aten.bitwise_or.Tensor",
-         "aten.bitwise_or.Scalar", "aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"),
-        "test_aten_pointwise.py::test_unsampled_pointwise_overloads_match_torch"),
+        (
+            "aten.sub.Scalar",
+            "aten.div.Scalar",
+            "aten.div.Scalar_mode",
+            "aten.pow.Scalar",
+            "aten.copy.default",
+            "aten.lift_fresh_copy.default",
+            "aten.bitwise_not.default",
+            "aten.bitwise_and.Tensor",
+            "aten.bitwise_and.Scalar",
+            "aten.bitwise_or.Tensor",
+            "aten.bitwise_or.Scalar",
+            "aten.bitwise_xor.Tensor",
+            "aten.bitwise_xor.Scalar",
+        ),
+        "test_aten_pointwise.py::test_unsampled_pointwise_overloads_match_torch",
+    ),
     # random ops export keeps but make_fx decomposes (dropout -> bernoulli), or that no
     # OpInfo calls (rand_like's OpInfo calls randn_like): compared on torch's draws
     "aten.native_dropout.default": "test_capture.py::test_stochastic_depth_and_dropout_"
-                                   "are_active_in_training_and_match_torchs_draws",
-    **dict.fromkeys(("aten.rand.default", "aten.rand_like.default", "aten.randperm.default"),
-                    "test_capture.py::test_uniform_normal_and_permutation_draws_match_torch"),
+    "are_active_in_training_and_match_torchs_draws",
+    **dict.fromkeys(
+        ("aten.rand.default", "aten.rand_like.default", "aten.randperm.default"),
+        "test_capture.py::test_uniform_normal_and_permutation_draws_match_torch",
+    ),
     # .item(): make_fx cannot trace it, so no sample reaches it; refused, named
-    "aten._local_scalar_dense.default":
-        "test_aten_indexing.py::test_item_is_refused_naming_the_op",
+    "aten._local_scalar_dense.default": "test_aten_indexing.py::test_item_is_refused_naming_the_op",
     # what only torch.export records: functionalised batch norm, the .vec upsampling
     # overloads, and _embedding_bag (make_fx on detached samples takes the forward-only one)
-    "aten._native_batch_norm_legit_functional.default":
-        "test_aten_nn.py::test_batch_norm_overloads_of_both_modes_match_torch",
-    "aten._native_batch_norm_legit_no_training.default":
-        "test_aten_nn.py::test_batch_norm_overloads_of_both_modes_match_torch",
-    **dict.fromkeys(("aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec"),
-                    "test_aten_nn.py::test_upsample_vec_overloads_match_torch"),
+    "aten._native_batch_norm_legit_functional.default": "test_aten_nn.py::test_batch_norm_overloads_of_both_modes_match_torch",
+    "aten._native_batch_norm_legit_no_training.default": "test_aten_nn.py::test_batch_norm_overloads_of_both_modes_match_torch",
+    **dict.fromkeys(
+        ("aten.upsample_nearest2d.vec", "aten.upsample_bilinear2d.vec"),
+        "test_aten_nn.py::test_upsample_vec_overloads_match_torch",
+    ),
     "aten._embedding_bag.default": "test_aten_nn.py::test_embedding_bag_matches_torch",
-    "aten._upsample_bicubic2d_aa.default":
-        "test_aten_nn.py::test_antialiased_bicubic_matches_torch",
+    "aten._upsample_bicubic2d_aa.default": "test_aten_nn.py::test_antialiased_bicubic_matches_torch",
     # clamp with Python-number bounds: make_fx records no op_db sample as it (hardswish's
     # decomposition did, until hardswish was kept whole with torch's derivative)
-    "aten.clamp.default":
-        "test_edges.py::test_clamp_passes_the_gradient_at_its_bounds_like_torch",
+    "aten.clamp.default": "test_edges.py::test_clamp_passes_the_gradient_at_its_bounds_like_torch",
     # jaxgrad's own marks of autograd written in a forward (detach, no_grad regions,
     # custom autograd.Functions): no OpInfo; models that hold them against torch
-    "jaxgrad.stop_gradient.default":
-        "test_autograd_in_forward.py::test_stop_gradients_match_torch_on_both_front_ends",
-    "jaxgrad.autograd_function.default":
-        "test_autograd_in_forward.py::test_custom_functions_convert_with_their_own_backward",
+    "jaxgrad.stop_gradient.default": "test_autograd_in_forward.py::test_stop_gradients_match_torch_on_both_front_ends",
+    "jaxgrad.autograd_function.default": "test_autograd_in_forward.py::test_custom_functions_convert_with_their_own_backward",
 }
 
 # refusals by design, each named in the refusal
@@ -479,8 +553,12 @@ def family_verdict(family_name: str, *, quick: bool = False) -> FamilyVerdict:
     """Run a family's samples (``op_outcomes``) and judge them."""
     overloads = [name for name in sorted(aten.supported()) if family(name) == family_name]
     outcomes, reached = op_outcomes(overloads, quick=quick) if overloads else ([], {})
-    bad = [o for o in outcomes if o.status not in ("pass", "rejected", "refused")
-           or (o.status == "refused" and not any(r in o.detail for r in REFUSALS))]
+    bad = [
+        o
+        for o in outcomes
+        if o.status not in ("pass", "rejected", "refused")
+        or (o.status == "refused" and not any(r in o.detail for r in REFUSALS))
+    ]
     unreached = [name for name in overloads if name not in reached and name not in UNSAMPLED]
     return FamilyVerdict(overloads, outcomes, bad, unreached)
 
@@ -500,10 +578,17 @@ def coverage() -> dict:
     reachable = core - backward - symbolic - out - decomposed
     # ATen overloads only: jaxgrad's own marks (jaxgrad.stop_gradient, ...) are no ATen op
     mapped = {name for name in aten.supported() if name.startswith("aten.")}
-    return {"core": core, "backward": backward, "symbolic": symbolic, "out": out,
-            "decomposed": (core & decomposed) - backward, "reachable": reachable,
-            "mapped": reachable & mapped, "unmapped": reachable - mapped,
-            "beyond": mapped - core}
+    return {
+        "core": core,
+        "backward": backward,
+        "symbolic": symbolic,
+        "out": out,
+        "decomposed": (core & decomposed) - backward,
+        "reachable": reachable,
+        "mapped": reachable & mapped,
+        "unmapped": reachable - mapped,
+        "beyond": mapped - core,
+    }
 
 
 def core_aten_ops() -> set:

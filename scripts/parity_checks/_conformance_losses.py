@@ -79,8 +79,7 @@ def _cotangent(shape, dtype=np.float64) -> np.ndarray:
     return (1.0 + 0.125 * (np.arange(size) % 7)).reshape(shape).astype(dtype)
 
 
-def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None,
-                 params=None):
+def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None, params=None):
     """``ParityReport`` of value and gradients, or raises what jaxgrad raised.
 
     ``params`` (a loss module with parameters, ``LinearCrossEntropyLoss``): torch's
@@ -90,8 +89,10 @@ def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None,
     params = dict(params or {})
     constant = set()
     while True:
-        leaves = [a.detach().clone().requires_grad_(i not in constant)
-                  if _is_float_tensor(a) else a for i, a in enumerate(args)]
+        leaves = [
+            a.detach().clone().requires_grad_(i not in constant) if _is_float_tensor(a) else a
+            for i, a in enumerate(args)
+        ]
         diff = [i for i, a in enumerate(leaves) if _is_float_tensor(a) and i not in constant]
         try:
             with warnings.catch_warnings():
@@ -109,9 +110,9 @@ def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None,
     wrt = [leaves[i] for i in diff] + list(params.values())
     grads = torch.autograd.grad(out, wrt, torch.from_numpy(cot), allow_unused=True)
     grads = [np.zeros(tuple(leaf.shape)) if g is None else g for leaf, g in zip(wrt, grads)]
-    reference = {"value": out.detach(), "grads": grads[:len(diff)]}
+    reference = {"value": out.detach(), "grads": grads[: len(diff)]}
     if params:
-        reference["params"] = dict(zip(params, grads[len(diff):]))
+        reference["params"] = dict(zip(params, grads[len(diff) :]))
     jax_args = [_to_jax(a) for a in args]
     jax_kwargs = _to_jax(kwargs)
 
@@ -131,8 +132,8 @@ def compare_call(torch_fn, jax_fn, args: tuple, kwargs: dict, torch_kwargs=None,
     # eager on purpose: op-by-op dispatch compiles each primitive once per shape and
     # reuses it across samples; one jitted program per sample compiles ~2x longer here
     value, grads, param_grads = value_and_grads(
-        {k: _to_jax(v) for k, v in params.items()}, [jax_args[i] for i in diff],
-        jax.device_put(cot))
+        {k: _to_jax(v) for k, v in params.items()}, [jax_args[i] for i in diff], jax.device_put(cot)
+    )
     result = {"value": value, "grads": list(grads)}
     if params:
         result["params"] = dict(param_grads)
@@ -180,11 +181,13 @@ def _classify_error(source, name, index, run) -> Outcome:
 
 def loss_ops():
     from torch.testing._internal.common_methods_invocations import op_db
+
     return [op for op in op_db if op.name in LOSS_OPS and not op.variant_test_name]
 
 
 def loss_modules():
     from torch.testing._internal.common_modules import module_db
+
     return [m for m in module_db if m.module_cls.__name__ in jlosses.LOSS_MODULES]
 
 
@@ -220,15 +223,27 @@ def op_outcomes(every: int = 1) -> list[Outcome]:
             for i, s in enumerate(samples):
                 if i % every:
                     continue
-                outcomes.append(_classify("op_db", name, i, lambda s=s: compare_call(
-                    op.op, jax_fn, (s.input, *s.args), s.kwargs)))
+                outcomes.append(
+                    _classify(
+                        "op_db",
+                        name,
+                        i,
+                        lambda s=s: compare_call(op.op, jax_fn, (s.input, *s.args), s.kwargs),  # noqa: B023
+                    )
+                )
             if op.error_inputs_func is None:
                 continue
             for i, e in enumerate(op.error_inputs("cpu")):
                 s = e.sample_input
                 args, kwargs = [_to_jax(a) for a in (s.input, *s.args)], _to_jax(s.kwargs)
-                outcomes.append(_classify_error("op_db errors", name, i,
-                                                lambda a=args, k=kwargs: jax_fn(*a, **k)))
+                outcomes.append(
+                    _classify_error(
+                        "op_db errors",
+                        name,
+                        i,
+                        lambda a=args, k=kwargs: jax_fn(*a, **k),  # noqa: B023
+                    )
+                )
     return outcomes
 
 
@@ -265,13 +280,17 @@ def module_outcomes(every: int = 1) -> list[Outcome]:
     converted one runs the sample.
     """
     from torch.testing._internal.common_modules import ModuleErrorEnum
+
     outcomes = []
     with jax.enable_x64(True):
         for info in loss_modules():
             cls_name = info.module_cls.__name__
             jax_cls = jlosses.LOSS_MODULES[cls_name]
-            samples = list(info.module_inputs_func(info, device="cpu", dtype=torch.float64,
-                                                   requires_grad=True, training=True))
+            samples = list(
+                info.module_inputs_func(
+                    info, device="cpu", dtype=torch.float64, requires_grad=True, training=True
+                )
+            )
             # a thinned run stays short for a class with hundreds of samples
             # (LinearCrossEntropyLoss: 857): about 120 / every of them
             stride = every if every == 1 else every * max(1, len(samples) // 120)
@@ -282,34 +301,43 @@ def module_outcomes(every: int = 1) -> list[Outcome]:
                 def run(s=s):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        module = info.module_cls(*s.constructor_input.args,
-                                                 **s.constructor_input.kwargs)
+                        module = info.module_cls(  # noqa: B023
+                            *s.constructor_input.args, **s.constructor_input.kwargs
+                        )
                     args, kwargs = _module_kwargs(s.constructor_input)
-                    built = jax_cls(*args, **kwargs)
+                    built = jax_cls(*args, **kwargs)  # noqa: B023
                     converted = jlosses.from_torch(module)
                     if not _same_loss(built, converted):
-                        raise RuntimeError(f"from_torch gave {converted}, the constructor "
-                                           f"arguments give {built}")
-                    return compare_call(module, converted, tuple(s.forward_input.args),
-                                        dict(s.forward_input.kwargs),
-                                        params=dict(module.named_parameters()))
+                        raise RuntimeError(
+                            f"from_torch gave {converted}, the constructor arguments give {built}"
+                        )
+                    return compare_call(
+                        module,
+                        converted,
+                        tuple(s.forward_input.args),
+                        dict(s.forward_input.kwargs),
+                        params=dict(module.named_parameters()),
+                    )
+
                 outcomes.append(_classify("module_db", cls_name, i, run))
             if info.module_error_inputs_func is None:
                 continue
-            errors = info.module_error_inputs_func(info, device="cpu", dtype=torch.float64,
-                                                   requires_grad=False, training=True)
+            errors = info.module_error_inputs_func(
+                info, device="cpu", dtype=torch.float64, requires_grad=False, training=True
+            )
             for i, e in enumerate(errors):
                 s = e.module_error_input
 
                 def run_error(s=s, e=e):
                     args, kwargs = _module_kwargs(s.constructor_input)
-                    built = jax_cls(*args, **kwargs)
+                    built = jax_cls(*args, **kwargs)  # noqa: B023
                     if e.error_on == ModuleErrorEnum.CONSTRUCTION_ERROR:
                         return built
                     inputs = [_to_jax(a) for a in s.forward_input.args]
                     if hasattr(built, "in_features"):  # a loss with params
                         inputs = [built.init(jax.random.key(0))] + inputs
                     return built(*inputs, **_to_jax(s.forward_input.kwargs))
+
                 outcomes.append(_classify_error("module_db errors", cls_name, i, run_error))
     return outcomes
 

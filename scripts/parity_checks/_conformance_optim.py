@@ -35,16 +35,31 @@ from jaxgrad import optim as joptim
 from jaxgrad.parity import CALIBRATION_MULTIPLE, compare
 
 STEPS = 30
-SUPPORTED = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "RMSprop": "rmsprop",
-             "Adagrad": "adagrad", "Adamax": "adamax", "NAdam": "nadam", "RAdam": "radam",
-             "ASGD": "asgd", "Adadelta": "adadelta", "Rprop": "rprop",
-             "Adafactor": "adafactor", "Muon": "muon", "LBFGS": "lbfgs"}
-REFUSED = {"SparseAdam": (
-    "`SparseAdam` is refused: torch's SparseAdam exists for sparse COO gradients (it "
-    "updates the moments and parameters only at the gradient's stored indices, and "
-    "refuses dense gradients); a JAX gradient is always a dense array, so no input "
-    "carries which entries torch would treat as absent, and Adam on the dense gradient "
-    "(jaxgrad.optim.adam) decays every moment where SparseAdam leaves them untouched.")}
+SUPPORTED = {
+    "SGD": "sgd",
+    "Adam": "adam",
+    "AdamW": "adamw",
+    "RMSprop": "rmsprop",
+    "Adagrad": "adagrad",
+    "Adamax": "adamax",
+    "NAdam": "nadam",
+    "RAdam": "radam",
+    "ASGD": "asgd",
+    "Adadelta": "adadelta",
+    "Rprop": "rprop",
+    "Adafactor": "adafactor",
+    "Muon": "muon",
+    "LBFGS": "lbfgs",
+}
+REFUSED = {
+    "SparseAdam": (
+        "`SparseAdam` is refused: torch's SparseAdam exists for sparse COO gradients (it "
+        "updates the moments and parameters only at the gradient's stored indices, and "
+        "refuses dense gradients); a JAX gradient is always a dense array, so no input "
+        "carries which entries torch would treat as absent, and Adam on the dense gradient "
+        "(jaxgrad.optim.adam) decays every moment where SparseAdam leaves them untouched."
+    )
+}
 _NAMED = re.compile(r"`[A-Za-z_][A-Za-z0-9_\[\]]*`")
 _NOT_APPLICABLE = ("should be an iterable of Tensors or dicts", "with/without names")
 
@@ -87,8 +102,9 @@ def _torch_state(state: dict) -> dict:
     out = {}
     for field, value in state.items():
         if isinstance(value, torch.Tensor):
-            out[field] = (np.float64(value.item()) if field == "step"
-                          else value.detach().numpy().copy())
+            out[field] = (
+                np.float64(value.item()) if field == "step" else value.detach().numpy().copy()
+            )
     return out
 
 
@@ -102,13 +118,18 @@ def torch_trajectory(cls, kwargs, steps: int = STEPS) -> dict:
         for p in params.values():
             p.grad = _grad_torch(p.detach(), k)
         optimizer.step()
-        history.append({"params": {n: p.detach().numpy().copy() for n, p in params.items()},
-                        "state": {n: _torch_state(optimizer.state[p]) for n, p in params.items()}})
+        history.append(
+            {
+                "params": {n: p.detach().numpy().copy() for n, p in params.items()},
+                "state": {n: _torch_state(optimizer.state[p]) for n, p in params.items()},
+            }
+        )
     return {"history": history}
 
 
-def jax_trajectory(optimizer: optax.GradientTransformation, steps: int = STEPS,
-                   name: str = "") -> dict:
+def jax_trajectory(
+    optimizer: optax.GradientTransformation, steps: int = STEPS, name: str = ""
+) -> dict:
     params = {n: jnp.asarray(v) for n, v in _start(name).items()}
     order = list(params)
     opt_state = optimizer.init(params)
@@ -118,10 +139,18 @@ def jax_trajectory(optimizer: optax.GradientTransformation, steps: int = STEPS,
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         state = joptim.torch_style_state(opt_state, order)
-        history.append({
-            "params": {n: np.asarray(params[n]) for n in order},
-            "state": {n: {f: (np.float64(v) if f == "step" else np.asarray(v))
-                          for f, v in fields.items()} for n, fields in state.items()}})
+        history.append(
+            {
+                "params": {n: np.asarray(params[n]) for n in order},
+                "state": {
+                    n: {
+                        f: (np.float64(v) if f == "step" else np.asarray(v))
+                        for f, v in fields.items()
+                    }
+                    for n, fields in state.items()
+                },
+            }
+        )
     return {"history": history}
 
 
@@ -131,12 +160,16 @@ def _failures(report) -> str:
 
 
 def _plain_tensors(params) -> bool:
-    return isinstance(params, list) and bool(params) and all(
-        isinstance(p, torch.Tensor) and not p.is_sparse for p in params)
+    return (
+        isinstance(params, list)
+        and bool(params)
+        and all(isinstance(p, torch.Tensor) and not p.is_sparse for p in params)
+    )
 
 
 def _supported_infos():
     from torch.testing._internal.common_optimizers import optim_db
+
     return [info for info in optim_db if info.optim_cls.__name__ in SUPPORTED]
 
 
@@ -168,8 +201,7 @@ def _lbfgs_closure_numpy(p: np.ndarray, k: int) -> tuple[float, np.ndarray]:
     centre = 0.5 * np.cos(0.1 * k + index)
     weight = 1.0 + 0.5 * index / p.size
     u = p - centre
-    return (float(0.01 * np.sum(0.5 * weight * u * u + 0.25 * u ** 4)),
-            0.01 * (weight * u + u ** 3))
+    return (float(0.01 * np.sum(0.5 * weight * u * u + 0.25 * u**4)), 0.01 * (weight * u + u**3))
 
 
 def _lbfgs_record(state: dict) -> dict:
@@ -181,8 +213,11 @@ def _lbfgs_record(state: dict) -> dict:
         if state.get(field) is not None:
             record[field] = np.asarray(state[field], np.float64).copy()
     for field in ("old_dirs", "old_stps"):
-        record[field] = (np.stack([np.asarray(v, np.float64).copy() for v in state[field]])
-                         if state.get(field) else np.zeros((0,)))
+        record[field] = (
+            np.stack([np.asarray(v, np.float64).copy() for v in state[field]])
+            if state.get(field)
+            else np.zeros((0,))
+        )
     record["ro"] = np.asarray([float(v) for v in state.get("ro") or ()], np.float64)
     # torch's `al` is left out: scratch that each two-loop writes before it reads it, a
     # function of the compared pairs and gradient; as dot products of nearly orthogonal
@@ -201,6 +236,7 @@ def torch_lbfgs_trajectory(kwargs, steps: int = STEPS, *, reverse: bool = False)
     sizes = [params[n].numel() for n in order]
     history = []
     for k in range(steps):
+
         def closure(k=k):
             loss = 0.0
             for p in params.values():
@@ -210,16 +246,24 @@ def torch_lbfgs_trajectory(kwargs, steps: int = STEPS, *, reverse: bool = False)
             return torch.tensor(loss, dtype=torch.float64)
 
         loss = optimizer.step(closure)
-        state = _lbfgs_record({key: (v.detach().numpy() if isinstance(v, torch.Tensor) else v)
-                               for key, v in optimizer.state[params[order[0]]].items()})
+        state = _lbfgs_record(
+            {
+                key: (v.detach().numpy() if isinstance(v, torch.Tensor) else v)
+                for key, v in optimizer.state[params[order[0]]].items()
+            }
+        )
         if reverse:  # flat vectors back in the usual parameter order
             for field in ("d", "prev_flat_grad", "old_dirs", "old_stps"):
                 if field in state and state[field].ndim and state[field].shape[-1] == sum(sizes):
                     parts = np.split(state[field], np.cumsum(sizes)[:-1], axis=-1)
                     state[field] = np.concatenate(parts[::-1], axis=-1)
-        history.append({"loss": np.float64(float(loss)),
-                        "params": {n: p.detach().numpy().copy() for n, p in params.items()},
-                        "state": state})
+        history.append(
+            {
+                "loss": np.float64(float(loss)),
+                "params": {n: p.detach().numpy().copy() for n, p in params.items()},
+                "state": state,
+            }
+        )
     return {"history": history}
 
 
@@ -228,6 +272,7 @@ def jax_lbfgs_trajectory(optimizer, steps: int = STEPS) -> dict:
     opt_state = optimizer.init(params)
     history = []
     for k in range(steps):
+
         def value_and_grad(p, k=k):
             loss, grads = 0.0, {}
             for n, v in p.items():
@@ -238,9 +283,13 @@ def jax_lbfgs_trajectory(optimizer, steps: int = STEPS) -> dict:
 
         loss, params, opt_state = optimizer.step(value_and_grad, params, opt_state)
         state = joptim.torch_style_state(opt_state, params)["weight"]
-        history.append({"loss": np.float64(float(loss)),
-                        "params": {n: np.asarray(v) for n, v in params.items()},
-                        "state": _lbfgs_record(state)})
+        history.append(
+            {
+                "loss": np.float64(float(loss)),
+                "params": {n: np.asarray(v) for n, v in params.items()},
+                "state": _lbfgs_record(state),
+            }
+        )
     return {"history": history}
 
 
@@ -259,8 +308,11 @@ def config_outcomes(every: int = 1) -> list[Outcome]:
                 label = f"{name}({config.desc})"
                 try:
                     optimizer = factory(**_convert(config.kwargs))
-                    candidate = (jax_lbfgs_trajectory(optimizer) if lbfgs
-                                 else jax_trajectory(optimizer, name=name))
+                    candidate = (
+                        jax_lbfgs_trajectory(optimizer)
+                        if lbfgs
+                        else jax_trajectory(optimizer, name=name)
+                    )
                 except (ValueError, TypeError) as error:
                     status = "refused" if _NAMED.search(str(error)) else "error"
                     outcomes.append(Outcome("optim_db", label, index, status, str(error)))
@@ -269,14 +321,21 @@ def config_outcomes(every: int = 1) -> list[Outcome]:
                     reference = torch_lbfgs_trajectory(config.kwargs)
                     twin = torch_lbfgs_trajectory(config.kwargs, reverse=True)
                     passed, detail = calibrated_verdict(reference, candidate, twin, label)
-                    outcomes.append(Outcome("optim_db", label, index,
-                                            "pass" if passed else "fail", detail))
+                    outcomes.append(
+                        Outcome("optim_db", label, index, "pass" if passed else "fail", detail)
+                    )
                     continue
                 reference = torch_trajectory(info.optim_cls, config.kwargs)
                 report = compare(reference, candidate, name=label)
-                outcomes.append(Outcome("optim_db", label, index,
-                                        "pass" if report.passed else "fail",
-                                        "" if report.passed else _failures(report)))
+                outcomes.append(
+                    Outcome(
+                        "optim_db",
+                        label,
+                        index,
+                        "pass" if report.passed else "fail",
+                        "" if report.passed else _failures(report),
+                    )
+                )
     outcomes += refused_outcomes()
     return outcomes
 
@@ -309,27 +368,43 @@ def calibrated_verdict(reference, candidate, twin, label: str = "") -> tuple[boo
         # largest over the leaf; NaN (unset two-loop slots) where torch has NaN
         scale = 1e-12 + 1e-10 * np.abs(ref)
         ours = np.nanmax(np.abs(cand - ref) / scale) if ref.size else 0.0
-        theirs = np.nanmax(np.abs(other - ref) / scale) if ref.shape == other.shape \
-            and ref.size else np.inf
+        theirs = (
+            np.nanmax(np.abs(other - ref) / scale)
+            if ref.shape == other.shape and ref.size
+            else np.inf
+        )
         if ours <= CALIBRATION_MULTIPLE * theirs:
             calibrated += 1
         else:
-            failed.append(f"{jax.tree_util.keystr(path)}: {ours:.3g} tiers from torch, "
-                          f"torch's twin {theirs:.3g}")
+            failed.append(
+                f"{jax.tree_util.keystr(path)}: {ours:.3g} tiers from torch, "
+                f"torch's twin {theirs:.3g}"
+            )
     if failed:
         return False, "\n".join(failed[:6])
-    return True, (f"calibrated: {calibrated} leaves outside the float64 tier, each within "
-                  f"{CALIBRATION_MULTIPLE:g}x the distance of torch with its parameters "
-                  "reversed")
+    return True, (
+        f"calibrated: {calibrated} leaves outside the float64 tier, each within "
+        f"{CALIBRATION_MULTIPLE:g}x the distance of torch with its parameters "
+        "reversed"
+    )
 
 
 def refused_outcomes() -> list[Outcome]:
     """Every ``optim_db`` configuration of an optimizer jaxgrad refuses, with the reason."""
     from torch.testing._internal.common_optimizers import optim_db
-    return [Outcome("optim_db", f"{info.optim_cls.__name__}({config.desc})", index,
-                    "refused", REFUSED[info.optim_cls.__name__])
-            for info in optim_db if info.optim_cls.__name__ in REFUSED
-            for index, config in enumerate(info.optim_inputs_func(device="cpu"))]
+
+    return [
+        Outcome(
+            "optim_db",
+            f"{info.optim_cls.__name__}({config.desc})",
+            index,
+            "refused",
+            REFUSED[info.optim_cls.__name__],
+        )
+        for info in optim_db
+        if info.optim_cls.__name__ in REFUSED
+        for index, config in enumerate(info.optim_inputs_func(device="cpu"))
+    ]
 
 
 def error_outcomes() -> list[Outcome]:
@@ -343,36 +418,53 @@ def error_outcomes() -> list[Outcome]:
             for index, case in enumerate(errors):
                 regex = str(case.error_regex)
                 if any(text in regex for text in _NOT_APPLICABLE) or issubclass(
-                        case.error_type, Warning):  # torch only warns (duplicate params)
-                    outcomes.append(Outcome("optim_db errors", name, index, "not applicable",
-                                            regex))
+                    case.error_type, Warning
+                ):  # torch only warns (duplicate params)
+                    outcomes.append(
+                        Outcome("optim_db errors", name, index, "not applicable", regex)
+                    )
                     continue
                 kwargs = _convert(case.optimizer_error_input.kwargs)
                 if "more than one parameter group" in regex:
+
                     def run(kwargs=kwargs):
-                        grouped = joptim.param_groups(factory, [{"params": "weight"},
-                                                                {"params": "weight"}], **kwargs)
+                        grouped = joptim.param_groups(
+                            factory,  # noqa: B023
+                            [{"params": "weight"}, {"params": "weight"}],
+                            **kwargs,
+                        )
                         grouped.init({"weight": jnp.zeros((1, 1))})
                 elif _plain_tensors(case.optimizer_error_input.params):
                     # about the parameters themselves (a 3-d one for Muon, complex ones):
                     # torch raises at construction or at the first step, jaxgrad at
                     # `init` or the first `update`
-                    given = {f"p{i}": jnp.asarray(p.detach().numpy())
-                             for i, p in enumerate(case.optimizer_error_input.params)}
+                    given = {
+                        f"p{i}": jnp.asarray(p.detach().numpy())
+                        for i, p in enumerate(case.optimizer_error_input.params)
+                    }
 
                     def run(kwargs=kwargs, given=given):
-                        optimizer = factory(**kwargs)
+                        optimizer = factory(**kwargs)  # noqa: B023
                         state = optimizer.init(given)
                         optimizer.update(given, state, given)
                 else:
+
                     def run(kwargs=kwargs):
-                        factory(**kwargs)
+                        factory(**kwargs)  # noqa: B023
+
                 try:
                     run()
                 except (ValueError, TypeError) as error:
                     status = "rejected" if _NAMED.search(str(error)) else "error"
                     outcomes.append(Outcome("optim_db errors", name, index, status, str(error)))
                     continue
-                outcomes.append(Outcome("optim_db errors", name, index, "fail",
-                                        f"accepted what torch rejects: {regex}"))
+                outcomes.append(
+                    Outcome(
+                        "optim_db errors",
+                        name,
+                        index,
+                        "fail",
+                        f"accepted what torch rejects: {regex}",
+                    )
+                )
     return outcomes

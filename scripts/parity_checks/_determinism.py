@@ -35,19 +35,27 @@ def fingerprints(checks) -> dict:
         results[f"{check.name} [{check.dtype}]"] = {
             "passed": report.passed,
             "seconds": round(time.perf_counter() - start, 3),
-            "comparisons": [{"name": call["name"],
-                             "reference": leaf_digests(call["reference"]),
-                             "candidate": leaf_digests(call["candidate"])} for call in calls],
+            "comparisons": [
+                {
+                    "name": call["name"],
+                    "reference": leaf_digests(call["reference"]),
+                    "candidate": leaf_digests(call["candidate"]),
+                }
+                for call in calls
+            ],
         }
     return results
 
 
 def select(checks, dtype: str | None = None, filters=(), exclude=()) -> list:
     """The checks of ``dtype`` whose name contains any of ``filters`` and none of ``exclude``."""
-    return [c for c in checks
-            if (dtype is None or c.dtype == dtype)
-            and (not filters or any(f in c.name for f in filters))
-            and not any(e in c.name for e in exclude)]
+    return [
+        c
+        for c in checks
+        if (dtype is None or c.dtype == dtype)
+        and (not filters or any(f in c.name for f in filters))
+        and not any(e in c.name for e in exclude)
+    ]
 
 
 def main(argv=None) -> int:

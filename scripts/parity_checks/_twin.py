@@ -43,15 +43,29 @@ def _tree_of(value):
 
 
 def _floating_leaves(tree):
-    return [leaf for leaf in jax.tree_util.tree_leaves(tree)
-            if (leaf.is_floating_point() if isinstance(leaf, torch.Tensor)
-                else hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating))]
+    return [
+        leaf
+        for leaf in jax.tree_util.tree_leaves(tree)
+        if (
+            leaf.is_floating_point()
+            if isinstance(leaf, torch.Tensor)
+            else hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating)
+        )
+    ]
 
 
-def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
-                train: bool = False, name: str = "",
-                grad_inputs: bool = True, convert=None, jit: bool = True,
-                jax_only: dict | None = None):
+def twin_parity(
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    train: bool = False,
+    name: str = "",
+    grad_inputs: bool = True,
+    convert=None,
+    jit: bool = True,
+    jax_only: dict | None = None,
+):
     """Compare ``module(*args, **kwargs)`` with its jaxgrad twin; returns a ParityReport.
 
     Args:
@@ -69,8 +83,11 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
     """
     kwargs = dict(kwargs or {})
     floats = [a for a in args if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
-    dtype = str(next(module.parameters()).dtype).replace("torch.", "") if any(
-        True for _ in module.parameters()) else floats[0].dtype.name
+    dtype = (
+        str(next(module.parameters()).dtype).replace("torch.", "")
+        if any(True for _ in module.parameters())
+        else floats[0].dtype.name
+    )
     # a float32 row is judged against torch's float64 answer too (``compare``'s
     # ``reference64``: the float32 tier calibrated by torch's own rounding), except where
     # the jaxgrad side is handed torch's random draws, which a float64 copy redraws
@@ -78,13 +95,18 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
     with jax_precision(dtype):
         # converted before torch's forward: Embedding(max_norm) mutates its weight
         model, params = (convert or jaxgrad.nn.from_torch)(module)
-    float_positions, cotangents, reference = _torch_side(module, args, kwargs, dtype,
-                                                        train=train, grad_inputs=grad_inputs)
+    float_positions, cotangents, reference = _torch_side(
+        module, args, kwargs, dtype, train=train, grad_inputs=grad_inputs
+    )
     with jax_precision(dtype):
         jax_args = [_to_jax(a) for a in args]
         jax_kwargs = {k: _to_jax(v) for k, v in kwargs.items()}
-        jax_kwargs.update({k: {p: jnp.asarray(m) for p, m in v.items()} if isinstance(v, dict)
-                           else _to_jax(v) for k, v in (jax_only or {}).items()})
+        jax_kwargs.update(
+            {
+                k: {p: jnp.asarray(m) for p, m in v.items()} if isinstance(v, dict) else _to_jax(v)
+                for k, v in (jax_only or {}).items()
+            }
+        )
 
         def objective(params, inputs):
             call_args = list(jax_args)
@@ -99,15 +121,16 @@ def twin_parity(module: torch.nn.Module, args: tuple, kwargs: dict | None = None
         if jit:
             fn = jax.jit(fn)
         (_, output), (grads, input_grads) = fn(params, [jax_args[i] for i in float_positions])
-        candidate = {"output": _tree_of(output), "grads": grads,
-                     "input_grads": list(input_grads)}
-    exact = None if wide is None else float64_reference(wide, args, kwargs, train=train,
-                                                        grad_inputs=grad_inputs)
+        candidate = {"output": _tree_of(output), "grads": grads, "input_grads": list(input_grads)}
+    exact = (
+        None
+        if wide is None
+        else float64_reference(wide, args, kwargs, train=train, grad_inputs=grad_inputs)
+    )
     return jaxgrad.parity.compare(reference, candidate, reference64=exact, name=name)
 
 
-def _torch_side(module, args, kwargs, dtype: str, *, train: bool, grad_inputs: bool,
-                cast_to=None):
+def _torch_side(module, args, kwargs, dtype: str, *, train: bool, grad_inputs: bool, cast_to=None):
     """torch's forward and the gradients of ``Σ c·output``.
 
     Returns ``(float_positions, cotangents, reference)``: the positions of the floating
@@ -117,8 +140,11 @@ def _torch_side(module, args, kwargs, dtype: str, *, train: bool, grad_inputs: b
     (the module's), then cast to ``cast_to`` when given.
     """
     module.train(train)
-    float_positions = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)
-                       and a.dtype.kind == "f"] if grad_inputs else []
+    float_positions = (
+        [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        if grad_inputs
+        else []
+    )
     torch_args = [_to_torch(a) for a in args]
     for i in float_positions:
         torch_args[i] = torch_args[i].clone().requires_grad_(True)
@@ -142,8 +168,11 @@ def _torch_side(module, args, kwargs, dtype: str, *, train: bool, grad_inputs: b
 def _upcast(value):
     if isinstance(value, tuple):
         return tuple(_upcast(v) for v in value)
-    return (value.astype(np.float64) if isinstance(value, np.ndarray) and value.dtype == np.float32
-            else value)
+    return (
+        value.astype(np.float64)
+        if isinstance(value, np.ndarray) and value.dtype == np.float32
+        else value
+    )
 
 
 def float64_copy(module: torch.nn.Module) -> torch.nn.Module:
@@ -158,20 +187,38 @@ def float64_copy(module: torch.nn.Module) -> torch.nn.Module:
     return wide
 
 
-def float64_reference(wide: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
-                      train: bool = False, grad_inputs: bool = True) -> dict:
+def float64_reference(
+    wide: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    train: bool = False,
+    grad_inputs: bool = True,
+) -> dict:
     """The reference tree of a float32 row (``{"output", "grads", "input_grads"}``)
     computed by ``wide`` (``float64_copy`` of its module) on the same values: inputs and
     cotangents cast up. ``jaxgrad.parity.compare``'s ``reference64``."""
     kwargs = dict(kwargs or {})
-    _, _, high = _torch_side(wide, _upcast(tuple(args)),
-                             {k: _upcast(v) for k, v in kwargs.items()}, "float32",
-                             train=train, grad_inputs=grad_inputs, cast_to=np.float64)
+    _, _, high = _torch_side(
+        wide,
+        _upcast(tuple(args)),
+        {k: _upcast(v) for k, v in kwargs.items()},
+        "float32",
+        train=train,
+        grad_inputs=grad_inputs,
+        cast_to=np.float64,
+    )
     return high
 
 
-def reference_rounding(module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
-                       train: bool = False, grad_inputs: bool = True) -> dict:
+def reference_rounding(
+    module: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    train: bool = False,
+    grad_inputs: bool = True,
+) -> dict:
     """How much of the float32 tier torch's own float32 rounding uses, per leaf.
 
     Runs the float32 ``module`` (the reference of a float32 twin row) and a float64 copy
@@ -185,7 +232,8 @@ def reference_rounding(module: torch.nn.Module, args: tuple, kwargs: dict | None
     nearly vanishes); ``twin_parity`` then judges it by ``compare``'s calibrated rule.
     """
     wide = float64_copy(module)  # before torch's forward: Embedding(max_norm) mutates
-    _, _, low = _torch_side(module, args, dict(kwargs or {}), "float32", train=train,
-                            grad_inputs=grad_inputs)
+    _, _, low = _torch_side(
+        module, args, dict(kwargs or {}), "float32", train=train, grad_inputs=grad_inputs
+    )
     high = float64_reference(wide, args, kwargs, train=train, grad_inputs=grad_inputs)
     return jaxgrad.parity.rounding(low, high)

@@ -46,6 +46,7 @@ import json
 import time
 import traceback
 
+import _zoo_models as zoo_models
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,7 +58,6 @@ from jaxgrad import optim as joptim
 from jaxgrad.nn.capture.program import ExportedModule, TensorMeta
 from jaxgrad.nn.capture.shapes import SymDim
 from jaxgrad.parity import ParityReport
-import _zoo_models as zoo_models
 from parity_checks._capture_parity import draws_for
 from torchref import optim as toptim
 from torchref.random_draws import recording
@@ -70,9 +70,14 @@ COLUMNS = ("float64", "float32", "float32_grads", "train", "shapes", "artifact")
 # forward, float64 training, the other shapes and the artifact; the float32 gradients
 # are judged and shown on their own
 VERDICT = ("float64", "float32", "train", "shapes", "artifact")
-COLUMN_TITLES = {"float64": "f64 fwd+grads", "float32": "f32 fwd",
-                 "float32_grads": "f32 grads", "train": f"train f64 x{STEPS}",
-                 "shapes": "shapes", "artifact": "artifact"}
+COLUMN_TITLES = {
+    "float64": "f64 fwd+grads",
+    "float32": "f32 fwd",
+    "float32_grads": "f32 grads",
+    "train": f"train f64 x{STEPS}",
+    "shapes": "shapes",
+    "artifact": "artifact",
+}
 
 
 @dataclasses.dataclass
@@ -99,8 +104,13 @@ class Column:
         report = None if self.report is None else self.report.to_dict()
         if report is not None and self.status == "pass":
             report.pop("leaves", None)  # a passing row keeps its maxima only
-        return {"status": self.status, "max_abs_err": _finite(self.max_abs_err),
-                "error": self.error, "note": self.note, "report": report}
+        return {
+            "status": self.status,
+            "max_abs_err": _finite(self.max_abs_err),
+            "error": self.error,
+            "note": self.note,
+            "report": report,
+        }
 
 
 @dataclasses.dataclass
@@ -153,23 +163,32 @@ class ZooResult:
                 bad = result.report.failures()
                 worst = "; ".join(f"{leaf.path}: {leaf.problem}" for leaf in bad[:3])
                 more = f" (+{len(bad) - 3} more leaves)" if len(bad) > 3 else ""
-                lines.append(f"{column}: {len(bad)} leaves outside the tier: {worst}{more}"
-                             + (f" [{result.note}]" if result.note else ""))
+                lines.append(
+                    f"{column}: {len(bad)} leaves outside the tier: {worst}{more}"
+                    + (f" [{result.note}]" if result.note else "")
+                )
         return lines
 
     def to_dict(self) -> dict:
-        return {"model": self.name, "library": self.library, "notes": self.notes,
-                "parameters": self.parameters, "front_end": self.front_end,
-                "convert_seconds": self.convert_seconds,
-                "first_call_seconds": self.compile_seconds,
-                "random_ops": self.random_ops,
-                "dropped": None if self.dropped is None else list(self.dropped),
-                "random_note": self.random_note,
-                "constants": None if self.constants is None else list(self.constants),
-                "computed_in_float32": self.computed_in_note,
-                "columns": {k: v.to_dict() for k, v in self.columns.items()},
-                "verdict": self.verdict, "error": self.error, "skipped": self.skipped,
-                "seconds": round(self.seconds, 2)}
+        return {
+            "model": self.name,
+            "library": self.library,
+            "notes": self.notes,
+            "parameters": self.parameters,
+            "front_end": self.front_end,
+            "convert_seconds": self.convert_seconds,
+            "first_call_seconds": self.compile_seconds,
+            "random_ops": self.random_ops,
+            "dropped": None if self.dropped is None else list(self.dropped),
+            "random_note": self.random_note,
+            "constants": None if self.constants is None else list(self.constants),
+            "computed_in_float32": self.computed_in_note,
+            "columns": {k: v.to_dict() for k, v in self.columns.items()},
+            "verdict": self.verdict,
+            "error": self.error,
+            "skipped": self.skipped,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def _finite(value):
@@ -237,8 +256,10 @@ def cotangents_for(output, seed: int = 1) -> list[np.ndarray]:
     """One fixed standard-normal cotangent per floating leaf of ``plain(output)``, drawn
     in float32 (so the float64 and float32 rows use the same values)."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(tuple(leaf.shape)).astype(np.float32)
-            for leaf in float_leaves(plain(output))]
+    return [
+        rng.standard_normal(tuple(leaf.shape)).astype(np.float32)
+        for leaf in float_leaves(plain(output))
+    ]
 
 
 def torch_eval(module, args, kwargs, cotangents=None) -> tuple[dict, list]:
@@ -250,12 +271,14 @@ def torch_eval(module, args, kwargs, cotangents=None) -> tuple[dict, list]:
     if cotangents is None:
         cotangents = cotangents_for(output)
     leaves = float_leaves(output)
-    total = sum((torch.from_numpy(c.astype(_np_dtype(o))) * o).sum()
-                for c, o in zip(cotangents, leaves))
+    total = sum(
+        (torch.from_numpy(c.astype(_np_dtype(o))) * o).sum() for c, o in zip(cotangents, leaves)
+    )
     total.backward()
-    grads = {n: (p.grad.numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape),
-                                                                              _np_dtype(p)))
-             for n, p in named_parameters(module).items()}
+    grads = {
+        n: (p.grad.numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape), _np_dtype(p)))
+        for n, p in named_parameters(module).items()
+    }
     module.zero_grad(set_to_none=True)
     return {"output": _detached(output), "grads": grads}, cotangents
 
@@ -283,15 +306,19 @@ def jax_eval(model, params, buffers, args, kwargs, cotangents) -> dict:
 # -------------------------------------------------------------------- training
 def _targets(output, seed: int = 2) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(tuple(leaf.shape)).astype(_np_dtype(leaf)
-                                                          if isinstance(leaf, torch.Tensor)
-                                                          else leaf.dtype)
-            for leaf in float_leaves(plain(output))]
+    return [
+        rng.standard_normal(tuple(leaf.shape)).astype(
+            _np_dtype(leaf) if isinstance(leaf, torch.Tensor) else leaf.dtype
+        )
+        for leaf in float_leaves(plain(output))
+    ]
 
 
 def _loss_torch(output, targets):
-    return sum(((o - torch.from_numpy(t)) ** 2).mean()
-               for o, t in zip(float_leaves(plain(output)), targets))
+    return sum(
+        ((o - torch.from_numpy(t)) ** 2).mean()
+        for o, t in zip(float_leaves(plain(output)), targets)
+    )
 
 
 def _loss_jax(output, targets):
@@ -301,12 +328,12 @@ def _loss_jax(output, targets):
 def square_loss_torch(output, _unused=None):
     """``Σ mean(o²)`` over the floating outputs (the bench's loss: any model, any output
     structure; the second argument, a label, is ignored)."""
-    return sum((o ** 2).mean() for o in float_leaves(plain(output)))
+    return sum((o**2).mean() for o in float_leaves(plain(output)))
 
 
 def square_loss_jax(output, _unused=None):
     """``square_loss_torch`` in JAX."""
-    return sum(jnp.mean(o ** 2) for o in float_leaves(plain(output)))
+    return sum(jnp.mean(o**2) for o in float_leaves(plain(output)))
 
 
 def _dropped(draws) -> tuple[int, int]:
@@ -337,13 +364,21 @@ def _torch_state(module, optimizer) -> dict:
     """numpy copies of what a training step starts from: params, buffers and torch's
     ``optimizer.state_dict()`` (its momentum buffers)."""
     saved = optimizer.state_dict()
-    return {"params": {n: p.detach().numpy().copy() for n, p in named_parameters(module).items()},
-            "buffers": {n: b.detach().numpy().copy()
-                        for n, b in persistent_buffers(module).items()},
-            "optimizer": {"state": {i: {k: v.detach().numpy().copy() for k, v in entry.items()
-                                        if isinstance(v, torch.Tensor)}
-                                    for i, entry in saved["state"].items()},
-                          "param_groups": saved["param_groups"]}}
+    return {
+        "params": {n: p.detach().numpy().copy() for n, p in named_parameters(module).items()},
+        "buffers": {n: b.detach().numpy().copy() for n, b in persistent_buffers(module).items()},
+        "optimizer": {
+            "state": {
+                i: {
+                    k: v.detach().numpy().copy()
+                    for k, v in entry.items()
+                    if isinstance(v, torch.Tensor)
+                }
+                for i, entry in saved["state"].items()
+            },
+            "param_groups": saved["param_groups"],
+        },
+    }
 
 
 def torch_step(module, optimizer, args, kwargs, targets) -> tuple[dict, list]:
@@ -356,24 +391,38 @@ def torch_step(module, optimizer, args, kwargs, targets) -> tuple[dict, list]:
     loss = _loss_torch(output, targets)
     loss.backward()
     optimizer.step()
-    record = {"loss": loss.detach().numpy().copy(),
-              "params": {n: p.detach().numpy().copy() for n, p in named_parameters(module).items()},
-              "momentum": toptim.named_state(module, optimizer),
-              "buffers": {n: b.detach().numpy().copy()
-                          for n, b in persistent_buffers(module).items()}}
+    record = {
+        "loss": loss.detach().numpy().copy(),
+        "params": {n: p.detach().numpy().copy() for n, p in named_parameters(module).items()},
+        "momentum": toptim.named_state(module, optimizer),
+        "buffers": {n: b.detach().numpy().copy() for n, b in persistent_buffers(module).items()},
+    }
     return record, draws
 
 
 def _torch_inputs(args, kwargs, channels_last=False):
     torch_args = [_torch(a) for a in args]
     if channels_last:
-        torch_args = [a.contiguous(memory_format=torch.channels_last)
-                      if isinstance(a, torch.Tensor) and a.ndim == 4 else a for a in torch_args]
+        torch_args = [
+            a.contiguous(memory_format=torch.channels_last)
+            if isinstance(a, torch.Tensor) and a.ndim == 4
+            else a
+            for a in torch_args
+        ]
     return torch_args, {k: _torch(v) for k, v in kwargs.items()}
 
 
-def train_steps(module, model, args, kwargs, *, steps: int = STEPS, hyper: dict = SGD,
-                computed_in=None, name: str = "") -> tuple[ParityReport, dict]:
+def train_steps(
+    module,
+    model,
+    args,
+    kwargs,
+    *,
+    steps: int = STEPS,
+    hyper: dict = SGD,
+    computed_in=None,
+    name: str = "",
+) -> tuple[ParityReport, dict]:
     """``steps`` training-mode SGD steps of ``module`` (trained in place) and of its
     jaxgrad twin ``model``, compared after every step.
 
@@ -403,8 +452,16 @@ def train_steps(module, model, args, kwargs, *, steps: int = STEPS, hyper: dict 
     def step(params, buffers, opt_state, injected):
         def objective(params):
             options = {"random_draws": injected} if exported else {}
-            output, new_buffers = _apply(model, params, jax_args, jax_kwargs, buffers,
-                                         train=True, key=jax.random.key(0), **options)
+            output, new_buffers = _apply(
+                model,
+                params,
+                jax_args,
+                jax_kwargs,
+                buffers,
+                train=True,
+                key=jax.random.key(0),
+                **options,
+            )
             return _loss_jax(output, targets), new_buffers
 
         (loss, new_buffers), grads = jax.value_and_grad(objective, has_aux=True)(params)
@@ -424,37 +481,48 @@ def train_steps(module, model, args, kwargs, *, steps: int = STEPS, hyper: dict 
         if exported:
             injected = {k: jax.device_put(v) for k, v in draws_for(model, draws).items()}
         elif draws:
-            raise ValueError(f"torch drew {len(draws)} random tensors in training, and the "
-                             "layer path takes no injected draws (convert with "
-                             "capture='export').")
+            raise ValueError(
+                f"torch drew {len(draws)} random tensors in training, and the "
+                "layer path takes no injected draws (convert with "
+                "capture='export')."
+            )
         else:
             injected = {}
         params = {n: jax.device_put(v) for n, v in start["params"].items()}
         buffers = {n: jax.device_put(v) for n, v in start["buffers"].items()}
-        opt_state = (optimizer.init(params) if index == 0 else
-                     joptim.load_optimizer_state_dict(optimizer, params, start["optimizer"],
-                                                      count=index))
+        opt_state = (
+            optimizer.init(params)
+            if index == 0
+            else joptim.load_optimizer_state_dict(
+                optimizer, params, start["optimizer"], count=index
+            )
+        )
         del start
         began = time.perf_counter()
         params, buffers, opt_state, loss = jitted(params, buffers, opt_state, injected)
         jax.block_until_ready((params, buffers, opt_state))
         if first_call is None:
             first_call = time.perf_counter() - began
-        candidate = {"loss": np.asarray(loss),
-                     "params": {k: np.asarray(v) for k, v in params.items()},
-                     "momentum": {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
-                                  for n, fields in joptim.torch_style_state(
-                                      opt_state, list(params)).items()},
-                     "buffers": {k: np.asarray(v) for k, v in buffers.items()}}
+        candidate = {
+            "loss": np.asarray(loss),
+            "params": {k: np.asarray(v) for k, v in params.items()},
+            "momentum": {
+                n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
+                for n, fields in joptim.torch_style_state(opt_state, list(params)).items()
+            },
+            "buffers": {k: np.asarray(v) for k, v in buffers.items()},
+        }
         report = jaxgrad.parity.compare(reference, candidate, computed_in=computed_in)
         for leaf in report.leaves:
             leaf.path = f"step {index + 1} {leaf.path}"
         leaves.extend(report.leaves)
         problems.extend(f"step {index + 1}: {p}" for p in report.structure_problems)
         del reference, candidate, params, buffers, opt_state
-    info = {"first_call_seconds": first_call,
-            "random_ops": len(model.train_program.random_nodes()) if exported else 0,
-            "dropped": (dropped, drawn)}
+    info = {
+        "first_call_seconds": first_call,
+        "random_ops": len(model.train_program.random_nodes()) if exported else 0,
+        "dropped": (dropped, drawn),
+    }
     return ParityReport(leaves=leaves, structure_problems=problems, name=name), info
 
 
@@ -503,17 +571,28 @@ def _example(args):
     return tuple(_torch(a) for a in args)
 
 
-def convert(module, args, kwargs, capture: str = "auto", batch_one: bool = False,
-            dynamic_shapes: str = "auto"):
+def convert(
+    module,
+    args,
+    kwargs,
+    capture: str = "auto",
+    batch_one: bool = False,
+    dynamic_shapes: str = "auto",
+):
     """``from_torch(module, example=..., with_buffers=True, capture=capture,
     batch_one=..., dynamic_shapes=...)`` and its wall time: ``(model, params, buffers,
     seconds)``; with ``batch_one`` the export front end captures torch's batch-1 program
     too (the shapes column)."""
     began = time.perf_counter()
     model, params, buffers = jaxgrad.nn.from_torch(
-        module, example=_example(args), example_kwargs={k: _torch(v) for k, v in kwargs.items()}
-        or None, with_buffers=True, capture=capture, batch_one=batch_one,
-        dynamic_shapes=dynamic_shapes)
+        module,
+        example=_example(args),
+        example_kwargs={k: _torch(v) for k, v in kwargs.items()} or None,
+        with_buffers=True,
+        capture=capture,
+        batch_one=batch_one,
+        dynamic_shapes=dynamic_shapes,
+    )
     return model, params, buffers, time.perf_counter() - began
 
 
@@ -524,11 +603,13 @@ def _length_is_dynamic(model, leaves) -> bool:
     columns torch fixed, features into a Linear, is no sequence); a layer-path model has
     no recorded shapes and runs at any, so token ids (2-D integers) count."""
     if isinstance(model, ExportedModule):
-        metas = [meta for _, meta in model.input_meta
-                 if isinstance(meta, TensorMeta) and len(meta.shape) == 2]
+        metas = [
+            meta
+            for _, meta in model.input_meta
+            if isinstance(meta, TensorMeta) and len(meta.shape) == 2
+        ]
         return bool(metas) and all(isinstance(meta.shape[1], SymDim) for meta in metas)
-    return all(a.dtype.kind in "iu" for a in leaves if isinstance(a, np.ndarray)
-               and a.ndim == 2)
+    return all(a.dtype.kind in "iu" for a in leaves if isinstance(a, np.ndarray) and a.ndim == 2)
 
 
 def other_shapes(args, kwargs, model=None) -> dict:
@@ -547,12 +628,16 @@ def other_shapes(args, kwargs, model=None) -> dict:
                 return a
             reps = -(-size // a.shape[axis])
             return np.take(np.concatenate([a] * reps, axis=axis), range(size), axis=axis)
+
         return tuple(resize(a) for a in args), {k: resize(v) for k, v in kwargs.items()}
 
     shapes = {"batch 1": along(0, 1), f"batch {batch + 2}": along(0, batch + 2)}
     sequences = [a for a in leaves if isinstance(a, np.ndarray) and a.ndim == 2]
-    if sequences and len({a.shape[1] for a in sequences}) == 1 and _length_is_dynamic(
-            model, leaves):
+    if (
+        sequences
+        and len({a.shape[1] for a in sequences}) == 1
+        and _length_is_dynamic(model, leaves)
+    ):
         length = sequences[0].shape[1]
         longer = length + max(1, length // 2)
         shapes[f"length {longer}"] = along(1, longer)
@@ -567,8 +652,9 @@ def shapes_report(module64, model, params, buffers, args, kwargs, computed_in=No
     for label, (shape_args, shape_kwargs) in other_shapes(args, kwargs, model).items():
         reference[label], cotangents = torch_eval(module64, shape_args, shape_kwargs)
         candidate[label] = jax_eval(model, params, buffers, shape_args, shape_kwargs, cotangents)
-    report = jaxgrad.parity.compare(reference, candidate, computed_in=computed_in,
-                                    name="other shapes")
+    report = jaxgrad.parity.compare(
+        reference, candidate, computed_in=computed_in, name="other shapes"
+    )
     report.zoo_note = "at " + ", ".join(reference)
     return report
 
@@ -589,8 +675,9 @@ print(json.dumps({"torch imported": "torch" in sys.modules}))
 """
 
 
-def artifact_report(module64, model, params, buffers, args, kwargs, capture,
-                    dynamic_shapes="auto", computed_in=None):
+def artifact_report(
+    module64, model, params, buffers, args, kwargs, capture, dynamic_shapes="auto", computed_in=None
+):
     """``save_exported`` the float64 evaluation program (a layer-path model is captured
     with torch.export for it), reload it with ``load_exported`` in a fresh process that
     never imports torch, run it on the example: its output against torch's."""
@@ -600,8 +687,9 @@ def artifact_report(module64, model, params, buffers, args, kwargs, capture,
     import tempfile
 
     if not isinstance(model, ExportedModule):
-        model, params, buffers, _ = convert(module64, args, kwargs, "export", batch_one=False,
-                                            dynamic_shapes=dynamic_shapes)
+        model, params, buffers, _ = convert(
+            module64, args, kwargs, "export", batch_one=False, dynamic_shapes=dynamic_shapes
+        )
     reference, _ = torch_eval(module64, args, kwargs)
     with tempfile.TemporaryDirectory(prefix="jaxgrad-zoo-") as folder:
         path = os.path.join(folder, "model.jaxgrad")
@@ -609,20 +697,35 @@ def artifact_report(module64, model, params, buffers, args, kwargs, capture,
         inputs = {f"arg{i}": a for i, a in enumerate(args)}
         inputs.update({f"kwarg_{k}": v for k, v in kwargs.items()})
         np.savez(os.path.join(folder, "inputs.npz"), nargs=len(args), **inputs)
-        done = subprocess.run([sys.executable, "-c", _RELOAD, path,
-                               os.path.join(folder, "inputs.npz"),
-                               os.path.join(folder, "out.npz")],
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _RELOAD,
+                path,
+                os.path.join(folder, "inputs.npz"),
+                os.path.join(folder, "out.npz"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"load_exported in a fresh process failed: "
-                               f"{done.stderr.strip().splitlines()[-1][:300]}")
+            raise RuntimeError(
+                f"load_exported in a fresh process failed: "
+                f"{done.stderr.strip().splitlines()[-1][:300]}"
+            )
         if json.loads(done.stdout.strip().splitlines()[-1])["torch imported"]:
             raise RuntimeError("the reloaded artifact imported torch")
         with np.load(os.path.join(folder, "out.npz")) as out:
             leaves = [out[f"arr_{i}"] for i in range(len(out.files))]
     expected = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(reference["output"])]
-    return jaxgrad.parity.compare(expected, leaves[:len(expected)] if len(leaves) >= len(
-        expected) else leaves, computed_in=computed_in, name="artifact")
+    return jaxgrad.parity.compare(
+        expected,
+        leaves[: len(expected)] if len(leaves) >= len(expected) else leaves,
+        computed_in=computed_in,
+        name="artifact",
+    )
 
 
 def float32_regions(model) -> list[str]:
@@ -650,8 +753,7 @@ def _parameter_count(module) -> int:
     return sum(p.numel() for p in module.parameters())  # tied weights counted once
 
 
-def run_model(entry, *, columns=COLUMNS, capture: str | None = None,
-              progress=None) -> ZooResult:
+def run_model(entry, *, columns=COLUMNS, capture: str | None = None, progress=None) -> ZooResult:
     """Every comparison of ``columns`` for one zoo entry (see the module docstring), the
     model converted with ``capture`` (default: the entry's own).
 
@@ -680,9 +782,14 @@ def _run(entry, result, columns, capture, say):
     module64, args64, kwargs64 = zoo_models.instance(built, "float64")
     say("convert float64")
     try:
-        model, params, buffers, seconds = convert(module64, args64, kwargs64, capture,
-                                                  batch_one="shapes" in columns,
-                                                  dynamic_shapes=entry.dynamic_shapes)
+        model, params, buffers, seconds = convert(
+            module64,
+            args64,
+            kwargs64,
+            capture,
+            batch_one="shapes" in columns,
+            dynamic_shapes=entry.dynamic_shapes,
+        )
     except Exception as error:  # noqa: BLE001 - the row records why
         result.error = _first_line(error)
         return
@@ -700,16 +807,23 @@ def _run(entry, result, columns, capture, say):
         # T5's RMSNorm: hidden_states.to(torch.float32)); float32 rounding then reaches
         # every leaf, which the policy judges at the tier of that arithmetic
         computed_in = "float32"
-        shown = ", ".join(lowered[:3]) + (f" and {len(lowered) - 3} more" if len(lowered) > 3
-                                          else "")
-        result.computed_in_note = (f"the float64 model computes in float32 where its own "
-                                   f"code casts (at {shown}): its float64 leaves are judged "
-                                   f"at the float32 tier, the tier of that arithmetic")
+        shown = ", ".join(lowered[:3]) + (
+            f" and {len(lowered) - 3} more" if len(lowered) > 3 else ""
+        )
+        result.computed_in_note = (
+            f"the float64 model computes in float32 where its own "
+            f"code casts (at {shown}): its float64 leaves are judged "
+            f"at the float32 tier, the tier of that arithmetic"
+        )
     if "float64" in columns:
         result.columns["float64"] = _column(
             lambda: jaxgrad.parity.compare(
-                reference64, jax_eval(model, params, buffers, args64, kwargs64, cotangents),
-                computed_in=computed_in, name=f"{entry.name} float64"))
+                reference64,
+                jax_eval(model, params, buffers, args64, kwargs64, cotangents),
+                computed_in=computed_in,
+                name=f"{entry.name} float64",
+            )
+        )
     if "float32" in columns or "float32_grads" in columns:
         say("float32 forward and gradients")
         try:
@@ -721,18 +835,39 @@ def _run(entry, result, columns, capture, say):
     if "shapes" in columns:
         say("other shapes")
         result.columns["shapes"] = _column(
-            lambda: shapes_report(module64, model, params, buffers, args64, kwargs64,
-                                  computed_in))
+            lambda: shapes_report(module64, model, params, buffers, args64, kwargs64, computed_in)
+        )
     if "artifact" in columns:
         say("artifact")
         result.columns["artifact"] = _column(
-            lambda: artifact_report(module64, model, params, buffers, args64, kwargs64,
-                                    capture, entry.dynamic_shapes, computed_in))
+            lambda: artifact_report(
+                module64,
+                model,
+                params,
+                buffers,
+                args64,
+                kwargs64,
+                capture,
+                entry.dynamic_shapes,
+                computed_in,
+            )
+        )
     if "train" in columns:
         say(f"{STEPS} training steps")
         result.columns["train"] = _column(
-            lambda: _train(entry, built, module64, model, params, buffers, args64, kwargs64,
-                           result, computed_in))
+            lambda: _train(
+                entry,
+                built,
+                module64,
+                model,
+                params,
+                buffers,
+                args64,
+                kwargs64,
+                result,
+                computed_in,
+            )
+        )
 
 
 def _column(run) -> Column:
@@ -767,15 +902,19 @@ def _float32(entry, built, cotangents, reference64, capture) -> tuple:
     an exact copy of the float32 model, on the same inputs and cotangents); each report's
     ``zoo_note`` counts the leaves passed by each rule (``calibrated_note``)."""
     module32, args32, kwargs32 = zoo_models.instance(built, "float32")
-    model, params, buffers, _ = convert(module32, args32, kwargs32, capture,
-                                        dynamic_shapes=entry.dynamic_shapes)
+    model, params, buffers, _ = convert(
+        module32, args32, kwargs32, capture, dynamic_shapes=entry.dynamic_shapes
+    )
     reference32, _ = torch_eval(module32, args32, kwargs32, cotangents)
     candidate32 = jax_eval(model, params, buffers, args32, kwargs32, cotangents)
     reports = []
     for part, label in (("output", "forward"), ("grads", "gradients")):
-        report = jaxgrad.parity.compare({part: reference32[part]}, {part: candidate32[part]},
-                                        reference64={part: reference64[part]},
-                                        name=f"{entry.name} float32 {label}")
+        report = jaxgrad.parity.compare(
+            {part: reference32[part]},
+            {part: candidate32[part]},
+            reference64={part: reference64[part]},
+            name=f"{entry.name} float32 {label}",
+        )
         report.zoo_note = calibrated_note(report)
         reports.append(report)
     return tuple(reports)
@@ -792,12 +931,20 @@ def torch_float32_runs(module, args, kwargs, cotangents) -> list[dict]:
         runs.append(_torch_grads(twin, torch_args, torch_kwargs, cotangents))
     batched = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
     sizes = {a.shape[0] for a in batched if a.ndim}
-    if len(sizes) == 1 and sizes.pop() > 1 and all(
-            c.ndim and c.shape[0] == batched[0].shape[0] for c in cotangents):
-        flip = (lambda a: np.ascontiguousarray(a[::-1]) if isinstance(a, np.ndarray) else a)
-        runs.append(_torch_grads(module, [_torch(flip(a)) for a in args],
-                                 {k: _torch(flip(v)) for k, v in kwargs.items()},
-                                 [flip(c) for c in cotangents]))
+    if (
+        len(sizes) == 1
+        and sizes.pop() > 1
+        and all(c.ndim and c.shape[0] == batched[0].shape[0] for c in cotangents)
+    ):
+        flip = lambda a: np.ascontiguousarray(a[::-1]) if isinstance(a, np.ndarray) else a
+        runs.append(
+            _torch_grads(
+                module,
+                [_torch(flip(a)) for a in args],
+                {k: _torch(flip(v)) for k, v in kwargs.items()},
+                [flip(c) for c in cotangents],
+            )
+        )
     return runs
 
 
@@ -807,10 +954,12 @@ def _torch_grads(module, torch_args, torch_kwargs, cotangents) -> dict:
     leaves = float_leaves(plain(module(*torch_args, **torch_kwargs)))
     if len(leaves) != len(cotangents):
         return {"grads": {}}
-    sum((torch.from_numpy(np.ascontiguousarray(c)) * o).sum()
-        for c, o in zip(cotangents, leaves)).backward()
-    grads = {n: p.grad.numpy().copy() for n, p in named_parameters(module).items()
-             if p.grad is not None}
+    sum(
+        (torch.from_numpy(np.ascontiguousarray(c)) * o).sum() for c, o in zip(cotangents, leaves)
+    ).backward()
+    grads = {
+        n: p.grad.numpy().copy() for n, p in named_parameters(module).items() if p.grad is not None
+    }
     module.zero_grad(set_to_none=True)
     return {"grads": grads}
 
@@ -827,23 +976,34 @@ def calibrated_note(report: ParityReport) -> str | None:
     for leaf in calibrated:
         counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
     worst = max(calibrated, key=lambda leaf: leaf.headroom)
-    return (f"{len(calibrated)} of {len(report.leaves)} float32 leaves outside the tier "
-            f"against torch's float32 pass against its float64 answer ("
-            + ", ".join(f"{rule}: {n}" for rule, n in sorted(counts.items()))
-            + f"; jaxgrad up to {worst.headroom:.2f}x the tier from float64, torch "
-            f"{worst.reference_headroom:.2f}x on that leaf)")
+    return (
+        f"{len(calibrated)} of {len(report.leaves)} float32 leaves outside the tier "
+        f"against torch's float32 pass against its float64 answer ("
+        + ", ".join(f"{rule}: {n}" for rule, n in sorted(counts.items()))
+        + f"; jaxgrad up to {worst.headroom:.2f}x the tier from float64, torch "
+        f"{worst.reference_headroom:.2f}x on that leaf)"
+    )
 
 
-def _train(entry, built, module64, model, params, buffers, args, kwargs, result,
-           computed_in=None) -> ParityReport:
+def _train(
+    entry, built, module64, model, params, buffers, args, kwargs, result, computed_in=None
+) -> ParityReport:
     del params, buffers  # every step starts from torch's state (train_steps)
     if not isinstance(model, ExportedModule) and torch_draws_in_training(module64, args, kwargs):
-        model, _, _, _ = convert(module64, args, kwargs, "export",
-                                 dynamic_shapes=entry.dynamic_shapes)
-        result.random_note = ("trained through capture='export': the layer path takes no "
-                              "injected random draws")
-    report, info = train_steps(module64, model, args, kwargs, computed_in=computed_in,
-                               name=f"{entry.name} {STEPS} train steps")
+        model, _, _, _ = convert(
+            module64, args, kwargs, "export", dynamic_shapes=entry.dynamic_shapes
+        )
+        result.random_note = (
+            "trained through capture='export': the layer path takes no injected random draws"
+        )
+    report, info = train_steps(
+        module64,
+        model,
+        args,
+        kwargs,
+        computed_in=computed_in,
+        name=f"{entry.name} {STEPS} train steps",
+    )
     result.compile_seconds = info["first_call_seconds"]
     result.random_ops = info["random_ops"]
     result.dropped = info["dropped"]
@@ -851,14 +1011,35 @@ def _train(entry, built, module64, model, params, buffers, args, kwargs, result,
         noise = step_noise(built, args, kwargs)
         report.zoo_note = (
             "torch against itself (channels-last layout, another summation order) on the "
-            "first step: " + ("within the tier, so this is a discrepancy, not rounding"
-                              if noise.passed else
-                              f"{len(noise.failures())} leaves outside the float64 tier too "
-                              f"(ill-conditioned at this tier)"))
+            "first step: "
+            + (
+                "within the tier, so this is a discrepancy, not rounding"
+                if noise.passed
+                else f"{len(noise.failures())} leaves outside the float64 tier too "
+                f"(ill-conditioned at this tier)"
+            )
+        )
     return report
 
 
-__all__ = ["run_model", "ZooResult", "Column", "COLUMNS", "VERDICT", "COLUMN_TITLES", "STEPS", "SGD",
-           "torch_eval", "jax_eval", "train_steps", "torch_step", "step_noise", "convert", "plain",
-           "calibrated_note", "torch_float32_runs",
-           "square_loss_torch", "square_loss_jax"]
+__all__ = [
+    "run_model",
+    "ZooResult",
+    "Column",
+    "COLUMNS",
+    "VERDICT",
+    "COLUMN_TITLES",
+    "STEPS",
+    "SGD",
+    "torch_eval",
+    "jax_eval",
+    "train_steps",
+    "torch_step",
+    "step_noise",
+    "convert",
+    "plain",
+    "calibrated_note",
+    "torch_float32_runs",
+    "square_loss_torch",
+    "square_loss_jax",
+]

@@ -40,7 +40,7 @@ class _Captured(tnn.Module):
 
     def forward(self, ids):
         torch._assert(ids.shape[1] <= self.position_ids.shape[1], "sequence too long")
-        h = self.embed(ids) + self.pos(self.position_ids[:, :ids.shape[1]])
+        h = self.embed(ids) + self.pos(self.position_ids[:, : ids.shape[1]])
         y = self.fc(h)
         y.view(-1).mul_(0.5)  # a write through a view: y halves too
         y = self.drop(torch.relu(y))
@@ -61,8 +61,9 @@ def _row(train: bool) -> jaxgrad.ParityReport:
         if type(model).__name__ != "ExportedModule":
             raise AssertionError(f"expected the export front end, from_torch gave {model!r}")
         torch.manual_seed(6)  # torch's draws in training, recorded and handed over
-        reference, candidate = grads_both(module, model, params, [ids], train=train,
-                                          draws=True if train else None)
+        reference, candidate = grads_both(
+            module, model, params, [ids], train=train, draws=True if train else None
+        )
         return jaxgrad.compare(reference, candidate)
 
 
@@ -78,8 +79,10 @@ def _nnx_row() -> jaxgrad.ParityReport:
     out = module(torch.from_numpy(ids))
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
     (out * torch.from_numpy(cotangent)).sum().backward()
-    reference = {"output": out.detach().numpy(),
-                 "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    reference = {
+        "output": out.detach().numpy(),
+        "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+    }
     with jax_precision("float64"):
         twin = to_nnx(module, example=(torch.from_numpy(ids),))
         stock = getattr(twin, "stock_layers", {})
@@ -91,8 +94,7 @@ def _nnx_row() -> jaxgrad.ParityReport:
             return jnp.sum(value * cotangent), value
 
         (_, value), grads = nnx.value_and_grad(objective, has_aux=True)(twin)
-        return jaxgrad.compare(reference, {"output": value,
-                                           "grads": grads_to_torch(twin, grads)})
+        return jaxgrad.compare(reference, {"output": value, "grads": grads_to_torch(twin, grads)})
 
 
 def _shapes_row() -> jaxgrad.ParityReport:
@@ -107,8 +109,9 @@ def _shapes_row() -> jaxgrad.ParityReport:
     module = _Captured().double()
     rng = np.random.default_rng(5)
     with jax_precision("float64"):
-        model, params = nn.from_torch(module, example=(torch.from_numpy(
-            rng.integers(0, 11, (4, 5))),), batch_one=True)
+        model, params = nn.from_torch(
+            module, example=(torch.from_numpy(rng.integers(0, 11, (4, 5))),), batch_one=True
+        )
         reference, candidate = {}, {}
         for shape in ((1, 5), (7, 5), (3, 6), (2, 2)):
             ids = rng.integers(0, 11, shape)
@@ -116,7 +119,8 @@ def _shapes_row() -> jaxgrad.ParityReport:
                 label = f"{shape} {'train' if train else 'eval'}"
                 torch.manual_seed(6)
                 reference[label], candidate[label] = grads_both(
-                    module, model, params, [ids], train=train, draws=True if train else None)
+                    module, model, params, [ids], train=train, draws=True if train else None
+                )
         ids = rng.integers(0, 11, (6, 3))
         module.eval()
         reference["artifact (6, 3)"] = module(torch.from_numpy(ids)).detach().numpy()
@@ -128,11 +132,20 @@ def _shapes_row() -> jaxgrad.ParityReport:
 
 
 CHECKS = [
-    Check("captured (export) forward+grads", "float64", functools.partial(_row, False),
-          area="capture"),
-    Check("captured (export) train, torch's draws", "float64", functools.partial(_row, True),
-          area="capture"),
+    Check(
+        "captured (export) forward+grads", "float64", functools.partial(_row, False), area="capture"
+    ),
+    Check(
+        "captured (export) train, torch's draws",
+        "float64",
+        functools.partial(_row, True),
+        area="capture",
+    ),
     Check("captured (export) nnx twin forward+grads", "float64", _nnx_row, area="capture"),
-    Check("captured (export) one capture at other shapes, and its artifact", "float64",
-          _shapes_row, area="capture"),
+    Check(
+        "captured (export) one capture at other shapes, and its artifact",
+        "float64",
+        _shapes_row,
+        area="capture",
+    ),
 ]

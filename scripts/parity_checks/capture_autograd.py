@@ -42,7 +42,8 @@ class _Quantiser(tnn.Module):
         distances = (z.unsqueeze(1) - self.codebook).pow(2).sum(-1)
         quantised = self.codebook[distances.argmin(-1)]
         commitment = ((quantised.detach() - z) ** 2).mean() + 0.25 * (
-            (quantised - z.detach()) ** 2).mean()
+            (quantised - z.detach()) ** 2
+        ).mean()
         return self.decode(z + (quantised - z).detach()) + commitment
 
 
@@ -50,8 +51,9 @@ class _StudentTeacher(tnn.Module):
     def __init__(self, features=6):
         super().__init__()
         self.student = tnn.Sequential(tnn.Linear(features, 8), tnn.ReLU(), tnn.Linear(8, 4))
-        self.teacher = tnn.Sequential(tnn.Linear(features, 8), tnn.BatchNorm1d(8), tnn.ReLU(),
-                                      tnn.Linear(8, 4))
+        self.teacher = tnn.Sequential(
+            tnn.Linear(features, 8), tnn.BatchNorm1d(8), tnn.ReLU(), tnn.Linear(8, 4)
+        )
 
     def forward(self, x):
         with torch.no_grad():
@@ -85,25 +87,44 @@ def _row(model_class, capture: str, train: bool = False) -> jaxgrad.ParityReport
     module = model_class().double()
     x = np.random.default_rng(11).standard_normal((7, 6))
     with jax_precision("float64"):
-        model, params, buffers = nn.from_torch(module, example=(torch.from_numpy(x),),
-                                               capture=capture, with_buffers=True)
-        reference, candidate = grads_both(module, model, params, [x], train=train,
-                                          buffers=buffers if buffers else None)
+        model, params, buffers = nn.from_torch(
+            module, example=(torch.from_numpy(x),), capture=capture, with_buffers=True
+        )
+        reference, candidate = grads_both(
+            module, model, params, [x], train=train, buffers=buffers if buffers else None
+        )
         if buffers:  # the statistics the teacher's BatchNorm updated under no_grad
             _, new_buffers = model.apply(params, x, buffers=buffers, train=train)
-            reference["buffers"] = {k: v.numpy() for k, v in module.state_dict().items()
-                                    if k in buffers}
+            reference["buffers"] = {
+                k: v.numpy() for k, v in module.state_dict().items() if k in buffers
+            }
             candidate["buffers"] = dict(new_buffers)
         return jaxgrad.compare(reference, candidate)
 
 
 CHECKS = [
-    *(Check(f"autograd in forward: straight-through VQ ({capture})", "float64",
-            functools.partial(_row, _Quantiser, capture), area="capture")
-      for capture in ("layers", "export")),
-    *(Check(f"autograd in forward: no_grad teacher, train + buffers ({capture})", "float64",
-            functools.partial(_row, _StudentTeacher, capture, True), area="capture")
-      for capture in ("layers", "export")),
-    Check("autograd in forward: custom Function's own backward (export)", "float64",
-          functools.partial(_row, _RoundsActivations, "auto"), area="capture"),
+    *(
+        Check(
+            f"autograd in forward: straight-through VQ ({capture})",
+            "float64",
+            functools.partial(_row, _Quantiser, capture),
+            area="capture",
+        )
+        for capture in ("layers", "export")
+    ),
+    *(
+        Check(
+            f"autograd in forward: no_grad teacher, train + buffers ({capture})",
+            "float64",
+            functools.partial(_row, _StudentTeacher, capture, True),
+            area="capture",
+        )
+        for capture in ("layers", "export")
+    ),
+    Check(
+        "autograd in forward: custom Function's own backward (export)",
+        "float64",
+        functools.partial(_row, _RoundsActivations, "auto"),
+        area="capture",
+    ),
 ]

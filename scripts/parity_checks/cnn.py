@@ -56,9 +56,16 @@ def forward_parity(name: str, dtype: str):
         return layer_parity(module, inputs, training=name == "resnet", name=f"{name} forward")
 
 
-def train_mode_trajectories(module: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
-                            steps: int, batch_size: int = BATCH_SIZE, seed: int = 0,
-                            hyper: dict = SGD) -> tuple[dict, dict]:
+def train_mode_trajectories(
+    module: torch.nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    steps: int,
+    batch_size: int = BATCH_SIZE,
+    seed: int = 0,
+    hyper: dict = SGD,
+) -> tuple[dict, dict]:
     """Train any torch classifier and its ``from_torch`` twin side by side in training mode.
 
     SGD with ``hyper``, cross-entropy, the same batches (``batch_indices`` of ``seed``,
@@ -73,8 +80,10 @@ def train_mode_trajectories(module: torch.nn.Module, x: np.ndarray, y: np.ndarra
     module.train()
     batches = batch_indices(len(x), batch_size, seed=seed, epoch=0, drop_last=True)[:steps]
     if len(batches) < steps:
-        raise ValueError(f"{len(x)} examples give {len(batches)} batches of {batch_size}, "
-                         f"fewer than `steps` (={steps}).")
+        raise ValueError(
+            f"{len(x)} examples give {len(batches)} batches of {batch_size}, "
+            f"fewer than `steps` (={steps})."
+        )
     torch_opt = toptim.make_optimizer("sgd", module.parameters(), **hyper)
     reference = {"loss": [], "params": [], "optimizer_state": [], "buffers": []}
     candidate = {"loss": [], "params": [], "optimizer_state": [], "buffers": []}
@@ -84,29 +93,36 @@ def train_mode_trajectories(module: torch.nn.Module, x: np.ndarray, y: np.ndarra
     opt_state = optimizer.init(params)
     for index in batches:
         torch_opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(module(torch.from_numpy(x[index])),
-                                                 torch.from_numpy(y[index]))
+        loss = torch.nn.functional.cross_entropy(
+            module(torch.from_numpy(x[index])), torch.from_numpy(y[index])
+        )
         loss.backward()
         torch_opt.step()
         reference["loss"].append(loss.detach().numpy())
-        reference["params"].append({n: p.detach().numpy().copy()
-                                    for n, p in module.named_parameters()})
+        reference["params"].append(
+            {n: p.detach().numpy().copy() for n, p in module.named_parameters()}
+        )
         reference["optimizer_state"].append(toptim.named_state(module, torch_opt))
         reference["buffers"].append({n: b.numpy().copy() for n, b in module.named_buffers()})
 
         params, buffers, opt_state, metrics = step(
-            params, buffers, opt_state, (jnp.asarray(x[index]), jnp.asarray(y[index])), None)
+            params, buffers, opt_state, (jnp.asarray(x[index]), jnp.asarray(y[index])), None
+        )
         candidate["loss"].append(np.asarray(metrics["loss"]))
         candidate["params"].append({k: np.asarray(v) for k, v in params.items()})
         candidate["optimizer_state"].append(
-            {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
-             for n, fields in joptim.torch_style_state(opt_state).items()})
+            {
+                n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
+                for n, fields in joptim.torch_style_state(opt_state).items()
+            }
+        )
         candidate["buffers"].append({k: np.asarray(v) for k, v in buffers.items()})
     return _stacked(reference), _stacked(candidate)
 
 
-def resnet_trajectories(steps: int = TRAJECTORY_STEPS, *, dtype: str = "float64",
-                        seed: int = 0) -> tuple[dict, dict]:
+def resnet_trajectories(
+    steps: int = TRAJECTORY_STEPS, *, dtype: str = "float64", seed: int = 0
+) -> tuple[dict, dict]:
     """``train_mode_trajectories`` of ``torchref.models.resnet`` on the digits."""
     torch.manual_seed(seed)
     module = torchref.models.resnet(dtype=TORCH_DTYPES[dtype])
@@ -120,14 +136,17 @@ def _stacked(record: dict) -> dict:
         if isinstance(items[0], dict):
             return {k: stack([item[k] for item in items]) for k in items[0]}
         return np.stack(items)
+
     return {key: stack(values) for key, values in record.items()}
 
 
 def _trajectory_check():
     reference, candidate = resnet_trajectories()
     return jaxgrad.parity.compare(
-        reference, candidate,
-        name=f"resnet {TRAJECTORY_STEPS} training steps, train mode, sgd {SGD}")
+        reference,
+        candidate,
+        name=f"resnet {TRAJECTORY_STEPS} training steps, train mode, sgd {SGD}",
+    )
 
 
 def resnet_fused_epoch(steps: int = TRAJECTORY_STEPS, *, seed: int = 0) -> tuple[dict, dict]:
@@ -148,34 +167,53 @@ def resnet_fused_epoch(steps: int = TRAJECTORY_STEPS, *, seed: int = 0) -> tuple
         epoch = make_stateful_train_epoch(model, jlosses.cross_entropy, optimizer)
         xs = jnp.asarray(np.stack([x[i] for i in batches]))
         ys = jnp.asarray(np.stack([y[i] for i in batches]))
-        params, buffers, opt_state, metrics = epoch(params, buffers, optimizer.init(params),
-                                                    (xs, ys), jax.random.key(seed))
-    last = {key: {k: v[-1] for k, v in reference[key].items()}
-            for key in ("params", "buffers")}
-    last["optimizer_state"] = {n: {k: v[-1] for k, v in fields.items()}
-                               for n, fields in reference["optimizer_state"].items()}
+        params, buffers, opt_state, metrics = epoch(
+            params, buffers, optimizer.init(params), (xs, ys), jax.random.key(seed)
+        )
+    last = {key: {k: v[-1] for k, v in reference[key].items()} for key in ("params", "buffers")}
+    last["optimizer_state"] = {
+        n: {k: v[-1] for k, v in fields.items()}
+        for n, fields in reference["optimizer_state"].items()
+    }
     candidate = {
         "params": {k: np.asarray(v) for k, v in params.items()},
         "buffers": {k: np.asarray(v) for k, v in buffers.items()},
-        "optimizer_state": {n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
-                            for n, fields in joptim.torch_style_state(opt_state).items()}}
-    return ({"loss": reference["loss"], **last},
-            {"loss": np.asarray(metrics["loss"]), **candidate})
+        "optimizer_state": {
+            n: {k: np.asarray(v) for k, v in fields.items() if k != "step"}
+            for n, fields in joptim.torch_style_state(opt_state).items()
+        },
+    }
+    return ({"loss": reference["loss"], **last}, {"loss": np.asarray(metrics["loss"]), **candidate})
 
 
 def _fused_epoch_check():
     return jaxgrad.parity.compare(
         *resnet_fused_epoch(),
-        name=f"resnet {TRAJECTORY_STEPS} steps as one scan-fused epoch, sgd {SGD}")
+        name=f"resnet {TRAJECTORY_STEPS} steps as one scan-fused epoch, sgd {SGD}",
+    )
 
 
 CHECKS = [
-    *[Check(name=f"{name} forward+backward (digits)", dtype=dtype, area="cnn",
-            run=functools.partial(forward_parity, name, dtype))
-      # the ResNet's forward and gradients are checked inside the trajectory below
-      for name, dtype in (("cnn", "float64"),)],
-    Check(name=f"resnet train {TRAJECTORY_STEPS} steps +buffers", dtype="float64", area="cnn",
-          run=_trajectory_check),
-    Check(name=f"resnet fused epoch {TRAJECTORY_STEPS} steps (conv patches)", dtype="float64",
-          area="cnn", run=_fused_epoch_check),
+    *[
+        Check(
+            name=f"{name} forward+backward (digits)",
+            dtype=dtype,
+            area="cnn",
+            run=functools.partial(forward_parity, name, dtype),
+        )
+        # the ResNet's forward and gradients are checked inside the trajectory below
+        for name, dtype in (("cnn", "float64"),)
+    ],
+    Check(
+        name=f"resnet train {TRAJECTORY_STEPS} steps +buffers",
+        dtype="float64",
+        area="cnn",
+        run=_trajectory_check,
+    ),
+    Check(
+        name=f"resnet fused epoch {TRAJECTORY_STEPS} steps (conv patches)",
+        dtype="float64",
+        area="cnn",
+        run=_fused_epoch_check,
+    ),
 ]

@@ -31,17 +31,35 @@ P = torch.nn
 LAYERS = {
     "Conv1d(s2, p1, groups 2)": (lambda: P.Conv1d(4, 2, 3, 2, 1, groups=2), (2, 4, 7)),
     "Conv2d(s2, p1, dilation 2)": (lambda: P.Conv2d(2, 3, 3, 2, 1, dilation=2), (1, 2, 5, 5)),
-    "Conv2d('same', reflect)": (lambda: P.Conv2d(2, 2, 4, padding="same", padding_mode="reflect"), (1, 2, 5, 5)),
+    "Conv2d('same', reflect)": (
+        lambda: P.Conv2d(2, 2, 4, padding="same", padding_mode="reflect"),
+        (1, 2, 5, 5),
+    ),
     "ConvTranspose1d(s2, out_pad 1)": (lambda: P.ConvTranspose1d(2, 3, 3, 2, 1, 1), (2, 2, 4)),
-    "ConvTranspose2d(s2, groups 2)": (lambda: P.ConvTranspose2d(4, 2, 3, 2, 1, groups=2), (1, 4, 3, 3)),
-    "MaxPool1d(3, 2, 1, ceil_mode)": (lambda: P.MaxPool1d(3, 2, 1, ceil_mode=True, return_indices=True), (2, 2, 8)),
-    "MaxPool2d(3, 2, 1, ceil_mode)": (lambda: P.MaxPool2d(3, 2, 1, ceil_mode=True, return_indices=True), (1, 2, 6, 6)),
-    "AvgPool1d(3, 2, 1, excl. pad)": (lambda: P.AvgPool1d(3, 2, 1, count_include_pad=False), (2, 2, 7)),
+    "ConvTranspose2d(s2, groups 2)": (
+        lambda: P.ConvTranspose2d(4, 2, 3, 2, 1, groups=2),
+        (1, 4, 3, 3),
+    ),
+    "MaxPool1d(3, 2, 1, ceil_mode)": (
+        lambda: P.MaxPool1d(3, 2, 1, ceil_mode=True, return_indices=True),
+        (2, 2, 8),
+    ),
+    "MaxPool2d(3, 2, 1, ceil_mode)": (
+        lambda: P.MaxPool2d(3, 2, 1, ceil_mode=True, return_indices=True),
+        (1, 2, 6, 6),
+    ),
+    "AvgPool1d(3, 2, 1, excl. pad)": (
+        lambda: P.AvgPool1d(3, 2, 1, count_include_pad=False),
+        (2, 2, 7),
+    ),
     "AvgPool2d(3, 2, 1, ceil_mode)": (lambda: P.AvgPool2d(3, 2, 1, ceil_mode=True), (1, 2, 6, 6)),
     "AdaptiveAvgPool1d(10 -> 3)": (lambda: P.AdaptiveAvgPool1d(3), (2, 2, 10)),
     "AdaptiveAvgPool2d(7x5 -> 3x2)": (lambda: P.AdaptiveAvgPool2d((3, 2)), (1, 2, 7, 5)),
     "AdaptiveMaxPool1d(10 -> 4)": (lambda: P.AdaptiveMaxPool1d(4), (2, 2, 10)),
-    "AdaptiveMaxPool2d(7x5 -> 3x2)": (lambda: P.AdaptiveMaxPool2d((3, 2), return_indices=True), (1, 2, 7, 5)),
+    "AdaptiveMaxPool2d(7x5 -> 3x2)": (
+        lambda: P.AdaptiveMaxPool2d((3, 2), return_indices=True),
+        (1, 2, 7, 5),
+    ),
     "ZeroPad2d((1, 2, 0, 3))": (lambda: P.ZeroPad2d((1, 2, 0, 3)), (1, 2, 3, 3)),
     "ReflectionPad2d(2)": (lambda: P.ReflectionPad2d(2), (1, 2, 3, 4)),
     "ReplicationPad2d((3, 0, 1, 2))": (lambda: P.ReplicationPad2d((3, 0, 1, 2)), (1, 2, 3, 3)),
@@ -53,9 +71,14 @@ LAYERS = {
     "CircularPad1d((3, 1))": (lambda: P.CircularPad1d((3, 1)), (1, 2, 3)),
     "CircularPad2d((1, 2, 2, 0))": (lambda: P.CircularPad2d((1, 2, 2, 0)), (1, 1, 3, 3)),
     "Upsample(x2, nearest)": (lambda: P.Upsample(scale_factor=2), (1, 2, 3, 3)),
-    "Upsample(x1.5, bilinear)": (lambda: P.Upsample(scale_factor=1.5, mode="bilinear"), (1, 2, 4, 3)),
+    "Upsample(x1.5, bilinear)": (
+        lambda: P.Upsample(scale_factor=1.5, mode="bilinear"),
+        (1, 2, 4, 3),
+    ),
     "Upsample(5x4, bilinear, align)": (
-        lambda: P.Upsample(size=(5, 4), mode="bilinear", align_corners=True), (1, 2, 3, 3)),
+        lambda: P.Upsample(size=(5, 4), mode="bilinear", align_corners=True),
+        (1, 2, 3, 3),
+    ),
     "ReLU6": (P.ReLU6, (3, 8)),
     "SiLU": (P.SiLU, (3, 8)),
     "Hardswish": (P.Hardswish, (3, 8)),
@@ -104,12 +127,15 @@ def layer_gradcheck(name: str):
 
 
 CHECKS = [
-    Check(name=f"nn.{name}", dtype=dtype, area="cnn",
-          run=functools.partial(layer_row, name, dtype))
+    Check(name=f"nn.{name}", dtype=dtype, area="cnn", run=functools.partial(layer_row, name, dtype))
     for name in LAYERS
     for dtype in ("float64", "float32")
 ] + [
-    Check(name=f"gradcheck nn.{name}", dtype="float64", area="gradcheck",
-          run=functools.partial(layer_gradcheck, name))
+    Check(
+        name=f"gradcheck nn.{name}",
+        dtype="float64",
+        area="gradcheck",
+        run=functools.partial(layer_gradcheck, name),
+    )
     for name in LAYERS
 ]

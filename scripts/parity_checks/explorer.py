@@ -25,8 +25,7 @@ def _keyed(steps, field: str) -> dict:
     for step in steps:
         pair = (step["node"], step["input"])
         seen[pair] = seen.get(pair, 0) + 1
-        keyed[f"grad_fn {pair[0]} -> {pair[1]} #{seen[pair]}"] = np.asarray(step[field],
-                                                                             np.float64)
+        keyed[f"grad_fn {pair[0]} -> {pair[1]} #{seen[pair]}"] = np.asarray(step[field], np.float64)
     return keyed
 
 
@@ -35,16 +34,22 @@ def explorer_parity(key: str):
     graph = export_graph(example.fn, *bind(example.fn, example.point), title=example.title)
     torch_side = replay(graph)
     reference = _keyed(torch_side["passed"], "value")
-    reference.update({f"d{label}": np.asarray(v, np.float64)
-                      for label, v in torch_side["grads"].items()})
+    reference.update(
+        {f"d{label}": np.asarray(v, np.float64) for label, v in torch_side["grads"].items()}
+    )
     candidate = _keyed(graph["jax"]["steps"], "gradient")
-    candidate.update({f"d{label}": np.asarray(v, np.float64)
-                      for label, v in graph["jax"]["grads"].items()})
+    candidate.update(
+        {f"d{label}": np.asarray(v, np.float64) for label, v in graph["jax"]["grads"].items()}
+    )
     return jaxgrad.parity.compare(reference, candidate, name=f"explorer {key}: per node")
 
 
 CHECKS = [
-    Check(name=f"explorer {key}: grad_fn per node", dtype="float64", area="explorer",
-          run=functools.partial(explorer_parity, key))
+    Check(
+        name=f"explorer {key}: grad_fn per node",
+        dtype="float64",
+        area="explorer",
+        run=functools.partial(explorer_parity, key),
+    )
     for key in ("tiny_relu", "neuron", "square_plus", "two_layer")
 ]

@@ -10,7 +10,7 @@ policy tier of the dtype. Float64 checks run inside ``jax.enable_x64``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +35,9 @@ class Check:
     area: str = ""
 
 
-def torch_forward_backward(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-                           loss_fn: Callable) -> dict:
+def torch_forward_backward(
+    module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable
+) -> dict:
     """Output, loss and ``.grad`` of every parameter after one ``backward()``."""
     module.zero_grad(set_to_none=True)
     out = module(x)
@@ -69,9 +70,17 @@ LOSS_PAIRS = {
 }
 
 
-def model_parity(torch_module: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
-                 loss: str = "mse", jit: bool = False, name: str = "",
-                 rtol: float | None = None, atol: float | None = None) -> ParityReport:
+def model_parity(
+    torch_module: torch.nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    loss: str = "mse",
+    jit: bool = False,
+    name: str = "",
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> ParityReport:
     """Compare forward output, loss and parameter gradients of a torch module and its twin.
 
     Args:
@@ -95,8 +104,14 @@ def model_parity(torch_module: torch.nn.Module, x: np.ndarray, y: np.ndarray, *,
         return jaxgrad.parity.compare(reference, candidate, rtol=rtol, atol=atol, name=name)
 
 
-def random_batch(rng: np.random.Generator, batch: int, in_features: int, out_features: int,
-                 dtype: str, loss: str = "mse") -> tuple[np.ndarray, np.ndarray]:
+def random_batch(
+    rng: np.random.Generator,
+    batch: int,
+    in_features: int,
+    out_features: int,
+    dtype: str,
+    loss: str = "mse",
+) -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)`` for ``model_parity``: standard-normal inputs and matching targets."""
     x = rng.standard_normal((batch, in_features)).astype(dtype)
     if loss == "cross_entropy":

@@ -41,40 +41,71 @@ def _loss_case(name):
     if name == "cross_entropy (N,C,d) wt,ignore,smooth":
         target = torch.tensor(rng.integers(0, 4, (3, 5)))
         target[0, 1] = -100
-        return (F.cross_entropy, jlosses.cross_entropy, (_tensor(rng, (3, 4, 5)), target),
-                dict(weight=_tensor(rng, 4, 0.5, 2.0), label_smoothing=0.1))
+        return (
+            F.cross_entropy,
+            jlosses.cross_entropy,
+            (_tensor(rng, (3, 4, 5)), target),
+            dict(weight=_tensor(rng, 4, 0.5, 2.0), label_smoothing=0.1),
+        )
     if name == "nll_loss weight ignore_index=1 sum":
-        return (F.nll_loss, jlosses.nll_loss,
-                (_tensor(rng, (6, 3)), torch.tensor(rng.integers(0, 3, 6))),
-                dict(weight=_tensor(rng, 3, 0.5, 2.0), ignore_index=1, reduction="sum"))
+        return (
+            F.nll_loss,
+            jlosses.nll_loss,
+            (_tensor(rng, (6, 3)), torch.tensor(rng.integers(0, 3, 6))),
+            dict(weight=_tensor(rng, 3, 0.5, 2.0), ignore_index=1, reduction="sum"),
+        )
     if name == "binary_cross_entropy weight":
-        return (F.binary_cross_entropy, jlosses.binary_cross_entropy,
-                (_tensor(rng, (4, 3), 0.05, 0.95), _tensor(rng, (4, 3), 0, 1)),
-                dict(weight=_tensor(rng, 3, 0.5, 2.0)))
+        return (
+            F.binary_cross_entropy,
+            jlosses.binary_cross_entropy,
+            (_tensor(rng, (4, 3), 0.05, 0.95), _tensor(rng, (4, 3), 0, 1)),
+            dict(weight=_tensor(rng, 3, 0.5, 2.0)),
+        )
     if name == "bce_with_logits weight+pos_weight":
-        return (F.binary_cross_entropy_with_logits, jlosses.binary_cross_entropy_with_logits,
-                (_tensor(rng, (4, 3)), _tensor(rng, (4, 3), 0, 1)),
-                dict(weight=_tensor(rng, (4, 1), 0.5, 2.0), pos_weight=_tensor(rng, 3, 0.5, 3.0)))
+        return (
+            F.binary_cross_entropy_with_logits,
+            jlosses.binary_cross_entropy_with_logits,
+            (_tensor(rng, (4, 3)), _tensor(rng, (4, 3), 0, 1)),
+            dict(weight=_tensor(rng, (4, 1), 0.5, 2.0), pos_weight=_tensor(rng, 3, 0.5, 3.0)),
+        )
     if name == "kl_div batchmean log_target":
-        return (F.kl_div, jlosses.kl_div,
-                (torch.log_softmax(_tensor(rng, (4, 5)), 1),
-                 torch.log_softmax(_tensor(rng, (4, 5)), 1)),
-                dict(reduction="batchmean", log_target=True))
+        return (
+            F.kl_div,
+            jlosses.kl_div,
+            (
+                torch.log_softmax(_tensor(rng, (4, 5)), 1),
+                torch.log_softmax(_tensor(rng, (4, 5)), 1),
+            ),
+            dict(reduction="batchmean", log_target=True),
+        )
     if name == "huber_loss delta=0.5":
-        return (F.huber_loss, jlosses.huber_loss, (_tensor(rng, (5, 3)), _tensor(rng, (5, 3))),
-                dict(delta=0.5))
+        return (
+            F.huber_loss,
+            jlosses.huber_loss,
+            (_tensor(rng, (5, 3)), _tensor(rng, (5, 3))),
+            dict(delta=0.5),
+        )
     if name == "gaussian_nll_loss var clamped, full":
         var = _tensor(rng, (5, 1), 0.0, 0.5)
         var[0, 0] = 1e-9
-        return (F.gaussian_nll_loss, jlosses.gaussian_nll_loss,
-                (_tensor(rng, (5, 3)), _tensor(rng, (5, 3)), var), dict(full=True, eps=1e-3))
+        return (
+            F.gaussian_nll_loss,
+            jlosses.gaussian_nll_loss,
+            (_tensor(rng, (5, 3)), _tensor(rng, (5, 3)), var),
+            dict(full=True, eps=1e-3),
+        )
     raise KeyError(name)
 
 
-LOSS_ROWS = ("cross_entropy (N,C,d) wt,ignore,smooth",
-             "nll_loss weight ignore_index=1 sum", "binary_cross_entropy weight",
-             "bce_with_logits weight+pos_weight", "kl_div batchmean log_target",
-             "huber_loss delta=0.5", "gaussian_nll_loss var clamped, full")
+LOSS_ROWS = (
+    "cross_entropy (N,C,d) wt,ignore,smooth",
+    "nll_loss weight ignore_index=1 sum",
+    "binary_cross_entropy weight",
+    "bce_with_logits weight+pos_weight",
+    "kl_div batchmean log_target",
+    "huber_loss delta=0.5",
+    "gaussian_nll_loss var clamped, full",
+)
 
 
 def loss_parity(name):
@@ -86,8 +117,7 @@ def loss_parity(name):
 OPTIMIZER_ROWS = [
     ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1)),
     ("Adamax", dict(lr=0.01, weight_decay=0.1, maximize=True)),
-    ("NAdam", dict(lr=0.01, weight_decay=0.1, momentum_decay=0.006,
-                   decoupled_weight_decay=True)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, momentum_decay=0.006, decoupled_weight_decay=True)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1)),
     ("ASGD", dict(lr=0.02, t0=5, weight_decay=0.1)),
     ("Adam", dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True)),
@@ -95,9 +125,15 @@ OPTIMIZER_ROWS = [
 ]
 
 
-OPTIMIZER_LABELS = ["adagrad(lr_decay,wd,init_acc=0.1)", "adamax(wd,maximize)",
-                    "nadam(wd,mom_decay,decoupled)", "radam(wd)", "asgd(t0=5,wd)",
-                    "adam(wd,amsgrad,maximize)", "sgd(mom,nesterov,maximize)"]
+OPTIMIZER_LABELS = [
+    "adagrad(lr_decay,wd,init_acc=0.1)",
+    "adamax(wd,maximize)",
+    "nadam(wd,mom_decay,decoupled)",
+    "radam(wd)",
+    "asgd(t0=5,wd)",
+    "adam(wd,amsgrad,maximize)",
+    "sgd(mom,nesterov,maximize)",
+]
 
 
 def optimizer_parity(name, kwargs):
@@ -109,10 +145,14 @@ def optimizer_parity(name, kwargs):
 
 
 SCHEDULER_CASES = [
-    ("StepLR", dict(step_size=7, gamma=0.5)), ("MultiStepLR", dict(milestones=[3, 10])),
-    ("ExponentialLR", dict(gamma=0.93)), ("CosineAnnealingLR", dict(T_max=15, eta_min=1e-3)),
-    ("CosineAnnealingWarmRestarts", dict(T_0=4, T_mult=2)), ("LinearLR", dict(total_iters=12)),
-    ("ConstantLR", dict(factor=0.25)), ("PolynomialLR", dict(total_iters=30, power=2.0)),
+    ("StepLR", dict(step_size=7, gamma=0.5)),
+    ("MultiStepLR", dict(milestones=[3, 10])),
+    ("ExponentialLR", dict(gamma=0.93)),
+    ("CosineAnnealingLR", dict(T_max=15, eta_min=1e-3)),
+    ("CosineAnnealingWarmRestarts", dict(T_0=4, T_mult=2)),
+    ("LinearLR", dict(total_iters=12)),
+    ("ConstantLR", dict(factor=0.25)),
+    ("PolynomialLR", dict(total_iters=30, power=2.0)),
     ("OneCycleLR", dict(max_lr=0.5, total_steps=40, cycle_momentum=False, three_phase=True)),
 ]
 
@@ -158,26 +198,50 @@ def _lr_scheduler_parity(cases, steps=40):
 # get_last_lr() leaves its closed form (ConstantLR total_iters=0) or jit's rounding
 # would leave 0 (PolynomialLR power < 1)
 MORE_SCHEDULER_CASES = [
-    ("CyclicLR triangular2",
-     lambda o: tsched.CyclicLR(o, 0.01, 0.1, 4, 7, "triangular2", cycle_momentum=False),
-     lambda: schedulers.CyclicLR(0.01, 0.1, 4, 7, "triangular2", cycle_momentum=False)),
-    ("MultiplicativeLR", lambda o: tsched.MultiplicativeLR(o, lambda e: 0.9 + 0.01 * (e % 3)),
-     lambda: schedulers.MultiplicativeLR(lr=0.1, lr_lambda=lambda e: 0.9 + 0.01 * (e % 3))),
-    ("ChainedScheduler LambdaLR, ExponentialLR",
-     lambda o: tsched.ChainedScheduler([tsched.LambdaLR(o, lambda e: 1 + e),
-                                        tsched.ExponentialLR(o, 0.9)]),
-     lambda: schedulers.ChainedScheduler([schedulers.LambdaLR(lr=0.1, lr_lambda=lambda e: 1 + e),
-                                          schedulers.ExponentialLR(lr=0.1, gamma=0.9)])),
-    ("ChainedScheduler CosineAnnealingLR, StepLR",
-     lambda o: tsched.ChainedScheduler([tsched.CosineAnnealingLR(o, T_max=6, eta_min=1e-3),
-                                        tsched.StepLR(o, 4, 0.5)]),
-     lambda: schedulers.ChainedScheduler([
-         schedulers.CosineAnnealingLR(lr=0.1, T_max=6, eta_min=1e-3),
-         schedulers.StepLR(lr=0.1, step_size=4, gamma=0.5)])),
-    ("ConstantLR total_iters=0", lambda o: tsched.ConstantLR(o, factor=0.5, total_iters=0),
-     lambda: schedulers.ConstantLR(lr=0.1, factor=0.5, total_iters=0)),
-    ("PolynomialLR power=0.5", lambda o: tsched.PolynomialLR(o, total_iters=30, power=0.5),
-     lambda: schedulers.PolynomialLR(lr=0.1, total_iters=30, power=0.5)),
+    (
+        "CyclicLR triangular2",
+        lambda o: tsched.CyclicLR(o, 0.01, 0.1, 4, 7, "triangular2", cycle_momentum=False),
+        lambda: schedulers.CyclicLR(0.01, 0.1, 4, 7, "triangular2", cycle_momentum=False),
+    ),
+    (
+        "MultiplicativeLR",
+        lambda o: tsched.MultiplicativeLR(o, lambda e: 0.9 + 0.01 * (e % 3)),
+        lambda: schedulers.MultiplicativeLR(lr=0.1, lr_lambda=lambda e: 0.9 + 0.01 * (e % 3)),
+    ),
+    (
+        "ChainedScheduler LambdaLR, ExponentialLR",
+        lambda o: tsched.ChainedScheduler(
+            [tsched.LambdaLR(o, lambda e: 1 + e), tsched.ExponentialLR(o, 0.9)]
+        ),
+        lambda: schedulers.ChainedScheduler(
+            [
+                schedulers.LambdaLR(lr=0.1, lr_lambda=lambda e: 1 + e),
+                schedulers.ExponentialLR(lr=0.1, gamma=0.9),
+            ]
+        ),
+    ),
+    (
+        "ChainedScheduler CosineAnnealingLR, StepLR",
+        lambda o: tsched.ChainedScheduler(
+            [tsched.CosineAnnealingLR(o, T_max=6, eta_min=1e-3), tsched.StepLR(o, 4, 0.5)]
+        ),
+        lambda: schedulers.ChainedScheduler(
+            [
+                schedulers.CosineAnnealingLR(lr=0.1, T_max=6, eta_min=1e-3),
+                schedulers.StepLR(lr=0.1, step_size=4, gamma=0.5),
+            ]
+        ),
+    ),
+    (
+        "ConstantLR total_iters=0",
+        lambda o: tsched.ConstantLR(o, factor=0.5, total_iters=0),
+        lambda: schedulers.ConstantLR(lr=0.1, factor=0.5, total_iters=0),
+    ),
+    (
+        "PolynomialLR power=0.5",
+        lambda o: tsched.PolynomialLR(o, total_iters=30, power=0.5),
+        lambda: schedulers.PolynomialLR(lr=0.1, total_iters=30, power=0.5),
+    ),
 ]
 
 
@@ -185,8 +249,12 @@ MORE_SCHEDULER_CASES = [
 # and optimizer state compared after every step (jaxgrad gets `sched.momentum`)
 ONE_CYCLE_ROWS = [
     ("sgd(nesterov),cos", "sgd", dict(lr=0.1, momentum=0.9, nesterov=True), dict(max_lr=0.05)),
-    ("adam(wd),3-phase", "adam", dict(lr=0.1, weight_decay=0.01),
-     dict(max_lr=0.01, three_phase=True)),
+    (
+        "adam(wd),3-phase",
+        "adam",
+        dict(lr=0.1, weight_decay=0.01),
+        dict(max_lr=0.01, three_phase=True),
+    ),
     ("adamw,linear", "adamw", dict(lr=0.1), dict(max_lr=0.01, anneal_strategy="linear")),
 ]
 
@@ -198,22 +266,59 @@ def one_cycle_parity(name, hyper, kwargs, steps=30):
         sched = schedulers.OneCycleLR(**kwargs)
         optimizer = factory(**schedulers.with_cycled_momentum(factory, dict(hyper, lr=sched)))
         reference, candidate = optimizer_trajectories(
-            name, hyper, "float64", steps, jit=False, jax_optimizer=optimizer,
-            torch_scheduler=lambda opt: tsched.OneCycleLR(opt, **kwargs))
+            name,
+            hyper,
+            "float64",
+            steps,
+            jit=False,
+            jax_optimizer=optimizer,
+            torch_scheduler=lambda opt: tsched.OneCycleLR(opt, **kwargs),
+        )
     return compare(reference, candidate)
 
 
 CHECKS = (
-    [Check(name=f"loss {name}", dtype="float64", area="losses",
-           run=functools.partial(loss_parity, name)) for name in LOSS_ROWS]
-    + [Check(name=f"{label} x30", dtype="float64", area="optim",
-             run=functools.partial(optimizer_parity, name, kwargs))
-       for label, (name, kwargs) in zip(OPTIMIZER_LABELS, OPTIMIZER_ROWS)]
-    + [Check(name="schedulers: 9 classes x40 get_last_lr", dtype="float64", area="optim",
-             run=scheduler_parity)]
-    + [Check(name="schedulers: Cyclic,Multiplicative,Chained,edges x40", dtype="float64",
-             area="optim", run=functools.partial(_lr_scheduler_parity, MORE_SCHEDULER_CASES))]
-    + [Check(name=f"schedulers: OneCycleLR momentum {label} x30", dtype="float64",
-             area="optim", run=functools.partial(one_cycle_parity, name, hyper, kwargs))
-       for label, name, hyper, kwargs in ONE_CYCLE_ROWS]
+    [
+        Check(
+            name=f"loss {name}",
+            dtype="float64",
+            area="losses",
+            run=functools.partial(loss_parity, name),
+        )
+        for name in LOSS_ROWS
+    ]
+    + [
+        Check(
+            name=f"{label} x30",
+            dtype="float64",
+            area="optim",
+            run=functools.partial(optimizer_parity, name, kwargs),
+        )
+        for label, (name, kwargs) in zip(OPTIMIZER_LABELS, OPTIMIZER_ROWS)
+    ]
+    + [
+        Check(
+            name="schedulers: 9 classes x40 get_last_lr",
+            dtype="float64",
+            area="optim",
+            run=scheduler_parity,
+        )
+    ]
+    + [
+        Check(
+            name="schedulers: Cyclic,Multiplicative,Chained,edges x40",
+            dtype="float64",
+            area="optim",
+            run=functools.partial(_lr_scheduler_parity, MORE_SCHEDULER_CASES),
+        )
+    ]
+    + [
+        Check(
+            name=f"schedulers: OneCycleLR momentum {label} x30",
+            dtype="float64",
+            area="optim",
+            run=functools.partial(one_cycle_parity, name, hyper, kwargs),
+        )
+        for label, name, hyper, kwargs in ONE_CYCLE_ROWS
+    ]
 )

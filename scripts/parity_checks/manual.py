@@ -23,15 +23,21 @@ def manual_vs_torch(name: str, rng: np.random.Generator) -> ParityReport:
     with jax_precision("float64"):
         out, grads = manual.value_and_vjp(manual.FUNCTIONS[name], inputs, jit=True)
         return compare(
-            {"output": reference["output"],
-             "grads": [g for g in reference["grads"] if g is not None]},
+            {
+                "output": reference["output"],
+                "grads": [g for g in reference["grads"] if g is not None],
+            },
             {"output": out, "grads": grads},
             name=f"manual.{name} vs torch autograd",
         )
 
 
 CHECKS = [
-    Check(name=f"manual {name} vs torch", dtype="float64", area="manual",
-          run=functools.partial(lambda n: manual_vs_torch(n, np.random.default_rng(0)), name))
+    Check(
+        name=f"manual {name} vs torch",
+        dtype="float64",
+        area="manual",
+        run=functools.partial(lambda n: manual_vs_torch(n, np.random.default_rng(0)), name),
+    )
     for name in manual.FUNCTIONS
 ]

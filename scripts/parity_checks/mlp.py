@@ -17,8 +17,7 @@ def _mlp_check(activation: str, dtype: str, loss: str) -> object:
     torch.manual_seed(0)
     module = torchref.mlp(SIZES, activation, dtype=TORCH_DTYPES[dtype])
     x, y = random_batch(np.random.default_rng(0), 8, SIZES[0], SIZES[-1], dtype, loss)
-    return model_parity(module, x, y, loss=loss, jit=True,
-                        name=f"mlp {SIZES} {activation} {loss}")
+    return model_parity(module, x, y, loss=loss, jit=True, name=f"mlp {SIZES} {activation} {loss}")
 
 
 CHECKS = [

@@ -62,10 +62,14 @@ def _linear_layout(rng):
 def _gelu(rng):
     x = rng.standard_normal(1000) * 3
     ref = torch.nn.functional.gelu(_t(x)).numpy()
-    return "GELU erf (exact)", "nnx.gelu: tanh approx.", {
-        True: _err(nnx.gelu(jnp.asarray(x), approximate=False), ref),
-        False: _err(nnx.gelu(jnp.asarray(x)), ref),
-    }
+    return (
+        "GELU erf (exact)",
+        "nnx.gelu: tanh approx.",
+        {
+            True: _err(nnx.gelu(jnp.asarray(x), approximate=False), ref),
+            False: _err(nnx.gelu(jnp.asarray(x)), ref),
+        },
+    )
 
 
 def _norm_eps(kind: str, rng):
@@ -73,13 +77,20 @@ def _norm_eps(kind: str, rng):
     if kind == "LayerNorm":
         x = x.reshape(4, 72)
         ref = torch.nn.functional.layer_norm(_t(x), (72,)).numpy()
-        make = lambda eps: nnx.LayerNorm(72, epsilon=eps, use_fast_variance=False,
-                                         param_dtype=jnp.float64, rngs=_rngs())
+        make = lambda eps: nnx.LayerNorm(
+            72, epsilon=eps, use_fast_variance=False, param_dtype=jnp.float64, rngs=_rngs()
+        )
         data = jnp.asarray(x)
     else:
         ref = torch.nn.functional.group_norm(_t(x), 4).numpy()
-        make = lambda eps: nnx.GroupNorm(8, num_groups=4, epsilon=eps, use_fast_variance=False,
-                                         param_dtype=jnp.float64, rngs=_rngs())
+        make = lambda eps: nnx.GroupNorm(
+            8,
+            num_groups=4,
+            epsilon=eps,
+            use_fast_variance=False,
+            param_dtype=jnp.float64,
+            rngs=_rngs(),
+        )
         data = jnp.moveaxis(jnp.asarray(x), 1, -1)
     result = {}
     for mapped, eps in ((True, 1e-5), (False, None)):
@@ -102,13 +113,17 @@ def _batch_norm_stats(which: str, rng):
         stock = nnx.BatchNorm(3, param_dtype=jnp.float64, use_fast_variance=False, rngs=_rngs())
         torch_text, flax_text = "momentum 0.1 (new batch)", "momentum 0.99 (old avg)"
     else:  # momentum mapped (0.9), variance left biased
-        stock = nnx.BatchNorm(3, momentum=0.9, param_dtype=jnp.float64, use_fast_variance=False,
-                              rngs=_rngs())
+        stock = nnx.BatchNorm(
+            3, momentum=0.9, param_dtype=jnp.float64, use_fast_variance=False, rngs=_rngs()
+        )
         torch_text, flax_text = "running var unbiased n/(n-1)", "running var biased"
     stock(jnp.asarray(x))
     name = "mean" if which == "momentum" else "var"
-    return torch_text, flax_text, {True: _err(getattr(mapped, name)[...], ref),
-                                   False: _err(getattr(stock, name)[...], ref)}
+    return (
+        torch_text,
+        flax_text,
+        {True: _err(getattr(mapped, name)[...], ref), False: _err(getattr(stock, name)[...], ref)},
+    )
 
 
 def _conv_same(rng):
@@ -120,8 +135,10 @@ def _conv_same(rng):
     _set(stock.kernel, kernel)
     _set(stock.bias, conv.bias.detach().numpy())
     nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
-    out = {True: _err(jnp.moveaxis(to_nnx(conv)(nhwc), -1, 1), ref),
-           False: _err(jnp.moveaxis(stock(nhwc), -1, 1), ref)}
+    out = {
+        True: _err(jnp.moveaxis(to_nnx(conv)(nhwc), -1, 1), ref),
+        False: _err(jnp.moveaxis(stock(nhwc), -1, 1), ref),
+    }
     return "padding=1: pads (1, 1)", "'SAME' at stride 2: (0, 1)", out
 
 
@@ -135,8 +152,11 @@ def _flatten_order(rng):
     _set(dense.bias, fc.bias.detach().numpy())
     mapped = dense(modules.TorchFlatten()(modules.ChannelsFirst()(nhwc)))
     unmapped = dense(nhwc.reshape(2, -1))
-    return "flatten C,H,W", "flatten H,W,C (NHWC)", {True: _err(mapped, ref),
-                                                    False: _err(unmapped, ref)}
+    return (
+        "flatten C,H,W",
+        "flatten H,W,C (NHWC)",
+        {True: _err(mapped, ref), False: _err(unmapped, ref)},
+    )
 
 
 def _adaptive_pool(rng):
@@ -146,10 +166,14 @@ def _adaptive_pool(rng):
     # the usual substitute: stride in//out, window in - (out - 1)·stride
     stock = nnx.avg_pool(nhwc, (4, 4), strides=(2, 2))
     mapped = to_nnx(torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(3)))(nhwc)
-    return "windows [⌊i·n/o⌋, ⌈(i+1)·n/o⌉)", "avg_pool(window 4, stride 2)", {
-        True: _err(jnp.moveaxis(mapped, -1, 1), ref),
-        False: _err(jnp.moveaxis(stock, -1, 1), ref),
-    }
+    return (
+        "windows [⌊i·n/o⌋, ⌈(i+1)·n/o⌉)",
+        "avg_pool(window 4, stride 2)",
+        {
+            True: _err(jnp.moveaxis(mapped, -1, 1), ref),
+            False: _err(jnp.moveaxis(stock, -1, 1), ref),
+        },
+    )
 
 
 def _count_include_pad(rng):
@@ -158,10 +182,14 @@ def _count_include_pad(rng):
     nhwc = jnp.moveaxis(jnp.asarray(x), 1, -1)
     stock = nnx.avg_pool(nhwc, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
     mapped = to_nnx(torch.nn.Sequential(torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False)))
-    return "count_include_pad=False", "count_include_pad=True", {
-        True: _err(jnp.moveaxis(mapped(nhwc), -1, 1), ref),
-        False: _err(jnp.moveaxis(stock, -1, 1), ref),
-    }
+    return (
+        "count_include_pad=False",
+        "count_include_pad=True",
+        {
+            True: _err(jnp.moveaxis(mapped(nhwc), -1, 1), ref),
+            False: _err(jnp.moveaxis(stock, -1, 1), ref),
+        },
+    )
 
 
 def _padding_idx(rng):
@@ -186,8 +214,11 @@ def _default_init(rng):
     torch_std = float(torch.nn.Linear(256, 256).weight.detach().std())
     flax_std = float(jnp.std(nnx.Linear(256, 256, rngs=_rngs()).kernel[...]))
     # "error" here: the ratio of the weight's standard deviations (from-scratch runs)
-    return "kaiming_uniform(a=√5)", "lecun_normal", {True: 0.0, False: flax_std / torch_std,
-                                                    "unit": "std ratio"}
+    return (
+        "kaiming_uniform(a=√5)",
+        "lecun_normal",
+        {True: 0.0, False: flax_std / torch_std, "unit": "std ratio"},
+    )
 
 
 def _attention(rng, which: str):
@@ -201,7 +232,9 @@ def _attention(rng, which: str):
         padding[0] = True  # a fully masked row
     ref = mha(*(_t(x),) * 3, key_padding_mask=_t(padding), need_weights=False)[0].detach().numpy()
     twin = to_nnx(mha)
-    mapped = twin(*(jnp.asarray(x),) * 3, key_padding_mask=jnp.asarray(padding), need_weights=False)[0]
+    mapped = twin(
+        *(jnp.asarray(x),) * 3, key_padding_mask=jnp.asarray(padding), need_weights=False
+    )[0]
     attention = twin.attention
     attend = jnp.asarray(~padding)[:, None, None, :]
     if which == "mask":  # torch's True = masked handed to flax as is
@@ -236,8 +269,11 @@ def _recurrent(rng, which: str):
         _set(stock.dense_i.bias, b)
         _set(stock.dense_h.kernel, p["weight_hh_l0"].T)
         unmapped = nnx.RNN(stock, rngs=False)(jnp.asarray(x), initial_carry=jnp.zeros((2, 4)))
-        return "r ⊙ (W_hn h + b_hn)", "nnx.GRUCell: r ⊙ (W_hn h)", {
-            True: _err(mapped, ref), False: _err(unmapped, ref)}
+        return (
+            "r ⊙ (W_hn h + b_hn)",
+            "nnx.GRUCell: r ⊙ (W_hn h)",
+            {True: _err(mapped, ref), False: _err(unmapped, ref)},
+        )
     ref = layer(_t(x), (_t(h0), _t(c0)))[0].detach().numpy()
     twin = to_nnx(layer)
     mapped = twin(jnp.asarray(x), (jnp.asarray(h0), jnp.asarray(c0)))[0]
@@ -264,22 +300,27 @@ def _lstm_bias_training(rng, lr: float = 0.5):
     p = {k: v.detach().numpy() for k, v in layer.named_parameters()}
     stock = nnx.LSTMCell(3, 4, param_dtype=jnp.float64, rngs=_rngs())
     gates = (("ii", "hi"), ("if_", "hf"), ("ig", "hg"), ("io", "ho"))
-    for (i_name, h_name), w_i, w_h, b in zip(gates, np.split(p["weight_ih_l0"], 4),
-                                             np.split(p["weight_hh_l0"], 4),
-                                             np.split(p["bias_ih_l0"] + p["bias_hh_l0"], 4)):
+    for (i_name, h_name), w_i, w_h, b in zip(
+        gates,
+        np.split(p["weight_ih_l0"], 4),
+        np.split(p["weight_hh_l0"], 4),
+        np.split(p["bias_ih_l0"] + p["bias_hh_l0"], 4),
+    ):
         _set(getattr(stock, i_name).kernel, w_i.T)
         _set(getattr(stock, h_name).kernel, w_h.T)
         _set(getattr(stock, h_name).bias, b)
     stock = nnx.RNN(stock, rngs=False)
     zeros = (jnp.zeros((2, 4)), jnp.zeros((2, 4)))
-    candidates = {True: (to_nnx(layer), lambda mod: mod(jnp.asarray(x))[0]),  # before the step
-                  False: (stock, lambda mod: mod(jnp.asarray(x), initial_carry=zeros))}
+    candidates = {
+        True: (to_nnx(layer), lambda mod: mod(jnp.asarray(x))[0]),  # before the step
+        False: (stock, lambda mod: mod(jnp.asarray(x), initial_carry=zeros)),
+    }
     (layer(_t(x))[0] * _t(cotangent)).sum().backward()
     torch.optim.SGD(layer.parameters(), lr=lr).step()
     ref = layer(_t(x))[0].detach().numpy()
     out = {}
     for mapped, (module, call) in candidates.items():
-        grads = nnx.grad(lambda mod: jnp.sum(call(mod) * cotangent))(module)
+        grads = nnx.grad(lambda mod: jnp.sum(call(mod) * cotangent))(module)  # noqa: B023
         params = nnx.state(module, nnx.Param)
         nnx.update(module, jax.tree.map(lambda v, g: v - lr * g, params, grads))
         out[mapped] = _err(call(module), ref)
@@ -318,14 +359,31 @@ def measure_conventions() -> list[dict]:
             torch.manual_seed(0)  # the torch layers' weights: the same every run
             torch_text, flax_text, errors = measure(np.random.default_rng(0))
             unit = errors.get("unit", "max abs err")
-            rows.append({"convention": name, "torch": torch_text, "flax": flax_text,
-                         "mapped": errors[True], "unmapped": errors[False], "unit": unit})
+            rows.append(
+                {
+                    "convention": name,
+                    "torch": torch_text,
+                    "flax": flax_text,
+                    "mapped": errors[True],
+                    "unmapped": errors[False],
+                    "unit": unit,
+                }
+            )
     return rows
 
 
 # ---------------------------------------------------------------- parity rows
-def nnx_trajectory(module, x, y, *, steps: int, torch_optimizer, jax_optimizer,
-                   batch_size: int = 8, layout: str = "NHWC"):
+def nnx_trajectory(
+    module,
+    x,
+    y,
+    *,
+    steps: int,
+    torch_optimizer,
+    jax_optimizer,
+    batch_size: int = 8,
+    layout: str = "NHWC",
+):
     """Train ``module`` (torch) and its ``to_nnx`` twin (driven by ``nnx.Optimizer``
     with ``jax_optimizer``) on the same batches; ``(reference, candidate)``: every
     step's full ``state_dict`` (parameters and buffers) on both sides."""
@@ -391,10 +449,12 @@ class _RowDecoder(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.decoder = torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, norm_first=True,
-                                                        activation="gelu", batch_first=True)
-        self.extras = torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=6, add_bias_kv=True,
-                                                  add_zero_attn=True, batch_first=True)
+        self.decoder = torch.nn.TransformerDecoderLayer(
+            8, 2, 16, dropout=0.0, norm_first=True, activation="gelu", batch_first=True
+        )
+        self.extras = torch.nn.MultiheadAttention(
+            8, 2, kdim=4, vdim=6, add_bias_kv=True, add_zero_attn=True, batch_first=True
+        )
         self.head = torch.nn.Linear(8, 5)
 
     def forward(self, pixels):
@@ -410,11 +470,14 @@ def _upconv():
     InstanceNorm2d with running statistics, logits."""
     nn = torch.nn
     return nn.Sequential(
-        nn.ConvTranspose2d(1, 2, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+        nn.ConvTranspose2d(1, 2, 3, stride=2, padding=1, output_padding=1),
+        nn.ReLU(),
         nn.Conv2d(2, 2, 3, padding=1, padding_mode="replicate"),
         nn.Conv2d(2, 2, 3, padding=1, padding_mode="circular"),
-        nn.InstanceNorm2d(2, affine=True, track_running_stats=True), nn.Flatten(),
-        nn.Linear(2 * 16 * 16, 5))
+        nn.InstanceNorm2d(2, affine=True, track_running_stats=True),
+        nn.Flatten(),
+        nn.Linear(2 * 16 * 16, 5),
+    )
 
 
 def _model(name: str, dtype):
@@ -425,13 +488,19 @@ def _model(name: str, dtype):
     if name in _SMALL_MODELS:
         return _SMALL_MODELS[name]().to(dtype)
     if name == "transformer":
-        return sequence_model(name, dtype=dtype, d_model=8, nhead=2, dim_feedforward=16,
-                              num_layers=1, num_classes=5)
+        return sequence_model(
+            name, dtype=dtype, d_model=8, nhead=2, dim_feedforward=16, num_layers=1, num_classes=5
+        )
     if name in ("lstm", "gru"):
         return sequence_model(name, dtype=dtype, hidden_size=8, num_classes=5)
     if name == "mlp":
-        return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 16),
-                                   torch.nn.Tanh(), torch.nn.Linear(16, 5)).to(dtype)
+        return torch.nn.Sequential(
+            torch.nn.Linear(12, 16),
+            torch.nn.GELU(),
+            torch.nn.Linear(16, 16),
+            torch.nn.Tanh(),
+            torch.nn.Linear(16, 5),
+        ).to(dtype)
     return getattr(torchref.models, name)(num_classes=5, dtype=dtype)
 
 
@@ -439,8 +508,14 @@ def _batch(name: str, dtype: str, n: int = 8):
     rng = np.random.default_rng(0)
     if name == "transformer":  # 64 pixel intensities 0..16 as tokens
         return rng.integers(0, 17, (n, 64)), rng.integers(0, 5, n)
-    shape = {"mlp": (n, 12), "lstm": (n, 64), "gru": (n, 64), "attention": (n, 64),
-             "bilstm": (n, 64), "decoder": (n, 64)}.get(name, (n, 1, 8, 8))
+    shape = {
+        "mlp": (n, 12),
+        "lstm": (n, 64),
+        "gru": (n, 64),
+        "attention": (n, 64),
+        "bilstm": (n, 64),
+        "decoder": (n, 64),
+    }.get(name, (n, 1, 8, 8))
     return rng.standard_normal(shape).astype(dtype), rng.integers(0, 5, n)
 
 
@@ -449,8 +524,10 @@ def _forward_and_grads(module, x, y, layout="NHWC"):
     module.zero_grad(set_to_none=True)
     out = module(_t(x))
     torch.nn.functional.cross_entropy(out, _t(y)).backward()
-    reference = {"output": out.detach().numpy(),
-                 "grads": {n: p.grad.numpy() for n, p in module.named_parameters()}}
+    reference = {
+        "output": out.detach().numpy(),
+        "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+    }
     nnx_module = to_nnx(module, layout=layout)
     # moved on the host: jnp.asarray / an eager moveaxis would compile a program per shape
     feed = jax.device_put(np.moveaxis(x, 1, -1) if x.ndim >= 3 and layout == "NHWC" else x)
@@ -499,41 +576,83 @@ def _trajectory_check(name: str, optimizer: str = "sgd"):
         else:
             torch_optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
             jax_optimizer = joptim.adam(lr=1e-2)
-        reference, candidate = nnx_trajectory(module, x, y, steps=20,
-                                              torch_optimizer=torch_optimizer,
-                                              jax_optimizer=jax_optimizer)
+        reference, candidate = nnx_trajectory(
+            module, x, y, steps=20, torch_optimizer=torch_optimizer, jax_optimizer=jax_optimizer
+        )
         return compare(reference, candidate, name=f"nnx {name} 20 steps {optimizer}")
 
 
-_SMALL_MODELS = {"attention": _RowAttention, "bilstm": _RowBiLSTM, "upconv": _upconv,
-                 "decoder": _RowDecoder}
+_SMALL_MODELS = {
+    "attention": _RowAttention,
+    "bilstm": _RowBiLSTM,
+    "upconv": _upconv,
+    "decoder": _RowDecoder,
+}
 
-CHECKS = [
-    Check(f"nnx {name} forward+grads", dtype, functools.partial(_forward_check, name, dtype),
-          area="flax")
-    for name in ("mlp", "cnn", "resnet", "transformer", "lstm") for dtype in ("float64", "float32")
-] + [
-    Check(f"nnx {name} forward+grads", "float64",
-          functools.partial(_forward_check, name, "float64"), area="flax")
-    for name in ("attention", "gru", "bilstm", "upconv", "decoder")
-] + [
-    Check(f"nnx {name} round trip bit-exact", "float64",
-          functools.partial(_round_trip_check, name), area="flax")
-    for name in ("transformer", "bilstm", "upconv")
-] + [
-    Check("nnx resnet forward+grads NCHW", "float64",
-          functools.partial(_forward_check, "resnet", "float64", "NCHW"), area="flax"),
-    Check("nnx resnet round trip bit-exact", "float64",
-          functools.partial(_round_trip_check, "resnet"), area="flax"),
-    Check("nnx resnet 20 steps (params+BN stats)", "float64",
-          functools.partial(_trajectory_check, "resnet"), area="flax"),
-    Check("nnx lstm 20 steps adam (two biases)", "float64",
-          functools.partial(_trajectory_check, "lstm", "adam"), area="flax"),
-    # SGD: the key bias has no gradient (softmax ignores it), and Adam would turn its
-    # rounding noise into lr-sized steps on both sides
-    Check("nnx transformer 20 steps sgd", "float64",
-          functools.partial(_trajectory_check, "transformer"), area="flax"),
-]
+CHECKS = (
+    [
+        Check(
+            f"nnx {name} forward+grads",
+            dtype,
+            functools.partial(_forward_check, name, dtype),
+            area="flax",
+        )
+        for name in ("mlp", "cnn", "resnet", "transformer", "lstm")
+        for dtype in ("float64", "float32")
+    ]
+    + [
+        Check(
+            f"nnx {name} forward+grads",
+            "float64",
+            functools.partial(_forward_check, name, "float64"),
+            area="flax",
+        )
+        for name in ("attention", "gru", "bilstm", "upconv", "decoder")
+    ]
+    + [
+        Check(
+            f"nnx {name} round trip bit-exact",
+            "float64",
+            functools.partial(_round_trip_check, name),
+            area="flax",
+        )
+        for name in ("transformer", "bilstm", "upconv")
+    ]
+    + [
+        Check(
+            "nnx resnet forward+grads NCHW",
+            "float64",
+            functools.partial(_forward_check, "resnet", "float64", "NCHW"),
+            area="flax",
+        ),
+        Check(
+            "nnx resnet round trip bit-exact",
+            "float64",
+            functools.partial(_round_trip_check, "resnet"),
+            area="flax",
+        ),
+        Check(
+            "nnx resnet 20 steps (params+BN stats)",
+            "float64",
+            functools.partial(_trajectory_check, "resnet"),
+            area="flax",
+        ),
+        Check(
+            "nnx lstm 20 steps adam (two biases)",
+            "float64",
+            functools.partial(_trajectory_check, "lstm", "adam"),
+            area="flax",
+        ),
+        # SGD: the key bias has no gradient (softmax ignores it), and Adam would turn its
+        # rounding noise into lr-sized steps on both sides
+        Check(
+            "nnx transformer 20 steps sgd",
+            "float64",
+            functools.partial(_trajectory_check, "transformer"),
+            area="flax",
+        ),
+    ]
+)
 
 
 # --------------------------------------------------------------- port reports
@@ -611,17 +730,20 @@ class Example(NamedTuple):
     kwargs: dict
 
     @classmethod
-    def of(cls, inputs) -> "Example":
+    def of(cls, inputs) -> Example:
         """``inputs`` as an ``Example``: one array (the only positional input), or an
         ``Example``."""
         return inputs if isinstance(inputs, Example) else cls((inputs,), {})
 
-    def astype(self, dtype: str) -> "Example":
+    def astype(self, dtype: str) -> Example:
         """The float arrays in ``dtype``; token ids stay integers."""
+
         def cast(a):
             return a.astype(dtype) if np.issubdtype(a.dtype, np.floating) else a
-        return Example(tuple(cast(a) for a in self.args),
-                       {k: cast(v) for k, v in self.kwargs.items()})
+
+        return Example(
+            tuple(cast(a) for a in self.args), {k: cast(v) for k, v in self.kwargs.items()}
+        )
 
     def torch(self) -> tuple[tuple, dict]:
         """``(args, kwargs)`` as torch tensors."""
@@ -630,8 +752,10 @@ class Example(NamedTuple):
     def feed(self, channels_last: bool) -> tuple[tuple, dict]:
         """``(args, kwargs)`` as the nnx twin takes them: jax arrays, each image input
         (3 dimensions or more) channels-last when the twin is (``channels_last``)."""
+
         def put(a):
             return jax.device_put(np.moveaxis(a, 1, -1) if channels_last and a.ndim >= 3 else a)
+
         return tuple(put(a) for a in self.args), {k: put(v) for k, v in self.kwargs.items()}
 
 
@@ -648,9 +772,13 @@ def nnx_port(module, layout: str, example=None, example_kwargs=None):
     from jaxgrad.flax import is_image_model
     from jaxgrad.nn import from_torch
 
-    model, params, buffers = from_torch(module, example, example_kwargs=example_kwargs or None,
-                                        with_buffers=True,
-                                        capture="export" if example_kwargs else "auto")
+    model, params, buffers = from_torch(
+        module,
+        example,
+        example_kwargs=example_kwargs or None,
+        with_buffers=True,
+        capture="export" if example_kwargs else "auto",
+    )
     nnx_module = to_nnx(model, params, buffers, layout=layout)
     if not module.training:
         nnx_module.eval()
@@ -674,16 +802,24 @@ def layer_table(module, nnx_module, x, channels_last: bool, computed_in=None) ->
     feed_args, feed_kwargs = example.feed(channels_last)
 
     def row(layer, kind, reference, candidate):
-        report = compare_trees(reference, _to_torch_order(candidate, reference),
-                               computed_in=computed_in)
-        return {"layer": layer, "type": kind, "max_abs_err": report.max_abs_err,
-                "passed": report.passed}
+        report = compare_trees(
+            reference, _to_torch_order(candidate, reference), computed_in=computed_in
+        )
+        return {
+            "layer": layer,
+            "type": kind,
+            "max_abs_err": report.max_abs_err,
+            "passed": report.passed,
+        }
 
     from jaxgrad.flax.program import TorchProgram
 
     if isinstance(nnx_module, (m.TorchGraph, TorchProgram)):
-        paths = ([path for path, _ in nnx_module.graph.layers]
-                 if isinstance(nnx_module, m.TorchGraph) else list(nnx_module.layers.keys()))
+        paths = (
+            [path for path, _ in nnx_module.graph.layers]
+            if isinstance(nnx_module, m.TorchGraph)
+            else list(nnx_module.layers.keys())
+        )
         captured, hooks, torch_outputs = {}, [], {}
 
         def record(path, out):  # returns None: a hook's return value replaces the output
@@ -692,21 +828,36 @@ def layer_table(module, nnx_module, x, channels_last: bool, computed_in=None) ->
             torch_outputs[path] = _torch_tree(out)
 
         for path in paths:
-            hooks.append(module.get_submodule(path).register_forward_hook(
-                lambda mod, args, out, path=path: record(path, out)))
+            hooks.append(
+                module.get_submodule(path).register_forward_hook(
+                    lambda mod, args, out, path=path: record(path, out)
+                )
+            )
         try:
             module(*torch_args, **torch_kwargs)
         finally:
             for hook in hooks:
                 hook.remove()
         nnx_module(*feed_args, capture=captured, **feed_kwargs)
-        return [row(path, type(module.get_submodule(path)).__name__, torch_outputs[path],
-                    _jax_tree(captured[path]))
-                for path in paths if path in captured and path in torch_outputs]
+        return [
+            row(
+                path,
+                type(module.get_submodule(path)).__name__,
+                torch_outputs[path],
+                _jax_tree(captured[path]),
+            )
+            for path in paths
+            if path in captured and path in torch_outputs
+        ]
     if not (isinstance(module, torch.nn.Sequential) and isinstance(nnx_module, nnx.Sequential)):
-        return [row("(whole model)", type(module).__name__,
-                    _torch_tree(module(*torch_args, **torch_kwargs)),
-                    _jax_tree(nnx_module(*feed_args, **feed_kwargs)))]
+        return [
+            row(
+                "(whole model)",
+                type(module).__name__,
+                _torch_tree(module(*torch_args, **torch_kwargs)),
+                _jax_tree(nnx_module(*feed_args, **feed_kwargs)),
+            )
+        ]
     rows = []
     (torch_value,), (value,) = torch_args, feed_args  # a Sequential takes one input
     children = iter(module.named_children())
@@ -767,8 +918,9 @@ def port_parity(module, x, layout: str, dtype: str, *, fresh=None) -> PortParity
     example = Example.of(x).astype(dtype)  # token ids stay ints
     torch_args, torch_kwargs = example.torch()
     with jax_precision(dtype):
-        nnx_module, channels_last, model = nnx_port(fresh().to(torch_dtype), layout,
-                                                    torch_args, torch_kwargs)
+        nnx_module, channels_last, model = nnx_port(
+            fresh().to(torch_dtype), layout, torch_args, torch_kwargs
+        )
         feed_args, feed_kwargs = example.feed(channels_last)
         module = fresh().to(torch_dtype)
         module.zero_grad(set_to_none=True)
@@ -776,15 +928,26 @@ def port_parity(module, x, layout: str, dtype: str, *, fresh=None) -> PortParity
         out = _torch_tree(torch_out)
         rng = np.random.default_rng(1)
         cotangents = _map_tree(
-            lambda leaf: None if leaf is None or not np.issubdtype(leaf.dtype, np.floating)
-            else rng.standard_normal(leaf.shape).astype(np.float32).astype(dtype), out)
-        sum(((leaf * _t(c)).sum() for leaf, c in _pairs(torch_out, cotangents)
-             if c is not None), start=torch.zeros((), dtype=torch_dtype)).backward()
+            lambda leaf: (
+                None
+                if leaf is None or not np.issubdtype(leaf.dtype, np.floating)
+                else rng.standard_normal(leaf.shape).astype(np.float32).astype(dtype)
+            ),
+            out,
+        )
+        sum(
+            ((leaf * _t(c)).sum() for leaf, c in _pairs(torch_out, cotangents) if c is not None),
+            start=torch.zeros((), dtype=torch_dtype),
+        ).backward()
         # a parameter torch leaves without .grad (read only through detach / no_grad)
         # has gradient zero: the twin's must be exactly that, not missing
-        reference = {"output": out,
-                     "grads": {n: p.grad.numpy() if p.grad is not None else
-                               np.zeros(p.shape, dtype) for n, p in module.named_parameters()}}
+        reference = {
+            "output": out,
+            "grads": {
+                n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape, dtype)
+                for n, p in module.named_parameters()
+            },
+        }
 
         def objective(mod):
             y = mod(*feed_args, **feed_kwargs)
@@ -797,22 +960,28 @@ def port_parity(module, x, layout: str, dtype: str, *, fresh=None) -> PortParity
             return total, y
 
         (_, y), grads = nnx.jit(nnx.value_and_grad(objective, has_aux=True))(nnx_module)
-        candidate = {"output": _to_torch_order(_jax_tree(y), out),
-                     "grads": grads_to_torch(nnx_module, grads)}
+        candidate = {
+            "output": _to_torch_order(_jax_tree(y), out),
+            "grads": grads_to_torch(nnx_module, grads),
+        }
         regions = tuple(float32_regions(model)) if dtype == "float64" else ()
-        report = compare(reference, candidate, computed_in="float32" if regions else None,
-                         reference64=float64_leaves(reference) if dtype == "float64" else None,
-                         name=f"port {type(module).__name__} {dtype}")
-        return PortParity(report, nnx_module, channels_last, model, reference, candidate,
-                          regions)
+        report = compare(
+            reference,
+            candidate,
+            computed_in="float32" if regions else None,
+            reference64=float64_leaves(reference) if dtype == "float64" else None,
+            name=f"port {type(module).__name__} {dtype}",
+        )
+        return PortParity(report, nnx_module, channels_last, model, reference, candidate, regions)
 
 
 def float64_leaves(tree):
     """``tree`` with every leaf that is not a float64 array set to None: what
     ``compare``'s ``reference64`` takes from a float64 run (whose output may hold token
     ids, or a float32 leaf the model returns as such)."""
-    return _map_tree(lambda leaf: leaf if getattr(leaf, "dtype", None) == np.float64
-                     else None, tree)
+    return _map_tree(
+        lambda leaf: leaf if getattr(leaf, "dtype", None) == np.float64 else None, tree
+    )
 
 
 def round_trip(saved, reloaded, feed):
@@ -820,18 +989,28 @@ def round_trip(saved, reloaded, feed):
     ``load_nnx`` filled from the file ``saved`` was written to): every variable (PRNG
     keys by their key data) and the output on ``feed`` (one input, or the twin's
     ``(args, kwargs)`` as ``Example.feed`` gives them), bit-identical."""
-    args, kwargs = feed if isinstance(feed, tuple) and len(feed) == 2 and isinstance(
-        feed[1], dict) else ((feed,), {})
+    args, kwargs = (
+        feed
+        if isinstance(feed, tuple) and len(feed) == 2 and isinstance(feed[1], dict)
+        else ((feed,), {})
+    )
+
     def variables(module):
-        return {".".join(map(str, path)): np.asarray(
-                    jax.random.key_data(node.get_value())
-                    if jax.dtypes.issubdtype(node.get_value().dtype, jax.dtypes.prng_key)
-                    else node.get_value())
-                for path, node in nnx.iter_graph(module) if isinstance(node, nnx.Variable)}
+        return {
+            ".".join(map(str, path)): np.asarray(
+                jax.random.key_data(node.get_value())
+                if jax.dtypes.issubdtype(node.get_value().dtype, jax.dtypes.prng_key)
+                else node.get_value()
+            )
+            for path, node in nnx.iter_graph(module)
+            if isinstance(node, nnx.Variable)
+        }
 
     # jitted: a captured program run eagerly compiles each of its ATen ops on its own
     call = nnx.jit(lambda module, args, kwargs: module(*args, **kwargs))
     reference = {"variables": variables(saved), "output": _jax_tree(call(saved, args, kwargs))}
-    candidate = {"variables": variables(reloaded),
-                 "output": _jax_tree(call(reloaded, args, kwargs))}
+    candidate = {
+        "variables": variables(reloaded),
+        "output": _jax_tree(call(reloaded, args, kwargs)),
+    }
     return compare(reference, candidate, rtol=0.0, atol=0.0, name="save_nnx -> load_nnx")

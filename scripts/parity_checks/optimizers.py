@@ -9,7 +9,6 @@ every step, stacked along a leading axis.
 from __future__ import annotations
 
 import copy
-
 import functools
 
 import jax
@@ -29,8 +28,12 @@ from torchref.schedulers import SteppedOptimizer
 
 SIZES = [6, 8, 3]
 STEPS = {"float64": 100, "float32": 10}
-JAX_OPTIMIZERS = {"sgd": joptim.sgd, "adam": joptim.adam, "adamw": joptim.adamw,
-                  "rmsprop": joptim.rmsprop}
+JAX_OPTIMIZERS = {
+    "sgd": joptim.sgd,
+    "adam": joptim.adam,
+    "adamw": joptim.adamw,
+    "rmsprop": joptim.rmsprop,
+}
 
 # Each hyperparameter path torch implements is exercised. The settings are chosen so
 # the 100-step trajectory is well conditioned: perturbing the initial weights by 1e-15
@@ -53,8 +56,17 @@ CONFIGS = [
 # float32 (10 steps): the richest configuration of each optimizer, plus Nesterov
 FLOAT32_CONFIGS = [CONFIGS[i] for i in (1, 2, 4, 5, 7)]
 
-_SHORT = {"momentum": "mom", "dampening": "damp", "weight_decay": "wd", "nesterov": "nesterov",
-          "centered": "ctr", "betas": "b", "eps": "eps", "alpha": "alpha", "lr": "lr"}
+_SHORT = {
+    "momentum": "mom",
+    "dampening": "damp",
+    "weight_decay": "wd",
+    "nesterov": "nesterov",
+    "centered": "ctr",
+    "betas": "b",
+    "eps": "eps",
+    "alpha": "alpha",
+    "lr": "lr",
+}
 
 
 def config_label(name: str, hyper: dict) -> str:
@@ -63,15 +75,27 @@ def config_label(name: str, hyper: dict) -> str:
 
 def short_label(name: str, hyper: dict) -> str:
     """``sgd(mom=0.9,damp=0.3,wd=0.01)``: the label without the learning rate, abbreviated."""
-    parts = [f"{_SHORT[k]}" if v is True else f"{_SHORT[k]}={v}".replace(" ", "")
-             for k, v in hyper.items() if k != "lr"]
+    parts = [
+        f"{_SHORT[k]}" if v is True else f"{_SHORT[k]}={v}".replace(" ", "")
+        for k, v in hyper.items()
+        if k != "lr"
+    ]
     return f"{name}(" + ",".join(parts) + ")"
 
 
-def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *,
-                 jit: bool = True, jax_optimizer=None, seed: int = 0,
-                 max_norm: float | None = None,
-                 torch_scheduler=None, with_float64: bool = False) -> tuple:
+def trajectories(
+    name: str,
+    hyper: dict,
+    dtype: str,
+    steps: int | None = None,
+    *,
+    jit: bool = True,
+    jax_optimizer=None,
+    seed: int = 0,
+    max_norm: float | None = None,
+    torch_scheduler=None,
+    with_float64: bool = False,
+) -> tuple:
     """``(torch trajectory, jax trajectory)`` of one optimizer on the small MLP.
 
     ``jax_optimizer`` replaces jaxgrad's optimizer (to show another one differs, or to
@@ -95,8 +119,8 @@ def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *
             optimizer = optax.chain(joptim.clip_grad_norm_transform(max_norm), optimizer)
         xj, yj = jnp.asarray(x), jnp.asarray(y)
         candidate = joptim.optimizer_trajectory(
-            optimizer, lambda p: jlosses.mse_loss(model.apply(p, xj), yj), params, steps,
-            jit=jit)
+            optimizer, lambda p: jlosses.mse_loss(model.apply(p, xj), yj), params, steps, jit=jit
+        )
         candidate = np_tree(candidate)
     module64 = copy.deepcopy(module).double() if with_float64 else None
 
@@ -105,8 +129,14 @@ def trajectories(name: str, hyper: dict, dtype: str, steps: int | None = None, *
         if torch_scheduler is not None:
             torch_optimizer = SteppedOptimizer(torch_optimizer, torch_scheduler(torch_optimizer))
         return toptim.optimizer_trajectory(
-            module, torch_optimizer, torch.from_numpy(x), torch.from_numpy(y),
-            torch.nn.functional.mse_loss, steps, max_norm=max_norm)
+            module,
+            torch_optimizer,
+            torch.from_numpy(x),
+            torch.from_numpy(y),
+            torch.nn.functional.mse_loss,
+            steps,
+            max_norm=max_norm,
+        )
 
     reference = torch_run(module, x, y)
     if not with_float64:
@@ -118,24 +148,29 @@ def np_tree(tree):
     return jax.tree.map(np.asarray, tree)
 
 
-def optimizer_parity(name: str, hyper: dict, dtype: str, steps: int | None = None, *,
-                     jit: bool = True) -> ParityReport:
+def optimizer_parity(
+    name: str, hyper: dict, dtype: str, steps: int | None = None, *, jit: bool = True
+) -> ParityReport:
     reference, candidate = trajectories(name, hyper, dtype, steps, jit=jit)
     steps = STEPS[dtype] if steps is None else steps
-    return compare(reference, candidate,
-                   name=f"{config_label(name, hyper)} {steps} steps {dtype}")
+    return compare(reference, candidate, name=f"{config_label(name, hyper)} {steps} steps {dtype}")
 
 
 CHECKS = [
-    Check(name=f"{short_label(name, hyper)} x{STEPS[dtype]}", dtype=dtype,
-          area="optim", run=functools.partial(optimizer_parity, name, hyper, dtype))
+    Check(
+        name=f"{short_label(name, hyper)} x{STEPS[dtype]}",
+        dtype=dtype,
+        area="optim",
+        run=functools.partial(optimizer_parity, name, hyper, dtype),
+    )
     for dtype, configs in (("float64", CONFIGS), ("float32", FLOAT32_CONFIGS))
     for name, hyper in configs
 ]
 
 
-def fixed_grads_trajectories(name: str, hyper: dict, steps: int = 4, *, jit: bool = False,
-                             jax_optimizer=None, seed: int = 0) -> tuple[dict, dict]:
+def fixed_grads_trajectories(
+    name: str, hyper: dict, steps: int = 4, *, jit: bool = False, jax_optimizer=None, seed: int = 0
+) -> tuple[dict, dict]:
     """``(torch, jax)`` param/state histories for given float64 gradients, no model.
 
     Torch gets ``p.grad = grads[k]; step()``; JAX gets ``optimizer.update(grads[k], …)``,
@@ -152,8 +187,15 @@ def fixed_grads_trajectories(name: str, hyper: dict, steps: int = 4, *, jit: boo
         torch_optimizer.step()
         reference["params"].append({"w": weight.detach().numpy().copy()})
         state = torch_optimizer.state[weight]
-        reference["state"].append({"w": {k: state[k].numpy().copy() for k in toptim.STATE_FIELDS
-                                         if isinstance(state.get(k), torch.Tensor)}})
+        reference["state"].append(
+            {
+                "w": {
+                    k: state[k].numpy().copy()
+                    for k in toptim.STATE_FIELDS
+                    if isinstance(state.get(k), torch.Tensor)
+                }
+            }
+        )
     with jax_precision("float64"):
         optimizer = jax_optimizer or JAX_OPTIMIZERS[name](**hyper)
         update = jax.jit(optimizer.update) if jit else optimizer.update
@@ -164,6 +206,10 @@ def fixed_grads_trajectories(name: str, hyper: dict, steps: int = 4, *, jit: boo
             updates, opt_state = update({"w": jnp.asarray(grad)}, opt_state, params)
             params = optax.apply_updates(params, updates)
             candidate["params"].append(np_tree(params))
-            candidate["state"].append({n: {k: np.asarray(v) for k, v in f.items() if k != "step"}
-                                       for n, f in joptim.torch_style_state(opt_state).items()})
+            candidate["state"].append(
+                {
+                    n: {k: np.asarray(v) for k, v in f.items() if k != "step"}
+                    for n, f in joptim.torch_style_state(opt_state).items()
+                }
+            )
     return reference, candidate

@@ -31,32 +31,49 @@ CASES = {
     "BatchNorm1d (N,C,L) momentum=None": (lambda: nn.BatchNorm1d(3, momentum=None), (4, 3, 5)),
     "BatchNorm2d": (lambda: nn.BatchNorm2d(3), (4, 3, 3, 3)),
     "BatchNorm2d affine=False momentum=0.3": (
-        lambda: nn.BatchNorm2d(2, momentum=0.3, affine=False, eps=1e-3), (3, 2, 2, 3)),
+        lambda: nn.BatchNorm2d(2, momentum=0.3, affine=False, eps=1e-3),
+        (3, 2, 2, 3),
+    ),
     "BatchNorm2d track_running_stats=False": (
-        lambda: nn.BatchNorm2d(2, track_running_stats=False), (3, 2, 2, 2)),
+        lambda: nn.BatchNorm2d(2, track_running_stats=False),
+        (3, 2, 2, 2),
+    ),
     "BatchNorm3d": (lambda: nn.BatchNorm3d(2), (3, 2, 2, 2, 3)),
     "InstanceNorm1d affine track": (
-        lambda: nn.InstanceNorm1d(2, affine=True, track_running_stats=True), (3, 2, 5)),
+        lambda: nn.InstanceNorm1d(2, affine=True, track_running_stats=True),
+        (3, 2, 5),
+    ),
     "InstanceNorm2d": (lambda: nn.InstanceNorm2d(3), (2, 3, 3, 4)),
     "InstanceNorm2d affine track unbatched": (
-        lambda: nn.InstanceNorm2d(2, affine=True, track_running_stats=True), (2, 3, 3)),
+        lambda: nn.InstanceNorm2d(2, affine=True, track_running_stats=True),
+        (2, 3, 3),
+    ),
     "InstanceNorm3d affine": (lambda: nn.InstanceNorm3d(2, affine=True), (2, 2, 2, 3, 2)),
     "GroupNorm": (lambda: nn.GroupNorm(2, 4), (3, 4, 5)),
     "Dropout injected masks": (lambda: nn.Dropout(0.3), (4, 5)),
     "Dropout1d injected masks": (lambda: nn.Dropout1d(0.5), (3, 4, 5)),
     "Dropout2d injected masks": (lambda: nn.Dropout2d(0.5), (2, 4, 3, 3)),
 }
-FLOAT32_CASES = ("BatchNorm1d (N,C)", "BatchNorm2d", "InstanceNorm1d affine track",
-                 "GroupNorm", "Dropout2d injected masks")
+FLOAT32_CASES = (
+    "BatchNorm1d (N,C)",
+    "BatchNorm2d",
+    "InstanceNorm1d affine track",
+    "GroupNorm",
+    "Dropout2d injected masks",
+)
 STEPS = ("train", "train", "eval")
 # gradcheck inputs: small enough that each check's elements fit one vmapped chunk
 GRADCHECK_SHAPES = {
-    "BatchNorm1d (N,C,L) momentum=None": (3, 3, 3), "BatchNorm2d": (2, 3, 2, 2),
+    "BatchNorm1d (N,C,L) momentum=None": (3, 3, 3),
+    "BatchNorm2d": (2, 3, 2, 2),
     "BatchNorm3d": (2, 2, 2, 1, 2),
-    "InstanceNorm1d affine track": (2, 2, 4), "InstanceNorm2d": (1, 3, 2, 3),
+    "InstanceNorm1d affine track": (2, 2, 4),
+    "InstanceNorm2d": (1, 3, 2, 3),
     "InstanceNorm3d affine": (1, 2, 2, 2, 2),
-    "GroupNorm": (2, 4, 3), "Dropout injected masks": (3, 4),
-    "Dropout1d injected masks": (2, 3, 2), "Dropout2d injected masks": (2, 2, 2, 2),
+    "GroupNorm": (2, 4, 3),
+    "Dropout injected masks": (3, 4),
+    "Dropout1d injected masks": (2, 3, 2),
+    "Dropout2d injected masks": (2, 2, 2, 2),
 }
 
 
@@ -114,16 +131,21 @@ def jax_steps(model, params, buffers, xs, cotangents, masks, *, jit: bool = True
         grad_fn = jax.jit(grad_fn, static_argnums=(5,))
     record = {"outputs": [], "input_grads": [], "grads": [], "buffers": []}
     for mode, x, cotangent, mask in zip(STEPS, xs, cotangents, masks):
-        (grads, input_grad), (out, buffers) = grad_fn(params, jnp.asarray(x), buffers,
-                                                      jnp.asarray(cotangent), mask,
-                                                      mode == "train")
+        (grads, input_grad), (out, buffers) = grad_fn(
+            params, jnp.asarray(x), buffers, jnp.asarray(cotangent), mask, mode == "train"
+        )
         record["outputs"].append(out)
         record["input_grads"].append(input_grad)
         record["grads"].append(grads)
         # torch's counter is int64; without x64 JAX's is int32 (same value)
-        record["buffers"].append({k: np.asarray(v).astype(np.int64)
-                                  if np.issubdtype(np.asarray(v).dtype, np.integer) else v
-                                  for k, v in buffers.items()})
+        record["buffers"].append(
+            {
+                k: np.asarray(v).astype(np.int64)
+                if np.issubdtype(np.asarray(v).dtype, np.integer)
+                else v
+                for k, v in buffers.items()
+            }
+        )
     return record
 
 
@@ -175,27 +197,56 @@ def state_layer_gradcheck(names: tuple, wrong: str | None = None):
             return total
 
         # jitted here too: gradcheck's first, un-jitted call would compile op by op
-        return gradcheck(jax.jit(objective), params, inputs,
-                         name=f"gradcheck {', '.join(names)}").parity
+        return gradcheck(
+            jax.jit(objective), params, inputs, name=f"gradcheck {', '.join(names)}"
+        ).parity
 
 
 GRADCHECKS = {
     "BatchNorm1d, BatchNorm2d, BatchNorm3d": (
-        "BatchNorm1d (N,C,L) momentum=None", "BatchNorm2d", "BatchNorm3d"),
+        "BatchNorm1d (N,C,L) momentum=None",
+        "BatchNorm2d",
+        "BatchNorm3d",
+    ),
     "InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm": (
-        "InstanceNorm1d affine track", "InstanceNorm2d", "InstanceNorm3d affine", "GroupNorm"),
+        "InstanceNorm1d affine track",
+        "InstanceNorm2d",
+        "InstanceNorm3d affine",
+        "GroupNorm",
+    ),
     "Dropout, Dropout1d, Dropout2d": (
-        "Dropout injected masks", "Dropout1d injected masks", "Dropout2d injected masks"),
+        "Dropout injected masks",
+        "Dropout1d injected masks",
+        "Dropout2d injected masks",
+    ),
 }
 
 CHECKS = [
-    *[Check(name=f"nn.{name}", dtype="float64", area="nn",
-            run=functools.partial(state_layer_parity, name, "float64"))
-      for name in CASES],
-    *[Check(name=f"nn.{name}", dtype="float32", area="nn",
-            run=functools.partial(state_layer_parity, name, "float32"))
-      for name in FLOAT32_CASES],
-    *[Check(name=f"gradcheck nn.{label}", dtype="float64", area="gradcheck",
-            run=functools.partial(state_layer_gradcheck, names))
-      for label, names in GRADCHECKS.items()],
+    *[
+        Check(
+            name=f"nn.{name}",
+            dtype="float64",
+            area="nn",
+            run=functools.partial(state_layer_parity, name, "float64"),
+        )
+        for name in CASES
+    ],
+    *[
+        Check(
+            name=f"nn.{name}",
+            dtype="float32",
+            area="nn",
+            run=functools.partial(state_layer_parity, name, "float32"),
+        )
+        for name in FLOAT32_CASES
+    ],
+    *[
+        Check(
+            name=f"gradcheck nn.{label}",
+            dtype="float64",
+            area="gradcheck",
+            run=functools.partial(state_layer_gradcheck, names),
+        )
+        for label, names in GRADCHECKS.items()
+    ],
 ]

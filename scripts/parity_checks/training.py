@@ -52,9 +52,18 @@ def make_data(dtype: str, examples: int = EXAMPLES, seed: int = 0):
     return x, y
 
 
-def trajectories(optimizer: str, dtype: str, *, steps: int = 10, batch_size: int = 16,
-                 accumulate: int = 1, clip: float | None = None, jit: bool = True,
-                 seed: int = 0, jax_lr_scale: float = 1.0) -> tuple[dict, dict]:
+def trajectories(
+    optimizer: str,
+    dtype: str,
+    *,
+    steps: int = 10,
+    batch_size: int = 16,
+    accumulate: int = 1,
+    clip: float | None = None,
+    jit: bool = True,
+    seed: int = 0,
+    jax_lr_scale: float = 1.0,
+) -> tuple[dict, dict]:
     """Run ``steps`` training steps in both frameworks; return ``(torch, jax)`` records.
 
     Each record is ``{"loss": (steps,), "params": {name: (steps, *shape)}}``: every
@@ -79,18 +88,26 @@ def trajectories(optimizer: str, dtype: str, *, steps: int = 10, batch_size: int
         model, params = jaxgrad.nn.from_torch(module)
         jax_hyper = dict(hyper, lr=hyper["lr"] * jax_lr_scale)
         jax_opt = build_optimizer(getattr(joptim, optimizer)(**jax_hyper), clip=clip)
-        step = make_train_step(model, jlosses.cross_entropy, jax_opt, accumulate=accumulate,
-                               jit=jit)
+        step = make_train_step(
+            model, jlosses.cross_entropy, jax_opt, accumulate=accumulate, jit=jit
+        )
         opt_state = jax_opt.init(params)
         candidate = {"loss": [], "params": []}
         for idx in batches:
-            loss = ttrain.train_step(module, torch_opt, torch.nn.functional.cross_entropy,
-                                     torch.from_numpy(x[idx]), torch.from_numpy(y[idx]),
-                                     accumulate=accumulate, clip=clip)
+            loss = ttrain.train_step(
+                module,
+                torch_opt,
+                torch.nn.functional.cross_entropy,
+                torch.from_numpy(x[idx]),
+                torch.from_numpy(y[idx]),
+                accumulate=accumulate,
+                clip=clip,
+            )
             reference["loss"].append(loss.numpy())
             reference["params"].append(torchref.state_dict_numpy(module))
-            params, opt_state, metrics = step(params, opt_state, (jnp.asarray(x[idx]),
-                                                                  jnp.asarray(y[idx])))
+            params, opt_state, metrics = step(
+                params, opt_state, (jnp.asarray(x[idx]), jnp.asarray(y[idx]))
+            )
             candidate["loss"].append(np.asarray(metrics["loss"]))
             candidate["params"].append(model.state_dict(params))
     return _stacked(reference), _stacked(candidate)
@@ -105,8 +122,9 @@ def _stacked(record: dict) -> dict:
 
 def _trajectory_check(optimizer: str, dtype: str, **options) -> ParityReport:
     reference, candidate = trajectories(optimizer, dtype, **options)
-    return jaxgrad.parity.compare(reference, candidate,
-                                  name=f"10 training steps, {optimizer} {options}")
+    return jaxgrad.parity.compare(
+        reference, candidate, name=f"10 training steps, {optimizer} {options}"
+    )
 
 
 # ----------------------------------------------------------------- data parallel
@@ -126,8 +144,15 @@ def data_parallel_runs(num_devices: int = DATA_PARALLEL_DEVICES) -> dict:
     with jax_precision("float32"):
         model, params = jaxgrad.nn.from_torch(module)
         for name, use in (("single", devices[:1]), ("parallel", devices[:num_devices])):
-            trainer = Trainer(model, jlosses.cross_entropy, joptim.sgd(lr=0.1, momentum=0.9),
-                              dict(params), batch_size=16, seed=0, devices=use)
+            trainer = Trainer(
+                model,
+                jlosses.cross_entropy,
+                joptim.sgd(lr=0.1, momentum=0.9),
+                dict(params),
+                batch_size=16,
+                seed=0,
+                devices=use,
+            )
             for _ in range(2):
                 trainer.train_epoch(x, y)
             results[name] = model.state_dict(trainer.params)
@@ -136,22 +161,27 @@ def data_parallel_runs(num_devices: int = DATA_PARALLEL_DEVICES) -> dict:
     return results
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run_data_parallel_subprocess(num_devices: int) -> dict:
     # cached: the report row and the test of the same run share one subprocess
     # (its inputs are fixed; each call would train the same thing again)
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        f" --xla_force_host_platform_device_count={num_devices}").strip()
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={num_devices}"
+    ).strip()
     env["JAX_PLATFORMS"] = "cpu"
     scripts = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     root = os.path.dirname(scripts)
     env["PYTHONPATH"] = os.pathsep.join([root, scripts, env.get("PYTHONPATH", "")])
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.npz")
-        proc = subprocess.run([sys.executable, "-m", "parity_checks.training", out,
-                               str(num_devices)], env=env, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "parity_checks.training", out, str(num_devices)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if proc.returncode:
             raise RuntimeError(f"data-parallel subprocess failed:\n{proc.stderr[-2000:]}")
         with np.load(out) as data:
@@ -171,27 +201,45 @@ def data_parallel_report(num_devices: int = DATA_PARALLEL_DEVICES) -> ParityRepo
     if len(results["devices"]) != num_devices:
         raise AssertionError(f"ran on {results['devices']}, not {num_devices} devices")
     return jaxgrad.parity.compare(
-        results["single"], results["parallel"],
-        name=f"data-parallel on {len(results['devices'])} devices vs 1 device")
+        results["single"],
+        results["parallel"],
+        name=f"data-parallel on {len(results['devices'])} devices vs 1 device",
+    )
 
 
 CHECKS = [
     *[
-        Check(name=f"train 10 steps {optimizer}", dtype="float32", area="train",
-              run=functools.partial(_trajectory_check, optimizer, "float32"))
+        Check(
+            name=f"train 10 steps {optimizer}",
+            dtype="float32",
+            area="train",
+            run=functools.partial(_trajectory_check, optimizer, "float32"),
+        )
         for optimizer in OPTIMIZERS
     ],
-    Check(name="train 10 steps accumulate=4 clip=1", dtype="float32", area="train",
-          run=functools.partial(_trajectory_check, "sgd", "float32", batch_size=4,
-                                accumulate=4, clip=1.0)),
-    Check(name=f"train data-parallel {DATA_PARALLEL_DEVICES} devices", dtype="float32",
-          area="train", run=data_parallel_report),
+    Check(
+        name="train 10 steps accumulate=4 clip=1",
+        dtype="float32",
+        area="train",
+        run=functools.partial(
+            _trajectory_check, "sgd", "float32", batch_size=4, accumulate=4, clip=1.0
+        ),
+    ),
+    Check(
+        name=f"train data-parallel {DATA_PARALLEL_DEVICES} devices",
+        dtype="float32",
+        area="train",
+        run=data_parallel_report,
+    ),
 ]
 
 
 if __name__ == "__main__":  # the subprocess of ``data_parallel_report``
     out_path, count = sys.argv[1], int(sys.argv[2])
     found = data_parallel_runs(count)
-    np.savez(out_path, devices=np.array(found["devices"]),
-             **{f"single/{k}": v for k, v in found["single"].items()},
-             **{f"parallel/{k}": v for k, v in found["parallel"].items()})
+    np.savez(
+        out_path,
+        devices=np.array(found["devices"]),
+        **{f"single/{k}": v for k, v in found["single"].items()},
+        **{f"parallel/{k}": v for k, v in found["parallel"].items()},
+    )

@@ -33,16 +33,17 @@ here imports torch.
 
 from __future__ import annotations
 
-from jaxgrad.nn.aten._table import OPS, AtenOp, lookup, register, supported
-
 # the families register their entries on import
-from jaxgrad.nn.aten import _pointwise  # noqa: E402,F401
-from jaxgrad.nn.aten import _reduce  # noqa: E402,F401
-from jaxgrad.nn.aten import _shape  # noqa: E402,F401
-from jaxgrad.nn.aten import _index  # noqa: E402,F401
-from jaxgrad.nn.aten import _factory  # noqa: E402,F401
-from jaxgrad.nn.aten import _nn  # noqa: E402,F401
-from jaxgrad.nn.aten import _random  # noqa: E402,F401
-from jaxgrad.nn.aten import _autograd  # noqa: E402,F401
+from jaxgrad.nn.aten import (
+    _autograd,  # noqa: E402,F401
+    _factory,  # noqa: E402,F401
+    _index,  # noqa: E402,F401
+    _nn,  # noqa: E402,F401
+    _pointwise,  # noqa: E402,F401
+    _random,  # noqa: E402,F401
+    _reduce,  # noqa: E402,F401
+    _shape,  # noqa: E402,F401
+)
+from jaxgrad.nn.aten._table import OPS, AtenOp, lookup, register, supported
 
 __all__ = ["AtenOp", "OPS", "register", "lookup", "supported"]

@@ -21,7 +21,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 
@@ -53,11 +53,14 @@ def register_autograd_function(name: str, fn: Callable, *, replace: bool = False
       ValueError: ``name`` is registered already and ``replace`` is False.
     """
     if name in FUNCTIONS and not replace:
-        raise ValueError(f"register_autograd_function: {name!r} has a rule already; pass "
-                         "`replace=True` to replace it.")
+        raise ValueError(
+            f"register_autograd_function: {name!r} has a rule already; pass "
+            "`replace=True` to replace it."
+        )
     if not callable(fn):
-        raise TypeError(f"register_autograd_function: `fn` must be callable, got "
-                        f"{type(fn).__name__}.")
+        raise TypeError(
+            f"register_autograd_function: `fn` must be callable, got {type(fn).__name__}."
+        )
     FUNCTIONS[name] = fn
 
 

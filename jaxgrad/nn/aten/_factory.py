@@ -23,9 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgrad.nn.aten._promote import DEFAULT_FLOAT, _wrapped_dtype, canonical, compiled
 from jaxgrad.nn.aten._table import register
-from jaxgrad.nn.aten._promote import DEFAULT_FLOAT, _wrapped_dtype, canonical
-from jaxgrad.nn.aten._promote import compiled
 
 
 def _dtype(dtype, fallback) -> np.dtype:
@@ -34,8 +33,10 @@ def _dtype(dtype, fallback) -> np.dtype:
 
 def _check_layout(op: str, layout) -> None:
     if layout not in (None, "torch.strided"):
-        raise ValueError(f"{op}: `layout` (={layout}) is not supported; jaxgrad arrays are "
-                         "dense (torch.strided).")
+        raise ValueError(
+            f"{op}: `layout` (={layout}) is not supported; jaxgrad arrays are "
+            "dense (torch.strided)."
+        )
 
 
 def _size(op: str, size) -> tuple:
@@ -61,20 +62,26 @@ def arange(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memo
     if step == 0:
         raise ValueError("arange: `step` must be nonzero.")
     if (step > 0 and end < start) or (step < 0 and end > start):
-        raise ValueError(f"arange: the bounds {start} to {end} are inconsistent with the "
-                         f"sign of `step` (={step}).")
+        raise ValueError(
+            f"arange: the bounds {start} to {end} are inconsistent with the "
+            f"sign of `step` (={step})."
+        )
     if not all(math.isfinite(bound) for bound in (start, end, step)):
-        raise ValueError(f"arange: unsupported range {start} to {end} (step {step}): the "
-                         "bounds and the step must be finite.")
+        raise ValueError(
+            f"arange: unsupported range {start} to {end} (step {step}): the "
+            "bounds and the step must be finite."
+        )
     integer_args = all(isinstance(b, (int, np.integer)) for b in (start, end, step))
-    dtype = np.dtype(np.int64 if integer_args else DEFAULT_FLOAT) if dtype is None \
-        else np.dtype(dtype)
+    dtype = (
+        np.dtype(np.int64 if integer_args else DEFAULT_FLOAT) if dtype is None else np.dtype(dtype)
+    )
     exact = dtype.kind in "iu" or integer_args
     first, last, stride = (int(start), int(end), int(step)) if exact else (start, end, step)
     if dtype == np.int64 or integer_args:
         if stride == 0:
-            raise ValueError(f"arange: `step` (={step}) must be nonzero after truncation to "
-                             "an integer.")
+            raise ValueError(
+                f"arange: `step` (={step}) must be nonzero after truncation to an integer."
+            )
         length = max(0, -((first - last) // stride))  # exact ceil for either sign of step
     else:
         length = max(0, math.ceil((end - start) / step))
@@ -85,12 +92,13 @@ def _symbolic_arange(start, end, step, dtype):
     """``arange`` with a ``jax.export`` dimension variable among integer bounds (a
     position index over a symbolic sequence length)."""
     if not (isinstance(step, (int, np.integer)) and step > 0):
-        raise ValueError(f"arange: a symbolic range {start} to {end} takes a positive "
-                         f"integer step, got {step!r}.")
+        raise ValueError(
+            f"arange: a symbolic range {start} to {end} takes a positive "
+            f"integer step, got {step!r}."
+        )
     dtype = np.dtype(np.int64 if dtype is None else dtype)
     length = (end - start + step - 1) // step
-    return (start + step * jnp.arange(length, dtype=canonical(np.int64))).astype(
-        canonical(dtype))
+    return (start + step * jnp.arange(length, dtype=canonical(np.int64))).astype(canonical(dtype))
 
 
 @compiled
@@ -107,13 +115,13 @@ def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=N
     """``torch.full(size, fill_value)``; without ``dtype``, the dtype of the fill (bool,
     int64 or the default float)."""
     _check_layout("full", layout)
-    return jnp.full(_size("full", size), fill_value,
-                    _dtype(dtype, _wrapped_dtype(fill_value)))
+    return jnp.full(_size("full", size), fill_value, _dtype(dtype, _wrapped_dtype(fill_value)))
 
 
 @register("aten.full_like.default")
-def full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None,
-              memory_format=None):
+def full_like(
+    input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+):
     """``torch.full_like(input, fill_value)``: ``input``'s shape (and dtype unless given);
     no gradient reaches ``input``."""
     _check_layout("full_like", layout)
@@ -142,18 +150,21 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_mem
     layout, which jaxgrad does not have)."""
     _check_layout("empty_strided", layout)
     if len(stride) != len(size):
-        raise ValueError(f"empty_strided: `stride` (={list(stride)}) must have one entry per "
-                         f"dimension of `size` (={list(size)}).")
+        raise ValueError(
+            f"empty_strided: `stride` (={list(stride)}) must have one entry per "
+            f"dimension of `size` (={list(size)})."
+        )
     return jnp.zeros(_size("empty_strided", size), _dtype(dtype, DEFAULT_FLOAT))
 
 
 @register("aten.empty_permuted.default")
-def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
-                   pin_memory=None):
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
     """``torch.empty_permuted(size, physical_layout)``: zeros of the logical ``size``
     (``physical_layout`` orders memory only)."""
     _check_layout("empty_permuted", layout)
     if sorted(physical_layout) != list(range(len(size))):
-        raise ValueError(f"empty_permuted: `physical_layout` (={list(physical_layout)}) must "
-                         f"be a permutation of the {len(size)} dimensions of `size`.")
+        raise ValueError(
+            f"empty_permuted: `physical_layout` (={list(physical_layout)}) must "
+            f"be a permutation of the {len(size)} dimensions of `size`."
+        )
     return jnp.zeros(_size("empty_permuted", size), _dtype(dtype, DEFAULT_FLOAT))

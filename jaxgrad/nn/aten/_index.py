@@ -31,10 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.nn.aten._table import register
-from jaxgrad.nn.aten._promote import canonical
-from jaxgrad.nn.aten._promote import compiled
+from jaxgrad.nn.aten._promote import canonical, compiled
 from jaxgrad.nn.aten._shape import wrap_dim
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.functional._embedding import concrete_or_none
 from jaxgrad.nn.functional._embedding import embedding as _embedding
 
@@ -48,8 +47,10 @@ def _check_range(op: str, index, size: int, dim: int, *, negative: bool) -> None
     low = -size if negative else 0
     bad = values[(values < low) | (values >= size)]
     if bad.size:
-        raise IndexError(f"{op}: index {int(bad.flat[0])} is out of range for dimension {dim} "
-                         f"of size {size} (expected an index in [{low}, {size - 1}]).")
+        raise IndexError(
+            f"{op}: index {int(bad.flat[0])} is out of range for dimension {dim} "
+            f"of size {size} (expected an index in [{low}, {size - 1}])."
+        )
 
 
 def _is_mask(index) -> bool:
@@ -86,18 +87,23 @@ def _advanced_index(op: str, input, indices) -> tuple:
                 raise ValueError(
                     f"{op}: indices[{position}] is a boolean mask, whose number of True "
                     "entries decides the output shape; it cannot be traced (under jit). Use "
-                    "torch.where(mask, x, fill) in the model instead of x[mask].")
-            shape = tuple(input.shape[dim:dim + mask.ndim])
+                    "torch.where(mask, x, fill) in the model instead of x[mask]."
+                )
+            shape = tuple(input.shape[dim : dim + mask.ndim])
             if shape != mask.shape:
-                raise IndexError(f"{op}: the mask indices[{position}] of shape "
-                                 f"{list(mask.shape)} does not match the indexed shape "
-                                 f"{list(shape)} at dimension {dim}.")
+                raise IndexError(
+                    f"{op}: the mask indices[{position}] of shape "
+                    f"{list(mask.shape)} does not match the indexed shape "
+                    f"{list(shape)} at dimension {dim}."
+                )
             parts.extend(np.nonzero(mask))
             dim += mask.ndim
             continue
         if not jnp.issubdtype(index.dtype, jnp.integer):
-            raise TypeError(f"{op}: indices[{position}] must be an integer or boolean tensor, "
-                            f"got {np.dtype(index.dtype).name}.")
+            raise TypeError(
+                f"{op}: indices[{position}] must be an integer or boolean tensor, "
+                f"got {np.dtype(index.dtype).name}."
+            )
         if dim >= input.ndim:
             raise IndexError(f"{op}: too many indices for a tensor of {input.ndim} dims.")
         _check_range(op, index, input.shape[dim], dim, negative=True)
@@ -152,8 +158,9 @@ def index_select(input, dim, index):
     Under ``jit`` an out-of-range index is clamped."""
     dim = wrap_dim("index_select", dim, input.ndim)
     if index.ndim > 1:
-        raise ValueError(f"index_select: `index` must be 0-D or 1-D, got shape "
-                         f"{list(index.shape)}.")
+        raise ValueError(
+            f"index_select: `index` must be 0-D or 1-D, got shape {list(index.shape)}."
+        )
     size = input.shape[dim] if input.ndim else 1
     _check_range("index_select", index, size, dim, negative=False)
     if input.ndim == 0:
@@ -166,9 +173,10 @@ def _grid(index, dim: int) -> tuple:
     ``i`` of ``index``: ``gather``/``scatter``'s addressing along ``dim``."""
     if index.ndim == 0:
         return (index,)
-    return tuple(index if k == dim else
-                 jnp.arange(n).reshape((1,) * k + (n,) + (1,) * (index.ndim - k - 1))
-                 for k, n in enumerate(index.shape))
+    return tuple(
+        index if k == dim else jnp.arange(n).reshape((1,) * k + (n,) + (1,) * (index.ndim - k - 1))
+        for k, n in enumerate(index.shape)
+    )
 
 
 def _check_along(op: str, input, dim: int, index, others=()) -> int:
@@ -176,20 +184,24 @@ def _check_along(op: str, input, dim: int, index, others=()) -> int:
     source) apart from ``dim``, and its values (when concrete)."""
     dim = wrap_dim(op, dim, input.ndim)
     if not jnp.issubdtype(index.dtype, jnp.integer):
-        raise TypeError(f"{op}: `index` must be an integer tensor, got "
-                        f"{np.dtype(index.dtype).name}.")
+        raise TypeError(
+            f"{op}: `index` must be an integer tensor, got {np.dtype(index.dtype).name}."
+        )
     if index.size == 0:
         return dim
     if max(index.ndim, 1) != max(input.ndim, 1):
-        raise ValueError(f"{op}: `index` (shape {list(index.shape)}) must have as many dims as "
-                         f"the input (shape {list(input.shape)}).")
+        raise ValueError(
+            f"{op}: `index` (shape {list(index.shape)}) must have as many dims as "
+            f"the input (shape {list(input.shape)})."
+        )
     for name, other, apart in (("input", input, True),) + tuple(others):
         for k, n in enumerate(index.shape):
             if other.ndim and n > other.shape[k] and (k != dim or not apart):
                 raise ValueError(
                     f"{op}: `index` (shape {list(index.shape)}) must be no larger than "
                     f"`{name}` (shape {list(other.shape)})"
-                    + (f" apart from dimension {dim}." if apart else "."))
+                    + (f" apart from dimension {dim}." if apart else ".")
+                )
     _check_range(op, index, input.shape[dim] if input.ndim else 1, dim, negative=False)
     return dim
 
@@ -241,8 +253,9 @@ def scatter(input, dim, index, src):
 @compiled
 def _scatter(input, index, src, dim):
     input, index, src, restore = _lifted(input, index, src)
-    return restore(_overwrite(input, _grid(index, dim),
-                              _within(src, index.shape).astype(input.dtype)))
+    return restore(
+        _overwrite(input, _grid(index, dim), _within(src, index.shape).astype(input.dtype))
+    )
 
 
 @register("aten.scatter.value")
@@ -257,8 +270,7 @@ def scatter_value(input, dim, index, value):
 @compiled
 def _scatter_value(input, index, dim, value):
     input, index, _, restore = _lifted(input, index)
-    return restore(input.at[_grid(index, dim)].set(jnp.asarray(value, input.dtype),
-                                                   mode="drop"))
+    return restore(input.at[_grid(index, dim)].set(jnp.asarray(value, input.dtype), mode="drop"))
 
 
 @register("aten.scatter_add.default")
@@ -273,8 +285,9 @@ def scatter_add(input, dim, index, src):
 @compiled
 def _scatter_add(input, index, src, dim):
     input, index, src, restore = _lifted(input, index, src)
-    return restore(input.at[_grid(index, dim)].add(
-        _within(src, index.shape).astype(input.dtype), mode="drop"))
+    return restore(
+        input.at[_grid(index, dim)].add(_within(src, index.shape).astype(input.dtype), mode="drop")
+    )
 
 
 # ----------------------------------------------------------- scatter_reduce
@@ -326,13 +339,17 @@ def _reduce_backward(grad, input, grid, src, result, reduce: str, include_self: 
         masked_self_result = _reduce_forward(masked_self, grid, src, reduce, include_self)
         grad_self = grad * masked_self_result / masked_self
         src_zero = src == 0
-        zeros_per_slot = jnp.zeros_like(input).at[grid].add(src_zero.astype(input.dtype),
-                                                           mode="drop")[grid]
+        zeros_per_slot = (
+            jnp.zeros_like(input).at[grid].add(src_zero.astype(input.dtype), mode="drop")[grid]
+        )
         single_zero = src_zero & (zeros_per_slot == 1)
         masked_src = jnp.where(single_zero, jnp.ones_like(src), src)
         masked_src_result = _reduce_forward(input, grid, masked_src, reduce, include_self)
-        grad_src = jnp.where(single_zero, (grad * masked_src_result)[grid],
-                             (grad * result)[grid] / jnp.where(src_zero, jnp.ones_like(src), src))
+        grad_src = jnp.where(
+            single_zero,
+            (grad * masked_src_result)[grid],
+            (grad * result)[grid] / jnp.where(src_zero, jnp.ones_like(src), src),
+        )
     else:  # amax, amin: the cotangent split evenly among the elements equal to the result
         self_is_result = (input == result).astype(grad.dtype)
         src_is_result = (src == result[grid]).astype(grad.dtype)
@@ -356,8 +373,9 @@ def _scatter_reduce_vjp(dim: int, reduce: str, include_self: bool):
 
     def backward(residuals, grad):
         input, index, src, result = residuals
-        grad_self, grad_src = _reduce_backward(grad, input, _grid(index, dim), src, result,
-                                               reduce, include_self)
+        grad_self, grad_src = _reduce_backward(
+            grad, input, _grid(index, dim), src, result, reduce, include_self
+        )
         return grad_self, None, grad_src
 
     reduce_.defvjp(forward, backward)
@@ -370,8 +388,10 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     ``reduce`` one of ``REDUCTIONS``; the integer ``mean`` floors, as torch's. Under
     ``jit`` an out-of-range update is dropped."""
     if reduce not in REDUCTIONS:
-        raise ValueError(f"scatter_reduce: `reduce` (={reduce!r}) must be one of "
-                         f"{', '.join(map(repr, REDUCTIONS))}.")
+        raise ValueError(
+            f"scatter_reduce: `reduce` (={reduce!r}) must be one of "
+            f"{', '.join(map(repr, REDUCTIONS))}."
+        )
     dim = _check_along("scatter_reduce", input, dim, index, (("src", src, False),))
     if index.size == 0:
         return input
@@ -395,14 +415,17 @@ def masked_scatter(input, mask, source):
     mask with more True entries than ``source`` has elements is refused; under ``jit``
     the last element of ``source`` is repeated instead."""
     if np.dtype(mask.dtype) != np.dtype(np.bool_):
-        raise TypeError(f"masked_scatter: `mask` must be a bool tensor, got "
-                        f"{np.dtype(mask.dtype).name}.")
+        raise TypeError(
+            f"masked_scatter: `mask` must be a bool tensor, got {np.dtype(mask.dtype).name}."
+        )
     shape = jnp.broadcast_shapes(input.shape, mask.shape)
     values = concrete_or_none(mask)
     selected = None if values is None else int(np.broadcast_to(values, shape).sum())
     if selected is not None and selected > source.size:
-        raise ValueError(f"masked_scatter: `mask` selects {selected} elements, but `source` "
-                         f"has only {source.size}.")
+        raise ValueError(
+            f"masked_scatter: `mask` selects {selected} elements, but `source` "
+            f"has only {source.size}."
+        )
     return _masked_scatter(input, mask, source)
 
 
@@ -426,17 +449,24 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     concrete; under ``jit`` they read a row of NaN
     (``jaxgrad.nn.functional.embedding``)."""
     if not jnp.issubdtype(indices.dtype, jnp.integer):
-        raise TypeError(f"embedding: `indices` must be an integer tensor, got "
-                        f"{np.dtype(indices.dtype).name}.")
+        raise TypeError(
+            f"embedding: `indices` must be an integer tensor, got {np.dtype(indices.dtype).name}."
+        )
     _check_range("embedding", indices, weight.shape[0], 0, negative=False)
-    return _embedding_rows(weight, indices, None if padding_idx < 0 else padding_idx,
-                           bool(scale_grad_by_freq))
+    return _embedding_rows(
+        weight, indices, None if padding_idx < 0 else padding_idx, bool(scale_grad_by_freq)
+    )
 
 
 @compiled
 def _embedding_rows(weight, indices, padding_idx, scale_grad_by_freq):
-    return _embedding(indices, weight, padding_idx=padding_idx,
-                      scale_grad_by_freq=scale_grad_by_freq, _where="embedding")
+    return _embedding(
+        indices,
+        weight,
+        padding_idx=padding_idx,
+        scale_grad_by_freq=scale_grad_by_freq,
+        _where="embedding",
+    )
 
 
 # ------------------------------------------------------ value-dependent
@@ -450,7 +480,8 @@ def nonzero(input):
             "nonzero: the output shape (the number of nonzero elements) depends on the "
             "input's values, which are unknown under jit/tracing; jaxgrad captures static "
             "shapes only. Run the program eagerly, or avoid nonzero / x[mask] / "
-            "torch.where(cond) in the model.")
+            "torch.where(cond) in the model."
+        )
     return jnp.asarray(np.argwhere(values), canonical(np.int64))
 
 
@@ -463,4 +494,5 @@ def local_scalar_dense(input):
         "forward reads a tensor's value into Python, so the program depends on the value "
         f"of a {np.dtype(input.dtype).name}{list(input.shape)} tensor; a jaxgrad program "
         "is traced without values. Keep the computation in tensors (e.g. torch.where "
-        "instead of branching on .item()).")
+        "instead of branching on .item())."
+    )

@@ -43,12 +43,17 @@ import numpy as np
 from jax import lax
 
 from jaxgrad.nn.aten._table import register
-from jaxgrad.nn.functional._conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d,
-                                         transposed_output_size)
+from jaxgrad.nn.functional._conv import (
+    conv1d,
+    conv2d,
+    conv_transpose1d,
+    conv_transpose2d,
+    transposed_output_size,
+)
 from jaxgrad.nn.functional._embedding import embedding
 from jaxgrad.nn.functional._layernorm import layer_norm
-from jaxgrad.nn.functional._norm import batch_norm_with_stats, group_norm
 from jaxgrad.nn.functional._lowering import convolve as lowered_convolution
+from jaxgrad.nn.functional._norm import batch_norm_with_stats, group_norm
 from jaxgrad.nn.functional._pool import _adaptive_pool, _avg_pool, _max_pool
 from jaxgrad.nn.functional._upsample import _linear_weights, _nearest_index
 
@@ -97,26 +102,27 @@ def _conv_nd(input, weight, stride, padding, dilation, transposed, output_paddin
     n = weight.ndim - 2
     stride, padding, dilation, output_padding = (
         tuple(v) * n if len(v) == 1 else tuple(v)
-        for v in (stride, padding, dilation, output_padding))
+        for v in (stride, padding, dilation, output_padding)
+    )
 
     def convolve(x):
-        return lowered_convolution(x, weight, stride, [(p, p) for p in padding], dilation,
-                                   groups, precision=HIGHEST)
+        return lowered_convolution(
+            x, weight, stride, [(p, p) for p in padding], dilation, groups, precision=HIGHEST
+        )
 
     if not transposed:
         return convolve(input)
     crop = (Ellipsis,) + tuple(slice(0, length) for length in input.shape[2:])
-    size = transposed_output_size(input.shape[2:], weight.shape[2:], stride, padding,
-                                  output_padding, dilation)
-    template = jax.ShapeDtypeStruct((input.shape[0], weight.shape[1] * groups) + size,
-                                    input.dtype)
+    size = transposed_output_size(
+        input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation
+    )
+    template = jax.ShapeDtypeStruct((input.shape[0], weight.shape[1] * groups) + size, input.dtype)
     (output,) = jax.linear_transpose(lambda z: convolve(z)[crop], template)(input)
     return output
 
 
 @register("aten.convolution.default")
-def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
-                groups):
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """`(N, C_in, *spatial)` with weight `(C_out, C_in / groups, *kernel)`, or
     `(C_in, C_out / groups, *kernel)` when ``transposed``; 1-d and 2-d run
     ``functional``'s convolutions, other ranks ``_conv_nd``."""
@@ -124,12 +130,18 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if n in _CONVOLUTIONS:
         forward, transpose = _CONVOLUTIONS[n]
         if transposed:
-            return transpose(input, weight, bias, tuple(stride), tuple(padding),
-                             tuple(output_padding), groups, tuple(dilation))
-        return forward(input, weight, bias, tuple(stride), tuple(padding), tuple(dilation),
-                       groups)
-    output = _conv_nd(input, weight, stride, padding, dilation, transposed, output_padding,
-                      groups)
+            return transpose(
+                input,
+                weight,
+                bias,
+                tuple(stride),
+                tuple(padding),
+                tuple(output_padding),
+                groups,
+                tuple(dilation),
+            )
+        return forward(input, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups)
+    output = _conv_nd(input, weight, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         output = output + bias.reshape((1, -1) + (1,) * n)
     return output
@@ -162,7 +174,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         running_var = lax.stop_gradient(running_var)
     use_batch = training or running_mean is None
     output, new_mean, new_var = batch_norm_with_stats(
-        x, running_mean, running_var, weight, bias, use_batch, momentum, eps)
+        x, running_mean, running_var, weight, bias, use_batch, momentum, eps
+    )
     if use_batch:
         axes = (0, *range(2, x.ndim))
         mean, rstd = (s.reshape(-1) for s in _mean_rstd(x, axes, eps))
@@ -174,8 +187,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
 
 
 @register("aten.native_batch_norm.default")
-def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
-                      eps):
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     """``(output, save_mean, save_rstd)``. Training with running statistics updates
     them in place, which a functional program cannot: refused (a functionalised
     capture, as ``torch.export`` makes, records ``_native_batch_norm_legit_functional``
@@ -186,9 +198,9 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
             "running_var in place, which jaxgrad's functional program would drop; capture "
             "the model with "
             "torch.export (from_torch(module, example=..., capture='export')), whose "
-            "functionalised graph returns the updated statistics")
-    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
-                       eps)[:3]
+            "functionalised graph returns the updated statistics"
+        )
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
 
 
 @register("aten._native_batch_norm_legit.no_stats")
@@ -197,18 +209,16 @@ def native_batch_norm_no_stats(input, weight, bias, training, momentum, eps):
 
 
 @register("aten._native_batch_norm_legit_functional.default")
-def native_batch_norm_functional(input, weight, bias, running_mean, running_var, training,
-                                 momentum, eps):
+def native_batch_norm_functional(
+    input, weight, bias, running_mean, running_var, training, momentum, eps
+):
     """``(output, save_mean, save_rstd, new_running_mean, new_running_var)``."""
-    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
-                       eps)
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
 @register("aten._native_batch_norm_legit_no_training.default")
-def native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum,
-                                  eps):
-    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum,
-                       eps)[:3]
+def native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    return _batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
 
 
 @register("aten.native_layer_norm.default")
@@ -216,8 +226,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """``(output, mean, rstd)``; the statistics keep the normalised dims as size 1."""
     x = input.astype(_stats_dtype(input, weight, bias))
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    output = layer_norm(x, tuple(normalized_shape), weight, bias, eps,
-                        _where="native_layer_norm")
+    output = layer_norm(x, tuple(normalized_shape), weight, bias, eps, _where="native_layer_norm")
     return (output.astype(input.dtype), *_mean_rstd(x, axes, eps))
 
 
@@ -241,66 +250,139 @@ def _pool(n, pool, input, *args):
     if input.size:
         return pool(input, *args)
     lead = input.shape[:-n]
-    probe = jax.eval_shape(lambda x: pool(x, *args), jax.ShapeDtypeStruct(
-        tuple(max(d, 1) for d in lead) + input.shape[-n:], input.dtype))
+    probe = jax.eval_shape(
+        lambda x: pool(x, *args),
+        jax.ShapeDtypeStruct(tuple(max(d, 1) for d in lead) + input.shape[-n:], input.dtype),
+    )
     return jax.tree_util.tree_map(
-        lambda result: jnp.zeros(lead + result.shape[len(lead):], result.dtype), probe)
+        lambda result: jnp.zeros(lead + result.shape[len(lead) :], result.dtype), probe
+    )
 
 
 @register("aten.max_pool2d_with_indices.default")
-def max_pool2d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode=False):
+def max_pool2d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """``(output, indices)``, indices flat ``h·W + w`` into each input plane."""
-    return _pool(2, functools.partial(_max_pool, "max_pool2d_with_indices", 2), input,
-                 kernel_size, stride, padding, dilation, ceil_mode, True)
+    return _pool(
+        2,
+        functools.partial(_max_pool, "max_pool2d_with_indices", 2),
+        input,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+        True,
+    )
 
 
 @register("aten.max_pool3d_with_indices.default")
-def max_pool3d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode=False):
+def max_pool3d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """``(output, indices)``, indices flat ``(d·H + h)·W + w`` into each input volume."""
-    return _pool(3, functools.partial(_max_pool, "max_pool3d_with_indices", 3), input,
-                 kernel_size, stride, padding, dilation, ceil_mode, True)
+    return _pool(
+        3,
+        functools.partial(_max_pool, "max_pool3d_with_indices", 3),
+        input,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+        True,
+    )
 
 
 @register("aten.avg_pool2d.default")
-def avg_pool2d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
-    return _pool(2, functools.partial(_avg_pool, "avg_pool2d", 2), input, kernel_size, stride,
-                 padding, ceil_mode, count_include_pad, divisor_override)
+def avg_pool2d(
+    input,
+    kernel_size,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    return _pool(
+        2,
+        functools.partial(_avg_pool, "avg_pool2d", 2),
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
 
 
 @register("aten.avg_pool3d.default")
-def avg_pool3d(input, kernel_size, stride=(), padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
-    return _pool(3, functools.partial(_avg_pool, "avg_pool3d", 3), input, kernel_size, stride,
-                 padding, ceil_mode, count_include_pad, divisor_override)
+def avg_pool3d(
+    input,
+    kernel_size,
+    stride=(),
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
+    return _pool(
+        3,
+        functools.partial(_avg_pool, "avg_pool3d", 3),
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
 
 
 @register("aten._adaptive_avg_pool2d.default")
 def adaptive_avg_pool2d(input, output_size):
-    return _pool(2, functools.partial(_adaptive_pool, "_adaptive_avg_pool2d", 2), input,
-                 tuple(output_size), "avg")
+    return _pool(
+        2,
+        functools.partial(_adaptive_pool, "_adaptive_avg_pool2d", 2),
+        input,
+        tuple(output_size),
+        "avg",
+    )
 
 
 @register("aten._adaptive_avg_pool3d.default")
 def adaptive_avg_pool3d(input, output_size):
-    return _pool(3, functools.partial(_adaptive_pool, "_adaptive_avg_pool3d", 3), input,
-                 tuple(output_size), "avg")
+    return _pool(
+        3,
+        functools.partial(_adaptive_pool, "_adaptive_avg_pool3d", 3),
+        input,
+        tuple(output_size),
+        "avg",
+    )
 
 
 @register("aten.adaptive_max_pool2d.default")
 def adaptive_max_pool2d(input, output_size):
     """``(output, indices)``."""
-    return _pool(2, functools.partial(_adaptive_pool, "adaptive_max_pool2d", 2), input,
-                 tuple(output_size), "max", True)
+    return _pool(
+        2,
+        functools.partial(_adaptive_pool, "adaptive_max_pool2d", 2),
+        input,
+        tuple(output_size),
+        "max",
+        True,
+    )
 
 
 @register("aten.adaptive_max_pool3d.default")
 def adaptive_max_pool3d(input, output_size):
     """``(output, indices)``."""
-    return _pool(3, functools.partial(_adaptive_pool, "adaptive_max_pool3d", 3), input,
-                 tuple(output_size), "max", True)
+    return _pool(
+        3,
+        functools.partial(_adaptive_pool, "adaptive_max_pool3d", 3),
+        input,
+        tuple(output_size),
+        "max",
+        True,
+    )
 
 
 # ----------------------------------------------------------------- upsampling
@@ -324,8 +406,7 @@ def _cubic_far(x, a):
 def _cubic_coefficients(t, a=-0.75):
     """The four weights of torch's cubic convolution (``A = −0.75``) at offset ``t``
     from the left neighbour; numpy or JAX arrays."""
-    return [_cubic_far(t + 1, a), _cubic_near(t, a), _cubic_near(1 - t, a),
-            _cubic_far(2 - t, a)]
+    return [_cubic_far(t + 1, a), _cubic_near(t, a), _cubic_near(1 - t, a), _cubic_far(2 - t, a)]
 
 
 def _linear_table(length_in, length_out, scale, align_corners):
@@ -353,8 +434,7 @@ def _keys_cubic(x):
     return np.where(x < 1, _cubic_near(x, -0.5), np.where(x < 2, _cubic_far(x, -0.5), 0.0))
 
 
-def _antialias_table(length_in, length_out, scale, align_corners, *, filter=_triangle,
-                     taps=2):
+def _antialias_table(length_in, length_out, scale, align_corners, *, filter=_triangle, taps=2):
     """torch's anti-aliased weights (``_compute_weights_aa``): ``filter`` (``taps``
     wide) stretched by the scale when downsampling, normalised to sum 1."""
     step = _source_scale(length_in, length_out, scale, align_corners)
@@ -423,10 +503,12 @@ def upsample_bilinear2d(input, output_size, align_corners, scales_h=None, scales
 
 
 @register("aten.upsample_trilinear3d.default")
-def upsample_trilinear3d(input, output_size, align_corners, scales_d=None, scales_h=None,
-                         scales_w=None):
-    return _resample(input, output_size, (scales_d, scales_h, scales_w), _linear_table,
-                     align_corners)
+def upsample_trilinear3d(
+    input, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None
+):
+    return _resample(
+        input, output_size, (scales_d, scales_h, scales_w), _linear_table, align_corners
+    )
 
 
 @register("aten.upsample_bicubic2d.default")
@@ -438,15 +520,18 @@ def upsample_bicubic2d(input, output_size, align_corners, scales_h=None, scales_
 
 @register("aten._upsample_bilinear2d_aa.default")
 def upsample_bilinear2d_aa(input, output_size, align_corners, scales_h=None, scales_w=None):
-    return _resample(input, output_size, (scales_h, scales_w), _antialias_table,
-                     align_corners)
+    return _resample(input, output_size, (scales_h, scales_w), _antialias_table, align_corners)
 
 
 @register("aten._upsample_bicubic2d_aa.default")
 def upsample_bicubic2d_aa(input, output_size, align_corners, scales_h=None, scales_w=None):
-    return _resample(input, output_size, (scales_h, scales_w),
-                     functools.partial(_antialias_table, filter=_keys_cubic, taps=4),
-                     align_corners)
+    return _resample(
+        input,
+        output_size,
+        (scales_h, scales_w),
+        functools.partial(_antialias_table, filter=_keys_cubic, taps=4),
+        align_corners,
+    )
 
 
 # --------------------------------------------------------------- grid sampler
@@ -493,8 +578,9 @@ def _gather_points(flat, sizes, positions):
     """``flat`` `(N, C, P)` at integer ``positions`` (one `(K, N, Q)` array per spatial
     dim, slowest first): `(N, C, K, Q)`; points outside the input read 0 and pass no
     gradient."""
-    inside = functools.reduce(jnp.logical_and, [(p >= 0) & (p < size)
-                                                for p, size in zip(positions, sizes)])
+    inside = functools.reduce(
+        jnp.logical_and, [(p >= 0) & (p < size) for p, size in zip(positions, sizes)]
+    )
     index = jnp.zeros_like(positions[0])
     for p, size in zip(positions, sizes):
         index = index * size + jnp.clip(p, 0, size - 1)
@@ -513,29 +599,34 @@ def _grid_sample(input, grid, interpolation_mode, padding_mode, align_corners):
     flat = input.reshape((n, channels, math.prod(sizes)))
     int_dtype = jnp.int32 if flat.shape[2] < 2**31 else jnp.int64  # flat positions in a plane
     # one coordinate `(1, N, Q)` per spatial dim, slowest (D or H) first: grid holds (x, y[, z])
-    coords = [_unnormalize(grid[..., k].reshape((1, n, -1)), size, align_corners)
-              for k, size in zip(reversed(range(len(sizes))), sizes)]
+    coords = [
+        _unnormalize(grid[..., k].reshape((1, n, -1)), size, align_corners)
+        for k, size in zip(reversed(range(len(sizes))), sizes)
+    ]
     if interpolation_mode == _NEAREST:
-        positions = [jnp.round(_pad_coordinate(c, size, padding_mode, align_corners))
-                     for c, size in zip(coords, sizes)]
+        positions = [
+            jnp.round(_pad_coordinate(c, size, padding_mode, align_corners))
+            for c, size in zip(coords, sizes)
+        ]
         values = _gather_points(flat, sizes, [p.astype(int_dtype) for p in positions])
         return values.reshape((n, channels) + out_shape)
     if interpolation_mode == _BICUBIC:  # padding applies to each tap, not to the point
         taps = np.array(list(itertools.product(range(4), repeat=len(sizes))))
         floors = [jnp.floor(c) for c in coords]
-        positions = [_pad_coordinate(f + (taps[:, axis, None, None] - 1), size, padding_mode,
-                                     align_corners)
-                     for axis, (f, size) in enumerate(zip(floors, sizes))]
+        positions = [
+            _pad_coordinate(f + (taps[:, axis, None, None] - 1), size, padding_mode, align_corners)
+            for axis, (f, size) in enumerate(zip(floors, sizes))
+        ]
         per_dim = [jnp.concatenate(_cubic_coefficients(c - f)) for c, f in zip(coords, floors)]
     else:
         taps = np.array(list(itertools.product(range(2), repeat=len(sizes))))
-        coords = [_pad_coordinate(c, size, padding_mode, align_corners)
-                  for c, size in zip(coords, sizes)]
+        coords = [
+            _pad_coordinate(c, size, padding_mode, align_corners) for c, size in zip(coords, sizes)
+        ]
         floors = [jnp.floor(c) for c in coords]
         positions = [f + taps[:, axis, None, None] for axis, f in enumerate(floors)]
         per_dim = [jnp.concatenate([1 - (c - f), c - f]) for c, f in zip(coords, floors)]
-    weights = functools.reduce(jnp.multiply, [w[taps[:, axis]]
-                                              for axis, w in enumerate(per_dim)])
+    weights = functools.reduce(jnp.multiply, [w[taps[:, axis]] for axis, w in enumerate(per_dim)])
     values = _gather_points(flat, sizes, [p.astype(int_dtype) for p in positions])
     output = jnp.sum(values * jnp.moveaxis(weights, 0, 1)[:, None], axis=2)
     return output.reshape((n, channels) + out_shape)
@@ -551,8 +642,17 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
 _SUM, _MEAN, _MAX = 0, 1, 2
 
 
-def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights,
-                   include_last_offset, padding_idx, forward_only):
+def _embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq,
+    mode,
+    per_sample_weights,
+    include_last_offset,
+    padding_idx,
+    forward_only,
+):
     """``(output, offset2bag, bag_size, max_indices)`` of torch's embedding bags.
 
     Bag ``b`` holds ``indices[offsets[b]:offsets[b + 1]]`` (the last runs to the end,
@@ -567,11 +667,19 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sampl
     count, features = indices.shape[0], weight.shape[1]
     padding = padding_idx if padding_idx is not None and padding_idx >= 0 else None
     # torch's max-mode backward ignores scale_grad_by_freq ("not supported" for max)
-    rows = embedding(indices, weight, padding,
-                     scale_grad_by_freq=bool(scale_grad_by_freq) and mode != _MAX,
-                     _where="_embedding_bag")
-    bag = jnp.searchsorted(offsets, jnp.arange(count, dtype=offsets.dtype),
-                           side="right").astype(indices.dtype) - 1
+    rows = embedding(
+        indices,
+        weight,
+        padding,
+        scale_grad_by_freq=bool(scale_grad_by_freq) and mode != _MAX,
+        _where="_embedding_bag",
+    )
+    bag = (
+        jnp.searchsorted(offsets, jnp.arange(count, dtype=offsets.dtype), side="right").astype(
+            indices.dtype
+        )
+        - 1
+    )
     valid = (bag >= 0) & (bag < bags)
     if padding is not None:
         valid = valid & (indices != padding)
@@ -580,8 +688,11 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sampl
     if mode == _MAX:
         masked = jnp.where(valid[:, None], rows, -jnp.inf)
         best = jax.ops.segment_max(masked, segment, bags)
-        positions = jnp.where(valid[:, None] & (masked == best[jnp.clip(segment, 0, bags - 1)]),
-                              jnp.arange(count)[:, None], count)
+        positions = jnp.where(
+            valid[:, None] & (masked == best[jnp.clip(segment, 0, bags - 1)]),
+            jnp.arange(count)[:, None],
+            count,
+        )
         first = jax.ops.segment_min(positions, segment, bags)  # (bags, features)
         padded = jnp.concatenate([rows, jnp.zeros((1, features), rows.dtype)])
         output = jnp.take_along_axis(padded, jnp.minimum(first, count), axis=0)
@@ -601,19 +712,54 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, per_sampl
 
 
 @register("aten._embedding_bag.default")
-def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+def embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
     """``mode`` 0 sum (``per_sample_weights`` scale the rows), 1 mean, 2 max."""
-    return _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode,
-                          per_sample_weights, include_last_offset, padding_idx, False)
+    return _embedding_bag(
+        weight,
+        indices,
+        offsets,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        include_last_offset,
+        padding_idx,
+        False,
+    )
 
 
 @register("aten._embedding_bag_forward_only.default")
-def embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq=False, mode=0,
-                               sparse=False, per_sample_weights=None,
-                               include_last_offset=False, padding_idx=-1):
-    return _embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode,
-                          per_sample_weights, include_last_offset, padding_idx, True)
+def embedding_bag_forward_only(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
+    return _embedding_bag(
+        weight,
+        indices,
+        offsets,
+        scale_grad_by_freq,
+        mode,
+        per_sample_weights,
+        include_last_offset,
+        padding_idx,
+        True,
+    )
 
 
 # ------------------------------------------------------------------ distances

@@ -47,9 +47,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad.nn import functional
+from jaxgrad.nn.aten._promote import (
+    canonical,
+    compiled,
+    float_of,
+    is_floating,
+    is_tensor,
+    promote,
+    result_type,
+)
 from jaxgrad.nn.aten._table import register
-from jaxgrad.nn.aten._promote import (canonical, compiled, float_of, is_floating, is_tensor,
-                                      promote, result_type)
 from jaxgrad.nn.functional._embedding import concrete_or_none
 
 
@@ -70,8 +77,10 @@ def add(input, other, alpha=1):
 def sub(input, other, alpha=1):
     (input, other), dtype = promote(input, other)
     if dtype == np.bool_:
-        raise TypeError("sub: subtracting two bool tensors is not supported (torch refuses "
-                        "it too); use `logical_xor`.")
+        raise TypeError(
+            "sub: subtracting two bool tensors is not supported (torch refuses "
+            "it too); use `logical_xor`."
+        )
     return input - (other * alpha if alpha != 1 else other)
 
 
@@ -84,8 +93,10 @@ def mul(input, other):
 @register("aten.neg.default")
 def neg(input):
     if input.dtype == np.bool_:
-        raise TypeError("neg: negating a bool tensor is not supported (torch refuses it "
-                        "too); use `logical_not`.")
+        raise TypeError(
+            "neg: negating a bool tensor is not supported (torch refuses it "
+            "too); use `logical_not`."
+        )
     return -input
 
 
@@ -130,8 +141,9 @@ def div(input, other, *, rounding_mode=None):
     ``rounding_mode`` is ``'trunc'`` or ``'floor'``, which keep the promoted dtype
     and have gradient 0."""
     if rounding_mode not in (None, "trunc", "floor"):
-        raise ValueError(f"div: `rounding_mode` (={rounding_mode!r}) must be None, 'trunc' "
-                         "or 'floor'.")
+        raise ValueError(
+            f"div: `rounding_mode` (={rounding_mode!r}) must be None, 'trunc' or 'floor'."
+        )
     (input, other), dtype = promote(input, other)
     if rounding_mode is None:
         return _divide(*jnp.broadcast_arrays(_as_float(input), _as_float(other)))
@@ -148,8 +160,7 @@ def fmod(input, other):
 
 
 _remainder = jax.custom_jvp(jnp.remainder)  # operands broadcast to one shape
-_remainder.defjvps(lambda da, out, a, b: da,
-                   lambda db, out, a, b: -db * _floor_divide_float(a, b))
+_remainder.defjvps(lambda da, out, a, b: da, lambda db, out, a, b: -db * _floor_divide_float(a, b))
 
 
 @register("aten.remainder.Tensor", "aten.remainder.Scalar")
@@ -166,17 +177,22 @@ def remainder(input, other):
 # ------------------------------------------------------------------------ pow
 _pow = jax.custom_jvp(jnp.power)  # operands broadcast to one shape
 _pow.defjvps(
-    lambda dbase, result, base, exponent:
-        dbase * jnp.where(exponent == 0, 0, exponent * jnp.power(base, exponent - 1)),
-    lambda dexponent, result, base, exponent:
-        dexponent * jnp.where((base == 0) & (exponent >= 0), 0, result * jnp.log(base)))
+    lambda dbase, result, base, exponent: (
+        dbase * jnp.where(exponent == 0, 0, exponent * jnp.power(base, exponent - 1))
+    ),
+    lambda dexponent, result, base, exponent: (
+        dexponent * jnp.where((base == 0) & (exponent >= 0), 0, result * jnp.log(base))
+    ),
+)
 
 
 def _integer_power(base, exponent):
     values = np.asarray(exponent) if not is_tensor(exponent) else concrete_or_none(exponent)
     if values is not None and np.any(values < 0):
-        raise ValueError("pow: integers to negative integer powers are not allowed (torch "
-                         f"refuses them); got the exponent {values.min()}.")
+        raise ValueError(
+            "pow: integers to negative integer powers are not allowed (torch "
+            f"refuses them); got the exponent {values.min()}."
+        )
     if not is_tensor(exponent):
         return jax.lax.integer_pow(base, int(exponent))
     return jnp.power(base, exponent)
@@ -213,14 +229,20 @@ def _comparison(compare):
     def op(input, other):
         (input, other), _ = promote(input, other)
         return compare(input, other)
+
     op.__name__ = compare.__name__
     op.__doc__ = f"``torch.{compare.__name__}`` after torch's promotion; a bool tensor."
     return op
 
 
-for _name, _compare in (("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less),
-                        ("le", jnp.less_equal), ("gt", jnp.greater),
-                        ("ge", jnp.greater_equal)):
+for _name, _compare in (
+    ("eq", jnp.equal),
+    ("ne", jnp.not_equal),
+    ("lt", jnp.less),
+    ("le", jnp.less_equal),
+    ("gt", jnp.greater),
+    ("ge", jnp.greater_equal),
+):
     register(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_comparison(_compare))
 
 
@@ -231,11 +253,15 @@ def _share(loses, tie):
 
 
 _maximum = jax.custom_jvp(jnp.maximum)  # operands broadcast to one shape
-_maximum.defjvps(lambda da, out, a, b: da * _share(a < b, a == b).astype(da.dtype),
-                 lambda db, out, a, b: db * _share(a > b, a == b).astype(db.dtype))
+_maximum.defjvps(
+    lambda da, out, a, b: da * _share(a < b, a == b).astype(da.dtype),
+    lambda db, out, a, b: db * _share(a > b, a == b).astype(db.dtype),
+)
 _minimum = jax.custom_jvp(jnp.minimum)
-_minimum.defjvps(lambda da, out, a, b: da * _share(a > b, a == b).astype(da.dtype),
-                 lambda db, out, a, b: db * _share(a < b, a == b).astype(db.dtype))
+_minimum.defjvps(
+    lambda da, out, a, b: da * _share(a > b, a == b).astype(da.dtype),
+    lambda db, out, a, b: db * _share(a < b, a == b).astype(db.dtype),
+)
 
 
 def _extremum(pick, input, other):
@@ -264,12 +290,16 @@ def where(condition, input, other):
 def _logical(combine):
     def op(input, other):
         return combine(input.astype(bool), other.astype(bool))
+
     op.__name__ = combine.__name__
     return op
 
 
-for _name, _combine in (("logical_and", jnp.logical_and), ("logical_or", jnp.logical_or),
-                        ("logical_xor", jnp.logical_xor)):
+for _name, _combine in (
+    ("logical_and", jnp.logical_and),
+    ("logical_or", jnp.logical_or),
+    ("logical_xor", jnp.logical_xor),
+):
     register(f"aten.{_name}.default")(_logical(_combine))
 
 
@@ -284,12 +314,16 @@ def _bitwise(combine):
         if is_floating(dtype):
             raise TypeError(f"{combine.__name__}: takes integer or bool tensors, got {dtype}.")
         return combine(input, other)
+
     op.__name__ = combine.__name__
     return op
 
 
-for _name, _combine in (("bitwise_and", jnp.bitwise_and), ("bitwise_or", jnp.bitwise_or),
-                        ("bitwise_xor", jnp.bitwise_xor)):
+for _name, _combine in (
+    ("bitwise_and", jnp.bitwise_and),
+    ("bitwise_or", jnp.bitwise_or),
+    ("bitwise_xor", jnp.bitwise_xor),
+):
     register(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_bitwise(_combine))
 
 
@@ -306,19 +340,37 @@ _rsqrt.defjvps(lambda dx, out, x: dx * (-0.5 * out * out * out))  # torch's: ±i
 
 
 _FLOAT_FUNCTIONS = {
-    "acos": jnp.arccos, "acosh": jnp.arccosh, "asin": jnp.arcsin, "asinh": jnp.arcsinh,
-    "atan": jnp.arctan, "atanh": jnp.arctanh, "cos": jnp.cos, "cosh": jnp.cosh,
-    "erf": jax.scipy.special.erf, "erfinv": jax.scipy.special.erfinv, "exp": jnp.exp,
-    "expm1": jnp.expm1, "log": jnp.log, "log10": jnp.log10, "log1p": jnp.log1p,
-    "log2": jnp.log2, "reciprocal": jnp.reciprocal, "rsqrt": _rsqrt,
-    "sigmoid": jax.nn.sigmoid, "sin": jnp.sin, "sinh": jnp.sinh, "sqrt": jnp.sqrt,
-    "tan": jnp.tan, "tanh": jnp.tanh,
+    "acos": jnp.arccos,
+    "acosh": jnp.arccosh,
+    "asin": jnp.arcsin,
+    "asinh": jnp.arcsinh,
+    "atan": jnp.arctan,
+    "atanh": jnp.arctanh,
+    "cos": jnp.cos,
+    "cosh": jnp.cosh,
+    "erf": jax.scipy.special.erf,
+    "erfinv": jax.scipy.special.erfinv,
+    "exp": jnp.exp,
+    "expm1": jnp.expm1,
+    "log": jnp.log,
+    "log10": jnp.log10,
+    "log1p": jnp.log1p,
+    "log2": jnp.log2,
+    "reciprocal": jnp.reciprocal,
+    "rsqrt": _rsqrt,
+    "sigmoid": jax.nn.sigmoid,
+    "sin": jnp.sin,
+    "sinh": jnp.sinh,
+    "sqrt": jnp.sqrt,
+    "tan": jnp.tan,
+    "tanh": jnp.tanh,
 }
 
 
 def _float_function(name, fn):
     def op(input):
         return fn(_as_float(input))
+
     op.__name__ = name
     op.__doc__ = f"``torch.{name}``: integer and bool inputs give the default float."
     return op
@@ -335,8 +387,10 @@ def _atan2_scale(a, b):
 
 
 _atan2 = jax.custom_jvp(jnp.arctan2)  # operands broadcast to one shape
-_atan2.defjvps(lambda da, out, a, b: da * b * _atan2_scale(a, b),
-               lambda db, out, a, b: db * -a * _atan2_scale(a, b))
+_atan2.defjvps(
+    lambda da, out, a, b: da * b * _atan2_scale(a, b),
+    lambda db, out, a, b: db * -a * _atan2_scale(a, b),
+)
 
 
 @register("aten.atan2.default")
@@ -355,9 +409,11 @@ _xlogy = jax.custom_jvp(_xlogy_value)  # operands broadcast to one shape
 # torch's derivatives: d/dx log(y), 0 where x == 0 and y <= 0 (the directional derivative
 # along x = 0, pytorch#80770); d/dy x / y. Autodiff of the where gives d/dx 0 at x == 0.
 _xlogy.defjvps(
-    lambda dx, out, x, y: dx * jnp.where((x == 0) & (y <= 0), 0, jnp.log(jnp.where(
-        (x == 0) & (y <= 0), 1, y))),
-    lambda dy, out, x, y: dy * x / y)
+    lambda dx, out, x, y: (
+        dx * jnp.where((x == 0) & (y <= 0), 0, jnp.log(jnp.where((x == 0) & (y <= 0), 1, y)))
+    ),
+    lambda dy, out, x, y: dy * x / y,
+)
 
 
 @register("aten.xlogy.Tensor")
@@ -415,12 +471,17 @@ def _step(fn):
         if not is_floating(input.dtype):
             return input  # torch: the identity on integers
         return fn(input)
+
     op.__name__ = fn.__name__
     return op
 
 
-for _name, _fn in (("ceil", jnp.ceil), ("floor", jnp.floor), ("trunc", jnp.trunc),
-                   ("round", jnp.round)):  # jnp.round: half to even, as torch
+for _name, _fn in (
+    ("ceil", jnp.ceil),
+    ("floor", jnp.floor),
+    ("trunc", jnp.trunc),
+    ("round", jnp.round),
+):  # jnp.round: half to even, as torch
     register(f"aten.{_name}.default")(_step(_fn))
 
 
@@ -567,16 +628,27 @@ def clamp(input, min=None, max=None):
         return low_clamped if high is None else jnp.minimum(low_clamped, high)
     shape = jnp.broadcast_shapes(*(np.shape(v) for v in (input, low, high) if v is not None))
     fill = jnp.zeros(shape, dtype)
-    return _clamp(jnp.broadcast_to(input, shape),
-                  fill if low is None else jnp.broadcast_to(low, shape),
-                  fill if high is None else jnp.broadcast_to(high, shape),
-                  low is not None, high is not None)
+    return _clamp(
+        jnp.broadcast_to(input, shape),
+        fill if low is None else jnp.broadcast_to(low, shape),
+        fill if high is None else jnp.broadcast_to(high, shape),
+        low is not None,
+        high is not None,
+    )
 
 
 # ------------------------------------------------------------- casts, copies
 @register("aten._to_copy.default")
-def to_copy(input, *, dtype=None, layout=None, device=None, pin_memory=None,
-            non_blocking=False, memory_format=None):
+def to_copy(
+    input,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
+    memory_format=None,
+):
     """``tensor.to(dtype)``: a cast (devices, layouts and memory formats are not
     jaxgrad's: one device per array, no strides)."""
     if dtype is None:

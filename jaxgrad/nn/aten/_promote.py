@@ -107,8 +107,16 @@ def promote(*operands):
     """``operands`` cast to their torch result dtype (numbers become arrays), and that
     dtype (canonical for JAX)."""
     dtype = canonical(result_type(*operands))
-    return [None if v is None else jnp.asarray(v, dtype) if not is_tensor(v)
-            else v.astype(dtype) if v.dtype != dtype else v for v in operands], dtype
+    return [
+        None
+        if v is None
+        else jnp.asarray(v, dtype)
+        if not is_tensor(v)
+        else v.astype(dtype)
+        if v.dtype != dtype
+        else v
+        for v in operands
+    ], dtype
 
 
 def is_floating(dtype) -> bool:
@@ -142,8 +150,9 @@ def compiled(fn):
     def call(*args, **kwargs):
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
         dynamic = tuple(i for i, leaf in enumerate(leaves) if is_tensor(leaf))
-        static = tuple((i, _static_key(leaf)) for i, leaf in enumerate(leaves)
-                       if not is_tensor(leaf))
+        static = tuple(
+            (i, _static_key(leaf)) for i, leaf in enumerate(leaves) if not is_tensor(leaf)
+        )
         program = _program(fn, tree, dynamic, static)
         return program(*(leaves[i] for i in dynamic))
 

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._promote import DEFAULT_FLOAT, canonical
+from jaxgrad.nn.aten._table import register
 
 
 def _dtype(dtype, like=None):
@@ -68,15 +68,14 @@ def bernoulli(draw, input, *, generator=None):
 
 # ------------------------------------------------------- uniform and normal
 def _factory_sample(draw_fn):
-    def sample(key, size, *, dtype=None, layout=None, device=None, pin_memory=None,
-               generator=None):
+    def sample(key, size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
         del layout, device, pin_memory, generator
         return draw_fn(key, tuple(size), _dtype(dtype))
+
     return sample
 
 
-def _factory(draw, size, *, dtype=None, layout=None, device=None, pin_memory=None,
-             generator=None):
+def _factory(draw, size, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
     del size, layout, device, pin_memory, generator
     return jnp.asarray(draw).astype(_dtype(dtype))
 
@@ -86,15 +85,18 @@ register("aten.randn.default", sample=_factory_sample(jax.random.normal))(_facto
 
 
 def _like_sample(draw_fn):
-    def sample(key, input, *, dtype=None, layout=None, device=None, pin_memory=None,
-               memory_format=None):
+    def sample(
+        key, input, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+    ):
         del layout, device, pin_memory, memory_format
         return draw_fn(key, input.shape, _dtype(dtype, input))
+
     return sample
 
 
-def _like(draw, input, *, dtype=None, layout=None, device=None, pin_memory=None,
-          memory_format=None):
+def _like(
+    draw, input, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None
+):
     del layout, device, pin_memory, memory_format
     return jnp.asarray(draw).astype(_dtype(dtype, input))
 
@@ -104,15 +106,15 @@ register("aten.randn_like.default", sample=_like_sample(jax.random.normal))(_lik
 
 
 # ------------------------------------------------------------- permutations
-def _randperm_sample(key, n, *, dtype=None, layout=None, device=None, pin_memory=None,
-                     generator=None):
+def _randperm_sample(
+    key, n, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None
+):
     del layout, device, pin_memory, generator
     return jax.random.permutation(key, n)
 
 
 @register("aten.randperm.default", sample=_randperm_sample)
-def randperm(draw, n, *, dtype=None, layout=None, device=None, pin_memory=None,
-             generator=None):
+def randperm(draw, n, *, dtype=None, layout=None, device=None, pin_memory=None, generator=None):
     """A random permutation of ``range(n)``, int64 unless ``dtype`` says otherwise."""
     del n, layout, device, pin_memory, generator
     return jnp.asarray(draw).astype(canonical(np.int64 if dtype is None else dtype))

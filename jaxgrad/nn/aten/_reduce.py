@@ -32,10 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad.nn import functional
-from jaxgrad.nn.functional._attention import safe_softmax as attention_softmax
-from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._pointwise import torch_sign
 from jaxgrad.nn.aten._promote import canonical, compiled, is_floating
+from jaxgrad.nn.aten._table import register
+from jaxgrad.nn.functional._attention import safe_softmax as attention_softmax
 
 
 def _axes(ndim: int, dim, op: str):
@@ -48,8 +48,10 @@ def _axes(ndim: int, dim, op: str):
     rank = max(ndim, 1)
     for d in dims:
         if not -rank <= d < rank:
-            raise IndexError(f"{op}: `dim` (={d}) is out of range for a tensor of {ndim} "
-                             f"dims (expected {-rank} ≤ dim < {rank}).")
+            raise IndexError(
+                f"{op}: `dim` (={d}) is out of range for a tensor of {ndim} "
+                f"dims (expected {-rank} ≤ dim < {rank})."
+            )
     return tuple(sorted({d % rank for d in dims})) if ndim else ()
 
 
@@ -73,8 +75,9 @@ def _mean(input, axes, keepdim, dtype):
     if dtype is not None:
         input = input.astype(canonical(dtype))
     if not is_floating(input.dtype):
-        raise TypeError(f"mean: needs a floating input or `dtype`, got {input.dtype} (torch "
-                        "refuses it too).")
+        raise TypeError(
+            f"mean: needs a floating input or `dtype`, got {input.dtype} (torch refuses it too)."
+        )
     return jnp.mean(input, axis=axes, keepdims=keepdim)
 
 
@@ -116,8 +119,10 @@ def _variance_jvp(axes, keepdim, count, correction, primals, tangents):
     (x,), (dx,) = primals, tangents
     scale = 2.0 / (count - correction) if count != correction else math.inf
     slope = scale * (x - jnp.mean(x, axis=axes, keepdims=True))
-    return (_variance(x, axes, keepdim, count, correction),
-            jnp.sum(slope * dx, axis=axes, keepdims=keepdim))
+    return (
+        _variance(x, axes, keepdim, count, correction),
+        jnp.sum(slope * dx, axis=axes, keepdims=keepdim),
+    )
 
 
 @register("aten.var.correction")
@@ -169,6 +174,7 @@ def _evenly_distributed(reduce):
     """``reduce`` (a full reduction) differentiated as torch's ``max()``/``min()``: the
     gradient split evenly among the elements equal to the result, or among the NaNs
     when the result is NaN (JAX: NaN everywhere then)."""
+
     def slope(dx, out, x):
         chosen = jnp.where(jnp.isnan(out), jnp.isnan(x), x == out)
         return jnp.sum(jnp.where(chosen, dx, 0)) / jnp.sum(chosen)
@@ -195,8 +201,10 @@ def min_all(input):
 
 def _check_nonempty(input, op):
     if input.size == 0:
-        raise ValueError(f"{op}: the input is empty; give `dim` to reduce an empty tensor "
-                         "(torch refuses it too).")
+        raise ValueError(
+            f"{op}: the input is empty; give `dim` to reduce an empty tensor "
+            "(torch refuses it too)."
+        )
 
 
 def _select(input, dim, keepdim, pick, op):
@@ -206,8 +214,9 @@ def _select(input, dim, keepdim, pick, op):
         return input, jnp.zeros((), canonical(np.int64))
     (axis,) = _axes(input.ndim, dim, op)
     if input.shape[axis] == 0:
-        raise IndexError(f"{op}: cannot reduce the empty dim {dim} of a tensor of shape "
-                         f"{list(input.shape)}.")
+        raise IndexError(
+            f"{op}: cannot reduce the empty dim {dim} of a tensor of shape {list(input.shape)}."
+        )
     indices = pick(input, axis=axis, keepdims=True)
     values = jnp.take_along_axis(input, indices, axis=axis)
     if not keepdim:
@@ -263,7 +272,7 @@ def _norm_forward(x, ord, axes, keepdim):
         return jnp.max(magnitude, axis=axes, keepdims=keepdim)
     if ord == -math.inf:
         return jnp.min(magnitude, axis=axes, keepdims=keepdim)
-    powered = jnp.sum(magnitude ** ord, axis=axes, keepdims=keepdim)
+    powered = jnp.sum(magnitude**ord, axis=axes, keepdims=keepdim)
     return powered ** (1.0 / ord)
 
 
@@ -386,8 +395,7 @@ def _sort(input, dim, descending):
         return input, jnp.zeros((), canonical(np.int64))
     (axis,) = _axes(input.ndim, dim, "sort")
     indices = jnp.argsort(input, axis=axis, stable=True, descending=descending)
-    return (jnp.take_along_axis(input, indices, axis=axis),
-            indices.astype(canonical(np.int64)))
+    return (jnp.take_along_axis(input, indices, axis=axis), indices.astype(canonical(np.int64)))
 
 
 @register("aten.sort.default")
@@ -412,7 +420,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
         return values, indices
     (axis,) = _axes(input.ndim, dim, "topk")
     if not 0 <= k <= input.shape[axis]:
-        raise IndexError(f"topk: `k` (={k}) must lie in [0, {input.shape[axis]}] (the size "
-                         f"of dim {dim}).")
+        raise IndexError(
+            f"topk: `k` (={k}) must lie in [0, {input.shape[axis]}] (the size of dim {dim})."
+        )
     take = functools.partial(jax.lax.slice_in_dim, start_index=0, limit_index=k, axis=axis)
     return take(values), take(indices)

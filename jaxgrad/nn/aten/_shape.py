@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.aten._promote import compiled, promote
+from jaxgrad.nn.aten._table import register
 from jaxgrad.nn.functional._padding import pad as _pad
 
 
@@ -41,8 +41,10 @@ def wrap_dim(op: str, dim: int, ndim: int, *, what: str = "dim") -> int:
     """``dim`` counted from the front; a 0-d tensor takes dims -1 and 0, as in torch."""
     span = max(ndim, 1)
     if not -span <= dim < span:
-        raise IndexError(f"{op}: `{what}` (={dim}) is out of range for a tensor of "
-                         f"{ndim} dims (expected a dim in [{-span}, {span - 1}]).")
+        raise IndexError(
+            f"{op}: `{what}` (={dim}) is out of range for a tensor of "
+            f"{ndim} dims (expected a dim in [{-span}, {span - 1}])."
+        )
     return dim % span
 
 
@@ -63,8 +65,10 @@ def permute(input, dims):
     """``input.permute(dims)``."""
     dims = tuple(wrap_dim("permute", d, input.ndim) for d in dims)
     if sorted(dims) != list(range(input.ndim)):
-        raise ValueError(f"permute: `dims` (={list(dims)}) must be a permutation of the "
-                         f"input's {input.ndim} dims.")
+        raise ValueError(
+            f"permute: `dims` (={list(dims)}) must be a permutation of the "
+            f"input's {input.ndim} dims."
+        )
     return jnp.transpose(input, dims)
 
 
@@ -74,10 +78,11 @@ def expand(input, size, *, implicit=False):
     size = tuple(size)
     lead = len(size) - input.ndim
     if lead < 0:
-        raise ValueError(f"expand: `size` (={list(size)}) must have at least as many dims as "
-                         f"the input (shape {list(input.shape)}).")
-    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
-                  for i, s in enumerate(size))
+        raise ValueError(
+            f"expand: `size` (={list(size)}) must have at least as many dims as "
+            f"the input (shape {list(input.shape)})."
+        )
+    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(size))
     return jnp.broadcast_to(input, shape)
 
 
@@ -105,7 +110,7 @@ def slice_(input, dim=0, start=None, end=None, step=1):
         raise ValueError(f"slice: `step` (={step}) must be positive.")
     _check_not_scalar("slice", input)
     dim = wrap_dim("slice", dim, input.ndim)
-    if isinstance(end, int) and end >= 2 ** 62:
+    if isinstance(end, int) and end >= 2**62:
         end = None  # torch's "to the end" (INT64_MAX): min(size, it) is undecidable symbolically
     if isinstance(start, int) and start == 0:
         start = None
@@ -113,8 +118,9 @@ def slice_(input, dim=0, start=None, end=None, step=1):
         # a jax.export dimension variable as a bound (a constant's first `length` rows):
         # torch's guards hold it within the extent, so no clamping
         size = input.shape[dim]
-        start = 0 if start is None else start + size if isinstance(start, int) and start < 0 \
-            else start
+        start = (
+            0 if start is None else start + size if isinstance(start, int) and start < 0 else start
+        )
         end = size if end is None else end
         return jax.lax.slice_in_dim(jnp.asarray(input), start, end, step, axis=dim)
     # Python's slice rules are torch's for a positive step: None is the whole extent,
@@ -129,8 +135,10 @@ def select(input, dim, index):
     dim = wrap_dim("select", dim, input.ndim)
     size = input.shape[dim]
     if not -size <= index < size:
-        raise IndexError(f"select: `index` (={index}) is out of range for dimension {dim} of "
-                         f"size {size} (expected [{-size}, {size - 1}]).")
+        raise IndexError(
+            f"select: `index` (={index}) is out of range for dimension {dim} of "
+            f"size {size} (expected [{-size}, {size - 1}])."
+        )
     return jnp.take(input, index % size, axis=dim)
 
 
@@ -152,8 +160,9 @@ def unfold(input, dimension, size, step):
     dim = wrap_dim("unfold", dimension, input.ndim, what="dimension")
     extent = input.shape[dim] if input.ndim else 1
     if not 0 <= size <= extent:
-        raise ValueError(f"unfold: `size` (={size}) must be in [0, {extent}], the size of "
-                         f"dimension {dim}.")
+        raise ValueError(
+            f"unfold: `size` (={size}) must be in [0, {extent}], the size of dimension {dim}."
+        )
     if step <= 0:
         raise ValueError(f"unfold: `step` (={step}) must be positive.")
     if input.ndim == 0:
@@ -170,8 +179,10 @@ def as_strided(input, size, stride, storage_offset=None):
     element ``i`` of the result is ``input.flatten()[storage_offset + Σ i_k·stride_k]``
     (a gather; ``from_torch`` refuses a non-contiguous input at capture)."""
     if len(size) != len(stride):
-        raise ValueError(f"as_strided: `size` (={list(size)}) and `stride` (={list(stride)}) "
-                         "must have the same length.")
+        raise ValueError(
+            f"as_strided: `size` (={list(size)}) and `stride` (={list(stride)}) "
+            "must have the same length."
+        )
     offset = 0 if storage_offset is None else storage_offset
     if not all(isinstance(v, (int, np.integer)) for v in (*size, *stride, offset)):
         # symbolic sizes (a program exported with jax.export): the same index, built by
@@ -179,8 +190,9 @@ def as_strided(input, size, stride, storage_offset=None):
         index_dtype = jax.dtypes.canonicalize_dtype(np.int64)
         flat_index = jnp.full(tuple(size), offset, dtype=index_dtype)
         for axis, step in enumerate(stride):
-            flat_index = flat_index + jax.lax.broadcasted_iota(
-                index_dtype, tuple(size), axis) * step
+            flat_index = (
+                flat_index + jax.lax.broadcasted_iota(index_dtype, tuple(size), axis) * step
+            )
         return jnp.ravel(input)[flat_index]
     flat_index = np.full(tuple(size), offset, dtype=np.int64)
     for axis, (extent, step) in enumerate(zip(size, stride)):
@@ -191,7 +203,8 @@ def as_strided(input, size, stride, storage_offset=None):
         raise IndexError(
             f"as_strided: size {list(size)}, stride {list(stride)} and storage offset "
             f"{offset} reach element {int(flat_index.max())}, outside the input's {input.size} "
-            "elements.")
+            "elements."
+        )
     return jnp.ravel(input)[flat_index]
 
 
@@ -211,8 +224,10 @@ def repeat(input, repeats):
     """``input.repeat(repeats)``: tiled; extra leading repeats add dims."""
     repeats = tuple(repeats)
     if len(repeats) < input.ndim:
-        raise ValueError(f"repeat: `repeats` (={list(repeats)}) must have at least as many "
-                         f"entries as the input has dims ({input.ndim}).")
+        raise ValueError(
+            f"repeat: `repeats` (={list(repeats)}) must have at least as many "
+            f"entries as the input has dims ({input.ndim})."
+        )
     if any(r < 0 for r in repeats):
         raise ValueError(f"repeat: `repeats` (={list(repeats)}) must be non-negative.")
     return jnp.tile(input, repeats)
@@ -237,11 +252,13 @@ def cat(tensors, dim=0):
         raise ValueError("cat: zero-dimensional tensors cannot be concatenated.")
     axis = wrap_dim("cat", dim, kept[0].ndim)
     for i, t in enumerate(kept):
-        if t.ndim != kept[0].ndim or any(a != b for k, (a, b) in
-                                         enumerate(zip(t.shape, kept[0].shape)) if k != axis):
+        if t.ndim != kept[0].ndim or any(
+            a != b for k, (a, b) in enumerate(zip(t.shape, kept[0].shape)) if k != axis
+        ):
             raise ValueError(
                 f"cat: sizes of tensors must match except in dimension {axis}: tensor {i} has "
-                f"shape {list(t.shape)}, the first {list(kept[0].shape)}.")
+                f"shape {list(t.shape)}, the first {list(kept[0].shape)}."
+            )
     return jnp.concatenate(kept, axis=axis)
 
 
@@ -251,9 +268,11 @@ def split_with_sizes(input, split_sizes, dim=0):
     """``input.split(split_sizes, dim)`` with explicit sizes summing to the dim's size."""
     dim = wrap_dim("split_with_sizes", dim, input.ndim)
     if sum(split_sizes) != input.shape[dim] or any(s < 0 for s in split_sizes):
-        raise ValueError(f"split_with_sizes: `split_sizes` (={list(split_sizes)}) must be "
-                         f"non-negative and sum to the size of dimension {dim} "
-                         f"(={input.shape[dim]}).")
+        raise ValueError(
+            f"split_with_sizes: `split_sizes` (={list(split_sizes)}) must be "
+            f"non-negative and sum to the size of dimension {dim} "
+            f"(={input.shape[dim]})."
+        )
     cuts = np.cumsum(split_sizes)[:-1].tolist()
     return tuple(jnp.split(input, cuts, axis=dim))
 
@@ -272,11 +291,12 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """``input`` with ``input[..., start:end:step]`` (along ``dim``) replaced by ``src``."""
     target = slice_(input, dim, start, end, step)
     if tuple(src.shape) != tuple(target.shape):
-        raise ValueError(f"slice_scatter: `src` has shape {list(src.shape)}, the slice it "
-                         f"replaces {list(target.shape)}.")
+        raise ValueError(
+            f"slice_scatter: `src` has shape {list(src.shape)}, the slice it "
+            f"replaces {list(target.shape)}."
+        )
     dim = wrap_dim("slice_scatter", dim, input.ndim)
-    return input.at[(slice(None),) * dim + (slice(start, end, step),)].set(
-        src.astype(input.dtype))
+    return input.at[(slice(None),) * dim + (slice(start, end, step),)].set(src.astype(input.dtype))
 
 
 @register("aten.diagonal_scatter.default")
@@ -285,8 +305,10 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     """``input`` with its ``(dim1, dim2)`` diagonal at ``offset`` replaced by ``src``."""
     target = diagonal(input, offset, dim1, dim2)
     if tuple(src.shape) != tuple(target.shape):
-        raise ValueError(f"diagonal_scatter: `src` has shape {list(src.shape)}, the diagonal "
-                         f"it replaces {list(target.shape)}.")
+        raise ValueError(
+            f"diagonal_scatter: `src` has shape {list(src.shape)}, the diagonal "
+            f"it replaces {list(target.shape)}."
+        )
     dim1, dim2 = (wrap_dim("diagonal_scatter", d, input.ndim) for d in (dim1, dim2))
     planes = jnp.moveaxis(input, (dim1, dim2), (-2, -1))
     length = target.shape[-1]

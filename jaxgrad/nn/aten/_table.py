@@ -3,7 +3,8 @@ register into it; ``jaxgrad.nn.aten`` re-exports it, see its docstring)."""
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 
 class AtenOp(NamedTuple):

@@ -23,8 +23,7 @@ import dataclasses
 from typing import Any
 
 from jaxgrad.nn.capture import export, fx
-from jaxgrad.nn.capture.layers import (SUPPORTED, _is_torch_module, convert_layer,
-                                       torch_class_name)
+from jaxgrad.nn.capture.layers import SUPPORTED, _is_torch_module, convert_layer, torch_class_name
 from jaxgrad.nn.container import Frozen
 
 
@@ -36,10 +35,16 @@ def _convert(module, path: str):
     return fx.trace(module, path)  # custom forward code (fx imports torch.fx lazily)
 
 
-def from_torch(module: Any, example: Any = None, *, example_kwargs: dict | None = None,
-               with_buffers: bool = False, capture: str = "auto",
-               dynamic_shapes: str | dict | tuple | list | None = "auto",
-               batch_one: bool = False) -> tuple:
+def from_torch(
+    module: Any,
+    example: Any = None,
+    *,
+    example_kwargs: dict | None = None,
+    with_buffers: bool = False,
+    capture: str = "auto",
+    dynamic_shapes: str | dict | tuple | list | None = "auto",
+    batch_one: bool = False,
+) -> tuple:
     """Build the jaxgrad twin of ``module`` and copy its weights.
 
     Two front ends (see "Capture" in the docs):
@@ -91,27 +96,42 @@ def from_torch(module: Any, example: Any = None, *, example_kwargs: dict | None 
         unmapped op, its node and module path; with ``capture="auto"`` and no
         ``example``, the layer path's reason and that an example would let export try.
     """
-    if not any(cls.__name__ == "Module" and cls.__module__ == "torch.nn.modules.module"
-               for cls in type(module).__mro__):  # duck typing: torch is not imported for this
+    if not any(
+        cls.__name__ == "Module" and cls.__module__ == "torch.nn.modules.module"
+        for cls in type(module).__mro__
+    ):  # duck typing: torch is not imported for this
         cls, given = type(module), repr(module)
-        kind = cls.__qualname__ if cls.__module__ == "builtins" else (
-            f"{cls.__module__}.{cls.__qualname__}")
+        kind = (
+            cls.__qualname__
+            if cls.__module__ == "builtins"
+            else (f"{cls.__module__}.{cls.__qualname__}")
+        )
         given = given if len(given) <= 80 else given[:77] + "..."
         raise TypeError(
             f"from_torch expects a torch `nn.Module`, got a `{kind}` ({given})"
-            + ("; wrap a function in a module whose `forward` calls it." if callable(module)
-               else ".")
+            + (
+                "; wrap a function in a module whose `forward` calls it."
+                if callable(module)
+                else "."
+            )
         )
     if capture not in ("auto", "layers", "export"):
         raise ValueError(f"`capture` must be 'auto', 'layers' or 'export', got {capture!r}.")
     if isinstance(dynamic_shapes, str) and dynamic_shapes not in ("auto", "batch"):
-        raise ValueError(f"`dynamic_shapes` must be 'auto', 'batch', None or a torch.export "
-                         f"dynamic_shapes spec, got {dynamic_shapes!r}.")
+        raise ValueError(
+            f"`dynamic_shapes` must be 'auto', 'batch', None or a torch.export "
+            f"dynamic_shapes spec, got {dynamic_shapes!r}."
+        )
     if example_kwargs is not None and not isinstance(example_kwargs, dict):
-        raise TypeError(f"`example_kwargs` must be a dict of keyword inputs, got "
-                        f"{type(example_kwargs).__name__}.")
-    args = None if example is None else (tuple(example) if isinstance(example, (tuple, list))
-                                          else (example,))
+        raise TypeError(
+            f"`example_kwargs` must be a dict of keyword inputs, got "
+            f"{type(example_kwargs).__name__}."
+        )
+    args = (
+        None
+        if example is None
+        else (tuple(example) if isinstance(example, (tuple, list)) else (example,))
+    )
     untouched = _snapshot(module)
     try:
         model = _front_end(module, args, example_kwargs, capture, (dynamic_shapes, batch_one))
@@ -135,8 +155,9 @@ def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
         model = _capture_export(module, args, example_kwargs, frozen, shapes)
     else:
         try:
-            model = _convert(module, "") if not frozen else _with_frozen(
-                _convert(module, ""), frozen)
+            model = (
+                _convert(module, "") if not frozen else _with_frozen(_convert(module, ""), frozen)
+            )
         except ValueError as layers_error:
             if capture == "layers":
                 raise
@@ -161,8 +182,11 @@ def _snapshot(module) -> list:
     ``BatchNormAct2d`` adds 1 to its real ``num_batches_tracked`` while fx traces it)
     would change the user's module. Tensors are read through their own methods (no torch
     import here); a lazy module's uninitialised parameters have no value to keep."""
-    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())
-               if not type(t).__name__.startswith("Uninitialized")}.values()
+    tensors = {
+        id(t): t
+        for t in (*module.parameters(), *module.buffers())
+        if not type(t).__name__.startswith("Uninitialized")
+    }.values()
     return [(t, t.detach().clone(), t.requires_grad) for t in tensors]
 
 
@@ -191,8 +215,14 @@ def _capture_export(module, args, kwargs, frozen=(), shapes=("auto", False)):
             f"from_torch: capturing {type(module).__name__} with torch.export needs an "
             "example input: `from_torch(module, example=(x,))`."
         )
-    return export.capture(module, args or (), kwargs or {}, frozen=frozen,
-                          dynamic_shapes=shapes[0], batch_one=shapes[1])
+    return export.capture(
+        module,
+        args or (),
+        kwargs or {},
+        frozen=frozen,
+        dynamic_shapes=shapes[0],
+        batch_one=shapes[1],
+    )
 
 
 __all__ = ["from_torch", "SUPPORTED"]

@@ -111,9 +111,13 @@ def _input_specs(model: ExportedModule, scope):
     specs = []
     for _, meta in model.input_meta:
         if isinstance(meta, TensorMeta):
-            shape = jax.export.symbolic_shape(
-                ", ".join(_dim_text(s) for s in meta.shape) or None, scope=scope) if (
-                meta.shape) else ()
+            shape = (
+                jax.export.symbolic_shape(
+                    ", ".join(_dim_text(s) for s in meta.shape) or None, scope=scope
+                )
+                if (meta.shape)
+                else ()
+            )
             specs.append(jax.ShapeDtypeStruct(shape, jax.dtypes.canonicalize_dtype(meta.dtype)))
     return specs
 
@@ -121,8 +125,9 @@ def _input_specs(model: ExportedModule, scope):
 def _export_one(model: ExportedModule, params, buffers, train: bool, platforms):
     """One program of ``model`` as a ``jax.export.Exported``."""
     tensor_slots = [index for index, meta in model.input_meta if isinstance(meta, TensorMeta)]
-    constants = {index: meta[1] for index, meta in model.input_meta
-                 if not isinstance(meta, TensorMeta)}
+    constants = {
+        index: meta[1] for index, meta in model.input_meta if not isinstance(meta, TensorMeta)
+    }
     count = len(model.input_meta)
 
     def forward(params, buffers, key_data, *tensors):
@@ -133,8 +138,14 @@ def _export_one(model: ExportedModule, params, buffers, train: bool, platforms):
             leaves[index] = value
         inputs, kwargs = unflatten(model.in_tree, iter(leaves))
         key = jax.random.wrap_key_data(key_data) if train else None
-        result = model.apply(params, *inputs, buffers=buffers if model.buffers else None,
-                             train=train, key=key, **kwargs)
+        result = model.apply(
+            params,
+            *inputs,
+            buffers=buffers if model.buffers else None,
+            train=train,
+            key=key,
+            **kwargs,
+        )
         if model.buffers:
             return result
         return result, {}
@@ -142,12 +153,16 @@ def _export_one(model: ExportedModule, params, buffers, train: bool, platforms):
     scope = jax.export.SymbolicScope(_constraints(model.shapes))
     specs = _input_specs(model, scope)
     shapes = lambda tree: jax.tree.map(  # noqa: E731 - a one-line helper
-        lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype if not hasattr(
-            a, "dtype") else a.dtype), tree)
+        lambda a: jax.ShapeDtypeStruct(
+            np.shape(a), np.asarray(a).dtype if not hasattr(a, "dtype") else a.dtype
+        ),
+        tree,
+    )
     key_spec = jax.ShapeDtypeStruct((2,), np.uint32)
     try:
         return jax.export.export(jax.jit(forward), platforms=tuple(platforms))(
-            shapes(params), shapes(buffers), key_spec, *specs)
+            shapes(params), shapes(buffers), key_spec, *specs
+        )
     except Exception as error:  # jax's own message says which op or size
         text = str(error).strip().split("\n")[0][:400]
         raise ValueError(
@@ -157,8 +172,9 @@ def _export_one(model: ExportedModule, params, buffers, train: bool, platforms):
         ) from error
 
 
-def save_exported(path, model, params, buffers=None, *, train: bool = False,
-                  platforms=PLATFORMS) -> None:
+def save_exported(
+    path, model, params, buffers=None, *, train: bool = False, platforms=PLATFORMS
+) -> None:
     """Write ``model`` (a ``from_torch`` export-front-end model) and its weights to
     one file that ``load_exported`` runs without torch.
 
@@ -185,7 +201,8 @@ def save_exported(path, model, params, buffers=None, *, train: bool = False,
         raise TypeError(
             f"save_exported takes a model captured by torch.export, got "
             f"{type(model).__name__}; convert with `from_torch(module, example, "
-            "capture=\"export\")`.")
+            'capture="export")`.'
+        )
     params = model.load_state_dict(dict(params)) if params is not None else None
     if params is None:
         raise ValueError("save_exported: pass the model's `params`.")
@@ -198,15 +215,26 @@ def save_exported(path, model, params, buffers=None, *, train: bool = False,
         exported = _export_one(variant, params, buffers, train, platforms)
         name = f"program{number}.jaxexport"
         blobs[name] = bytes(exported.serialize())
-        programs.append({"file": name, "input_meta": _meta_json(variant.input_meta),
-                         "shapes": _shapes_json(variant.shapes)})
+        programs.append(
+            {
+                "file": name,
+                "input_meta": _meta_json(variant.input_meta),
+                "shapes": _shapes_json(variant.shapes),
+            }
+        )
     names = list(params) + [n for n in buffers if n not in params]
     meta = {
-        "format": FORMAT, "class_name": model.class_name, "train": bool(train),
+        "format": FORMAT,
+        "class_name": model.class_name,
+        "train": bool(train),
         "random": bool(train and model.train_program.random_nodes()),
-        "platforms": list(platforms), "in_tree": as_json(model.in_tree),
-        "programs": programs, "params": list(params), "buffers": list(buffers),
-        "weights": names, "jax": jax.__version__,
+        "platforms": list(platforms),
+        "in_tree": as_json(model.in_tree),
+        "programs": programs,
+        "params": list(params),
+        "buffers": list(buffers),
+        "weights": names,
+        "jax": jax.__version__,
     }
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=directory, suffix=".partial")
@@ -228,15 +256,25 @@ def save_exported(path, model, params, buffers=None, *, train: bool = False,
 
 
 def _meta_json(input_meta) -> list:
-    return [[index, {"shape": as_json(meta.shape), "dtype": meta.dtype}
-             if isinstance(meta, TensorMeta) else {"const": meta[1]}]
-            for index, meta in input_meta]
+    return [
+        [
+            index,
+            {"shape": as_json(meta.shape), "dtype": meta.dtype}
+            if isinstance(meta, TensorMeta)
+            else {"const": meta[1]},
+        ]
+        for index, meta in input_meta
+    ]
 
 
 def _shapes_json(shapes: ShapeSpec) -> dict:
-    return {"ranges": as_json(shapes.ranges), "guards": as_json(shapes.guards),
-            "fixed": as_json(shapes.fixed), "static": shapes.static,
-            "first_only": shapes.first_only}
+    return {
+        "ranges": as_json(shapes.ranges),
+        "guards": as_json(shapes.guards),
+        "fixed": as_json(shapes.fixed),
+        "static": shapes.static,
+        "first_only": shapes.first_only,
+    }
 
 
 class ExportedArtifact:
@@ -271,34 +309,47 @@ class ExportedArtifact:
           ValueError: a shape the captured program cannot take (naming the input,
             the dimension and the constraint), as ``apply`` refuses it.
         """
-        leaves = flatten((tuple(inputs), dict(kwargs)), self.in_tree,
-                         f"{self.class_name} inputs", [])
+        leaves = flatten(
+            (tuple(inputs), dict(kwargs)), self.in_tree, f"{self.class_name} inputs", []
+        )
         exported, input_meta = self._program_for(leaves)
         tensors = []
         for index, meta in input_meta:
             if isinstance(meta, TensorMeta):
-                value = np.asarray(leaves[index]) if not hasattr(leaves[index], "dtype") else (
-                    leaves[index])
+                value = (
+                    np.asarray(leaves[index])
+                    if not hasattr(leaves[index], "dtype")
+                    else (leaves[index])
+                )
                 if np.dtype(value.dtype) != np.dtype(jax.dtypes.canonicalize_dtype(meta.dtype)):
-                    raise TypeError(f"{self.class_name}: input {index} has dtype "
-                                    f"{np.dtype(value.dtype).name}, the artifact takes "
-                                    f"{meta.dtype}.")
+                    raise TypeError(
+                        f"{self.class_name}: input {index} has dtype "
+                        f"{np.dtype(value.dtype).name}, the artifact takes "
+                        f"{meta.dtype}."
+                    )
                 tensors.append(value)
             elif leaves[index] != meta[1]:
-                raise ValueError(f"{self.class_name}: input {index} is {leaves[index]!r}; the "
-                                 f"program was captured for {meta[1]!r}.")
+                raise ValueError(
+                    f"{self.class_name}: input {index} is {leaves[index]!r}; the "
+                    f"program was captured for {meta[1]!r}."
+                )
         if self.train and self.random and key is None:
-            raise ValueError(f"{self.class_name}: this artifact runs the training-mode "
-                             "forward, which draws random numbers: pass `key=`.")
+            raise ValueError(
+                f"{self.class_name}: this artifact runs the training-mode "
+                "forward, which draws random numbers: pass `key=`."
+            )
         if key is None:
             key_data = np.zeros(2, np.uint32)
         elif jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
             key_data = jax.random.key_data(key)
         else:
             key_data = key
-        output, new_buffers = exported.call(self.params if params is None else params,
-                                            self.buffers if buffers is None else buffers,
-                                            np.asarray(key_data, np.uint32), *tensors)
+        output, new_buffers = exported.call(
+            self.params if params is None else params,
+            self.buffers if buffers is None else buffers,
+            np.asarray(key_data, np.uint32),
+            *tensors,
+        )
         return (output, new_buffers) if self.train else output
 
     def _program_for(self, leaves):
@@ -322,35 +373,53 @@ def load_exported(path) -> ExportedArtifact:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as error:
-        raise ValueError(f"load_exported: {path!s} is not a jaxgrad exported artifact "
-                         f"({type(error).__name__}: {error}); write one with "
-                         "`jaxgrad.nn.save_exported`.") from error
+        raise ValueError(
+            f"load_exported: {path!s} is not a jaxgrad exported artifact "
+            f"({type(error).__name__}: {error}); write one with "
+            "`jaxgrad.nn.save_exported`."
+        ) from error
     with archive:
         try:
             meta = json.loads(archive.read("meta.json"))
         except (KeyError, ValueError) as error:
-            raise ValueError(f"load_exported: {path!s} has no readable meta.json ({error}): "
-                             "not a jaxgrad exported artifact.") from error
+            raise ValueError(
+                f"load_exported: {path!s} has no readable meta.json ({error}): "
+                "not a jaxgrad exported artifact."
+            ) from error
         if meta.get("format") != FORMAT:
-            raise ValueError(f"load_exported: {path!s} is of format {meta.get('format')!r}; "
-                             f"this jaxgrad reads {FORMAT!r}.")
+            raise ValueError(
+                f"load_exported: {path!s} is of format {meta.get('format')!r}; "
+                f"this jaxgrad reads {FORMAT!r}."
+            )
         weights = {}
         for number, name in enumerate(meta["weights"]):
-            weights[name] = np.load(io.BytesIO(archive.read(f"weights/{number}.npy")),
-                                    allow_pickle=False)
+            weights[name] = np.load(
+                io.BytesIO(archive.read(f"weights/{number}.npy")), allow_pickle=False
+            )
         wide = [n for n, v in weights.items() if v.dtype.itemsize == 8 and v.dtype.kind in "fiu"]
         if wide and not jax.config.jax_enable_x64:
             raise ValueError(
                 f"load_exported: {path!s} holds 64-bit weights ({wide[0]}, ...): enable "
-                "them first, `jax.config.update(\"jax_enable_x64\", True)`.")
+                'them first, `jax.config.update("jax_enable_x64", True)`.'
+            )
         programs = []
         for program in meta["programs"]:
             exported = jax.export.deserialize(bytearray(archive.read(program["file"])))
             input_meta = tuple(
-                (index, TensorMeta(from_json(item["shape"]), item["dtype"]) if "shape" in item
-                 else ("const", item["const"])) for index, item in program["input_meta"])
-            shapes = ShapeSpec(**{k: from_json(v) if k not in ("static", "first_only") else v
-                                  for k, v in program["shapes"].items()})
+                (
+                    index,
+                    TensorMeta(from_json(item["shape"]), item["dtype"])
+                    if "shape" in item
+                    else ("const", item["const"]),
+                )
+                for index, item in program["input_meta"]
+            )
+            shapes = ShapeSpec(
+                **{
+                    k: from_json(v) if k not in ("static", "first_only") else v
+                    for k, v in program["shapes"].items()
+                }
+            )
             programs.append((exported, input_meta, shapes))
     return ExportedArtifact(meta, programs, weights)
 

@@ -36,9 +36,17 @@ from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn import aten
 from jaxgrad.nn.capture import export_autograd
 from jaxgrad.nn.capture import layers as converters
+from jaxgrad.nn.capture.program import (
+    SYM_OPS,
+    Constants,
+    ExportedModule,
+    FunctionSpec,
+    OpNode,
+    Program,
+    TensorMeta,
+    UserRule,
+)
 from jaxgrad.nn.capture.refs import Ref
-from jaxgrad.nn.capture.program import (SYM_OPS, Constants, ExportedModule, FunctionSpec,
-                                        OpNode, Program, TensorMeta, UserRule)
 from jaxgrad.nn.capture.shapes import ShapeSpec, SymDim, is_symbolic, symbols
 
 
@@ -98,10 +106,24 @@ def sym_expr(expr):
     args = expr.args
     if isinstance(expr, sympy.Pow) and args[1].is_Integer and int(args[1]) >= 0:
         return ("pow", sym_expr(args[0]), int(args[1]))
-    ops = {"Add": "add", "Mul": "mul", "FloorDiv": "floordiv", "Mod": "mod",
-           "PythonMod": "mod", "Max": "max", "Min": "min", "Equality": "eq",
-           "Unequality": "ne", "GreaterThan": "ge", "StrictGreaterThan": "gt",
-           "LessThan": "le", "StrictLessThan": "lt", "And": "and", "Or": "or", "Not": "not"}
+    ops = {
+        "Add": "add",
+        "Mul": "mul",
+        "FloorDiv": "floordiv",
+        "Mod": "mod",
+        "PythonMod": "mod",
+        "Max": "max",
+        "Min": "min",
+        "Equality": "eq",
+        "Unequality": "ne",
+        "GreaterThan": "ge",
+        "StrictGreaterThan": "gt",
+        "LessThan": "le",
+        "StrictLessThan": "lt",
+        "And": "and",
+        "Or": "or",
+        "Not": "not",
+    }
     if name in ops:
         return (ops[name], *(sym_expr(a) for a in args))
     if name in ("CeilToInt", "FloorToInt") and type(args[0]).__name__ == "IntTrueDiv":
@@ -147,7 +169,8 @@ def module_path(node) -> str:
 _NO_OPS = {
     # shape and value assertions torch already checked on the example
     "aten._assert_tensor_metadata.default",
-    "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
+    "aten.sym_constrain_range_for_size.default",
+    "aten.sym_constrain_range.default",
     "aten._assert_async.msg",
 }
 
@@ -177,14 +200,13 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
             continue
         if node.name in divisions:  # math.ceil(a / b) of sizes: -(-a // b), exact for ints
             where = child_path_of(path, module_path(node))
-            args = _argument(tuple(divisions[node.name].args), lambda: node.name)
+            args = _argument(tuple(divisions[node.name].args), lambda: node.name)  # noqa: B023
             nodes.append(OpNode(node.name, "sym.ceildiv", args, (), where, None, None))
             continue
         where = child_path_of(path, module_path(node))
 
         def describe(node=node, where=where):
-            return (f"node {node.name!r} ({node.op} {node.target}) in {class_name} "
-                    f"{_where(where)}")
+            return f"node {node.name!r} ({node.op} {node.target}) in {class_name} {_where(where)}"
 
         if node.op != "call_function":
             raise ValueError(
@@ -218,8 +240,10 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
                 )
         name = target.split(".")[1] if target.startswith("aten.") else ""
         if name.endswith("_") and not name.startswith("_"):
-            raise ValueError(f"from_torch: {describe()}: an in-place op survived "
-                             "functionalisation; this program cannot be reproduced purely.")
+            raise ValueError(
+                f"from_torch: {describe()}: an in-place op survived "
+                "functionalisation; this program cannot be reproduced purely."
+            )
         try:
             args = _argument(tuple(node.args), describe)
             kwargs = tuple((k, _argument(v, describe)) for k, v in node.kwargs.items())
@@ -257,8 +281,11 @@ def _dead(graph_nodes) -> set:
         op = aten.lookup(target) if target != "getitem" else None
         if "assert" in target:  # a check (torch's _assert_scalar on sizes) is never dead
             live.add(node.name)
-        elif target == "getitem" or target in SYM_OPS or (
-                op is not None and op.sample is None and not target.startswith("jaxgrad")):
+        elif (
+            target == "getitem"
+            or target in SYM_OPS
+            or (op is not None and op.sample is None and not target.startswith("jaxgrad"))
+        ):
             dead.add(node.name)
         else:
             live.add(node.name)
@@ -274,8 +301,11 @@ def _ceil_divisions(graph_nodes) -> dict:
         if node.op != "call_function" or _target(node) != "sym.ceil" or len(node.args) != 1:
             continue
         division = node.args[0]
-        if (getattr(division, "op", None) == "call_function" and _target(division) ==
-                "sym.truediv" and len(division.users) == 1):
+        if (
+            getattr(division, "op", None) == "call_function"
+            and _target(division) == "sym.truediv"
+            and len(division.users) == 1
+        ):
             found[node.name] = division
     return found
 
@@ -284,7 +314,8 @@ def _target(node) -> str:
     """The table's name of an fx ``call_function`` node's target."""
     target = "getitem" if node.target is operator.getitem else str(node.target)
     if getattr(node.target, "__module__", None) in ("_operator", "torch", "math") and (
-            f"sym.{node.target.__name__}" in SYM_OPS):
+        f"sym.{node.target.__name__}" in SYM_OPS
+    ):
         target = f"sym.{node.target.__name__}"  # arithmetic on symbolic sizes
     return target
 
@@ -306,24 +337,35 @@ def tree_of(spec, describe) -> tuple:
     children = tuple(tree_of(child, describe) for child in spec.children())
     if kind is type(None):
         return ("none",)
-    if kind is tuple or (isinstance(kind, type) and issubclass(kind, tuple)
-                         and not hasattr(kind, "_fields")):
+    if kind is tuple or (
+        isinstance(kind, type) and issubclass(kind, tuple) and not hasattr(kind, "_fields")
+    ):
         return ("tuple", children)
     if kind is list:
         return ("list", children)
     if hasattr(kind, "_fields"):  # a namedtuple: a tuple of its fields
         return ("tuple", children)
     context = spec.context
-    if kind is dict or (isinstance(context, (list, tuple)) and all(isinstance(k, str)
-                                                                  for k in context)):
+    if kind is dict or (
+        isinstance(context, (list, tuple)) and all(isinstance(k, str) for k in context)
+    ):
         return ("dict", tuple(context), children)
-    raise ValueError(f"from_torch: {describe()}: unsupported container {kind.__name__} "
-                     "(supported: tuples, lists, dicts, None, Hugging Face ModelOutputs).")
+    raise ValueError(
+        f"from_torch: {describe()}: unsupported container {kind.__name__} "
+        "(supported: tuples, lists, dicts, None, Hugging Face ModelOutputs)."
+    )
 
 
 # ------------------------------------------------------------------ capture
-def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
-             frozen: set = frozenset(), specs: dict | None = None):
+def _program(
+    ep,
+    class_name: str,
+    path: str,
+    persistent: set,
+    aliases: dict,
+    frozen: set = frozenset(),
+    specs: dict | None = None,
+):
     """One mode's ``Program``, its constants and its input description; ``frozen``:
     parameters the forward freezes; ``specs``: captured Functions, by call."""
     specs = {} if specs is None else specs
@@ -348,8 +390,9 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
                 try:
                     meta = _meta(placeholders[name].meta.get("val"))
                 except _Dynamic as dynamic:
-                    raise DynamicShapeError(f"from_torch: input {name!r} of {class_name} has "
-                                            f"{dynamic}.") from None
+                    raise DynamicShapeError(
+                        f"from_torch: input {name!r} of {class_name} has {dynamic}."
+                    ) from None
                 input_meta.append((user_index, meta))
                 inputs.append((name, "input", user_index))
                 if is_symbolic(meta.shape):
@@ -360,12 +403,16 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
                     inputs.append((name, "input", user_index))
             user_index += 1
         else:
-            raise ValueError(f"from_torch: {class_name} {_where(path)}: unsupported program "
-                             f"input {spec.arg.name!r} of kind {spec.kind.name}.")
+            raise ValueError(
+                f"from_torch: {class_name} {_where(path)}: unsupported program "
+                f"input {spec.arg.name!r} of kind {spec.kind.name}."
+            )
     outputs, buffer_updates = [], []
     for spec in sig.output_specs:
         arg = spec.arg
-        value = Ref(arg.name) if type(arg).__name__ == "TensorArgument" else getattr(arg, "value", None)
+        value = (
+            Ref(arg.name) if type(arg).__name__ == "TensorArgument" else getattr(arg, "value", None)
+        )
         if spec.kind == OutputKind.USER_OUTPUT:
             outputs.append(value)
         elif spec.kind == OutputKind.BUFFER_MUTATION:
@@ -377,9 +424,10 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
                 )
             buffer_updates.append((aliases.get(spec.target, spec.target), value))
         else:
-            what = {"USER_INPUT_MUTATION": "writes its input in place",
-                    "PARAMETER_MUTATION": "writes a parameter in place"}.get(spec.kind.name,
-                                                                            spec.kind.name)
+            what = {
+                "USER_INPUT_MUTATION": "writes its input in place",
+                "PARAMETER_MUTATION": "writes a parameter in place",
+            }.get(spec.kind.name, spec.kind.name)
             raise ValueError(
                 f"from_torch: {class_name} {_where(path)} {what} (output {arg.name!r}, "
                 f"{spec.target!r}); a pure function cannot reproduce that side effect. Write "
@@ -388,8 +436,9 @@ def _program(ep, class_name: str, path: str, persistent: set, aliases: dict,
     nodes = build_nodes(ep.graph.nodes, placeholders, class_name=class_name, path=path)
     nodes = _with_function_specs(nodes, ep, class_name, path, specs)
     out_tree = tree_of(ep.call_spec.out_spec, lambda: f"the output of {class_name}")
-    program = Program(tuple(inputs), nodes, tuple(outputs), out_tree, tuple(buffer_updates),
-                      tuple(dims))
+    program = Program(
+        tuple(inputs), nodes, tuple(outputs), out_tree, tuple(buffer_updates), tuple(dims)
+    )
     return _freeze(program, frozen), constants, tuple(input_meta)
 
 
@@ -398,13 +447,18 @@ def _freeze(program: Program, frozen: set) -> Program:
     """Every read of a parameter in ``frozen`` (the forward called
     ``requires_grad_(False)`` on it: torch gives it no gradient) goes through a
     stop-gradient."""
-    placeholders = {name: target for name, kind, target in program.inputs
-                    if kind == "param" and target in frozen}
+    placeholders = {
+        name: target
+        for name, kind, target in program.inputs
+        if kind == "param" and target in frozen
+    }
     if not placeholders:
         return program
     renames = {name: f"{name}__frozen" for name in placeholders}
-    cuts = tuple(OpNode(renames[name], "jaxgrad.stop_gradient.default", (Ref(name),), (), "",
-                        None) for name in placeholders)
+    cuts = tuple(
+        OpNode(renames[name], "jaxgrad.stop_gradient.default", (Ref(name),), (), "", None)
+        for name in placeholders
+    )
 
     def rename(value):
         if isinstance(value, Ref):
@@ -413,12 +467,16 @@ def _freeze(program: Program, frozen: set) -> Program:
             return tuple(rename(v) for v in value)
         return value
 
-    nodes = tuple(dataclasses.replace(node, args=rename(node.args), kwargs=rename(node.kwargs))
-                  for node in program.nodes)
-    return dataclasses.replace(program, nodes=cuts + nodes,
-                               outputs=tuple(rename(o) for o in program.outputs),
-                               buffer_updates=tuple((b, rename(r))
-                                                    for b, r in program.buffer_updates))
+    nodes = tuple(
+        dataclasses.replace(node, args=rename(node.args), kwargs=rename(node.kwargs))
+        for node in program.nodes
+    )
+    return dataclasses.replace(
+        program,
+        nodes=cuts + nodes,
+        outputs=tuple(rename(o) for o in program.outputs),
+        buffer_updates=tuple((b, rename(r)) for b, r in program.buffer_updates),
+    )
 
 
 def _with_function_specs(nodes, ep, class_name, path, specs: dict) -> tuple:
@@ -435,11 +493,19 @@ def _with_function_specs(nodes, ep, class_name, path, specs: dict) -> tuple:
         call = export_autograd.call_of(call_id)
         metas = tuple(_meta(graph_nodes[ref.name].meta.get("val")) for ref in refs)
         examples = tuple(_example_meta(graph_nodes[ref.name].meta.get("val")) for ref in refs)
-        other = tuple((i, _argument(a, lambda: call.name)) for i, a in enumerate(call.args)
-                      if i not in call.tensor_positions)
-        key = (call.cls, metas, other, tuple(sorted(call.kwargs.items())) if all(
-            isinstance(v, (int, float, bool, str, type(None))) for v in call.kwargs.values())
-               else id(call))
+        other = tuple(
+            (i, _argument(a, lambda: call.name))  # noqa: B023
+            for i, a in enumerate(call.args)
+            if i not in call.tensor_positions
+        )
+        key = (
+            call.cls,
+            metas,
+            other,
+            tuple(sorted(call.kwargs.items()))
+            if all(isinstance(v, (int, float, bool, str, type(None))) for v in call.kwargs.values())
+            else id(call),
+        )
         if key not in specs:
             where = child_path_of(path, node.path)
             if call.name in aten._autograd.FUNCTIONS:
@@ -447,12 +513,18 @@ def _with_function_specs(nodes, ep, class_name, path, specs: dict) -> tuple:
                     raise ValueError(
                         f"from_torch: the custom autograd.Function {call.name} {_where(where)} "
                         "is called with keyword arguments; a registered rule takes positional "
-                        "ones.")
+                        "ones."
+                    )
                 specs[key] = UserRule(call.name, other)
             else:
                 specs[key] = _capture_function(
-                    call, examples, _example_meta(graph_nodes[node.name].meta.get("val")),
-                    class_name, where, dynamic=any(is_symbolic(m.shape) for m in metas))
+                    call,
+                    examples,
+                    _example_meta(graph_nodes[node.name].meta.get("val")),
+                    class_name,
+                    where,
+                    dynamic=any(is_symbolic(m.shape) for m in metas),
+                )
         result.append(dataclasses.replace(node, args=(refs, specs[key])))
     return tuple(result)
 
@@ -471,8 +543,7 @@ def _example_meta(value):
     return None
 
 
-def _capture_function(call, metas, output_meta, class_name, where,
-                      dynamic=False) -> FunctionSpec:
+def _capture_function(call, metas, output_meta, class_name, where, dynamic=False) -> FunctionSpec:
     """A custom ``autograd.Function``'s forward and its own backward, each captured
     on its own with ``torch.export`` at these input shapes (``metas``: the example's;
     ``dynamic``: every size kept symbolic, as the enclosing capture's are)."""
@@ -494,8 +565,9 @@ def _capture_function(call, metas, output_meta, class_name, where,
 
     class Forward(torch.nn.Module):
         def forward(self, *values):
-            return tuple(call.run_forward(list(values),
-                                          export_autograd._Ctx(call.needs_input_grad())))
+            return tuple(
+                call.run_forward(list(values), export_autograd._Ctx(call.needs_input_grad()))
+            )
 
     class Backward(torch.nn.Module):
         def forward(self, *values):
@@ -503,7 +575,8 @@ def _capture_function(call, metas, output_meta, class_name, where,
             ctx = export_autograd._Ctx(call.needs_input_grad())
             outs = call.run_forward(inputs, ctx)
             record["non_differentiable"] = tuple(
-                i for i, out in enumerate(outs) if any(out is t for t in ctx.non_differentiable))
+                i for i, out in enumerate(outs) if any(out is t for t in ctx.non_differentiable)
+            )
             result = call.cls.backward(ctx, *grads_in)
             result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
             grads_out = []
@@ -520,14 +593,18 @@ def _capture_function(call, metas, output_meta, class_name, where,
                 # `.data` read as detach(), a Function the Function calls captured in turn
                 with export_autograd.during_export(wrapper, set(), problems):
                     exported = torch.export.export(
-                        wrapper, tuple(args), strict=False,
-                        dynamic_shapes=auto_dims(wrapper, args, {}) if dynamic else None)
+                        wrapper,
+                        tuple(args),
+                        strict=False,
+                        dynamic_shapes=auto_dims(wrapper, args, {}) if dynamic else None,
+                    )
                 exported = exported.run_decompositions(decompositions())
             program, constants, _ = _program(exported, call.name, "", set(), {}, set(), {})
         except Exception as error:  # noqa: BLE001 - reported, named, below
             text = str(error).strip().split("\n")[0][:300]
-            raise _Unreproducible(f"its {part} cannot be captured ({type(error).__name__}: "
-                                  f"{text})") from error
+            raise _Unreproducible(
+                f"its {part} cannot be captured ({type(error).__name__}: {text})"
+            ) from error
         if problems:
             raise _Unreproducible(f"in its {part}, {'; '.join(problems)}")
         if program.random_nodes():
@@ -539,8 +616,10 @@ def _capture_function(call, metas, output_meta, class_name, where,
         backward, backward_constants = program_of(Backward(), tensors + grads, "backward")
     except _Unreproducible as reason:
         if dynamic:  # perhaps at the example's shapes: the enclosing capture tries those
-            raise DynamicShapeError(f"from_torch: the custom autograd.Function {call.name} "
-                                    f"cannot be captured with dynamic sizes: {reason}") from None
+            raise DynamicShapeError(
+                f"from_torch: the custom autograd.Function {call.name} "
+                f"cannot be captured with dynamic sizes: {reason}"
+            ) from None
         raise ValueError(
             f"from_torch: the custom autograd.Function {call.name} called {_where(where)} in "
             f"{class_name} cannot be reproduced: {reason}. jaxgrad honours a Function's own "
@@ -549,9 +628,14 @@ def _capture_function(call, metas, output_meta, class_name, where,
             f"`jaxgrad.nn.register_autograd_function({call.name!r}, fn)`, fn taking the "
             "Function's tensor arguments (a jax.custom_vjp for your own backward)."
         ) from reason.__cause__
-    return FunctionSpec(call.name, forward, backward,
-                        {"forward": forward_constants, "backward": backward_constants},
-                        tuple(outputs), record.get("non_differentiable", ()))
+    return FunctionSpec(
+        call.name,
+        forward,
+        backward,
+        {"forward": forward_constants, "backward": backward_constants},
+        tuple(outputs),
+        record.get("non_differentiable", ()),
+    )
 
 
 @contextlib.contextmanager
@@ -593,14 +677,31 @@ def decompositions():
     aten_ops = torch.ops.aten
     table = torch.export.default_decompositions()
 
-    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-             enable_gqa=False):
+    def sdpa(
+        query,
+        key,
+        value,
+        attn_mask=None,
+        dropout_p=0.0,
+        is_causal=False,
+        scale=None,
+        enable_gqa=False,
+    ):
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(
-                attn_mask.logical_not(), float("-inf"))
+                attn_mask.logical_not(), float("-inf")
+            )
         return aten_ops._scaled_dot_product_attention_math(
-            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
-            enable_gqa=enable_gqa)[0]
+            query,
+            key,
+            value,
+            attn_mask,
+            dropout_p,
+            is_causal,
+            None,
+            scale=scale,
+            enable_gqa=enable_gqa,
+        )[0]
 
     table[aten_ops.scaled_dot_product_attention.default] = sdpa
     # torch draws `bernoulli(probs)` as one op (0/1 values); decomposed, it would become
@@ -619,8 +720,12 @@ def decompositions():
     # xlogy's d/dx log(y) at x = 0 (decomposed: 0), std's 0 on a constant row and
     # sinc's 0 at 0 (decomposed: 0·inf = NaN), hardswish's 0 at -3 and 1 at 3
     # (decomposed: the clamp passes its bounds): keep them whole
-    for op in (aten_ops.xlogy.Tensor, aten_ops.std.correction, aten_ops.sinc.default,
-               aten_ops.hardswish.default):
+    for op in (
+        aten_ops.xlogy.Tensor,
+        aten_ops.std.correction,
+        aten_ops.sinc.default,
+        aten_ops.hardswish.default,
+    ):
         table.pop(op, None)
     return table
 
@@ -637,13 +742,21 @@ def auto_dims(module, args, kwargs, axes: str = "auto"):
     for leaf in torch.utils._pytree.tree_leaves((tuple(args), dict(kwargs))):
         if isinstance(leaf, torch.Tensor):
             shape = leaf.shape[:1] if axes == "batch" else leaf.shape
-            collection[leaf] = {axis: Dim.AUTO for axis, size in enumerate(shape)
-                                if size >= 2}
+            collection[leaf] = {axis: Dim.AUTO for axis, size in enumerate(shape) if size >= 2}
     return collection.dynamic_shapes(module, tuple(args), dict(kwargs))
 
 
-def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=None,
-            frozen=None, dynamic_shapes=None):
+def _export(
+    module,
+    args,
+    kwargs,
+    train: bool,
+    class_name: str,
+    path: str,
+    seed=None,
+    frozen=None,
+    dynamic_shapes=None,
+):
     """One mode's program, decomposed; autograd written in the forward marked first
     (``export_autograd``). ``frozen`` receives the parameters the forward freezes;
     ``dynamic_shapes`` goes to ``torch.export`` as is (a failure is then a
@@ -659,11 +772,13 @@ def _export(module, args, kwargs, train: bool, class_name: str, path: str, seed=
             # torch's own pytree code warns about its own deprecated LeafSpec
             warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
             with export_autograd.during_export(module, frozen, problems):
-                exported = torch.export.export(module, tuple(args), dict(kwargs), strict=False,
-                                               dynamic_shapes=dynamic_shapes)
+                exported = torch.export.export(
+                    module, tuple(args), dict(kwargs), strict=False, dynamic_shapes=dynamic_shapes
+                )
             if not problems:
                 export_autograd.mark_autograd(
-                    exported, lambda: f"{class_name} {_where(path)} in {mode} mode")
+                    exported, lambda: f"{class_name} {_where(path)} in {mode} mode"
+                )
                 return exported.run_decompositions(decompositions())
     except Exception as error:  # torch's own messages say what it could not follow
         if isinstance(error, ValueError) and str(error).startswith("from_torch:"):
@@ -689,11 +804,13 @@ def _data_dependent_hint(error) -> str:
     """What to do about a shape or a loop that depends on tensor values."""
     if "DataDependent" not in type(error).__name__ and "data-dependent" not in str(error):
         return ""
-    return (" Here the forward's shapes or loop count depend on tensor values (a loop over "
-            "`nonzero()`, `torch.where(mask)` indices): a static-shape program cannot hold "
-            "that. A mixture-of-experts layer that runs only the experts its tokens chose is "
-            "such a forward; compute every expert densely instead (Hugging Face models: "
-            "`experts_implementation=\"batched_mm\"` in the config, which converts).")
+    return (
+        " Here the forward's shapes or loop count depend on tensor values (a loop over "
+        "`nonzero()`, `torch.where(mask)` indices): a static-shape program cannot hold "
+        "that. A mixture-of-experts layer that runs only the experts its tokens chose is "
+        "such a forward; compute every expert densely instead (Hugging Face models: "
+        '`experts_implementation="batched_mm"` in the config, which converts).'
+    )
 
 
 def _state_names(module):
@@ -729,7 +846,11 @@ def _known_layers(module, param_names: set) -> tuple:
     layers = []
     for name, child in module.named_modules():
         cls = converters.torch_class_name(child)
-        if cls is None or cls == "Sequential" or not any(True for _ in child.parameters(recurse=False)):
+        if (
+            cls is None
+            or cls == "Sequential"
+            or not any(True for _ in child.parameters(recurse=False))
+        ):
             continue
         try:
             layer = converters.convert_layer(child, name)
@@ -737,8 +858,9 @@ def _known_layers(module, param_names: set) -> tuple:
         except Exception:  # noqa: BLE001 - only for init: a layer we cannot build draws zeros
             continue
         own = {f"{name}.{k}" if name else k: tuple(v.shape) for k, v in shapes.items()}
-        expected = {f"{name}.{k}" if name else k: tuple(p.shape)
-                    for k, p in child.named_parameters()}
+        expected = {
+            f"{name}.{k}" if name else k: tuple(p.shape) for k, p in child.named_parameters()
+        }
         if own == expected and set(own) <= param_names:
             layers.append((name, layer))
     return tuple(layers)
@@ -748,8 +870,9 @@ def _baked_randomness(module, args, kwargs, constants, class_name, path, dynamic
     """Names of training-mode constants that change with the global seeds."""
     import torch  # noqa: F401 - _export needs it
 
-    again = _export(module, args, kwargs, True, class_name, path, seed=12345,
-                    dynamic_shapes=dynamic_shapes)
+    again = _export(
+        module, args, kwargs, True, class_name, path, seed=12345, dynamic_shapes=dynamic_shapes
+    )
     changed = []
     for name, value in constants.items():
         other = again.constants.get(name)
@@ -761,8 +884,15 @@ def _baked_randomness(module, args, kwargs, constants, class_name, path, dynamic
     return changed
 
 
-def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
-            dynamic_shapes="auto", batch_one: bool = False) -> ExportedModule:
+def capture(
+    module,
+    args=(),
+    kwargs=None,
+    path: str = "",
+    frozen=(),
+    dynamic_shapes="auto",
+    batch_one: bool = False,
+) -> ExportedModule:
     """Capture ``module``'s two modes with ``torch.export`` and map them to JAX.
 
     Args:
@@ -797,24 +927,49 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
     axes = dynamic_shapes  # a string is 'auto' or 'batch' (from_torch checks it) if isinstance(dynamic_shapes, str) else None
     auto = axes is not None
     if dynamic_shapes is None:
-        model = _capture(module, args, kwargs, path, frozen, None,
-                         "`dynamic_shapes=None` asked for the example's shapes")
+        model = _capture(
+            module,
+            args,
+            kwargs,
+            path,
+            frozen,
+            None,
+            "`dynamic_shapes=None` asked for the example's shapes",
+        )
     else:
         try:
-            model = _capture(module, args, kwargs, path, frozen,
-                             auto_dims(module, args, kwargs, axes) if auto else dynamic_shapes,
-                             "")
+            model = _capture(
+                module,
+                args,
+                kwargs,
+                path,
+                frozen,
+                auto_dims(module, args, kwargs, axes) if auto else dynamic_shapes,
+                "",
+            )
         except DynamicShapeError as error:
             if not auto:
                 raise
             reason = str(error).removeprefix("from_torch: ").split(". ")[0][:300]
-            model = _capture(module, args, kwargs, path, frozen, None,
-                             f"torch.export could not keep its sizes dynamic ({reason})")
+            model = _capture(
+                module,
+                args,
+                kwargs,
+                path,
+                frozen,
+                None,
+                f"torch.export could not keep its sizes dynamic ({reason})",
+            )
     if axes == "batch" and not model.shapes.static:
-        model = dataclasses.replace(model, shapes=dataclasses.replace(
-            model.shapes, first_only="`dynamic_shapes='batch'` kept only each input's first "
-            "size dynamic; convert with dynamic_shapes='auto' to let torch keep this one "
-            "dynamic too"))
+        model = dataclasses.replace(
+            model,
+            shapes=dataclasses.replace(
+                model.shapes,
+                first_only="`dynamic_shapes='batch'` kept only each input's first "
+                "size dynamic; convert with dynamic_shapes='auto' to let torch keep this one "
+                "dynamic too",
+            ),
+        )
     if batch_one and not model.shapes.static:
         one = _batch_of_one(args, kwargs)
         try:
@@ -824,9 +979,16 @@ def capture(module, args=(), kwargs=None, path: str = "", frozen=(),
             # value per channel): the batch-1 program is then evaluation mode only, and
             # apply(train=True) at batch 1 refuses with torch's reason, as torch does
             try:
-                variant = _capture(module, one[0], one[1], path, frozen,
-                                   auto_dims(module, *one, axes) if auto else dynamic_shapes, "",
-                                   modes=(False,))
+                variant = _capture(
+                    module,
+                    one[0],
+                    one[1],
+                    path,
+                    frozen,
+                    auto_dims(module, *one, axes) if auto else dynamic_shapes,
+                    "",
+                    modes=(False,),
+                )
             except (ValueError, DynamicShapeError):
                 raise error from None
             reason = str(error).removeprefix("from_torch: ").split("\n")[0][:400]
@@ -847,14 +1009,16 @@ def _batch_of_one(args, kwargs):
     return torch.utils._pytree.tree_map(first, (tuple(args), dict(kwargs)))
 
 
-def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static,
-             modes=(True, False)) -> ExportedModule:
+def _capture(
+    module, args, kwargs, path, frozen, dynamic_shapes, static, modes=(True, False)
+) -> ExportedModule:
     """``capture`` with torch's ``dynamic_shapes`` (or None, ``static`` saying why);
     ``modes=(False,)``: the evaluation program alone (for training too)."""
     class_name = type(module).__name__
     params, buffers, aliases, order = _state_names(module)
-    persistent = {name for name, _ in buffers} | {a for a in aliases if a not in
-                                                   {n for n, _ in params}}
+    persistent = {name for name, _ in buffers} | {
+        a for a in aliases if a not in {n for n, _ in params}
+    }
     flags = {name: child.training for name, child in module.named_modules(remove_duplicate=False)}
     module_buffers = {name for name, _ in module.named_buffers(remove_duplicate=False)}
     # frozen: parameters with requires_grad=False (and those the forward freezes)
@@ -862,21 +1026,31 @@ def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static,
     try:
         programs, constants, input_metas, shape_specs = {}, {}, {}, []
         for train in modes:
-            exported = _export(module, args, kwargs, train, class_name, path, frozen=frozen,
-                               dynamic_shapes=dynamic_shapes)
+            exported = _export(
+                module,
+                args,
+                kwargs,
+                train,
+                class_name,
+                path,
+                frozen=frozen,
+                dynamic_shapes=dynamic_shapes,
+            )
             if train == modes[0]:
-                in_tree = tree_of(exported.call_spec.in_spec,
-                                  lambda: f"the inputs of {class_name}")
+                in_tree = tree_of(exported.call_spec.in_spec, lambda: f"the inputs of {class_name}")
             program, mode_constants, input_metas[train] = _program(
-                exported, class_name, path, persistent, aliases, frozen, specs)
+                exported, class_name, path, persistent, aliases, frozen, specs
+            )
             if dynamic_shapes is not None:
                 shape_specs.append(_shape_spec(exported))
             # a tensor the forward made (not a module's buffer) may hold a NumPy draw
-            made = {name: value for name, value in mode_constants.items()
-                    if name not in module_buffers}
+            made = {
+                name: value for name, value in mode_constants.items() if name not in module_buffers
+            }
             if train and made:
-                changed = _baked_randomness(module, args, kwargs, made, class_name, path,
-                                            dynamic_shapes)
+                changed = _baked_randomness(
+                    module, args, kwargs, made, class_name, path, dynamic_shapes
+                )
                 if changed:
                     raise ValueError(
                         f"from_torch: {class_name} {_where(path)} draws random numbers outside "
@@ -904,23 +1078,31 @@ def _capture(module, args, kwargs, path, frozen, dynamic_shapes, static,
         # the two modes' symbols (named after their sources) or fixed sizes differ
         raise DynamicShapeError(
             f"from_torch: {class_name}'s two modes take different input sizes "
-            f"({input_metas[True]} in training, {input_metas[False]} in evaluation).")
+            f"({input_metas[True]} in training, {input_metas[False]} in evaluation)."
+        )
     eval_program = programs[True] if programs[False] == programs[True] else programs[False]
     if shape_specs:
         shapes = ShapeSpec(
             ranges=tuple(sorted(set(shape_specs[0].ranges) | set(shape_specs[1].ranges))),
             guards=tuple(dict.fromkeys(shape_specs[0].guards + shape_specs[1].guards)),
             fixed=tuple(dict.fromkeys(shape_specs[0].fixed + shape_specs[1].fixed)),
-            example=tuple(sorted(set(shape_specs[0].example) | set(shape_specs[1].example))))
+            example=tuple(sorted(set(shape_specs[0].example) | set(shape_specs[1].example))),
+        )
     else:
         shapes = ShapeSpec(static=static)
     return ExportedModule(
-        class_name=class_name, train_program=programs[True], eval_program=eval_program,
-        in_tree=in_tree, input_meta=input_metas[True],
+        class_name=class_name,
+        train_program=programs[True],
+        eval_program=eval_program,
+        in_tree=in_tree,
+        input_meta=input_metas[True],
         params=tuple((n, _tensor_meta(t)) for n, t in params),
         buffers=tuple((n, _tensor_meta(t)) for n, t in buffers),
-        constants=Constants(constants), aliases=tuple(aliases.items()), order=tuple(order),
-        layers=_known_layers(module, {n for n, _ in params}), shapes=shapes,
+        constants=Constants(constants),
+        aliases=tuple(aliases.items()),
+        order=tuple(order),
+        layers=_known_layers(module, {n for n, _ in params}),
+        shapes=shapes,
     )
 
 
@@ -955,12 +1137,17 @@ def _shape_spec(exported) -> ShapeSpec:
         if getattr(value, "is_number", False):
             sloc = shape_env.replacements_slocs.get(symbol)
             fixed.append((str(symbol), _location(sloc) if sloc is not None else ""))
-    hints = (shape_env.backed_var_to_val if hasattr(shape_env, "backed_var_to_val")
-             else shape_env.var_to_val)  # torch >= 2.13 names it backed_var_to_val
-    example = tuple((str(symbol), int(value)) for symbol, value in hints.items()
-                    if str(symbol) in known)
-    return ShapeSpec(ranges=tuple(ranges), guards=tuple(guards), fixed=tuple(fixed),
-                     example=example)
+    hints = (
+        shape_env.backed_var_to_val
+        if hasattr(shape_env, "backed_var_to_val")
+        else shape_env.var_to_val
+    )  # torch >= 2.13 names it backed_var_to_val
+    example = tuple(
+        (str(symbol), int(value)) for symbol, value in hints.items() if str(symbol) in known
+    )
+    return ShapeSpec(
+        ranges=tuple(ranges), guards=tuple(guards), fixed=tuple(fixed), example=example
+    )
 
 
 def _location(sloc) -> str:
@@ -976,8 +1163,10 @@ def _location(sloc) -> str:
 
 
 def _rename_constant(program: Program, old: str, new: str) -> Program:
-    inputs = tuple((name, kind, new if kind == "constant" and target == old else target)
-                   for name, kind, target in program.inputs)
+    inputs = tuple(
+        (name, kind, new if kind == "constant" and target == old else target)
+        for name, kind, target in program.inputs
+    )
     return dataclasses.replace(program, inputs=inputs)
 
 

@@ -47,14 +47,15 @@ import os
 import sys
 from typing import Any
 
-_CALLS: dict[int, "Call"] = {}
+_CALLS: dict[int, Call] = {}
 _COUNTER = itertools.count()
 # torch's own Functions whose backward is the autodiff of their forward, and how to run
 # the forward they wrap: reentrant checkpointing runs `run_function` under no_grad and
 # recomputes it with grad enabled in its backward, i.e. the plain function's gradient
 AUTODIFF_FUNCTIONS = {
-    "torch.utils.checkpoint.CheckpointFunction":
-        lambda run_function, preserve_rng_state, *args: run_function(*args),
+    "torch.utils.checkpoint.CheckpointFunction": lambda run_function, preserve_rng_state, *args: (
+        run_function(*args)
+    ),
 }
 _REGISTERED = False
 
@@ -78,14 +79,19 @@ def _ops():
     def autograd_function(inputs, call):
         return [out.clone() for out in _CALLS[call].forward(inputs)]
 
-    stop = torch.library.custom_op("jaxgrad::stop_gradient", stop_gradient, mutates_args=(),
-                                   schema="(Tensor x) -> Tensor")
+    stop = torch.library.custom_op(
+        "jaxgrad::stop_gradient", stop_gradient, mutates_args=(), schema="(Tensor x) -> Tensor"
+    )
     stop.register_fake(lambda x: torch.empty_like(x))
-    function = torch.library.custom_op("jaxgrad::autograd_function", autograd_function,
-                                       mutates_args=(),
-                                       schema="(Tensor[] inputs, int call) -> Tensor[]")
-    function.register_fake(lambda inputs, call: [torch.empty_like(out) for out in
-                                                 _CALLS[call].forward(inputs)])
+    function = torch.library.custom_op(
+        "jaxgrad::autograd_function",
+        autograd_function,
+        mutates_args=(),
+        schema="(Tensor[] inputs, int call) -> Tensor[]",
+    )
+    function.register_fake(
+        lambda inputs, call: [torch.empty_like(out) for out in _CALLS[call].forward(inputs)]
+    )
     _REGISTERED = True
 
 
@@ -113,8 +119,10 @@ class _Ctx:
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors):
-        raise ValueError("its forward writes its input in place (`ctx.mark_dirty`), which a "
-                         "pure function cannot reproduce")
+        raise ValueError(
+            "its forward writes its input in place (`ctx.mark_dirty`), which a "
+            "pure function cannot reproduce"
+        )
 
 
 @dataclasses.dataclass
@@ -154,15 +162,19 @@ class Call:
         self.single = not isinstance(output, (tuple, list))
         if not all(isinstance(out, torch.Tensor) for out in outputs):
             kinds = [type(out).__name__ for out in outputs]
-            raise ValueError(f"its forward returns {kinds}; jaxgrad captures Functions whose "
-                             "forward returns a tensor or a tuple of tensors")
+            raise ValueError(
+                f"its forward returns {kinds}; jaxgrad captures Functions whose "
+                "forward returns a tensor or a tuple of tensors"
+            )
         return outputs
 
     def needs_input_grad(self):
         import torch
 
-        return tuple(isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
-                     for a in self.args)
+        return tuple(
+            isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex())
+            for a in self.args
+        )
 
     def forward(self, tensors):
         import torch
@@ -188,8 +200,7 @@ _MISSING = object()
 def patched(*replacements):
     """Set ``(owner, name, value)`` attributes for the duration, then put back exactly
     what was there (an inherited attribute is deleted again, not shadowed)."""
-    saved = [(owner, name, owner.__dict__.get(name, _MISSING))
-             for owner, name, _ in replacements]
+    saved = [(owner, name, owner.__dict__.get(name, _MISSING)) for owner, name, _ in replacements]
     try:
         for owner, name, value in replacements:
             setattr(owner, name, value)
@@ -223,12 +234,18 @@ def during_export(module, frozen: set, problems: list):
         if class_name_of(cls) in AUTODIFF_FUNCTIONS:
             return AUTODIFF_FUNCTIONS[class_name_of(cls)](*args, **kwargs)
         positions = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        nested = [i for i, a in enumerate(args) if isinstance(a, (list, tuple, dict)) and any(
-            isinstance(v, torch.Tensor) for v in (a.values() if isinstance(a, dict) else a))]
+        nested = [
+            i
+            for i, a in enumerate(args)
+            if isinstance(a, (list, tuple, dict))
+            and any(isinstance(v, torch.Tensor) for v in (a.values() if isinstance(a, dict) else a))
+        ]
         if nested or any(isinstance(v, torch.Tensor) for v in kwargs.values()):
-            problems.append(f"the custom autograd.Function {class_name_of(cls)} is called with "
-                            "tensors inside containers or as keywords; jaxgrad captures "
-                            "Functions called with tensors as positional arguments")
+            problems.append(
+                f"the custom autograd.Function {class_name_of(cls)} is called with "
+                "tensors inside containers or as keywords; jaxgrad captures "
+                "Functions called with tensors as positional arguments"
+            )
             return original_apply.__func__(cls, *args, **kwargs)
         call_id = next(_COUNTER)
         call = Call(cls, tuple(args), dict(kwargs), positions)
@@ -253,7 +270,8 @@ def during_export(module, frozen: set, problems: list):
             else:
                 problems.append(
                     "the forward calls `requires_grad_(False)` on a computed tensor (torch "
-                    "refuses it on a non-leaf: use `.detach()`)")
+                    "refuses it on a non-leaf: use `.detach()`)"
+                )
 
     def requires_grad_(self, requires_grad=True):
         freeze(self, requires_grad)
@@ -269,7 +287,8 @@ def during_export(module, frozen: set, problems: list):
                 "the forward registers a gradient hook on a tensor (`register_hook`), which "
                 "torch.export drops; jaxgrad does not reproduce tensor hooks: write the "
                 "gradient change as a custom autograd.Function, whose backward jaxgrad "
-                "captures")
+                "captures"
+            )
         return original_register_hook(self, hook)
 
     def enter(self):
@@ -282,24 +301,64 @@ def during_export(module, frozen: set, problems: list):
         no_grad = self.__dict__.pop("_jaxgrad_no_grad", None)
         return None if no_grad is None else no_grad.__exit__(*exc)
 
-    with patched(
+    with (
+        patched(
             (function_class, "apply", classmethod(apply)),
-            (torch.Tensor, "data", property(lambda self: self.detach(),
-                                            lambda self, value: original_data.__set__(self, value))),
+            (
+                torch.Tensor,
+                "data",
+                property(
+                    lambda self: self.detach(),
+                    lambda self, value: original_data.__set__(self, value),
+                ),
+            ),
             (torch.Tensor, "requires_grad_", requires_grad_),
-            (torch.Tensor, "requires_grad", property(
-                lambda self: original_requires_grad.__get__(self), set_requires_grad)),
+            (
+                torch.Tensor,
+                "requires_grad",
+                property(lambda self: original_requires_grad.__get__(self), set_requires_grad),
+            ),
             (torch.Tensor, "register_hook", register_hook),
-            (inference, "__enter__", enter), (inference, "__exit__", exit)), \
-            torch.enable_grad():
+            (inference, "__enter__", enter),
+            (inference, "__exit__", exit),
+        ),
+        torch.enable_grad(),
+    ):
         yield
 
 
 # views: an in-place write to one writes its base
-_VIEWS = {"view", "_unsafe_view", "alias", "select", "slice", "narrow", "expand", "permute",
-          "transpose", "t", "unsqueeze", "squeeze", "as_strided", "diagonal", "unfold",
-          "view_as", "reshape", "flatten", "unflatten", "movedim", "split", "chunk",
-          "unbind", "split_with_sizes", "detach", "expand_as", "swapaxes", "real", "imag"}
+_VIEWS = {
+    "view",
+    "_unsafe_view",
+    "alias",
+    "select",
+    "slice",
+    "narrow",
+    "expand",
+    "permute",
+    "transpose",
+    "t",
+    "unsqueeze",
+    "squeeze",
+    "as_strided",
+    "diagonal",
+    "unfold",
+    "view_as",
+    "reshape",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "split",
+    "chunk",
+    "unbind",
+    "split_with_sizes",
+    "detach",
+    "expand_as",
+    "swapaxes",
+    "real",
+    "imag",
+}
 
 
 def _overload_name(target) -> str:
@@ -319,8 +378,11 @@ def _writes_outside(subgraph, allowed: set) -> list[str]:
         if not (name.endswith("_") and not name.startswith("_")) or not node.args:
             continue
         base = node.args[0]
-        while getattr(base, "op", None) == "call_function" and _overload_name(
-                base.target).rstrip("_") in _VIEWS and base.args:
+        while (
+            getattr(base, "op", None) == "call_function"
+            and _overload_name(base.target).rstrip("_") in _VIEWS
+            and base.args
+        ):
             base = base.args[0]
         if getattr(base, "op", None) == "placeholder" and base.name not in allowed:
             found.append(f"{node.target} on {base.name}")
@@ -341,8 +403,11 @@ def mark_autograd(ep, describe) -> None:
     _ops()
     stop = torch.ops.jaxgrad.stop_gradient.default
     graph = ep.graph_module.graph
-    untracked = {spec.arg.name for spec in ep.graph_signature.input_specs
-                 if spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR)}
+    untracked = {
+        spec.arg.name
+        for spec in ep.graph_signature.input_specs
+        if spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+    }
     changed = False
     for node in list(graph.nodes):
         if node.op != "call_function":
@@ -358,8 +423,11 @@ def mark_autograd(ep, describe) -> None:
             continue
         body = getattr(ep.graph_module, submodule.target)
         region_inputs = [n for n in body.graph.nodes if n.op == "placeholder"]
-        allowed = {inner.name for inner, outer in zip(region_inputs, inputs)
-                   if getattr(outer, "name", None) in untracked}
+        allowed = {
+            inner.name
+            for inner, outer in zip(region_inputs, inputs)
+            if getattr(outer, "name", None) in untracked
+        }
         written = _writes_outside(body.graph, allowed)
         if written:
             raise ValueError(
@@ -371,15 +439,19 @@ def mark_autograd(ep, describe) -> None:
             )
         new_inputs = []
         for value in inputs:
-            if getattr(value, "op", None) is None or value.name in untracked or not isinstance(
-                    value.meta.get("val"), torch.Tensor):
+            if (
+                getattr(value, "op", None) is None
+                or value.name in untracked
+                or not isinstance(value.meta.get("val"), torch.Tensor)
+            ):
                 new_inputs.append(value)
                 continue
             with graph.inserting_before(node):
                 cut = graph.call_function(stop, (value,))
             cut.meta = dict(value.meta)
-            cut.meta.update({k: node.meta[k] for k in ("nn_module_stack", "stack_trace")
-                             if k in node.meta})
+            cut.meta.update(
+                {k: node.meta[k] for k in ("nn_module_stack", "stack_trace") if k in node.meta}
+            )
             new_inputs.append(cut)
         node.args = (enabled, submodule, *new_inputs)
         changed = True
@@ -405,6 +477,14 @@ def forget(call_ids) -> None:
         _CALLS.pop(call_id, None)
 
 
-__all__ = ["during_export", "patched", "mark_autograd", "Call", "call_of", "calls", "forget",
-           "is_function_call",
-           "class_name_of"]
+__all__ = [
+    "during_export",
+    "patched",
+    "mark_autograd",
+    "Call",
+    "call_of",
+    "calls",
+    "forget",
+    "is_function_call",
+    "class_name_of",
+]

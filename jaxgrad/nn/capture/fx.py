@@ -74,8 +74,11 @@ def _materialize(value, env):
     if isinstance(value, tuple):
         return tuple(_materialize(v, env) for v in value)
     if isinstance(value, SliceArg):
-        return slice(_materialize(value.start, env), _materialize(value.stop, env),
-                     _materialize(value.step, env))
+        return slice(
+            _materialize(value.start, env),
+            _materialize(value.stop, env),
+            _materialize(value.step, env),
+        )
     if isinstance(value, DictArg):
         return {k: _materialize(v, env) for k, v in value.items}
     return value
@@ -127,8 +130,9 @@ class GraphModule(Module):
         return dict(sorted(tree.items(), key=lambda item: rank.get(item[0], len(rank))))
 
     def init(self, key):
-        keys = dict(zip((p for p, _ in self.layers),
-                        jax.random.split(key, max(len(self.layers), 1))))
+        keys = dict(
+            zip((p for p, _ in self.layers), jax.random.split(key, max(len(self.layers), 1)))
+        )
         return self._collect(lambda path, layer: layer.init(keys[path]), "param")
 
     def init_buffers(self):
@@ -161,9 +165,14 @@ class GraphModule(Module):
             note((node.args, node.kwargs), node)
 
         def cut(name):
-            return all(r.op == "call_op" and (r.target in _STOPS or (
-                r.target == "builtins.getattr" and r.args[1:] == ("data",)))
-                for r in readers.get(name, ()))
+            return all(
+                r.op == "call_op"
+                and (
+                    r.target in _STOPS
+                    or (r.target == "builtins.getattr" and r.args[1:] == ("data",))
+                )
+                for r in readers.get(name, ())
+            )
 
         names = list(jax.eval_shape(self.init, jax.random.key(0)))
         graded = set()
@@ -176,8 +185,9 @@ class GraphModule(Module):
 
     def forward_with_state(self, params, *inputs, buffers, train, key, path):
         if self.frozen:  # requires_grad=False in torch: read, never differentiated
-            params = {k: jax.lax.stop_gradient(v) if k in self.frozen else v
-                      for k, v in params.items()}
+            params = {
+                k: jax.lax.stop_gradient(v) if k in self.frozen else v for k, v in params.items()
+            }
         layers = dict(self.layers)
         state = dict(buffers)
         env = {}
@@ -196,20 +206,24 @@ class GraphModule(Module):
                 elif node.args:
                     env[node.name] = node.args[0]  # the forward's default value
                 else:
-                    raise TypeError(
-                        f"{self.class_name}.forward: missing input {node.name!r}."
-                    )
+                    raise TypeError(f"{self.class_name}.forward: missing input {node.name!r}.")
                 position += 1
             elif node.op == "get_attr":
-                env[node.name] = params[node.target] if node.target in params else \
-                    state[node.target]
+                env[node.name] = (
+                    params[node.target] if node.target in params else state[node.target]
+                )
             elif node.op == "call_module":
                 args = _materialize(node.args, env)
                 kwargs = dict(_materialize(node.kwargs, env))
                 env[node.name], new = layers[node.target].forward_with_state(
-                    sub_dict(params, node.target), *args,
-                    buffers=sub_dict(state, node.target), train=train, key=key,
-                    path=child_path(path, node.target), **kwargs)
+                    sub_dict(params, node.target),
+                    *args,
+                    buffers=sub_dict(state, node.target),
+                    train=train,
+                    key=key,
+                    path=child_path(path, node.target),
+                    **kwargs,
+                )
                 state.update({f"{node.target}.{k}": v for k, v in new.items()})
             elif node.op == "call_op":
                 op = fx_ops.lookup(node.target)
@@ -218,7 +232,8 @@ class GraphModule(Module):
                 if op.stateful:
                     op_path = child_path(path, node.name)
                     kwargs["context"] = fx_ops.OpContext(
-                        train, None if key is None else layer_key(key, op_path), op_path)
+                        train, None if key is None else layer_key(key, op_path), op_path
+                    )
                 env[node.name] = op.fn(*args, **kwargs)
             else:  # output
                 return _materialize(node.args[0], env), state
@@ -247,8 +262,11 @@ def _names_of_callables(torch) -> dict[int, str]:
             obj = getattr(obj, part, None)
         if obj is not None:
             names.setdefault(id(obj), name)
-    for prefix, namespace in (("torch.nn.functional", torch.nn.functional),
-                              ("torch", torch), ("operator", operator)):
+    for prefix, namespace in (
+        ("torch.nn.functional", torch.nn.functional),
+        ("torch", torch),
+        ("operator", operator),
+    ):
         for attr in dir(namespace):
             obj = getattr(namespace, attr, None)
             if callable(obj):
@@ -273,8 +291,7 @@ def _constant(value, describe):
     if isinstance(value, dict):
         return DictArg(tuple((k, _constant(v, describe)) for k, v in value.items()))
     if isinstance(value, slice):
-        return SliceArg(*(_constant(v, describe) for v in (value.start, value.stop,
-                                                           value.step)))
+        return SliceArg(*(_constant(v, describe) for v in (value.start, value.stop, value.step)))
     if value is None or value is Ellipsis or isinstance(value, (bool, int, float, str)):
         return value
     if kind == "dtype" and str(value).startswith("torch."):
@@ -294,8 +311,16 @@ def _module_path(node, trace_path: str) -> str:
 
 # modules whose output can be their input itself (a view or the same tensor), so an
 # in-place write to the output would also write the input
-_ALIASING_MODULES = {"Identity", "Flatten", "Unflatten", "Dropout", "Dropout1d", "Dropout2d",
-                     "Dropout3d", "AlphaDropout"}
+_ALIASING_MODULES = {
+    "Identity",
+    "Flatten",
+    "Unflatten",
+    "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "AlphaDropout",
+}
 
 
 def _in_place_base(node, modules, op_name):
@@ -307,8 +332,9 @@ def _in_place_base(node, modules, op_name):
     if node.op == "call_module":
         return node.args[0] if getattr(modules[node.target], "inplace", False) is True else None
     if op_name is not None and (
-            (node.op == "call_method" and fx_ops.in_place_twin(f"method.{node.target}"))
-            or (op_name.startswith("operator.i") and fx_ops.in_place_twin(op_name))):
+        (node.op == "call_method" and fx_ops.in_place_twin(f"method.{node.target}"))
+        or (op_name.startswith("operator.i") and fx_ops.in_place_twin(op_name))
+    ):
         return node.args[0]
     return None
 
@@ -319,8 +345,9 @@ def _aliases_its_input(node, modules, names) -> bool:
         return True
     if node.op == "call_module":
         module = modules[node.target]
-        return (type(module).__name__ in _ALIASING_MODULES
-                or getattr(module, "inplace", False) is True)
+        return (
+            type(module).__name__ in _ALIASING_MODULES or getattr(module, "inplace", False) is True
+        )
     if node.op == "call_method":
         return f"method.{node.target}" in fx_ops.VIEWS
     if node.op == "call_function":
@@ -337,8 +364,7 @@ def _in_place_problem(node, base, modules, names, accepted) -> str | None:
         return f"it is the module's tensor {base.target!r} (torch changes the module)"
     if base.name not in accepted and _aliases_its_input(base, modules, names):
         return f"{base.name!r} is a view of another value, which torch changes too"
-    views = [u.name for u in base.users
-             if u is not node and _aliases_its_input(u, modules, names)]
+    views = [u.name for u in base.users if u is not node and _aliases_its_input(u, modules, names)]
     if views:
         return f"{', '.join(views)} {'is a view' if len(views) == 1 else 'are views'} of it"
     return None
@@ -388,16 +414,22 @@ def _trace_mode(module, path, tracer, names, state):
     nodes, layers, owned, renames, accepted = [], {}, set(), {}, set()
     for fx_node in graph.nodes:
         where = _module_path(fx_node, path)
-        target = (_function_name(fx_node.target, names) if fx_node.op == "call_function"
-                  else str(fx_node.target))
+        target = (
+            _function_name(fx_node.target, names)
+            if fx_node.op == "call_function"
+            else str(fx_node.target)
+        )
 
         def describe(fx_node=fx_node, where=where, target=target):
-            return (f"node {fx_node.name!r} ({fx_node.op} {target}) in "
-                    f"{type(module).__name__} {_where(where)}")
+            return (
+                f"node {fx_node.name!r} ({fx_node.op} {target}) in "
+                f"{type(module).__name__} {_where(where)}"
+            )
 
         args = _rename(_constant(tuple(fx_node.args), describe), renames)
-        kwargs = _rename(tuple((k, _constant(v, describe)) for k, v in fx_node.kwargs.items()),
-                         renames)
+        kwargs = _rename(
+            tuple((k, _constant(v, describe)) for k, v in fx_node.kwargs.items()), renames
+        )
         name = None
         if fx_node.op == "call_method" and fx_node.target == "requires_grad_":
             raise ValueError(
@@ -411,8 +443,11 @@ def _trace_mode(module, path, tracer, names, state):
             name = fx_ops.in_place_twin(name) or name
         elif fx_node.op == "call_function":
             name = _function_name(fx_node.target, names)
-        base = None if fx_node.op in ("placeholder", "output", "get_attr") else \
-            _in_place_base(fx_node, modules, name)
+        base = (
+            None
+            if fx_node.op in ("placeholder", "output", "get_attr")
+            else _in_place_base(fx_node, modules, name)
+        )
         if base is not None:
             problem = _in_place_problem(fx_node, base, modules, names, accepted)
             if problem:
@@ -449,8 +484,10 @@ def _trace_mode(module, path, tracer, names, state):
                 )
             nodes.append(Node(fx_node.name, "call_op", name, args, kwargs))
         result = fx_node.name
-        if fx_node.op in ("call_module", "call_function", "call_method") and \
-                fx_node.meta.get("grad_enabled") is False:
+        if (
+            fx_node.op in ("call_module", "call_function", "call_method")
+            and fx_node.meta.get("grad_enabled") is False
+        ):
             # computed with grad mode off (no_grad, set_grad_enabled(False),
             # inference_mode): torch's result has no gradient
             if base is not None and base.meta.get("grad_enabled") is not False:
@@ -493,8 +530,10 @@ def _autograd_the_layer_path_refuses(torch, module, path):
         if name in AUTODIFF_FUNCTIONS:  # reentrant checkpointing: the function it wraps
             return AUTODIFF_FUNCTIONS[name](*args, **kwargs)
         if any(isinstance(a, torch.fx.Proxy) for a in (*args, *kwargs.values())):
-            refuse(f"calls the custom autograd.Function {cls.__module__}.{cls.__qualname__} "
-                   "(torch.fx would trace its forward and drop its backward)")
+            refuse(
+                f"calls the custom autograd.Function {cls.__module__}.{cls.__qualname__} "
+                "(torch.fx would trace its forward and drop its backward)"
+            )
         return original_apply.__func__(cls, *args, **kwargs)
 
     def setattr_(self, name, value):
@@ -504,8 +543,9 @@ def _autograd_the_layer_path_refuses(torch, module, path):
 
     from jaxgrad.nn.capture.export_autograd import patched
 
-    with patched((function_class, "apply", classmethod(apply)),
-                 (torch.fx.Proxy, "__setattr__", setattr_)):
+    with patched(
+        (function_class, "apply", classmethod(apply)), (torch.fx.Proxy, "__setattr__", setattr_)
+    ):
         yield
 
 
@@ -536,10 +576,10 @@ def trace(module, path: str = "") -> GraphModule:
         # stop at every layer torch defines (converted or refused by the converter
         # table); trace through containers and the user's own code
         def is_leaf_module(self, m, qualname):
-            return (converters.torch_class_name(m) not in (None, "Sequential")
-                    or (type(m).__module__.startswith("torch.nn.")
-                        and type(m).__name__ not in ("Sequential", "ModuleList",
-                                                     "ModuleDict")))
+            return converters.torch_class_name(m) not in (None, "Sequential") or (
+                type(m).__module__.startswith("torch.nn.")
+                and type(m).__name__ not in ("Sequential", "ModuleList", "ModuleDict")
+            )
 
         # the forward runs for real while it is traced, so a `no_grad`,
         # `set_grad_enabled(False)` or `inference_mode` region turns torch's grad mode
@@ -567,9 +607,20 @@ def trace(module, path: str = "") -> GraphModule:
     layers = {**layers, **{k: v for k, v in eval_layers.items() if k not in layers}}
     owned |= eval_owned
     tensors = tuple(
-        (name, tuple(value.shape), np.dtype(canonical_dtype(value.dtype)).name,
-         "param" if name in parameters else "buffer")
-        for name, value in state.items() if name not in owned
+        (
+            name,
+            tuple(value.shape),
+            np.dtype(canonical_dtype(value.dtype)).name,
+            "param" if name in parameters else "buffer",
+        )
+        for name, value in state.items()
+        if name not in owned
     )
-    return GraphModule(type(module).__name__, nodes, tuple(layers.items()), tensors,
-                       tuple(state), None if eval_nodes == nodes else eval_nodes)
+    return GraphModule(
+        type(module).__name__,
+        nodes,
+        tuple(layers.items()),
+        tensors,
+        tuple(state),
+        None if eval_nodes == nodes else eval_nodes,
+    )

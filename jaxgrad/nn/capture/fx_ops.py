@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,8 +52,7 @@ class OpContext(NamedTuple):
 OPS: dict[str, Op] = {}
 
 
-def register_op(name: str, fn: Callable, *, stateful: bool = False,
-                replace: bool = False) -> None:
+def register_op(name: str, fn: Callable, *, stateful: bool = False, replace: bool = False) -> None:
     """Add ``name`` (``"torch.X"``, ``"torch.nn.functional.X"``, ``"method.X"``…).
 
     Raises:
@@ -84,8 +84,8 @@ def _flatten(input, start_dim=0, end_dim=-1):
     if ndim == 0:
         return input.reshape(1)
     start, end = start_dim % ndim, end_dim % ndim
-    merged = math.prod(input.shape[start:end + 1])
-    return input.reshape(input.shape[:start] + (merged,) + input.shape[end + 1:])
+    merged = math.prod(input.shape[start : end + 1])
+    return input.reshape(input.shape[:start] + (merged,) + input.shape[end + 1 :])
 
 
 def _transpose(input, dim0, dim1):
@@ -98,6 +98,7 @@ def _reduce(fn):
             dim = tuple(dim)
         out = fn(input, axis=dim, keepdims=keepdim)
         return out if dtype is None else out.astype(dtype)
+
     return reduce
 
 
@@ -131,16 +132,20 @@ def _div(input, other, *, rounding_mode=None):
 
 def _is_integer(value) -> bool:
     dtype = getattr(value, "dtype", None)
-    return (jnp.issubdtype(dtype, jnp.integer) if dtype is not None
-            else isinstance(value, int) and not isinstance(value, bool))
+    return (
+        jnp.issubdtype(dtype, jnp.integer)
+        if dtype is not None
+        else isinstance(value, int) and not isinstance(value, bool)
+    )
 
 
 def _stop_gradient(value):
     """``detach()``, ``.data``, a value computed under ``no_grad``: no gradient flows
     back through the arrays of ``value`` (sizes and other Python values pass)."""
     return jax.tree_util.tree_map(
-        lambda v: jax.lax.stop_gradient(v) if hasattr(v, "dtype") and hasattr(v, "shape")
-        else v, value)
+        lambda v: jax.lax.stop_gradient(v) if hasattr(v, "dtype") and hasattr(v, "shape") else v,
+        value,
+    )
 
 
 def _getattr(obj, name):
@@ -153,8 +158,9 @@ def _getattr(obj, name):
             return jnp.swapaxes(obj, -1, -2)
         value = getattr(obj, name)
         return tuple(value) if name == "shape" else value
-    raise ValueError(f"getattr: attribute {name!r} (supported: shape, ndim, dtype, device, T, "
-                     "mT, data)")
+    raise ValueError(
+        f"getattr: attribute {name!r} (supported: shape, ndim, dtype, device, T, mT, data)"
+    )
 
 
 def _linear(input, weight, bias=None):
@@ -176,14 +182,18 @@ def _dropout_op(function):
         # has its own graph): `self.training`, or torch's default True
         del inplace
         if training and 0.0 < p < 1.0 and context.key is None:
-            why = ("`train=True` needs" if context.train else
-                   "torch drops even in eval mode here (F.dropout without `training=`), so "
-                   "`train=False` needs")
+            why = (
+                "`train=True` needs"
+                if context.train
+                else "torch drops even in eval mode here (F.dropout without `training=`), so "
+                "`train=False` needs"
+            )
             raise ValueError(
                 f"{function.__name__} at {context.path!r}: {why} a `key=` "
                 "(a jax.random key) for the dropout mask, got key=None."
             )
         return function(input, p, bool(training), key=context.key)
+
     return dropout
 
 
@@ -191,8 +201,10 @@ def _bernoulli(input, p=None, *, generator=None, context):
     """``t.bernoulli_(p)`` (stochastic depth's noise) or ``torch.bernoulli(probs)``."""
     del generator
     if context.key is None:
-        raise ValueError(f"bernoulli at {context.path!r}: drawing random numbers needs a "
-                         "`key=` (a jax.random key), got key=None.")
+        raise ValueError(
+            f"bernoulli at {context.path!r}: drawing random numbers needs a "
+            "`key=` (a jax.random key), got key=None."
+        )
     probs = input if p is None else p
     return jax.random.bernoulli(context.key, probs, input.shape).astype(input.dtype)
 
@@ -204,6 +216,7 @@ def _stateful_norm(name):
             f"in place, which a pure function cannot do; use the module (nn.BatchNorm2d, "
             f"nn.InstanceNorm2d…), whose buffers jaxgrad threads."
         )
+
     return refuse
 
 
@@ -211,14 +224,27 @@ def _torch_dtype(dtype, *values):
     """torch's default dtype for a factory: int64 for integers, float32 otherwise."""
     if dtype is not None:
         return dtype
-    if all(isinstance(v, (bool, int)) or (hasattr(v, "dtype") and jnp.issubdtype(
-            v.dtype, jnp.integer)) for v in values if v is not None):
+    if all(
+        isinstance(v, (bool, int)) or (hasattr(v, "dtype") and jnp.issubdtype(v.dtype, jnp.integer))
+        for v in values
+        if v is not None
+    ):
         return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
     return jnp.float32
 
 
-def _arange(start, end=None, step=1, *, dtype=None, layout=None, device=None,
-            pin_memory=None, requires_grad=False, out=None):
+def _arange(
+    start,
+    end=None,
+    step=1,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    requires_grad=False,
+    out=None,
+):
     del layout, device, pin_memory, requires_grad, out
     if end is None:
         start, end = 0, start
@@ -235,6 +261,7 @@ def _extremum(reduce, pairwise, arg):
         values = reduce(input, axis=dim, keepdims=keepdim)
         indices = arg(input, axis=dim, keepdims=keepdim)
         return values, indices  # torch's (values, indices) namedtuple, by position
+
     return extremum
 
 
@@ -243,8 +270,10 @@ def _chunk(input, chunks, dim=0):
     if size == 0:  # torch: `chunks` empty chunks (a step of 0 would never advance)
         return tuple(input for _ in range(chunks))
     step = -(-size // chunks)  # torch: ceil(size / chunks) per chunk, fewer chunks allowed
-    return tuple(jax.lax.slice_in_dim(input, start, min(start + step, size), axis=dim)
-                 for start in range(0, size, step))
+    return tuple(
+        jax.lax.slice_in_dim(input, start, min(start + step, size), axis=dim)
+        for start in range(0, size, step)
+    )
 
 
 def _split(tensor, split_size_or_sections, dim=0):
@@ -255,8 +284,10 @@ def _split(tensor, split_size_or_sections, dim=0):
         bounds = list(range(0, size, split_size_or_sections)) + [size]
     else:
         if sum(split_size_or_sections) != size:
-            raise ValueError(f"split: sections {list(split_size_or_sections)} must sum to "
-                             f"the dimension's size ({size}).")
+            raise ValueError(
+                f"split: sections {list(split_size_or_sections)} must sum to "
+                f"the dimension's size ({size})."
+            )
         bounds = [0]
         for section in split_size_or_sections:
             bounds.append(bounds[-1] + section)
@@ -288,23 +319,43 @@ def _expand(input, *sizes):
 
 
 def _factory(fill):
-    def make(*size, dtype=None, layout=None, device=None, pin_memory=False,
-             requires_grad=False, out=None, memory_format=None):
+    def make(
+        *size,
+        dtype=None,
+        layout=None,
+        device=None,
+        pin_memory=False,
+        requires_grad=False,
+        out=None,
+        memory_format=None,
+    ):
         del layout, device, pin_memory, requires_grad, out, memory_format
         return jnp.full(_dims(size), fill, _torch_dtype(dtype, float(fill)))
+
     return make
 
 
 def _new(fill):
-    def new(input, *size, dtype=None, layout=None, device=None, pin_memory=False,
-            requires_grad=False):
+    def new(
+        input, *size, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False
+    ):
         del layout, device, pin_memory, requires_grad
         return jnp.full(_dims(size), fill, input.dtype if dtype is None else dtype)
+
     return new
 
 
-def _new_full(input, size, fill_value, *, dtype=None, layout=None, device=None,
-              pin_memory=False, requires_grad=False):
+def _new_full(
+    input,
+    size,
+    fill_value,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=False,
+    requires_grad=False,
+):
     del layout, device, pin_memory, requires_grad
     return jnp.full(tuple(size), fill_value, input.dtype if dtype is None else dtype)
 
@@ -314,12 +365,21 @@ def _comparison(array_fn, python_fn):
         if isinstance(input, jax.Array) or isinstance(other, jax.Array) or hasattr(input, "shape"):
             return array_fn(input, other)
         return python_fn(input, other)  # sizes: static, so a Python bool
+
     return compare
 
 
-_COMPARISONS = {name: _comparison(array_fn, getattr(operator, name)) for name, array_fn in (
-    ("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less), ("le", jnp.less_equal),
-    ("gt", jnp.greater), ("ge", jnp.greater_equal))}
+_COMPARISONS = {
+    name: _comparison(array_fn, getattr(operator, name))
+    for name, array_fn in (
+        ("eq", jnp.equal),
+        ("ne", jnp.not_equal),
+        ("lt", jnp.less),
+        ("le", jnp.less_equal),
+        ("gt", jnp.greater),
+        ("ge", jnp.greater_equal),
+    )
+}
 
 
 def _assert(condition, message):
@@ -327,39 +387,66 @@ def _assert(condition, message):
     if isinstance(condition, (bool, np.bool_)) and not condition:
         raise ValueError(f"torch._assert failed: {message}")
 
+
 _ELEMENTWISE = {
-    "relu": functional.relu, "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "exp": jnp.exp,
-    "log": jnp.log, "sqrt": jnp.sqrt, "abs": jnp.abs, "neg": jnp.negative,
+    "relu": functional.relu,
+    "sigmoid": jax.nn.sigmoid,
+    "tanh": jnp.tanh,
+    "exp": jnp.exp,
+    "log": jnp.log,
+    "sqrt": jnp.sqrt,
+    "abs": jnp.abs,
+    "neg": jnp.negative,
     "rsqrt": jax.lax.rsqrt,
     # straight-through estimators' quantisers (torch.round: halves to even, as jnp)
     "round": lambda input, *, decimals=0: jnp.round(input, decimals),
-    "floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc, "sign": jnp.sign,
+    "floor": jnp.floor,
+    "ceil": jnp.ceil,
+    "trunc": jnp.trunc,
+    "sign": jnp.sign,
 }
 
 _FUNCTIONS = {
-    "operator.add": operator.add, "operator.sub": operator.sub,
-    "operator.mul": operator.mul, "operator.truediv": operator.truediv,
-    "operator.floordiv": operator.floordiv, "operator.matmul": operator.matmul,
-    "operator.neg": operator.neg, "operator.pow": operator.pow,
-    "operator.getitem": operator.getitem, "operator.mod": operator.mod,
+    "operator.add": operator.add,
+    "operator.sub": operator.sub,
+    "operator.mul": operator.mul,
+    "operator.truediv": operator.truediv,
+    "operator.floordiv": operator.floordiv,
+    "operator.matmul": operator.matmul,
+    "operator.neg": operator.neg,
+    "operator.pow": operator.pow,
+    "operator.getitem": operator.getitem,
+    "operator.mod": operator.mod,
     # in-place operators run out of place (fx checks the overwritten value is dead)
-    "operator.iadd": operator.add, "operator.isub": operator.sub,
-    "operator.imul": operator.mul, "operator.itruediv": operator.truediv,
+    "operator.iadd": operator.add,
+    "operator.isub": operator.sub,
+    "operator.imul": operator.mul,
+    "operator.itruediv": operator.truediv,
     "builtins.getattr": _getattr,
-    "torch.add": _add, "torch.sub": _sub, "torch.mul": operator.mul, "torch.div": _div,
-    "torch.matmul": jnp.matmul, "torch.cat": _cat, "torch.concat": _cat,
-    "torch.stack": _stack, "torch.flatten": _flatten,
+    "torch.add": _add,
+    "torch.sub": _sub,
+    "torch.mul": operator.mul,
+    "torch.div": _div,
+    "torch.matmul": jnp.matmul,
+    "torch.cat": _cat,
+    "torch.concat": _cat,
+    "torch.stack": _stack,
+    "torch.flatten": _flatten,
     "torch.reshape": lambda input, shape: jnp.reshape(input, tuple(shape)),
     "torch.permute": lambda input, dims: jnp.transpose(input, tuple(dims)),
-    "torch.transpose": _transpose, "torch.squeeze": _squeeze,
+    "torch.transpose": _transpose,
+    "torch.squeeze": _squeeze,
     "torch.unsqueeze": lambda input, dim: jnp.expand_dims(input, dim),
-    "torch.mean": _reduce(jnp.mean), "torch.sum": _reduce(jnp.sum),
+    "torch.mean": _reduce(jnp.mean),
+    "torch.sum": _reduce(jnp.sum),
     "torch.nn.functional.linear": _linear,
-    "torch.softmax": functional.softmax, "torch.log_softmax": functional.log_softmax,
+    "torch.softmax": functional.softmax,
+    "torch.log_softmax": functional.log_softmax,
     # F.threshold is torch's `_threshold` (the first name fx finds for it)
     "torch.nn.functional._threshold": functional.threshold,
     "torch.threshold": functional.threshold,
-    "torch.celu": functional.celu, "torch.selu": functional.selu,
+    "torch.celu": functional.celu,
+    "torch.selu": functional.selu,
     "torch.nn.functional.batch_norm": _stateful_norm("batch_norm"),
     "torch.detach": _stop_gradient,
     # what jaxgrad.nn.capture.fx adds after a node computed with torch's grad mode off
@@ -369,15 +456,22 @@ _FUNCTIONS = {
 _FUNCTIONS.update({f"torch.{name}": fn for name, fn in _ELEMENTWISE.items()})
 _FUNCTIONS.update({f"operator.{name}": fn for name, fn in _COMPARISONS.items()})
 _FUNCTIONS.update({f"torch.{name}": fn for name, fn in _COMPARISONS.items()})
-_FUNCTIONS.update({
-    "torch.arange": _arange, "torch._assert": _assert,
-    "torch.max": _extremum(jnp.max, jnp.maximum, jnp.argmax),
-    "torch.min": _extremum(jnp.min, jnp.minimum, jnp.argmin),
-    "torch.chunk": _chunk, "torch.split": _split, "torch.unbind": _unbind,
-    "torch.cumsum": _cumsum, "torch.einsum": _einsum,
-    "torch.zeros": _factory(0.0), "torch.ones": _factory(1.0),
-    "torch.empty": _factory(0.0),  # torch leaves it undefined; zeros here
-})
+_FUNCTIONS.update(
+    {
+        "torch.arange": _arange,
+        "torch._assert": _assert,
+        "torch.max": _extremum(jnp.max, jnp.maximum, jnp.argmax),
+        "torch.min": _extremum(jnp.min, jnp.minimum, jnp.argmin),
+        "torch.chunk": _chunk,
+        "torch.split": _split,
+        "torch.unbind": _unbind,
+        "torch.cumsum": _cumsum,
+        "torch.einsum": _einsum,
+        "torch.zeros": _factory(0.0),
+        "torch.ones": _factory(1.0),
+        "torch.empty": _factory(0.0),  # torch leaves it undefined; zeros here
+    }
+)
 
 _METHODS = {
     "view": lambda input, *shape: jnp.reshape(input, _dims(shape)),
@@ -390,22 +484,31 @@ _METHODS = {
     "t": lambda input: input.T,
     "contiguous": lambda input, memory_format=None: input,
     "detach": _stop_gradient,  # detach_() too: later reads read the detached value
-    "pow": lambda input, exponent: input ** exponent,
+    "pow": lambda input, exponent: input**exponent,
     "argmin": lambda input, dim=None, keepdim=False: jnp.argmin(input, dim, keepdims=keepdim),
     "argmax": lambda input, dim=None, keepdim=False: jnp.argmax(input, dim, keepdims=keepdim),
-    "mean": _reduce(jnp.mean), "sum": _reduce(jnp.sum),
-    "add": _add, "sub": _sub, "mul": operator.mul, "div": _div,
+    "mean": _reduce(jnp.mean),
+    "sum": _reduce(jnp.sum),
+    "add": _add,
+    "sub": _sub,
+    "mul": operator.mul,
+    "div": _div,
     "matmul": jnp.matmul,
     "squeeze": _squeeze,
     "unsqueeze": lambda input, dim: jnp.expand_dims(input, dim),
     "softmax": lambda input, dim, dtype=None: functional.softmax(input, dim, dtype=dtype),
-    "log_softmax": lambda input, dim, dtype=None: functional.log_softmax(input, dim,
-                                                                         dtype=dtype),
+    "log_softmax": lambda input, dim, dtype=None: functional.log_softmax(input, dim, dtype=dtype),
     "max": _extremum(jnp.max, jnp.maximum, jnp.argmax),
     "min": _extremum(jnp.min, jnp.minimum, jnp.argmin),
-    "chunk": _chunk, "split": _split, "unbind": _unbind, "cumsum": _cumsum,
-    "expand": _expand, "expand_as": lambda input, other: jnp.broadcast_to(input, other.shape),
-    "new_empty": _new(0.0), "new_zeros": _new(0.0), "new_ones": _new(1.0),
+    "chunk": _chunk,
+    "split": _split,
+    "unbind": _unbind,
+    "cumsum": _cumsum,
+    "expand": _expand,
+    "expand_as": lambda input, other: jnp.broadcast_to(input, other.shape),
+    "new_empty": _new(0.0),
+    "new_zeros": _new(0.0),
+    "new_ones": _new(1.0),
     "new_full": _new_full,
     **_COMPARISONS,
     **_ELEMENTWISE,
@@ -413,25 +516,70 @@ _METHODS = {
 
 # ops whose result may share memory with an input in torch (a view or the input
 # itself): an in-place write to their result is not reproduced by the layer path
-VIEWS = frozenset({
-    "operator.getitem", "builtins.getattr", "torch.flatten", "torch.reshape", "torch.permute",
-    "torch.transpose", "torch.squeeze", "torch.unsqueeze", "torch.chunk", "torch.split",
-    "torch.unbind",
-    *(f"method.{name}" for name in (
-        "view", "view_as", "reshape", "reshape_as", "flatten", "permute", "transpose", "t",
-        "contiguous", "squeeze", "unsqueeze", "expand", "expand_as", "chunk", "split",
-        "unbind", "detach", "narrow", "select", "unfold", "as_strided", "diagonal", "T",
-        "mT", "real", "imag", "unflatten", "movedim", "swapaxes", "to", "type", "float",
-        "double", "half", "type_as")),
-})
+VIEWS = frozenset(
+    {
+        "operator.getitem",
+        "builtins.getattr",
+        "torch.flatten",
+        "torch.reshape",
+        "torch.permute",
+        "torch.transpose",
+        "torch.squeeze",
+        "torch.unsqueeze",
+        "torch.chunk",
+        "torch.split",
+        "torch.unbind",
+        *(
+            f"method.{name}"
+            for name in (
+                "view",
+                "view_as",
+                "reshape",
+                "reshape_as",
+                "flatten",
+                "permute",
+                "transpose",
+                "t",
+                "contiguous",
+                "squeeze",
+                "unsqueeze",
+                "expand",
+                "expand_as",
+                "chunk",
+                "split",
+                "unbind",
+                "detach",
+                "narrow",
+                "select",
+                "unfold",
+                "as_strided",
+                "diagonal",
+                "T",
+                "mT",
+                "real",
+                "imag",
+                "unflatten",
+                "movedim",
+                "swapaxes",
+                "to",
+                "type",
+                "float",
+                "double",
+                "half",
+                "type_as",
+            )
+        ),
+    }
+)
 
 for _name, _fn in _FUNCTIONS.items():
     register_op(_name, _fn)
 for _name, _fn in _METHODS.items():
     register_op(f"method.{_name}", _fn)
 for _name in ("dropout", "dropout1d", "dropout2d"):
-    register_op(f"torch.nn.functional.{_name}", _dropout_op(getattr(_dropout, _name)),
-                stateful=True)
+    register_op(
+        f"torch.nn.functional.{_name}", _dropout_op(getattr(_dropout, _name)), stateful=True
+    )
 register_op("method.bernoulli", _bernoulli, stateful=True)  # t.bernoulli_(p) too
 register_op("torch.bernoulli", _bernoulli, stateful=True)
 
@@ -442,7 +590,7 @@ def lookup(name: str) -> Op | None:
         return OPS[name]
     prefix = "torch.nn.functional."
     if name.startswith(prefix):
-        fn = getattr(functional, name[len(prefix):], None)
+        fn = getattr(functional, name[len(prefix) :], None)
         if callable(fn):
             return Op(fn)
     return None
@@ -463,5 +611,4 @@ def supported() -> list[str]:
     return sorted(OPS)
 
 
-__all__ = ["OPS", "Op", "OpContext", "VIEWS", "register_op", "lookup", "in_place_twin",
-           "supported"]
+__all__ = ["OPS", "Op", "OpContext", "VIEWS", "register_op", "lookup", "in_place_twin", "supported"]

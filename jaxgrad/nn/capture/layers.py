@@ -16,29 +16,91 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from jaxgrad._arrays import canonical_dtype
-from jaxgrad.nn.activations import GELU, LeakyReLU, ReLU, Sigmoid, Tanh
-from jaxgrad.nn.activations import (ELU, Hardsigmoid, Hardswish, LogSoftmax, Mish, ReLU6,
-                                    SiLU, Softmax, Softplus)
-from jaxgrad.nn.activations import (CELU, GLU, SELU, Hardshrink, Hardtanh, LogSigmoid, PReLU,
-                                    Softmax2d, Softmin, Softshrink, Softsign, Tanhshrink,
-                                    Threshold)
+from jaxgrad.nn.activations import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmax2d,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from jaxgrad.nn.container import Sequential
-from jaxgrad.nn.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
-                             ConvTranspose3d)
+from jaxgrad.nn.conv import (
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+)
 from jaxgrad.nn.dropout import Dropout, Dropout1d, Dropout2d
-from jaxgrad.nn.linear import Bilinear, Flatten, Identity, Linear
 from jaxgrad.nn.fractional import FractionalMaxPool2d, FractionalMaxPool3d
-from jaxgrad.nn.norm import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
-from jaxgrad.nn.norm import BatchNorm3d, InstanceNorm3d, LocalResponseNorm
-from jaxgrad.nn.padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
-                                ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
-                                ReplicationPad2d, ZeroPad1d, ZeroPad2d)
-from jaxgrad.nn.padding import (CircularPad3d, ConstantPad3d, ReflectionPad3d,
-                                ReplicationPad3d, ZeroPad3d)
-from jaxgrad.nn.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
-                             AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
-from jaxgrad.nn.pool import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, LPPool1d,
-                             LPPool2d, LPPool3d, MaxPool3d)
+from jaxgrad.nn.linear import Bilinear, Flatten, Identity, Linear
+from jaxgrad.nn.norm import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LocalResponseNorm,
+)
+from jaxgrad.nn.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from jaxgrad.nn.pool import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    AvgPool1d,
+    AvgPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxPool3d,
+)
 from jaxgrad.nn.upsample import Upsample
 
 
@@ -52,8 +114,13 @@ def _linear(module):
 
 
 def _bilinear(module):
-    return Bilinear(module.in1_features, module.in2_features, module.out_features,
-                    bias=module.bias is not None, dtype=canonical_dtype(module.weight.dtype))
+    return Bilinear(
+        module.in1_features,
+        module.in2_features,
+        module.out_features,
+        bias=module.bias is not None,
+        dtype=canonical_dtype(module.weight.dtype),
+    )
 
 
 def _dtype_of(module):
@@ -63,52 +130,80 @@ def _dtype_of(module):
 def _embedding(module):
     from jaxgrad.nn.embedding import Embedding
 
-    return Embedding(module.num_embeddings, module.embedding_dim, module.padding_idx,
-                     module.max_norm, module.norm_type, module.scale_grad_by_freq,
-                     module.sparse, dtype=canonical_dtype(module.weight.dtype))
+    return Embedding(
+        module.num_embeddings,
+        module.embedding_dim,
+        module.padding_idx,
+        module.max_norm,
+        module.norm_type,
+        module.scale_grad_by_freq,
+        module.sparse,
+        dtype=canonical_dtype(module.weight.dtype),
+    )
 
 
 def _layer_norm(module):
     from jaxgrad.nn.layernorm import LayerNorm
 
     affine = module.elementwise_affine
-    return LayerNorm(tuple(module.normalized_shape), module.eps, affine,
-                     bias=affine and module.bias is not None,
-                     dtype=canonical_dtype(module.weight.dtype) if affine else None)
+    return LayerNorm(
+        tuple(module.normalized_shape),
+        module.eps,
+        affine,
+        bias=affine and module.bias is not None,
+        dtype=canonical_dtype(module.weight.dtype) if affine else None,
+    )
 
 
 def _rms_norm(module):
     from jaxgrad.nn.layernorm import RMSNorm
 
     affine = module.elementwise_affine
-    return RMSNorm(tuple(module.normalized_shape), module.eps, affine,
-                   dtype=canonical_dtype(module.weight.dtype) if affine else None)
+    return RMSNorm(
+        tuple(module.normalized_shape),
+        module.eps,
+        affine,
+        dtype=canonical_dtype(module.weight.dtype) if affine else None,
+    )
 
 
 def _multihead_attention(module):
     from jaxgrad.nn.attention import MultiheadAttention
 
     return MultiheadAttention(
-        module.embed_dim, module.num_heads, module.dropout,
-        bias=module.in_proj_bias is not None, add_bias_kv=module.bias_k is not None,
-        add_zero_attn=module.add_zero_attn, kdim=module.kdim, vdim=module.vdim,
-        batch_first=module.batch_first, dtype=canonical_dtype(module.out_proj.weight.dtype),
+        module.embed_dim,
+        module.num_heads,
+        module.dropout,
+        bias=module.in_proj_bias is not None,
+        add_bias_kv=module.bias_k is not None,
+        add_zero_attn=module.add_zero_attn,
+        kdim=module.kdim,
+        vdim=module.vdim,
+        batch_first=module.batch_first,
+        dtype=canonical_dtype(module.out_proj.weight.dtype),
     )
 
 
 def _recurrent(module):
     from jaxgrad.nn import recurrent
 
-    common = dict(num_layers=module.num_layers, bias=module.bias,
-                  batch_first=module.batch_first, dropout=float(module.dropout),
-                  bidirectional=module.bidirectional, dtype=_dtype_of(module))
+    common = dict(
+        num_layers=module.num_layers,
+        bias=module.bias,
+        batch_first=module.batch_first,
+        dropout=float(module.dropout),
+        bidirectional=module.bidirectional,
+        dtype=_dtype_of(module),
+    )
     name = type(module).__name__
     if name == "RNN":
-        return recurrent.RNN(module.input_size, module.hidden_size,
-                             nonlinearity=module.nonlinearity, **common)
+        return recurrent.RNN(
+            module.input_size, module.hidden_size, nonlinearity=module.nonlinearity, **common
+        )
     if name == "LSTM":
-        return recurrent.LSTM(module.input_size, module.hidden_size,
-                              proj_size=module.proj_size, **common)
+        return recurrent.LSTM(
+            module.input_size, module.hidden_size, proj_size=module.proj_size, **common
+        )
     return recurrent.GRU(module.input_size, module.hidden_size, **common)
 
 
@@ -117,8 +212,9 @@ def _recurrent_cell(module):
 
     name = type(module).__name__
     extra = {"nonlinearity": module.nonlinearity} if name == "RNNCell" else {}
-    return getattr(recurrent, name)(module.input_size, module.hidden_size, bias=module.bias,
-                                    dtype=_dtype_of(module), **extra)
+    return getattr(recurrent, name)(
+        module.input_size, module.hidden_size, bias=module.bias, dtype=_dtype_of(module), **extra
+    )
 
 
 def _transformer_activation(activation, path, convert_child):
@@ -127,7 +223,9 @@ def _transformer_activation(activation, path, convert_child):
     name = getattr(activation, "__name__", None)
     # torch.nn.functional.relu is Python; F.gelu is a builtin of torch._C._nn
     if name in ("relu", "gelu") and getattr(activation, "__module__", None) in (
-            "torch.nn.functional", "torch._C._nn"):
+        "torch.nn.functional",
+        "torch._C._nn",
+    ):
         return name
     if hasattr(activation, "_modules"):
         return convert_child(activation, f"{path}.activation" if path else "activation")
@@ -143,14 +241,21 @@ def _transformer_layer(module, convert_child):
 
     cls = getattr(transformer, type(module).__name__)
     return cls(
-        module.self_attn.embed_dim, module.self_attn.num_heads,
-        dim_feedforward=module.linear1.out_features, dropout=float(module.dropout.p),
+        module.self_attn.embed_dim,
+        module.self_attn.num_heads,
+        dim_feedforward=module.linear1.out_features,
+        dropout=float(module.dropout.p),
         activation=_transformer_activation(module.activation, "", convert_child),
-        layer_norm_eps=module.norm1.eps, batch_first=module.self_attn.batch_first,
-        norm_first=module.norm_first, bias=module.linear1.bias is not None,
+        layer_norm_eps=module.norm1.eps,
+        batch_first=module.self_attn.batch_first,
+        norm_first=module.norm_first,
+        bias=module.linear1.bias is not None,
         dtype=_dtype_of(module),
-        attention_dropout=(None if module.self_attn.dropout == module.dropout.p
-                           else float(module.self_attn.dropout)),
+        attention_dropout=(
+            None
+            if module.self_attn.dropout == module.dropout.p
+            else float(module.self_attn.dropout)
+        ),
     )
 
 
@@ -161,9 +266,12 @@ def _transformer_stack(module, convert_child):
     norm = None if module.norm is None else convert_child(module.norm, "norm")
     if type(module).__name__ == "TransformerEncoder":
         return transformer.TransformerEncoder(
-            layer, module.num_layers, norm,
+            layer,
+            module.num_layers,
+            norm,
             enable_nested_tensor=module.enable_nested_tensor,
-            mask_check=getattr(module, "mask_check", True))
+            mask_check=getattr(module, "mask_check", True),
+        )
     return transformer.TransformerDecoder(layer, module.num_layers, norm)
 
 
@@ -178,15 +286,25 @@ def _transformer(module, convert_child):
     first = getattr(encoder, "encoder_layer", None)
     settings = {}
     if first is not None:
-        settings = dict(dim_feedforward=first.dim_feedforward, dropout=first.dropout,
-                        activation=first.activation, layer_norm_eps=first.layer_norm_eps,
-                        norm_first=first.norm_first, bias=first.bias, dtype=first.dtype)
+        settings = dict(
+            dim_feedforward=first.dim_feedforward,
+            dropout=first.dropout,
+            activation=first.activation,
+            layer_norm_eps=first.layer_norm_eps,
+            norm_first=first.norm_first,
+            bias=first.bias,
+            dtype=first.dtype,
+        )
     return transformer.Transformer(
-        module.d_model, module.nhead,
+        module.d_model,
+        module.nhead,
         num_encoder_layers=getattr(encoder, "num_layers", 0),
         num_decoder_layers=getattr(decoder, "num_layers", 0),
-        custom_encoder=encoder, custom_decoder=decoder, batch_first=module.batch_first,
-        **settings)
+        custom_encoder=encoder,
+        custom_decoder=decoder,
+        batch_first=module.batch_first,
+        **settings,
+    )
 
 
 def _state_dtype(module):
@@ -199,15 +317,28 @@ def _state_dtype(module):
 
 def _norm(cls):
     def convert(module):
-        return cls(module.num_features, eps=module.eps, momentum=module.momentum,
-                   affine=module.affine, track_running_stats=module.track_running_stats,
-                   dtype=_state_dtype(module), bias=_has_bias(module))
+        return cls(
+            module.num_features,
+            eps=module.eps,
+            momentum=module.momentum,
+            affine=module.affine,
+            track_running_stats=module.track_running_stats,
+            dtype=_state_dtype(module),
+            bias=_has_bias(module),
+        )
+
     return convert
 
 
 def _group_norm(module):
-    return GroupNorm(module.num_groups, module.num_channels, eps=module.eps,
-                     affine=module.affine, dtype=_state_dtype(module), bias=_has_bias(module))
+    return GroupNorm(
+        module.num_groups,
+        module.num_channels,
+        eps=module.eps,
+        affine=module.affine,
+        dtype=_state_dtype(module),
+        bias=_has_bias(module),
+    )
 
 
 def _has_bias(module) -> bool:
@@ -217,30 +348,52 @@ def _has_bias(module) -> bool:
 
 def _conv(cls):
     def convert(module):
-        return cls(module.in_channels, module.out_channels, module.kernel_size,
-                   stride=module.stride, padding=module.padding, dilation=module.dilation,
-                   groups=module.groups, bias=module.bias is not None,
-                   padding_mode=module.padding_mode,
-                   dtype=canonical_dtype(module.weight.dtype))
+        return cls(
+            module.in_channels,
+            module.out_channels,
+            module.kernel_size,
+            stride=module.stride,
+            padding=module.padding,
+            dilation=module.dilation,
+            groups=module.groups,
+            bias=module.bias is not None,
+            padding_mode=module.padding_mode,
+            dtype=canonical_dtype(module.weight.dtype),
+        )
+
     return convert
 
 
 def _conv_transpose(cls):
     def convert(module):
-        return cls(module.in_channels, module.out_channels, module.kernel_size,
-                   stride=module.stride, padding=module.padding,
-                   output_padding=module.output_padding, groups=module.groups,
-                   bias=module.bias is not None, dilation=module.dilation,
-                   padding_mode=module.padding_mode,
-                   dtype=canonical_dtype(module.weight.dtype))
+        return cls(
+            module.in_channels,
+            module.out_channels,
+            module.kernel_size,
+            stride=module.stride,
+            padding=module.padding,
+            output_padding=module.output_padding,
+            groups=module.groups,
+            bias=module.bias is not None,
+            dilation=module.dilation,
+            padding_mode=module.padding_mode,
+            dtype=canonical_dtype(module.weight.dtype),
+        )
+
     return convert
 
 
 def _fractional(cls):
     def convert(module):
         # torch's _random_samples is a buffer (None: drawn per call, here from `key`)
-        return cls(module.kernel_size, module.output_size, module.output_ratio,
-                   module.return_indices, module._random_samples)
+        return cls(
+            module.kernel_size,
+            module.output_size,
+            module.output_ratio,
+            module.return_indices,
+            module._random_samples,
+        )
+
     return convert
 
 
@@ -300,14 +453,18 @@ _CONVERTERS = {
     "AdaptiveAvgPool2d": lambda m: AdaptiveAvgPool2d(m.output_size),
     "AdaptiveMaxPool1d": lambda m: AdaptiveMaxPool1d(m.output_size, m.return_indices),
     "AdaptiveMaxPool2d": lambda m: AdaptiveMaxPool2d(m.output_size, m.return_indices),
-    "AvgPool1d": lambda m: AvgPool1d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
-                                     m.count_include_pad),
-    "AvgPool2d": lambda m: AvgPool2d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
-                                     m.count_include_pad, m.divisor_override),
-    "MaxPool1d": lambda m: MaxPool1d(m.kernel_size, m.stride, m.padding, m.dilation,
-                                     m.return_indices, m.ceil_mode),
-    "MaxPool2d": lambda m: MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation,
-                                     m.return_indices, m.ceil_mode),
+    "AvgPool1d": lambda m: AvgPool1d(
+        m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad
+    ),
+    "AvgPool2d": lambda m: AvgPool2d(
+        m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, m.divisor_override
+    ),
+    "MaxPool1d": lambda m: MaxPool1d(
+        m.kernel_size, m.stride, m.padding, m.dilation, m.return_indices, m.ceil_mode
+    ),
+    "MaxPool2d": lambda m: MaxPool2d(
+        m.kernel_size, m.stride, m.padding, m.dilation, m.return_indices, m.ceil_mode
+    ),
     # padding and resampling
     "CircularPad1d": lambda m: CircularPad1d(m.padding),
     "CircularPad2d": lambda m: CircularPad2d(m.padding),
@@ -322,10 +479,12 @@ _CONVERTERS = {
     # the 3-d family, power-average and fractional pooling, local response norm
     "AdaptiveAvgPool3d": lambda m: AdaptiveAvgPool3d(m.output_size),
     "AdaptiveMaxPool3d": lambda m: AdaptiveMaxPool3d(m.output_size, m.return_indices),
-    "AvgPool3d": lambda m: AvgPool3d(m.kernel_size, m.stride, m.padding, m.ceil_mode,
-                                     m.count_include_pad, m.divisor_override),
-    "MaxPool3d": lambda m: MaxPool3d(m.kernel_size, m.stride, m.padding, m.dilation,
-                                     m.return_indices, m.ceil_mode),
+    "AvgPool3d": lambda m: AvgPool3d(
+        m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, m.divisor_override
+    ),
+    "MaxPool3d": lambda m: MaxPool3d(
+        m.kernel_size, m.stride, m.padding, m.dilation, m.return_indices, m.ceil_mode
+    ),
     "CircularPad3d": lambda m: CircularPad3d(m.padding),
     "ConstantPad3d": lambda m: ConstantPad3d(m.padding, m.value),
     "ReflectionPad3d": lambda m: ReflectionPad3d(m.padding),
@@ -337,8 +496,9 @@ _CONVERTERS = {
     "LocalResponseNorm": lambda m: LocalResponseNorm(m.size, m.alpha, m.beta, m.k),
     "FractionalMaxPool2d": _fractional(FractionalMaxPool2d),
     "FractionalMaxPool3d": _fractional(FractionalMaxPool3d),
-    "Upsample": lambda m: Upsample(m.size, m.scale_factor, m.mode, m.align_corners,
-                                   m.recompute_scale_factor),
+    "Upsample": lambda m: Upsample(
+        m.size, m.scale_factor, m.mode, m.align_corners, m.recompute_scale_factor
+    ),
     # sequence layers (issue 11)
     "Embedding": _embedding,
     "LayerNorm": _layer_norm,
@@ -356,8 +516,13 @@ _CONVERTERS = {
     "TransformerDecoder": _transformer_stack,
     "Transformer": _transformer,
 }
-_NESTED = {"TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-           "TransformerDecoder", "Transformer"}
+_NESTED = {
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "Transformer",
+}
 SUPPORTED = tuple(sorted([*_CONVERTERS, "Sequential"]))
 """The torch layer classes ``from_torch`` converts to jaxgrad layers, sorted (anything
 else is traced with ``torch.fx`` or captured with ``torch.export``)."""
@@ -412,7 +577,7 @@ def convert_layer(module, path: str, convert_child=None):
         raise ValueError(
             f"from_torch: {type(module).__name__} {where(path)} is a lazy module whose "
             "parameters have no shape yet; run one forward in torch first (torch then "
-            f"turns it into {name[len('Lazy'):]}), and convert that."
+            f"turns it into {name[len('Lazy') :]}), and convert that."
         )
     if name not in _CONVERTERS and type(module).__name__.endswith("Loss"):
         raise ValueError(

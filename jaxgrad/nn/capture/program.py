@@ -41,9 +41,16 @@ import numpy as np
 from jaxgrad._arrays import to_numpy
 from jaxgrad.nn import aten
 from jaxgrad.nn.capture.refs import Ref
+from jaxgrad.nn.capture.shapes import (
+    ShapeSpec,
+    SymDim,
+    Unbound,
+    bind,
+    concrete,
+    evaluate,
+    is_symbolic,
+)
 from jaxgrad.nn.module import Module, child_path, layer_key
-from jaxgrad.nn.capture.shapes import (ShapeSpec, SymDim, Unbound, bind, concrete, evaluate,
-                                       is_symbolic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +159,9 @@ def flatten(value, tree, where: str, leaves: list) -> list:
         leaves.append(value)
     elif kind == "none":
         if value is not None:
-            raise TypeError(f"{where}: expected None (as in the example), got {type(value).__name__}.")
+            raise TypeError(
+                f"{where}: expected None (as in the example), got {type(value).__name__}."
+            )
     elif kind in ("tuple", "list"):
         children = tree[1]
         if not isinstance(value, (tuple, list)) or len(value) != len(children):
@@ -166,7 +175,9 @@ def flatten(value, tree, where: str, leaves: list) -> list:
         keys, children = tree[1], tree[2]
         if not hasattr(value, "keys") or set(value.keys()) != set(keys):
             got = sorted(value.keys()) if hasattr(value, "keys") else type(value).__name__
-            raise TypeError(f"{where}: expected the keys {list(keys)} (as in the example), got {got}.")
+            raise TypeError(
+                f"{where}: expected the keys {list(keys)} (as in the example), got {got}."
+            )
         for key, child in zip(keys, children):
             flatten(value[key], child, f"{where}[{key!r}]", leaves)
     else:  # pragma: no cover - trees are built by jaxgrad.nn.capture.export
@@ -214,11 +225,15 @@ def _check_meta(node: OpNode, value, meta, where, dims=None) -> None:
     expected = concrete(meta.shape, dims or {})
     # a size of a symbol no input binds (a region run alone) is not checked
     same_shape = len(shape) == len(expected) and all(
-        isinstance(want, SymDim) or _same_size(got, want) for got, want in zip(shape, expected))
+        isinstance(want, SymDim) or _same_size(got, want) for got, want in zip(shape, expected)
+    )
     # canonical on both sides: a NumPy constant (HF's int64 position_ids) keeps int64
     # where JAX without x64 computes int32; jnp canonicalises it at its next op
-    if not same_shape or dtype is None or (
-            _canonical(np.dtype(dtype).name) != _canonical(meta.dtype)):
+    if (
+        not same_shape
+        or dtype is None
+        or (_canonical(np.dtype(dtype).name) != _canonical(meta.dtype))
+    ):
         got = f"{np.dtype(dtype).name if dtype is not None else type(value).__name__}{list(shape)}"
         raise ValueError(
             f"jaxgrad's ATen table computed {got} for node {where} ({node.target}) at "
@@ -252,38 +267,66 @@ def _describe(meta, expected) -> str:
 # ATen ops that read sizes: Python ints while JAX traces.
 def _contiguous_stride(x, dim):
     stride = 1
-    for size in x.shape[dim + 1 if dim >= 0 else x.ndim + dim + 1:]:
+    for size in x.shape[dim + 1 if dim >= 0 else x.ndim + dim + 1 :]:
         stride = stride * size
     return stride
 
 
 def _assert_scalar(condition, message=""):
     if isinstance(condition, (bool, np.bool_)) and not condition:
-        raise ValueError(f"the inputs' sizes break a condition torch's program was captured "
-                         f"under ({message}).")
+        raise ValueError(
+            f"the inputs' sizes break a condition torch's program was captured under ({message})."
+        )
 
 
 SYM_OPS = {
-    "sym.add": operator.add, "sym.sub": operator.sub, "sym.mul": operator.mul,
-    "sym.floordiv": operator.floordiv, "sym.mod": operator.mod, "sym.truediv": operator.truediv,
-    "sym.pow": operator.pow, "sym.neg": operator.neg, "sym.eq": operator.eq,
-    "sym.ne": operator.ne, "sym.ge": operator.ge, "sym.gt": operator.gt, "sym.le": operator.le,
-    "sym.lt": operator.lt, "sym.and_": operator.and_, "sym.or_": operator.or_,
-    "sym.sym_float": float, "sym.sym_int": int, "sym.sym_max": max, "sym.sym_min": min,
-    "sym.sym_not": operator.not_, "sym.sym_sqrt": lambda v: v ** 0.5,
-    "sym.ceil": math.ceil, "sym.floor": math.floor, "sym.trunc": math.trunc,
+    "sym.add": operator.add,
+    "sym.sub": operator.sub,
+    "sym.mul": operator.mul,
+    "sym.floordiv": operator.floordiv,
+    "sym.mod": operator.mod,
+    "sym.truediv": operator.truediv,
+    "sym.pow": operator.pow,
+    "sym.neg": operator.neg,
+    "sym.eq": operator.eq,
+    "sym.ne": operator.ne,
+    "sym.ge": operator.ge,
+    "sym.gt": operator.gt,
+    "sym.le": operator.le,
+    "sym.lt": operator.lt,
+    "sym.and_": operator.and_,
+    "sym.or_": operator.or_,
+    "sym.sym_float": float,
+    "sym.sym_int": int,
+    "sym.sym_max": max,
+    "sym.sym_min": min,
+    "sym.sym_not": operator.not_,
+    "sym.sym_sqrt": lambda v: v**0.5,
+    "sym.ceil": math.ceil,
+    "sym.floor": math.floor,
+    "sym.trunc": math.trunc,
     "sym.ceildiv": lambda a, b: -(-a // b),  # export's math.ceil(a / b) of sizes
     "aten.sym_size.int": lambda x, dim: x.shape[dim],
-    "aten.sym_numel.default": lambda x: int(np.prod(x.shape)) if all(
-        isinstance(s, int) for s in x.shape) else x.size,
+    "aten.sym_numel.default": lambda x: (
+        int(np.prod(x.shape)) if all(isinstance(s, int) for s in x.shape) else x.size
+    ),
     "aten.sym_stride.int": _contiguous_stride,
     "aten.sym_storage_offset.default": lambda x: 0,
     "aten._assert_scalar.default": _assert_scalar,
 }
 
 
-def run(program: Program, env: dict, *, key, path: str, random_draws, class_name: str,
-        nodes=None, regions=()):
+def run(
+    program: Program,
+    env: dict,
+    *,
+    key,
+    path: str,
+    random_draws,
+    class_name: str,
+    nodes=None,
+    regions=(),
+):
     """Run ``program``'s nodes (or ``nodes``, a part of them) on ``env``, which holds the
     placeholders' values and receives every node's; returns the user outputs (flat)
     and the buffer updates.
@@ -299,8 +342,9 @@ def run(program: Program, env: dict, *, key, path: str, random_draws, class_name
     for node in program.nodes:
         if isinstance(node.meta, SymDim):
             sizes[node.name] = node.meta
-        elif node.name in env and isinstance(node.meta, TensorMeta) and is_symbolic(
-                node.meta.shape):  # a region's input: its sizes bind the symbols too
+        elif (
+            node.name in env and isinstance(node.meta, TensorMeta) and is_symbolic(node.meta.shape)
+        ):  # a region's input: its sizes bind the symbols too
             bind([(node.meta.shape, np.shape(env[node.name]))], dims)
     if nodes is not None:
         for name, size in sizes.items():
@@ -420,8 +464,9 @@ def _sum_to(grad, shape):
     if tuple(grad.shape) == tuple(shape):
         return grad
     lead = grad.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, size in enumerate(shape)
-                                      if size == 1 and grad.shape[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1
+    )
     return jnp.sum(grad, axis=axes, keepdims=True).reshape(shape)
 
 
@@ -452,8 +497,9 @@ def call_function(spec, inputs: tuple) -> list:
             if i in spec.non_differentiable or cotangent.dtype == jax.dtypes.float0:
                 cotangent = jnp.zeros(np.shape(cotangent), dtype)
             grads_out.append(cotangent.astype(dtype))
-        grads = _run_part(spec.backward, xs + tuple(grads_out), spec.constants["backward"],
-                          spec.name)
+        grads = _run_part(
+            spec.backward, xs + tuple(grads_out), spec.constants["backward"], spec.name
+        )
         result = []
         for x, grad in zip(xs, grads):
             if not jnp.issubdtype(x.dtype, jnp.inexact):
@@ -521,7 +567,9 @@ class ExportedModule(Module):
         return {name: jax.ShapeDtypeStruct(m.shape, _canonical(m.dtype)) for name, m in self.params}
 
     def buffer_shapes(self):
-        return {name: jax.ShapeDtypeStruct(m.shape, _canonical(m.dtype)) for name, m in self.buffers}
+        return {
+            name: jax.ShapeDtypeStruct(m.shape, _canonical(m.dtype)) for name, m in self.buffers
+        }
 
     def state_dict_keys(self):
         return list(self.order)
@@ -546,8 +594,12 @@ class ExportedModule(Module):
             note((node.args, node.kwargs), node.target)
         note(tuple(program.outputs) + tuple(r for _, r in program.buffer_updates), "<output>")
         # a tied parameter has one placeholder per name: it has a gradient when any does
-        graded = {target for name, kind, target in program.inputs if kind == "param" and any(
-            reader != "jaxgrad.stop_gradient.default" for reader in readers.get(name, ()))}
+        graded = {
+            target
+            for name, kind, target in program.inputs
+            if kind == "param"
+            and any(reader != "jaxgrad.stop_gradient.default" for reader in readers.get(name, ()))
+        }
         return tuple(name for name, _ in self.params if name not in graded)
 
     def init(self, key):
@@ -559,8 +611,10 @@ class ExportedModule(Module):
         keys = jax.random.split(key, max(len(self.layers), 1))
         for (path, layer), layer_key_ in zip(self.layers, keys):
             drawn.update({child_path(path, k): v for k, v in layer.init(layer_key_).items()})
-        return {name: drawn[name] if name in drawn else
-                jnp.zeros(m.shape, _canonical(m.dtype)) for name, m in self.params}
+        return {
+            name: drawn[name] if name in drawn else jnp.zeros(m.shape, _canonical(m.dtype))
+            for name, m in self.params
+        }
 
     def init_buffers(self):
         """Zeros: the buffers' values at construction are the module's code; take them
@@ -569,12 +623,14 @@ class ExportedModule(Module):
 
     def load_state_dict(self, mapping):
         self._check_aliases(mapping)
-        return super().load_state_dict({k: v for k, v in mapping.items()
-                                        if k not in dict(self.aliases)})
+        return super().load_state_dict(
+            {k: v for k, v in mapping.items() if k not in dict(self.aliases)}
+        )
 
     def load_buffers(self, mapping):
-        return super().load_buffers({k: v for k, v in mapping.items()
-                                     if k not in dict(self.aliases)})
+        return super().load_buffers(
+            {k: v for k, v in mapping.items() if k not in dict(self.aliases)}
+        )
 
     def _check_aliases(self, mapping):
         for alias, name in self.aliases:
@@ -602,15 +658,17 @@ class ExportedModule(Module):
 
     # ---- running
     def _leaves(self, inputs, kwargs) -> list:
-        leaves = flatten((tuple(inputs), dict(kwargs)), self.in_tree,
-                         f"{self.class_name} inputs", [])
+        leaves = flatten(
+            (tuple(inputs), dict(kwargs)), self.in_tree, f"{self.class_name} inputs", []
+        )
         for index, meta in self.input_meta:
             value = leaves[index]
             if isinstance(meta, TensorMeta):
                 if not hasattr(value, "shape"):
                     raise TypeError(
                         f"{self.class_name}.apply: input {index} must be an array "
-                        f"({meta.describe()}), got {type(value).__name__}.")
+                        f"({meta.describe()}), got {type(value).__name__}."
+                    )
                 if np.dtype(value.dtype) != _canonical(meta.dtype):
                     raise TypeError(
                         f"{self.class_name}.apply: input {index} has dtype "
@@ -625,14 +683,17 @@ class ExportedModule(Module):
         self.shapes.check(f"{self.class_name}.apply", self.input_meta, leaves)
         return leaves
 
-    def bind(self, params, inputs, kwargs, buffers, train,
-             unread=frozenset()) -> tuple[Program, dict]:
+    def bind(
+        self, params, inputs, kwargs, buffers, train, unread=frozenset()
+    ) -> tuple[Program, dict]:
         """The program of ``train``'s mode and its placeholders' values; the params
         named in ``unread`` (read only by regions run otherwise) are left unbound."""
         leaves = self._leaves(inputs, kwargs)
         if train and self.train_refused:
-            raise ValueError(f"{self.class_name}.apply(train=True) at these sizes: torch "
-                             f"cannot run its training forward ({self.train_refused}).")
+            raise ValueError(
+                f"{self.class_name}.apply(train=True) at these sizes: torch "
+                f"cannot run its training forward ({self.train_refused})."
+            )
         program = self.train_program if train else self.eval_program
         env = {}
         for name, kind, target in program.inputs:
@@ -650,11 +711,14 @@ class ExportedModule(Module):
             elif kind == "constant":
                 env[name] = self.constants[target]
             else:
-                env[name] = jnp.asarray(leaves[target]) if isinstance(
-                    leaves[target], np.ndarray) else leaves[target]
+                env[name] = (
+                    jnp.asarray(leaves[target])
+                    if isinstance(leaves[target], np.ndarray)
+                    else leaves[target]
+                )
         return program, env
 
-    def for_inputs(self, inputs, kwargs) -> "ExportedModule":
+    def for_inputs(self, inputs, kwargs) -> ExportedModule:
         """This model, or the variant whose program these inputs' sizes fit."""
         try:
             self._leaves(inputs, kwargs)
@@ -668,20 +732,40 @@ class ExportedModule(Module):
                     continue
             raise error
 
-    def forward_with_state(self, params, *inputs, buffers, train, key, path,
-                           random_draws=None, **kwargs):
+    def forward_with_state(
+        self, params, *inputs, buffers, train, key, path, random_draws=None, **kwargs
+    ):
         model = self.for_inputs(inputs, kwargs) if self.variants else self
         if model is not self:
-            return model.forward_with_state(params, *inputs, buffers=buffers, train=train,
-                                            key=key, path=path, random_draws=random_draws,
-                                            **kwargs)
+            return model.forward_with_state(
+                params,
+                *inputs,
+                buffers=buffers,
+                train=train,
+                key=key,
+                path=path,
+                random_draws=random_draws,
+                **kwargs,
+            )
         program, env = self.bind(params, inputs, kwargs, buffers, train)
-        outputs, updates = run(program, env, key=key, path=path, random_draws=random_draws,
-                               class_name=self.class_name)
+        outputs, updates = run(
+            program, env, key=key, path=path, random_draws=random_draws, class_name=self.class_name
+        )
         new_buffers = dict(buffers)
         new_buffers.update(updates)
         return unflatten(program.out_tree, iter(outputs)), new_buffers
 
 
-__all__ = ["ExportedModule", "Program", "OpNode", "TensorMeta", "Constants", "FunctionSpec",
-           "UserRule", "call_function", "flatten", "unflatten", "run"]
+__all__ = [
+    "ExportedModule",
+    "Program",
+    "OpNode",
+    "TensorMeta",
+    "Constants",
+    "FunctionSpec",
+    "UserRule",
+    "call_function",
+    "flatten",
+    "unflatten",
+    "run",
+]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxgrad.nn.capture.refs import Ref
 from jaxgrad.nn.capture.program import SYM_OPS, Program
+from jaxgrad.nn.capture.refs import Ref
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +79,14 @@ def regions(program: Program) -> list[Region]:
         counts[path] = index + 1
         # a size computed inside (sym_size of an intermediate) read later is no output:
         # the program evaluates it from its expression when the region runs whole
-        outputs = tuple(n.name for n in nodes if read_after.get(n.name, -1) > indices[-1]
-                        and n.target not in SYM_OPS)
+        outputs = tuple(
+            n.name
+            for n in nodes
+            if read_after.get(n.name, -1) > indices[-1] and n.target not in SYM_OPS
+        )
         if len(outside) == 1 and outputs:
             found.append(Region(path, index, nodes, outside[0], outputs))
     return found
-
 
 
 def state_read(region: Region, program: Program) -> dict[str, str]:

@@ -41,15 +41,38 @@ def _total(*values):
 
 
 _OPS = {
-    "add": _total, "mul": _product, "floordiv": operator.floordiv, "mod": operator.mod,
-    "pow": operator.pow, "max": max, "min": min,
-    "eq": operator.eq, "ne": operator.ne, "ge": operator.ge, "gt": operator.gt,
-    "le": operator.le, "lt": operator.lt,
-    "and": lambda *v: all(v), "or": lambda *v: any(v), "not": operator.not_,
+    "add": _total,
+    "mul": _product,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "pow": operator.pow,
+    "max": max,
+    "min": min,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "ge": operator.ge,
+    "gt": operator.gt,
+    "le": operator.le,
+    "lt": operator.lt,
+    "and": lambda *v: all(v),
+    "or": lambda *v: any(v),
+    "not": operator.not_,
 }
-_INFIX = {"add": " + ", "mul": "*", "eq": " == ", "ne": " != ", "ge": " >= ", "gt": " > ",
-          "le": " <= ", "lt": " < ", "and": " and ", "or": " or ", "mod": " % ",
-          "floordiv": " // ", "pow": "**"}
+_INFIX = {
+    "add": " + ",
+    "mul": "*",
+    "eq": " == ",
+    "ne": " != ",
+    "ge": " >= ",
+    "gt": " > ",
+    "le": " <= ",
+    "lt": " < ",
+    "and": " and ",
+    "or": " or ",
+    "mod": " % ",
+    "floordiv": " // ",
+    "pow": "**",
+}
 
 
 class Unbound(KeyError):
@@ -86,9 +109,14 @@ def text(expr, name=lambda symbol: symbol) -> str:
     if op == "sym":
         return name(items[0])
     parts = [text(item, name) for item in items]
-    parts = [f"({p})" if not isinstance(item, int) and item[0] not in ("sym", "mul", "pow")
-             and op in ("mul", "pow", "mod", "floordiv") else p
-             for p, item in zip(parts, items)]
+    parts = [
+        f"({p})"
+        if not isinstance(item, int)
+        and item[0] not in ("sym", "mul", "pow")
+        and op in ("mul", "pow", "mod", "floordiv")
+        else p
+        for p, item in zip(parts, items)
+    ]
     if op == "not":
         return f"not ({parts[0]})"
     if op in ("max", "min"):
@@ -183,15 +211,15 @@ class ShapeSpec:
                 raise ValueError(
                     f"{where}: input {index} has {len(actual)} dimensions "
                     f"{list(actual)}, the captured program takes {len(meta.shape)} "
-                    f"({meta.describe()}).")
+                    f"({meta.describe()})."
+                )
             for axis, (size, value) in enumerate(zip(meta.shape, actual)):
                 if not isinstance(value, (int, np.integer)):
                     continue  # a jax.export dimension variable: the export checks it
                 label = f"input {index} dim {axis}"
                 if isinstance(size, int):
                     if value != size:
-                        why = self.first_only if axis and self.first_only else (
-                            self._why_fixed())
+                        why = self.first_only if axis and self.first_only else (self._why_fixed())
                         raise ValueError(f"{where}: {label} must be {size}, got {value} ({why})")
                     continue
                 symbol = size.symbol
@@ -206,7 +234,8 @@ class ShapeSpec:
                     same = seen.get(symbol, text(size.expr, lambda s: seen.get(s, s)))
                     raise ValueError(
                         f"{where}: {label} must equal {same} ({expected}: torch's "
-                        f"program uses one size for both), got {value}.")
+                        f"program uses one size for both), got {value}."
+                    )
         name = lambda symbol: seen.get(symbol, symbol)  # noqa: E731 - a one-line lookup
         for symbol, low, high in self.ranges:
             if symbol not in dims:
@@ -214,14 +243,18 @@ class ShapeSpec:
             value = dims[symbol]
             if value < low or (high is not None and value > high):
                 bound = f">= {low}" if value < low else f"<= {high}"
-                extra = (" torch.export specialises sizes 0 and 1 (broadcasting treats them "
-                         "apart), so a capture at a larger size takes sizes from 2 up: "
-                         "convert with `from_torch(..., batch_one=True)` for a program of "
-                         "batch 1 too, or with an example of this size."
-                         if value < low and low == 2 else "")
+                extra = (
+                    " torch.export specialises sizes 0 and 1 (broadcasting treats them "
+                    "apart), so a capture at a larger size takes sizes from 2 up: "
+                    "convert with `from_torch(..., batch_one=True)` for a program of "
+                    "batch 1 too, or with an example of this size."
+                    if value < low and low == 2
+                    else ""
+                )
                 raise ValueError(
                     f"{where}: {name(symbol)} must be {bound} for torch's captured "
-                    f"program, got {value}.{extra}")
+                    f"program, got {value}.{extra}"
+                )
         for expr, why in self.guards:
             try:
                 ok = evaluate(expr, dims)
@@ -231,7 +264,8 @@ class ShapeSpec:
                 got = ", ".join(f"{name(s)} = {dims[s]}" for s in sorted(symbols(expr)))
                 raise ValueError(
                     f"{where}: the inputs' sizes break a condition torch's program "
-                    f"was captured under: {text(expr, name)} ({why}); got {got}.")
+                    f"was captured under: {text(expr, name)} ({why}); got {got}."
+                )
         return dims
 
     def _why_fixed(self) -> str:
@@ -239,8 +273,10 @@ class ShapeSpec:
             return f"the model was captured at the example's shapes: {self.static}"
         reasons = sorted({why for _, why in self.fixed if why})
         checks = f" ({'; '.join(reasons)})" if reasons else ""
-        return (f"torch.export fixed this size while capturing{checks}: the model's code "
-                "needs it, e.g. a Linear's in_features after a flatten, or a branch on it")
+        return (
+            f"torch.export fixed this size while capturing{checks}: the model's code "
+            "needs it, e.g. a Linear's in_features after a flatten, or a branch on it"
+        )
 
 
 def as_json(value):
@@ -261,5 +297,16 @@ def from_json(value):
     return value
 
 
-__all__ = ["SymDim", "ShapeSpec", "evaluate", "symbols", "text", "concrete", "bind",
-           "is_symbolic", "as_json", "from_json", "Unbound"]
+__all__ = [
+    "SymDim",
+    "ShapeSpec",
+    "evaluate",
+    "symbols",
+    "text",
+    "concrete",
+    "bind",
+    "is_symbolic",
+    "as_json",
+    "from_json",
+    "Unbound",
+]

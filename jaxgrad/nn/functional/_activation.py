@@ -168,8 +168,10 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``torch.nn.functional.celu``: ``x`` if ``x > 0`` else ``alpha·expm1(x / alpha)``;
     gradient ``e^{x/alpha}`` for ``x ≤ 0`` (1 at 0)."""
     if alpha == 0:
-        raise ValueError("celu: `alpha` (=0) cannot be 0 (torch: \"ZeroDivisionError: "
-                         "alpha cannot be 0 for CELU\").")
+        raise ValueError(
+            'celu: `alpha` (=0) cannot be 0 (torch: "ZeroDivisionError: '
+            'alpha cannot be 0 for CELU").'
+        )
     return _elu(input, alpha, 1.0, 1.0 / alpha)
 
 
@@ -221,7 +223,10 @@ def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
     if dim is None:
         warnings.warn(
             f"Implicit dimension choice for {name} has been deprecated. Change the call to "
-            "include dim=X as an argument.", UserWarning, stacklevel=3)
+            "include dim=X as an argument.",
+            UserWarning,
+            stacklevel=3,
+        )
         return 0 if ndim in (0, 1, 3) else 1
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{name}: `dim` (={dim!r}) must be an int or None.")
@@ -229,7 +234,8 @@ def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
     if not -rank <= dim < rank:
         raise ValueError(
             f"{name}: `dim` (={dim}) is out of range for an input of {ndim} dims "
-            f"(expected {-rank} ≤ dim < {rank}).")
+            f"(expected {-rank} ≤ dim < {rank})."
+        )
     return dim
 
 
@@ -321,15 +327,19 @@ def glu(input, dim: int = -1):
     """``torch.nn.functional.glu``: ``a·σ(b)`` of the two halves of ``input`` along
     ``dim``, whose size must be even."""
     if input.ndim == 0:
-        raise ValueError("glu: `input` is 0-dimensional; glu does not support scalars "
-                         "because halving size must be even.")
+        raise ValueError(
+            "glu: `input` is 0-dimensional; glu does not support scalars "
+            "because halving size must be even."
+        )
     if not isinstance(dim, int) or isinstance(dim, bool) or not -input.ndim <= dim < input.ndim:
-        raise ValueError(f"glu: `dim` (={dim!r}) is out of range for an input of "
-                         f"{input.ndim} dims.")
+        raise ValueError(
+            f"glu: `dim` (={dim!r}) is out of range for an input of {input.ndim} dims."
+        )
     size = input.shape[dim]
     if size % 2:
-        raise ValueError(f"glu: halving dimension `dim` (={dim}) must be even, but it is "
-                         f"of size {size}.")
+        raise ValueError(
+            f"glu: halving dimension `dim` (={dim}) must be even, but it is of size {size}."
+        )
     first, second = jnp.split(input, 2, axis=dim)
     return first * jax.nn.sigmoid(second)
 
@@ -346,13 +356,16 @@ def prelu(input, weight):
     slopes = weight.size
     if slopes != 1:
         if input.ndim == 0:
-            raise ValueError(f"prelu: a 0-dimensional `input` takes one slope, `weight` "
-                             f"has {slopes} (torch: \"Not allow zero-dim input tensor\").")
+            raise ValueError(
+                f"prelu: a 0-dimensional `input` takes one slope, `weight` "
+                f'has {slopes} (torch: "Not allow zero-dim input tensor").'
+            )
         channels = input.shape[1] if input.ndim > 1 else 1
         if channels != slopes:
             raise ValueError(
                 f"prelu: `weight` has {slopes} parameters but the input has {channels} "
-                "channels (dimension 1; 1 for an input of fewer than 2 dimensions).")
+                "channels (dimension 1; 1 for an input of fewer than 2 dimensions)."
+            )
         weight = weight.reshape((slopes,) + (1,) * (input.ndim - 2))
     else:
         weight = weight.reshape(())

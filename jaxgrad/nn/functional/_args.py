@@ -38,7 +38,8 @@ def ntuple(name: str, value, n: int, *, minimum: int, where: str = "") -> tuple[
             values = values * n  # torch's _ntuple repeats a 1-sequence too
         if len(values) != n:
             raise ValueError(
-                f"{prefix}`{name}` (={value!r}) must be an int or {n} ints, got {len(values)}.")
+                f"{prefix}`{name}` (={value!r}) must be an int or {n} ints, got {len(values)}."
+            )
     else:
         raise TypeError(f"{prefix}`{name}` (={value!r}) must be an int or a tuple of {n} ints.")
     if any(v < minimum for v in values):
@@ -61,8 +62,9 @@ def check_sizes(layer, names, *, where: str = "") -> None:
             raise ValueError(f"{prefix}`{name}` (={value!r}) must be a non-negative int.")
 
 
-def check_input_rank(where: str, x, spatial: int, *, channels: int | None = None,
-                     channel_name: str = "in_channels") -> bool:
+def check_input_rank(
+    where: str, x, spatial: int, *, channels: int | None = None, channel_name: str = "in_channels"
+) -> bool:
     """Check ``x`` is `(N, C, *spatial)` or unbatched `(C, *spatial)`; return True when batched.
 
     Raises:
@@ -73,10 +75,12 @@ def check_input_rank(where: str, x, spatial: int, *, channels: int | None = None
         dims = {1: " L", 2: " H W", 3: " D H W"}.get(spatial, "")
         raise ValueError(
             f"{where}: expected a {spatial + 1}-d (unbatched, C{dims}) or "
-            f"{spatial + 2}-d (batched, N C{dims}) input, got shape {tuple(x.shape)}.")
+            f"{spatial + 2}-d (batched, N C{dims}) input, got shape {tuple(x.shape)}."
+        )
     batched = x.ndim == spatial + 2
     if channels is not None and x.shape[1 if batched else 0] != channels:
         raise ValueError(
             f"{where}: `{channel_name}` (={channels}) must match the input's channel "
-            f"dimension (={x.shape[1 if batched else 0]}, input shape {tuple(x.shape)}).")
+            f"dimension (={x.shape[1 if batched else 0]}, input shape {tuple(x.shape)})."
+        )
     return batched

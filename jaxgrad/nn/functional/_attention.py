@@ -65,9 +65,7 @@ def dropout_keep(x, p: float, key, where: str):
 def _check_mask_dtype(mask, name: str, where: str):
     dtype = jnp.asarray(mask).dtype
     if dtype != jnp.bool_ and not jnp.issubdtype(dtype, jnp.floating):
-        raise TypeError(
-            f"{where}: `{name}` must be bool or floating, got dtype {dtype}."
-        )
+        raise TypeError(f"{where}: `{name}` must be bool or floating, got dtype {dtype}.")
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -97,10 +95,20 @@ def _safe_softmax_jvp(axis, primals, tangents):
     return weights, weights * (scores_dot - (weights * scores_dot).sum(axis, keepdims=True))
 
 
-def scaled_dot_product_attention(query, key_input, value, /, attn_mask=None,
-                                 dropout_p: float = 0.0, is_causal: bool = False,
-                                 scale=None, enable_gqa: bool = False, *, key=None,
-                                 _where: str = "scaled_dot_product_attention"):
+def scaled_dot_product_attention(
+    query,
+    key_input,
+    value,
+    /,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale=None,
+    enable_gqa: bool = False,
+    *,
+    key=None,
+    _where: str = "scaled_dot_product_attention",
+):
     """``F.scaled_dot_product_attention``: ``softmax(q kᵀ · scale + bias) v``.
 
     Args:
@@ -134,8 +142,9 @@ def scaled_dot_product_attention(query, key_input, value, /, attn_mask=None,
     # the scale multiplies the query, `(…, L, E)`, not the scores, `(…, L, S)`: on XLA:CPU
     # a scale on the scores lands in the kernel library's fused backward as a whole
     # `(…, L, S)` array of the constant, written and read every step
-    scores = jnp.matmul(query * jnp.asarray(scale_factor, query.dtype),
-                        jnp.swapaxes(key_input, -1, -2))
+    scores = jnp.matmul(
+        query * jnp.asarray(scale_factor, query.dtype), jnp.swapaxes(key_input, -1, -2)
+    )
     if is_causal:
         causal = jnp.tril(jnp.ones((L, S), bool))
         scores = jnp.where(causal, scores, -jnp.inf)

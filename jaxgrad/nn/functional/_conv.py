@@ -25,14 +25,18 @@ from jax import lax
 from jaxgrad.nn.functional._args import check_input_rank, ntuple
 from jaxgrad.nn.functional._lowering import convolve
 
-_DIMENSION_NUMBERS = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"),
-                      3: ("NCDHW", "OIDHW", "NCDHW")}
+_DIMENSION_NUMBERS = {
+    1: ("NCH", "OIH", "NCH"),
+    2: ("NCHW", "OIHW", "NCHW"),
+    3: ("NCDHW", "OIDHW", "NCDHW"),
+}
 
 
 def _check_weight(where: str, input, weight, n: int, groups: int, transposed: bool):
     if weight.ndim != n + 2:
         raise ValueError(
-            f"{where}: `weight` must have {n + 2} dims, got shape {tuple(weight.shape)}.")
+            f"{where}: `weight` must have {n + 2} dims, got shape {tuple(weight.shape)}."
+        )
     batched = check_input_rank(where, input, n)
     channels = input.shape[1 if batched else 0]
     expected = weight.shape[0] if transposed else weight.shape[1] * groups
@@ -41,7 +45,8 @@ def _check_weight(where: str, input, weight, n: int, groups: int, transposed: bo
         raise ValueError(
             f"{where}: the input's channel dimension (={channels}, input shape "
             f"{tuple(input.shape)}) must equal {what} (={expected}, weight shape "
-            f"{tuple(weight.shape)}, `groups`={groups}).")
+            f"{tuple(weight.shape)}, `groups`={groups})."
+        )
     return batched
 
 
@@ -62,10 +67,12 @@ def _padding_pairs(where: str, padding, n: int, kernel_size, stride, dilation):
             if any(s != 1 for s in stride):
                 raise ValueError(
                     f"{where}: `padding`='same' is not supported for strided convolutions "
-                    f"(`stride`={tuple(stride)}), as in torch; pad explicitly.")
+                    f"(`stride`={tuple(stride)}), as in torch; pad explicitly."
+                )
             return same_padding(kernel_size, dilation)
-        raise ValueError(f"{where}: `padding` (={padding!r}) must be 'same', 'valid', an int "
-                         f"or {n} ints.")
+        raise ValueError(
+            f"{where}: `padding` (={padding!r}) must be 'same', 'valid', an int or {n} ints."
+        )
     return [(p, p) for p in ntuple("padding", padding, n, minimum=0, where=where)]
 
 
@@ -76,15 +83,18 @@ def _conv(where: str, n: int, input, weight, bias, stride, padding, dilation, gr
     stride = ntuple("stride", stride, n, minimum=1, where=where)
     dilation = ntuple("dilation", dilation, n, minimum=1, where=where)
     if weight.shape[0] % groups:
-        raise ValueError(f"{where}: `groups` (={groups}) must divide the weight's "
-                         f"out_channels (={weight.shape[0]}).")
+        raise ValueError(
+            f"{where}: `groups` (={groups}) must divide the weight's "
+            f"out_channels (={weight.shape[0]})."
+        )
     pads = _padding_pairs(where, padding, n, weight.shape[2:], stride, dilation)
     for length, (lo, hi), k, d in zip(input.shape[-n:], pads, weight.shape[2:], dilation):
         if length + lo + hi < d * (k - 1) + 1:
             raise ValueError(
                 f"{where}: the kernel (size {tuple(weight.shape[2:])}, `dilation`="
                 f"{tuple(dilation)}) is larger than the padded input (shape "
-                f"{tuple(input.shape)}, padding {pads}).")
+                f"{tuple(input.shape)}, padding {pads})."
+            )
     x = input if batched else input[None]
     y = convolve(x, weight, stride, pads, dilation, groups)
     if bias is not None:
@@ -112,15 +122,22 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def transposed_output_size(size, kernel_size, stride, padding, output_padding, dilation):
     """``(L − 1)·s − 2p + d·(k − 1) + output_padding + 1`` per spatial dim."""
-    return tuple((length - 1) * s - 2 * p + d * (k - 1) + op + 1 for length, k, s, p, op, d
-                 in zip(size, kernel_size, stride, padding, output_padding, dilation))
+    return tuple(
+        (length - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for length, k, s, p, op, d in zip(
+            size, kernel_size, stride, padding, output_padding, dilation
+        )
+    )
 
 
-def _conv_transpose(where, n, input, weight, bias, stride, padding, output_padding, groups,
-                    dilation):
+def _conv_transpose(
+    where, n, input, weight, bias, stride, padding, output_padding, groups, dilation
+):
     if isinstance(padding, str):
-        raise ValueError(f"{where}: `padding` (={padding!r}) must be an int or {n} ints; "
-                         "torch's transposed convolutions take no string padding.")
+        raise ValueError(
+            f"{where}: `padding` (={padding!r}) must be an int or {n} ints; "
+            "torch's transposed convolutions take no string padding."
+        )
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{where}: `groups` (={groups!r}) must be a positive int.")
     batched = _check_weight(where, input, weight, n, groups, transposed=True)
@@ -132,52 +149,99 @@ def _conv_transpose(where, n, input, weight, bias, stride, padding, output_paddi
         if op >= max(s, d):
             raise ValueError(
                 f"{where}: `output_padding` (={output_padding}) must be smaller than either "
-                f"`stride` (={stride}) or `dilation` (={dilation}), as in torch.")
+                f"`stride` (={stride}) or `dilation` (={dilation}), as in torch."
+            )
     if weight.shape[0] % groups:
-        raise ValueError(f"{where}: `groups` (={groups}) must divide the weight's "
-                         f"in_channels (={weight.shape[0]}).")
+        raise ValueError(
+            f"{where}: `groups` (={groups}) must divide the weight's "
+            f"in_channels (={weight.shape[0]})."
+        )
     kernel = weight.shape[2:]
     c_in, c_out_per_group = weight.shape[0], weight.shape[1]
     # (C_in, C_out/g, *k) -> (C_out, C_in/g, *k), spatially flipped
     w = weight.reshape((groups, c_in // groups, c_out_per_group) + kernel)
     w = jnp.swapaxes(w, 1, 2).reshape((groups * c_out_per_group, c_in // groups) + kernel)
     w = jnp.flip(w, axis=tuple(range(2, n + 2)))
-    pads = [(d * (k - 1) - p, d * (k - 1) - p + op)
-            for k, p, op, d in zip(kernel, padding, output_padding, dilation)]
-    size = transposed_output_size(input.shape[-n:], kernel, stride, padding, output_padding,
-                                  dilation)
+    pads = [
+        (d * (k - 1) - p, d * (k - 1) - p + op)
+        for k, p, op, d in zip(kernel, padding, output_padding, dilation)
+    ]
+    size = transposed_output_size(
+        input.shape[-n:], kernel, stride, padding, output_padding, dilation
+    )
     if any(length <= 0 for length in size):
-        raise ValueError(f"{where}: `padding` (={padding}) leaves no output: size {size} for "
-                         f"an input of shape {tuple(input.shape)}.")
+        raise ValueError(
+            f"{where}: `padding` (={padding}) leaves no output: size {size} for "
+            f"an input of shape {tuple(input.shape)}."
+        )
     x = input if batched else input[None]
-    y = lax.conv_general_dilated(x, w, window_strides=(1,) * n, padding=pads,
-                                 lhs_dilation=stride, rhs_dilation=dilation,
-                                 feature_group_count=groups,
-                                 dimension_numbers=_DIMENSION_NUMBERS[n])
+    y = lax.conv_general_dilated(
+        x,
+        w,
+        window_strides=(1,) * n,
+        padding=pads,
+        lhs_dilation=stride,
+        rhs_dilation=dilation,
+        feature_group_count=groups,
+        dimension_numbers=_DIMENSION_NUMBERS[n],
+    )
     if bias is not None:
         y = y + bias.reshape((-1,) + (1,) * n)
     return y if batched else y[0]
 
 
-def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                     groups=1, dilation=1):
+def conv_transpose1d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
     """``torch.nn.functional.conv_transpose1d``: input `(N, C_in, L)` or `(C_in, L)`,
     weight `(C_in, C_out / groups, k)`, bias `(C_out,)`."""
-    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
-                           output_padding, groups, dilation)
+    return _conv_transpose(
+        "conv_transpose1d",
+        1,
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )
 
 
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                     groups=1, dilation=1):
+def conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
     """``torch.nn.functional.conv_transpose2d``: input `(N, C_in, H, W)` or
     `(C_in, H, W)`, weight `(C_in, C_out / groups, kH, kW)`, bias `(C_out,)`."""
-    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
-                           output_padding, groups, dilation)
+    return _conv_transpose(
+        "conv_transpose2d",
+        2,
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )
 
 
-def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                     groups=1, dilation=1):
+def conv_transpose3d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
     """``torch.nn.functional.conv_transpose3d``: input `(N, C_in, D, H, W)` or
     `(C_in, D, H, W)`, weight `(C_in, C_out / groups, kD, kH, kW)`, bias `(C_out,)`."""
-    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding,
-                           output_padding, groups, dilation)
+    return _conv_transpose(
+        "conv_transpose3d",
+        3,
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        output_padding,
+        groups,
+        dilation,
+    )

@@ -55,8 +55,9 @@ def _apply(name: str, input, p: float, training: bool, key, mask, mask_shape):
     return input * noise
 
 
-def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, *,
-            key=None, mask=None):
+def dropout(
+    input, p: float = 0.5, training: bool = True, inplace: bool = False, *, key=None, mask=None
+):
     """``torch.nn.functional.dropout``: zero each element with probability ``p``.
 
     Args:
@@ -70,8 +71,9 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     return _apply("dropout", input, p, training, key, mask, input.shape)
 
 
-def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False, *,
-              key=None, mask=None):
+def dropout1d(
+    input, p: float = 0.5, training: bool = True, inplace: bool = False, *, key=None, mask=None
+):
     """``torch.nn.functional.dropout1d``: zero whole channels of `(N, C, L)` or `(C, L)`.
 
     The mask is `(N, C, 1)` (`(C, 1)` unbatched).
@@ -79,14 +81,14 @@ def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
     del inplace
     if input.ndim not in (2, 3):
         raise ValueError(
-            f"dropout1d: `input` must be `(N, C, L)` or `(C, L)`, got shape "
-            f"{tuple(input.shape)}."
+            f"dropout1d: `input` must be `(N, C, L)` or `(C, L)`, got shape {tuple(input.shape)}."
         )
     return _apply("dropout1d", input, p, training, key, mask, input.shape[:-1] + (1,))
 
 
-def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False, *,
-              key=None, mask=None):
+def dropout2d(
+    input, p: float = 0.5, training: bool = True, inplace: bool = False, *, key=None, mask=None
+):
     """``torch.nn.functional.dropout2d``: zero whole channels of `(N, C, H, W)`.
 
     As torch does today, a 3-D input is read as `(N, C, L)` (1-D channel dropout), not

@@ -47,8 +47,7 @@ def concrete_or_none(x):
 def _check_indices(input, num_embeddings: int, where: str, check_ids: bool):
     if not jnp.issubdtype(jnp.asarray(input).dtype, jnp.integer):
         raise TypeError(
-            f"{where}: `input` must hold integer token ids, got dtype "
-            f"{jnp.asarray(input).dtype}."
+            f"{where}: `input` must hold integer token ids, got dtype {jnp.asarray(input).dtype}."
         )
     values = concrete_or_none(input)
     if values is not None:
@@ -72,8 +71,7 @@ def _gather(table, ids, fill_value):
     ``jnp.take(..., mode="fill")`` wraps negative ids numpy-style first, so under
     ``jit`` id −1 would silently read the last row; here it is out of range like 5.
     """
-    return table.at[ids].get(mode="fill", fill_value=fill_value,
-                             wrap_negative_indices=False)
+    return table.at[ids].get(mode="fill", fill_value=fill_value, wrap_negative_indices=False)
 
 
 def _padding_index(padding_idx, num_embeddings: int, where: str):
@@ -99,8 +97,11 @@ def embedding_renorm(weight, input, max_norm: float, norm_type: float = 2.0):
     """
     weight = jnp.asarray(weight)
     norms = jnp.linalg.norm(weight, ord=norm_type, axis=1)
-    referenced = jnp.zeros(weight.shape[0], bool).at[jnp.ravel(input)].set(
-        True, mode="drop", wrap_negative_indices=False)
+    referenced = (
+        jnp.zeros(weight.shape[0], bool)
+        .at[jnp.ravel(input)]
+        .set(True, mode="drop", wrap_negative_indices=False)
+    )
     scale = jnp.where(
         referenced & (norms > max_norm),
         max_norm / (norms + _RENORM_EPS),
@@ -109,9 +110,18 @@ def embedding_renorm(weight, input, max_norm: float, norm_type: float = 2.0):
     return weight * scale[:, None].astype(weight.dtype)
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
-              scale_grad_by_freq: bool = False, sparse: bool = False, *,
-              check_ids: bool = False, _where: str = "embedding"):
+def embedding(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+    *,
+    check_ids: bool = False,
+    _where: str = "embedding",
+):
     """``F.embedding``: rows of ``weight`` gathered at ``input``.
 
     Args:
@@ -149,8 +159,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     rows = _gather(weight, input, jnp.nan)
     if scale_grad_by_freq:
         # (jnp.bincount would count a negative id as a 0)
-        counts = jnp.zeros(num_embeddings, jnp.int32).at[jnp.ravel(input)].add(
-            1, mode="drop", wrap_negative_indices=False)
+        counts = (
+            jnp.zeros(num_embeddings, jnp.int32)
+            .at[jnp.ravel(input)]
+            .add(1, mode="drop", wrap_negative_indices=False)
+        )
         per_occurrence = _gather(counts, input, 1).astype(weight.dtype)
         # value unchanged (adds an exact 0), gradient divided by the frequency
         frozen = jax.lax.stop_gradient(rows)

@@ -21,7 +21,7 @@ def normalized_shape_tuple(normalized_shape) -> tuple:
 
 
 def _check(input, shape: tuple, where: str):
-    if tuple(input.shape[input.ndim - len(shape):]) != shape or input.ndim < len(shape):
+    if tuple(input.shape[input.ndim - len(shape) :]) != shape or input.ndim < len(shape):
         raise ValueError(
             f"{where}: `normalized_shape` (={list(shape)}) must match the input's last "
             f"{len(shape)} dims; got input shape {tuple(input.shape)}."
@@ -36,8 +36,15 @@ def _affine_check(name, value, shape, where):
         )
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5, *,
-               _where: str = "layer_norm"):
+def layer_norm(
+    input,
+    normalized_shape,
+    weight=None,
+    bias=None,
+    eps: float = 1e-5,
+    *,
+    _where: str = "layer_norm",
+):
     """``F.layer_norm``: ``(x − mean) / √(var + eps) · weight + bias`` over the last dims.
 
     Args:
@@ -61,8 +68,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     return out
 
 
-def rms_norm(input, normalized_shape, weight=None, eps: float | None = None, *,
-             _where: str = "rms_norm"):
+def rms_norm(
+    input, normalized_shape, weight=None, eps: float | None = None, *, _where: str = "rms_norm"
+):
     """``F.rms_norm``: ``x / √(mean(x²) + eps) · weight`` over the last dims.
 
     ``eps=None`` is ``jnp.finfo(input.dtype).eps``, torch's default.

@@ -66,7 +66,9 @@ MODES = ("auto", "xla", "patches")
 PATCH_LIMIT = 1 << 28  # at most this many elements in a patch matrix (1 GiB in float32)
 PATCH_MIN = 1 << 20  # outside loops, patches from this many elements (4 MiB in float32)
 WIDE = 32  # outside loops, patches from this many output channels
-RULES = 3  # revision of the "auto" rules and the patch layout: part of the trainer's strategy-cache key
+RULES = (
+    3  # revision of the "auto" rules and the patch layout: part of the trainer's strategy-cache key
+)
 _override: list[str] = []
 _loops: list[bool] = []
 
@@ -130,8 +132,10 @@ def in_loop(loop: bool = True):
 
 
 def output_lengths(spatial, kernel, stride, pads, dilation) -> tuple:
-    return tuple((length + lo + hi - d * (k - 1) - 1) // s + 1
-                 for length, k, s, (lo, hi), d in zip(spatial, kernel, stride, pads, dilation))
+    return tuple(
+        (length + lo + hi - d * (k - 1) - 1) // s + 1
+        for length, k, s, (lo, hi), d in zip(spatial, kernel, stride, pads, dilation)
+    )
 
 
 def choose(x_shape, w_shape, stride, pads, dilation, groups) -> str:
@@ -167,20 +171,28 @@ def conv_patches(x, weight, stride, pads, dilation, groups: int = 1, precision=N
     shifts = []
     for offset in itertools.product(*(range(k) for k in kernel)):
         start = [0, 0] + [o * d for o, d in zip(offset, dilation)]
-        limit = [channels, batch] + [s0 + (m - 1) * s + 1
-                                     for s0, m, s in zip(start[2:], out, stride)]
+        limit = [channels, batch] + [
+            s0 + (m - 1) * s + 1 for s0, m, s in zip(start[2:], out, stride)
+        ]
         shifts.append(lax.slice(padded, start, limit, [1, 1] + list(stride)))
     # (C, K, N, *out): rows of the patch matrix channel-major, as the weight's (C, *kernel)
     cols = jnp.stack(shifts, axis=1)
     rows = batch * math.prod(out)
     width = channels // groups * math.prod(kernel)
     if groups == 1:  # (O, C·K) @ (C·K, N·out)
-        y = lax.dot_general(weight.reshape(weight.shape[0], width), cols.reshape(width, rows),
-                            (((1,), (0,)), ((), ())), precision=precision)
+        y = lax.dot_general(
+            weight.reshape(weight.shape[0], width),
+            cols.reshape(width, rows),
+            (((1,), (0,)), ((), ())),
+            precision=precision,
+        )
     else:  # per group g: (O/G, C/G·K) @ (C/G·K, N·out); channel g·O/G + o
-        y = lax.dot_general(weight.reshape(groups, weight.shape[0] // groups, width),
-                            cols.reshape(groups, width, rows),
-                            (((2,), (1,)), ((0,), (0,))), precision=precision)
+        y = lax.dot_general(
+            weight.reshape(groups, weight.shape[0] // groups, width),
+            cols.reshape(groups, width, rows),
+            (((2,), (1,)), ((0,), (0,))),
+            precision=precision,
+        )
     return jnp.swapaxes(y.reshape((weight.shape[0], batch) + out), 0, 1)
 
 
@@ -192,5 +204,12 @@ def convolve(x, weight, stride, pads, dilation, groups: int = 1, precision=None)
     if choose(x.shape, weight.shape, stride, pads, dilation, groups) == "patches":
         return conv_patches(x, weight, stride, pads, dilation, groups, precision)
     # lax's default dimension numbers are torch's layouts (N C *spatial, O I *kernel)
-    return lax.conv_general_dilated(x, weight, stride, pads, rhs_dilation=dilation,
-                                    feature_group_count=groups, precision=precision)
+    return lax.conv_general_dilated(
+        x,
+        weight,
+        stride,
+        pads,
+        rhs_dilation=dilation,
+        feature_group_count=groups,
+        precision=precision,
+    )

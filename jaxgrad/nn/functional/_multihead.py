@@ -71,12 +71,34 @@ def _shape_check(query, key_input, value, key_padding_mask, attn_mask, num_heads
 
 
 def multi_head_attention_forward(
-    query, key_input, value, /, embed_dim_to_check: int, num_heads: int, in_proj_weight,
-    in_proj_bias, bias_k, bias_v, add_zero_attn: bool, dropout_p: float, out_proj_weight,
-    out_proj_bias, training: bool = True, key_padding_mask=None, need_weights: bool = True,
-    attn_mask=None, use_separate_proj_weight: bool = False, q_proj_weight=None,
-    k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
-    average_attn_weights: bool = True, is_causal: bool = False, *, key=None,
+    query,
+    key_input,
+    value,
+    /,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight,
+    in_proj_bias,
+    bias_k,
+    bias_v,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight,
+    out_proj_bias,
+    training: bool = True,
+    key_padding_mask=None,
+    need_weights: bool = True,
+    attn_mask=None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight=None,
+    k_proj_weight=None,
+    v_proj_weight=None,
+    static_k=None,
+    static_v=None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+    *,
+    key=None,
     _where: str = "multi_head_attention_forward",
 ):
     """``F.multi_head_attention_forward``; returns ``(attn_output, attn_weights | None)``.
@@ -92,8 +114,7 @@ def multi_head_attention_forward(
         key_padding_mask = jnp.asarray(key_padding_mask)
     if attn_mask is not None:
         attn_mask = jnp.asarray(attn_mask)
-    batched = _shape_check(query, key_input, value, key_padding_mask, attn_mask,
-                           num_heads, _where)
+    batched = _shape_check(query, key_input, value, key_padding_mask, attn_mask, num_heads, _where)
     if not batched:
         query, key_input, value = query[:, None], key_input[:, None], value[:, None]
         if key_padding_mask is not None:
@@ -121,8 +142,7 @@ def multi_head_attention_forward(
     head_dim = embed_dim // num_heads
     if head_dim * num_heads != embed_dim:
         raise ValueError(
-            f"{_where}: `embed_dim` (={embed_dim}) must be divisible by `num_heads` "
-            f"(={num_heads})."
+            f"{_where}: `embed_dim` (={embed_dim}) must be divisible by `num_heads` (={num_heads})."
         )
     if use_separate_proj_weight:
         if key_input.shape[:2] != value.shape[:2]:
@@ -175,13 +195,20 @@ def multi_head_attention_forward(
         raise ValueError(f"{_where}: `bias_k` and `bias_v` must be given together.")
 
     q = jnp.swapaxes(q.reshape(tgt_len, bsz * num_heads, head_dim), 0, 1)
-    k = static_k if static_k is not None else jnp.swapaxes(
-        k.reshape(k.shape[0], bsz * num_heads, head_dim), 0, 1)
-    v = static_v if static_v is not None else jnp.swapaxes(
-        v.reshape(v.shape[0], bsz * num_heads, head_dim), 0, 1)
+    k = (
+        static_k
+        if static_k is not None
+        else jnp.swapaxes(k.reshape(k.shape[0], bsz * num_heads, head_dim), 0, 1)
+    )
+    v = (
+        static_v
+        if static_v is not None
+        else jnp.swapaxes(v.reshape(v.shape[0], bsz * num_heads, head_dim), 0, 1)
+    )
     for name, static in (("static_k", static_k), ("static_v", static_v)):
-        if static is not None and (static.shape[0] != bsz * num_heads
-                                   or static.shape[2] != head_dim):
+        if static is not None and (
+            static.shape[0] != bsz * num_heads or static.shape[2] != head_dim
+        ):
             raise ValueError(
                 f"{_where}: `{name}` has shape {tuple(static.shape)}, expected "
                 f"({bsz * num_heads}, S, {head_dim})."
@@ -231,8 +258,9 @@ def multi_head_attention_forward(
     q = q.reshape(bsz, num_heads, tgt_len, head_dim)
     k = k.reshape(bsz, num_heads, src_len, head_dim)
     v = v.reshape(bsz, num_heads, src_len, head_dim)
-    out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, key=key,
-                                       _where=_where)
+    out = scaled_dot_product_attention(
+        q, k, v, attn_mask, dropout_p, is_causal, key=key, _where=_where
+    )
     out = jnp.transpose(out, (2, 0, 1, 3)).reshape(bsz * tgt_len, embed_dim)
     out = _linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
     if not batched:

@@ -51,9 +51,16 @@ def _check_input(name: str, input, min_ndim: int = 2) -> None:
         )
 
 
-def batch_norm_with_stats(input, running_mean, running_var, weight=None, bias=None,
-                          training: bool = False, momentum: float = 0.1,
-                          eps: float = 1e-5):
+def batch_norm_with_stats(
+    input,
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
     """``F.batch_norm`` and what it leaves in the running buffers.
 
     Args:
@@ -75,7 +82,8 @@ def batch_norm_with_stats(input, running_mean, running_var, weight=None, bias=No
     if not use_batch:
         mean, var = running_mean, running_var
         out = (input - _per_channel(mean, input.ndim)) / jnp.sqrt(
-            _per_channel(var, input.ndim) + eps)
+            _per_channel(var, input.ndim) + eps
+        )
         return _affine(out, weight, bias), running_mean, running_var
     count = input.size // input.shape[1] if input.shape[1] else 0
     if input.size == 0:  # torch: an empty output, running statistics left alone
@@ -98,17 +106,33 @@ def batch_norm_with_stats(input, running_mean, running_var, weight=None, bias=No
     return out, running_mean, running_var
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None,
-               training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
+def batch_norm(
+    input,
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
     """``torch.nn.functional.batch_norm``: the output only (see ``batch_norm_with_stats``
     for the updated running statistics torch writes in place)."""
-    return batch_norm_with_stats(input, running_mean, running_var, weight, bias,
-                                 training, momentum, eps)[0]
+    return batch_norm_with_stats(
+        input, running_mean, running_var, weight, bias, training, momentum, eps
+    )[0]
 
 
-def instance_norm_with_stats(input, running_mean=None, running_var=None, weight=None,
-                             bias=None, use_input_stats: bool = True,
-                             momentum: float = 0.1, eps: float = 1e-5):
+def instance_norm_with_stats(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
     """``F.instance_norm`` and its running statistics: every `(n, c)` slice normalised
     by its own mean and biased variance over the spatial dims.
 
@@ -130,7 +154,8 @@ def instance_norm_with_stats(input, running_mean=None, running_var=None, weight=
                 "`running_var`, got None."
             )
         out = (input - _per_channel(running_mean, input.ndim)) / jnp.sqrt(
-            _per_channel(running_var, input.ndim) + eps)
+            _per_channel(running_var, input.ndim) + eps
+        )
         return _affine(out, weight, bias), running_mean, running_var
     axes = tuple(range(2, input.ndim))
     count = 1
@@ -153,11 +178,20 @@ def instance_norm_with_stats(input, running_mean=None, running_var=None, weight=
     return out, running_mean, running_var
 
 
-def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
-                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
+def instance_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
     """``torch.nn.functional.instance_norm``: the output only."""
-    return instance_norm_with_stats(input, running_mean, running_var, weight, bias,
-                                    use_input_stats, momentum, eps)[0]
+    return instance_norm_with_stats(
+        input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps
+    )[0]
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
@@ -183,8 +217,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     return _affine(out, weight, bias)
 
 
-def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,
-                        k: float = 1.0):
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
     """``torch.nn.functional.local_response_norm``: ``x / (k + alpha · mean x²)^beta``, the
     mean over a window of ``size`` channels centred on each (``size // 2`` before,
     ``(size − 1) // 2`` after, zero-padded: the divisor stays ``size`` at the edges).
@@ -199,8 +232,10 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
       ValueError: for an input of fewer than 3 dims.
     """
     if input.ndim < 3:
-        raise ValueError(f"local_response_norm: expected a 3-D or higher input `(N, C, *)`, "
-                         f"got shape {tuple(input.shape)} ({input.ndim} dims).")
+        raise ValueError(
+            f"local_response_norm: expected a 3-D or higher input `(N, C, *)`, "
+            f"got shape {tuple(input.shape)} ({input.ndim} dims)."
+        )
     if input.size == 0:
         return input
     div = input * input

@@ -40,27 +40,32 @@ def pad(input, pad, mode: str = "constant", value: float | None = None):
     """
     if mode not in PAD_MODES:
         raise ValueError(
-            f"pad: `mode` (={mode!r}) must be one of {', '.join(map(repr, PAD_MODES))}.")
+            f"pad: `mode` (={mode!r}) must be one of {', '.join(map(repr, PAD_MODES))}."
+        )
     if not isinstance(pad, (tuple, list)) or not all(_is_int(p) for p in pad):
         raise TypeError(f"pad: `pad` (={pad!r}) must be a tuple of ints.")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError(
             f"pad: `pad` (={tuple(pad)}) must have an even length of at most 2 × the "
-            f"input's {input.ndim} dims.")
+            f"input's {input.ndim} dims."
+        )
     n = len(pad) // 2
     pairs = [(0, 0)] * (input.ndim - n) + [
-        (int(pad[2 * i]), int(pad[2 * i + 1])) for i in reversed(range(n))]
+        (int(pad[2 * i]), int(pad[2 * i + 1])) for i in reversed(range(n))
+    ]
     if mode == "constant":
         fill = jnp.asarray(0 if value is None else value, input.dtype)
         return lax.pad(input, fill, [(lo, hi, 0) for lo, hi in pairs])
     if value not in (None, 0):
-        raise ValueError(f"pad: `value` (={value!r}) is only used with mode='constant', got "
-                         f"mode={mode!r}.")
+        raise ValueError(
+            f"pad: `value` (={value!r}) is only used with mode='constant', got mode={mode!r}."
+        )
     if n > 3 or input.ndim < n + 1:
         raise ValueError(
             f"pad: mode={mode!r} pads 1 to 3 trailing dims of an input with a channel dim "
             f"(and an optional batch dim); got `pad` (={tuple(pad)}) for an input of shape "
-            f"{tuple(input.shape)}.")
+            f"{tuple(input.shape)}."
+        )
     for axis, (lo, hi) in enumerate(pairs):
         size = input.shape[axis]
         if lo < 0 or hi < 0:
@@ -68,9 +73,11 @@ def pad(input, pad, mode: str = "constant", value: float | None = None):
         if mode == "reflect" and max(lo, hi) >= size and (lo or hi):
             raise ValueError(
                 f"pad: reflect padding (={lo}, {hi}) must be smaller than the padded "
-                f"dimension (={size}) of the input of shape {tuple(input.shape)}.")
+                f"dimension (={size}) of the input of shape {tuple(input.shape)}."
+            )
         if mode == "circular" and max(lo, hi) > size:
             raise ValueError(
                 f"pad: circular padding (={lo}, {hi}) must be at most the padded dimension "
-                f"(={size}) of the input of shape {tuple(input.shape)}.")
+                f"(={size}) of the input of shape {tuple(input.shape)}."
+            )
     return jnp.pad(input, pairs, mode=_NUMPY_MODES[mode])

@@ -50,7 +50,8 @@ def pool_output_length(where, length, k, s, p, d, ceil_mode) -> int:
     if out < 1:
         raise ValueError(
             f"{where}: the output size is {out} for an input size {length}, `kernel_size` "
-            f"{k}, `stride` {s}, `padding` {p}, `dilation` {d}: too small an input.")
+            f"{k}, `stride` {s}, `padding` {p}, `dilation` {d}: too small an input."
+        )
     return out
 
 
@@ -102,12 +103,13 @@ def _windows_along(values, positions, axis, length):
     if dilation == 1 and stride == k:  # windows tile the axis: a reshape, no copy
         first = start + low
         tiles = jax.lax.slice_in_dim(padded, first, first + out * k, axis=axis)
-        return tiles.reshape(tiles.shape[:axis] + (out, k) + tiles.shape[axis + 1:])
+        return tiles.reshape(tiles.shape[:axis] + (out, k) + tiles.shape[axis + 1 :])
     slices = []
     for j in range(k):
         first = start + j * dilation + low
-        slices.append(jax.lax.slice_in_dim(padded, first, first + (out - 1) * stride + 1,
-                                           stride, axis))
+        slices.append(
+            jax.lax.slice_in_dim(padded, first, first + (out - 1) * stride + 1, stride, axis)
+        )
     return jnp.stack(slices, axis=axis + 1)
 
 
@@ -121,11 +123,11 @@ def _gather(x, tables):
     # (N, C, o1, k1, o2, k2) -> (N, C, o1, o2, k1, k2) -> (N, C, o1, o2, K)
     order = [0, 1] + [2 + 2 * i for i in range(n)] + [3 + 2 * i for i in range(n)]
     values = jnp.transpose(values, order)
-    out = values.shape[2:2 + n]
-    values = values.reshape(values.shape[:2 + n] + (-1,))
+    out = values.shape[2 : 2 + n]
+    values = values.reshape(values.shape[: 2 + n] + (-1,))
     flat = np.zeros((), np.int64)
     valid = np.ones((), bool)
-    strides = [math.prod(x.shape[3 + i:]) for i in range(n)]
+    strides = [math.prod(x.shape[3 + i :]) for i in range(n)]
     for axis, (positions, ok) in enumerate(tables):
         shape = [1] * (2 * n)
         shape[axis], shape[n + axis] = positions.shape
@@ -189,19 +191,25 @@ def _window_args(where, n, kernel_size, stride, padding, dilation):
     return kernel, stride, padding, dilation
 
 
-def _max_pool(where, n, input, kernel_size, stride, padding, dilation, ceil_mode,
-              return_indices):
-    kernel, stride, padding, dilation = _window_args(where, n, kernel_size, stride, padding,
-                                                     dilation)
+def _max_pool(where, n, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    kernel, stride, padding, dilation = _window_args(
+        where, n, kernel_size, stride, padding, dilation
+    )
     for k, p, d in zip(kernel, padding, dilation):
         if 2 * p > d * (k - 1) + 1:
-            raise ValueError(f"{where}: `padding` (={padding}) must be at most half of the "
-                             f"effective kernel size (`kernel_size`={kernel}, "
-                             f"`dilation`={dilation}).")
+            raise ValueError(
+                f"{where}: `padding` (={padding}) must be at most half of the "
+                f"effective kernel size (`kernel_size`={kernel}, "
+                f"`dilation`={dilation})."
+            )
     batched, x = _batched(where, input, n)
     if not all(isinstance(length, int) for length in x.shape[2:]):
-        return _unbatch(_max_pool_symbolic(where, x, kernel, stride, padding, dilation,
-                                           ceil_mode, return_indices), batched)
+        return _unbatch(
+            _max_pool_symbolic(
+                where, x, kernel, stride, padding, dilation, ceil_mode, return_indices
+            ),
+            batched,
+        )
     tables = []
     for length, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation):
         out = pool_output_length(where, length, k, s, p, d, ceil_mode)
@@ -210,21 +218,21 @@ def _max_pool(where, n, input, kernel_size, stride, padding, dilation, ceil_mode
     return _unbatch(_select_max(values, flat, valid, return_indices), batched)
 
 
-def _max_pool_symbolic(where, x, kernel, stride, padding, dilation, ceil_mode,
-                       return_indices):
+def _max_pool_symbolic(where, x, kernel, stride, padding, dilation, ceil_mode, return_indices):
     """The max pool of ``_max_pool`` where spatial sizes are ``jax.export`` dimension
     variables (a saved artifact): one variadic ``reduce_window`` over (value, flat
     index) pairs, keeping torch's choice in any combining order: a NaN over a number
     (the last NaN among NaNs), else the larger value, else the first position. Padding
     is (-inf, past every index): a window's real positions win its ties."""
-    extra = _ceil_padding(where, ceil_mode, [d * (k - 1) + 1 for k, d in zip(kernel, dilation)],
-                          stride, padding)
+    extra = _ceil_padding(
+        where, ceil_mode, [d * (k - 1) + 1 for k, d in zip(kernel, dilation)], stride, padding
+    )
     spatial = x.shape[2:]
     index_dtype = jax.dtypes.canonicalize_dtype(np.int64)
     flat = jnp.zeros(spatial, index_dtype)
     for axis in range(len(spatial)):
         place = jax.lax.broadcasted_iota(index_dtype, spatial, axis)
-        for later in spatial[axis + 1:]:
+        for later in spatial[axis + 1 :]:
             place = place * later
         flat = flat + place
     flat = jnp.broadcast_to(flat, x.shape)
@@ -232,16 +240,18 @@ def _max_pool_symbolic(where, x, kernel, stride, padding, dilation, ceil_mode,
     def combine(a, b):
         (v1, i1), (v2, i2) = a, b
         n1, n2 = jnp.isnan(v1), jnp.isnan(v2)
-        take = jnp.where(n1 | n2, n2 & (~n1 | (i2 > i1)),
-                         (v2 > v1) | ((v2 == v1) & (i2 < i1)))
+        take = jnp.where(n1 | n2, n2 & (~n1 | (i2 > i1)), (v2 > v1) | ((v2 == v1) & (i2 < i1)))
         return jnp.where(take, v2, v1), jnp.where(take, i2, i1)
 
     values, indices = jax.lax.reduce_window(
-        (x, flat), (jnp.array(-jnp.inf, x.dtype), jnp.array(jnp.iinfo(index_dtype).max,
-                                                             index_dtype)),
-        combine, (1, 1, *kernel), (1, 1, *stride),
+        (x, flat),
+        (jnp.array(-jnp.inf, x.dtype), jnp.array(jnp.iinfo(index_dtype).max, index_dtype)),
+        combine,
+        (1, 1, *kernel),
+        (1, 1, *stride),
         ((0, 0), (0, 0), *((p, p + e) for p, e in zip(padding, extra))),
-        window_dilation=(1, 1, *dilation))
+        window_dilation=(1, 1, *dilation),
+    )
     return (values, indices) if return_indices else values
 
 
@@ -259,12 +269,14 @@ def _ceil_padding(where, ceil_mode, extents, stride, padding) -> list:
                 f"{where}: ceil_mode=True with symbolic sizes is exported only where "
                 f"`padding` + `stride` is at most the window ({p} + {s} > {e} here: torch "
                 "then drops a last window by the sizes' values); convert with "
-                "`from_torch(..., dynamic_shapes=None)` for this one.")
+                "`from_torch(..., dynamic_shapes=None)` for this one."
+            )
     return [s - 1 for s in stride]
 
 
-def _avg_pool_symbolic(x, kernel, stride, padding, ceil_mode, count_include_pad,
-                       divisor_override, where):
+def _avg_pool_symbolic(
+    x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, where
+):
     """``_avg_pool`` where spatial sizes are ``jax.export`` dimension variables: sums by
     ``reduce_window``, and the divisor likewise over ones: the window clipped to the
     padded input (``count_include_pad``) or its real elements only."""
@@ -276,52 +288,66 @@ def _avg_pool_symbolic(x, kernel, stride, padding, ceil_mode, count_include_pad,
         return total / jnp.asarray(divisor_override, x.dtype)
     ones = jnp.ones((1, 1, *x.shape[2:]), x.dtype)
     if count_include_pad:  # the padding counts, what ceil_mode adds beyond it does not
-        ones = jax.lax.pad(ones, jnp.array(1, x.dtype),
-                           ((0, 0, 0), (0, 0, 0), *((p, p, 0) for p in padding)))
+        ones = jax.lax.pad(
+            ones, jnp.array(1, x.dtype), ((0, 0, 0), (0, 0, 0), *((p, p, 0) for p in padding))
+        )
         pads = ((0, 0), (0, 0), *((0, e) for e in extra))
-    divisor = jax.lax.reduce_window(ones, jnp.array(0, x.dtype), jax.lax.add, window,
-                                    strides, pads)
+    divisor = jax.lax.reduce_window(ones, jnp.array(0, x.dtype), jax.lax.add, window, strides, pads)
     return total / divisor
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+def max_pool1d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
     """``torch.nn.functional.max_pool1d``: input `(N, C, L)` or `(C, L)`; with
     ``return_indices``, ``(output, indices)`` (indices into each length-``L`` row)."""
-    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
-                     return_indices)
+    return _max_pool(
+        "max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+def max_pool2d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
     """``torch.nn.functional.max_pool2d``: input `(N, C, H, W)` or `(C, H, W)`; with
     ``return_indices``, ``(output, indices)`` (flat ``h·W + w`` into each plane)."""
-    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
-                     return_indices)
+    return _max_pool(
+        "max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
 
 
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+def max_pool3d(
+    input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
     """``torch.nn.functional.max_pool3d``: input `(N, C, D, H, W)` or `(C, D, H, W)`; with
     ``return_indices``, ``(output, indices)`` (flat ``d·H·W + h·W + w`` into each volume)."""
-    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
-                     return_indices)
+    return _max_pool(
+        "max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices
+    )
 
 
-def _avg_pool(where, n, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-              divisor_override):
+def _avg_pool(
+    where, n, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
     kernel, stride, padding, _ = _window_args(where, n, kernel_size, stride, padding, 1)
     for k, p in zip(kernel, padding):
         if 2 * p > k:
-            raise ValueError(f"{where}: `padding` (={padding}) must be at most half of "
-                             f"`kernel_size` (={kernel}).")
+            raise ValueError(
+                f"{where}: `padding` (={padding}) must be at most half of "
+                f"`kernel_size` (={kernel})."
+            )
     if divisor_override is not None and (not _is_int(divisor_override) or divisor_override == 0):
-        raise ValueError(f"{where}: `divisor_override` (={divisor_override!r}) must be a "
-                         "non-zero int or None.")
+        raise ValueError(
+            f"{where}: `divisor_override` (={divisor_override!r}) must be a non-zero int or None."
+        )
     batched, x = _batched(where, input, n)
     if not all(isinstance(length, int) for length in x.shape[2:]):
-        return _unbatch(_avg_pool_symbolic(x, kernel, stride, padding, ceil_mode,
-                                           count_include_pad, divisor_override, where), batched)
+        return _unbatch(
+            _avg_pool_symbolic(
+                x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, where
+            ),
+            batched,
+        )
     tables, sizes = [], []
     for length, k, s, p in zip(x.shape[2:], kernel, stride, padding):
         out = pool_output_length(where, length, k, s, p, 1, ceil_mode)
@@ -350,25 +376,57 @@ def _outer_product(sizes):
     return grid
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True):
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """``torch.nn.functional.avg_pool1d``: input `(N, C, L)` or `(C, L)`."""
-    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad, None)
+    return _avg_pool(
+        "avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None
+    )
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
+def avg_pool2d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """``torch.nn.functional.avg_pool2d``: input `(N, C, H, W)` or `(C, H, W)`."""
-    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad, divisor_override)
+    return _avg_pool(
+        "avg_pool2d",
+        2,
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
 
 
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
+def avg_pool3d(
+    input,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """``torch.nn.functional.avg_pool3d``: input `(N, C, D, H, W)` or `(C, D, H, W)`."""
-    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad, divisor_override)
+    return _avg_pool(
+        "avg_pool3d",
+        3,
+        input,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
 
 
 def _output_size(where, n, output_size, spatial) -> tuple[int, ...]:
@@ -376,8 +434,10 @@ def _output_size(where, n, output_size, spatial) -> tuple[int, ...]:
     if len(sizes) == 1 and n > 1:
         sizes = tuple(sizes) * n
     if len(sizes) != n or not all(s is None or (_is_int(s) and s >= 1) for s in sizes):
-        raise ValueError(f"{where}: `output_size` (={output_size!r}) must be a positive int, "
-                         f"None or a tuple of {n} of them.")
+        raise ValueError(
+            f"{where}: `output_size` (={output_size!r}) must be a positive int, "
+            f"None or a tuple of {n} of them."
+        )
     return tuple(length if s is None else int(s) for s, length in zip(sizes, spatial))
 
 
@@ -386,8 +446,9 @@ def _adaptive_pool(where, n, input, output_size, kind, return_indices=False):
     sizes = _output_size(where, n, output_size, x.shape[2:])
     for length in x.shape[2:]:
         if length == 0:
-            raise ValueError(f"{where}: empty spatial dimension in input of shape "
-                             f"{tuple(input.shape)}.")
+            raise ValueError(
+                f"{where}: empty spatial dimension in input of shape {tuple(input.shape)}."
+            )
     tables = [_adaptive(length, out) for length, out in zip(x.shape[2:], sizes)]
     values, flat, valid = _gather(x, tables)
     if kind == "max":
@@ -435,10 +496,11 @@ def _lp_pool(where, n, input, norm_type, kernel_size, stride, ceil_mode):
     kernel = ntuple("kernel_size", kernel_size, n, minimum=1, where=where)
     if math.isinf(norm_type):
         sign = 1 if norm_type > 0 else -1
-        return sign * _max_pool(where, n, sign * jnp.abs(input), kernel, stride, 0, 1,
-                                ceil_mode, False)
+        return sign * _max_pool(
+            where, n, sign * jnp.abs(input), kernel, stride, 0, 1, ceil_mode, False
+        )
     # torch's stride=None is kernel_size, as for avg_pool
-    out = _avg_pool(where, n, input ** norm_type, kernel, stride, 0, ceil_mode, True, None)
+    out = _avg_pool(where, n, input**norm_type, kernel, stride, 0, ceil_mode, True, None)
     scaled = jnp.sign(out) * _torch_relu(jnp.abs(out)) * math.prod(kernel)
     return scaled ** (1.0 / norm_type)
 

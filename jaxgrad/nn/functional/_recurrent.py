@@ -43,6 +43,7 @@ def _linear(x, weight, bias):
 def _rnn_step(activation):
     def step(input_proj, h, w_hh, b_hh):
         return activation(input_proj + _linear(h, w_hh, b_hh))
+
     return step
 
 
@@ -66,8 +67,12 @@ def _gru_step(input_proj, h, w_hh, b_hh):
     return new + update * (h - new)
 
 
-_STEPS = {"RNN_TANH": _rnn_step(jnp.tanh), "RNN_RELU": _rnn_step(jax.nn.relu),
-          "LSTM": _lstm_step, "GRU": _gru_step}
+_STEPS = {
+    "RNN_TANH": _rnn_step(jnp.tanh),
+    "RNN_RELU": _rnn_step(jax.nn.relu),
+    "LSTM": _lstm_step,
+    "GRU": _gru_step,
+}
 
 
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
@@ -108,9 +113,21 @@ def _scan_direction(mode, xs, state, weights, reverse):
     return outputs, final
 
 
-def recurrent(mode: str, params: dict, input, h0, c0=None, *, num_layers: int,
-              bidirectional: bool, bias: bool, dropout: float, train: bool, keys=None,
-              where: str = "recurrent"):
+def recurrent(
+    mode: str,
+    params: dict,
+    input,
+    h0,
+    c0=None,
+    *,
+    num_layers: int,
+    bidirectional: bool,
+    bias: bool,
+    dropout: float,
+    train: bool,
+    keys=None,
+    where: str = "recurrent",
+):
     """Stacked recurrence on sequence-first input, torch's ``_VF.lstm`` / ``gru`` / ``rnn_*``.
 
     Args:
@@ -131,7 +148,8 @@ def recurrent(mode: str, params: dict, input, h0, c0=None, *, num_layers: int,
         for direction in range(directions):
             suffix = f"_l{layer}" + ("_reverse" if direction else "")
             weights = (
-                params[f"weight_ih{suffix}"], params[f"weight_hh{suffix}"],
+                params[f"weight_ih{suffix}"],
+                params[f"weight_hh{suffix}"],
                 params.get(f"bias_ih{suffix}") if bias else None,
                 params.get(f"bias_hh{suffix}") if bias else None,
                 params.get(f"weight_hr{suffix}"),

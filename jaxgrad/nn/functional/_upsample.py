@@ -31,30 +31,41 @@ MODES = {"nearest": None, "linear": 1, "bilinear": 2}
 def _sizes_and_scales(where, spatial, size, scale_factor, recompute_scale_factor):
     n = len(spatial)
     if (size is None) == (scale_factor is None):
-        raise ValueError(f"{where}: exactly one of `size` (={size!r}) and `scale_factor` "
-                         f"(={scale_factor!r}) must be given.")
+        raise ValueError(
+            f"{where}: exactly one of `size` (={size!r}) and `scale_factor` "
+            f"(={scale_factor!r}) must be given."
+        )
     if size is not None:
         sizes = tuple(size) if isinstance(size, (tuple, list)) else (size,) * n
         if len(sizes) != n or not all(isinstance(s, int) and s >= 1 for s in sizes):
-            raise ValueError(f"{where}: `size` (={size!r}) must be a positive int or {n} of them "
-                             f"for an input with {n} spatial dims.")
+            raise ValueError(
+                f"{where}: `size` (={size!r}) must be a positive int or {n} of them "
+                f"for an input with {n} spatial dims."
+            )
         return sizes, (None,) * n
-    factors = (tuple(scale_factor) if isinstance(scale_factor, (tuple, list))
-               else (scale_factor,) * n)
+    factors = (
+        tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * n
+    )
     if len(factors) != n or not all(isinstance(f, (int, float)) and f > 0 for f in factors):
-        raise ValueError(f"{where}: `scale_factor` (={scale_factor!r}) must be a positive "
-                         f"number or {n} of them.")
+        raise ValueError(
+            f"{where}: `scale_factor` (={scale_factor!r}) must be a positive number or {n} of them."
+        )
     sizes = tuple(math.floor(float(length) * float(f)) for length, f in zip(spatial, factors))
     if any(s < 1 for s in sizes):
-        raise ValueError(f"{where}: `scale_factor` (={scale_factor!r}) gives an empty output "
-                         f"{sizes} for the input size {tuple(spatial)}.")
+        raise ValueError(
+            f"{where}: `scale_factor` (={scale_factor!r}) gives an empty output "
+            f"{sizes} for the input size {tuple(spatial)}."
+        )
     scales = (None,) * n if recompute_scale_factor else tuple(float(f) for f in factors)
     return sizes, scales
 
 
 def _nearest_index(length_in, length_out, scale):
-    scale32 = (np.float32(1.0 / scale) if scale is not None
-               else np.float32(length_in) / np.float32(length_out))
+    scale32 = (
+        np.float32(1.0 / scale)
+        if scale is not None
+        else np.float32(length_in) / np.float32(length_out)
+    )
     source = np.floor(np.arange(length_out, dtype=np.float32) * scale32).astype(np.int64)
     return np.minimum(source, length_in - 1)
 
@@ -73,9 +84,15 @@ def _linear_weights(length_in, length_out, scale, align_corners):
     return low, high, source - low
 
 
-def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
-                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
-                antialias: bool = False):
+def interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+):
     """``torch.nn.functional.interpolate`` (modes ``'nearest'``, ``'linear'`` for
     `(N, C, L)`, ``'bilinear'`` for `(N, C, H, W)`).
 
@@ -86,25 +103,33 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     """
     where = "interpolate"
     if mode not in MODES:
-        raise ValueError(f"{where}: `mode` (={mode!r}) must be one of "
-                         f"{', '.join(map(repr, MODES))}; other torch modes are not implemented.")
+        raise ValueError(
+            f"{where}: `mode` (={mode!r}) must be one of "
+            f"{', '.join(map(repr, MODES))}; other torch modes are not implemented."
+        )
     if antialias:
-        raise ValueError(f"{where}: `antialias` (=True) is not implemented (torch's default "
-                         "is False).")
+        raise ValueError(
+            f"{where}: `antialias` (=True) is not implemented (torch's default is False)."
+        )
     if mode == "nearest":
         if align_corners is not None:
-            raise ValueError(f"{where}: `align_corners` (={align_corners!r}) can only be set "
-                             "with the interpolating modes 'linear' and 'bilinear', as in torch.")
+            raise ValueError(
+                f"{where}: `align_corners` (={align_corners!r}) can only be set "
+                "with the interpolating modes 'linear' and 'bilinear', as in torch."
+            )
         if input.ndim not in (3, 4):
-            raise ValueError(f"{where}: mode 'nearest' takes a 3-d (N C L) or 4-d (N C H W) "
-                             f"input, got shape {tuple(input.shape)}.")
+            raise ValueError(
+                f"{where}: mode 'nearest' takes a 3-d (N C L) or 4-d (N C H W) "
+                f"input, got shape {tuple(input.shape)}."
+            )
     else:
         if input.ndim != MODES[mode] + 2:
-            raise ValueError(f"{where}: mode {mode!r} takes a {MODES[mode] + 2}-d batched input, "
-                             f"got shape {tuple(input.shape)}.")
+            raise ValueError(
+                f"{where}: mode {mode!r} takes a {MODES[mode] + 2}-d batched input, "
+                f"got shape {tuple(input.shape)}."
+            )
     spatial = input.shape[2:]
-    sizes, scales = _sizes_and_scales(where, spatial, size, scale_factor,
-                                      recompute_scale_factor)
+    sizes, scales = _sizes_and_scales(where, spatial, size, scale_factor, recompute_scale_factor)
     y = input
     for axis, (length_in, length_out, scale) in enumerate(zip(spatial, sizes, scales)):
         dim = 2 + axis
