@@ -121,7 +121,7 @@ def _links(schedulers, composer: str) -> list[Schedule]:
             f"'{composer} expects at least one scheduler to be chained, but got no "
             "scheduler.')."
         )
-    links = []
+    links: list[Schedule] = []
     for index, schedule in enumerate(schedulers):
         if isinstance(schedule, ReduceLROnPlateau):
             raise ValueError(
@@ -148,7 +148,7 @@ def _links(schedulers, composer: str) -> list[Schedule]:
                 "from their closed forms at its milestones, undoing the others' steps."
             )
         links.extend(schedule.parts if schedule.kind == "composite" else [schedule])
-    seen = {}
+    seen: dict[int, int] = {}
     for index, link in enumerate(links):
         if id(link) in seen:
             raise ValueError(

@@ -84,7 +84,7 @@ class LbfgsState(NamedTuple):
 
 def _torch_view(state: LbfgsState) -> dict:
     """torch's ``optimizer.state[first parameter]`` of an ``LbfgsState``."""
-    out = {"func_evals": state.func_evals, "n_iter": state.n_iter}
+    out: dict[str, Any] = {"func_evals": state.func_evals, "n_iter": state.n_iter}
     for field in ("d", "t", "H_diag", "prev_flat_grad", "prev_loss"):
         if getattr(state, field) is not None:
             out[field] = getattr(state, field)
@@ -107,7 +107,7 @@ class _History(NamedTuple):
     dirs: jax.Array  # (history_size, n)
     stps: jax.Array  # (history_size, n)
     ro: jax.Array  # (history_size,)
-    count: jax.Array  # () int32
+    filled: jax.Array  # () int32: how many of the history_size rows hold pairs
     al: Any  # (history_size,) or None
 
     @staticmethod
@@ -124,10 +124,10 @@ class _History(NamedTuple):
         return _History(state.old_dirs, state.old_stps, state.ro, state.count, state.al)
 
     def push(self, y, s, ro):
-        dirs, stps, ros, count = _push(
-            self.dirs, self.stps, self.ro, self.count, y, s, jnp.asarray(ro, y.dtype)
+        dirs, stps, ros, filled = _push(
+            self.dirs, self.stps, self.ro, self.filled, y, s, jnp.asarray(ro, y.dtype)
         )
-        return self._replace(dirs=dirs, stps=stps, ro=ros, count=count)
+        return self._replace(dirs=dirs, stps=stps, ro=ros, filled=filled)
 
 
 @jax.jit
@@ -429,7 +429,7 @@ def lbfgs(
                     history.dirs,
                     history.stps,
                     history.ro,
-                    history.count,
+                    history.filled,
                     jnp.asarray(h_diag, x.dtype),
                     al,
                 )
@@ -501,7 +501,7 @@ def lbfgs(
             prev_flat_grad=prev_flat_grad,
             prev_loss=scalar(prev_loss),
             al=history.al,
-            count=history.count,
+            count=history.filled,
         )
         return orig_loss, rebuild(_unflat(x, leaves)), new_state
 

@@ -151,7 +151,9 @@ def CosineAnnealingWarmRestarts(
     eta_min = check_hyper("eta_min", eta_min)
     check_last_epoch(last_epoch)
     # restart boundaries as Python ints, then the cycle of t by counting those passed
-    starts, lengths, start, length = [], [], 0, T_0
+    starts: list[int] = []
+    lengths: list[int] = []
+    start, length = 0, T_0
     while start < 2**31 and len(starts) < 64:
         starts.append(start)
         lengths.append(length)
@@ -346,7 +348,7 @@ def MultiplicativeLR(lr: float, lr_lambda: Callable, last_epoch: int = -1) -> Sc
 
 
 # torch.optim.lr_scheduler's 15 classes: these 14 and ReduceLROnPlateau (a state machine)
-SCHEDULERS = {
+SCHEDULERS: dict[str, Callable[..., Schedule]] = {
     f.__name__: f
     for f in (
         StepLR,

@@ -161,7 +161,7 @@ def load_optimizer_state_dict(
             f"`state_dict` has groups of {[len(g['params']) for g in saved_groups]} "
             f"parameters; the optimizer's groups have {[len(m) for m in members]}."
         )
-    index_of = {}
+    index_of: dict[str, int] = {}
     for saved, group_names in zip(saved_groups, members):
         index_of.update(zip(group_names, saved["params"]))
     saved_state = {

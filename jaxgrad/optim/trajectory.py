@@ -87,7 +87,9 @@ def _steps(tree, path: str) -> int:
             f"`{path}` must stack every leaf along one leading step axis (as "
             f"`optimizer_trajectory` returns it); got leading lengths {sorted(map(str, lengths))}."
         )
-    return lengths.pop()
+    (length,) = lengths
+    assert length is not None  # refused above
+    return length
 
 
 def _step(tree, index: int):
