@@ -725,11 +725,81 @@ def _error(message) -> int:
     return 2
 
 
+def join_processes(args) -> tuple[str | None, bool]:
+    """Join ``jax.distributed`` when the environment describes several processes.
+
+    With ``JAX_COORDINATOR_ADDRESS`` (and ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``) set,
+    every process runs this script; the global batch is split over all devices of all
+    processes (data parallelism: parameters replicated). What does not work across
+    processes yet is refused here, before anything is trained.
+
+    Returns:
+      ``(error, primary)``: the refusal's one line (or None), and whether this process
+      writes ``--save``, ``--plot``, ``--json`` and the log (process 0; the only process
+      of a single-host run). The other processes print errors only.
+    """
+    from jaxgrad.train import initialize_distributed
+
+    if not initialize_distributed():
+        return None, True
+    import jax
+
+    count = jax.process_count()
+    for given, refusal in (
+        (
+            args.framework != "jax",
+            f"--framework {args.framework}: torch's loop runs in one process; with "
+            f"{count} processes train jax alone (--framework jax)",
+        ),
+        (
+            args.model in CNN_MODELS,
+            f"--model {args.model}: the CNN presets (BatchNorm buffers) train in one "
+            "process only so far; the MLP and sequence presets run across processes",
+        ),
+        (
+            bool(args.checkpoint_dir),
+            "--checkpoint-dir: checkpoints are written by one process only so far (every "
+            f"one of the {count} processes would write the same directory); train in one "
+            "process to checkpoint",
+        ),
+    ):
+        if given:
+            return refusal, jax.process_index() == 0
+    if jax.process_index() != 0:  # the log is process 0's; errors still reach stderr
+        sys.stdout.flush()  # for the rest of the process, the runtime's own lines too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return None, jax.process_index() == 0
+
+
+def distributed_record(runs) -> dict:
+    """``--json``'s device fields for the jax run: devices and processes, the sharding,
+    and the parameter bytes in all and on the fullest device."""
+    run = next((r for r in runs if r.framework == "jax"), None)
+    params = getattr(getattr(run, "trainer", None), "params", None)
+    if params is None:
+        return {}
+    import jax
+
+    from jaxgrad.train import param_bytes
+
+    total, per_device = param_bytes(params)
+    return {
+        "devices": jax.device_count(),
+        "processes": jax.process_count(),
+        "shard": "data",
+        "param_bytes": total,
+        "param_bytes_per_device": per_device,
+    }
+
+
 def train(args) -> int:
     """The run itself, after the arguments were validated: returns the exit status."""
     from jaxgrad import data
     from jaxgrad.train import check_batch, save_params
 
+    refusal, primary = join_processes(args)
+    if refusal:
+        return _error(refusal)
     try:
         dataset = data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits()
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
@@ -866,7 +936,7 @@ def train(args) -> int:
         f"\ntraining time: {total:.1f} s for {len({r['epoch'] for r in rows})} epochs "
         f"(including compilation and evaluation)"
     )
-    if args.save:
+    if args.save and primary:
         for run in runs:
             path = args.save if run is runs[0] else _suffixed(args.save, run.framework)
             save_params(
@@ -875,7 +945,7 @@ def train(args) -> int:
                 metadata={"framework": run.framework, "sizes": json.dumps(sizes)},
             )
             print(f"saved {run.framework} parameters to {path}")
-    if args.plot:
+    if args.plot and primary:
         plot(
             args.plot,
             history,
@@ -884,7 +954,7 @@ def train(args) -> int:
             f"{args.optimizer} {optimizer_kwargs(args)}, batch {step_examples}",
         )
         print(f"loss curve: {args.plot}")
-    if args.json:
+    if args.json and primary:
         with open(args.json, "w") as handle:
             json.dump(
                 {
@@ -893,6 +963,7 @@ def train(args) -> int:
                     "drift": drifts,
                     "losses": history,
                     "seconds": total,
+                    **distributed_record(runs),
                 },
                 handle,
                 indent=1,

@@ -31,6 +31,7 @@ from jaxgrad.train.loop import EpochResult, NonFiniteLossError, Trainer, check_b
 from jaxgrad.train.sharding import (
     data_parallel_mesh,
     initialize_distributed,
+    param_bytes,
     replicate,
     select_devices,
     shard_batch,

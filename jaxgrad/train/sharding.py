@@ -36,11 +36,14 @@ def initialize_distributed() -> bool:
     Slurm and Cloud TPU). Without them this is a no-op: a single-host run.
 
     Returns:
-      True when ``jax.distributed.initialize`` was called, False for a single host.
+      True when this process is part of a multi-process run (``jax.distributed`` is
+      initialized, by this call or an earlier one), False for a single host.
     """
     address = next((os.environ[v] for v in _DISTRIBUTED_ENV if os.environ.get(v)), None)
     if address is None:
         return False
+    if jax.distributed.is_initialized():  # a second call joins nothing twice
+        return True
     kwargs = {"coordinator_address": address}
     if os.environ.get("JAX_NUM_PROCESSES"):
         kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
@@ -162,3 +165,24 @@ def describe_devices(devices) -> str:
     devices = list(devices)
     kinds = sorted({getattr(d, "device_kind", d.platform) for d in devices})
     return f"{len(devices)} × {devices[0].platform} ({', '.join(kinds)})"
+
+
+def param_bytes(tree) -> tuple[int, int]:
+    """``(total, per_device)``: the bytes of ``tree``'s arrays, and the most any one device holds.
+
+    ``total`` counts every leaf once at its global shape; ``per_device`` is the largest
+    sum, over this process's devices, of the shards each holds (``addressable_shards``).
+    Replicated leaves count in full on every device; a host (numpy) leaf counts on none.
+
+    Args:
+      tree: a pytree of ``jax.Array`` (or numpy) leaves.
+
+    Returns:
+      Two ints, in bytes.
+    """
+    total, held = 0, {}
+    for leaf in jax.tree_util.tree_leaves(tree):
+        total += int(np.prod(np.shape(leaf))) * np.dtype(leaf.dtype).itemsize
+        for shard in getattr(leaf, "addressable_shards", ()):
+            held[shard.device] = held.get(shard.device, 0) + shard.data.nbytes
+    return total, max(held.values(), default=0)
