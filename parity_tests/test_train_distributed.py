@@ -175,6 +175,8 @@ def test_two_real_processes_of_two_devices_train_as_one_process_of_four(tmp_path
     assert_parity(one, two)
 
 
+# long (~10 s: three processes, each joining a coordinator): CI's -m "exhaustive or long" run
+@pytest.mark.long
 def test_several_processes_refuse_what_runs_in_one_process_only(tmp_path):
     """A torch run, a CNN preset or checkpoints with JAX_NUM_PROCESSES set: one line each
     at start, exit status 2, before anything is trained."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import bench
 import numpy as np
 import pytest
+import safetensors.numpy
 import safetensors.torch
 import train
 
@@ -234,3 +238,70 @@ def test_train_reads_fashion_mnist_from_data_dir(tmp_path, capsys):
         train.main(["--data-dir", str(tmp_path / "missing"), "--no-progress"])
     assert info.value.code == 2
     assert "--data-dir" in capsys.readouterr().err
+
+
+def test_train_float64_both_frameworks_agree_at_the_float64_tier(tmp_path):
+    """--precision float64 --framework both: the same weights and batches in float64 on
+    both sides; torch's parameters, read back from its own saved file, are the reference
+    for jax's at the float64 tier (rtol 1e-10), after 2 epochs of 22 steps. A subprocess:
+    float64 turns on jax's x64 flag for the whole process."""
+    save, report = tmp_path / "p.safetensors", tmp_path / "h.json"
+    argv = ["--framework", "both", "--precision", "float64", "--epochs", "2", "--model", "32"]
+    argv += ["--no-progress", "--save", str(save), "--json", str(report)]
+    done = subprocess.run(
+        [sys.executable, str(Path(train.__file__)), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    jax_params = safetensors.numpy.load_file(str(save))
+    torch_params = safetensors.numpy.load_file(str(tmp_path / "p.torch.safetensors"))
+    assert {v.dtype for v in [*jax_params.values(), *torch_params.values()]} == {
+        np.dtype("float64")
+    }
+    assert_parity(torch_params, jax_params)  # float64 arrays: the float64 tier
+    history = json.load(open(report))
+    assert [d["epoch"] for d in history["drift"]] == [1, 2]
+    assert all(d["max_rel"] <= 1e-10 for d in history["drift"]), history["drift"]
+    np.testing.assert_allclose(
+        history["losses"]["jax"], history["losses"]["torch"], rtol=1e-10, atol=1e-12
+    )
+
+
+def test_train_float64_is_refused_where_it_is_not_built(capsys):
+    """The sequence and CNN presets refuse --precision float64 with one line."""
+    assert train.main(["--precision", "float64", "--model", "transformer"]) == 2
+    assert "float64 trains the MLP preset only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main(["--precision", "float64", "--model", "cnn"])
+    assert "--model cnn does not support --precision float64" in capsys.readouterr().err
+
+
+# long (~15 s: three float64 runs in subprocesses): CI's -m "exhaustive or long" run
+@pytest.mark.long
+def test_train_float64_resumes_bit_exactly_with_adamw_and_a_scheduler(tmp_path):
+    """An uninterrupted float64 run against one resumed from its step-80 checkpoint: the
+    final parameters of both frameworks are bit-identical (AdamW, CosineAnnealingLR)."""
+    argv = ["--framework", "both", "--precision", "float64", "--epochs", "2", "--model", "32"]
+    argv += ["--optimizer", "adamw", "--scheduler", "CosineAnnealingLR", "--no-progress"]
+    argv += ["--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "40"]
+
+    def run(*extra):
+        done = subprocess.run(
+            [sys.executable, str(Path(train.__file__)), *argv, *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    run("--save", str(tmp_path / "full.safetensors"))
+    out = run("--resume-from", "ckpt-00000080", "--save", str(tmp_path / "res.safetensors"))
+    assert "jax resumed from step 80" in out and "torch resumed from step 80" in out
+    for suffix in ("", ".torch"):
+        full = safetensors.numpy.load_file(str(tmp_path / f"full{suffix}.safetensors"))
+        resumed = safetensors.numpy.load_file(str(tmp_path / f"res{suffix}.safetensors"))
+        assert {v.dtype for v in full.values()} == {np.dtype("float64")}
+        assert_parity(full, resumed, **BIT_IDENTICAL)

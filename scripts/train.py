@@ -16,8 +16,9 @@ every N steps (both frameworks: DIR/jax and DIR/torch; with --scheduler, the
 scheduler's step too); --resume continues bit-exactly from the latest,
 --resume-from NAME from an older one.
 --model cnn|resnet refuses --data-dir, --activation, --accumulate, --clip,
---precision bfloat16, --scheduler and --checkpoint-dir/--resume; the sequence models
-(transformer, lstm, gru) refuse --data-dir and --activation; torch's bfloat16 run is
+--precision bfloat16|float64, --scheduler and --checkpoint-dir/--resume; the sequence
+models (transformer, lstm, gru) refuse --data-dir, --activation and --precision float64
+(float64 trains the MLP preset, in both frameworks); torch's bfloat16 run is
 refused before training where torch has no bfloat16 kernel for the model (its CPU LSTM).
 Ctrl-C (SIGINT) or SIGTERM finishes the step that is running, writes a final
 checkpoint (with --checkpoint-dir), prints it and the command that resumes, and
@@ -128,8 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument(
         "--precision",
         default="float32",
-        choices=["float32", "bfloat16"],
-        help="bfloat16: bf16 compute, float32 master weights and optimizer",
+        choices=["float32", "bfloat16", "float64"],
+        help="bfloat16: bf16 compute, float32 master weights and optimizer; float64: "
+        "weights, data, gradients and optimizer state in float64 in both frameworks (the "
+        "MLP preset), so --framework both proves the training at the float64 tier",
     )
     opt.add_argument("--seed", type=int, default=0, help="initialisation and data-order seed")
     run = parser.add_argument_group("frameworks and devices")
@@ -196,7 +199,7 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
                 ("--activation", args.activation != "relu"),
                 ("--accumulate", args.accumulate != 1),
                 ("--clip", args.clip is not None),
-                ("--precision bfloat16", args.precision != "float32"),
+                (f"--precision {args.precision}", args.precision != "float32"),
                 ("--scheduler", args.scheduler is not None),
                 (
                     "--checkpoint-dir/--resume",
@@ -481,7 +484,9 @@ class JaxRun(_Run):
             self.model, initial = nn.from_torch(sequence_model(args.model, seed=args.seed))
             params = initial if params is None else params
         else:
-            self.model = nn.mlp(sizes, args.activation)
+            # float64: x64 is on (train()), the model and its weights in float64
+            dtype = "float64" if args.precision == "float64" else None
+            self.model = nn.mlp(sizes, args.activation, dtype=dtype)
         if params is None:
             params = self.model.init(jax.random.key(args.seed))
         kwargs = optimizer_kwargs(args)
@@ -585,6 +590,8 @@ class TorchRun(_Run):
             self.module = sequence_model(args.model, seed=args.seed)
         else:
             self.module = torchref.mlp(sizes, args.activation)
+        if args.precision == "float64":
+            self.module = self.module.double()
         if params is not None:
             torchref.load_numpy(self.module, params)
         self.device = args.device
@@ -800,6 +807,16 @@ def train(args) -> int:
     refusal, primary = join_processes(args)
     if refusal:
         return _error(refusal)
+    if args.precision == "float64":
+        if args.hidden is None:
+            return _error(
+                f"--precision float64 --model {args.model}: float64 trains the MLP preset "
+                "only so far; use --precision float32"
+            )
+        if args.framework != "torch":
+            import jax
+
+            jax.config.update("jax_enable_x64", True)  # before any jax array is made
     try:
         dataset = data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits()
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
@@ -814,6 +831,12 @@ def train(args) -> int:
         dataset = data.digit_tokens(dataset)  # intensities 0…16 as Embedding ids
     elif args.standardize:
         dataset = standardized(dataset)
+    if args.precision == "float64":  # both frameworks read the same float64 images
+        dataset = dataclasses.replace(
+            dataset,
+            x_train=dataset.x_train.astype(np.float64),
+            x_test=dataset.x_test.astype(np.float64),
+        )
     sizes = [dataset.num_features, *(args.hidden or ()), dataset.num_classes]
     described = args.model if args.hidden is None else f"mlp {sizes} {args.activation}"
     if args.model in CNN_MODELS:  # images `(n, 1, 8, 8)`, C,H,W as torch

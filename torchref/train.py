@@ -138,7 +138,7 @@ def train_step(
 class TorchEpochResult:
     epoch: int
     steps: int
-    losses: np.ndarray  # `(steps,)` float32
+    losses: np.ndarray  # `(steps,)` float32 (float64 for a float64 model)
     seconds: float
     examples: int
     stopped: bool = False  # True when `request_stop` ended the call before the epoch did
@@ -199,6 +199,7 @@ class TorchTrainer:
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
         self.config = dict(config or {})
         self.epoch, self.step_in_epoch, self.global_step = 0, 0, 0
+        self._loss_dtype = torch.float32  # the last step's, for the epoch's loss record
         self.last_checkpoint: str | None = None
         self._stop_requested = False
 
@@ -280,6 +281,7 @@ class TorchTrainer:
                 autocast_dtype=self.autocast_dtype,
             )
             value = loss.item()  # one sync per step: the finiteness check needs it
+            self._loss_dtype = loss.dtype
             if not np.isfinite(value):
                 self._raise_non_finite(value, index)
             losses.append(value)
@@ -294,7 +296,9 @@ class TorchTrainer:
                 on_steps(self.global_step, np.array([value], np.float32))
         synchronize(self.device)
         seconds = time.perf_counter() - began
-        losses = np.asarray(losses, np.float32)
+        # float32, or float64 for a float64 model: the loss as torch computed it
+        dtype = np.float64 if self._loss_dtype == torch.float64 else np.float32
+        losses = np.asarray(losses, dtype)
         if not stopped:
             self.epoch, self.step_in_epoch = epoch + 1, 0
         return TorchEpochResult(
