@@ -201,7 +201,11 @@ SEARCH = """(async () => {
 SIGNATURE = """(() => {
   const heading = document.getElementById('jaxgrad.parity.compare');
   const signature = heading && heading.parentElement.querySelector('.doc-signature');
-  return signature ? signature.textContent.replace(/\\s+/g, ' ').trim() : null;
+  // one line per argument where the signature is formatted (ruff / black at the page's
+  // width): compare it as the one-line signature it is
+  return signature
+    ? signature.textContent.replace(/\\s+/g, ' ').replace(/\\( /g, '(').replace(/,? \\)/g, ')').trim()
+    : null;
 })()"""
 
 
