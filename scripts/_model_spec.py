@@ -245,6 +245,44 @@ def factory(parser: argparse.ArgumentParser, option: str, spec: ModelSpec, kwarg
     return _transformers_factory(parser, option, spec, kwargs)
 
 
+def build_module(
+    parser: argparse.ArgumentParser,
+    spec: ModelSpec,
+    kwargs: dict,
+    built: Factory,
+    *,
+    state=None,
+    seed: int = 0,
+):
+    """``built.build()`` under ``torch.manual_seed(seed)`` (the library's initialisation),
+    its weights from ``state`` when given; a spec the library refuses is a usage error
+    (exit 2) naming ``--kwargs`` or ``--config``."""
+    import torch
+
+    torch.manual_seed(seed)
+    label = spec.text
+    try:
+        module = built.build()
+    except TypeError as exc:
+        parser.error(f"cannot build {label} with --kwargs {json.dumps(kwargs)}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a --config value the model refuses
+        if spec.config is None:
+            raise
+        parser.error(
+            f"cannot build {label} with --config {json.dumps(spec.config)}: "
+            f"{type(exc).__name__}: {_cli._first_line(exc)}"
+        )
+    if not isinstance(module, torch.nn.Module):
+        parser.error(f"{label}() returned a {type(module).__name__}, not a torch.nn.Module")
+    if state is not None:
+        try:
+            module.load_state_dict(state)
+        except RuntimeError as exc:  # torch lists every problem, one per line: keep one line
+            problems = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            parser.error(f"--state-dict does not fit {label}: {problems}")
+    return module
+
+
 def _mentions_libraries(spec: ModelSpec) -> bool:
     """Whether the user's own model source names one of ``LIBRARIES`` (so torchvision's
     shim must run before it is imported); plain models skip torchvision's import."""

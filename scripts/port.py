@@ -345,32 +345,10 @@ def _read_state_dict(parser, path: str):
 
 
 def build_model(parser, args, factory, state=None, seed: int = 0):
-    """``factory.build()`` in eval mode, its weights from ``state`` when given (else
-    the library's initialisation under ``torch.manual_seed(seed)``)."""
-    import torch
-
-    torch.manual_seed(seed)
-    label = args.spec.text
-    try:
-        module = factory.build()
-    except TypeError as exc:
-        parser.error(f"cannot build {label} with --kwargs {args.kwargs}: {exc}")
-    except Exception as exc:  # noqa: BLE001 - a --config value the model refuses
-        if args.spec.config is None:
-            raise
-        parser.error(
-            f"cannot build {label} with --config {json.dumps(args.spec.config)}: "
-            f"{type(exc).__name__}: {_cli._first_line(exc)}"
-        )
-    if not isinstance(module, torch.nn.Module):
-        parser.error(f"{label}() returned a {type(module).__name__}, not a torch.nn.Module")
-    if state is not None:
-        try:
-            module.load_state_dict(state)
-        except RuntimeError as exc:  # torch lists every problem, one per line: keep one line
-            problems = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-            parser.error(f"--state-dict does not fit {label}: {problems}")
-    return module.eval()
+    """``factory.build()`` in eval mode (``_model_spec.build_module``)."""
+    return _model_spec.build_module(
+        parser, args.spec, args.kwargs, factory, state=state, seed=seed
+    ).eval()
 
 
 def main(argv=None) -> int:
