@@ -2,15 +2,21 @@
 
 Contract: every loader returns a ``Dataset`` of **numpy** arrays — framework-neutral,
 so torch (``torch.from_numpy``) and JAX (``jnp.asarray``) consume the very same
-bytes. Images are flattened to ``(n, features)`` and scaled to ``[0, 1]``; labels are
-``int64``. Batch order is a pure function of ``(seed, epoch)``: both frameworks see
-the same batches in the same order, and a resumed run regenerates any epoch's order
-without saved state. This module never imports torch.
+bytes. Images are scaled to ``[0, 1]`` (flattened to ``(n, features)`` for the
+built-in grayscale sets, ``(n, C, H, W)`` for an image folder: ``Dataset`` says the
+one rule); token sequences are int64 ids; labels are ``int64``. Batch order is a pure
+function of ``(seed, epoch)``: both frameworks see the same batches in the same order,
+and a resumed run regenerates any epoch's order without saved state. This module
+never imports torch.
 
 - ``load_digits``: scikit-learn's bundled 8×8 digits (1,797 real images), the
   embedded default — no download.
 - ``load_fashion_mnist``: the standard FashionMNIST IDX files from a local directory
   (argument or ``$JAXGRAD_FASHION_MNIST_DIR``), gzipped or not.
+- ``load_image_folder`` and ``load_token_npz`` (from ``jaxgrad.data_files``): the
+  user's own images in torchvision's ``ImageFolder`` layout, and token sequences in
+  an ``.npz``.
+- ``detect_data_dir`` and ``load_dataset``: which of those a path holds, and loading it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,25 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxgrad._dataset import Dataset, float_dtype, stratified_split
+from jaxgrad.data_files import load_image_folder, load_token_npz
+
+__all__ = [
+    "Dataset",
+    "load_digits",
+    "load_fashion_mnist",
+    "load_image_folder",
+    "load_token_npz",
+    "detect_data_dir",
+    "load_dataset",
+    "stratified_split",
+    "read_idx",
+    "fashion_mnist_dir",
+    "batch_indices",
+    "iterate_batches",
+    "digit_tokens",
+]
+
 FASHION_MNIST_ENV = "JAXGRAD_FASHION_MNIST_DIR"
 FASHION_MNIST_FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -32,59 +57,6 @@ FASHION_MNIST_FILES = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 IDX_UBYTE_TYPE = 0x08  # the third magic byte: element type unsigned byte
-
-
-@dataclasses.dataclass(frozen=True)
-class Dataset:
-    """A train/test split of flattened images, as numpy arrays.
-
-    Attributes:
-      x_train: `(n_train, features)` floats in ``[0, 1]``.
-      y_train: `(n_train,)` int64 class labels in ``[0, num_classes)``.
-      x_test: `(n_test, features)`.
-      y_test: `(n_test,)` int64.
-      num_classes: number of classes.
-      name: ``"digits"`` or ``"fashion-mnist"``.
-      image_shape: the unflattened image shape, e.g. ``(8, 8)``.
-    """
-
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    num_classes: int
-    name: str
-    image_shape: tuple
-
-    @property
-    def num_features(self) -> int:
-        return int(self.x_train.shape[1])
-
-
-def _float_dtype(dtype) -> np.dtype:
-    try:
-        result = np.dtype(dtype)
-    except TypeError as error:
-        raise TypeError(f"`dtype` (={dtype!r}) is not a numpy dtype.") from error
-    if result.kind != "f":
-        raise ValueError(f"`dtype` (={dtype!r}) must be a floating dtype such as 'float32'.")
-    return result
-
-
-def stratified_split(labels: np.ndarray, test_fraction: float, seed: int):
-    """Indices ``(train, test)``: within each class a seeded permutation, the first
-    ``round(test_fraction * class_size)`` of it to test; both sorted ascending."""
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"`test_fraction` (={test_fraction}) must lie strictly between 0 and 1.")
-    rng = np.random.default_rng(seed)
-    train, test = [], []
-    for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
-        members = members[rng.permutation(len(members))]
-        n_test = int(round(test_fraction * len(members)))
-        test.append(members[:n_test])
-        train.append(members[n_test:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 def load_digits(*, test_fraction: float = 0.2, seed: int = 0, dtype="float32") -> Dataset:
@@ -98,7 +70,7 @@ def load_digits(*, test_fraction: float = 0.2, seed: int = 0, dtype="float32") -
     """
     from sklearn.datasets import load_digits as _sklearn_digits
 
-    dtype = _float_dtype(dtype)
+    dtype = float_dtype(dtype)
     bunch = _sklearn_digits()
     images = (np.asarray(bunch.data, dtype=np.float64) / 16.0).astype(dtype)
     labels = np.asarray(bunch.target, dtype=np.int64)
@@ -194,7 +166,7 @@ def load_fashion_mnist(data_dir=None, *, dtype="float32") -> Dataset:
       data_dir: directory with the files; ``None`` reads ``$JAXGRAD_FASHION_MNIST_DIR``.
       dtype: floating dtype of the images.
     """
-    dtype = _float_dtype(dtype)
+    dtype = float_dtype(dtype)
     directory = fashion_mnist_dir(data_dir)
     arrays = {}
     for key, stem in FASHION_MNIST_FILES.items():
@@ -217,13 +189,111 @@ def load_fashion_mnist(data_dir=None, *, dtype="float32") -> Dataset:
     return Dataset(*splits, num_classes=10, name="fashion-mnist", image_shape=image_shape)
 
 
-def load_dataset(name: str, *, data_dir=None, dtype="float32") -> Dataset:
-    """``"digits"`` or ``"fashion-mnist"`` by name (what the scripts' ``--dataset`` takes)."""
+DATA_LAYOUTS = (
+    "a directory with the FashionMNIST IDX files (train-images-idx3-ubyte, "
+    "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each "
+    "optionally .gz)",
+    "an image folder: a directory with one subdirectory of images per class "
+    "(torchvision's ImageFolder), or with train/ and val/ (or test/) directories of that form",
+    "a .npz file with `tokens` (n, length) and `labels` (n,) integer arrays",
+)
+"""What ``detect_data_dir`` recognises, in words (its errors list them)."""
+
+
+def _layouts() -> str:
+    return "; ".join(f"({number}) {layout}" for number, layout in enumerate(DATA_LAYOUTS, 1))
+
+
+def detect_data_dir(path) -> str:
+    """Which kind of data ``path`` holds, from its layout alone (nothing is decoded).
+
+    - ``"fashion-mnist"``: a directory holding any of the four FashionMNIST IDX files
+      (``load_fashion_mnist`` then names any missing one);
+    - ``"image-folder"``: otherwise, a directory with subdirectories
+      (``load_image_folder``);
+    - ``"tokens"``: a file ending in ``.npz`` (``load_token_npz``).
+
+    Raises:
+      ValueError: ``path`` missing, or none of these, listing the accepted layouts.
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        if path.suffix.lower() == ".npz":
+            return "tokens"
+        raise ValueError(f"{path} is a file but not an .npz; the accepted layouts: {_layouts()}.")
+    if not path.is_dir():
+        raise ValueError(f"{path} does not exist; the accepted layouts: {_layouts()}.")
+    with os.scandir(path) as listing:
+        entries = {entry.name: entry.is_dir() for entry in listing}
+    stems = FASHION_MNIST_FILES.values()
+    if any(stem in entries or f"{stem}.gz" in entries for stem in stems):
+        return "fashion-mnist"
+    if any(entries.values()):
+        return "image-folder"
+    raise ValueError(
+        f"{path} holds neither IDX files nor subdirectories; the accepted layouts: {_layouts()}."
+    )
+
+
+DATASET_NAMES = ("digits", "fashion-mnist", "image-folder", "tokens")
+"""What ``load_dataset`` takes by name (``fashion_mnist`` is accepted too)."""
+
+
+def load_dataset(
+    name: str | None = None,
+    *,
+    data_dir=None,
+    dtype="float32",
+    image_size: int | None = None,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    progress: bool = False,
+) -> Dataset:
+    """A dataset by name (what the scripts' ``--dataset`` takes) or by what ``data_dir``
+    holds (``--data-dir``).
+
+    Args:
+      name: ``"digits"``, ``"fashion-mnist"``, ``"image-folder"``, ``"tokens"``; or
+        ``None``: the kind ``detect_data_dir(data_dir)`` finds, digits when
+        ``data_dir`` is ``None`` too.
+      data_dir: the directory (FashionMNIST, image folder) or the ``.npz`` file (tokens);
+        ignored by digits.
+      dtype: floating dtype of the images (token ids are int64 whatever it says).
+      image_size: an image folder's resize (``load_image_folder``); refused elsewhere.
+      test_fraction: the share of each class held out by the stratified split of digits,
+        of an image folder without ``train/`` and ``val/``, and of a token file without
+        a test set (FashionMNIST has its official split).
+      seed: that split's seed.
+      progress: a progress bar while an image folder is decoded.
+    """
+    if name is None:
+        name = "digits" if data_dir is None else detect_data_dir(data_dir)
+    if name == "fashion_mnist":
+        name = "fashion-mnist"
+    if name not in DATASET_NAMES:
+        raise ValueError(
+            f"`name` (={name!r}) must be one of {', '.join(map(repr, DATASET_NAMES))}."
+        )
+    if image_size is not None and name != "image-folder":
+        raise ValueError(
+            f"`image_size` (={image_size!r}) resizes an image folder's images; the data is {name}."
+        )
     if name == "digits":
-        return load_digits(dtype=dtype)
-    if name in ("fashion-mnist", "fashion_mnist"):
+        return load_digits(test_fraction=test_fraction, seed=seed, dtype=dtype)
+    if name == "fashion-mnist":
         return load_fashion_mnist(data_dir, dtype=dtype)
-    raise ValueError(f"`name` (={name!r}) must be 'digits' or 'fashion-mnist'.")
+    if data_dir is None:
+        raise ValueError(f"`data_dir` is None: {name} reads the user's files; give their path.")
+    if name == "image-folder":
+        return load_image_folder(
+            data_dir,
+            image_size=image_size,
+            test_fraction=test_fraction,
+            seed=seed,
+            dtype=dtype,
+            progress=progress,
+        )
+    return load_token_npz(data_dir, test_fraction=test_fraction, seed=seed)
 
 
 def batch_indices(
@@ -286,7 +356,6 @@ def digit_tokens(dataset: Dataset) -> Dataset:
     ``load_digits`` divides the source's integer intensities by 16; this undoes it
     (exactly: k/16 is exact in binary), for ``Embedding`` inputs of shape `(n, 64)`.
     """
-    import dataclasses
 
     def tokens(x):
         return np.rint(np.asarray(x, np.float64) * 16.0).astype(np.int64)

@@ -42,6 +42,7 @@ MODULES = {
     "losses": "jaxgrad.losses",
     "optim": "jaxgrad.optim",
     "train": "jaxgrad.train",
+    "data": "jaxgrad.data",
 }
 
 
