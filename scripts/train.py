@@ -144,6 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="jax: data-parallel over every device of this kind; torch: cpu/cuda",
     )
     run.add_argument(
+        "--shard",
+        default="data",
+        choices=["none", "data", "fsdp"],
+        help="jax: where parameters and optimizer state live; the batch is split over "
+        "every device either way. data: replicated on every device (default); fsdp: "
+        "each split along one dimension over the devices (jaxgrad.train.fsdp); none: "
+        "one device",
+    )
+    run.add_argument(
         "--fused",
         action="store_true",
         help="jax: run each stretch of steps (an epoch, cut at checkpoints) as "
@@ -478,6 +487,8 @@ class JaxRun(_Run):
             jax.config.update("jax_default_matmul_precision", "float32")
         jtrain.initialize_distributed()
         devices = jtrain.select_devices(args.device)
+        if args.shard == "none":
+            devices = devices[:1]
         if args.hidden is None:  # a sequence model: the twin of torch's, same weights
             from torchref.sequence_models import sequence_model
 
@@ -513,11 +524,14 @@ class JaxRun(_Run):
             strategy=args.strategy,
             total_steps=total_steps(args, dataset),
             devices=devices,
+            shard=args.shard,
             checkpoint_dir=checkpoint_dir(args, "jax"),
             checkpoint_every=args.checkpoint_every,
             config=run_config(args, dataset),
         )
         self.devices = jtrain.sharding.describe_devices(devices)
+        if args.shard == "fsdp":
+            self.devices += ", parameters and optimizer state sharded (fsdp)"
         self._evaluate = jtrain.evaluate
 
     def evaluate(self, x, y) -> dict:
@@ -737,8 +751,9 @@ def join_processes(args) -> tuple[str | None, bool]:
 
     With ``JAX_COORDINATOR_ADDRESS`` (and ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``) set,
     every process runs this script; the global batch is split over all devices of all
-    processes (data parallelism: parameters replicated). What does not work across
-    processes yet is refused here, before anything is trained.
+    processes, the parameters replicated (``--shard data``) or split (``--shard fsdp``).
+    What does not work across processes yet, or with ``--shard``, is refused here,
+    before anything is trained.
 
     Returns:
       ``(error, primary)``: the refusal's one line (or None), and whether this process
@@ -747,6 +762,12 @@ def join_processes(args) -> tuple[str | None, bool]:
     """
     from jaxgrad.train import initialize_distributed
 
+    if args.shard == "fsdp" and args.model in CNN_MODELS and args.framework != "torch":
+        return (
+            f"--shard fsdp --model {args.model}: the CNN presets (BatchNorm buffers, "
+            "StatefulTrainer) train on one device; use --shard data, or an MLP or "
+            "sequence preset"
+        ), True
     if not initialize_distributed():
         return None, True
     import jax
@@ -764,10 +785,14 @@ def join_processes(args) -> tuple[str | None, bool]:
             "process only so far; the MLP and sequence presets run across processes",
         ),
         (
-            bool(args.checkpoint_dir),
-            "--checkpoint-dir: checkpoints are written by one process only so far (every "
-            f"one of the {count} processes would write the same directory); train in one "
-            "process to checkpoint",
+            args.shard == "none",
+            f"--shard none trains on one device; with {count} processes use --shard data or fsdp",
+        ),
+        (
+            args.shard == "fsdp" and bool(args.save),
+            f"--save with --shard fsdp: the parameters are split over {count} processes "
+            "and --save is written by process 0 alone; use --checkpoint-dir (its final "
+            "checkpoint's params.safetensors holds the full parameters, torch keys)",
         ),
     ):
         if given:
@@ -793,7 +818,7 @@ def distributed_record(runs) -> dict:
     return {
         "devices": jax.device_count(),
         "processes": jax.process_count(),
-        "shard": "data",
+        "shard": getattr(run.trainer, "shard", "data"),
         "param_bytes": total,
         "param_bytes_per_device": per_device,
     }

@@ -3,6 +3,8 @@
 - ``step``: ``make_train_step`` / ``make_train_epoch`` / ``make_train_stretch`` /
   ``evaluate`` (pure, jitted);
 - ``sharding``: a ``Mesh`` over the batch axis, for 1..N devices and several hosts;
+- ``fsdp``: where parameters and optimizer state live (``shard="none"|"data"|"fsdp"``),
+  one rule from each parameter's torch shape;
 - ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
 - ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
   non-finite-loss stop;
@@ -17,6 +19,7 @@
 
 from jaxgrad.train.checkpoint import (
     CheckpointError,
+    gather_to_host,
     latest_checkpoint,
     latest_verified,
     load_checkpoint,
@@ -25,6 +28,13 @@ from jaxgrad.train.checkpoint import (
     save_checkpoint,
     save_params,
     verify_checkpoint,
+)
+from jaxgrad.train.fsdp import (
+    opt_state_shardings,
+    param_shardings,
+    partition_spec,
+    place,
+    shard_mesh,
 )
 from jaxgrad.train.host_memory import HostMemory, keep_freed_host_memory
 from jaxgrad.train.loop import EpochResult, NonFiniteLossError, Trainer, check_batch

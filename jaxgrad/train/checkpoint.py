@@ -17,6 +17,18 @@ the checkpoint's name) replaced, again by rename. A process killed at any moment
 leaves ``LATEST`` naming a complete checkpoint (or absent); half-written temporary
 directories are never read and are removed by the next save.
 
+Sharded and multi-process runs write the same files: full arrays under the same keys,
+gathered to the host first (``gather_to_host``: ``process_allgather`` when the arrays
+span several processes; every process calls ``save_checkpoint``, process 0 alone
+writes, and the others wait for it). A resumed run places the full arrays by its own
+shardings (``jaxgrad.train.fsdp``), so a checkpoint of 2 processes × 2 devices with
+sharded parameters resumes in 1 process on 1 device, and back. This format, rather
+than one file per shard: it does not depend on the device count, it is verified by
+the hashes below like any other, and it is the very file a one-device run (or torch's
+``load_state_dict``) reads. Its bound is one host's memory, which must hold the whole
+model and optimizer state once while saving; beyond that, per-shard asynchronous
+checkpoints (orbax) are the tool.
+
 Loading checks the hashes, the parameter names/shapes/dtypes against the model,
 the optimizer-state structure against a fresh ``optimizer.init``, and the stored
 configuration against the current one; each failure is a ``CheckpointError``
@@ -36,6 +48,7 @@ import uuid
 import jax
 import numpy as np
 import safetensors.numpy
+from jax.experimental import multihost_utils
 
 FORMAT = "jaxgrad-checkpoint"
 VERSION = 2  # 2: meta.json carries its own sha256
@@ -94,6 +107,28 @@ def _numpy_tree(tree) -> dict[str, np.ndarray]:
     keyed, _ = _keyed_leaves(tree)
     # np.array, not np.ascontiguousarray: the latter turns 0-d leaves (step counts) into (1,)
     return {k: np.array(v, order="C") for k, v in keyed.items()}
+
+
+def gather_to_host(tree):
+    """Every leaf of ``tree`` as one full host array, wherever its shards are.
+
+    With arrays spread over several processes (not fully addressable) this is a
+    collective: every process must call it, and every one gets the full arrays
+    (``jax.experimental.multihost_utils.process_allgather``). Otherwise the leaves are
+    returned as they are (``np.array`` gathers the shards of this process's devices).
+
+    Args:
+      tree: a pytree of ``jax.Array`` or numpy leaves.
+
+    Returns:
+      The same pytree; leaves that spanned processes as numpy arrays of their global
+      shape.
+    """
+    spread = any(
+        isinstance(leaf, jax.Array) and not leaf.is_fully_addressable
+        for leaf in jax.tree_util.tree_leaves(tree)
+    )
+    return multihost_utils.process_allgather(tree, tiled=True) if spread else tree
 
 
 def save_params(path: str, params, *, metadata: dict[str, str] | None = None) -> str:
@@ -184,8 +219,12 @@ def latest_checkpoint(directory: str) -> str | None:
 def save_checkpoint(directory: str, *, params, opt_state, meta: dict, keep: int = 2) -> str:
     """Write a checkpoint atomically, point ``LATEST`` at it, keep the newest ``keep``.
 
+    With several processes every process calls this (the gather is a collective);
+    process 0 writes and the others return once it has.
+
     Args:
-      params: flat dict of arrays, torch ``state_dict`` keys.
+      params: flat dict of arrays, torch ``state_dict`` keys; sharded arrays are
+        written whole (``gather_to_host``).
       opt_state: the optimizer state pytree.
       meta: JSON-serialisable; must hold ``"global_step"``.
 
@@ -194,8 +233,21 @@ def save_checkpoint(directory: str, *, params, opt_state, meta: dict, keep: int 
     """
     if keep < 1:
         raise ValueError(f"`keep` (={keep}) must be >= 1.")
-    os.makedirs(directory, exist_ok=True)
     name = checkpoint_name(int(meta["global_step"]))
+    final = os.path.join(directory, name)
+    params, opt_state = gather_to_host((params, opt_state))
+    if jax.process_count() > 1:
+        try:
+            if jax.process_index() == 0:
+                _write_checkpoint(directory, name, params, opt_state, meta, keep)
+        finally:  # nobody goes on (to exit, to read it) before it is complete, or failed
+            multihost_utils.sync_global_devices(f"jaxgrad checkpoint {final}")
+        return final
+    return _write_checkpoint(directory, name, params, opt_state, meta, keep)
+
+
+def _write_checkpoint(directory: str, name: str, params, opt_state, meta: dict, keep: int) -> str:
+    os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, name)
     tmp = os.path.join(directory, f".tmp-{name}-{uuid.uuid4().hex}")
     os.makedirs(tmp)
@@ -390,11 +442,11 @@ def _restore_tree(arrays: dict, template, path: str):
         problems.append(f"unexpected {', '.join(extra)}")
     for key, leaf in expected.items():
         if key in arrays:
-            got, want = arrays[key], np.asarray(leaf)
-            if got.shape != want.shape or got.dtype != want.dtype:
+            # the template's shape and dtype, never its values: they may span processes
+            got, shape, dtype = arrays[key], np.shape(leaf), np.dtype(leaf.dtype)
+            if got.shape != shape or got.dtype != dtype:
                 problems.append(
-                    f"{key}: {got.dtype}{list(got.shape)} != expected "
-                    f"{want.dtype}{list(want.shape)}"
+                    f"{key}: {got.dtype}{list(got.shape)} != expected {dtype}{list(shape)}"
                 )
     if problems:
         raise CheckpointError(

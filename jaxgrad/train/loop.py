@@ -19,8 +19,13 @@ draws no random numbers (the supported layers have none).
   shape, and each step runs the same compiled code as in a run without
   checkpoints (same params, bit for bit). A resumed run keeps the strategy its
   checkpoint records, so resume is bit-exact.
+- ``shard="data"`` (the default) replicates params and optimizer state on every
+  device, ``"fsdp"`` splits each over the devices (``jaxgrad.train.fsdp``'s rules),
+  ``"none"`` keeps one device; every batch is split over all the devices. The jitted
+  step keeps the state in those shardings from step to step.
 - Every ``checkpoint_every`` steps a checkpoint is written atomically
-  (``jaxgrad.train.checkpoint``).
+  (``jaxgrad.train.checkpoint``): full arrays, whatever the sharding, so it resumes on
+  any device count.
 - A non-finite loss raises ``NonFiniteLossError`` naming the step and the first
   parameter (in ``state_dict`` order) whose gradient is not finite, before any
   checkpoint of the bad state is written: the last good checkpoint stays ``LATEST``.
@@ -43,8 +48,9 @@ import numpy as np
 from jaxgrad.data import batch_indices
 from jaxgrad.optim.freezing import freeze_untrained
 from jaxgrad.train import checkpoint as ckpt
+from jaxgrad.train import fsdp
 from jaxgrad.train import strategy as strategies
-from jaxgrad.train.sharding import data_parallel_mesh, replicate, shard_batch
+from jaxgrad.train.sharding import shard_batch
 from jaxgrad.train.step import make_train_step, make_train_stretch
 
 
@@ -146,7 +152,11 @@ class Trainer:
         weighs more in a short run). None: one epoch.
       strategy_cache: let ``"auto"`` read and write its probe cache
         (``jaxgrad.train.strategy.cache_path()``).
-      devices: data-parallel over these devices (default: one, the default device).
+      devices: data-parallel over these devices (default: one, the default device);
+        with several processes, every device of every process.
+      shard: ``"data"`` params and optimizer state replicated on every device (the
+        default), ``"fsdp"`` each split along one dimension over the devices, ``"none"``
+        one device (``jaxgrad.train.fsdp``).
       checkpoint_dir: where periodic checkpoints go (None: no checkpoints).
       checkpoint_every: write a checkpoint every this many steps.
       keep: how many of the newest checkpoints to keep.
@@ -170,6 +180,7 @@ class Trainer:
         total_steps: int | None = None,
         strategy_cache: bool = True,
         devices=None,
+        shard: str = "data",
         checkpoint_dir: str | None = None,
         checkpoint_every: int | None = None,
         keep: int = 2,
@@ -197,15 +208,22 @@ class Trainer:
             keep,
         )
         self.config = dict(config or {})
-        self.mesh = data_parallel_mesh(devices or jax.devices()[:1])
-        self.params = replicate(params, self.mesh)
-        self.opt_state = replicate(optimizer.init(self.params), self.mesh)
+        self.shard = fsdp.check_shard(shard)
+        self.mesh = fsdp.shard_mesh(shard, devices or jax.devices()[:1])
+        self.param_shardings = fsdp.param_shardings(params, self.mesh)
+        self.opt_state_shardings = fsdp.opt_state_shardings(
+            jax.eval_shape(optimizer.init, params), params, self.param_shardings, self.mesh
+        )
+        self.params = fsdp.place(params, self.param_shardings)
+        self.opt_state = fsdp.place(optimizer.init(self.params), self.opt_state_shardings)
         self.global_step = 0
         self.epoch, self.step_in_epoch = 0, 0
         self.last_checkpoint: str | None = None
         self._stop_requested = False
         check_batch(batch_size, accumulate, self.mesh.devices.size)
-        options = dict(accumulate=accumulate, compute_dtype=compute_dtype)
+        options: dict = dict(accumulate=accumulate, compute_dtype=compute_dtype)
+        if shard == "fsdp":  # "data": XLA keeps the replication of the inputs
+            options["shardings"] = (self.param_shardings, self.opt_state_shardings)
         self._step = make_train_step(model, loss_fn, optimizer, **options)
         self._options = options
         self._epochs: dict = {}  # strategy -> jitted epoch function
@@ -267,7 +285,10 @@ class Trainer:
             singles = [shard_batch((x[i], y[i]), self.mesh) for i in batches[:steps]]
             runners = {}
             for name in names:
-                state = [replicate(self.params, self.mesh), replicate(self.opt_state, self.mesh)]
+                state = [
+                    fsdp.place(self.params, self.param_shardings),
+                    fsdp.place(self.opt_state, self.opt_state_shardings),
+                ]
                 if name == "unrolled":  # its compile grows with the stack: the probe's own
                     idx = np.stack(batches[:steps])
                     stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
@@ -365,8 +386,9 @@ class Trainer:
         params, opt_state, meta = ckpt.load_checkpoint(
             path, model=self.model, opt_state_template=self.opt_state, config=self.config
         )
-        self.params = replicate(params, self.mesh)
-        self.opt_state = replicate(opt_state, self.mesh)
+        # full arrays, placed by this run's rules: any device count, any process count
+        self.params = fsdp.place(params, self.param_shardings)
+        self.opt_state = fsdp.place(opt_state, self.opt_state_shardings)
         self.global_step = int(meta["global_step"])
         self.epoch, self.step_in_epoch = int(meta["epoch"]), int(meta["step_in_epoch"])
         self.last_checkpoint = path

@@ -8,6 +8,10 @@ sees the shardings of its inputs and inserts the gradient all-reduce (the mean o
 the global batch is an ordinary ``jnp.mean``), which is what torch's
 ``DistributedDataParallel`` does by hand with its bucketed all-reduce.
 
+Parameter sharding (``shard="fsdp"``: each device keeps a part of every parameter and
+of its optimizer state) is ``jaxgrad.train.fsdp``; its mesh too splits every batch over
+all devices.
+
 Several simulated CPU devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=4``
 before JAX starts. Several hosts: ``initialize_distributed()`` calls
 ``jax.distributed.initialize`` when its environment is present; each process then
@@ -19,6 +23,7 @@ from __future__ import annotations
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -100,16 +105,19 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def batch_sharding(mesh: Mesh, *, stacked: bool = False) -> NamedSharding:
-    """Split the example axis: axis 0 of a batch, axis 1 of stacked `(steps, batch, ...)`."""
-    spec = PartitionSpec(None, BATCH_AXIS) if stacked else PartitionSpec(BATCH_AXIS)
+    """Split the example axis over every device of ``mesh`` (all its axes: ``"batch"``, or
+    ``("data", "fsdp")``): axis 0 of a batch, axis 1 of stacked `(steps, batch, ...)`."""
+    names = tuple(mesh.axis_names)
+    axes = names[0] if len(names) == 1 else names
+    spec = PartitionSpec(None, axes) if stacked else PartitionSpec(axes)
     return NamedSharding(mesh, spec)
 
 
 def replicate(tree, mesh: Mesh):
     """Copy every leaf of ``tree`` (params, optimizer state) onto every device of ``mesh``.
 
-    Always a copy (``may_alias=False``): the train step donates what it is given,
-    and the caller's arrays must survive that.
+    Always a copy (``place_leaf``): the train step donates what it is given, and the
+    caller's arrays must survive that.
 
     Args:
       tree: any pytree of arrays.
@@ -118,7 +126,31 @@ def replicate(tree, mesh: Mesh):
     Returns:
       The same pytree, every leaf replicated over ``mesh``.
     """
-    return jax.device_put(tree, replicated(mesh), may_alias=False)
+    sharding = replicated(mesh)
+    return jax.tree_util.tree_map(lambda leaf: place_leaf(leaf, sharding), tree)
+
+
+def place_leaf(leaf, sharding):
+    """One array on ``sharding``, in fresh buffers that no device and no caller shares.
+
+    ``jax.device_put(..., may_alias=False)`` from one device to a sharding that
+    replicates over that device may keep the source buffer there, and the train step's
+    donation then deletes the caller's array; so each device's shard is copied from the
+    host. An array already spread over several processes is resharded by a jitted copy
+    (every process holds only its own shards).
+
+    Args:
+      leaf: a ``jax.Array`` or anything ``np.asarray`` takes; with several processes,
+        the same full value in every process, or an array that spans them.
+      sharding: where it goes.
+
+    Returns:
+      A ``jax.Array`` on ``sharding``.
+    """
+    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+        return jax.jit(jnp.copy, out_shardings=sharding)(leaf)
+    host = np.asarray(leaf)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: np.array(host[index]))
 
 
 def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):

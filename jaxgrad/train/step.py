@@ -168,10 +168,22 @@ def step_fn(
     *,
     accumulate: int = 1,
     compute_dtype=None,
+    shardings: tuple | None = None,
 ) -> Callable:
-    """The un-jitted step body shared by ``make_train_step`` and ``make_train_epoch``."""
+    """The un-jitted step body shared by ``make_train_step`` and ``make_train_epoch``.
+
+    ``shardings``: ``(params shardings, opt_state shardings)``, pytrees of
+    ``NamedSharding`` like them (``jaxgrad.train.fsdp``); each step's new params and
+    state are held in them (``with_sharding_constraint``: XLA reduce-scatters the
+    gradients to fit), its metrics replicated. None: XLA chooses (data parallelism keeps
+    the inputs' replication).
+    """
     _check_options(accumulate, compute_dtype)
     objective = _objective(model, loss_fn, compute_dtype)
+    if shardings is not None:
+        param_shardings, state_shardings = shardings
+        mesh = jax.tree_util.tree_leaves(param_shardings)[0].mesh
+        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
     def step(params, opt_state, batch):
         if accumulate == 1:
@@ -189,6 +201,12 @@ def step_fn(
             "grad_norm": total_of_norms(norms),
             "grads_finite": {k: _all_finite(grads[k], n) for k, n in zip(names, norms)},
         }
+        if shardings is not None:
+            params = jax.lax.with_sharding_constraint(params, param_shardings)
+            opt_state = jax.lax.with_sharding_constraint(opt_state, state_shardings)
+            metrics = jax.tree_util.tree_map(
+                lambda m: jax.lax.with_sharding_constraint(m, replicated), metrics
+            )
         return params, opt_state, metrics
 
     return step
@@ -203,6 +221,7 @@ def make_train_step(
     compute_dtype=None,
     donate: bool = True,
     jit: bool = True,
+    shardings: tuple | None = None,
 ) -> Callable:
     """A jitted ``(params, opt_state, (x, y)) -> (params, opt_state, metrics)``.
 
@@ -214,12 +233,21 @@ def make_train_step(
       compute_dtype: None (the params' dtype) or ``"bfloat16"`` for mixed precision.
       donate: donate ``params`` and ``opt_state`` to the call (in-place update).
       jit: False returns the plain Python function, for debugging and parity tests.
+      shardings: ``(params shardings, opt_state shardings)`` the step's outputs are
+        kept in (``jaxgrad.train.fsdp``; None: XLA chooses).
 
     Returns:
       The step function; ``metrics`` holds the step's ``loss``, the gradients'
       ``grad_norm`` (before clipping) and whether they were finite (module docstring).
     """
-    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate, compute_dtype=compute_dtype)
+    step = step_fn(
+        model,
+        loss_fn,
+        optimizer,
+        accumulate=accumulate,
+        compute_dtype=compute_dtype,
+        shardings=shardings,
+    )
     if not jit:
         return step
     return jax.jit(step, donate_argnums=(0, 1) if donate else ())
@@ -280,6 +308,7 @@ def make_train_stretch(
     compute_dtype=None,
     donate: bool = True,
     unroll: int | bool = 1,
+    shardings: tuple | None = None,
 ) -> Callable:
     """A jitted ``(params, opt_state, (xs, ys), start, stop) -> (params, opt_state, metrics)``
     that runs steps ``start … stop - 1`` of an epoch's stacked batches.
@@ -301,11 +330,19 @@ def make_train_stretch(
       unroll: 1 a rolled loop of ``stop - start`` iterations (a dynamic trip count);
         K blocks of K steps, each step guarded by a ``lax.cond`` on ``i < stop``; True
         no loop, one guarded step per position (compile time grows with ``steps``).
+      shardings: as ``make_train_step``: every step's params and state kept in them.
 
     Returns:
       The jitted stretch function; ``metrics`` as ``make_train_step``'s, each `(steps,)`.
     """
-    step = step_fn(model, loss_fn, optimizer, accumulate=accumulate, compute_dtype=compute_dtype)
+    step = step_fn(
+        model,
+        loss_fn,
+        optimizer,
+        accumulate=accumulate,
+        compute_dtype=compute_dtype,
+        shardings=shardings,
+    )
     if not (unroll is True or (isinstance(unroll, int) and unroll >= 1)):
         raise ValueError(f"`unroll` (={unroll!r}) must be True or an int >= 1.")
 
