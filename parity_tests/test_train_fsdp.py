@@ -129,7 +129,7 @@ def test_fsdp_trainer_keeps_its_shardings_and_the_callers_params(x64):
 
 def test_train_refuses_fsdp_for_the_cnn_presets(capsys):
     assert train.main(["--model", "cnn", "--shard", "fsdp"]) == 2
-    assert "--shard fsdp --model cnn: the CNN presets" in capsys.readouterr().err
+    assert "--shard fsdp --model cnn: converted torch modules" in capsys.readouterr().err
 
 
 # -- real processes: 2 × 2 devices, fsdp, against 1 × 1 ----------------------------------

@@ -71,9 +71,10 @@ def test_train_both_frameworks_end_to_end(tmp_path, capsys):
         (["--model", "lstm", "--activation", "tanh"], "--model lstm does not support --activation"),
         (["--model", "cnn", "--precision", "bfloat16"], "--model cnn does not support --precision"),
         (
-            ["--model", "resnet", "--scheduler", "StepLR:step_size=3"],
-            "--model resnet does not support --scheduler",
+            ["--model", "resnet", "--kwargs", '{"width": 2}'],
+            "--kwargs and --config build a --model MODULE:NAME",
         ),
+        (["--model", "m.py:Net", "--kwargs", "[1]"], "--kwargs must be a JSON object"),
         (
             ["--model", "cnn", "--checkpoint-dir", "ck"],
             "--model cnn does not support --checkpoint-dir",
@@ -270,12 +271,11 @@ def test_train_float64_both_frameworks_agree_at_the_float64_tier(tmp_path):
 
 
 def test_train_float64_is_refused_where_it_is_not_built(capsys):
-    """The sequence and CNN presets refuse --precision float64 with one line."""
+    """The sequence presets refuse --precision float64 with one line."""
     assert train.main(["--precision", "float64", "--model", "transformer"]) == 2
-    assert "float64 trains the MLP preset only" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        train.main(["--precision", "float64", "--model", "cnn"])
-    assert "--model cnn does not support --precision float64" in capsys.readouterr().err
+    assert "float64 trains the MLP preset and converted torch modules" in (
+        capsys.readouterr().err
+    )
 
 
 # long (~15 s: three float64 runs in subprocesses): CI's -m "exhaustive or long" run

@@ -74,14 +74,44 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     data = parser.add_argument_group("data and model")
-    data.add_argument("--data-dir", help="FashionMNIST IDX directory (default: digits)")
+    data.add_argument(
+        "--data-dir",
+        metavar="PATH",
+        help="your data (default: the 8×8 digits): a FashionMNIST IDX directory, an "
+        "image folder (one subdirectory per class, PNG/JPEG..., torchvision's ImageFolder; "
+        "or train/ and val/ or test/ of them) or a .npz of token ids (tokens, labels) "
+        "for a --model MODULE:NAME sequence classifier; see docs/training.md",
+    )
+    data.add_argument(
+        "--image-size",
+        type=int,
+        metavar="S",
+        help="image folder: resize every image to S×S (bilinear, torchvision's "
+        "Resize((S, S))); needed when the images' sizes differ",
+    )
     data.add_argument(
         "--model",
         default="medium",
         help=f"{' or '.join(CNN_MODELS)} (CNNs on 8×8 digit images), "
-        f"{', '.join(SEQUENCE_MODELS)} (sequence models of the digits), or MLP "
+        f"{', '.join(SEQUENCE_MODELS)} (sequence models of the digits), MLP "
         f"hidden widths: a preset ({', '.join(f'{k}={list(v)}' for k, v in MODELS.items())}) "
-        "or a comma list such as 256,128 (default: medium)",
+        "or a comma list such as 256,128 (default: medium); or any torch model, "
+        "converted with from_torch: FILE.py:NAME, package.module:NAME, torchvision:NAME, "
+        "timm:NAME or transformers:CLASS (with --config), as port.py takes them, "
+        "built with random weights from --seed and --kwargs; it reads images "
+        "(n, C, H, W) (the digits as 1×8×8) and returns logits (n, classes)",
+    )
+    data.add_argument(
+        "--kwargs",
+        default="{}",
+        metavar="JSON",
+        help="--model MODULE:NAME: keyword arguments of the class or factory as JSON, "
+        "e.g. '{\"num_classes\": 10}'",
+    )
+    data.add_argument(
+        "--config",
+        metavar="JSON",
+        help="--model transformers:CLASS: the config's fields as JSON",
     )
     data.add_argument(
         "--standardize",
@@ -198,18 +228,37 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv  # to print the exact command that resumes this run
-    # ---- convolutional models (torchref.models.cnn / resnet, converted with from_torch)
-    if args.model in CNN_MODELS:
+    args.spec = None
+    try:
+        args.kwargs = json.loads(args.kwargs)
+        if not isinstance(args.kwargs, dict):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--kwargs must be a JSON object, got {args.kwargs!r}")
+    if ":" in args.model:  # any torch model, as port.py takes it
+        import _model_spec
+
+        args.spec = _model_spec.parse_spec(parser, "--model", args.model, args.config)
+        _model_spec.check_spec(parser, "--model", args.spec, args.kwargs)
+    elif args.kwargs or args.config is not None:
+        parser.error(
+            "--kwargs and --config build a --model MODULE:NAME (a torch model to convert); "
+            f"--model {args.model} is a preset"
+        )
+    # ---- torch modules converted with from_torch (torchref's CNNs, or --model MODULE:NAME),
+    # trained by StatefulTrainer (buffers and keyed randomness)
+    if module_model(args):
         args.hidden = ()
         refused = [
             flag
             for flag, used in (
-                ("--data-dir (the CNNs take 1×8×8 digits)", args.data_dir),
+                (
+                    "--data-dir (the CNNs take 1×8×8 digits)",
+                    args.data_dir and args.spec is None,
+                ),
                 ("--activation", args.activation != "relu"),
                 ("--accumulate", args.accumulate != 1),
-                ("--clip", args.clip is not None),
-                (f"--precision {args.precision}", args.precision != "float32"),
-                ("--scheduler", args.scheduler is not None),
+                ("--precision bfloat16", args.precision == "bfloat16"),
                 (
                     "--checkpoint-dir/--resume",
                     args.checkpoint_dir or args.resume or args.resume_from,
@@ -218,8 +267,8 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
             if used
         ]
         if refused:
-            parser.error(f"--model {args.model} does not support {', '.join(refused)}")
-    # ---- end of convolutional models
+            parser.error(f"--model {args.model} does not support {', '.join(refused)} yet")
+    # ---- end of converted torch modules
     elif args.model in SEQUENCE_MODELS:  # torchref.sequence_models; args.hidden None marks them
         args.hidden = None
         if args.data_dir:
@@ -250,7 +299,12 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
         if given and not args.checkpoint_dir:
             parser.error(f"{option} needs --checkpoint-dir")
     _cli.writable_dir(parser, "--checkpoint-dir", args.checkpoint_dir)
-    _cli.existing_dir(parser, "--data-dir", args.data_dir)
+    if args.data_dir is not None and not os.path.exists(args.data_dir):
+        parser.error(f"--data-dir {args.data_dir}: does not exist")
+    if args.image_size is not None:
+        _cli.at_least(parser, args, 1, "image_size")
+        if not args.data_dir:
+            parser.error("--image-size resizes an image folder's images; give --data-dir")
     _cli.output_files(parser, args, "save", "plot", "json")
     if args.resume_from is not None:
         args.resume_from = os.path.basename(os.path.normpath(args.resume_from))
@@ -324,6 +378,12 @@ def check_scheduler(name: str, given: dict, *, lr: float, total_steps: int) -> N
             + ")"
         )
     schedulers.for_run(name, lr, total_steps, **given)  # the values: each factory checks its own
+
+
+def module_model(args) -> bool:
+    """A torch module converted with ``from_torch`` and trained with its buffers: the CNN
+    presets, or ``--model MODULE:NAME``."""
+    return args.model in CNN_MODELS or args.spec is not None
 
 
 def frameworks(args) -> list[str]:
@@ -480,7 +540,7 @@ class JaxRun(_Run):
         import jax
 
         import jaxgrad.train as jtrain
-        from jaxgrad import losses, nn, optim
+        from jaxgrad import losses, nn
 
         if args.framework == "both" and args.device != "cpu":
             # torch's float32 matmuls are full float32; jax's GPU default is TF32
@@ -500,16 +560,7 @@ class JaxRun(_Run):
             self.model = nn.mlp(sizes, args.activation, dtype=dtype)
         if params is None:
             params = self.model.init(jax.random.key(args.seed))
-        kwargs = optimizer_kwargs(args)
-        if args.scheduler:
-            name, given = args.scheduler
-            kwargs["lr"] = optim.schedulers.for_run(
-                name, args.lr, total_steps(args, dataset), **given
-            )
-        factory = getattr(optim, args.optimizer)
-        # OneCycleLR cycles momentum / betas[0] as torch's does (cycle_momentum=True)
-        kwargs = optim.schedulers.with_cycled_momentum(factory, kwargs)
-        optimizer = jtrain.build_optimizer(factory(**kwargs), clip=args.clip)
+        optimizer = jax_optimizer(args, dataset)
         self.compute_dtype = "bfloat16" if args.precision == "bfloat16" else None
         self.loss_fn = losses.cross_entropy
         self.trainer = jtrain.Trainer(
@@ -548,23 +599,121 @@ class JaxRun(_Run):
         return self.model.state_dict(self.trainer.params)
 
 
-class JaxCnnRun(_Run):
-    """``--model cnn|resnet``: the torchref CNN converted with ``from_torch`` (params and
-    BatchNorm buffers), trained by ``StatefulTrainer``, one fused scan per epoch."""
+def jax_optimizer(args, dataset):
+    """``--optimizer`` with torch's semantics, ``--scheduler`` as its learning rate and
+    ``--clip`` before it (``jaxgrad.train.build_optimizer``)."""
+    import jaxgrad.train as jtrain
+    from jaxgrad import optim
+
+    kwargs = optimizer_kwargs(args)
+    if args.scheduler:
+        name, given = args.scheduler
+        kwargs["lr"] = optim.schedulers.for_run(name, args.lr, total_steps(args, dataset), **given)
+    factory = getattr(optim, args.optimizer)
+    # OneCycleLR cycles momentum / betas[0] as torch's does (cycle_momentum=True)
+    kwargs = optim.schedulers.with_cycled_momentum(factory, kwargs)
+    return jtrain.build_optimizer(factory(**kwargs), clip=args.clip)
+
+
+def torch_module(args, dataset):
+    """The torch module of a converted run, as built for both frameworks: a CNN preset or
+    ``--model MODULE:NAME`` under ``torch.manual_seed(--seed)``, in float64 with
+    ``--precision float64``, checked on two training examples (its forward must take
+    them and return logits `(2, classes)` with at least the data's classes).
+
+    Raises:
+      ValueError: the forward fails on the data's inputs, or returns something else.
+    """
+    import torch
+
+    import torchref
+
+    if args.spec is None:
+        torch.manual_seed(args.seed)  # torch's initialisation, copied to both sides
+        module = torchref.models.CNN_MODELS[args.model]()
+    else:
+        import _model_spec
+
+        parser = build_parser()
+        built = _model_spec.factory(parser, "--model", args.spec, args.kwargs)
+        module = _model_spec.build_module(parser, args.spec, args.kwargs, built, seed=args.seed)
+    if args.precision == "float64":
+        module = module.double()
+    example = torch.from_numpy(dataset.x_train[:2])
+    was_training = module.training
+    try:
+        with torch.no_grad():
+            outputs = module.eval()(example)
+    except Exception as exc:  # noqa: BLE001 - the user's forward, on the data's inputs
+        raise ValueError(
+            f"--model {args.model}: its forward fails on the data's inputs "
+            f"{tuple(example.shape)} {example.dtype} ({dataset.name}): "
+            f"{type(exc).__name__}: {_cli._first_line(exc)}; give it data it reads "
+            "(--data-dir: an image folder's images are (n, 3, H, W) at --image-size, "
+            "a .npz's tokens (n, length)) or --kwargs that fit the data"
+        ) from None
+    finally:
+        module.train(was_training)
+    if not isinstance(outputs, torch.Tensor) or outputs.ndim != 2:
+        shape = tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else None
+        raise ValueError(
+            f"--model {args.model}: its forward returns "
+            f"{type(outputs).__name__}{'' if shape is None else f' of shape {shape}'}; "
+            "train.py trains classifiers whose forward returns logits (batch, classes)"
+        )
+    if outputs.shape[1] < dataset.num_classes:
+        raise ValueError(
+            f"--model {args.model}: its forward returns {outputs.shape[1]} logits, the data "
+            f"has {dataset.num_classes} classes; build it with more, e.g. --kwargs "
+            f"'{{\"num_classes\": {dataset.num_classes}}}'"
+        )
+    args.draws_randomness = draws_randomness(module, example)
+    return module
+
+
+def draws_randomness(module, example) -> bool:
+    """Whether ``module``'s training-mode forward draws random numbers (dropout, drop
+    path): two forwards of a copy under two torch seeds differ. False when the module
+    cannot be copied."""
+    import copy
+
+    import torch
+
+    try:
+        twin = copy.deepcopy(module).train()
+    except Exception:  # noqa: BLE001 - an uncopyable module: nothing to say
+        return False
+    state = torch.random.get_rng_state()  # the user's draws are not ours to move
+    try:
+        with torch.no_grad():
+            torch.manual_seed(1)
+            first = twin(example)
+            torch.manual_seed(2)
+            second = twin(example)
+    finally:
+        torch.random.set_rng_state(state)
+    return not torch.equal(first, second)
+
+
+class JaxModuleRun(_Run):
+    """A torch module converted with ``from_torch`` (params and buffers: the CNN presets,
+    or ``--model MODULE:NAME``), trained by ``StatefulTrainer``."""
 
     framework = "jax"
 
     def __init__(self, args, dataset, sizes, params=None):
         import torch
 
-        import torchref
-        from jaxgrad import losses, nn, optim
+        from jaxgrad import losses, nn
         from jaxgrad.train.stateful import StatefulTrainer
 
-        torch.manual_seed(args.seed)  # torch's initialisation, copied to both sides
-        module = torchref.models.CNN_MODELS[args.model]()
-        self.model, params, buffers = nn.from_torch(module, with_buffers=True)
-        optimizer = getattr(optim, args.optimizer)(**optimizer_kwargs(args))
+        module = torch_module(args, dataset)
+        example = torch.from_numpy(dataset.x_train[: args.batch_size])
+        # every batch size from one capture where export is needed (evaluation's last batch)
+        self.model, params, buffers = nn.from_torch(
+            module, example, with_buffers=True, dynamic_shapes="batch"
+        )
+        optimizer = jax_optimizer(args, dataset)
         self.trainer = StatefulTrainer(
             self.model,
             losses.cross_entropy,
@@ -596,15 +745,15 @@ class TorchRun(_Run):
         from torchref.optim import make_optimizer
 
         torch.manual_seed(args.seed)
-        if args.model in CNN_MODELS:
-            self.module = torchref.models.CNN_MODELS[args.model]()
+        if module_model(args):
+            self.module = torch_module(args, dataset)
         elif args.hidden is None:
             from torchref.sequence_models import sequence_model
 
             self.module = sequence_model(args.model, seed=args.seed)
         else:
             self.module = torchref.mlp(sizes, args.activation)
-        if args.precision == "float64":
+        if args.precision == "float64" and not module_model(args):
             self.module = self.module.double()
         if params is not None:
             torchref.load_numpy(self.module, params)
@@ -762,11 +911,11 @@ def join_processes(args) -> tuple[str | None, bool]:
     """
     from jaxgrad.train import initialize_distributed
 
-    if args.shard == "fsdp" and args.model in CNN_MODELS and args.framework != "torch":
+    if args.shard == "fsdp" and module_model(args) and args.framework != "torch":
         return (
-            f"--shard fsdp --model {args.model}: the CNN presets (BatchNorm buffers, "
-            "StatefulTrainer) train on one device; use --shard data, or an MLP or "
-            "sequence preset"
+            f"--shard fsdp --model {args.model}: converted torch modules (the CNN presets, "
+            "MODULE:NAME; BatchNorm buffers, StatefulTrainer) train on one device so far; "
+            "use --shard data, or an MLP or sequence preset"
         ), True
     if not initialize_distributed():
         return None, True
@@ -780,9 +929,10 @@ def join_processes(args) -> tuple[str | None, bool]:
             f"{count} processes train jax alone (--framework jax)",
         ),
         (
-            args.model in CNN_MODELS,
-            f"--model {args.model}: the CNN presets (BatchNorm buffers) train in one "
-            "process only so far; the MLP and sequence presets run across processes",
+            module_model(args),
+            f"--model {args.model}: converted torch modules (the CNN presets, "
+            "MODULE:NAME) train in one process only so far; the MLP and sequence presets "
+            "run across processes",
         ),
         (
             args.shard == "none",
@@ -836,14 +986,15 @@ def train(args) -> int:
         if args.hidden is None:
             return _error(
                 f"--precision float64 --model {args.model}: float64 trains the MLP preset "
-                "only so far; use --precision float32"
+                "and converted torch modules (cnn, resnet, MODULE:NAME) only so far; use "
+                "--precision float32"
             )
         if args.framework != "torch":
             import jax
 
             jax.config.update("jax_enable_x64", True)  # before any jax array is made
     try:
-        dataset = data.load_fashion_mnist(args.data_dir) if args.data_dir else data.load_digits()
+        dataset = load_data(args)
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
     except (OSError, ValueError) as exc:
         return _error(exc)
@@ -852,11 +1003,23 @@ def train(args) -> int:
             check_scheduler(*args.scheduler, lr=args.lr, total_steps=total_steps(args, dataset))
         except (TypeError, ValueError) as exc:
             return _error(f"--scheduler {args.scheduler[0]}: {exc}")
+    if dataset.x_train.dtype.kind != "f" and not module_model(args):
+        return _error(
+            f"--data-dir {args.data_dir}: token ids ({dataset.name}) train a sequence "
+            f"classifier given as --model MODULE:NAME; --model {args.model} takes images"
+        )
+    if not module_model(args) and dataset.x_train.ndim > 2:  # an MLP: flat features
+        dataset = dataclasses.replace(
+            dataset,
+            x_train=dataset.x_train.reshape(len(dataset.x_train), -1),
+            x_test=dataset.x_test.reshape(len(dataset.x_test), -1),
+        )
     if args.model == "transformer":
         dataset = data.digit_tokens(dataset)  # intensities 0…16 as Embedding ids
-    elif args.standardize:
+    elif args.standardize and dataset.x_train.dtype.kind == "f":  # not token ids
         dataset = standardized(dataset)
-    if args.precision == "float64":  # both frameworks read the same float64 images
+    if args.precision == "float64" and dataset.x_train.dtype.kind == "f":
+        # both frameworks read the same float64 images
         dataset = dataclasses.replace(
             dataset,
             x_train=dataset.x_train.astype(np.float64),
@@ -864,12 +1027,12 @@ def train(args) -> int:
         )
     sizes = [dataset.num_features, *(args.hidden or ()), dataset.num_classes]
     described = args.model if args.hidden is None else f"mlp {sizes} {args.activation}"
-    if args.model in CNN_MODELS:  # images `(n, 1, 8, 8)`, C,H,W as torch
-        dataset = dataclasses.replace(
-            dataset,
-            x_train=dataset.x_train.reshape(-1, 1, *dataset.image_shape),
-            x_test=dataset.x_test.reshape(-1, 1, *dataset.image_shape),
-        )
+    if module_model(args):
+        if dataset.x_train.dtype.kind == "f":  # images `(n, C, H, W)`, as torch reads them
+            nchw = lambda x: x.reshape(len(x), -1, *dataset.image_shape[-2:])  # noqa: E731
+            dataset = dataclasses.replace(
+                dataset, x_train=nchw(dataset.x_train), x_test=nchw(dataset.x_test)
+            )
         described = args.model
     print(
         f"data: {dataset.name}, {len(dataset.x_train)} train / {len(dataset.x_test)} test, "
@@ -880,7 +1043,7 @@ def train(args) -> int:
     try:
         runs = []
         if args.framework in ("jax", "both"):
-            runs.append((JaxCnnRun if args.model in CNN_MODELS else JaxRun)(args, dataset, sizes))
+            runs.append((JaxModuleRun if module_model(args) else JaxRun)(args, dataset, sizes))
         if args.framework in ("torch", "both"):
             shared = runs[0].params_numpy() if runs else None  # same initial weights
             runs.append(TorchRun(args, dataset, sizes, shared))
@@ -968,6 +1131,12 @@ def train(args) -> int:
         print(f"{run.framework} final checkpoint: {run.trainer.save()}")
     if drifts:
         print("\ndrift of jax from torch (same initial weights, same batches):")
+        if getattr(args, "draws_randomness", False):
+            print(
+                f"  (--model {args.model} draws random numbers in training, e.g. dropout: "
+                "each framework draws its own masks, so this drift is no parity verdict; "
+                "build it without them to prove the training)"
+            )
         for d in drifts:
             print(
                 f"  after epoch {d['epoch']:>3}: max |Δparam| = {d['max_abs']:.3e} "
@@ -1040,6 +1209,18 @@ def stopped(args, runs, stop) -> int:
     else:
         print("no --checkpoint-dir was given: nothing was saved and this run cannot be resumed")
     return stop.exit_status
+
+
+def load_data(args):
+    """The training data: the digits, or what ``--data-dir`` holds (an IDX directory, an
+    image folder, read with a progress bar, or a token .npz: ``jaxgrad.data.load_dataset``)."""
+    from jaxgrad import data
+
+    if not args.data_dir:
+        return data.load_digits()
+    return data.load_dataset(
+        data_dir=args.data_dir, image_size=args.image_size, progress=not args.no_progress
+    )
 
 
 def standardized(dataset):

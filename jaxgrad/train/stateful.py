@@ -288,7 +288,7 @@ class StatefulTrainer:
             jnp.asarray(y[idx]),
             key,
         )
-        losses = np.asarray(losses, np.float32)
+        losses = np.asarray(losses)  # the model's dtype: a float64 run records float64 losses
         seconds = time.perf_counter() - began
         if not np.all(np.isfinite(losses)):
             step = self.global_step + int(np.argmin(np.isfinite(losses))) + 1
