@@ -273,9 +273,7 @@ def test_train_float64_both_frameworks_agree_at_the_float64_tier(tmp_path):
 def test_train_float64_is_refused_where_it_is_not_built(capsys):
     """The sequence presets refuse --precision float64 with one line."""
     assert train.main(["--precision", "float64", "--model", "transformer"]) == 2
-    assert "float64 trains the MLP preset and converted torch modules" in (
-        capsys.readouterr().err
-    )
+    assert "float64 trains the MLP preset and converted torch modules" in (capsys.readouterr().err)
 
 
 # long (~15 s: three float64 runs in subprocesses): CI's -m "exhaustive or long" run
