@@ -82,7 +82,6 @@ def test_step_without_buffers_is_refused_naming_them(x64):
 @pytest.mark.parametrize(
     "flags, named",
     [
-        (["--accumulate", "2"], "--accumulate"),
         (["--activation", "tanh"], "--activation"),
         (["--data-dir", "x"], "--data-dir"),
     ],

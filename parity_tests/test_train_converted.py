@@ -153,7 +153,6 @@ def test_models_that_do_not_fit_the_data_are_refused_with_one_line(
 
 def test_what_converted_models_cannot_do_yet_is_refused_at_start(model_file, capsys):
     for flags, named in (
-        (["--accumulate", "2"], "--accumulate"),
         (["--precision", "bfloat16"], "--precision bfloat16"),
         (["--activation", "tanh"], "--activation"),
     ):
@@ -256,3 +255,79 @@ def test_a_token_npz_trains_a_sequence_classifier_in_both_frameworks(tmp_path):
         "head.bias",
     }
     assert_parity(torch_state, jax_state)  # float32 arrays: the float32 tier, 8 steps
+
+
+# long (~30 s: three float64 runs of both frameworks in subprocesses): CI's long run
+@pytest.mark.long
+def test_file_model_checkpoints_and_resumes_bit_exactly_with_adamw_and_a_scheduler(
+    model_file, tmp_path
+):
+    """Issue 41's bar: a user's own model (BatchNorm buffers) with AdamW and a cosine
+    schedule, checkpointed every 40 steps and resumed from step 80 (mid-epoch: 44 steps
+    an epoch):
+    the final parameters and running statistics are bit-identical to the uninterrupted
+    run's in both frameworks; and with --accumulate 2, jax's against torch's at the
+    float64 tier (BatchNorm's statistics move once per micro-batch in both)."""
+    argv = [
+        "--model", f"{model_file}:Net", "--framework", "both", "--precision", "float64",
+        "--epochs", "2", "--optimizer", "adamw", "--scheduler", "CosineAnnealingLR",
+        "--strategy", "epoch", "--no-progress",
+        "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "40",
+    ]  # fmt: skip
+    _run([*argv, "--save", str(tmp_path / "full.safetensors")])
+    out = _run(
+        [*argv, "--resume-from", "ckpt-00000080", "--save", str(tmp_path / "res.safetensors")]
+    )
+    assert "jax resumed from step 80" in out and "torch resumed from step 80" in out
+    for suffix in ("", ".torch"):
+        full = safetensors.numpy.load_file(str(tmp_path / f"full{suffix}.safetensors"))
+        resumed = safetensors.numpy.load_file(str(tmp_path / f"res{suffix}.safetensors"))
+        assert "bn.running_var" in full and full["conv.weight"].dtype == np.float64
+        assert_parity(full, resumed, rtol=0, atol=0)  # bit-identical
+    # the checkpoint holds the whole state_dict: torch's load_state_dict takes it
+    checkpoint = tmp_path / "ck" / "jax" / "ckpt-00000080" / "params.safetensors"
+    assert "bn.running_mean" in safetensors.numpy.load_file(str(checkpoint))
+
+    accumulated = [*argv[: argv.index("--checkpoint-dir")], "--accumulate", "2"]
+    _run([*accumulated, "--batch-size", "16", "--save", str(tmp_path / "acc.safetensors")])
+    assert_parity(
+        safetensors.numpy.load_file(str(tmp_path / "acc.torch.safetensors")),
+        safetensors.numpy.load_file(str(tmp_path / "acc.safetensors")),
+    )
+
+
+DROPOUT_MODEL = textwrap.dedent(
+    """
+    from torch import nn
+
+
+    def net():
+        return nn.Sequential(
+            nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10)
+        )
+    """
+)
+
+
+def test_dropout_model_resumes_to_the_same_bits_in_jax(tmp_path):
+    """A model that draws random numbers in training: step i of epoch e draws with
+    fold_in(fold_in(key(seed), e), i) under every strategy, so a run resumed mid-epoch
+    ends bit-identical to the uninterrupted run, per-step and fused alike."""
+    (tmp_path / "drop.py").write_text(DROPOUT_MODEL)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import drop
+    finally:
+        sys.path.pop(0)
+    assert train.draws_randomness(drop.net(), torch.ones(4, 1, 8, 8))  # masks to resume
+    argv = ["--model", f"{tmp_path / 'drop.py'}:net", "--epochs", "2", "--no-progress"]
+    for strategy in ("step", "epoch"):
+        # steps 60 (mid-epoch 2) and the final 88 are the two checkpoints kept
+        ck = ["--checkpoint-dir", str(tmp_path / strategy), "--checkpoint-every", "60"]
+        saved = {}
+        for name, extra in (("full", []), ("resumed", ["--resume-from", "ckpt-00000060"])):
+            path = tmp_path / f"{strategy}-{name}.safetensors"
+            command = [*argv, *ck, "--strategy", strategy, *extra, "--save", str(path)]
+            assert train.main(command) == 0
+            saved[name] = safetensors.numpy.load_file(str(path))
+        assert_parity(saved["full"], saved["resumed"], rtol=0, atol=0)

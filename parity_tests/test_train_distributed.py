@@ -178,14 +178,12 @@ def test_two_real_processes_of_two_devices_train_as_one_process_of_four(tmp_path
 # long (~12 s: four processes, each joining a coordinator): CI's -m "exhaustive or long" run
 @pytest.mark.long
 def test_several_processes_refuse_what_runs_in_one_process_only(tmp_path):
-    """A torch run, a CNN preset, --shard none, or --save of fsdp-sharded parameters with
-    JAX_NUM_PROCESSES set: one line each at start, exit status 2, before anything is
-    trained (checkpoints do run across processes: test_train_fsdp.py)."""
+    """A torch run or --shard none with JAX_NUM_PROCESSES set: one line each at start,
+    exit status 2, before anything is trained (checkpoints, --save of sharded parameters
+    and converted models do run across processes: test_train_fsdp.py)."""
     cases = {
         ("--framework", "both"): "--framework both: torch's loop runs in one process",
-        ("--model", "cnn"): "train in one process only so far",
         ("--shard", "none"): "--shard none trains on one device",
-        ("--shard", "fsdp", "--save", str(tmp_path / "p.safetensors")): "use --checkpoint-dir",
     }
     for args, expected in cases.items():
         (done,) = _finish(

@@ -15,7 +15,6 @@ import numpy as np
 import optax
 import pytest
 import safetensors.numpy
-import train
 from jax.sharding import PartitionSpec
 
 from jaxgrad import losses, nn, optim
@@ -127,11 +126,6 @@ def test_fsdp_trainer_keeps_its_shardings_and_the_callers_params(x64):
     assert_parity(results["none"], results["data"], rtol=0, atol=0)
 
 
-def test_train_refuses_fsdp_for_the_cnn_presets(capsys):
-    assert train.main(["--model", "cnn", "--shard", "fsdp"]) == 2
-    assert "--shard fsdp --model cnn: converted torch modules" in capsys.readouterr().err
-
-
 # -- real processes: 2 × 2 devices, fsdp, against 1 × 1 ----------------------------------
 
 # 1437 digits // 128 = 11 steps of plain SGD with momentum, a checkpoint every 4 steps
@@ -206,3 +200,38 @@ def test_fsdp_over_two_processes_equals_one_device_and_checkpoints_cross(tmp_pat
     assert "jax resumed from step 8" in done[0][0] and "jax resumed from step 8" in done[2][0]
     assert_parity(reference, _checkpoint_files(resumed_two, final), **FLOAT64)
     assert_parity(reference, _checkpoint_files(resumed_one, final), **FLOAT64)
+
+
+# long (~40 s: three processes capturing and training a converted model): CI's long run
+@pytest.mark.long
+def test_converted_batchnorm_model_over_two_processes_equals_one_device(tmp_path):
+    """A user's torch model with BatchNorm (converted with from_torch, trained with its
+    buffers) under --shard fsdp on 2 processes × 2 devices: the batch statistics are the
+    global batch's, so parameters and running statistics end where one device's run
+    ends, at the float64 tier; --save gathers the sharded parameters."""
+    from parity_tests.test_train_converted import MODEL_FILE
+
+    (tmp_path / "usernet.py").write_text(MODEL_FILE)
+    run = ("--model", f"{tmp_path / 'usernet.py'}:Net", "--kwargs", '{"width": 8}')
+    run += ("--precision", "float64", "--epochs", "1", "--batch-size", "128")
+    run += ("--strategy", "step", "--no-progress", "--save", "p.safetensors")
+    two, one = tmp_path / "two", tmp_path / "one"
+    two.mkdir(), one.mkdir()
+    port = _free_port()
+    done = _finish(
+        [
+            _start(two, run + ("--shard", "fsdp"), devices=2, process=i, processes=2, port=port)
+            for i in (0, 1)
+        ]
+        + [_start(one, run + ("--shard", "none"), devices=1)]
+    )
+    for _out, err, rc in done:
+        assert rc == 0, err[-3000:]
+    sharded = safetensors.numpy.load_file(str(two / "p.safetensors"))
+    reference = safetensors.numpy.load_file(str(one / "p.safetensors"))
+    assert {"bn.running_mean", "bn.running_var", "fc.weight"} <= set(reference)
+    assert reference["bn.num_batches_tracked"] == sharded["bn.num_batches_tracked"] == 11
+    assert_parity(reference, sharded, **FLOAT64)
+    # _should_fail: the same comparison catches the running variance 1e-8 off
+    nudged = dict(sharded, **{"bn.running_var": sharded["bn.running_var"] * (1 + 1e-8)})
+    assert not compare(reference, nudged, **FLOAT64).passed

@@ -75,10 +75,6 @@ def test_train_both_frameworks_end_to_end(tmp_path, capsys):
             "--kwargs and --config build a --model MODULE:NAME",
         ),
         (["--model", "m.py:Net", "--kwargs", "[1]"], "--kwargs must be a JSON object"),
-        (
-            ["--model", "cnn", "--checkpoint-dir", "ck"],
-            "--model cnn does not support --checkpoint-dir",
-        ),
         # every scheduler argument, before any data is read or any training starts
         (
             ["--scheduler", "StepLR:gamma=0.5"],

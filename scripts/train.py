@@ -1,25 +1,35 @@
 #!/usr/bin/env python
-"""Train an MLP with jaxgrad (jit-compiled), PyTorch (imperative loop), or both side by side.
+"""Train a model with jaxgrad (jit-compiled), PyTorch (imperative loop), or both side by side.
 
-Trains on scikit-learn's 8×8 digits by default (no download), or on FashionMNIST
-from the IDX files in --data-dir. Prints the devices used, a progress bar per
-epoch (loss, examples/s), a per-epoch table of train loss, test loss and test
-accuracy, and ends with one line per framework: `jax test accuracy: 97.9%`.
+The model: an MLP preset, the CNN and sequence presets, or any torch model converted
+with from_torch (--model FILE.py:NAME, package.module:NAME, torchvision:NAME, timm:NAME,
+transformers:CLASS, as port.py takes them). The data: scikit-learn's 8×8 digits by
+default (no download), or --data-dir: FashionMNIST's IDX files, an image folder
+(torchvision's ImageFolder layout, --image-size) or a .npz of token ids. Prints the
+devices used, a progress bar per epoch (loss, examples/s), a per-epoch table of train
+loss, test loss and test accuracy, and ends with one line per framework:
+`jax test accuracy: 97.9%`.
 
 With --framework both, the two frameworks start from the same weights (jaxgrad's
-initialisation, copied into torch) and see the same batches in the same order; the
-script reports after every epoch how far their parameters and losses have drifted.
+initialisation copied into torch, or the torch model's own, converted) and see the same
+batches in the same order; the script reports after every epoch how far their
+parameters (and buffers) have drifted. --precision float64 proves a training at the
+float64 tier (the MLP preset, the CNN presets and converted models).
 
 Checkpoints: --checkpoint-dir DIR --checkpoint-every N writes params (safetensors,
-torch state_dict keys), optimizer state, step, data position and seed atomically
-every N steps (both frameworks: DIR/jax and DIR/torch; with --scheduler, the
-scheduler's step too); --resume continues bit-exactly from the latest,
---resume-from NAME from an older one.
---model cnn|resnet refuses --data-dir, --activation, --accumulate, --clip,
---precision bfloat16|float64, --scheduler and --checkpoint-dir/--resume; the sequence
-models (transformer, lstm, gru) refuse --data-dir, --activation and --precision float64
-(float64 trains the MLP preset, in both frameworks); torch's bfloat16 run is
-refused before training where torch has no bfloat16 kernel for the model (its CPU LSTM).
+torch state_dict keys; with buffers, the whole state_dict), optimizer state, step, data
+position and seed atomically every N steps (both frameworks: DIR/jax and DIR/torch;
+with --scheduler, the scheduler's step too); --resume continues bit-exactly from the
+latest, --resume-from NAME from an older one, on any device or process count.
+Devices: jax trains data-parallel over every device of --device (--shard data), with
+parameters and optimizer state split over them (--shard fsdp), or on one (--shard
+none); with JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID set, over
+every device of every process (jax.distributed), process 0 writing the outputs.
+What a model cannot do is refused at start with one line: --activation and
+--precision bfloat16 are the MLP's and sequence presets' (a converted model trains in
+its own dtype); the CNN presets take the 1×8×8 digits only; the sequence presets refuse
+--data-dir, --activation and --precision float64; torch's bfloat16 run is refused where
+torch has no bfloat16 kernel for the model (its CPU LSTM).
 Ctrl-C (SIGINT) or SIGTERM finishes the step that is running, writes a final
 checkpoint (with --checkpoint-dir), prints it and the command that resumes, and
 exits 130 / 143; a second signal stops at once.
@@ -35,6 +45,10 @@ Examples:
   python scripts/train.py --checkpoint-dir ckpt --checkpoint-every 50 --resume
   python scripts/train.py --data-dir ~/data/fashion-mnist --epochs 5 --batch-size 128
   python scripts/train.py --model transformer --optimizer adam --framework both
+  python scripts/train.py --model torchvision:resnet18 --kwargs '{"num_classes": 3}' \
+      --data-dir my_images --image-size 32 --framework both --precision float64
+  python scripts/train.py --model mynet.py:Net --optimizer adamw \
+      --scheduler CosineAnnealingLR --checkpoint-dir ckpt --checkpoint-every 100
 
 Exit status: 0 done, 2 bad arguments / checkpoint problems, 3 non-finite loss,
 130 / 143 stopped by SIGINT / SIGTERM.
@@ -160,9 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--precision",
         default="float32",
         choices=["float32", "bfloat16", "float64"],
-        help="bfloat16: bf16 compute, float32 master weights and optimizer; float64: "
-        "weights, data, gradients and optimizer state in float64 in both frameworks (the "
-        "MLP preset), so --framework both proves the training at the float64 tier",
+        help="bfloat16: bf16 compute, float32 master weights and optimizer (the MLP and "
+        "sequence presets); float64: weights, buffers, data, gradients and optimizer state "
+        "in float64 in both frameworks (the MLP preset, the CNN presets and converted "
+        "models), so --framework both proves the training at the float64 tier",
     )
     opt.add_argument("--seed", type=int, default=0, help="initialisation and data-order seed")
     run = parser.add_argument_group("frameworks and devices")
@@ -257,12 +272,7 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
                     args.data_dir and args.spec is None,
                 ),
                 ("--activation", args.activation != "relu"),
-                ("--accumulate", args.accumulate != 1),
                 ("--precision bfloat16", args.precision == "bfloat16"),
-                (
-                    "--checkpoint-dir/--resume",
-                    args.checkpoint_dir or args.resume or args.resume_from,
-                ),
             )
             if used
         ]
@@ -545,10 +555,6 @@ class JaxRun(_Run):
         if args.framework == "both" and args.device != "cpu":
             # torch's float32 matmuls are full float32; jax's GPU default is TF32
             jax.config.update("jax_default_matmul_precision", "float32")
-        jtrain.initialize_distributed()
-        devices = jtrain.select_devices(args.device)
-        if args.shard == "none":
-            devices = devices[:1]
         if args.hidden is None:  # a sequence model: the twin of torch's, same weights
             from torchref.sequence_models import sequence_model
 
@@ -563,26 +569,16 @@ class JaxRun(_Run):
         optimizer = jax_optimizer(args, dataset)
         self.compute_dtype = "bfloat16" if args.precision == "bfloat16" else None
         self.loss_fn = losses.cross_entropy
+        options, self.devices = trainer_options(args, dataset)
         self.trainer = jtrain.Trainer(
             self.model,
             self.loss_fn,
             optimizer,
             params,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            accumulate=args.accumulate,
             compute_dtype=self.compute_dtype,
             strategy=args.strategy,
-            total_steps=total_steps(args, dataset),
-            devices=devices,
-            shard=args.shard,
-            checkpoint_dir=checkpoint_dir(args, "jax"),
-            checkpoint_every=args.checkpoint_every,
-            config=run_config(args, dataset),
+            **options,
         )
-        self.devices = jtrain.sharding.describe_devices(devices)
-        if args.shard == "fsdp":
-            self.devices += ", parameters and optimizer state sharded (fsdp)"
         self._evaluate = jtrain.evaluate
 
     def evaluate(self, x, y) -> dict:
@@ -596,7 +592,35 @@ class JaxRun(_Run):
         )
 
     def params_numpy(self) -> dict:
-        return self.model.state_dict(self.trainer.params)
+        from jaxgrad.train.checkpoint import gather_to_host
+
+        return self.model.state_dict(gather_to_host(self.trainer.params))
+
+
+def trainer_options(args, dataset) -> tuple[dict, str]:
+    """The jax trainer's options every model shares (batches, devices, sharding,
+    checkpoints), and the devices described for the log."""
+    import jaxgrad.train as jtrain
+
+    jtrain.initialize_distributed()
+    devices = jtrain.select_devices(args.device)
+    if args.shard == "none":
+        devices = devices[:1]
+    described = jtrain.sharding.describe_devices(devices)
+    if args.shard == "fsdp":
+        described += ", parameters and optimizer state sharded (fsdp)"
+    options = dict(
+        batch_size=args.batch_size,
+        seed=args.seed,
+        accumulate=args.accumulate,
+        total_steps=total_steps(args, dataset),
+        devices=devices,
+        shard=args.shard,
+        checkpoint_dir=checkpoint_dir(args, "jax"),
+        checkpoint_every=args.checkpoint_every,
+        config=run_config(args, dataset),
+    )
+    return options, described
 
 
 def jax_optimizer(args, dataset):
@@ -713,19 +737,16 @@ class JaxModuleRun(_Run):
         self.model, params, buffers = nn.from_torch(
             module, example, with_buffers=True, dynamic_shapes="batch"
         )
-        optimizer = jax_optimizer(args, dataset)
+        options, self.devices = trainer_options(args, dataset)
         self.trainer = StatefulTrainer(
             self.model,
             losses.cross_entropy,
-            optimizer,
+            jax_optimizer(args, dataset),
             params,
             buffers,
-            batch_size=args.batch_size,
-            seed=args.seed,
             strategy=args.strategy,
-            total_steps=total_steps(args, dataset),
+            **options,
         )
-        self.devices = "jax " + ", ".join(str(d) for d in __import__("jax").devices()[:1])
 
     def evaluate(self, x, y) -> dict:
         return self.trainer.evaluate(x, y)
@@ -911,12 +932,6 @@ def join_processes(args) -> tuple[str | None, bool]:
     """
     from jaxgrad.train import initialize_distributed
 
-    if args.shard == "fsdp" and module_model(args) and args.framework != "torch":
-        return (
-            f"--shard fsdp --model {args.model}: converted torch modules (the CNN presets, "
-            "MODULE:NAME; BatchNorm buffers, StatefulTrainer) train on one device so far; "
-            "use --shard data, or an MLP or sequence preset"
-        ), True
     if not initialize_distributed():
         return None, True
     import jax
@@ -929,20 +944,8 @@ def join_processes(args) -> tuple[str | None, bool]:
             f"{count} processes train jax alone (--framework jax)",
         ),
         (
-            module_model(args),
-            f"--model {args.model}: converted torch modules (the CNN presets, "
-            "MODULE:NAME) train in one process only so far; the MLP and sequence presets "
-            "run across processes",
-        ),
-        (
             args.shard == "none",
             f"--shard none trains on one device; with {count} processes use --shard data or fsdp",
-        ),
-        (
-            args.shard == "fsdp" and bool(args.save),
-            f"--save with --shard fsdp: the parameters are split over {count} processes "
-            "and --save is written by process 0 alone; use --checkpoint-dir (its final "
-            "checkpoint's params.safetensors holds the full parameters, torch keys)",
         ),
     ):
         if given:
@@ -1153,13 +1156,12 @@ def train(args) -> int:
         f"\ntraining time: {total:.1f} s for {len({r['epoch'] for r in rows})} epochs "
         f"(including compilation and evaluation)"
     )
-    if args.save and primary:
-        for run in runs:
+    for run in runs if args.save else ():
+        state = run.params_numpy()  # every process: gathering sharded params is collective
+        if primary:
             path = args.save if run is runs[0] else _suffixed(args.save, run.framework)
             save_params(
-                path,
-                run.params_numpy(),
-                metadata={"framework": run.framework, "sizes": json.dumps(sizes)},
+                path, state, metadata={"framework": run.framework, "sizes": json.dumps(sizes)}
             )
             print(f"saved {run.framework} parameters to {path}")
     if args.plot and primary:

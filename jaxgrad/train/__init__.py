@@ -7,7 +7,8 @@
   one rule from each parameter's torch shape;
 - ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
 - ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
-  non-finite-loss stop;
+  non-finite-loss stop; given ``buffers``, it trains models with BatchNorm statistics
+  and random ops (``stateful_step``'s steps; ``StatefulTrainer``);
 - ``strategy``: which execution strategy a run uses (per-step jit, scan-fused epoch,
   ``unroll=K``, fully unrolled), forced or chosen by a cached probe (``"auto"``);
 - ``benchmark``: a speed measurement's verdict on itself (load, per-row spread,
@@ -46,6 +47,7 @@ from jaxgrad.train.sharding import (
     select_devices,
     shard_batch,
 )
+from jaxgrad.train.stateful import StatefulTrainer
 from jaxgrad.train.step import (
     build_optimizer,
     compute_dtype_error,

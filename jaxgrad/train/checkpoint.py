@@ -431,6 +431,21 @@ def load_checkpoint(path: str, *, model, opt_state_template, config: dict | None
     return params, opt_state, meta
 
 
+def load_checkpoint_buffers(path: str, *, model):
+    """The buffers (BatchNorm's running statistics) of a checkpoint whose
+    ``params.safetensors`` holds the whole ``state_dict`` (a ``Trainer`` with buffers
+    writes it so), validated by ``model.load_buffers``; call after ``load_checkpoint``,
+    which verified the files.
+
+    Raises:
+      CheckpointError: a buffer is missing or does not fit the model.
+    """
+    try:
+        return model.load_buffers(_read_safetensors(os.path.join(path, PARAMS_FILE)))
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path}: buffers do not fit the model: {exc}") from exc
+
+
 def _restore_tree(arrays: dict, template, path: str):
     expected, treedef = _keyed_leaves(template)
     problems = []

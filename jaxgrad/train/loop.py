@@ -5,8 +5,16 @@ position) and advances it one epoch at a time with ``train_epoch``. Batches come
 from ``jaxgrad.data.batch_indices(n, batch_size·accumulate, seed=seed, epoch=e,
 drop_last=True)``, a pure function of ``(seed, epoch)``, so the data position is
 just ``(epoch, batch within the epoch)`` and a resumed run regenerates the order.
-That pair, the seed and the step are the run's whole RNG state: the step itself
-draws no random numbers (the supported layers have none).
+That pair, the seed and the step are the run's whole RNG state.
+
+A model with buffers (BatchNorm's running statistics) or random ops (dropout) is
+trained with its ``buffers`` (``Trainer(..., buffers=model.init_buffers())``, or
+``from_torch(..., with_buffers=True)``'s): each step is
+``jaxgrad.train.stateful_step``'s, the training-mode forward's new buffers carried to
+the next step and written into checkpoints beside the parameters (the checkpoint's
+``params.safetensors`` is then the whole ``state_dict``), and step ``i`` of epoch ``e``
+draws with ``fold_in(fold_in(key(seed), e), i)`` under every strategy, so a resumed
+run draws what the uninterrupted one did.
 
 - ``strategy="step"`` (the default, ``fused=False``) runs one jitted step per batch;
   ``"epoch"`` (``fused=True``) runs each stretch between checkpoints as one call of
@@ -51,6 +59,11 @@ from jaxgrad.train import checkpoint as ckpt
 from jaxgrad.train import fsdp
 from jaxgrad.train import strategy as strategies
 from jaxgrad.train.sharding import shard_batch
+from jaxgrad.train.stateful_step import (
+    make_stateful_train_step,
+    make_stateful_train_stretch,
+    step_key,
+)
 from jaxgrad.train.step import make_train_step, make_train_stretch
 
 
@@ -140,6 +153,8 @@ class Trainer:
       loss_fn: ``loss_fn(outputs, targets) -> scalar``, as ``make_train_step``.
       optimizer: an optax transformation, already composed with clipping/freezing.
       params: initial parameters (flat dict, torch keys).
+      buffers: the model's buffers (flat dict, torch keys; ``{}`` for a model that has
+        none but draws random numbers in training), or None: a model without either.
       batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
       seed: the data-order seed.
       accumulate: micro-batches per step, passed to the step.
@@ -171,6 +186,7 @@ class Trainer:
         optimizer,
         params,
         *,
+        buffers=None,
         batch_size: int,
         seed: int = 0,
         accumulate: int = 1,
@@ -216,6 +232,8 @@ class Trainer:
         )
         self.params = fsdp.place(params, self.param_shardings)
         self.opt_state = fsdp.place(optimizer.init(self.params), self.opt_state_shardings)
+        replicated = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+        self.buffers = None if buffers is None else fsdp.place(dict(buffers), replicated)
         self.global_step = 0
         self.epoch, self.step_in_epoch = 0, 0
         self.last_checkpoint: str | None = None
@@ -224,15 +242,18 @@ class Trainer:
         options: dict = dict(accumulate=accumulate, compute_dtype=compute_dtype)
         if shard == "fsdp":  # "data": XLA keeps the replication of the inputs
             options["shardings"] = (self.param_shardings, self.opt_state_shardings)
-        self._step = make_train_step(model, loss_fn, optimizer, **options)
+        make_step = make_stateful_train_step if self.stateful else make_train_step
+        self._step = make_step(model, loss_fn, optimizer, **options)
         self._options = options
         self._epochs: dict = {}  # strategy -> jitted epoch function
 
     def _epoch_fn(self, strategy: str) -> Callable:
         """The jitted stretch call for ``strategy`` (built once per strategy):
-        ``(params, opt_state, stacked epoch, start, stop)``."""
+        ``(params, opt_state, stacked epoch, start, stop)``, with buffers
+        ``(params, buffers, opt_state, stacked epoch, start, stop, epoch key)``."""
         if strategy not in self._epochs:
-            self._epochs[strategy] = make_train_stretch(
+            make = make_stateful_train_stretch if self.stateful else make_train_stretch
+            self._epochs[strategy] = make(
                 self.model,
                 self.loss_fn,
                 self.optimizer,
@@ -240,6 +261,54 @@ class Trainer:
                 **self._options,
             )
         return self._epochs[strategy]
+
+    # ----------------------------------------------- the state the compiled calls carry
+    @property
+    def stateful(self) -> bool:
+        """Whether the model trains with buffers and keys (``stateful_step``'s steps)."""
+        return self.buffers is not None
+
+    def _state(self) -> tuple:
+        if self.stateful:
+            return (self.params, self.buffers, self.opt_state)
+        return (self.params, self.opt_state)
+
+    def _set_state(self, state) -> None:
+        if self.stateful:
+            self.params, self.buffers, self.opt_state = state
+        else:
+            self.params, self.opt_state = state
+
+    def _placed_state(self) -> tuple:
+        """Fresh copies of the state on its shardings (the probe's runners train them)."""
+        placed = [
+            fsdp.place(self.params, self.param_shardings),
+            fsdp.place(self.opt_state, self.opt_state_shardings),
+        ]
+        if self.stateful:
+            placed.insert(
+                1,
+                fsdp.place(
+                    self.buffers, jax.tree_util.tree_map(lambda leaf: leaf.sharding, self.buffers)
+                ),
+            )
+        return tuple(placed)
+
+    def _run_step(self, state, batch, epoch: int, index: int):
+        """One jitted step on ``state``: ``(state, metrics)``."""
+        if self.stateful:
+            *state, metrics = self._step(*state, batch, step_key(self.seed, epoch, index))
+        else:
+            *state, metrics = self._step(*state, batch)
+        return tuple(state), metrics
+
+    def _run_stretch(self, strategy: str, state, stacked, first: int, stop: int, epoch: int):
+        """Steps ``[first, stop)`` of the stacked epoch in one call: ``(state, metrics)``."""
+        extra = (step_key(self.seed, epoch),) if self.stateful else ()
+        *state, metrics = self._epoch_fn(strategy)(
+            *state, stacked, np.int32(first), np.int32(stop), *extra
+        )
+        return tuple(state), metrics
 
     @property
     def strategy(self) -> str | None:
@@ -285,10 +354,7 @@ class Trainer:
             singles = [shard_batch((x[i], y[i]), self.mesh) for i in batches[:steps]]
             runners = {}
             for name in names:
-                state = [
-                    fsdp.place(self.params, self.param_shardings),
-                    fsdp.place(self.opt_state, self.opt_state_shardings),
-                ]
+                state = [self._placed_state()]
                 if name == "unrolled":  # its compile grows with the stack: the probe's own
                     idx = np.stack(batches[:steps])
                     stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
@@ -300,11 +366,11 @@ class Trainer:
 
                 def run(name=name, state=state, stacked=None if name == "step" else stacked):
                     if name == "step":
-                        for batch in singles:
-                            state[0], state[1], _ = self._step(state[0], state[1], batch)
+                        for index, batch in enumerate(singles):
+                            state[0], _ = self._run_step(state[0], batch, self.epoch, index)
                     else:
-                        state[0], state[1], _ = self._epoch_fn(name)(
-                            state[0], state[1], stacked, np.int32(0), np.int32(steps)
+                        state[0], _ = self._run_stretch(
+                            name, state[0], stacked, 0, steps, self.epoch
                         )
                     jax.block_until_ready(state)
 
@@ -312,7 +378,7 @@ class Trainer:
             return runners
 
         key_parts = {
-            "trainer": "Trainer",
+            "trainer": "Trainer (buffers)" if self.stateful else "Trainer",
             "model": strategies.describe_model(self.model),
             "loss": getattr(self.loss_fn, "__qualname__", repr(self.loss_fn)),
             "x": [list(x.shape[1:]), str(x.dtype)],
@@ -359,7 +425,8 @@ class Trainer:
             return self.last_checkpoint  # this very state is already on disk
         self.last_checkpoint = ckpt.save_checkpoint(
             self.checkpoint_dir,
-            params=self.params,
+            # with buffers: the whole state_dict, as torch's own checkpoint holds it
+            params=self.params if self.buffers is None else {**self.params, **self.buffers},
             opt_state=self.opt_state,
             meta=self._meta(),
             keep=self.keep,
@@ -389,6 +456,11 @@ class Trainer:
         # full arrays, placed by this run's rules: any device count, any process count
         self.params = fsdp.place(params, self.param_shardings)
         self.opt_state = fsdp.place(opt_state, self.opt_state_shardings)
+        if self.stateful:
+            buffers = ckpt.load_checkpoint_buffers(path, model=self.model)
+            self.buffers = fsdp.place(
+                buffers, jax.tree_util.tree_map(lambda leaf: leaf.sharding, self.buffers)
+            )
         self.global_step = int(meta["global_step"])
         self.epoch, self.step_in_epoch = int(meta["epoch"]), int(meta["step_in_epoch"])
         self.last_checkpoint = path
@@ -467,19 +539,19 @@ class Trainer:
                 break
             if self.fused:
                 assert self.strategy is not None  # fused: a strategy other than "step"
-                params, opt_state, metrics = self._epoch_fn(self.strategy)(
-                    self.params, self.opt_state, stacked, np.int32(first), np.int32(stop)
+                state, metrics = self._run_stretch(
+                    self.strategy, self._state(), stacked, first, stop, epoch
                 )
                 metrics = jax.tree_util.tree_map(lambda m: np.asarray(m)[first:stop], metrics)  # noqa: B023
             else:
                 idx = batches[first]
                 batch = shard_batch((x[idx], y[idx]), self.mesh)
-                params, opt_state, metrics = self._step(self.params, self.opt_state, batch)
+                state, metrics = self._run_step(self._state(), batch, epoch, first)
             step_losses = np.atleast_1d(np.asarray(metrics["loss"]))
             bad = np.flatnonzero(~np.isfinite(step_losses))
             if bad.size:
                 self._raise_non_finite(int(bad[0]), metrics, epoch, first)
-            self.params, self.opt_state = params, opt_state
+            self._set_state(state)
             self.global_step += stop - first
             self.step_in_epoch = stop
             losses.append(step_losses)

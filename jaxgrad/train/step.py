@@ -180,10 +180,7 @@ def step_fn(
     """
     _check_options(accumulate, compute_dtype)
     objective = _objective(model, loss_fn, compute_dtype)
-    if shardings is not None:
-        param_shardings, state_shardings = shardings
-        mesh = jax.tree_util.tree_leaves(param_shardings)[0].mesh
-        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    update = update_fn(optimizer, shardings=shardings)
 
     def step(params, opt_state, batch):
         if accumulate == 1:
@@ -192,6 +189,21 @@ def step_fn(
             loss, grads = accumulate_grads(
                 objective, params, split_batch(batch, accumulate), reduction="mean"
             )
+        return update(params, opt_state, loss, grads)
+
+    return step
+
+
+def update_fn(optimizer: optax.GradientTransformation, *, shardings: tuple | None = None):
+    """``(params, opt_state, loss, grads) -> (params, opt_state, metrics)``: the second
+    half of every step (plain or with buffers): the optimizer's update and the step's
+    metrics, the new state held in ``shardings`` (``step_fn``'s) when given."""
+    if shardings is not None:
+        param_shardings, state_shardings = shardings
+        mesh = jax.tree_util.tree_leaves(param_shardings)[0].mesh
+        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    def update(params, opt_state, loss, grads):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         names = sorted(grads)  # jax.tree.leaves' order: global_norm's bits
@@ -209,7 +221,7 @@ def step_fn(
             )
         return params, opt_state, metrics
 
-    return step
+    return update
 
 
 def make_train_step(
@@ -343,30 +355,60 @@ def make_train_stretch(
         compute_dtype=compute_dtype,
         shardings=shardings,
     )
+    run = stretch_loop(
+        lambda state, batch, i: _state_and_metrics(step(*state, batch)), unroll=unroll
+    )
+
+    def stretch(params, opt_state, batches, start, stop):
+        (params, opt_state), metrics = run((params, opt_state), batches, start, stop)
+        return params, opt_state, metrics
+
+    return jax.jit(stretch, donate_argnums=(0, 1) if donate else ())
+
+
+def _state_and_metrics(outputs):
+    *state, metrics = outputs
+    return tuple(state), metrics
+
+
+def stretch_loop(step: Callable, *, unroll: int | bool = 1) -> Callable:
+    """The loop of ``make_train_stretch``, over any training state.
+
+    Args:
+      step: ``(state, batch, i) -> (state, metrics)``; ``state`` a tuple of pytrees
+        (``(params, opt_state)``, or with buffers), ``i`` the step's traced index in
+        the epoch (what keys its randomness).
+      unroll: as ``make_train_stretch``'s.
+
+    Returns:
+      ``(state, batches, start, stop) -> (state, metrics)``, un-jitted: steps ``start …
+      stop - 1`` of the stacked batches; metrics `(steps,)` long, written at
+      ``[start:stop]`` only (the rest is zero).
+    """
     if not (unroll is True or (isinstance(unroll, int) and unroll >= 1)):
         raise ValueError(f"`unroll` (={unroll!r}) must be True or an int >= 1.")
 
-    def stretch(params, opt_state, batches, start, stop):
+    def stretch(state, batches, start, stop):
         length = jax.tree_util.tree_leaves(batches)[0].shape[0]
         first = jax.tree_util.tree_map(lambda a: a[0], batches)
-        shapes = jax.eval_shape(step, params, opt_state, first)[2]
+        shapes = jax.eval_shape(lambda s, b: step(s, b, 0)[1], state, first)
         metrics = jax.tree_util.tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), shapes)
 
         def one(i, carry):
-            params, opt_state, metrics = carry
+            state, metrics = carry
             batch = jax.tree_util.tree_map(
                 lambda a: jax.lax.dynamic_index_in_dim(a, i, keepdims=False), batches
             )
-            params, opt_state, new = step(params, opt_state, batch)
+            state, new = step(state, batch, i)
             metrics = jax.tree_util.tree_map(
                 lambda buf, v: jax.lax.dynamic_update_index_in_dim(buf, v, i, 0), metrics, new
             )
-            return params, opt_state, metrics
+            return state, metrics
 
         def guarded(i, carry, valid):
             return jax.lax.cond(valid, lambda c: one(i, c), lambda c: c, carry)
 
-        carry = (params, opt_state, metrics)
+        carry = (state, metrics)
         with in_loop(unroll is not True):  # convolutions in a rolled loop: patches
             if unroll is True:
                 for i in range(length):
@@ -385,7 +427,7 @@ def make_train_stretch(
                 carry = jax.lax.fori_loop(0, blocks, block, carry)
         return carry
 
-    return jax.jit(stretch, donate_argnums=(0, 1) if donate else ())
+    return stretch
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
