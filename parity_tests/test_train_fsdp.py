@@ -26,7 +26,7 @@ from jaxgrad.train import (
     param_shardings,
     partition_spec,
 )
-from jaxgrad.train.fsdp import check_shard, shard_mesh
+from jaxgrad.train.fsdp import check_shard, shard_mesh, tensor_partition_spec
 from jaxgrad.train.sharding import batch_sharding
 from parity_tests.test_train_distributed import _finish, _free_port, _start
 
@@ -55,6 +55,42 @@ FLOAT64 = dict(rtol=1e-10, atol=1e-12)  # the float64 tier (DESIGN.md)
 )
 def test_partition_spec_splits_dim_0_else_the_largest_dividing_dim(shape, devices, expected):
     assert partition_spec(shape, devices) == expected
+
+
+TENSOR_PARAMS = {  # torch shapes of a small transformer block and its neighbours
+    "embed.weight": (100, 16),  # Embedding (num, dim): vocabulary rows
+    "attn.in_proj_weight": (48, 16),  # q, k, v rows (3E, E)
+    "attn.in_proj_bias": (48,),
+    "attn.out_proj.weight": (16, 16),
+    "attn.out_proj.bias": (16,),
+    "norm.weight": (16,),  # a norm's weight: no matrix to pair with
+    "conv.weight": (16, 3, 3, 3),  # convolutions are not split by rows here
+    "conv.bias": (16,),
+    "head.weight": (10, 16),  # 10 classes do not divide by 4: replicated, and its bias
+    "head.bias": (10,),
+}
+
+
+@pytest.mark.parametrize(
+    "key, expected",
+    [
+        ("embed.weight", PartitionSpec("tensor")),
+        ("attn.in_proj_weight", PartitionSpec("tensor")),
+        ("attn.in_proj_bias", PartitionSpec("tensor")),
+        ("attn.out_proj.weight", PartitionSpec("tensor")),
+        ("attn.out_proj.bias", PartitionSpec("tensor")),
+        ("norm.weight", PartitionSpec()),
+        ("conv.weight", PartitionSpec()),
+        ("conv.bias", PartitionSpec()),
+        ("head.weight", PartitionSpec()),
+        ("head.bias", PartitionSpec()),
+    ],
+)
+def test_tensor_rule_splits_matrices_by_rows_and_their_biases(key, expected):
+    params = {k: jax.ShapeDtypeStruct(shape, "float32") for k, shape in TENSOR_PARAMS.items()}
+    assert tensor_partition_spec(key, TENSOR_PARAMS[key], params, 4) == expected
+    # one device on the tensor axis: nothing is split
+    assert tensor_partition_spec(key, TENSOR_PARAMS[key], params, 1) == PartitionSpec()
 
 
 def test_bad_shard_arguments_are_refused_by_name():
@@ -235,3 +271,39 @@ def test_converted_batchnorm_model_over_two_processes_equals_one_device(tmp_path
     # _should_fail: the same comparison catches the running variance 1e-8 off
     nudged = dict(sharded, **{"bn.running_var": sharded["bn.running_var"] * (1 + 1e-8)})
     assert not compare(reference, nudged, **FLOAT64).passed
+
+
+# long (~30 s: three training processes): CI's long run
+@pytest.mark.long
+def test_tensor_over_two_processes_equals_one_device(tmp_path):
+    """--shard tensor on 2 processes × 2 devices (a (2, 2) mesh: the batch split over
+    the processes, every matrix's rows over each process's two devices) ends where one
+    device ends at the float64 tier, and each device holds half of every split matrix."""
+    run = RUN[: RUN.index("--checkpoint-dir")] + ("--save", "p.safetensors", "--json", "r.json")
+    two, one = tmp_path / "two", tmp_path / "one"
+    two.mkdir(), one.mkdir()
+    port = _free_port()
+    done = _finish(
+        [
+            _start(two, run + ("--shard", "tensor"), devices=2, process=i, processes=2, port=port)
+            for i in (0, 1)
+        ]
+        + [_start(one, run + ("--shard", "none"), devices=1)]
+    )
+    for _out, err, rc in done:
+        assert rc == 0, err[-3000:]
+    assert "split over each process's devices (tensor)" in done[0][0]
+    reference = safetensors.numpy.load_file(str(one / "p.safetensors"))
+    split = safetensors.numpy.load_file(str(two / "p.safetensors"))
+    assert_parity(reference, split, **FLOAT64)
+    record = json.loads((two / "r.json").read_text())
+    assert (record["processes"], record["devices"], record["shard"]) == (2, 4, "tensor")
+    # by hand from the MLP's shapes: matrices with rows that divide by 2, and their biases,
+    # are halved on each device; the rest is whole on every device
+    halved = sum(
+        v.nbytes
+        for k, v in reference.items()
+        if tensor_partition_spec(k, v.shape, reference, 2) != PartitionSpec()
+    )
+    assert halved > 0.9 * sum(v.nbytes for v in reference.values())
+    assert record["param_bytes_per_device"] == record["param_bytes"] - halved // 2

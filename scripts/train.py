@@ -191,11 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--shard",
         default="data",
-        choices=["none", "data", "fsdp"],
-        help="jax: where parameters and optimizer state live; the batch is split over "
-        "every device either way. data: replicated on every device (default); fsdp: "
-        "each split along one dimension over the devices (jaxgrad.train.fsdp); none: "
-        "one device",
+        choices=["none", "data", "fsdp", "tensor"],
+        help="jax: where parameters and optimizer state live. data: replicated on every "
+        "device (default); fsdp: each split along one dimension over the devices "
+        "(jaxgrad.train.fsdp); tensor: Linear, attention and Embedding matrices split "
+        "by rows over each process's devices, the rest replicated (the batch split over "
+        "the processes only); none: one device. Otherwise the batch is split over "
+        "every device",
     )
     run.add_argument(
         "--fused",
@@ -609,6 +611,10 @@ def trainer_options(args, dataset) -> tuple[dict, str]:
     described = jtrain.sharding.describe_devices(devices)
     if args.shard == "fsdp":
         described += ", parameters and optimizer state sharded (fsdp)"
+    elif args.shard == "tensor":
+        described += (
+            ", Linear/attention/Embedding matrices split over each process's devices (tensor)"
+        )
     options = dict(
         batch_size=args.batch_size,
         seed=args.seed,
@@ -945,7 +951,7 @@ def join_processes(args) -> tuple[str | None, bool]:
         ),
         (
             args.shard == "none",
-            f"--shard none trains on one device; with {count} processes use --shard data or fsdp",
+            f"--shard none trains on one device; with {count} processes use --shard data, fsdp or tensor",
         ),
     ):
         if given:

@@ -3,7 +3,7 @@
 - ``step``: ``make_train_step`` / ``make_train_epoch`` / ``make_train_stretch`` /
   ``evaluate`` (pure, jitted);
 - ``sharding``: a ``Mesh`` over the batch axis, for 1..N devices and several hosts;
-- ``fsdp``: where parameters and optimizer state live (``shard="none"|"data"|"fsdp"``),
+- ``fsdp``: where parameters and optimizer state live (``shard="none"|"data"|"fsdp"|"tensor"``),
   one rule from each parameter's torch shape;
 - ``checkpoint``: atomic, verified checkpoints; safetensors params keyed like torch;
 - ``loop``: ``Trainer``, the resumable loop with periodic checkpoints and a
@@ -34,6 +34,7 @@ from jaxgrad.train.fsdp import (
     opt_state_shardings,
     param_shardings,
     partition_spec,
+    tensor_partition_spec,
     place,
     shard_mesh,
 )

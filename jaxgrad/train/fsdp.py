@@ -1,14 +1,16 @@
-"""Where each parameter and optimizer-state leaf lives: ``shard="none" | "data" | "fsdp"``.
+"""Where each parameter and optimizer-state leaf lives: ``shard="none" | "data" | "fsdp" |
+"tensor"``.
 
 The mesh spans every device of every process, and the batch is split over all of them
-whatever the mode; what the modes change is where the parameters and the optimizer
-state are kept:
+(``"tensor"``: over the processes); what the modes change is where the parameters and
+the optimizer state are kept:
 
 | ``shard`` | mesh (axis names and sizes, N devices) | parameters and optimizer state |
 |---|---|---|
 | ``none`` | ``("batch",)``: one device | on that device |
 | ``data`` | ``("batch",)``: N | replicated on every device (data parallelism, torch's DDP) |
 | ``fsdp`` | ``("data", "fsdp")``: 1 × N | each split along one dimension over ``fsdp`` (torch's FSDP / ZeRO-3) |
+| ``tensor`` | ``("data", "tensor")``: P processes × their D devices | Linear, attention and Embedding matrices split by rows over ``tensor`` (each process's devices), the rest replicated; the batch split over ``data`` (the processes) only |
 
 The one rule (``partition_spec``) reads a parameter's torch shape, never its model:
 
@@ -17,6 +19,18 @@ The one rule (``partition_spec``) reads a parameter's torch shape, never its mod
 | ``s[0] % N == 0`` | dim 0: Linear's ``out_features``, Conv's out channels, Embedding's rows, LSTM's gate rows ``4·hidden``, a norm's or a bias's features |
 | else some ``s[d] % N == 0`` | the largest such ``d`` (the first of equals): ``in_features`` of a classifier whose 10 classes do not divide |
 | no dimension divides, or ``s == ()`` | nowhere: replicated (small biases, odd sizes, scalars) |
+
+``"tensor"`` (``tensor_partition_spec``) splits only what tensor parallelism splits: a
+2-D parameter (``Linear.weight`` `(out, in)`, attention's ``in_proj_weight`` `(3E, E)`
+and ``out_proj.weight``, ``Embedding.weight`` `(num, dim)`) along dim 0 when it divides
+by D (Megatron's column-parallel split: each device computes a slice of the output
+features, ``Embedding``'s a slice of the vocabulary), and the bias that goes with such a
+weight (``fc.bias`` with ``fc.weight``, ``in_proj_bias`` with ``in_proj_weight``) the
+same way; convolutions, norms and everything else stay replicated. It is tensor
+parallelism within each process's devices and data parallelism across processes, the
+usual layout (the devices of one host share the fastest links). XLA inserts the
+all-gathers and reductions between the split layers: which devices compute what changes,
+never the result (the float64 tier against one device).
 
 An optimizer-state leaf that mirrors a parameter (optax states hold dicts keyed like
 params: ``momentum_buffer['0.weight']``, ``exp_avg_sq['2.bias']``) is placed like that
@@ -33,11 +47,13 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxgrad.train.sharding import data_parallel_mesh, place_leaf
+from jaxgrad.train.sharding import MODEL_AXES, data_parallel_mesh, place_leaf
 
-SHARD_MODES = ("none", "data", "fsdp")
+SHARD_MODES = ("none", "data", "fsdp", "tensor")
 DATA_AXIS = "data"
 FSDP_AXIS = "fsdp"
+TENSOR_AXIS = "tensor"
+assert (TENSOR_AXIS,) == MODEL_AXES  # the batch is not split over it (sharding.batch_axes)
 
 
 def check_shard(shard: str) -> str:
@@ -63,10 +79,12 @@ def shard_mesh(shard: str, devices=None) -> Mesh:
       ``"none"`` / ``"data"``: the one-axis ``("batch",)`` mesh of
       ``data_parallel_mesh``; ``"fsdp"``: a `(1, N)` mesh with axes
       ``("data", "fsdp")``, the devices in the order given (so each process's
-      devices hold one contiguous slice of the batch, as in ``"data"``).
+      devices hold one contiguous slice of the batch, as in ``"data"``); ``"tensor"``:
+      a `(P, D)` mesh with axes ``("data", "tensor")``, row p the devices of process p.
 
     Raises:
-      ValueError: an unknown ``shard``, or ``"none"`` with more than one device.
+      ValueError: an unknown ``shard``, ``"none"`` with more than one device, or
+        ``"tensor"`` over processes holding different numbers of devices.
     """
     devices = list(jax.devices() if devices is None else devices)
     if check_shard(shard) == "none" and len(devices) != 1:
@@ -76,6 +94,18 @@ def shard_mesh(shard: str, devices=None) -> Mesh:
         )
     if shard == "fsdp":
         return Mesh(np.array(devices).reshape(1, len(devices)), (DATA_AXIS, FSDP_AXIS))
+    if shard == "tensor":
+        by_process: dict[int, list] = {}
+        for device in devices:
+            by_process.setdefault(device.process_index, []).append(device)
+        counts = {len(group) for group in by_process.values()}
+        if len(counts) != 1:
+            raise ValueError(
+                "`shard` (='tensor') splits the weights over each process's devices; the "
+                f"processes hold different numbers of them ({sorted(counts)})."
+            )
+        rows = [by_process[p] for p in sorted(by_process)]
+        return Mesh(np.array(rows), (DATA_AXIS, TENSOR_AXIS))
     return data_parallel_mesh(devices)
 
 
@@ -109,10 +139,39 @@ def partition_spec(shape: tuple[int, ...], fsdp_size: int) -> PartitionSpec:
     return PartitionSpec(*([None] * dim), FSDP_AXIS)
 
 
-def param_shardings(params, mesh: Mesh) -> dict:
-    """``{torch key: NamedSharding}``: each parameter placed by ``partition_spec``.
+def tensor_partition_spec(key: str, shape: tuple[int, ...], params, tensor_size: int):
+    """The ``"tensor"`` rule (module docstring): ``PartitionSpec("tensor")`` for a 2-D
+    parameter whose rows divide by ``tensor_size`` and for the 1-D bias paired with such a
+    weight (``X.bias`` / ``X.weight``, ``X_bias`` / ``X_weight``); else replicated.
 
-    A mesh without an ``fsdp`` axis (``"none"``, ``"data"``) replicates every parameter.
+    Args:
+      key: the parameter's torch key (``"encoder.0.fc.weight"``).
+      shape: its torch shape.
+      params: every parameter (``{key: array or shape struct}``), for the bias' weight.
+      tensor_size: the ``tensor`` axis' size D.
+
+    Returns:
+      A ``PartitionSpec``.
+    """
+    shape = tuple(shape)
+
+    def splits(shape) -> bool:
+        return len(shape) == 2 and tensor_size > 1 and shape[0] % tensor_size == 0
+
+    if splits(shape):
+        return PartitionSpec(TENSOR_AXIS)
+    if len(shape) == 1 and key.endswith("bias"):
+        weight = np.shape(params.get(key[: -len("bias")] + "weight", ()))
+        if splits(weight) and weight[0] == shape[0]:
+            return PartitionSpec(TENSOR_AXIS)
+    return PartitionSpec()
+
+
+def param_shardings(params, mesh: Mesh) -> dict:
+    """``{torch key: NamedSharding}``: each parameter placed by ``partition_spec`` (an
+    ``fsdp`` axis) or ``tensor_partition_spec`` (a ``tensor`` axis).
+
+    A mesh with neither (``"none"``, ``"data"``) replicates every parameter.
 
     Args:
       params: flat ``{torch key: array}`` (arrays or ``jax.ShapeDtypeStruct``; only the
@@ -122,6 +181,12 @@ def param_shardings(params, mesh: Mesh) -> dict:
     Returns:
       A dict with the keys of ``params``.
     """
+    if TENSOR_AXIS in mesh.shape:
+        size = mesh.shape[TENSOR_AXIS]
+        return {
+            key: NamedSharding(mesh, tensor_partition_spec(key, np.shape(value), params, size))
+            for key, value in params.items()
+        }
     size = dict(mesh.shape).get(FSDP_AXIS, 1)
     return {
         key: NamedSharding(mesh, partition_spec(np.shape(value), size))

@@ -29,6 +29,8 @@ run draws what the uninterrupted one did.
   checkpoint records, so resume is bit-exact.
 - ``shard="data"`` (the default) replicates params and optimizer state on every
   device, ``"fsdp"`` splits each over the devices (``jaxgrad.train.fsdp``'s rules),
+  ``"tensor"`` splits the Linear, attention and Embedding matrices over each process's
+  devices (the batch then split over the processes only),
   ``"none"`` keeps one device; every batch is split over all the devices. The jitted
   step keeps the state in those shardings from step to step.
 - Every ``checkpoint_every`` steps a checkpoint is written atomically
@@ -58,7 +60,7 @@ from jaxgrad.optim.freezing import freeze_untrained
 from jaxgrad.train import checkpoint as ckpt
 from jaxgrad.train import fsdp
 from jaxgrad.train import strategy as strategies
-from jaxgrad.train.sharding import shard_batch
+from jaxgrad.train.sharding import batch_shards, shard_batch
 from jaxgrad.train.stateful_step import (
     make_stateful_train_step,
     make_stateful_train_stretch,
@@ -170,7 +172,8 @@ class Trainer:
       devices: data-parallel over these devices (default: one, the default device);
         with several processes, every device of every process.
       shard: ``"data"`` params and optimizer state replicated on every device (the
-        default), ``"fsdp"`` each split along one dimension over the devices, ``"none"``
+        default), ``"fsdp"`` each split along one dimension over the devices, ``"tensor"``
+        the matrices split by rows over each process's devices, ``"none"``
         one device (``jaxgrad.train.fsdp``).
       checkpoint_dir: where periodic checkpoints go (None: no checkpoints).
       checkpoint_every: write a checkpoint every this many steps.
@@ -238,9 +241,9 @@ class Trainer:
         self.epoch, self.step_in_epoch = 0, 0
         self.last_checkpoint: str | None = None
         self._stop_requested = False
-        check_batch(batch_size, accumulate, self.mesh.devices.size)
+        check_batch(batch_size, accumulate, batch_shards(self.mesh))
         options: dict = dict(accumulate=accumulate, compute_dtype=compute_dtype)
-        if shard == "fsdp":  # "data": XLA keeps the replication of the inputs
+        if shard in ("fsdp", "tensor"):  # "data": XLA keeps the replication of the inputs
             options["shardings"] = (self.param_shardings, self.opt_state_shardings)
         make_step = make_stateful_train_step if self.stateful else make_train_step
         self._step = make_step(model, loss_fn, optimizer, **options)

@@ -28,6 +28,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 BATCH_AXIS = "batch"
+# axes that split the model, not the batch (jaxgrad.train.fsdp's "tensor" mode)
+MODEL_AXES = ("tensor",)
 PLATFORMS = ("cpu", "gpu", "tpu")
 # Variables under which jax.distributed.initialize() finds its coordinator itself.
 _DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS")
@@ -104,10 +106,23 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
+def batch_axes(mesh: Mesh) -> tuple[str, ...]:
+    """The mesh axes a batch's examples are split over: every axis but the model axes
+    (``MODEL_AXES``: a tensor-parallel axis holds slices of the weights and sees the
+    whole of its data shard's batch)."""
+    return tuple(name for name in mesh.axis_names if name not in MODEL_AXES)
+
+
+def batch_shards(mesh: Mesh) -> int:
+    """How many pieces a batch is split into over ``mesh`` (the sizes of ``batch_axes``)."""
+    return int(np.prod([mesh.shape[name] for name in batch_axes(mesh)]))
+
+
 def batch_sharding(mesh: Mesh, *, stacked: bool = False) -> NamedSharding:
-    """Split the example axis over every device of ``mesh`` (all its axes: ``"batch"``, or
-    ``("data", "fsdp")``): axis 0 of a batch, axis 1 of stacked `(steps, batch, ...)`."""
-    names = tuple(mesh.axis_names)
+    """Split the example axis over ``batch_axes(mesh)`` (``"batch"``, ``("data", "fsdp")``
+    or, beside a tensor axis, ``"data"``): axis 0 of a batch, axis 1 of stacked
+    `(steps, batch, ...)`."""
+    names = batch_axes(mesh)
     axes = names[0] if len(names) == 1 else names
     spec = PartitionSpec(None, axes) if stacked else PartitionSpec(axes)
     return NamedSharding(mesh, spec)
@@ -174,7 +189,7 @@ def shard_batch(batch, mesh: Mesh, *, stacked: bool = False):
     """
     sharding = batch_sharding(mesh, stacked=stacked)
     axis = 1 if stacked else 0
-    devices = mesh.devices.size
+    devices = batch_shards(mesh)
 
     def place(array):
         array = np.asarray(array)
