@@ -34,9 +34,9 @@ from jaxgrad.train.fsdp import (
     opt_state_shardings,
     param_shardings,
     partition_spec,
-    tensor_partition_spec,
     place,
     shard_mesh,
+    tensor_partition_spec,
 )
 from jaxgrad.train.host_memory import HostMemory, keep_freed_host_memory
 from jaxgrad.train.loop import EpochResult, NonFiniteLossError, Trainer, check_batch
