@@ -30,7 +30,7 @@ from jaxgrad.train.fsdp import check_shard, shard_mesh, tensor_partition_spec
 from jaxgrad.train.sharding import batch_sharding
 from parity_tests.test_train_distributed import _finish, _free_port, _start
 
-FLOAT64 = dict(rtol=1e-10, atol=1e-12)  # the float64 tier (DESIGN.md)
+FLOAT64 = dict(rtol=1e-10, atol=1e-12)  # the float64 tier (docs/parity.md)
 
 
 # -- the rule, on shapes ---------------------------------------------------------------

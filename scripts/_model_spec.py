@@ -72,6 +72,17 @@ class ModelSpec(NamedTuple):
         return root if not self.target.is_file and root in LIBRARIES else None
 
 
+def json_object(parser: argparse.ArgumentParser, option: str, text: str) -> dict:
+    """``text`` (``--kwargs``'s JSON) as a dict; a usage error (exit 2) otherwise."""
+    try:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError
+    except ValueError:
+        parser.error(f"{option} must be a JSON object, got {text!r}")
+    return value
+
+
 def parse_spec(
     parser: argparse.ArgumentParser, option: str, text: str, config: str | None
 ) -> ModelSpec:

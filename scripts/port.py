@@ -179,12 +179,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.dynamic != "auto" and not args.export_path:
         parser.error("--dynamic chooses the sizes of the --export artifact; give --export PATH")
-    try:
-        args.kwargs = json.loads(args.kwargs)
-        if not isinstance(args.kwargs, dict):
-            raise ValueError
-    except ValueError:
-        parser.error(f"--kwargs must be a JSON object, got {args.kwargs!r}")
+    args.kwargs = _model_spec.json_object(parser, "--kwargs", args.kwargs)
     if args.int_input is not None and args.int_input <= 0:
         parser.error(f"--int-input must be positive, got {args.int_input}")
     args.inputs = [InputSpec(None, shape) for shape in args.input_shape]

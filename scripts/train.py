@@ -66,6 +66,7 @@ import sys
 import time
 
 import _cli
+import _model_spec
 import numpy as np
 
 MODELS = {  # hidden widths; the input and output widths come from the data
@@ -246,15 +247,8 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     args = parser.parse_args(argv)
     args.argv = argv  # to print the exact command that resumes this run
     args.spec = None
-    try:
-        args.kwargs = json.loads(args.kwargs)
-        if not isinstance(args.kwargs, dict):
-            raise ValueError
-    except ValueError:
-        parser.error(f"--kwargs must be a JSON object, got {args.kwargs!r}")
+    args.kwargs = _model_spec.json_object(parser, "--kwargs", args.kwargs)
     if ":" in args.model:  # any torch model, as port.py takes it
-        import _model_spec
-
         args.spec = _model_spec.parse_spec(parser, "--model", args.model, args.config)
         _model_spec.check_spec(parser, "--model", args.spec, args.kwargs)
     elif args.kwargs or args.config is not None:
@@ -662,8 +656,6 @@ def torch_module(args, dataset):
         torch.manual_seed(args.seed)  # torch's initialisation, copied to both sides
         module = torchref.models.CNN_MODELS[args.model]()
     else:
-        import _model_spec
-
         parser = build_parser()
         built = _model_spec.factory(parser, "--model", args.spec, args.kwargs)
         module = _model_spec.build_module(parser, args.spec, args.kwargs, built, seed=args.seed)
