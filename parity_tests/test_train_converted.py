@@ -331,3 +331,93 @@ def test_dropout_model_resumes_to_the_same_bits_in_jax(tmp_path):
             assert train.main(command) == 0
             saved[name] = safetensors.numpy.load_file(str(path))
         assert_parity(saved["full"], saved["resumed"], rtol=0, atol=0)
+
+
+# long (~40 s: three float64 runs of both frameworks in subprocesses): CI's long run
+@pytest.mark.long
+def test_the_last_short_batch_trains_in_both_frameworks_and_resumes(model_file, tmp_path):
+    """--keep-last-batch: 1438 digits in batches of 32 are 44 full batches and one of 30,
+    trained as a step of its own shape in both frameworks (the fused strategy runs it
+    after its stretches): torch's own loop is the reference at the float64 tier, and a
+    run resumed from step 44 (just before the short batch) ends on the same bits."""
+    argv = [
+        "--model", f"{model_file}:Net", "--framework", "both", "--precision", "float64",
+        "--epochs", "1", "--optimizer", "adam", "--keep-last-batch", "--strategy", "epoch",
+        "--no-progress", "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "44",
+    ]  # fmt: skip
+    _run([*argv, "--save", str(tmp_path / "full.safetensors"), "--json", str(tmp_path / "h.json")])
+    history = json.load(open(tmp_path / "h.json"))
+    assert len(history["losses"]["jax"]) == len(history["losses"]["torch"]) == 45
+    full = safetensors.numpy.load_file(str(tmp_path / "full.safetensors"))
+    assert full["bn.num_batches_tracked"] == 45
+    assert_parity(safetensors.numpy.load_file(str(tmp_path / "full.torch.safetensors")), full)
+    out = _run([*argv, "--resume-from", "ckpt-00000044", "--save", str(tmp_path / "r.safetensors")])
+    assert "jax resumed from step 44 (epoch 1, batch 44)" in out
+    for suffix in ("", ".torch"):
+        assert_parity(
+            safetensors.numpy.load_file(str(tmp_path / f"full{suffix}.safetensors")),
+            safetensors.numpy.load_file(str(tmp_path / f"r{suffix}.safetensors")),
+            rtol=0,
+            atol=0,
+        )
+
+
+def test_keep_last_batch_is_refused_where_it_cannot_hold(model_file, capsys):
+    """A last batch of one example (BatchNorm, and a capture from batch 2 up), and
+    --accumulate (no equal micro-batches): one line each."""
+    argv = ["--model", f"{model_file}:Net", "--keep-last-batch", "--no-progress"]
+    assert train.main([*argv, "--batch-size", "1437"]) == 2
+    assert "would hold one example" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main([*argv, "--accumulate", "2"])
+    assert "--keep-last-batch with --accumulate" in capsys.readouterr().err
+
+
+# long (~25 s: a Hugging Face model captured and trained in both frameworks in float64)
+@pytest.mark.long
+def test_a_hugging_face_classifier_trains_on_a_token_npz_at_the_float64_tier(tmp_path):
+    """transformers' BertForSequenceClassification (a tiny config) returns a ModelOutput:
+    both frameworks train its logits (torch.export captures the forward that returns
+    them), on a token .npz, in float64: jax's state against torch's own loop's."""
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip('transformers is not installed (the zoo extra: pip install -e ".[zoo]")')
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 96)
+    tokens = (rng.integers(0, 10, (96, 9)) + 10 * labels[:, None]).astype(np.int64)
+    np.savez(tmp_path / "text.npz", tokens=tokens, labels=labels)
+    config = {
+        "vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 32, "num_labels": 3, "max_position_embeddings": 16,
+        "hidden_dropout_prob": 0, "attention_probs_dropout_prob": 0,
+    }  # fmt: skip
+    save, report = tmp_path / "bert.safetensors", tmp_path / "h.json"
+    _run(
+        [
+            "--model",
+            "transformers:BertForSequenceClassification",
+            "--config",
+            json.dumps(config),
+            "--data-dir",
+            str(tmp_path / "text.npz"),
+            "--batch-size",
+            "16",
+            "--epochs",
+            "2",
+            "--framework",
+            "both",
+            "--precision",
+            "float64",
+            "--optimizer",
+            "adamw",
+            "--no-progress",
+            "--save",
+            str(save),
+            "--json",
+            str(report),
+        ]  # fmt: skip
+    )
+    jax_state = safetensors.numpy.load_file(str(save))
+    torch_state = safetensors.numpy.load_file(str(tmp_path / "bert.torch.safetensors"))
+    assert "classifier.weight" in jax_state and jax_state["classifier.weight"].shape == (3, 16)
+    assert_parity(torch_state, jax_state)
+    assert all(d["max_rel"] <= 1e-10 for d in json.load(open(report))["drift"])

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -161,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument("--epochs", type=int, default=20)
     opt.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch")
+    opt.add_argument(
+        "--keep-last-batch",
+        action="store_true",
+        help="also train on each epoch's shorter last batch (the examples the full "
+        "batches leave), in both frameworks: one step of its own shape (default: full "
+        "batches only, torch's DataLoader(drop_last=True)); not with --accumulate",
+    )
     opt.add_argument(
         "--accumulate",
         type=int,
@@ -290,6 +298,11 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
     else:
         args.hidden = _cli.widths(parser, "--model", args.model, MODELS)
     _cli.at_least(parser, args, 1, "epochs", "batch_size", "accumulate", "checkpoint_every")
+    if args.keep_last_batch and args.accumulate != 1:
+        parser.error(
+            "--keep-last-batch with --accumulate: a last batch shorter than a step does not "
+            "split into equal micro-batches; give one of them"
+        )
     _cli.at_least(parser, args, 0, "seed")
     _cli.positive_float(parser, args, "lr", "clip")
     _cli.non_negative_float(parser, args, "momentum", "weight_decay")
@@ -431,8 +444,15 @@ def parse_scheduler(spec: str) -> tuple[str, dict]:
     return name, kwargs
 
 
+def steps_per_epoch(args, dataset) -> int:
+    """Optimizer steps in an epoch: full batches, and the short last one if kept."""
+    step = args.batch_size * args.accumulate
+    n = len(dataset.x_train)
+    return -(-n // step) if args.keep_last_batch else n // step
+
+
 def total_steps(args, dataset) -> int:
-    return len(dataset.x_train) // (args.batch_size * args.accumulate) * args.epochs
+    return steps_per_epoch(args, dataset) * args.epochs
 
 
 def optimizer_kwargs(args) -> dict:
@@ -481,6 +501,8 @@ def run_config(args, dataset) -> dict:
         "precision": args.precision,
         "seed": args.seed,
         "fused": args.fused,
+        # only when set: checkpoints of runs without it resume as before
+        **({"keep_last_batch": True} if args.keep_last_batch else {}),
     }
 
 
@@ -612,6 +634,7 @@ def trainer_options(args, dataset) -> tuple[dict, str]:
     options = dict(
         batch_size=args.batch_size,
         seed=args.seed,
+        drop_last=not args.keep_last_batch,
         accumulate=args.accumulate,
         total_steps=total_steps(args, dataset),
         devices=devices,
@@ -676,6 +699,14 @@ def torch_module(args, dataset):
         ) from None
     finally:
         module.train(was_training)
+    args.draws_randomness = draws_randomness(module, example)
+    if not isinstance(outputs, torch.Tensor) and isinstance(logits_of(outputs), torch.Tensor):
+        # a Hugging Face ModelOutput (its .logits) or a tuple (its first element): the
+        # forward both frameworks train returns the logits alone. torch.export captures
+        # this instance's forward (torch.fx would trace the class's): export it is
+        outputs, forward = logits_of(outputs), module.forward
+        module.forward = functools.wraps(forward)(lambda *a, **k: logits_of(forward(*a, **k)))
+        args.capture = "export"
     if not isinstance(outputs, torch.Tensor) or outputs.ndim != 2:
         shape = tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else None
         raise ValueError(
@@ -689,8 +720,17 @@ def torch_module(args, dataset):
             f"has {dataset.num_classes} classes; build it with more, e.g. --kwargs "
             f"'{{\"num_classes\": {dataset.num_classes}}}'"
         )
-    args.draws_randomness = draws_randomness(module, example)
     return module
+
+
+def logits_of(outputs):
+    """The logits in a model's outputs: ``outputs.logits`` (a Hugging Face
+    ``ModelOutput``), the first element of a tuple, or ``outputs`` itself."""
+    if hasattr(outputs, "logits"):
+        return outputs.logits
+    if isinstance(outputs, (tuple, list)) and outputs:
+        return outputs[0]
+    return outputs
 
 
 def draws_randomness(module, example) -> bool:
@@ -709,9 +749,9 @@ def draws_randomness(module, example) -> bool:
     try:
         with torch.no_grad():
             torch.manual_seed(1)
-            first = twin(example)
+            first = logits_of(twin(example))
             torch.manual_seed(2)
-            second = twin(example)
+            second = logits_of(twin(example))
     finally:
         torch.random.set_rng_state(state)
     return not torch.equal(first, second)
@@ -733,7 +773,11 @@ class JaxModuleRun(_Run):
         example = torch.from_numpy(dataset.x_train[: args.batch_size])
         # every batch size from one capture where export is needed (evaluation's last batch)
         self.model, params, buffers = nn.from_torch(
-            module, example, with_buffers=True, dynamic_shapes="batch"
+            module,
+            example,
+            with_buffers=True,
+            dynamic_shapes="batch",
+            capture=getattr(args, "capture", "auto"),
         )
         options, self.devices = trainer_options(args, dataset)
         self.trainer = StatefulTrainer(
@@ -793,6 +837,7 @@ class TorchRun(_Run):
             optimizer,
             batch_size=args.batch_size,
             seed=args.seed,
+            drop_last=not args.keep_last_batch,
             accumulate=args.accumulate,
             clip=args.clip,
             compile=args.compile,
@@ -1004,6 +1049,12 @@ def train(args) -> int:
             check_scheduler(*args.scheduler, lr=args.lr, total_steps=total_steps(args, dataset))
         except (TypeError, ValueError) as exc:
             return _error(f"--scheduler {args.scheduler[0]}: {exc}")
+    if args.keep_last_batch and module_model(args) and len(dataset.x_train) % args.batch_size == 1:
+        return _error(
+            f"--keep-last-batch: the last batch of {len(dataset.x_train)} examples would hold "
+            f"one example, which torch's BatchNorm refuses to train on and a converted "
+            f"model's capture does not take; use another --batch-size"
+        )
     if dataset.x_train.dtype.kind != "f" and not module_model(args):
         return _error(
             f"--data-dir {args.data_dir}: token ids ({dataset.name}) train a sequence "
@@ -1067,11 +1118,14 @@ def train(args) -> int:
     for run in runs:
         print(f"{run.framework} devices: {run.devices}")
         if hasattr(run.trainer, "choose_strategy"):  # jax: "auto" probes (or reads its cache)
-            choice = run.trainer.choose_strategy(dataset.x_train, dataset.y_train)
+            try:  # also where the epoch's batches are first cut: a last batch that cannot be
+                choice = run.trainer.choose_strategy(dataset.x_train, dataset.y_train)
+            except ValueError as exc:
+                return _error(exc)
             print(f"{run.framework} strategy: {choice.describe()}", flush=True)
 
     step_examples = args.batch_size * args.accumulate
-    steps_per_epoch = len(dataset.x_train) // step_examples
+    epoch_steps = steps_per_epoch(args, dataset)
     history = {run.framework: [] for run in runs}
     rows, drifts = [], []
     began = time.perf_counter()
@@ -1087,7 +1141,7 @@ def train(args) -> int:
                     not args.no_progress,
                     run.framework,
                     epoch,
-                    steps_per_epoch,
+                    epoch_steps,
                     step_examples,
                     initial=resumed_at,
                 )

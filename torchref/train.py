@@ -163,6 +163,8 @@ class TorchTrainer:
     Args:
       module: the model (moved to ``device``); optimizer: over its trainable params.
       batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
+      drop_last: full batches only (the default, ``DataLoader(drop_last=True)``); False
+        also trains on each epoch's shorter last batch (with ``accumulate=1``).
       compile: wrap the module in ``torch.compile`` (first step pays the compile).
       autocast_dtype: ``torch.bfloat16`` for mixed precision, None for full.
       checkpoint_dir, checkpoint_every, config: periodic atomic checkpoints
@@ -181,6 +183,7 @@ class TorchTrainer:
         *,
         batch_size: int,
         seed: int = 0,
+        drop_last: bool = True,
         accumulate: int = 1,
         clip: float | None = None,
         compile: bool = False,
@@ -195,6 +198,12 @@ class TorchTrainer:
         self.forward = torch.compile(self.module) if compile else self.module
         self.optimizer, self.loss_fn = optimizer, loss_fn
         self.batch_size, self.seed, self.accumulate, self.clip = batch_size, seed, accumulate, clip
+        if not drop_last and accumulate != 1:
+            raise ValueError(
+                f"drop_last=False with accumulate={accumulate}: a last batch shorter than a "
+                "step does not split into equal micro-batches; keep drop_last=True."
+            )
+        self.drop_last = drop_last
         self.autocast_dtype = autocast_dtype
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
         self.config = dict(config or {})
@@ -257,11 +266,11 @@ class TorchTrainer:
         step_size = self.batch_size * self.accumulate
         epoch = self.epoch
         order = batch_order(len(x), seed=self.seed, epoch=epoch)
-        total = len(order) // step_size
+        total = len(order) // step_size if self.drop_last else -(-len(order) // step_size)
         x_all = torch.from_numpy(np.asarray(x)).to(self.device)
         y_all = torch.from_numpy(np.asarray(y)).to(self.device)
         self.module.train()
-        losses, began = [], time.perf_counter()
+        losses, began, examples = [], time.perf_counter(), 0
         stopped = False
         for index in range(self.step_in_epoch, total):
             if self._stop_requested:
@@ -285,6 +294,7 @@ class TorchTrainer:
             if not np.isfinite(value):
                 self._raise_non_finite(value, index)
             losses.append(value)
+            examples += len(idx)
             self.global_step += 1
             # the position of the next batch: what a checkpoint written now resumes at
             self.epoch, self.step_in_epoch = (
@@ -301,9 +311,7 @@ class TorchTrainer:
         losses = np.asarray(losses, dtype)
         if not stopped:
             self.epoch, self.step_in_epoch = epoch + 1, 0
-        return TorchEpochResult(
-            epoch, losses.size, losses, seconds, losses.size * step_size, stopped=stopped
-        )
+        return TorchEpochResult(epoch, losses.size, losses, seconds, examples, stopped=stopped)
 
     def _raise_non_finite(self, value: float, index: int):
         parameter = next(

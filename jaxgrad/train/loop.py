@@ -159,6 +159,10 @@ class Trainer:
         none but draws random numbers in training), or None: a model without either.
       batch_size: examples per micro-batch; a step consumes ``batch_size·accumulate``.
       seed: the data-order seed.
+      drop_last: train on full batches only (the default: torch's
+        ``DataLoader(drop_last=True)``); False adds each epoch's shorter last batch, one
+        step of its own shape (one more compilation; a fused strategy runs it after its
+        stretches). Needs ``accumulate=1``.
       accumulate: micro-batches per step, passed to the step.
       compute_dtype: the step's compute dtype (``bfloat16``), passed to the step.
       fused: run stretches of steps as one ``lax.scan`` call (``strategy="epoch"``).
@@ -192,6 +196,7 @@ class Trainer:
         buffers=None,
         batch_size: int,
         seed: int = 0,
+        drop_last: bool = True,
         accumulate: int = 1,
         compute_dtype=None,
         fused: bool = False,
@@ -214,6 +219,12 @@ class Trainer:
         optimizer = freeze_untrained(optimizer, model)
         self.model, self.optimizer = model, optimizer
         self.batch_size, self.accumulate, self.seed = batch_size, accumulate, seed
+        if not drop_last and accumulate != 1:
+            raise ValueError(
+                f"`drop_last=False` with `accumulate` (={accumulate}): a last batch shorter "
+                "than a step does not split into equal micro-batches; keep drop_last=True."
+            )
+        self.drop_last = drop_last
         if strategy is None:
             strategy = "epoch" if fused else "step"
         elif fused and strategies.parse_strategy(strategy) == "step":
@@ -345,6 +356,7 @@ class Trainer:
             self.strategy_choice = strategies.Choice("step", "multi-process")
             return self.strategy_choice
         batches = self.batches(len(x), self.epoch)
+        batches = [b for b in batches if len(b) == len(batches[0])]  # a short last one: not probed
         total = total_steps or self.total_steps or len(batches)
         # one fused call per stretch: an epoch, cut at each checkpoint; whatever their
         # lengths, they all run the one compiled call of the epoch's shape
@@ -485,7 +497,8 @@ class Trainer:
 
     # ---------------------------------------------------------------------- epochs
     def batches(self, num_examples: int, epoch: int) -> list[np.ndarray]:
-        """This run's index batches for ``epoch`` (full batches only)."""
+        """This run's index batches for ``epoch``: full batches, and with
+        ``drop_last=False`` the shorter last one (the examples the full ones leave)."""
         batches = batch_indices(
             num_examples,
             self.batch_size * self.accumulate,
@@ -493,6 +506,18 @@ class Trainer:
             epoch=epoch,
             drop_last=True,
         )
+        remainder = num_examples % (self.batch_size * self.accumulate)
+        if not self.drop_last and remainder and batches:
+            if remainder % batch_shards(self.mesh):
+                raise ValueError(
+                    f"the last batch of an epoch holds {remainder} examples ({num_examples} "
+                    f"% {self.batch_size}), which do not divide over "
+                    f"{batch_shards(self.mesh)} devices; use drop_last=True (train.py: "
+                    "without --keep-last-batch) or a batch size that leaves a multiple"
+                )
+            batches = batch_indices(
+                num_examples, self.batch_size, seed=self.seed, epoch=epoch, drop_last=False
+            )
         if not batches:
             raise ValueError(
                 f"{num_examples} training examples make no full batch of "
@@ -531,16 +556,21 @@ class Trainer:
             self.choose_strategy(x, y)
         epoch, start = self.epoch, self.step_in_epoch
         batches = self.batches(len(x), epoch)
-        losses, began = [], time.perf_counter()
+        losses, began, examples = [], time.perf_counter(), 0
         stopped = False
+        # the full batches (a fused strategy stacks them), and a shorter last one that runs
+        # as one step of its own shape
+        full = len(batches) - (len(batches[-1]) != len(batches[0]))
         if self.fused:  # the whole epoch, once: every stretch is a [first, stop) of it
-            idx = np.stack(batches)
+            idx = np.stack(batches[:full])
             stacked = shard_batch((x[idx], y[idx]), self.mesh, stacked=True)
-        for first, stop in self._stretches(start, len(batches)):
+        stretches = self._stretches(min(start, full), full)
+        stretches += [(i, i + 1) for i in range(max(start, full), len(batches))]
+        for first, stop in stretches:
             if self._stop_requested:
                 stopped = True
                 break
-            if self.fused:
+            if self.fused and stop <= full:
                 assert self.strategy is not None  # fused: a strategy other than "step"
                 state, metrics = self._run_stretch(
                     self.strategy, self._state(), stacked, first, stop, epoch
@@ -557,6 +587,7 @@ class Trainer:
             self._set_state(state)
             self.global_step += stop - first
             self.step_in_epoch = stop
+            examples += sum(len(b) for b in batches[first:stop])
             losses.append(step_losses)
             if self.checkpoint_every and self.global_step % self.checkpoint_every == 0:
                 if stop == len(batches):
@@ -569,7 +600,6 @@ class Trainer:
         jax.block_until_ready(self.params)
         seconds = time.perf_counter() - began
         epoch_losses = np.concatenate(losses) if losses else np.zeros((0,), np.float32)
-        examples = epoch_losses.size * self.batch_size * self.accumulate
         return EpochResult(
             epoch, epoch_losses.size, epoch_losses, seconds, examples, stopped=stopped
         )
