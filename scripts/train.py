@@ -281,7 +281,7 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
             if used
         ]
         if refused:
-            parser.error(f"--model {args.model} does not support {', '.join(refused)} yet")
+            parser.error(f"--model {args.model} does not support {', '.join(refused)}")
     # ---- end of converted torch modules
     elif args.model in SEQUENCE_MODELS:  # torchref.sequence_models; args.hidden None marks them
         args.hidden = None
