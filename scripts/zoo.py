@@ -48,6 +48,16 @@ Examples:
   python scripts/zoo.py --quick
   python scripts/zoo.py --models resnet18,transformers:BertModel --json zoo.json
   python scripts/zoo.py --models timm --capture export
+
+The garden (issue 42): every model the libraries list (every torchvision builder, the
+smallest model of every timm family, the Hugging Face architectures of
+scripts/_garden.py's HF_MODELS, each from a tiny config), each in its own process with
+a time limit, through the same checks, one JSON line per model appended to --records
+as it goes (exit status 0 when the sweep completes: its outcomes are data):
+  python scripts/zoo.py --garden --list
+  nice -n 19 python scripts/zoo.py --garden --records garden.jsonl --resume
+      --skip-columns shapes,artifact --timeout 300 --memory-limit 14
+  python scripts/zoo.py --garden-report garden.jsonl --out docs/garden.md
 """
 
 from __future__ import annotations
@@ -99,7 +109,69 @@ def parse_args(argv=None):
         action="store_true",
         help="print the per-leaf table of every comparison, not only failures",
     )
+    garden = parser.add_argument_group("the garden (scripts/_garden.py)")
+    garden.add_argument(
+        "--garden",
+        action="store_true",
+        help="sweep the enumerated models (with --list: list them and exit)",
+    )
+    garden.add_argument("--records", metavar="PATH", help="the sweep's JSONL records (appended)")
+    garden.add_argument(
+        "--resume", action="store_true", help="skip the models already in --records"
+    )
+    garden.add_argument(
+        "--timeout",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="each model's time limit (default 300)",
+    )
+    garden.add_argument(
+        "--skip-columns",
+        metavar="A,B",
+        default="",
+        help="zoo columns left out of the sweep (e.g. shapes,artifact); recorded per model",
+    )
+    garden.add_argument(
+        "--only",
+        metavar="A,B",
+        help="garden models: a library, torchvision:TASK, library:FAMILY or a full name",
+    )
+    garden.add_argument(
+        "--memory-limit",
+        type=float,
+        metavar="GB",
+        help="cap each model's process's address space (a model too large fails alone, "
+        "as CRASH, instead of waking the out-of-memory killer)",
+    )
+    garden.add_argument(
+        "--garden-report", metavar="RECORDS", help="write the garden's page from RECORDS"
+    )
+    garden.add_argument("--out", metavar="PATH", help="--garden-report's Markdown file")
     args = parser.parse_args(argv)
+    if args.garden or args.garden_report:
+        if args.quick or args.models or args.json or args.capture:
+            parser.error(
+                "--garden and --garden-report take none of --quick, --models, --json, --capture"
+            )
+        if args.garden and args.garden_report:
+            parser.error("give --garden or --garden-report, not both")
+        if args.garden and not args.list and not args.records:
+            parser.error("--garden needs --records PATH (or --list)")
+        if args.garden_report and not args.out:
+            parser.error("--garden-report needs --out PATH")
+        if args.timeout <= 0:
+            parser.error(f"--timeout must be positive, got {args.timeout:g}")
+        import _garden
+
+        unknown = set(filter(None, args.skip_columns.split(","))) - set(_garden.COLUMNS)
+        if unknown:
+            parser.error(
+                f"--skip-columns: unknown column(s) {', '.join(sorted(unknown))}; the zoo's "
+                f"columns are {', '.join(_garden.COLUMNS)}"
+            )
+        _cli.output_file(parser, "--out", args.out)
+        return parser, args
     if args.quick and args.models:
         parser.error("--quick is a fixed subset; give --models or --quick, not both")
     _cli.output_file(parser, "--json", args.json)
@@ -183,6 +255,10 @@ def print_notes(results, *, verbose: bool, out=None) -> None:
 
 def main(argv=None) -> int:
     parser, args = parse_args(argv)
+    if args.garden or args.garden_report:
+        import _garden
+
+        return _garden.cli(parser, args)
     import _zoo_models  # no torch: the names are checked before anything heavy loads
 
     try:
