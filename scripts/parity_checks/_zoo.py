@@ -350,7 +350,10 @@ def _dropped(draws) -> tuple[int, int]:
 
 def torch_draws_in_training(module, args, kwargs) -> list:
     """The random draws of one training-mode forward, module state restored after."""
-    saved = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    state = module.state_dict()
+    saved = type(state)((k, v.detach().clone()) for k, v in state.items())
+    # the per-module versions a loader may ask for (MNASNet's requires its own)
+    saved._metadata = getattr(state, "_metadata", None)  # type: ignore[attr-defined]
     module.train()
     try:
         with torch.no_grad(), recording() as draws:
