@@ -91,3 +91,23 @@ def test_train_script_refuses_options_the_cnns_lack(flags, named, capsys):
         train_script.parse_args(["--model", "resnet", *flags])
     assert info.value.code == 2
     assert f"--model resnet does not support {named}" in capsys.readouterr().err
+
+
+def test_a_model_that_draws_nothing_steps_without_a_key(x64):
+    """key=None (a model without random ops), alone and with accumulate=2: the same bits
+    as with a key, and BatchNorm's buffers move once per micro-batch."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 3)
+    ).double()
+    model, params, buffers = nn.from_torch(module, with_buffers=True)
+    optimizer = optim.sgd(lr=0.1)
+    batch = (jnp.linspace(-1.0, 1.0, 32).reshape(8, 4), jnp.arange(8) % 3)
+    for accumulate in (1, 2):
+        step = make_stateful_train_step(
+            model, losses.cross_entropy, optimizer, jit=False, accumulate=accumulate
+        )
+        keyless = step(params, buffers, optimizer.init(params), batch, None)
+        keyed = step(params, buffers, optimizer.init(params), batch, jax.random.key(0))
+        assert_parity(keyed[0], keyless[0], rtol=0, atol=0)
+        assert int(keyless[1]["1.num_batches_tracked"]) == accumulate

@@ -41,8 +41,9 @@ STATEFUL_COMPUTE_DTYPES = (None, "float32", "float64")
 
 def as_key(key):
     """A typed ``jax.random`` key, from one or from its raw ``uint32`` data
-    (``jax.random.key_data``: what a host passes to a step that spans processes)."""
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    (``jax.random.key_data``: what a host passes to a step that spans processes); None
+    stays None (a model that draws nothing)."""
+    if key is None or jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
     return jax.random.wrap_key_data(key)
 
@@ -110,9 +111,8 @@ def stateful_step_fn(
         def body(carry, inputs):
             loss_total, grads_total, buffers = carry
             index, micro_batch = inputs
-            (loss, buffers), grads = value_and_grad(
-                params, buffers, micro_batch, jax.random.fold_in(key, index)
-            )
+            micro_key = None if key is None else jax.random.fold_in(key, index)
+            (loss, buffers), grads = value_and_grad(params, buffers, micro_batch, micro_key)
             grads_total = jax.tree_util.tree_map(jnp.add, grads_total, grads)
             return (loss_total + loss, grads_total, buffers), None
 

@@ -193,6 +193,50 @@ def _fused_epoch_check():
     )
 
 
+def resnet_trainer_accumulated_and_resumed(*, seed: int = 0) -> tuple[dict, dict]:
+    """The ResNet's float64 epoch through ``StatefulTrainer`` (``Trainer`` with buffers)
+    with ``accumulate=2`` (BatchNorm's statistics moving once per micro-batch), stopped
+    after 5 steps, checkpointed and resumed into a new trainer, against torch's own
+    ``TorchTrainer`` with ``accumulate=2``: the parameters and buffers after the epoch."""
+    import tempfile
+
+    from jaxgrad.train.stateful import StatefulTrainer
+    from torchref import train as ttrain
+
+    torch.manual_seed(seed)
+    module = torchref.models.resnet(dtype=torch.float64)
+    x, y = digit_images("float64")
+    options = dict(batch_size=BATCH_SIZE, seed=seed, accumulate=2)
+    torch_trainer = ttrain.TorchTrainer(
+        module, toptim.make_optimizer("sgd", module.parameters(), **SGD), **options
+    )
+    with jax_precision("float64"), tempfile.TemporaryDirectory() as directory:
+        model, params, buffers = jaxgrad.nn.from_torch(module, with_buffers=True)
+        torch_trainer.train_epoch(x, y)
+
+        def trainer():
+            return StatefulTrainer(
+                model, jlosses.cross_entropy, joptim.sgd(**SGD), params, buffers,
+                strategy="step", checkpoint_dir=directory, **options,
+            )  # fmt: skip
+
+        first = trainer()
+        first.train_epoch(x, y, on_steps=lambda step, _: step == 5 and first.request_stop())
+        first.save()
+        resumed = trainer()
+        resumed.resume()
+        resumed.train_epoch(x, y)
+        candidate = resumed.state_dict_numpy()
+    return torchref.state_dict_numpy(module), candidate
+
+
+def _trainer_check():
+    return jaxgrad.parity.compare(
+        *resnet_trainer_accumulated_and_resumed(),
+        name=f"resnet epoch, accumulate 2, stopped at step 5 and resumed, sgd {SGD}",
+    )
+
+
 CHECKS = [
     *[
         Check(
@@ -215,5 +259,11 @@ CHECKS = [
         dtype="float64",
         area="cnn",
         run=_fused_epoch_check,
+    ),
+    Check(
+        name="resnet Trainer with buffers: accumulate 2, resumed",
+        dtype="float64",
+        area="cnn",
+        run=_trainer_check,
     ),
 ]
