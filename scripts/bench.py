@@ -47,7 +47,20 @@ the jitted jaxgrad step (buffers threaded, dropout drawing from a key) and torch
 both training mode, loss sum(mean(output**2)) over the model's floating outputs; FLOPs
 counted by FlopCounterMode; beside them "jax default", the strategy jaxgrad.train
 chooses for the converted model (probed as for the other rows). Their goal is the
-issue's floor: the jax default >= 1.0x torch eager.
+issue's floor: the jax default >= 1.0x torch eager. Where torchax is installed
+(pip install -c constraints.txt torchax) the zoo rows add a third framework:
+
+  torchax step  the same torch module through torchax.extract_jax (google's torch-on-JAX):
+                jax.value_and_grad of the same loss and jaxgrad's own optimizer update
+                (SGD, momentum 0.9), jitted, called once per batch as "jax step" is, in
+                the same interleaved rounds; it keeps no BatchNorm running statistics
+                (extract_jax returns the output only)
+
+and a section "jaxgrad vs torchax": the ms/step ratios jax step / torchax step and jax
+default / torchax step (< 1: jaxgrad faster) with the row's verdict (none on an
+untrusted row), both JAX contenders' first calls (trace + compile + one step), and the
+operation counts of the two steps' lowered StableHLO. A model torchax cannot convert or
+run is reported with the exception's first line.
 
 Goals it reports (never asserts), for the jax default: at batch 128 >= 2.0x torch
 eager; at batch 1024 >= 1.1x; on the 14.2M model >= 1.0x and >= 90% of XLA's own
@@ -696,15 +709,17 @@ class ZooJaxSide:
         )
         self.convert_seconds = time.perf_counter() - began
         self.optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
-        with jax.default_device(self.device):
-            self.params = jax.device_put(params, self.device)
-            self.buffers = jax.device_put(buffers, self.device)
-            self.opt_state = self.optimizer.init(self.params)
+        # every input committed to the device (ZooTorchaxSide says why)
+        self.params = jax.device_put(params, self.device)
+        self.buffers = jax.device_put(buffers, self.device)
+        self.opt_state = jax.device_put(self.optimizer.init(self.params), self.device)
         self.xs = jax.device_put(xs, self.device)
         self.no_label = jax.device_put(np.zeros((), np.float32), self.device)
         self.singles = [(self.xs[i], self.no_label) for i in range(self.xs.shape[0])]
-        self.key = jax.random.key(0)
-        self.step_keys = [jax.random.fold_in(self.key, i) for i in range(len(self.singles))]
+        self.key = jax.device_put(jax.random.key(0), self.device)
+        self.step_keys = jax.device_put(
+            [jax.random.fold_in(self.key, i) for i in range(len(self.singles))], self.device
+        )
         self.step = make_stateful_train_step(self.model, square_loss_jax, self.optimizer)
         self._fused = {}
         self.compile_seconds = {"jax step": timed(self._one_step)}
@@ -749,6 +764,12 @@ class ZooJaxSide:
     def runner(self, strategy: str, steps: int | None = None):
         return lambda: self.run_with(strategy, steps)
 
+    def lowered_text(self) -> str:
+        """The StableHLO of the jitted step on the first batch (lowered, not compiled)."""
+        with self.jax.enable_x64(True):
+            args = (self.params, self.buffers, self.opt_state, self.singles[0], self.key)
+            return self.step.lower(*args).as_text()
+
 
 class ZooTorchSide:
     """The same zoo model in torch: ``torchref.train.train_step`` in training mode."""
@@ -781,6 +802,182 @@ class ZooTorchSide:
                 self.forward, self.optimizer, self.loss_fn, self.xs[i], self.no_label
             )
         self.ttrain.synchronize(self.device)
+
+
+# ------------------------------------------------------------------ torchax (--zoo)
+TORCHAX = "torchax step"  # the contender's name in the rows
+TORCHAX_INSTALL = "pip install -c constraints.txt torchax"
+
+
+def torchax_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torchax") is not None
+
+
+def import_torchax():
+    """``torchax``, imported with its default environment built.
+
+    torchax 0.0.13 names ATen's named-tensor overloads (``aten.prod.dim_Dimname``,
+    ``aten.std.names_dim``, ... 22 of them) in its op and decomposition tables, at import
+    and when its environment loads its ops; torch 2.13 has none of them, so the plain
+    import raises ``AttributeError``. While torchax imports and builds its environment, a
+    missing overload whose name mentions names (``Dimname``, ``names_…``) reads as a
+    placeholder that is no operator: ``torch._decomp.get_decompositions`` skips it and a
+    table keyed by it is never consulted, since no torch 2.13 program can call an
+    overload torch does not have. Any other missing overload still raises."""
+    import torch
+    import torch._ops
+
+    packet = torch._ops.OpOverloadPacket
+    original = packet.__getattr__
+
+    def lenient(self, key):
+        try:
+            return original(self, key)
+        except AttributeError:
+            if "name" not in key.lower():
+                raise
+            return object()
+
+    packet.__getattr__ = lenient
+    try:
+        import torchax
+
+        torchax.default_env()
+    finally:
+        packet.__getattr__ = original
+    return torchax
+
+
+def torchax_objective(module, loss_fn):
+    """``module`` through ``torchax.extract_jax``: its JAX arrays and a pure objective.
+
+    Returns ``(params, buffers, objective)``: ``params`` the tensors torchax found
+    trainable (``requires_grad`` parameters, under their ``named_parameters`` names),
+    ``buffers`` the rest (buffers, non-persistent ones included), and
+    ``objective(params, buffers, batch, key) -> loss`` running the module's ``forward``
+    in the mode the module is in, ``loss_fn(output, y)`` of it. Random ops draw from
+    ``key`` (torchax's environment key, overridden for the call). ``extract_jax``'s
+    function returns the forward's output only, so what a training-mode forward writes
+    into its buffers (BatchNorm's running statistics) is dropped: ``buffers`` come out of
+    a step as they went in, where jaxgrad's step threads the updated ones."""
+    torchax = import_torchax()
+    states, forward = torchax.extract_jax(module)
+    trainable = {name for name, p in module.named_parameters() if p.requires_grad}
+    params = {k: v for k, v in states.items() if k in trainable}
+    buffers = {k: v for k, v in states.items() if k not in trainable}
+    env = torchax.default_env()
+
+    def objective(params, buffers, batch, key):
+        x, y = batch
+        with env.override_property(prng=key):
+            output = forward({**buffers, **params}, (x,))
+        return loss_fn(output, y)
+
+    return params, buffers, objective
+
+
+def torchax_step_fn(objective, optimizer):
+    """The torchax contender's un-jitted step, with jaxgrad's step signature:
+    ``(params, buffers, opt_state, batch, key) -> (params, buffers, opt_state,
+    metrics)``. ``jax.value_and_grad`` of ``objective`` (``torchax_objective``'s), then
+    the second half of jaxgrad's own step (``jaxgrad.train.step.update_fn``: the
+    optimizer's update and the same metrics), so the two contenders differ only in how
+    the forward became JAX."""
+    import jax
+
+    from jaxgrad.train.step import update_fn
+
+    value_and_grad = jax.value_and_grad(objective)
+    update = update_fn(optimizer)
+
+    def step(params, buffers, opt_state, batch, key):
+        loss, grads = value_and_grad(params, buffers, batch, key)
+        params, opt_state, metrics = update(params, opt_state, loss, grads)
+        return params, buffers, opt_state, metrics
+
+    return step
+
+
+class ZooTorchaxSide:
+    """The same zoo model through torchax (``torchax.extract_jax``): the jitted step of
+    ``torchax_step_fn`` (params, buffers and optimizer state donated), called once per
+    batch with ``fold_in(key, i)`` for step ``i``, as the "jax step" contender. torchax
+    runs in its default mode, 64-bit types off: integer inputs go in as int32."""
+
+    def __init__(self, module, xs, device):
+        import jax
+        from parity_checks._zoo import square_loss_jax
+
+        from jaxgrad import optim
+        from jaxgrad.train import select_devices
+
+        self.jax = jax
+        self.device = select_devices(device)[0]
+        began = time.perf_counter()
+        params, buffers, objective = torchax_objective(module.train(), square_loss_jax)
+        self.convert_seconds = time.perf_counter() - began
+        optimizer = optim.sgd(lr=LR, momentum=MOMENTUM)
+        # every input committed to the device, the first call's included: an uncommitted
+        # one (a fresh optimizer state or key) compiles the step a second time on the
+        # second call, when the first call's committed outputs come back in
+        self.params = jax.device_put(params, self.device)
+        self.buffers = jax.device_put(buffers, self.device)
+        self.opt_state = jax.device_put(optimizer.init(self.params), self.device)
+        if xs.dtype.kind != "f":
+            xs = xs.astype(np.int32)
+        self.xs = jax.device_put(xs, self.device)
+        no_label = jax.device_put(np.zeros((), np.float32), self.device)
+        self.singles = [(self.xs[i], no_label) for i in range(self.xs.shape[0])]
+        key = jax.random.key(0)
+        self.step_keys = jax.device_put(
+            [jax.random.fold_in(key, i) for i in range(len(self.singles))], self.device
+        )
+        self.step = jax.jit(torchax_step_fn(objective, optimizer), donate_argnums=(0, 1, 2))
+        self.compile_seconds = timed(lambda: self.run_steps(1))
+
+    def state(self):
+        return self.params, self.buffers, self.opt_state
+
+    def run_steps(self, steps: int | None = None):
+        state = self.state()
+        for batch, key in zip(self.singles[:steps], self.step_keys):
+            *state, _ = self.step(*state, batch, key)
+        self.jax.block_until_ready(state)
+        self.params, self.buffers, self.opt_state = state
+
+    def lowered_text(self) -> str:
+        """The StableHLO of the jitted step on the first batch (lowered, not compiled)."""
+        return self.step.lower(*self.state(), self.singles[0], self.step_keys[0]).as_text()
+
+
+def stablehlo_ops(text: str) -> dict:
+    """Operations of a lowered program's text by name (``stablehlo.convolution``: 20,
+    ...), every function of the module counted once, most frequent first."""
+    import collections
+    import re
+
+    names = re.findall(r"^\s*(?:%[^=]*=\s*)?\"?((?:stablehlo|chlo|func)\.[a-z_0-9]+)", text, re.M)
+    return dict(collections.Counter(names).most_common())
+
+
+def describe_ops(ops: dict, top: int = 4) -> str:
+    """``"1234 ops (add 300, multiply 200, ...)"``: the total and the most frequent."""
+    shown = ", ".join(f"{name.split('.', 1)[1]} {count}" for name, count in list(ops.items())[:top])
+    return f"{sum(ops.values())} ops ({shown})"
+
+
+def zoo_torchax_side(module, xs, device):
+    """``(ZooTorchaxSide or None, why not)``: torchax's contender, or the first line of
+    what stopped it (not installed, or the exception converting or running the model)."""
+    if not torchax_installed():
+        return None, f"torchax is not installed ({TORCHAX_INSTALL})"
+    try:
+        return ZooTorchaxSide(module, xs, device), None
+    except Exception as exc:  # any failure is a result: the model torchax cannot run
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return None, f"{type(exc).__name__}: {first}".rstrip(": ")
 
 
 def zoo_train_flops(module, x) -> int:
@@ -821,7 +1018,25 @@ def bench_zoo_config(name, entry_name, batch, steps, args, peak) -> dict:
         compiled = ZooTorchSide(copy.deepcopy(module), xs, args.device, compiled=True)
         contenders["torch compile"] = compiled.run_steps
         compile_seconds["torch compile"] = compiled.compile_seconds
+    torchax_side, torchax_error = zoo_torchax_side(copy.deepcopy(module), xs, args.device)
+    if torchax_side is not None:
+        contenders[TORCHAX] = torchax_side.run_steps
+        compile_seconds[TORCHAX] = torchax_side.compile_seconds
+    else:
+        print(f"  {name}: torchax cannot run it: {torchax_error}", file=sys.stderr)
     result = measure(name, contenders, compile_seconds, steps, flops, args, peak)
+    torchax = {"error": torchax_error}
+    if torchax_side is not None:  # the two steps' programs, lowered after the timing
+        torchax["convert_seconds"] = torchax_side.convert_seconds
+        rates = {k: row["steps_per_s_median"] for k, row in result["contenders"].items()}
+        torchax["ms_per_step_ratios"] = {  # jaxgrad's ms/step over torchax's
+            k: rates[TORCHAX] / rates[k] for k in ("jax step", GOAL_CONTENDER)
+        }
+        torchax["stablehlo_ops"] = {
+            "jax step": stablehlo_ops(jax_side.lowered_text()),
+            TORCHAX: stablehlo_ops(torchax_side.lowered_text()),
+        }
+    result["torchax"] = torchax
     front = "export" if type(jax_side.model).__name__ == "ExportedModule" else "layers"
     result.update(
         {
@@ -1004,6 +1219,45 @@ def print_results(results, peak, check, verdict) -> None:
                     f"untrusted, no verdict ({benchmark.PEAK_NOISY})"
                 )
         print(line)
+    print_torchax(results)
+
+
+def print_torchax(results) -> None:
+    """The zoo rows' jaxgrad-vs-torchax lines: ms/step ratios measured in the same
+    interleaved rounds, each contender's first call, the two steps' lowered programs, and
+    the row's verdict (none on an untrusted row); a model torchax cannot run, as such."""
+    rows = [r for r in results if "torchax" in r]
+    if not rows:
+        return
+    print(
+        f"\njaxgrad vs torchax (the same converted model and step: forward, loss, jax.grad, "
+        f"SGD momentum {MOMENTUM}; ms/step ratios, < 1 = jaxgrad faster; first call = trace + "
+        "compile + one step):"
+    )
+    for result in rows:
+        torchax = result["torchax"]
+        if torchax["error"]:
+            print(f"  {result['name']:<17} torchax cannot run it: {torchax['error']}")
+            continue
+        contenders = result["contenders"]
+        ratios = torchax["ms_per_step_ratios"]
+        trust = result["trust"]
+        if trust.trusted:
+            verdict = "jaxgrad faster" if ratios["jax step"] < 1 else "torchax faster"
+        else:
+            verdict = "untrusted, no verdict (see the run check above)"
+        print(
+            f"  {result['name']:<17} jax step / torchax step {ratios['jax step']:.2f}x, "
+            f"{GOAL_CONTENDER} / torchax step {ratios[GOAL_CONTENDER]:.2f}x: {verdict}"
+        )
+        print(
+            f"  {'':<17} first call: jax step {contenders['jax step']['first_call_seconds']:.1f} s"
+            f", torchax step {contenders[TORCHAX]['first_call_seconds']:.1f} s (torchax's "
+            f"extract_jax {torchax['convert_seconds']:.1f} s, jaxgrad's from_torch "
+            f"{result['zoo']['convert_seconds']:.1f} s)"
+        )
+        for contender, ops in torchax["stablehlo_ops"].items():
+            print(f"  {'':<17} {contender} StableHLO: {describe_ops(ops)}")
 
 
 def to_json(results) -> list:
