@@ -18,6 +18,8 @@ answer without an error; torch is the reference, float64, at the float64 tier:
   y += 1``), on the layer path.
 """
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -564,3 +566,49 @@ def test_a_loop_over_data_dependent_experts_is_refused_with_what_to_do(x64):
             example=(torch.randn(5, 4, dtype=torch.float64),),
             capture="export",
         )
+
+
+# ----------------------------------------------- namedtuple outputs
+class AuxOutputs(collections.namedtuple("AuxOutputs", ["logits", "aux_logits"])):
+    """GoogLeNet's and Inception v3's training output: the logits and an auxiliary
+    head's, as a namedtuple."""
+
+
+class WithAuxHead(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = tnn.Linear(3, 4)
+        self.head = tnn.Linear(4, 2)
+        self.aux = tnn.Linear(4, 2)
+
+    def forward(self, x):
+        hidden = torch.tanh(self.body(x))
+        if self.training:
+            return AuxOutputs(self.head(hidden), self.aux(hidden))
+        return self.head(hidden)
+
+
+def test_a_namedtuple_output_converts_as_the_tuple_of_its_fields(x64, rng):
+    """torch's pytree files every namedtuple under ``collections.namedtuple``: captured,
+    its fields come back as a tuple in their order, and the gradient through both heads
+    is torch's."""
+    torch.manual_seed(3)
+    module = WithAuxHead().double().train()
+    x = rng.standard_normal((5, 3))
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
+    weights = [np.linspace(-1.0, 1.0, 10).reshape(5, 2), np.linspace(2.0, 0.5, 10).reshape(5, 2)]
+    out = module(torch.from_numpy(x))
+    assert isinstance(out, AuxOutputs)
+    sum(((o * torch.from_numpy(w)).sum() for o, w in zip(out, weights)), torch.zeros(())).backward()
+    reference = {
+        "output": [o.detach().numpy() for o in out],
+        "grads": {n: p.grad.numpy() for n, p in module.named_parameters()},
+    }
+
+    def objective(params):
+        output = model.apply(params, jnp.asarray(x), train=True)
+        return sum((o * w).sum() for o, w in zip(output, weights)), output
+
+    (_, output), grads = jax.value_and_grad(objective, has_aux=True)(params)
+    assert isinstance(output, tuple) and len(output) == 2
+    assert_parity(reference, {"output": list(output), "grads": grads})

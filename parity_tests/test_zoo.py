@@ -22,6 +22,7 @@ argument handling, and the torchvision import shim.
 from __future__ import annotations
 
 import _zoo_models
+import numpy as np
 import pytest
 import zoo as zoo_script
 
@@ -246,3 +247,86 @@ def test_the_public_import_helper_imports_no_torch_until_called():
     assert import_torchvision() is _zoo_models.import_torchvision()
     with pytest.raises(ValueError, match=r"`name` \(='torch'\) must be one of torchvision, timm"):
         import_library("torch")
+
+
+# ------------------------------------------- float64 training steps: torch's own noise
+def _noisy_record(reference, scale, seed):
+    """``reference`` with every float leaf moved by ``scale`` times its own magnitude
+    (random signs): a stand-in for another run's rounding."""
+    rng = np.random.default_rng(seed)
+    return {
+        name: value * (1 + scale * rng.choice([-1.0, 1.0], size=value.shape))
+        for name, value in reference.items()
+    }
+
+
+def test_a_float64_step_outside_the_tier_passes_only_within_torchs_own_noise():
+    """The train column's calibration: a leaf outside the float64 tier passes when
+    jaxgrad lies within CALIBRATION_MULTIPLE times torch's distance from itself on that
+    leaf (the largest over the noise runs); 10x beyond it, or a gradient 1e-6 off on a
+    leaf where torch agrees with itself, still fails."""
+    import jaxgrad
+
+    rng = np.random.default_rng(0)
+    reference = {name: rng.standard_normal(40) for name in ("noisy", "steady", "wrong")}
+    # torch against itself: 3e-10 relative on "noisy" (3x the tier), 1e-14 elsewhere
+    alternates = [
+        {
+            **_noisy_record(reference, 1e-14, 1),
+            "noisy": _noisy_record(reference, 3e-10, 2)["noisy"],
+        },
+        _noisy_record(reference, 1e-14, 3),
+    ]
+    candidate = {
+        "noisy": _noisy_record(reference, 1.2e-9, 4)["noisy"],  # 12x the tier: within 5 x 3
+        "steady": _noisy_record(reference, 1.2e-9, 5)["steady"],  # 12x, torch at 1e-4x
+        "wrong": reference["wrong"] * (1 + 1e-6),
+    }
+    report = jaxgrad.parity.compare(reference, candidate, computed_in="float64")
+    assert sorted(leaf.path for leaf in report.failures()) == ["noisy", "steady", "wrong"]
+    passed, torch_outside = _zoo.calibrate_by_torch_noise(report, reference, candidate, alternates)
+    leaves = {leaf.path: leaf for leaf in report.leaves}
+    assert (passed, torch_outside) == (1, 1)
+    assert leaves["noisy"].passed and leaves["noisy"].rule == _zoo.RULE_TORCH_NOISE
+    assert 2.5 < leaves["noisy"].reference_headroom < 3.5  # measured, not assumed
+    assert not leaves["steady"].passed and "torch against itself" in leaves["steady"].problem
+    assert not leaves["wrong"].passed and leaves["wrong"].headroom > 1e3
+    assert not report.passed
+
+
+def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
+    """``torch_noise_step`` runs torch's step again from the recorded state on a copy:
+    the module's parameters and torch's random state (the next step's dropout draws)
+    are as before; the one-ulp runs take the same draws and did perturb the step, by
+    about rounding; a run on other draws (channels-last dropout) is discarded."""
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.Dropout(0.5),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * 4 * 4, 2),
+    ).double()
+    args = (np.random.default_rng(1).standard_normal((4, 3, 6, 6)),)
+    targets = _zoo._targets(module(torch.from_numpy(args[0])))
+    optimizer = _zoo.toptim.make_optimizer("sgd", module.parameters(), **_zoo.SGD)
+    start = _zoo._torch_state(module, optimizer)
+    rng_state = torch.get_rng_state()
+    reference, draws = _zoo.torch_step(module, optimizer, [torch.from_numpy(args[0])], {}, targets)
+    after = {name: p.detach().clone() for name, p in module.named_parameters()}
+    state_after = torch.get_rng_state()
+    runs = {
+        how: _zoo.torch_noise_step(module, start, rng_state, args, {}, targets, how, draws=draws)
+        for how in _zoo.NOISE_RUNS
+    }
+    # channels-last fills the dropout mask in memory order: other draws, no measure
+    assert runs.pop("channels-last") is None
+    assert torch.equal(torch.get_rng_state(), state_after)
+    for name, p in module.named_parameters():
+        assert torch.equal(p, after[name]), name
+    for how, record in runs.items():
+        # the same dropout draws: without them the loss would differ at O(1)
+        assert abs(record["loss"] - reference["loss"]) < 1e-12 * abs(reference["loss"]), how
+        assert not np.array_equal(record["params"]["0.weight"], reference["params"]["0.weight"])

@@ -861,7 +861,7 @@ TORCH_SIDE = {
     "_torch_state",
     "_output_shapes",
     "torch_draws_in_training",
-    "step_noise",
+    "torch_noise_step",
     "_torch_runs",
 }
 

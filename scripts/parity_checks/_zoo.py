@@ -28,8 +28,13 @@ copied weights and the same inputs, every comparison made with
   captured program's random ops (``random_draws=``), so the comparison is exact, not
   statistical. The layer path (``GraphModule``) takes no injected draws: a model that
   converts there and draws random numbers in training is trained through a second
-  conversion with ``capture="export"``, and the row says so. A failing step on image
-  inputs is put beside torch against itself (channels-last layout) on the first step.
+  conversion with ``capture="export"``, and the row says so. A step on image inputs
+  with leaves outside the float64 tier is run again in torch from the same state in
+  channels-last (the same arithmetic summed in another order): a leaf passes when
+  jaxgrad is within ``CALIBRATION_MULTIPLE`` times torch's own distance from itself
+  (``calibrate_by_torch_noise``: BatchNorm over few values in training mode makes some
+  weight gradients cancel to ~1e-9 of their terms, beyond the float64 tier for torch
+  against itself).
 
 Also recorded: the parameter count, the front end ``from_torch`` chose (``layers`` or
 ``export``), the conversion time (float64), the first call of the jitted training step
@@ -43,6 +48,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import math
 import time
 import traceback
 
@@ -163,8 +169,13 @@ class ZooResult:
                 bad = result.report.failures()
                 worst = "; ".join(f"{leaf.path}: {leaf.problem}" for leaf in bad[:3])
                 more = f" (+{len(bad) - 3} more leaves)" if len(bad) > 3 else ""
+                structure = result.report.structure_problems
+                shown = "; ".join(structure[:3]) + (
+                    f" (+{len(structure) - 3} more)" if len(structure) > 3 else ""
+                )
                 lines.append(
                     f"{column}: {len(bad)} leaves outside the tier: {worst}{more}"
+                    + (f"; structure: {shown}" if structure else "")
                     + (f" [{result.note}]" if result.note else "")
                 )
         return lines
@@ -475,9 +486,12 @@ def train_steps(
     module.train()
     torch_opt = toptim.make_optimizer("sgd", module.parameters(), **hyper)
     torch.manual_seed(SEED_TRAIN)
+    images = any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args)
     leaves, problems, first_call, dropped, drawn = [], [], None, 0, 0
+    noise = {"leaves": 0, "steps": 0, "torch_outside": 0}
     for index in range(steps):
         start = _torch_state(module, torch_opt)
+        rng_state = torch.get_rng_state()
         reference, draws = torch_step(module, torch_opt, torch_args, torch_kwargs, targets)
         step_dropped, step_drawn = _dropped(draws)
         dropped, drawn = dropped + step_dropped, drawn + step_drawn
@@ -500,7 +514,6 @@ def train_steps(
                 optimizer, params, start["optimizer"], count=index
             )
         )
-        del start
         began = time.perf_counter()
         params, buffers, opt_state, loss = jitted(params, buffers, opt_state, injected)
         jax.block_until_ready((params, buffers, opt_state))
@@ -515,13 +528,29 @@ def train_steps(
             },
             "buffers": {k: np.asarray(v) for k, v in buffers.items()},
         }
-        report = jaxgrad.parity.compare(reference, candidate, computed_in=computed_in)
+        report = jaxgrad.parity.compare(
+            reference, candidate, computed_in=_declared(computed_in, reference)
+        )
+        if images and report.failures():
+            runs = [
+                torch_noise_step(
+                    module, start, rng_state, args, kwargs, targets, how, draws=draws, hyper=hyper
+                )
+                for how in NOISE_RUNS
+            ]
+            alternates = [run for run in runs if run is not None]
+            counts = calibrate_by_torch_noise(report, reference, candidate, alternates)
+            noise["steps"] += 1
+            noise["leaves"] += counts[0]
+            noise["torch_outside"] += counts[1]
+            del alternates
         for leaf in report.leaves:
             leaf.path = f"step {index + 1} {leaf.path}"
         leaves.extend(report.leaves)
         problems.extend(f"step {index + 1}: {p}" for p in report.structure_problems)
-        del reference, candidate, params, buffers, opt_state
+        del reference, candidate, params, buffers, opt_state, start
     info = {
+        "noise": noise,
         "first_call_seconds": first_call,
         "random_ops": len(model.train_program.random_nodes()) if exported else 0,
         "dropped": (dropped, drawn),
@@ -529,35 +558,154 @@ def train_steps(
     return ParityReport(leaves=leaves, structure_problems=problems, name=name), info
 
 
-def step_noise(built, args, kwargs, *, hyper: dict = SGD) -> ParityReport:
-    """torch against itself on the first training step: the default memory layout
-    against channels-last (the same arithmetic summed in another order), from the same
-    initial state and random seed."""
-    records = []
-    for channels_last in (False, True):
-        module, _, _ = zoo_models.instance(built, "float64")
-        targets = _targets(_output_shapes(module, args, kwargs))
-        if channels_last:
-            module = module.to(memory_format=torch.channels_last)
-        module.train()
-        optimizer = toptim.make_optimizer("sgd", module.parameters(), **hyper)
-        torch.manual_seed(SEED_TRAIN)
-        torch_args, torch_kwargs = _torch_inputs(args, kwargs, channels_last)
-        records.append(torch_step(module, optimizer, torch_args, torch_kwargs, targets)[0])
-        del module, optimizer
-    return jaxgrad.parity.compare(*records)
+RULE_TORCH_NOISE = "torch's summation-order noise"
+"""``LeafResult.rule`` of a float64 training leaf outside the tier that lies within
+``jaxgrad.parity.CALIBRATION_MULTIPLE`` times torch's own distance from itself."""
+
+
+NOISE_RUNS = ("channels-last", "one ulp", "one ulp, seed 2", "one ulp, seed 3")
+"""torch's training step run again from the same state, as a measure of its rounding:
+in the channels-last layout (the same arithmetic summed in another order), and three
+times with the inputs, the parameters and every layer's output each moved by one unit in
+the last place, up or down at random (Monte Carlo arithmetic: each value perturbed by
+the size of its own rounding; three seeds, as one sample of noise can fall small). A result that moves beyond the tier under perturbations the size of
+rounding is ill-conditioned at the tier."""
+
+
+def torch_noise_step(
+    module, start, rng_state, args, kwargs, targets, how: str, *, draws=None, hyper=SGD
+) -> dict | None:
+    """torch's training step again from the same state ``start`` (``_torch_state``) and
+    random state ``rng_state``, changed as ``how`` (one of ``NOISE_RUNS``) says: the
+    record ``torch_step`` gives. ``module`` is copied, not touched; torch's random state
+    is restored afterwards.
+
+    ``draws``: the reference step's random draws. A run whose draws differ from them
+    as values (channels-last fills a dropout mask in memory order, so its elements land
+    elsewhere) measures other random numbers, not rounding: None is returned for it.
+    """
+    if how not in NOISE_RUNS:
+        raise ValueError(f"`how` must be one of {NOISE_RUNS}, got {how!r}")
+    seed = SEED_TRAIN + NOISE_RUNS.index(how)
+    rng = np.random.default_rng(seed)
+
+    def nudged(values: np.ndarray) -> torch.Tensor:
+        values = np.array(values, copy=True)
+        if how != "channels-last" and values.dtype.kind == "f":
+            sign = rng.choice(np.array([-1.0, 1.0], values.dtype), size=values.shape)
+            values = values + sign * np.spacing(values)
+        return torch.from_numpy(values)
+
+    twin = copy.deepcopy(module)
+    with torch.no_grad():
+        for name, param in named_parameters(twin).items():
+            param.copy_(nudged(start["params"][name]))
+        for name, buffer in persistent_buffers(twin).items():
+            buffer.copy_(torch.from_numpy(start["buffers"][name]))
+    channels_last = how == "channels-last"
+    if channels_last:
+        twin = twin.to(memory_format=torch.channels_last)
+    else:
+        generator = torch.Generator().manual_seed(seed)
+
+        def round_away(module, inputs, output):
+            # every layer's output one ulp off, up or down at random: the rounding of
+            # each layer's own arithmetic (Monte Carlo arithmetic), torch's random state
+            # untouched
+            if not (isinstance(output, torch.Tensor) and output.is_floating_point()):
+                return output
+            up = torch.rand(output.shape, generator=generator) < 0.5
+            towards = torch.where(up, math.inf, -math.inf).to(output.dtype)
+            return torch.nextafter(output, towards)
+
+        for layer in twin.modules():
+            if not any(True for _ in layer.children()):
+                layer.register_forward_hook(round_away)
+    optimizer = toptim.make_optimizer("sgd", twin.parameters(), **hyper)
+    saved = start["optimizer"]
+    optimizer.load_state_dict(
+        {
+            "state": {
+                i: {k: torch.from_numpy(v.copy()) for k, v in entry.items()}
+                for i, entry in saved["state"].items()
+            },
+            "param_groups": copy.deepcopy(saved["param_groups"]),
+        }
+    )
+    current = torch.get_rng_state()
+    torch.set_rng_state(rng_state)
+    try:
+        inputs = [nudged(a) if isinstance(a, np.ndarray) else a for a in args]
+        torch_args, torch_kwargs = _torch_inputs(inputs, kwargs, channels_last=channels_last)
+        record, own = torch_step(twin, optimizer, torch_args, torch_kwargs, targets)
+    finally:
+        torch.set_rng_state(current)
+    same = len(own) == len(draws or ()) and all(
+        a.op == b.op and torch.equal(a.values, b.values) for a, b in zip(own, draws or ())
+    )
+    return record if same else None
+
+
+def calibrate_by_torch_noise(report, reference, candidate, alternates) -> tuple[int, int]:
+    """The float64 analogue of ``compare``'s calibrated float32 rule, for a training step
+    (in place on ``report``'s leaves).
+
+    float64 has no wider answer to measure a step against, so the measure of its
+    rounding is torch against itself: ``alternates``, the same step run again as
+    ``NOISE_RUNS`` say (``torch_noise_step``); torch's distance is the largest over
+    them. A float64 leaf outside the tier passes when jaxgrad's
+    distance from torch is within ``CALIBRATION_MULTIPLE`` times torch's own distance
+    from itself, both in units of the float64 tolerance (``headroom`` and
+    ``reference_headroom`` record them; ``rule`` is ``RULE_TORCH_NOISE``). A wrong
+    gradient is orders of magnitude beyond rounding (a backward 0.1 % off is 10⁷ times
+    the tier) and still fails.
+
+    Returns:
+      ``(leaves passed by the rule, leaves where torch against itself is outside the
+      tier)``.
+    """
+    if not alternates:
+        return 0, 0
+    flat = [jaxgrad.parity.flatten(tree) for tree in (reference, candidate, *alternates)]
+    rtol, atol = jaxgrad.parity.tolerance_for("float64")
+    passed = outside = 0
+    for leaf in report.leaves:
+        if leaf.tier != "float64" or any(leaf.path not in tree for tree in flat):
+            continue
+        ref, cand, *alts = (np.asarray(tree[leaf.path], np.float64) for tree in flat)
+        values = (ref, cand, *alts)
+        if len({x.shape for x in values}) > 1 or not all(np.isfinite(x).all() for x in values):
+            continue
+        if not ref.size:
+            continue
+        tolerance = atol + rtol * np.abs(ref)
+        torch_headroom = max(float(np.max(np.abs(alt - ref) / tolerance)) for alt in alts)
+        outside += torch_headroom > 1.0
+        if leaf.passed:
+            continue
+        jax_headroom = float(np.max(np.abs(cand - ref) / tolerance))
+        leaf.headroom, leaf.reference_headroom = jax_headroom, torch_headroom
+        if jax_headroom <= jaxgrad.parity.CALIBRATION_MULTIPLE * torch_headroom:
+            leaf.problem, leaf.rule = None, RULE_TORCH_NOISE
+            passed += 1
+        else:
+            leaf.problem += (
+                f"; torch against itself (largest of {len(alts)} runs): "
+                f"{torch_headroom:.3g}x the tier, "
+                f"jaxgrad {jax_headroom:.3g}x (passes within "
+                f"{jaxgrad.parity.CALIBRATION_MULTIPLE:g} x torch's)"
+            )
+    return passed, outside
 
 
 def _output_shapes(module, args, kwargs):
-    """The output of one evaluation-mode forward (for the targets' shapes), without
-    gradients and with the module's mode restored."""
-    training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            return module(*[_torch(a) for a in args], **{k: _torch(v) for k, v in kwargs.items()})
-    finally:
-        module.train(training)
+    """The output of one training-mode forward (for the targets' shapes: a model may
+    return more in training, as GoogLeNet's auxiliary logits), on a copy of the module
+    (its running statistics untouched), without gradients and with torch's random state
+    restored."""
+    twin = copy.deepcopy(module).train()
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        return twin(*[_torch(a) for a in args], **{k: _torch(v) for k, v in kwargs.items()})
 
 
 # ------------------------------------------------------------------- one model
@@ -656,7 +804,7 @@ def shapes_report(module64, model, params, buffers, args, kwargs, computed_in=No
         reference[label], cotangents = torch_eval(module64, shape_args, shape_kwargs)
         candidate[label] = jax_eval(model, params, buffers, shape_args, shape_kwargs, cotangents)
     report = jaxgrad.parity.compare(
-        reference, candidate, computed_in=computed_in, name="other shapes"
+        reference, candidate, computed_in=_declared(computed_in, reference), name="other shapes"
     )
     report.zoo_note = "at " + ", ".join(reference)
     return report
@@ -726,9 +874,20 @@ def artifact_report(
     return jaxgrad.parity.compare(
         expected,
         leaves[: len(expected)] if len(leaves) >= len(expected) else leaves,
-        computed_in=computed_in,
+        computed_in=_declared(computed_in, expected),
         name="artifact",
     )
+
+
+def _declared(computed_in, reference):
+    """``compare``'s ``computed_in`` for ``reference``: a ``"float64"`` declaration (both
+    sides computed in float64) stands only where every floating leaf is float64; a leaf
+    the model keeps in another dtype is then judged by detection, at its dtype's tier."""
+    if computed_in != "float64":
+        return computed_in
+    dtypes = [np.asarray(leaf).dtype for leaf in jax.tree_util.tree_leaves(reference)]
+    floating = [d for d in dtypes if d.kind in "fc"]
+    return computed_in if all(d in (np.float64, np.complex128) for d in floating) else None
 
 
 def float32_regions(model) -> list[str]:
@@ -804,7 +963,10 @@ def _run(entry, result, columns, capture, say):
         say("float64 forward and gradients")
         reference64, cotangents = torch_eval(module64, args64, kwargs64)
     lowered = float32_regions(model)
-    computed_in = None
+    # both sides compute in float64: declared, so that a leaf of pure rounding noise (a
+    # key projection's bias, whose gradient is zero in exact arithmetic: softmax ignores
+    # a shift shared by every key) is not taken for float32 arithmetic by its few bits
+    computed_in = "float64"
     if lowered:
         # the model's own code computes in float32 inside the float64 model (Llama's and
         # T5's RMSNorm: hidden_states.to(torch.float32)); float32 rounding then reaches
@@ -823,7 +985,7 @@ def _run(entry, result, columns, capture, say):
             lambda: jaxgrad.parity.compare(
                 reference64,
                 jax_eval(model, params, buffers, args64, kwargs64, cotangents),
-                computed_in=computed_in,
+                computed_in=_declared(computed_in, reference64),
                 name=f"{entry.name} float64",
             )
         )
@@ -1010,17 +1172,14 @@ def _train(
     result.compile_seconds = info["first_call_seconds"]
     result.random_ops = info["random_ops"]
     result.dropped = info["dropped"]
-    if not report.passed and any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args):
-        noise = step_noise(built, args, kwargs)
+    noise = info["noise"]
+    if noise["steps"]:
         report.zoo_note = (
-            "torch against itself (channels-last layout, another summation order) on the "
-            "first step: "
-            + (
-                "within the tier, so this is a discrepancy, not rounding"
-                if noise.passed
-                else f"{len(noise.failures())} leaves outside the float64 tier too "
-                f"(ill-conditioned at this tier)"
-            )
+            f"torch against itself (channels-last; every value one ulp off, 3 seeds) on "
+            f"the {noise['steps']} step(s) with leaves outside the tier: "
+            f"{noise['torch_outside']} leaves outside the float64 tier; "
+            f"{noise['leaves']} of jaxgrad's leaves outside it pass within "
+            f"{jaxgrad.parity.CALIBRATION_MULTIPLE:g}x torch's own distance"
         )
     return report
 
@@ -1038,7 +1197,10 @@ __all__ = [
     "jax_eval",
     "train_steps",
     "torch_step",
-    "step_noise",
+    "torch_noise_step",
+    "NOISE_RUNS",
+    "calibrate_by_torch_noise",
+    "RULE_TORCH_NOISE",
     "convert",
     "plain",
     "calibrated_note",

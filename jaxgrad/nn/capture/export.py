@@ -343,7 +343,10 @@ def tree_of(spec, describe) -> tuple:
         return ("tuple", children)
     if kind is list:
         return ("list", children)
-    if hasattr(kind, "_fields"):  # a namedtuple: a tuple of its fields
+    if hasattr(kind, "_fields") or kind.__name__ == "namedtuple":
+        # a namedtuple (torch's pytree files every namedtuple under collections.namedtuple,
+        # its class as the context): a tuple of its fields, as torchvision's GoogLeNet
+        # and Inception v3 return their auxiliary logits in training
         return ("tuple", children)
     context = spec.context
     if kind is dict or (
