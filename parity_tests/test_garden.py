@@ -450,6 +450,24 @@ def test_a_real_sweep_records_a_real_model_then_resume_skips_it(tmp_path):
     assert record["convert_seconds"] is not None and record["seconds"] > 0
 
 
+@pytest.mark.long  # CI: pytest -m "exhaustive or long"
+def test_the_ci_subset_passes_in_real_children(tmp_path):
+    """The garden's fixed CI subset (``_garden.CI_SUBSET``), each model in its own child
+    process as the sweep runs it: float64 forward and every gradient, the float32
+    forward and 3 training steps, every one PASS."""
+    path = str(tmp_path / "records.jsonl")
+    models = [
+        _garden.GardenModel(name, name.split(":")[0], family, task)
+        for name, family, task in _garden.CI_SUBSET
+    ]
+    _garden.sweep(models, path, columns=("float64", "float32", "train"), timeout=600, log=print)
+    records = {record["name"]: record for record in _garden.read_records(path)}
+    assert sorted(records) == sorted(m.name for m in models)
+    for name, record in records.items():
+        assert record["outcome"] == "PASS", (name, record["cause"], record["detail"])
+        assert set(record["columns"]) == {"float64", "float32", "train"}, name
+
+
 def test_the_child_runs_as_a_script():
     # `python scripts/_garden.py --help`: the child's entry point parses its arguments
     done = subprocess.run(

@@ -330,3 +330,28 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
         # the same dropout draws: without them the loss would differ at O(1)
         assert abs(record["loss"] - reference["loss"]) < 1e-12 * abs(reference["loss"]), how
         assert not np.array_equal(record["params"]["0.weight"], reference["params"]["0.weight"])
+
+
+def test_a_float64_leaf_of_rounding_noise_is_judged_as_float64_not_by_its_bits():
+    """A key projection's bias gets a gradient that is zero in exact arithmetic; both
+    frameworks return rounding noise of ~1e-19, values with few significant bits that
+    detection would take for float32 arithmetic (and hold to 1e-6 of themselves).
+    ``compare_float64`` judges it at the tier of the arithmetic: float64 declared, or,
+    for a model computing in float32 inside, at its neighbours' scale. A bias gradient
+    that is really wrong (beyond the tier at the weights' scale) still fails."""
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((4, 4))
+    torch_noise = np.ldexp(rng.integers(-(2**14), 2**14, size=4).astype(np.float64), -77)
+    jax_noise = np.ldexp(rng.integers(-(2**14), 2**14, size=4).astype(np.float64), -77)
+    reference = {"weight": weights, "key_bias": torch_noise}
+    candidate = {"weight": weights * (1 + 1e-14), "key_bias": jax_noise}
+    detected = _zoo.jaxgrad.parity.compare(reference, candidate)
+    assert [leaf.path for leaf in detected.failures()] == ["key_bias"]  # the old verdict
+    # wrong by far more than each tier allows at the weights' scale (~1)
+    for computed_in, offset in (("float64", 1e-8), ("float32", 1e-4)):
+        assert _zoo.compare_float64(reference, candidate, computed_in).passed, computed_in
+        wrong = {**candidate, "key_bias": jax_noise + offset}
+        report = _zoo.compare_float64(reference, wrong, computed_in)
+        assert [leaf.path for leaf in report.failures()] == ["key_bias"], computed_in
+    note = _zoo.compare_float64(reference, candidate, "float32").zoo_note
+    assert note.startswith("1 leaves zero in exact arithmetic"), note

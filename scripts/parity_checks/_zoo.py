@@ -528,9 +528,7 @@ def train_steps(
             },
             "buffers": {k: np.asarray(v) for k, v in buffers.items()},
         }
-        report = jaxgrad.parity.compare(
-            reference, candidate, computed_in=_declared(computed_in, reference)
-        )
+        report = compare_float64(reference, candidate, computed_in)
         if images and report.failures():
             runs = [
                 torch_noise_step(
@@ -803,9 +801,7 @@ def shapes_report(module64, model, params, buffers, args, kwargs, computed_in=No
     for label, (shape_args, shape_kwargs) in other_shapes(args, kwargs, model).items():
         reference[label], cotangents = torch_eval(module64, shape_args, shape_kwargs)
         candidate[label] = jax_eval(model, params, buffers, shape_args, shape_kwargs, cotangents)
-    report = jaxgrad.parity.compare(
-        reference, candidate, computed_in=_declared(computed_in, reference), name="other shapes"
-    )
+    report = compare_float64(reference, candidate, computed_in, name="other shapes")
     report.zoo_note = "at " + ", ".join(reference)
     return report
 
@@ -871,23 +867,53 @@ def artifact_report(
         with np.load(os.path.join(folder, "out.npz")) as out:
             leaves = [out[f"arr_{i}"] for i in range(len(out.files))]
     expected = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(reference["output"])]
-    return jaxgrad.parity.compare(
+    return compare_float64(
         expected,
         leaves[: len(expected)] if len(leaves) >= len(expected) else leaves,
-        computed_in=_declared(computed_in, expected),
+        computed_in,
         name="artifact",
     )
 
 
-def _declared(computed_in, reference):
-    """``compare``'s ``computed_in`` for ``reference``: a ``"float64"`` declaration (both
-    sides computed in float64) stands only where every floating leaf is float64; a leaf
-    the model keeps in another dtype is then judged by detection, at its dtype's tier."""
-    if computed_in != "float64":
-        return computed_in
+def compare_float64(reference, candidate, computed_in, *, name: str = "") -> ParityReport:
+    """``jaxgrad.parity.compare`` of a float64 model's results, at the tier of the
+    arithmetic that made them (``computed_in``):
+
+    - ``"float64"``: declared, so that a leaf of pure rounding noise (a key projection's
+      bias, whose gradient is zero in exact arithmetic: softmax ignores a shift shared
+      by every key) is not taken for float32 arithmetic by its few significant bits. It
+      stands only where every floating leaf is float64; a leaf the model keeps in
+      another dtype is judged by detection, at its dtype's tier.
+    - ``"float32"`` (a model whose own code casts to float32 inside): the float64
+      reference is also ``reference64``, for the rule of a leaf zero in exact arithmetic
+      (tolerance at its neighbours' scale): the same key bias is otherwise held to
+      1e-6 of its own ~1e-19 noise.
+    """
+    reference64 = None
     dtypes = [np.asarray(leaf).dtype for leaf in jax.tree_util.tree_leaves(reference)]
     floating = [d for d in dtypes if d.kind in "fc"]
-    return computed_in if all(d in (np.float64, np.complex128) for d in floating) else None
+    if computed_in == "float64" and not all(d in (np.float64, np.complex128) for d in floating):
+        computed_in = None
+    elif computed_in == "float32" and all(d == np.float64 for d in floating):
+        reference64 = reference
+    report = jaxgrad.parity.compare(
+        reference, candidate, computed_in=computed_in, reference64=reference64, name=name
+    )
+    zero = zero_note(report)
+    if zero:
+        report.zoo_note = zero
+    return report
+
+
+def zero_note(report: ParityReport) -> str | None:
+    """How many leaves passed as zero in exact arithmetic (``compare``'s rule), or None."""
+    zero = [leaf for leaf in report.leaves if leaf.rule == jaxgrad.parity.RULE_ZERO]
+    if not zero:
+        return None
+    return (
+        f"{len(zero)} leaves zero in exact arithmetic (rounding noise on both sides, "
+        f"e.g. {zero[0].path}) judged at their neighbours' scale"
+    )
 
 
 def float32_regions(model) -> list[str]:
@@ -963,10 +989,7 @@ def _run(entry, result, columns, capture, say):
         say("float64 forward and gradients")
         reference64, cotangents = torch_eval(module64, args64, kwargs64)
     lowered = float32_regions(model)
-    # both sides compute in float64: declared, so that a leaf of pure rounding noise (a
-    # key projection's bias, whose gradient is zero in exact arithmetic: softmax ignores
-    # a shift shared by every key) is not taken for float32 arithmetic by its few bits
-    computed_in = "float64"
+    computed_in = "float64"  # both sides compute in float64 (compare_float64)
     if lowered:
         # the model's own code computes in float32 inside the float64 model (Llama's and
         # T5's RMSNorm: hidden_states.to(torch.float32)); float32 rounding then reaches
@@ -982,10 +1005,10 @@ def _run(entry, result, columns, capture, say):
         )
     if "float64" in columns:
         result.columns["float64"] = _column(
-            lambda: jaxgrad.parity.compare(
+            lambda: compare_float64(
                 reference64,
                 jax_eval(model, params, buffers, args64, kwargs64, cotangents),
-                computed_in=_declared(computed_in, reference64),
+                computed_in,
                 name=f"{entry.name} float64",
             )
         )
@@ -1173,14 +1196,17 @@ def _train(
     result.random_ops = info["random_ops"]
     result.dropped = info["dropped"]
     noise = info["noise"]
+    notes = [zero_note(report)]
     if noise["steps"]:
-        report.zoo_note = (
+        notes.append(
             f"torch against itself (channels-last; every value one ulp off, 3 seeds) on "
             f"the {noise['steps']} step(s) with leaves outside the tier: "
             f"{noise['torch_outside']} leaves outside the float64 tier; "
             f"{noise['leaves']} of jaxgrad's leaves outside it pass within "
             f"{jaxgrad.parity.CALIBRATION_MULTIPLE:g}x torch's own distance"
         )
+    if any(notes):
+        report.zoo_note = "; ".join(note for note in notes if note)
     return report
 
 
@@ -1198,6 +1224,8 @@ __all__ = [
     "train_steps",
     "torch_step",
     "torch_noise_step",
+    "compare_float64",
+    "zero_note",
     "NOISE_RUNS",
     "calibrate_by_torch_noise",
     "RULE_TORCH_NOISE",
