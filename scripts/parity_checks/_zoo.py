@@ -556,7 +556,7 @@ def train_steps(
     return ParityReport(leaves=leaves, structure_problems=problems, name=name), info
 
 
-RULE_TORCH_NOISE = "torch's summation-order noise"
+RULE_TORCH_NOISE = "torch's own rounding"
 """``LeafResult.rule`` of a float64 training leaf outside the tier that lies within
 ``jaxgrad.parity.CALIBRATION_MULTIPLE`` times torch's own distance from itself."""
 
