@@ -190,16 +190,17 @@ def test_auto_rule_groups_size_and_mode():
     huge_x = (_lowering.PATCH_LIMIT // (16 * 16 * 4 * 9) + 1, 4, 16, 16)
     with _lowering.in_loop():
         assert _lowering.choose(small_x, small_w, *args, 1) == "patches"
-        assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "xla"  # grouped
+        assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "patches"  # grouped
         assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "patches"  # depthwise
         assert _lowering.choose(huge_x, small_w, *args, 1) == "xla"  # patch matrix too big
         with _lowering.in_loop(False):  # a fully unrolled scan inside
             assert _lowering.choose(small_x, small_w, *args, 1) == "xla"
         with nn.conv_lowering("xla"):
             assert _lowering.choose(small_x, small_w, *args, 1) == "xla"
-    # depthwise outside loops too (MobileNet's per-step programs), within the size limit
+    # grouped outside loops too (MobileNet's and ResNeXt's per-step programs), within
+    # the size limit
     assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "patches"
-    assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "xla"
+    assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "patches"
     huge_depthwise_x = (_lowering.PATCH_LIMIT // (16 * 16 * 9) + 1, 4, 16, 16)
     assert _lowering.choose(huge_depthwise_x, (8, 1, 3, 3), *args, 4) == "xla"
     with nn.conv_lowering("xla"):

@@ -35,12 +35,16 @@ Both compute torch's ``conv{1,2,3}d`` (input `(N, C, *spatial)`, weight
   patches (its 1×1 stride-2 downsample 11.6×; the whole converted resnet18 trained
   at 64×64 3.2–4× faster per step), while the digit CNNs' small ones (batch 128,
   8×8 images, 1–16 channels) ran 0.65–1.5× as fast: below both thresholds XLA's
-  convolution is kept. Depthwise convolutions (``groups`` = channels: one input
-  channel per group, MobileNet's and EfficientNet's) are patches on the CPU in and
-  out of loops: on an Intel Xeon (AVX-512, AMX, 2 cores) mobilenet_v3_small's ran
-  7–30× faster forward and backward than XLA's grouped convolution, and the
-  converted model's training step 3.4× faster. Other grouped convolutions stay
-  ``"xla"`` (not measured).
+  convolution is kept. Grouped convolutions are patches on the CPU in and out of
+  loops. Depthwise ones (``groups`` = channels: one input channel per group,
+  MobileNet's and EfficientNet's): on an Intel Xeon (AVX-512, AMX, 2 cores)
+  mobilenet_v3_small's ran 7–30× faster forward and backward than XLA's grouped
+  convolution, and the converted model's training step 3.4× faster. Others
+  (ResNeXt's 32 groups, RegNet's group widths): the gradient of a 3×3 convolution at
+  batch 8 (128 channels at 16×16, 256 at 8×8, 512 at 4×4 in 32 groups; 48 in 6, 224 in
+  28, 64 in 2) ran 17–165× faster as patches in float32 and 1.7–16× in float64 (AMD
+  EPYC, AVX2, 2 cores): XLA:CPU emits the grouped convolution's gradients as loop
+  nests (torchvision's resnext50_32x4d passed the garden's 300 s limit with them).
 
 The mode is read when a function is traced: ``with conv_lowering("xla"): ...``
 around the first call of a jitted function (a function traced earlier keeps the
@@ -67,7 +71,7 @@ PATCH_LIMIT = 1 << 28  # at most this many elements in a patch matrix (1 GiB in 
 PATCH_MIN = 1 << 20  # outside loops, patches from this many elements (4 MiB in float32)
 WIDE = 32  # outside loops, patches from this many output channels
 RULES = (
-    3  # revision of the "auto" rules and the patch layout: part of the trainer's strategy-cache key
+    4  # revision of the "auto" rules and the patch layout: part of the trainer's strategy-cache key
 )
 _override: list[str] = []
 _loops: list[bool] = []
@@ -97,14 +101,13 @@ def conv_lowering(mode: str):
       times slower; patches do not depend on that. They hold ``prod(kernel)`` times
       the input for the backward pass;
     - ``"auto"`` (the default, or ``$JAXGRAD_CONV``), on the CPU backend and for
-      patch matrices up to 2²⁸ elements: patches for depthwise convolutions (one input
-      channel per group, as MobileNet's: XLA:CPU's grouped convolution was 7–30×
+      patch matrices up to 2²⁸ elements: patches for grouped convolutions (depthwise
+      as MobileNet's, or ResNeXt's 32 groups: XLA:CPU's grouped convolution was 7–165×
       slower forward and backward), and for ungrouped convolutions inside jaxgrad's
       own rolled loops (the scan-fused epoch, ``unroll=K``, gradient accumulation),
       for 1×1 kernels, for 32 or more output channels and for patch matrices of 2²⁰
       or more elements; XLA's convolution everywhere else (for the few-channel
-      convolutions of small images it was about as fast; other grouped convolutions
-      were not measured).
+      convolutions of small images it was about as fast).
 
     Both compute torch's convolution; float32 results differ by summation order only.
     The mode applies when a function is traced: wrap the first call of a jitted
@@ -151,8 +154,8 @@ def choose(x_shape, w_shape, stride, pads, dilation, groups) -> str:
     elements = x_shape[0] * math.prod(out) * math.prod(w_shape[1:])
     if elements > PATCH_LIMIT:
         return "xla"
-    if groups != 1:  # depthwise (one input channel per group): patches; other groups: XLA's
-        return "patches" if w_shape[1] == 1 else "xla"
+    if groups != 1:  # grouped (depthwise or ResNeXt's): patches, in and out of loops
+        return "patches"
     in_loop = bool(_loops and _loops[-1])
     one_by_one = math.prod(w_shape[2:]) == 1
     wide = w_shape[0] >= WIDE or elements >= PATCH_MIN
