@@ -332,6 +332,32 @@ def test_the_report_counts_outcomes_and_causes_from_the_records_alone():
     assert line in page
 
 
+def test_rerun_runs_the_chosen_outcomes_again_and_the_page_counts_the_last(tmp_path):
+    """After a fix, ``--rerun FAIL,TIMEOUT`` runs those models again; the new record is
+    appended (the old one stays, the sweep's history) and the page and the README line
+    count each model by its last record."""
+    path = str(tmp_path / "records.jsonl")
+    models = [
+        _garden.GardenModel(f"torchvision:m{i}", "torchvision", "f", "classification")
+        for i in range(3)
+    ]
+    for model, outcome in zip(models, ("PASS", "FAIL", "TIMEOUT")):
+        _garden.append_record(path, dict(model.to_dict(), outcome=outcome, cause="c", seconds=1.0))
+    calls = []
+    _garden.sweep(
+        models, path, columns=("float64",), resume=True, rerun=("FAIL",), runner=_fake_runner(calls)
+    )
+    assert calls == ["torchvision:m1"]
+    records = _garden.read_records(path)
+    assert len(records) == 4
+    last = {r["name"]: r["outcome"] for r in _garden.latest(records)}
+    assert last == {"torchvision:m0": "PASS", "torchvision:m1": "PASS", "torchvision:m2": "TIMEOUT"}
+    assert "2 PASS, 1 TIMEOUT" in _garden.coverage_line(records)
+    assert "FAIL" not in _garden.coverage_line(records)
+    with pytest.raises(ValueError, match="no outcome"):
+        _garden.sweep(models, path, columns=("float64",), resume=True, rerun=("FAILED",))
+
+
 def test_the_report_command_writes_the_page(tmp_path):
     import zoo as zoo_script
 
@@ -350,6 +376,8 @@ def test_the_report_command_writes_the_page(tmp_path):
         (["--garden", "--records", "r", "--skip-columns", "speed"], "unknown column(s) speed"),
         (["--garden", "--models", "resnet18", "--records", "r"], "take none of"),
         (["--garden", "--records", "r", "--timeout", "0"], "--timeout must be positive"),
+        (["--garden", "--records", "r", "--rerun", "FAILED"], "--rerun (='FAILED') takes"),
+        (["--garden-report", "r", "--out", "o", "--rerun", "FAIL"], "--rerun (='FAIL') takes"),
     ],
 )
 def test_the_cli_refuses_bad_garden_arguments(argv, message, capsys):

@@ -1259,6 +1259,13 @@ def read_records(path: str) -> list[dict]:
     return records
 
 
+def latest(records: list[dict]) -> list[dict]:
+    """Each model's last record (a model run again, ``--rerun``, counts by its newest),
+    in the order of those last records."""
+    last = {record["name"]: index for index, record in enumerate(records)}
+    return [record for index, record in enumerate(records) if last[record["name"]] == index]
+
+
 def append_record(path: str, record: dict) -> None:
     """``record`` as one JSON line at the end of ``path``, on disk before returning (a
     line a killed writer left unfinished is closed first, so this one stays whole)."""
@@ -1360,6 +1367,7 @@ def sweep(
     columns,
     timeout: float = TIMEOUT,
     resume: bool = False,
+    rerun: tuple = (),
     dynamic_shapes: str = "auto",
     memory_limit: float | None = None,
     enumerated: dict | None = None,
@@ -1367,12 +1375,19 @@ def sweep(
     runner=None,
 ) -> list[dict]:
     """Run ``models`` one child each, appending each record to ``records_path`` as it
-    comes; with ``resume`` the models already recorded there are skipped. Returns the
-    records written by this call.
+    comes; with ``resume`` the models already recorded there are skipped, except those
+    whose last record's outcome is in ``rerun`` (run again after a fix: the new record
+    is appended, and ``latest`` counts it). Returns the records written by this call.
 
     Raises:
-      ValueError: ``records_path`` has records and ``resume`` is False.
+      ValueError: ``records_path`` has records and ``resume`` is False, or ``rerun``
+        names something other than an outcome.
     """
+    unknown = [o for o in rerun if o not in OUTCOMES]
+    if unknown:
+        raise ValueError(
+            f"--rerun: {', '.join(unknown)} is no outcome (one of {', '.join(OUTCOMES)})"
+        )
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     runner = runner or run_child
     existing = read_records(records_path)
@@ -1381,11 +1396,13 @@ def sweep(
             f"{records_path} already has {len(existing)} records; pass --resume to "
             "continue that sweep, or another --records path."
         )
-    done = {r["name"] for r in existing}
+    done = {r["name"] for r in latest(existing) if r["outcome"] not in rerun}
     todo = [m for m in models if m.name not in done]
-    if done:
+    if existing:
+        again = sum(1 for m in todo if any(r["name"] == m.name for r in existing))
         log(
             f"garden: {len(models) - len(todo)} of {len(models)} already recorded; {len(todo)} to run"
+            + (f" ({again} again: --rerun {','.join(rerun)})" if again else "")
         )
     written = []
     for index, model in enumerate(todo, 1):
@@ -1443,7 +1460,9 @@ def _code(text) -> str:
 
 
 def coverage_line(records: list[dict]) -> str:
-    """The README's one-line coverage statement, from the records alone."""
+    """The README's one-line coverage statement, from the records alone (each model's
+    last)."""
+    records = latest(records)
     counts = collections.Counter(r["outcome"] for r in records)
     enumerated = _enumerated(records)
     total = sum(enumerated.values()) if enumerated else None
@@ -1464,7 +1483,8 @@ def _enumerated(records) -> dict:
 
 
 def report(records: list[dict], *, source: str = "RECORDS") -> str:
-    """The garden's docs page (Markdown) from ``records`` alone."""
+    """The garden's docs page (Markdown) from ``records`` alone (each model's last)."""
+    records = latest(records)
     lines = []
     enumerated = _enumerated(records)
     libraries = [
@@ -1502,7 +1522,7 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
         "",
         "```bash",
         "nice -n 19 python scripts/zoo.py --garden --records docs/garden_records.jsonl --resume \\",
-        "    --skip-columns shapes,artifact --timeout 300 --memory-limit 14",
+        "    --skip-columns shapes,artifact,float32_grads --timeout 300 --memory-limit 14",
         f"python scripts/zoo.py --garden-report {source} --out docs/garden.md",
         "```",
         "",
@@ -1517,7 +1537,8 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
             if enumerated
             else ""
         )
-        + "; `--resume` continues the sweep from the records."
+        + "; `--resume` continues the sweep from the records, and `--rerun FAIL,TIMEOUT` "
+        "runs those outcomes again after a fix (each model counts by its last record)."
         + (
             " Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if v) + "."
             if versions
@@ -1631,7 +1652,7 @@ def cli(parser, args) -> int:
             parser.error(f"--garden-report {args.garden_report}: no records there")
         with open(args.out, "w") as handle:
             handle.write(report(records, source=args.garden_report))
-        print(f"wrote {args.out} ({len(records)} models)")
+        print(f"wrote {args.out} ({len(latest(records))} models)")
         print(coverage_line(records))
         return 0
     if args.records:
@@ -1664,7 +1685,8 @@ def cli(parser, args) -> int:
             args.records,
             columns=columns,
             timeout=args.timeout,
-            resume=args.resume,
+            resume=args.resume or bool(args.rerun),
+            rerun=tuple(filter(None, (args.rerun or "").split(","))),
             memory_limit=args.memory_limit,
             enumerated=enumerated,
         )

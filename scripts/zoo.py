@@ -123,6 +123,13 @@ def parse_args(argv=None):
         "--resume", action="store_true", help="skip the models already in --records"
     )
     garden.add_argument(
+        "--rerun",
+        metavar="OUTCOMES",
+        help="with the records: run again the models whose last record is one of these "
+        "outcomes (e.g. FAIL,TIMEOUT after a fix; implies --resume); the page counts "
+        "each model's last record",
+    )
+    garden.add_argument(
         "--timeout",
         type=float,
         default=300,
@@ -166,6 +173,15 @@ def parse_args(argv=None):
         if args.timeout <= 0:
             parser.error(f"--timeout must be positive, got {args.timeout:g}")
         import _garden
+
+        if args.rerun is not None:
+            outcomes = [o for o in args.rerun.split(",") if o]
+            unknown = [o for o in outcomes if o not in _garden.OUTCOMES]
+            if not args.garden or not outcomes or unknown:
+                parser.error(
+                    f"--rerun (={args.rerun!r}) takes --garden and a comma-separated list "
+                    f"of outcomes: {','.join(_garden.OUTCOMES)}"
+                )
 
         unknown = set(filter(None, args.skip_columns.split(","))) - set(_garden.COLUMNS)
         if unknown:
