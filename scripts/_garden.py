@@ -7,7 +7,7 @@ enumerated from the libraries themselves:
 - **torchvision**: every builder ``torchvision.models.list_models(module=...)`` names for
   classification, semantic segmentation, video and optical flow, built with
   ``weights=None`` (and ``weights_backbone=None``: nothing is downloaded), 10 classes,
-  2 images of 64x64 (video: 2 clips of 4 frames of 32x32; RAFT: 2 pairs of 64x64 frames
+  8 images of 64x64 (video: 2 clips of 4 frames of 32x32; RAFT: 2 pairs of 64x64 frames
   and 2 flow updates), except where the architecture fixes its input (``INPUTS``, each
   with its reason). Detection builders are listed and run too, but only as far as
   ``from_torch``: their forwards filter boxes by score and call ``torchvision::nms``
@@ -26,7 +26,7 @@ enumerated from the libraries themselves:
   initialisation), its ``parameters()`` summed (all 1,371 models of timm 1.0.31: 223 s
   on a shared 2-core machine; the test-model rule cuts that to the families without
   one). The choice is cached per timm version (``timm_smallest``). Built with
-  ``pretrained=False``, 10 classes, 2 images of 64x64 (``img_size=64`` for the models
+  ``pretrained=False``, 10 classes, 8 images of 64x64 (``img_size=64`` for the models
   whose configuration fixes the input size); a model torch cannot run at 64x64 is
   built again at its configuration's own ``input_size``, and the record says which.
   The families are swept smallest first.
@@ -686,7 +686,9 @@ def _tokens(batch=2, length=8, vocab=100, seed=SEED):
 # torchvision builders whose architecture fixes its input (why, each): (batch, size)
 # for images, (batch, frames, size) for video
 INPUTS = {
-    "inception_v3": (2, 80),  # its stem needs at least 75x75
+    # its auxiliary head (active in training) pools the 17x17 map of a 299x299 input
+    # 5x5/3 and convolves it 5x5: any smaller input leaves it nothing to convolve
+    "inception_v3": (2, 299),
     "maxvit_t": (2, 224),  # partition_size=7 is fixed: the grid at every stage is 7x7 at 224
     "mvit_v1_b": (1, 16, 224),  # spatial_size=(224, 224), temporal_size=16 are fixed
     "mvit_v2_s": (1, 16, 224),
