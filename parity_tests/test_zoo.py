@@ -298,7 +298,9 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
     """``torch_noise_step`` runs torch's step again from the recorded state on a copy:
     the module's parameters and torch's random state (the next step's dropout draws)
     are as before; the one-ulp runs take the same draws and did perturb the step, by
-    about rounding; a run on other draws (channels-last dropout) is discarded."""
+    about rounding; a run on other draws (channels-last dropout, the batch reversed under
+    dropout) is discarded. Without dropout, the batch reversed is the same step summed
+    in another order."""
     import torch
 
     torch.manual_seed(0)
@@ -321,8 +323,10 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
         how: _zoo.torch_noise_step(module, start, rng_state, args, {}, targets, how, draws=draws)
         for how in _zoo.NOISE_RUNS
     }
-    # channels-last fills the dropout mask in memory order: other draws, no measure
+    # channels-last fills the dropout mask in memory order, and reversed the batch would
+    # meet the masks of other examples: other draws, no measure
     assert runs.pop("channels-last") is None
+    assert runs.pop("batch reversed") is None
     assert torch.equal(torch.get_rng_state(), state_after)
     for name, p in module.named_parameters():
         assert torch.equal(p, after[name]), name
@@ -330,6 +334,19 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
         # the same dropout draws: without them the loss would differ at O(1)
         assert abs(record["loss"] - reference["loss"]) < 1e-12 * abs(reference["loss"]), how
         assert not np.array_equal(record["params"]["0.weight"], reference["params"]["0.weight"])
+
+    module[2].p = 0.0  # no dropout: no draws
+    torch.manual_seed(0)
+    start = _zoo._torch_state(module, optimizer)
+    rng_state = torch.get_rng_state()
+    reference, draws = _zoo.torch_step(module, optimizer, [torch.from_numpy(args[0])], {}, targets)
+    for how in ("channels-last", "batch reversed"):
+        record = _zoo.torch_noise_step(
+            module, start, rng_state, args, {}, targets, how, draws=draws
+        )
+        assert record is not None, how
+        report = _zoo.jaxgrad.parity.compare(reference, record, computed_in="float64")
+        assert report.passed, (how, report.table())
 
 
 def test_a_float64_leaf_of_rounding_noise_is_judged_as_float64_not_by_its_bits():
