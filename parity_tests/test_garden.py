@@ -332,6 +332,24 @@ def test_the_report_counts_outcomes_and_causes_from_the_records_alone():
     assert line in page
 
 
+def test_the_bars_count_pass_over_the_enumerated_and_the_silent_wrong_answers():
+    """Against the issue's bars: PASS over every enumerated model of the group (one
+    torchvision PASS of 109 - 12 detection builders), and the FAILs whose numbers
+    differ counted as silent wrong answers."""
+    enumerated = {"torchvision": 109, "timm": 98, "transformers": 71, "torchvision:detection": 12}
+    records = [dict(RECORDS[0], enumerated=enumerated), *RECORDS[1:]]
+    lines = _garden.bars(records)
+    assert (
+        "| torchvision classification, segmentation, video, optical flow | 1 | 97 | 1% | 95% | no |"
+        in lines
+    )
+    assert "| timm families | 0 | 98 | 0% | 90% | no |" in lines
+    assert "| Hugging Face architectures | 0 | 71 | 0% | 90% | no |" in lines
+    assert any("**1** (the bar is 0): transformers:X." in line for line in lines)
+    page = _garden.report(records)
+    assert "**4 of 278 enumerated models have run**" in page  # the task count is not a model
+
+
 def test_rerun_runs_the_chosen_outcomes_again_and_the_page_counts_the_last(tmp_path):
     """After a fix, ``--rerun FAIL,TIMEOUT`` runs those models again; the new record is
     appended (the old one stays, the sweep's history) and the page and the README line

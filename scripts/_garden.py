@@ -1467,7 +1467,7 @@ def coverage_line(records: list[dict]) -> str:
     records = latest(records)
     counts = collections.Counter(r["outcome"] for r in records)
     enumerated = _enumerated(records)
-    total = sum(enumerated.values()) if enumerated else None
+    total = _total(enumerated) if enumerated else None
     ran = f"{len(records)} of {total} enumerated models" if total else f"{len(records)} models"
     by_outcome = ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
     return (
@@ -1477,11 +1477,64 @@ def coverage_line(records: list[dict]) -> str:
     )
 
 
+def _total(enumerated: dict) -> int:
+    """The models enumerated, over the libraries (the task counts are not added)."""
+    return sum(count for key, count in enumerated.items() if ":" not in key)
+
+
 def _enumerated(records) -> dict:
     for record in reversed(records):
         if record.get("enumerated"):
             return record["enumerated"]
     return {}
+
+
+# issue 42's bars: PASS over the enumerated models of each group
+BARS = (
+    ("torchvision classification, segmentation, video, optical flow", "torchvision", 0.95),
+    ("timm families", "timm", 0.90),
+    ("Hugging Face architectures", "transformers", 0.90),
+)
+
+
+def bars(records: list[dict]) -> list[str]:
+    """The page's "Against the bars" section (Markdown lines): for each group of
+    ``BARS``, PASS over the models enumerated (not only those run: a model not yet run
+    is not a PASS), and the silent wrong answers (``numbers differ``: a conversion that
+    ran and answered wrong), whose bar is 0."""
+    records = latest(records)
+    enumerated = _enumerated(records)
+    lines = [
+        "## Against the bars",
+        "",
+        "| group | PASS | of enumerated | share | bar | met |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for title, library, bar in BARS:
+        chosen = [r for r in records if r["library"] == library and r["task"] != "detection"]
+        listed = enumerated.get(library)
+        if listed is not None and library == "torchvision":
+            detection = enumerated.get("torchvision:detection")
+            if detection is None:  # records written before the count was kept
+                detection = sum(1 for r in records if r.get("task") == "detection")
+            listed -= detection
+        passed = sum(1 for r in chosen if r["outcome"] == "PASS")
+        if not listed:
+            lines.append(f"| {title} | {passed} | ? | ? | {bar:.0%} | ? |")
+            continue
+        share = passed / listed
+        lines.append(
+            f"| {title} | {passed} | {listed} | {share:.0%} | {bar:.0%} | "
+            f"{'yes' if share >= bar else 'no'} |"
+        )
+    wrong = [r["name"] for r in records if str(r.get("cause", "")).startswith("numbers differ")]
+    lines += [
+        "",
+        f"Silent wrong answers (a model that converted and ran, and whose numbers differ "
+        f"from torch's: FAIL, `numbers differ`): **{len(wrong)}** (the bar is 0)"
+        + (f": {_cell(', '.join(wrong))}." if wrong else "."),
+    ]
+    return lines
 
 
 def report(records: list[dict], *, source: str = "RECORDS") -> str:
@@ -1496,7 +1549,7 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
     ]
     versions = next((r["versions"] for r in reversed(records) if r.get("versions")), {})
     skipped = [c for c in COLUMNS if any(c in r.get("columns_skipped", []) for r in records)]
-    total = sum(enumerated.values())
+    total = _total(enumerated)
     lines += [
         "# The garden: every model the libraries list",
         "",
@@ -1561,6 +1614,7 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
             + " | ".join(str(counts[o]) for o in OUTCOMES)
             + f" | {len(chosen)} | {listed or '?'} |"
         )
+    lines += ["", *bars(records)]
     for outcome in ("FAIL", "REFUSED", "ERROR", "TIMEOUT", "CRASH"):
         chosen = [r for r in records if r["outcome"] == outcome]
         if not chosen:
@@ -1676,6 +1730,9 @@ def cli(parser, args) -> int:
     skip = set(filter(None, args.skip_columns.split(",")))
     columns = tuple(c for c in COLUMNS if c not in skip)
     enumerated = dict(collections.Counter(m.library for m in models))
+    enumerated["torchvision:detection"] = sum(
+        1 for m in models if m.library == "torchvision" and m.task == "detection"
+    )
 
     def stop(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
