@@ -21,6 +21,8 @@ argument handling, and the torchvision import shim.
 
 from __future__ import annotations
 
+import copy
+
 import _zoo_models
 import numpy as np
 import pytest
@@ -372,3 +374,29 @@ def test_a_float64_leaf_of_rounding_noise_is_judged_as_float64_not_by_its_bits()
         assert [leaf.path for leaf in report.failures()] == ["key_bias"], computed_in
     note = _zoo.compare_float64(reference, candidate, "float32").zoo_note
     assert note.startswith("1 leaves zero in exact arithmetic"), note
+
+
+def test_a_module_caching_tensors_with_gradients_copies_for_the_noise_runs():
+    """timm's EfficientViT caches attention biases computed in a forward (with their
+    graph) in a dict; torch's deepcopy refuses non-leaf tensors, ``copy_module`` copies
+    them detached and leaves the original as it was."""
+    import torch
+
+    class Caching(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(3))
+            self.cache = {}
+
+        def forward(self, x):
+            self.cache["scaled"] = self.weight * 2  # a non-leaf tensor kept
+            return x * self.cache["scaled"]
+
+    module = Caching()
+    module(torch.ones(3)).sum().backward()
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(module)
+    twin = _zoo.copy_module(module)
+    assert twin.cache["scaled"].is_leaf and torch.equal(twin.cache["scaled"], torch.full((3,), 2.0))
+    assert not module.cache["scaled"].is_leaf  # the original's cache untouched
+    assert twin.weight is not module.weight and torch.equal(twin.weight, module.weight)

@@ -606,7 +606,7 @@ def torch_noise_step(
             values = values + sign * np.spacing(values)
         return torch.from_numpy(values)
 
-    twin = copy.deepcopy(module)
+    twin = copy_module(module)
     with torch.no_grad():
         for name, param in named_parameters(twin).items():
             param.copy_(nudged(start["params"][name]))
@@ -654,6 +654,28 @@ def torch_noise_step(
         a.op == b.op and torch.equal(a.values, b.values) for a, b in zip(own, draws or ())
     )
     return record if same else None
+
+
+def copy_module(module):
+    """``copy.deepcopy(module)``, also where the module caches tensors computed with
+    gradients (timm's EfficientViT keeps its attention biases in a dict after a forward):
+    torch deep-copies only graph leaves, so those are copied detached."""
+    memo: dict = {}
+
+    def detach(value, depth=0):
+        if isinstance(value, torch.Tensor):
+            if not value.is_leaf and id(value) not in memo:
+                memo[id(value)] = value.detach().clone()
+        elif isinstance(value, dict) and depth < 3:
+            for item in value.values():
+                detach(item, depth + 1)
+        elif isinstance(value, (list, tuple)) and depth < 3:
+            for item in value:
+                detach(item, depth + 1)
+
+    for layer in module.modules():
+        detach(vars(layer))
+    return copy.deepcopy(module, memo)
 
 
 def _same_loss(run: dict, reference: dict) -> bool:
@@ -719,7 +741,7 @@ def _output_shapes(module, args, kwargs):
     return more in training, as GoogLeNet's auxiliary logits), on a copy of the module
     (its running statistics untouched), without gradients and with torch's random state
     restored."""
-    twin = copy.deepcopy(module).train()
+    twin = copy_module(module).train()
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         return twin(*[_torch(a) for a in args], **{k: _torch(v) for k, v in kwargs.items()})
 
@@ -1132,7 +1154,7 @@ def torch_float32_runs(module, args, kwargs, cotangents) -> list[dict]:
     batch reversed where every input and output leaf is batched the same way."""
     runs = []
     if any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args):
-        twin = copy.deepcopy(module).to(memory_format=torch.channels_last)
+        twin = copy_module(module).to(memory_format=torch.channels_last)
         torch_args, torch_kwargs = _torch_inputs(args, kwargs, channels_last=True)
         runs.append(_torch_grads(twin, torch_args, torch_kwargs, cotangents))
     batched = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
@@ -1244,6 +1266,7 @@ __all__ = [
     "torch_step",
     "torch_noise_step",
     "compare_float64",
+    "copy_module",
     "zero_note",
     "NOISE_RUNS",
     "calibrate_by_torch_noise",
