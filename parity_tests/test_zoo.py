@@ -374,6 +374,15 @@ def test_a_float64_leaf_of_rounding_noise_is_judged_as_float64_not_by_its_bits()
         assert [leaf.path for leaf in report.failures()] == ["key_bias"], computed_in
     note = _zoo.compare_float64(reference, candidate, "float32").zoo_note
     assert note.startswith("1 leaves zero in exact arithmetic"), note
+    # a leaf the float64 model keeps in float32 (ViTMAE's mask) keeps its own tier
+    mask = (rng.random(4) < 0.5).astype(np.float32)
+    for computed_in in ("float64", "float32"):
+        report = _zoo.compare_float64(
+            {"grads": reference, "mask": mask}, {"grads": candidate, "mask": mask}, computed_in
+        )
+        assert report.passed, (computed_in, report.table())
+        tiers = {leaf.path: leaf.tier for leaf in report.leaves}
+        assert tiers["['mask']"] == "float32", tiers
 
 
 def test_a_module_caching_tensors_with_gradients_copies_for_the_noise_runs():

@@ -921,21 +921,28 @@ def compare_float64(reference, candidate, computed_in, *, name: str = "") -> Par
 
     - ``"float64"``: declared, so that a leaf of pure rounding noise (a key projection's
       bias, whose gradient is zero in exact arithmetic: softmax ignores a shift shared
-      by every key) is not taken for float32 arithmetic by its few significant bits. It
-      stands only where every floating leaf is float64; a leaf the model keeps in
-      another dtype is judged by detection, at its dtype's tier.
+      by every key) is not taken for float32 arithmetic by its few significant bits.
+      Where the model keeps a leaf in float32 (ViTMAE's mask), the float64 leaves are
+      declared one by one and that leaf is judged at its dtype's tier.
     - ``"float32"`` (a model whose own code casts to float32 inside): the float64
-      reference is also ``reference64``, for the rule of a leaf zero in exact arithmetic
-      (tolerance at its neighbours' scale): the same key bias is otherwise held to
-      1e-6 of its own ~1e-19 noise.
+      reference (its float32 leaves widened) is also ``reference64``, for the rule of a
+      leaf zero in exact arithmetic (tolerance at its neighbours' scale): the same key
+      bias is otherwise held to 1e-6 of its own ~1e-19 noise.
     """
     reference64 = None
     dtypes = [np.asarray(leaf).dtype for leaf in jax.tree_util.tree_leaves(reference)]
     floating = [d for d in dtypes if d.kind in "fc"]
     if computed_in == "float64" and not all(d in (np.float64, np.complex128) for d in floating):
-        computed_in = None
-    elif computed_in == "float32" and all(d == np.float64 for d in floating):
-        reference64 = reference
+        # a leaf the model keeps in float32 (ViTMAE's mask): the float64 leaves declared
+        # one by one, the others judged at their dtype's tier
+        reference, candidate = jaxgrad.parity.flatten(reference), jaxgrad.parity.flatten(candidate)
+        computed_in = {
+            path: "float64"
+            for path, leaf in reference.items()
+            if np.asarray(leaf).dtype in (np.float64, np.complex128)
+        }
+    elif computed_in == "float32":
+        reference64 = _widened(reference)
     report = jaxgrad.parity.compare(
         reference, candidate, computed_in=computed_in, reference64=reference64, name=name
     )
@@ -1124,6 +1131,19 @@ def _raised(value):
     return value
 
 
+def _widened(tree):
+    """``tree`` with its float16/32 leaves as float64 (exactly: a float64 model's output
+    that the model itself keeps in float32, ViTMAE's mask, is its own float64 answer)."""
+    return jax.tree_util.tree_map(
+        lambda leaf: (
+            leaf.astype(np.float64)
+            if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f" and leaf.dtype != np.float64
+            else leaf
+        ),
+        tree,
+    )
+
+
 def _float32(entry, built, cotangents, reference64, capture) -> tuple:
     """``(forward report, gradients report)`` of the float32 model, each judged by
     ``compare``'s calibrated float32 rule against ``reference64`` (torch's float64 run of
@@ -1140,7 +1160,7 @@ def _float32(entry, built, cotangents, reference64, capture) -> tuple:
         report = jaxgrad.parity.compare(
             {part: reference32[part]},
             {part: candidate32[part]},
-            reference64={part: reference64[part]},
+            reference64={part: _widened(reference64[part])},
             name=f"{entry.name} float32 {label}",
         )
         report.zoo_note = calibrated_note(report)
