@@ -612,3 +612,35 @@ def test_a_namedtuple_output_converts_as_the_tuple_of_its_fields(x64, rng):
     (_, output), grads = jax.value_and_grad(objective, has_aux=True)(params)
     assert isinstance(output, tuple) and len(output) == 2
     assert_parity(reference, {"output": list(output), "grads": grads})
+
+
+# ----------------------------------------------- attention's output layout
+class TransposedAttention(tnn.Module):
+    """Hugging Face's BEiT/Data2VecVision attention: heads split by a view and a
+    transpose, SDPA, then ``permute(...).contiguous().view(...)``. Traced on the CPU flash
+    kernel, whose output is laid out (batch, length, heads, dim), the ``contiguous`` is a
+    no-op and leaves the graph; the math form jaxgrad decomposes SDPA to is laid out
+    (batch, heads, length, dim), and the ``view`` then fails."""
+
+    def __init__(self, width=32, heads=2):
+        super().__init__()
+        self.qkv = tnn.Linear(width, 3 * width)
+        self.heads = heads
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = (
+            t.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
+            for t in self.qkv(x).chunk(3, dim=-1)
+        )
+        out = TF.scaled_dot_product_attention(q, k, v)
+        return out.permute(0, 2, 1, 3).contiguous().view(batch, length, width)
+
+
+def test_attention_transposed_back_and_viewed_converts_and_matches_torch(x64, rng):
+    torch.manual_seed(4)
+    module = TransposedAttention().double()
+    x = rng.standard_normal((2, 17, 32))
+    model, params = nn.from_torch(module, example=(torch.from_numpy(x),), capture="export")
+    for train in (True, False):
+        assert_parity(*grads_both(module, model, params, [x], train=train))

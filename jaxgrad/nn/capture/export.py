@@ -765,6 +765,7 @@ def _export(
     ``dynamic_shapes`` goes to ``torch.export`` as is (a failure is then a
     ``DynamicShapeError``)."""
     import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     mode = "training" if train else "evaluation"
     module.train(train)
@@ -774,7 +775,15 @@ def _export(
         with _rng_state(seed), warnings.catch_warnings():
             # torch's own pytree code warns about its own deprecated LeafSpec
             warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-            with export_autograd.during_export(module, frozen, problems):
+            # attention traced on torch's math kernel, the form `decompositions` gives it:
+            # traced on the CPU flash kernel, whose output is laid out (batch, length,
+            # heads, dim), a model's `.contiguous()` after transposing it back is a no-op
+            # and left out of the graph, and the `view` after it (Data2VecVision's) fails
+            # once the math form's output replaces the flash kernel's
+            with (
+                export_autograd.during_export(module, frozen, problems),
+                sdpa_kernel(SDPBackend.MATH),
+            ):
                 exported = torch.export.export(
                     module, tuple(args), dict(kwargs), strict=False, dynamic_shapes=dynamic_shapes
                 )
