@@ -337,6 +337,18 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
         assert abs(record["loss"] - reference["loss"]) < 1e-12 * abs(reference["loss"]), how
         assert not np.array_equal(record["params"]["0.weight"], reference["params"]["0.weight"])
 
+    # a model computing in float32 in places: the one-ulp runs move by float32's unit
+    run64, run32 = (
+        _zoo.torch_noise_step(
+            module, start, rng_state, args, {}, targets, "one ulp", draws=draws, unit=unit
+        )
+        for unit in ("float64", "float32")
+    )
+    moved = {
+        unit: np.max(np.abs(run["params"]["0.weight"] - reference["params"]["0.weight"]))
+        for unit, run in (("float64", run64), ("float32", run32))
+    }
+    assert moved["float32"] > 1e4 * moved["float64"] > 0, moved
     module[2].p = 0.0  # no dropout: no draws
     torch.manual_seed(0)
     start = _zoo._torch_state(module, optimizer)

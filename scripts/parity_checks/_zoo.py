@@ -532,13 +532,25 @@ def train_steps(
         if images and report.failures():
             runs = [
                 torch_noise_step(
-                    module, start, rng_state, args, kwargs, targets, how, draws=draws, hyper=hyper
+                    module,
+                    start,
+                    rng_state,
+                    args,
+                    kwargs,
+                    targets,
+                    how,
+                    draws=draws,
+                    hyper=hyper,
+                    unit="float32" if computed_in == "float32" else "float64",
                 )
                 for how in NOISE_RUNS
             ]
             # a run is a measure of rounding only where it computed the same loss (a
             # model that treats examples by position would not, the batch reversed)
-            alternates = [run for run in runs if run is not None and _same_loss(run, reference)]
+            tier = "float32" if computed_in == "float32" else "float64"
+            alternates = [
+                run for run in runs if run is not None and _same_loss(run, reference, tier)
+            ]
             counts = calibrate_by_torch_noise(report, reference, candidate, alternates)
             noise["steps"] += 1
             noise["leaves"] += counts[0]
@@ -576,7 +588,17 @@ ill-conditioned at the tier."""
 
 
 def torch_noise_step(
-    module, start, rng_state, args, kwargs, targets, how: str, *, draws=None, hyper=SGD
+    module,
+    start,
+    rng_state,
+    args,
+    kwargs,
+    targets,
+    how: str,
+    *,
+    draws=None,
+    hyper=SGD,
+    unit: str = "float64",
 ) -> dict | None:
     """torch's training step again from the same state ``start`` (``_torch_state``) and
     random state ``rng_state``, changed as ``how`` (one of ``NOISE_RUNS``) says: the
@@ -586,6 +608,11 @@ def torch_noise_step(
     ``draws``: the reference step's random draws. A run whose draws differ from them
     as values (channels-last fills a dropout mask in memory order, so its elements land
     elsewhere) measures other random numbers, not rounding: None is returned for it.
+
+    ``unit``: the one-ulp runs' unit in the last place: ``"float64"``'s, or
+    ``"float32"``'s (2⁻²⁴ relative) for a float64 model whose own code computes in
+    float32 in places (EfficientViT's linear attention): a float64 ulp vanishes in its
+    cast to float32, and the leaves are judged at the float32 tier anyway.
     """
     if how not in NOISE_RUNS:
         raise ValueError(f"`how` must be one of {NOISE_RUNS}, got {how!r}")
@@ -603,7 +630,8 @@ def torch_noise_step(
         values = np.array(values, copy=True)
         if perturbed and values.dtype.kind == "f":
             sign = rng.choice(np.array([-1.0, 1.0], values.dtype), size=values.shape)
-            values = values + sign * np.spacing(values)
+            step = np.spacing(values) if unit == "float64" else np.abs(values) * 2.0**-24
+            values = values + sign * step
         return torch.from_numpy(values)
 
     twin = copy_module(module)
@@ -625,6 +653,9 @@ def torch_noise_step(
             if not (isinstance(output, torch.Tensor) and output.is_floating_point()):
                 return output
             up = torch.rand(output.shape, generator=generator) < 0.5
+            if unit == "float32":
+                sign = torch.where(up, 1.0, -1.0).to(output.dtype)
+                return output + sign * output.abs() * 2.0**-24
             towards = torch.where(up, math.inf, -math.inf).to(output.dtype)
             return torch.nextafter(output, towards)
 
@@ -678,9 +709,9 @@ def copy_module(module):
     return copy.deepcopy(module, memo)
 
 
-def _same_loss(run: dict, reference: dict) -> bool:
-    rtol, atol = jaxgrad.parity.tolerance_for("float64")
+def _same_loss(run: dict, reference: dict, tier: str = "float64") -> bool:
     loss, expected = np.asarray(run["loss"]), np.asarray(reference["loss"])
+    rtol, atol = jaxgrad.parity.tolerance_for(tier, np.asarray(expected, np.float64))
     return bool(np.all(np.abs(loss - expected) <= atol + rtol * np.abs(expected)))
 
 
@@ -691,9 +722,10 @@ def calibrate_by_torch_noise(report, reference, candidate, alternates) -> tuple[
     float64 has no wider answer to measure a step against, so the measure of its
     rounding is torch against itself: ``alternates``, the same step run again as
     ``NOISE_RUNS`` say (``torch_noise_step``); torch's distance is the largest over
-    them. A float64 leaf outside the tier passes when jaxgrad's
-    distance from torch is within ``CALIBRATION_MULTIPLE`` times torch's own distance
-    from itself, both in units of the float64 tolerance (``headroom`` and
+    them. A leaf outside its tier (float64; or float32, for a float64 model whose own
+    code casts to float32) passes when jaxgrad's distance from torch is within
+    ``CALIBRATION_MULTIPLE`` times torch's own distance from itself, both in units of
+    the leaf's tolerance (``headroom`` and
     ``reference_headroom`` record them; ``rule`` is ``RULE_TORCH_NOISE``). A wrong
     gradient is orders of magnitude beyond rounding (a backward 0.1 % off is 10⁷ times
     the tier) and still fails.
@@ -705,11 +737,11 @@ def calibrate_by_torch_noise(report, reference, candidate, alternates) -> tuple[
     if not alternates:
         return 0, 0
     flat = [jaxgrad.parity.flatten(tree) for tree in (reference, candidate, *alternates)]
-    rtol, atol = jaxgrad.parity.tolerance_for("float64")
     passed = outside = 0
     for leaf in report.leaves:
-        if leaf.tier != "float64" or any(leaf.path not in tree for tree in flat):
+        if leaf.tier not in ("float64", "float32") or any(leaf.path not in tree for tree in flat):
             continue
+        rtol, atol = leaf.rtol, leaf.atol  # the leaf's own tier (float32: a model's casts)
         ref, cand, *alts = (np.asarray(tree[leaf.path], np.float64) for tree in flat)
         values = (ref, cand, *alts)
         if len({x.shape for x in values}) > 1 or not all(np.isfinite(x).all() for x in values):
@@ -1262,7 +1294,7 @@ def _train(
             f"torch against itself (channels-last; the batch reversed; every value one ulp "
             f"off, 3 seeds) on "
             f"the {noise['steps']} step(s) with leaves outside the tier: "
-            f"{noise['torch_outside']} leaves outside the float64 tier; "
+            f"{noise['torch_outside']} leaves outside their tier; "
             f"{noise['leaves']} of jaxgrad's leaves outside it pass within "
             f"{jaxgrad.parity.CALIBRATION_MULTIPLE:g}x torch's own distance"
         )
