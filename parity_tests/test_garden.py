@@ -514,6 +514,18 @@ def test_the_ci_subset_passes_in_real_children(tmp_path):
         assert set(record["columns"]) == {"float64", "float32", "train"}, name
 
 
+def test_image_models_capture_with_only_the_batch_dynamic():
+    """``shapes_for``: image inputs (every vision task) get ``dynamic_shapes="batch"``,
+    the others keep what was asked; a zoo model keeps the zoo's own choice."""
+    image = _garden.GardenModel("timm:x", "timm", "x", "image")
+    text = _garden.GardenModel("transformers:X", "transformers", "x", "text")
+    assert _garden.shapes_for(image, "auto") == "batch"
+    assert _garden.shapes_for(image, None) is None
+    assert _garden.shapes_for(text, "auto") == "auto"
+    tv = _garden.GardenModel("torchvision:swin_t", "torchvision", "swin", "classification")
+    assert _garden.zoo_entry(tv).dynamic_shapes == "batch"  # the zoo's, with its reason
+
+
 def test_the_child_runs_as_a_script():
     # `python scripts/_garden.py --help`: the child's entry point parses its arguments
     done = subprocess.run(

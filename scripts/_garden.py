@@ -37,6 +37,10 @@ enumerated from the libraries themselves:
   Mixtral): 2 sequences of 8 tokens, 2 images of 32x32, 2 clips of 400 audio samples, a
   Whisper log-mel of 16x16.
 
+Each model is converted with ``from_torch``'s ``dynamic_shapes="auto"``, except that
+image inputs get ``"batch"`` (``shapes_for``: symbolic image sides cost minutes of
+torch.export's shape reasoning, and the sweep does not run other shapes).
+
 Each model runs in a child process (``python scripts/_garden.py --child ...``, time
 limit ``--timeout``) that builds it, runs it once in torch (evaluation and training
 mode, float32: a model the library cannot run is not jaxgrad's to convert), then calls
@@ -817,8 +821,34 @@ def zoo_entry(model: GardenModel, *, size: int | None = 64, dynamic_shapes: str 
         model.library,
         build,
         notes="",
-        dynamic_shapes=known.dynamic_shapes if known is not None else dynamic_shapes,
+        dynamic_shapes=known.dynamic_shapes
+        if known is not None
+        else shapes_for(model, dynamic_shapes),
     )
+
+
+# the tasks whose inputs are images (or clips, or image pairs)
+IMAGE_TASKS = (
+    "classification",
+    "segmentation",
+    "video",
+    "optical_flow",
+    "detection",
+    "image",
+    "vision",
+)
+
+
+def shapes_for(model: GardenModel, dynamic_shapes: str) -> str:
+    """``from_torch``'s ``dynamic_shapes`` for ``model``: ``"auto"`` becomes ``"batch"``
+    for image inputs. With the image sides symbolic, torch.export reasons about every
+    window, padding and pooling size of the model: Hugging Face's tiny Swin took 524 s
+    to capture, 8.5 s with only the batch dynamic (torchvision's swin_t ran 39 minutes
+    without finishing, ``_zoo_models``); the sweep skips the other-shapes column, so
+    symbolic sides would cost time and test nothing."""
+    if dynamic_shapes == "auto" and model.task in IMAGE_TASKS:
+        return "batch"
+    return dynamic_shapes
 
 
 # --------------------------------------------------------------- classification
@@ -1203,6 +1233,7 @@ def run_one(model: GardenModel, columns, *, dynamic_shapes="auto", entry_for=Non
         record["seconds"] = round(time.perf_counter() - began, 2)
         return record
     record["note"] = note
+    record["dynamic_shapes"] = entry.dynamic_shapes
     record["parameters"] = sum(p.numel() for p in built[0].parameters())
     record["inputs"] = _describe_inputs(built[1], built[2])
     # run_model builds exactly once: it gets the module torch just ran (state restored)
