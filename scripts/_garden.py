@@ -1151,13 +1151,22 @@ def _probe_detection(model: GardenModel, record: dict) -> dict:
         jaxgrad.nn.from_torch(module, example=([image], [target]), with_buffers=True)
     except Exception as error:  # noqa: BLE001
         outcome, cause, detail = classify_exception(error, stage="convert")
+        note = _evaluation_mode_alone(module, image)
+        where = re.search(r"at (\S+:\d+) in (\w*nms\w*)", note)
+        if outcome == "REFUSED" and where and "data-dependent" in cause:
+            # name the op the issue asks for: evaluation's nms keeps a data-dependent
+            # number of boxes (training stops earlier, at the transform's random resize)
+            cause = (
+                f"data-dependent output size: {where.group(2)} ({where.group(1)}, "
+                f"evaluation); training: {cause.removeprefix('torch.export: ')}"
+            )
         return dict(
             record,
             outcome=outcome,
             cause=cause,
             detail=detail,
             convert_seconds=round(time.perf_counter() - began, 2),
-            note=_evaluation_mode_alone(module, image),
+            note=note,
         )
     return dict(
         record,
