@@ -651,3 +651,28 @@ def test_no_capture_test_reads_uninitialised_new_empty_memory(monkeypatch):
     filled = module(x)
     assert torch.isfinite(filled).all()
     torch.testing.assert_close(filled, reference, rtol=0, atol=0)
+
+
+def test_torchs_recorded_draws_replay_in_torch_whatever_its_generator_holds():
+    """``torchref.random_draws.replaying``: the recorded dropout masks handed back to
+    torch give the same step again on another seed; reversed with the batch, each
+    example keeps its own mask; a draw torch does not make as recorded is refused."""
+    from torchref.random_draws import Draw, recording, replaying
+
+    torch.manual_seed(0)
+    module = tnn.Sequential(tnn.Linear(4, 8), tnn.Dropout(0.5), tnn.Linear(8, 2)).double()
+    x = torch.randn(6, 4, dtype=torch.float64)
+    with recording() as draws:
+        expected = module(x)
+    assert len(draws) == 1 and 0 < draws[0].values.sum() < draws[0].values.numel()
+    torch.manual_seed(123)  # other numbers in torch's generator
+    with replaying(draws) as replayer:
+        again = module(x)
+    assert replayer.used == 1 and torch.equal(again, expected)
+    with replaying([Draw(d.op, d.values.flip(0)) for d in draws]):
+        reversed_batch = module(x.flip(0))
+    assert torch.equal(reversed_batch, expected.flip(0))
+    with pytest.raises(ValueError, match="more than the 0 draws"), replaying([]):
+        module(x)
+    with pytest.raises(ValueError, match="shape"), replaying(draws):
+        module(x[:3])

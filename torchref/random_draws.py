@@ -6,6 +6,8 @@ records, in order, every random tensor torch produces while it is active (the
 Bernoulli masks behind ``F.dropout`` and stochastic depth, ``torch.rand`` and
 ``torch.randn`` samples); a jaxgrad model captured from the same module runs its random
 ops in the same order and takes these draws instead of its own (``random_draws=``).
+``replaying(draws)`` hands them back to torch itself: the same step run again (in
+another layout, or with the batch reversed and the draws with it) on the same numbers.
 
 The recording sits below autograd (a ``TorchDispatchMode``), where ``F.dropout`` on
 the CPU is ``empty_like(x).bernoulli_(1 - p)``, then a scale and a product: what is
@@ -71,4 +73,53 @@ def recording():
         yield draws
 
 
-__all__ = ["Draw", "RANDOM_OPS", "recording"]
+class _Replayer(TorchDispatchMode):
+    def __init__(self, draws: list):
+        super().__init__()
+        self.draws = list(draws)
+        self.used = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func not in RANDOM_OPS:
+            return func(*args, **(kwargs or {}))
+        if func is _aten.native_dropout.default:
+            raise ValueError(
+                "replaying: native_dropout's draw is its keep mask, not replayed; only "
+                "draws made as separate random ops are"
+            )
+        if self.used == len(self.draws):
+            raise ValueError(f"replaying: torch drew more than the {len(self.draws)} draws given")
+        draw = self.draws[self.used]
+        self.used += 1
+        if draw.op != str(func):
+            raise ValueError(
+                f"replaying: draw {self.used} was {draw.op}, torch now draws {func} (the "
+                "forward draws in another order than the one recorded)"
+            )
+        if func._schema.name.endswith("_"):  # in place: the tensor it fills
+            target = args[0]
+            if target.shape != draw.values.shape:
+                raise ValueError(
+                    f"replaying: draw {self.used} has shape {tuple(draw.values.shape)}, "
+                    f"torch now fills {tuple(target.shape)}"
+                )
+            return target.copy_(draw.values)
+        return draw.values.clone()
+
+
+@contextlib.contextmanager
+def replaying(draws):
+    """``with replaying(draws): module(x)``: torch's random ops return ``draws`` (as
+    ``recording`` lists them), in order, instead of drawing: the same step again on the
+    same random numbers, whatever torch's generator holds (a dropout mask reversed along
+    the batch follows a reversed batch). A draw of another op or shape than torch asks
+    for, or too few draws, is a ``ValueError``; SDPA runs its math kernel, as when
+    recording."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    replayer = _Replayer(draws)
+    with sdpa_kernel(SDPBackend.MATH), replayer:
+        yield replayer
+
+
+__all__ = ["Draw", "RANDOM_OPS", "recording", "replaying"]

@@ -66,7 +66,7 @@ from jaxgrad.nn.capture.shapes import SymDim
 from jaxgrad.parity import ParityReport
 from parity_checks._capture_parity import draws_for
 from torchref import optim as toptim
-from torchref.random_draws import recording
+from torchref.random_draws import Draw, recording, replaying
 
 STEPS = 3
 SGD = {"lr": 0.01, "momentum": 0.9}
@@ -576,10 +576,10 @@ RULE_TORCH_NOISE = "torch's own rounding"
 
 
 NOISE_RUNS = ("channels-last", "batch reversed", "one ulp", "one ulp, seed 2", "one ulp, seed 3")
-"""torch's training step run again from the same state, as a measure of its rounding:
-in the channels-last layout and with the batch reversed (the same arithmetic summed in
-other orders: BatchNorm's statistics and every weight gradient sum over the batch; only
-for a step without random draws, whose masks would fall on other examples), and three
+"""torch's training step run again from the same state on the same random draws
+(replayed), as a measure of its rounding: in the channels-last layout and with the batch
+reversed (the same arithmetic summed in other orders: BatchNorm's statistics and every
+weight gradient sum over the batch; each example's dropout mask reversed with it), and three
 times with the inputs, the parameters and every layer's output each moved by one unit
 in the last place, up or down at random (Monte Carlo arithmetic: each value perturbed by
 the size of its own rounding; three seeds, as one sample of noise can fall small). A
@@ -605,9 +605,11 @@ def torch_noise_step(
     record ``torch_step`` gives. ``module`` is copied, not touched; torch's random state
     is restored afterwards.
 
-    ``draws``: the reference step's random draws. A run whose draws differ from them
-    as values (channels-last fills a dropout mask in memory order, so its elements land
-    elsewhere) measures other random numbers, not rounding: None is returned for it.
+    ``draws``: the reference step's random draws, replayed (``torchref.random_draws.
+    replaying``): the same numbers at the same places in every layout, and reversed
+    with the batch. A run that cannot take them (the forward draws in another order, a
+    draw not made per example under the batch reversed) measures nothing: None is
+    returned for it.
 
     ``unit``: the one-ulp runs' unit in the last place: ``"float64"``'s, or
     ``"float32"``'s (2⁻²⁴ relative) for a float64 model whose own code computes in
@@ -619,12 +621,17 @@ def torch_noise_step(
     seed = SEED_TRAIN + NOISE_RUNS.index(how)
     rng = np.random.default_rng(seed)
     perturbed = how.startswith("one ulp")
+    expected = list(draws or ())
     if how == "batch reversed":
         batch = {a.shape[0] for a in args if isinstance(a, np.ndarray)}
-        if draws or kwargs or len(batch) != 1 or any(t.shape[:1] != tuple(batch) for t in targets):
-            return None  # dropout masks would fall on other examples; no one batch axis
+        if kwargs or len(batch) != 1 or any(t.shape[:1] != tuple(batch) for t in targets):
+            return None  # no one batch axis
+        if any(not d.values.ndim or d.values.shape[0] not in batch for d in expected):
+            return None  # a draw not made per example (its reversal is no such draw)
         args = [a[::-1].copy() for a in args]
         targets = [t[::-1].copy() for t in targets]
+        # each example keeps its own dropout mask: the masks reversed with the batch
+        expected = [Draw(d.op, d.values.flip(0)) for d in expected]
 
     def nudged(values: np.ndarray) -> torch.Tensor:
         values = np.array(values, copy=True)
@@ -678,12 +685,17 @@ def torch_noise_step(
     try:
         inputs = [nudged(a) if isinstance(a, np.ndarray) else a for a in args]
         torch_args, torch_kwargs = _torch_inputs(inputs, kwargs, channels_last=channels_last)
-        record, own = torch_step(twin, optimizer, torch_args, torch_kwargs, targets)
+        # torch's draws replayed (its generator alone would fill a channels-last mask in
+        # memory order, other numbers at each place)
+        with replaying(expected) as replayer:
+            record, own = torch_step(twin, optimizer, torch_args, torch_kwargs, targets)
+    except ValueError as error:
+        if str(error).startswith("replaying:"):
+            return None  # the forward draws otherwise than recorded: no measure
+        raise
     finally:
         torch.set_rng_state(current)
-    same = len(own) == len(draws or ()) and all(
-        a.op == b.op and torch.equal(a.values, b.values) for a, b in zip(own, draws or ())
-    )
+    same = replayer.used == len(expected) and len(own) == len(expected)
     return record if same else None
 
 
