@@ -422,3 +422,26 @@ def test_a_module_caching_tensors_with_gradients_copies_for_the_noise_runs():
     assert twin.cache["scaled"].is_leaf and torch.equal(twin.cache["scaled"], torch.full((3,), 2.0))
     assert not module.cache["scaled"].is_leaf  # the original's cache untouched
     assert twin.weight is not module.weight and torch.equal(twin.weight, module.weight)
+
+
+def test_the_float64_column_measures_a_failing_gradient_against_torchs_other_orders():
+    """``float64_report``: a gradient leaf outside the float64 tier is put beside torch's
+    own gradients in channels-last and with the batch reversed; jaxgrad's distance there
+    within 5x torch's passes, a gradient 1e-6 off still fails."""
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten()).double()
+    args = (np.random.default_rng(1).standard_normal((4, 3, 6, 6)),)
+    reference, cotangents = _zoo.torch_eval(module, args, {})
+    runs = _zoo.torch_float32_runs(module, args, {}, cotangents)
+    assert len(runs) == 2  # channels-last, the batch reversed
+    # a weight gradient 1e-6 off: about 1e4 times the float64 tier
+    weight = reference["grads"]["0.weight"]
+    wrong = {**reference, "grads": {**reference["grads"], "0.weight": weight * (1 + 1e-6)}}
+    report = _zoo.float64_report(module, reference, wrong, args, {}, cotangents, "float64")
+    (leaf,) = report.failures()
+    assert leaf.path == "['grads']['0.weight']" and leaf.headroom > 1e3
+    assert "torch against itself (2 other summation orders)" in report.zoo_note
+    same = _zoo.float64_report(module, reference, reference, args, {}, cotangents, "float64")
+    assert same.passed and getattr(same, "zoo_note", None) is None

@@ -996,6 +996,29 @@ def compare_float64(reference, candidate, computed_in, *, name: str = "") -> Par
     return report
 
 
+def float64_report(
+    module64, reference64, candidate, args, kwargs, cotangents, computed_in, *, name=""
+) -> ParityReport:
+    """The float64 column: ``compare_float64``; a gradient leaf outside its tier is then
+    measured against torch's own rounding, as a training step's is
+    (``calibrate_by_torch_noise``), on torch's gradients in other summation orders
+    (``torch_float32_runs``: channels-last for images, the batch reversed): a weight
+    gradient element that cancels to ~1e-9 of its terms is beyond the float64 tier for
+    torch against itself too (torchvision's fcn_resnet50: one of 9.4M elements)."""
+    report = compare_float64(reference64, candidate, computed_in, name=name)
+    if report.failures():
+        alternates = torch_float32_runs(module64, args, kwargs, cotangents)
+        passed, outside = calibrate_by_torch_noise(report, reference64, candidate, alternates)
+        if alternates:
+            note = (
+                f"torch against itself ({len(alternates)} other summation orders): "
+                f"{outside} leaves outside their tier; {passed} of jaxgrad's leaves outside "
+                f"it pass within {jaxgrad.parity.CALIBRATION_MULTIPLE:g}x torch's own distance"
+            )
+            report.zoo_note = "; ".join(filter(None, (getattr(report, "zoo_note", None), note)))
+    return report
+
+
 def zero_note(report: ParityReport) -> str | None:
     """How many leaves passed as zero in exact arithmetic (``compare``'s rule), or None."""
     zero = [leaf for leaf in report.leaves if leaf.rule == jaxgrad.parity.RULE_ZERO]
@@ -1096,9 +1119,13 @@ def _run(entry, result, columns, capture, say):
         )
     if "float64" in columns:
         result.columns["float64"] = _column(
-            lambda: compare_float64(
+            lambda: float64_report(
+                module64,
                 reference64,
                 jax_eval(model, params, buffers, args64, kwargs64, cotangents),
+                args64,
+                kwargs64,
+                cotangents,
                 computed_in,
                 name=f"{entry.name} float64",
             )
@@ -1330,6 +1357,7 @@ __all__ = [
     "torch_step",
     "torch_noise_step",
     "compare_float64",
+    "float64_report",
     "copy_module",
     "zero_note",
     "NOISE_RUNS",
