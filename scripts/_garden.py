@@ -701,7 +701,9 @@ INPUTS = {
     "maxvit_t": (2, 224),  # partition_size=7 is fixed: the grid at every stage is 7x7 at 224
     "mvit_v1_b": (1, 16, 224),  # spatial_size=(224, 224), temporal_size=16 are fixed
     "mvit_v2_s": (1, 16, 224),
-    "s3d": (2, 8, 64),  # its temporal kernels and pooling need 8 frames
+    # its last pooling is a fixed 2x7x7 window: 16 frames of 224x224 are the least that
+    # leave it a 2x7x7 map
+    "s3d": (1, 16, 224),
 }
 # builder options beside weights=None, num_classes (why, each)
 OPTIONS = {
