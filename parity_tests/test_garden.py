@@ -535,3 +535,13 @@ def test_the_child_runs_as_a_script():
         timeout=60,
     )
     assert done.returncode == 0 and "--child" in done.stdout
+
+
+def test_xlas_out_of_memory_is_a_crash_not_a_defect():
+    """XLA reports the child's memory limit as ``RESOURCE_EXHAUSTED`` (torchvision's
+    mvit_v2_s: 9.9 GB for one float64 attention): CRASH, as a ``MemoryError`` is."""
+    error = RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 9887404616 bytes.")
+    outcome, cause, _ = _garden.classify_exception(error, stage="run")
+    assert (outcome, cause) == ("CRASH", "out of memory (the child's --memory-limit)")
+    outcome, _, _ = _garden.classify_exception(RuntimeError("shapes differ"), stage="run")
+    assert outcome == "FAIL"

@@ -938,7 +938,8 @@ def classify_exception(error: BaseException, *, stage: str) -> tuple[str, str, s
     """``(outcome, cause, detail)`` for an exception from one stage of a model's run
     (``"build"``, ``"torch"``: torch's own forward, ``"convert"``, ``"run"``: a column):
 
-    - a ``MemoryError``: CRASH (the child's memory limit);
+    - a ``MemoryError``, or XLA's ``RESOURCE_EXHAUSTED: Out of memory``: CRASH (the
+      child's memory limit);
     - ``"build"`` and ``"torch"``: ERROR (the library or torch failed);
     - an exception raised inside torch or a library (the innermost frame theirs, or one
       of the harness's torch-only functions, ``TORCH_SIDE``) with no jaxgrad or JAX
@@ -953,7 +954,8 @@ def classify_exception(error: BaseException, *, stage: str) -> tuple[str, str, s
     import jaxgrad
 
     detail = f"{type(error).__name__}: {str(error).strip()}".split("\n")[0][:600]
-    if isinstance(error, MemoryError):
+    if isinstance(error, MemoryError) or "RESOURCE_EXHAUSTED: Out of memory" in str(error):
+        # XLA's allocator reports the same limit as a JaxRuntimeError
         return "CRASH", "out of memory (the child's --memory-limit)", detail
     if stage in ("build", "torch"):
         what = (
