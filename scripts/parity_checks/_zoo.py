@@ -636,9 +636,7 @@ def torch_noise_step(
     def nudged(values: np.ndarray) -> torch.Tensor:
         values = np.array(values, copy=True)
         if perturbed and values.dtype.kind == "f":
-            sign = rng.choice(np.array([-1.0, 1.0], values.dtype), size=values.shape)
-            step = np.spacing(values) if unit == "float64" else np.abs(values) * 2.0**-24
-            values = values + sign * step
+            values = one_ulp(values, rng, unit)
         return torch.from_numpy(values)
 
     twin = copy_module(module)
@@ -651,24 +649,7 @@ def torch_noise_step(
     if channels_last:
         twin = twin.to(memory_format=torch.channels_last)
     if perturbed:
-        generator = torch.Generator().manual_seed(seed)
-
-        def round_away(module, inputs, output):
-            # every layer's output one ulp off, up or down at random: the rounding of
-            # each layer's own arithmetic (Monte Carlo arithmetic), torch's random state
-            # untouched
-            if not (isinstance(output, torch.Tensor) and output.is_floating_point()):
-                return output
-            up = torch.rand(output.shape, generator=generator) < 0.5
-            if unit == "float32":
-                sign = torch.where(up, 1.0, -1.0).to(output.dtype)
-                return output + sign * output.abs() * 2.0**-24
-            towards = torch.where(up, math.inf, -math.inf).to(output.dtype)
-            return torch.nextafter(output, towards)
-
-        for layer in twin.modules():
-            if not any(True for _ in layer.children()):
-                layer.register_forward_hook(round_away)
+        round_every_layer(twin, seed, unit)
     optimizer = toptim.make_optimizer("sgd", twin.parameters(), **hyper)
     saved = start["optimizer"]
     optimizer.load_state_dict(
@@ -697,6 +678,36 @@ def torch_noise_step(
         torch.set_rng_state(current)
     same = replayer.used == len(expected) and len(own) == len(expected)
     return record if same else None
+
+
+def round_every_layer(module, seed: int, unit: str = "float64") -> None:
+    """Forward hooks on every leaf layer of ``module`` (a copy: they stay) moving each
+    floating output one unit in the last place (``unit``: float64's, or float32's
+    2⁻²⁴ relative), up or down at random: the rounding of each layer's own arithmetic
+    (Monte Carlo arithmetic), drawn from a generator of its own (torch's untouched)."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def round_away(layer, inputs, output):
+        if not (isinstance(output, torch.Tensor) and output.is_floating_point()):
+            return output
+        up = torch.rand(output.shape, generator=generator) < 0.5
+        if unit == "float32":
+            sign = torch.where(up, 1.0, -1.0).to(output.dtype)
+            return output + sign * output.abs() * 2.0**-24
+        towards = torch.where(up, math.inf, -math.inf).to(output.dtype)
+        return torch.nextafter(output, towards)
+
+    for layer in module.modules():
+        if not any(True for _ in layer.children()):
+            layer.register_forward_hook(round_away)
+
+
+def one_ulp(values: np.ndarray, rng, unit: str = "float64") -> np.ndarray:
+    """``values`` (floating) each moved by one unit in the last place, up or down at
+    random (``unit`` as ``round_every_layer``)."""
+    sign = rng.choice(np.array([-1.0, 1.0], values.dtype), size=values.shape)
+    step = np.spacing(values) if unit == "float64" else np.abs(values) * 2.0**-24
+    return values + sign * step
 
 
 def copy_module(module):
@@ -1002,16 +1013,38 @@ def float64_report(
     """The float64 column: ``compare_float64``; a gradient leaf outside its tier is then
     measured against torch's own rounding, as a training step's is
     (``calibrate_by_torch_noise``), on torch's gradients in other summation orders
-    (``torch_float32_runs``: channels-last for images, the batch reversed): a weight
+    (``torch_float32_runs``: channels-last for images, the batch reversed) and three
+    times with every value one ulp off (``round_every_layer``, ``one_ulp``): a weight
     gradient element that cancels to ~1e-9 of its terms is beyond the float64 tier for
     torch against itself too (torchvision's fcn_resnet50: one of 9.4M elements)."""
     report = compare_float64(reference64, candidate, computed_in, name=name)
     if report.failures():
         alternates = torch_float32_runs(module64, args, kwargs, cotangents)
+        unit = "float32" if computed_in == "float32" else "float64"
+        for seed in range(3):  # Monte Carlo arithmetic, as the training steps' runs
+            rng = np.random.default_rng(SEED_TRAIN + 10 + seed)
+            twin = copy_module(module64)
+            with torch.no_grad():
+                for param in twin.parameters():
+                    param.copy_(torch.from_numpy(one_ulp(param.detach().numpy(), rng, unit)))
+            round_every_layer(twin, SEED_TRAIN + 10 + seed, unit)
+            nudged = [
+                _torch(
+                    one_ulp(a, rng, unit)
+                    if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                    else a
+                )
+                for a in args
+            ]
+            alternates.append(
+                _torch_grads(twin, nudged, {k: _torch(v) for k, v in kwargs.items()}, cotangents)
+            )
+            del twin
         passed, outside = calibrate_by_torch_noise(report, reference64, candidate, alternates)
         if alternates:
             note = (
-                f"torch against itself ({len(alternates)} other summation orders): "
+                f"torch against itself ({len(alternates)} runs: other summation orders, "
+                f"every value one ulp off): "
                 f"{outside} leaves outside their tier; {passed} of jaxgrad's leaves outside "
                 f"it pass within {jaxgrad.parity.CALIBRATION_MULTIPLE:g}x torch's own distance"
             )
@@ -1358,6 +1391,8 @@ __all__ = [
     "torch_noise_step",
     "compare_float64",
     "float64_report",
+    "round_every_layer",
+    "one_ulp",
     "copy_module",
     "zero_note",
     "NOISE_RUNS",
