@@ -543,5 +543,7 @@ def test_xlas_out_of_memory_is_a_crash_not_a_defect():
     error = RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 9887404616 bytes.")
     outcome, cause, _ = _garden.classify_exception(error, stage="run")
     assert (outcome, cause) == ("CRASH", "out of memory (the child's --memory-limit)")
+    torch_oom = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried 8388608")
+    assert _garden.classify_exception(torch_oom, stage="run")[0] == "CRASH"
     outcome, _, _ = _garden.classify_exception(RuntimeError("shapes differ"), stage="run")
     assert outcome == "FAIL"

@@ -698,6 +698,9 @@ INPUTS = {
     # its auxiliary head (active in training) pools the 17x17 map of a 299x299 input
     # 5x5/3 and convolves it 5x5: any smaller input leaves it nothing to convolve
     "inception_v3": (2, 299),
+    # RAFT's correlation pyramid needs feature maps of 16x16 and up: images of 128x128
+    "raft_small": (1, 128),
+    "raft_large": (1, 128),
     "maxvit_t": (2, 224),  # partition_size=7 is fixed: the grid at every stage is 7x7 at 224
     "mvit_v1_b": (1, 16, 224),  # spatial_size=(224, 224), temporal_size=16 are fixed
     "mvit_v2_s": (1, 16, 224),
@@ -938,8 +941,8 @@ def classify_exception(error: BaseException, *, stage: str) -> tuple[str, str, s
     """``(outcome, cause, detail)`` for an exception from one stage of a model's run
     (``"build"``, ``"torch"``: torch's own forward, ``"convert"``, ``"run"``: a column):
 
-    - a ``MemoryError``, or XLA's ``RESOURCE_EXHAUSTED: Out of memory``: CRASH (the
-      child's memory limit);
+    - a ``MemoryError``, XLA's ``RESOURCE_EXHAUSTED: Out of memory`` or torch's
+      ``DefaultCPUAllocator: can't allocate``: CRASH (the child's memory limit);
     - ``"build"`` and ``"torch"``: ERROR (the library or torch failed);
     - an exception raised inside torch or a library (the innermost frame theirs, or one
       of the harness's torch-only functions, ``TORCH_SIDE``) with no jaxgrad or JAX
@@ -954,8 +957,12 @@ def classify_exception(error: BaseException, *, stage: str) -> tuple[str, str, s
     import jaxgrad
 
     detail = f"{type(error).__name__}: {str(error).strip()}".split("\n")[0][:600]
-    if isinstance(error, MemoryError) or "RESOURCE_EXHAUSTED: Out of memory" in str(error):
-        # XLA's allocator reports the same limit as a JaxRuntimeError
+    if isinstance(error, MemoryError) or any(
+        text in str(error)
+        for text in ("RESOURCE_EXHAUSTED: Out of memory", "DefaultCPUAllocator: can't allocate")
+    ):
+        # XLA's allocator reports the same limit as a JaxRuntimeError, torch's as a
+        # RuntimeError
         return "CRASH", "out of memory (the child's --memory-limit)", detail
     if stage in ("build", "torch"):
         what = (
