@@ -7,7 +7,7 @@ enumerated from the libraries themselves:
 - **torchvision**: every builder ``torchvision.models.list_models(module=...)`` names for
   classification, semantic segmentation, video and optical flow, built with
   ``weights=None`` (and ``weights_backbone=None``: nothing is downloaded), 10 classes,
-  8 images of 64x64 (video: 2 clips of 4 frames of 32x32; RAFT: 2 pairs of 64x64 frames
+  8 images of 64x64 (video: 2 clips of 4 frames of 32x32; RAFT: a pair of 128x128 frames
   and 2 flow updates), except where the architecture fixes its input (``INPUTS``, each
   with its reason). Detection builders are listed and run too, but only as far as
   ``from_torch``: their forwards filter boxes by score and call ``torchvision::nms``
