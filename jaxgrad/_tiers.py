@@ -123,7 +123,10 @@ def looks_float32(values: np.ndarray) -> bool:
 
 
 def leaf_tier(
-    reference: np.ndarray, candidate: np.ndarray, declared: str | None = None
+    reference: np.ndarray,
+    candidate: np.ndarray,
+    declared: str | None = None,
+    neighbours=0.0,
 ) -> tuple[str, str]:
     """``(tier, reason)``: the policy tier of one leaf pair (module docstring).
 
@@ -131,6 +134,14 @@ def leaf_tier(
       reference: the reference leaf.
       candidate: the candidate leaf, of the reference's dtype.
       declared: ``"float32"``/``"float64"`` from ``computed_in``, or None.
+      neighbours: the largest magnitude among the reference's neighbouring leaves
+        (``neighbour_scales``; 0.0: none), or a function of no arguments returning
+        it (called only where detection would pick float32). A float64 leaf at most
+        ``ZERO_IN_EXACT`` of it is zero in exact arithmetic: its values are float64
+        rounding noise (~1e-17 of its neighbours), whose few significant bits can
+        make it look float32, so detection is skipped and the leaf keeps the float64
+        tier (reason ``ZERO_REASON``). float32 noise is ~1e-7 of the neighbours, far
+        above the bound: a float32 result held in float64 is still detected.
     """
     dtype = np.dtype(reference.dtype)
     if dtype.kind not in "fc" or declared is None and dtype.name != "float64":
@@ -143,8 +154,24 @@ def leaf_tier(
             )
         return np.dtype(declared).name, "declared"
     if looks_float32(reference) and looks_float32(candidate):
+        if zero_beside(reference, neighbours() if callable(neighbours) else neighbours):
+            return "float64", ZERO_REASON
         return "float32", "float32-exact values"
     return "float64", "dtype"
+
+
+ZERO_REASON = "zero in exact arithmetic"
+"""``leaf_tier``'s reason for a float64 leaf that looks float32 but is rounding noise
+around zero beside its neighbours: it keeps the float64 tier."""
+
+
+def zero_beside(reference: np.ndarray, neighbours: float) -> bool:
+    """True when ``reference``'s largest finite magnitude is at most ``ZERO_IN_EXACT``
+    of ``neighbours`` (> 0): a leaf zero in exact arithmetic beside them."""
+    reference = np.asarray(reference)
+    finite = np.abs(reference[np.isfinite(reference)])
+    own = float(finite.max()) if finite.size else 0.0
+    return 0.0 < neighbours and own <= ZERO_IN_EXACT * neighbours
 
 
 def declared_tiers(computed_in, paths) -> dict:
@@ -223,7 +250,9 @@ ZERO_IN_EXACT = 1e-11
 """A float32 leaf whose float64 reference is at most this fraction of its neighbours'
 largest value (``neighbour_scales``) is zero in exact arithmetic (a conv bias feeding
 BatchNorm: float64 gives ~1e-16 of the weights' scale, float32 ~1e-7): its tolerance
-is scaled by its neighbours' magnitude, the scale of its float32 noise, not its own."""
+is scaled by its neighbours' magnitude, the scale of its float32 noise, not its own.
+A float64 leaf at most this fraction of its neighbours keeps the float64 tier even where
+its values look float32 (``leaf_tier``): that is float64 noise around zero."""
 
 
 def float32_tolerance(reference64: np.ndarray, scale: float | None = None) -> np.ndarray:

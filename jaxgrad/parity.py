@@ -36,6 +36,12 @@ float32 tier for it (``LeafResult.tier`` and ``tier_reason`` record which applie
   including the lessons' exact values — keep the float64 tier; and because *both*
   sides must look float32, a candidate that silently computed in float32 against a
   float64 reference is still judged (and failed) at the float64 tier, with a hint.
+  Detection skips a leaf zero in exact arithmetic: one at most ``ZERO_IN_EXACT``
+  (1e-11) of the largest value among the reference's neighbouring leaves (a key
+  projection's bias gradient: softmax ignores a shift shared by every key). Its
+  float64 rounding noise (~1e-17) has few significant bits and can look float32; it
+  keeps the float64 tier (``tier_reason`` ``"zero in exact arithmetic"``), where
+  float32 noise (~1e-7 of the neighbours) would still be detected.
 
 **float32 calibrated by the reference's own rounding.** ``compare(reference, candidate,
 reference64=...)`` takes the reference computed again in float64 on the same values
@@ -63,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -88,6 +95,7 @@ from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public na
     neighbour_scales,
     significant_bits,
     tolerance_for,
+    zero_beside,
 )
 
 # ``LeafResult.rule``: which rule passed a leaf
@@ -128,8 +136,9 @@ class LeafResult:
         ``"int64"``…: integers and booleans compare exactly), or ``"explicit"`` when
         ``rtol`` and ``atol`` were passed; ``""`` when not reached.
       tier_reason: why that tier: ``"dtype"`` (the leaf's dtype), ``"declared"``
-        (``computed_in``) or ``"float32-exact values"`` (detected; module docstring);
-        ``""`` for an explicit tolerance or when not reached.
+        (``computed_in``), ``"float32-exact values"`` (detected; module docstring) or
+        ``"zero in exact arithmetic"`` (float64 noise around zero that looks float32,
+        kept at the float64 tier); ``""`` for an explicit tolerance or when not reached.
       rule: which rule passed the leaf: ``"tier"`` (within its tolerance of the
         reference), and with ``reference64`` for a float32 leaf outside it:
         ``"float64 answer"`` (within the float32 tier of the float64 answer),
@@ -153,7 +162,7 @@ class LeafResult:
     atol: float = math.nan
     problem: str | None = None
     tier: str = ""  # the tolerance tier applied: a dtype name, or "explicit"
-    tier_reason: str = ""  # "dtype", "declared" or "float32-exact values"; "" if none
+    tier_reason: str = ""  # "dtype", "declared", "float32-exact values", …; "" if none
     rule: str = ""  # which rule passed it ("tier", "float64 answer", …); "" if failed
     headroom: float = math.nan  # candidate vs the float64 answer, in float32 tiers
     reference_headroom: float = math.nan  # the float32 reference vs the float64 answer
@@ -335,7 +344,15 @@ def flatten(tree) -> dict[str, Any]:
 
 
 def _compare_leaf(
-    path, reference, candidate, rtol, atol, declared=None, exact=None, neighbours: float = 0.0
+    path,
+    reference,
+    candidate,
+    rtol,
+    atol,
+    declared=None,
+    exact=None,
+    neighbours: float = 0.0,
+    own_neighbours=0.0,
 ) -> LeafResult:
     if reference is None or candidate is None:
         result = LeafResult(path=path, shape=(), dtype="None")
@@ -383,7 +400,7 @@ def _compare_leaf(
         result.problem = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
         return result
     if rtol is None or atol is None:
-        result.tier, result.tier_reason = leaf_tier(ref, cand, declared)
+        result.tier, result.tier_reason = leaf_tier(ref, cand, declared, own_neighbours)
         policy_rtol, policy_atol = tolerance_for(result.tier, ref)
         rtol = policy_rtol if rtol is None else rtol
         atol = policy_atol if atol is None else atol
@@ -528,15 +545,39 @@ def leaf_digests(leaves: dict) -> dict:
     return digests
 
 
+def _key_paths(tree, flat: dict) -> dict:
+    """``{path: tuple of keys}`` of ``flat = flatten(tree)``: where each leaf sits."""
+    if isinstance(tree, dict) and list(flat) == list(tree):
+        return {path: (path,) for path in flat}
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_none)
+    return {jax.tree_util.keystr(path) or "<root>": tuple(path) for path, _ in leaves}
+
+
+def _magnitude(value: np.ndarray) -> float:
+    finite = value[np.isfinite(value)]
+    return float(np.max(np.abs(finite))) if finite.size else 0.0
+
+
+def _own_scales(reference, flat: dict) -> dict:
+    """``{path: neighbours' scale}`` of the reference's own float64 leaves (for
+    ``leaf_tier``: a leaf zero in exact arithmetic keeps the float64 tier)."""
+    magnitudes = {}
+    for path, leaf in flat.items():
+        if leaf is None:
+            continue
+        value = to_numpy(leaf)
+        if value.dtype == np.float64:
+            magnitudes[path] = _magnitude(value)
+    if len(magnitudes) < 2:
+        return {}
+    return neighbour_scales(_key_paths(reference, flat), magnitudes)
+
+
 def _float64_answer(reference64, paths) -> tuple[dict, dict]:
     """``({path: float64 leaf}, {path: neighbours' scale})`` of ``compare``'s
     ``reference64``, keyed as ``flatten`` keys the reference."""
     flat = flatten(reference64)
-    if isinstance(reference64, dict) and list(flat) == list(reference64):
-        keys = {path: (path,) for path in flat}
-    else:
-        leaves, _ = jax.tree_util.tree_flatten_with_path(reference64, is_leaf=_is_none)
-        keys = {jax.tree_util.keystr(path) or "<root>": tuple(path) for path, _ in leaves}
+    keys = _key_paths(reference64, flat)
     exact, magnitudes = {}, {}
     for path, leaf in flat.items():
         if leaf is None:
@@ -550,8 +591,7 @@ def _float64_answer(reference64, paths) -> tuple[dict, dict]:
                 "answer (the reference computed in float64 on the same values)."
             )
         exact[path] = value
-        finite = value[np.isfinite(value)]
-        magnitudes[path] = float(np.max(np.abs(finite))) if finite.size else 0.0
+        magnitudes[path] = _magnitude(value)
     unknown = [p for p in exact if p not in paths]
     if exact and len(unknown) == len(exact):
         raise ValueError(
@@ -564,8 +604,7 @@ def _float64_answer(reference64, paths) -> tuple[dict, dict]:
 def _zero_scale(exact: np.ndarray, neighbours: float) -> float | None:
     """``neighbours`` when ``exact`` (a float64 answer) is zero in exact arithmetic
     beside them (``ZERO_IN_EXACT``), else None (the leaf's own scale)."""
-    own = float(np.max(np.abs(exact))) if exact.size else 0.0
-    return neighbours if 0.0 < neighbours and own <= ZERO_IN_EXACT * neighbours else None
+    return neighbours if zero_beside(exact, neighbours) else None
 
 
 def rounding(values, reference64) -> dict:
@@ -665,6 +704,7 @@ def compare(
         # an empty comparison proves nothing; it is usually a check that lost its data
         structure.append("nothing to compare: reference and candidate have no leaves")
     exact, scales = ({}, {}) if reference64 is None else _float64_answer(reference64, ref_leaves)
+    own = functools.cache(lambda: _own_scales(reference, ref_leaves))  # only where needed
     for path, value in exact.items():
         ref = ref_leaves.get(path)
         if ref is not None and tuple(np.shape(to_numpy(ref))) != value.shape:
@@ -682,6 +722,7 @@ def compare(
             declared.get(path),
             exact.get(path),
             scales.get(path, 0.0),
+            lambda path=path: own().get(path, 0.0),
         )
         for path in ref_leaves
         if path in cand_leaves

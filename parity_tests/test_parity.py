@@ -309,6 +309,42 @@ def test_detection_cannot_weaken_genuine_float64_checks():
     )
 
 
+def _float32_exact_noise(seed, scale):
+    # float64 values with 24 significant bits: what a float64 gradient that is zero in
+    # exact arithmetic held in OPT's tiny decoder (its key projection's bias: ~1e-17
+    # beside gradients of ~1, 24 bits or fewer, so every value is a float32 value)
+    values = np.random.default_rng(seed).standard_normal(8).astype(np.float32) * scale
+    return values.astype(np.float64)
+
+
+def test_float64_noise_around_zero_keeps_the_float64_tier():
+    weight = np.random.default_rng(0).standard_normal((4, 4))
+    reference = {"k.bias": _float32_exact_noise(1, 1e-17), "k.weight": weight}
+    candidate = {"k.bias": _float32_exact_noise(2, 1e-17), "k.weight": weight.copy()}
+    assert parity.looks_float32(reference["k.bias"])
+    assert parity.looks_float32(candidate["k.bias"])
+    report = parity.compare(reference, candidate)
+    assert report.passed, report.table()
+    bias = report.leaves[0]
+    assert (bias.tier, bias.tier_reason, bias.atol) == (
+        "float64",
+        "zero in exact arithmetic",
+        1e-12,
+    )
+    # alone, nothing says it is noise around zero: detected float32, held to 1e-6 of
+    # its own scale, it fails (the misreading the rule removes)
+    alone = parity.compare(reference["k.bias"], candidate["k.bias"])
+    assert not alone.passed and alone.leaves[0].tier_reason == "float32-exact values"
+    # the float64 tier still fails a real error in it
+    wrong = dict(candidate, **{"k.bias": candidate["k.bias"] + 1e-9})
+    assert not parity.compare(reference, wrong).passed
+    # float32 noise around zero (~1e-7 of the neighbours) is still detected as float32
+    float32_zero = {"k.bias": _float32_exact_noise(1, 1e-7), "k.weight": weight}
+    other = {"k.bias": _float32_exact_noise(2, 1e-7), "k.weight": weight.copy()}
+    leaf = parity.compare(float32_zero, other).leaves[0]
+    assert (leaf.tier, leaf.tier_reason) == ("float32", "float32-exact values")
+
+
 def test_significant_bits_and_looks_float32():
     bits = parity.significant_bits(np.array([6.0, 0.75, 0.0, 2.0**-12, np.float32(0.1), 0.1]))
     assert bits.tolist() == [2, 2, 0, 1, 24, 52]
