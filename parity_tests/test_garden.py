@@ -547,3 +547,40 @@ def test_xlas_out_of_memory_is_a_crash_not_a_defect():
     assert _garden.classify_exception(torch_oom, stage="run")[0] == "CRASH"
     outcome, _, _ = _garden.classify_exception(RuntimeError("shapes differ"), stage="run")
     assert outcome == "FAIL"
+
+
+def test_raft_runs_in_float64_with_its_grid_in_the_models_dtype():
+    """torchvision's RAFT makes its pixel grid with ``.float()``: torch itself cannot run
+    the float64 model. The garden's RAFT makes it in the parameters' dtype; the float32
+    model computes bit for bit as torchvision's own."""
+    import torch
+    from _zoo_models import import_torchvision
+
+    tv = import_torchvision()
+    torch.set_num_threads(1)
+    model = _garden.GardenModel("torchvision:raft_small", "torchvision", "raft", "optical_flow")
+    images = [torch.from_numpy(_garden._images(1, 128, seed=s)) for s in (0, 1)]
+    torch.manual_seed(0)
+    plain = tv.models.get_model("raft_small", weights=None).eval()
+    with pytest.raises(RuntimeError, match="[Dd]ouble"):  # torchvision's own RAFT
+        copy_of(plain).double()(*(i.double() for i in images), num_flow_updates=1)
+    adapted, _, _ = _garden._tv_build(model)(tv)
+    adapted.load_state_dict(plain.state_dict())
+    adapted.eval()
+    with torch.no_grad():
+        flows32 = adapted(*images, num_flow_updates=1)
+        expected32 = plain(*images, num_flow_updates=1)
+        flows64 = copy_of(adapted).double()(*(i.double() for i in images), num_flow_updates=1)
+    assert torch.equal(flows32[-1], expected32[-1])
+    assert flows64[-1].dtype == torch.float64
+    # the float64 run approximates the same flow as the float32 one
+    assert torch.allclose(flows64[-1].float(), flows32[-1], rtol=1e-3, atol=1e-3)
+    assert "make_coords_grid" in _garden.ADAPTED["raft_small"]
+    with pytest.raises(RuntimeError, match="[Dd]ouble"):  # any other RAFT: torchvision's
+        copy_of(plain).double()(*(i.double() for i in images), num_flow_updates=1)
+
+
+def copy_of(module):
+    import copy
+
+    return copy.deepcopy(module)

@@ -9,7 +9,9 @@ enumerated from the libraries themselves:
   ``weights=None`` (and ``weights_backbone=None``: nothing is downloaded), 10 classes,
   8 images of 64x64 (video: 2 clips of 4 frames of 32x32; RAFT: a pair of 128x128 frames
   and 2 flow updates), except where the architecture fixes its input (``INPUTS``, each
-  with its reason). Detection builders are listed and run too, but only as far as
+  with its reason). RAFT is built with its pixel grid in the model's dtype
+  (``ADAPTED``: torchvision makes it float32, and torch cannot run the float64 model;
+  the record's note says so). Detection builders are listed and run too, but only as far as
   ``from_torch``: their forwards filter boxes by score and call ``torchvision::nms``
   (output sizes that depend on tensor values) and, in training mode, draw the resize
   size with ``.item()``; ``from_torch`` refuses them, and the record keeps its reason.
@@ -718,6 +720,51 @@ OPTIONS = {
 }
 
 
+# What the garden changes in a model so that torch itself can run it in float64 (the
+# note each record carries); the float32 model computes exactly as the library's
+ADAPTED = {
+    name: (
+        "torchvision's make_coords_grid builds RAFT's pixel grid with .float(), float32 "
+        "inside the float64 model, where torch raises 'Input type (float) and bias type "
+        "(double)'; the garden builds the grid in the model's own dtype (whole numbers, "
+        "exact in both), so torch runs the float64 model"
+    )
+    for name in ("raft_small", "raft_large")
+}
+
+
+def _grid_in_model_dtype(torch, module):
+    """``module`` (a torchvision RAFT) with its coordinate grid made in the dtype of its
+    parameters (``ADAPTED``): the forward sets the dtype ``make_coords_grid`` casts its
+    grid to, an explicit cast that ``torch.export`` records. (Setting torch's default
+    dtype instead would also change ``torch.linspace`` in the correlation lookup at
+    trace time, not when the exported program runs.)"""
+    import importlib
+
+    raft = importlib.import_module("torchvision.models.optical_flow.raft")
+    if not hasattr(raft.make_coords_grid, "dtype"):
+        original = raft.make_coords_grid
+
+        def make_coords_grid(*args, **kwargs):
+            return original(*args, **kwargs).to(make_coords_grid.dtype)
+
+        make_coords_grid.dtype = torch.float32
+        raft.make_coords_grid = make_coords_grid
+    grid = raft.make_coords_grid
+
+    class RAFTInItsDtype(type(module)):
+        def forward(self, *args, **kwargs):
+            grid.dtype = next(self.parameters()).dtype
+            try:
+                return super().forward(*args, **kwargs)
+            finally:
+                grid.dtype = torch.float32  # torchvision's own, for any other RAFT
+
+    RAFTInItsDtype.__name__ = type(module).__name__
+    module.__class__ = RAFTInItsDtype
+    return module
+
+
 def _tv_build(model: GardenModel):
     name = model.name.split(":", 1)[1]
 
@@ -727,6 +774,10 @@ def _tv_build(model: GardenModel):
             options["weights_backbone"] = None
         if model.task == "optical_flow":
             module = tv.models.get_model(name, **options)
+            if name in ADAPTED:
+                import torch
+
+                module = _grid_in_model_dtype(torch, module)
             batch, size = INPUTS.get(name, (2, 64))
             first, second = _images(batch, size), _images(batch, size, seed=SEED + 1)
             return module, (first, second), {"num_flow_updates": 2}
@@ -1089,7 +1140,9 @@ def _build_and_run(model: GardenModel, entry_for) -> tuple:
         except Exception as error:  # noqa: BLE001
             failures.append(_Stage("torch", error))
             continue
-        note = ""
+        note = (
+            ADAPTED.get(model.name.split(":", 1)[1], "") if model.library == "torchvision" else ""
+        )
         if failures:
             first = failures[0].error
             note = (
@@ -1286,6 +1339,14 @@ def _round(value):
     return None if value is None else round(value, 2)
 
 
+def peak_memory_gb() -> float:
+    """This process's peak resident memory (Linux reports kilobytes), in GB: how much a
+    model's run needed, for the page and for choosing ``--memory-limit``."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
 def child_main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="one garden model (the sweep's child)")
     parser.add_argument("--child", required=True, help="the GardenModel as JSON")
@@ -1299,6 +1360,7 @@ def child_main(argv=None) -> int:
     record = run_one(
         model, tuple(c for c in args.columns.split(",") if c), dynamic_shapes=args.dynamic_shapes
     )
+    record["peak_memory_gb"] = peak_memory_gb()
     with open(args.out + ".tmp", "w") as handle:
         json.dump(record, handle)
     os.replace(args.out + ".tmp", args.out)
@@ -1701,11 +1763,12 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
         "Columns as in the [zoo](zoo.md#what-each-column-holds): the verdict and the largest "
         "absolute error of each comparison; `convert`: `from_torch` on the float64 model; "
         "`1st call`: the jitted float64 training step's first call (compilation and one step); "
-        "`time`: the model's whole process.",
+        "`time`: the model's whole process; `peak`: its peak resident memory (recorded "
+        "since the sweep's later models).",
         "",
         "| model | task / family | params | inputs | outcome | cause | front | f64 fwd+grads "
-        "| f32 fwd | train f64 x3 | shapes | artifact | convert | 1st call | time |",
-        "|---|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|---:|",
+        "| f32 fwd | train f64 x3 | shapes | artifact | convert | 1st call | time | peak |",
+        "|---|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|---:|---:|",
     ]
     for record in records:
         cells = record.get("columns") or {}
@@ -1730,6 +1793,9 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
                     seconds(record.get("convert_seconds")),
                     seconds(record.get("first_call_seconds")),
                     seconds(record.get("seconds")),
+                    "-"
+                    if record.get("peak_memory_gb") is None
+                    else f"{record['peak_memory_gb']:.1f} GB",
                 )
             )
             + " |"
