@@ -201,8 +201,11 @@ def test_auto_rule_groups_size_and_mode():
     # the size limit
     assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "patches"
     assert _lowering.choose(small_x, (6, 2, 3, 3), *args, 2) == "patches"
-    huge_depthwise_x = (_lowering.PATCH_LIMIT // (16 * 16 * 9) + 1, 4, 16, 16)
+    # the limit counts every group's patches: 4 channels x 9 x N x 16 x 16 elements
+    huge_depthwise_x = (_lowering.PATCH_LIMIT // (16 * 16 * 9 * 4) + 1, 4, 16, 16)
     assert _lowering.choose(huge_depthwise_x, (8, 1, 3, 3), *args, 4) == "xla"
+    within = (_lowering.PATCH_LIMIT // (16 * 16 * 9 * 4), 4, 16, 16)
+    assert _lowering.choose(within, (8, 1, 3, 3), *args, 4) == "patches"
     with nn.conv_lowering("xla"):
         assert _lowering.choose(small_x, (8, 1, 3, 3), *args, 4) == "xla"
     with nn.conv_lowering("patches"):

@@ -45,6 +45,8 @@ Both compute torch's ``conv{1,2,3}d`` (input `(N, C, *spatial)`, weight
   28, 64 in 2) ran 17–165× faster as patches in float32 and 1.7–16× in float64 (AMD
   EPYC, AVX2, 2 cores): XLA:CPU emits the grouped convolution's gradients as loop
   nests (torchvision's resnext50_32x4d passed the garden's 300 s limit with them).
+  ``PATCH_LIMIT`` counts the patch matrix of every group (rules revision 5; revision
+  4 counted one group's, so a depthwise convolution's could be channels times over).
 
 The mode is read when a function is traced: ``with conv_lowering("xla"): ...``
 around the first call of a jitted function (a function traced earlier keeps the
@@ -71,7 +73,7 @@ PATCH_LIMIT = 1 << 28  # at most this many elements in a patch matrix (1 GiB in 
 PATCH_MIN = 1 << 20  # outside loops, patches from this many elements (4 MiB in float32)
 WIDE = 32  # outside loops, patches from this many output channels
 RULES = (
-    4  # revision of the "auto" rules and the patch layout: part of the trainer's strategy-cache key
+    5  # revision of the "auto" rules and the patch layout: part of the trainer's strategy-cache key
 )
 _override: list[str] = []
 _loops: list[bool] = []
@@ -151,7 +153,8 @@ def choose(x_shape, w_shape, stride, pads, dilation, groups) -> str:
     if not all(isinstance(size, int) for size in x_shape):
         return "xla"  # symbolic sizes (a jax.export artifact): XLA's convolution takes them
     out = output_lengths(x_shape[2:], w_shape[2:], stride, pads, dilation)
-    elements = x_shape[0] * math.prod(out) * math.prod(w_shape[1:])
+    # the patch matrix of every group: (C·prod(kernel), N·prod(out)), C = groups · C/groups
+    elements = x_shape[0] * math.prod(out) * math.prod(w_shape[1:]) * groups
     if elements > PATCH_LIMIT:
         return "xla"
     if groups != 1:  # grouped (depthwise or ResNeXt's): patches, in and out of loops
