@@ -675,3 +675,28 @@ def test_unread_nodes_are_dropped_but_never_a_check_or_a_random_draw():
     assert unread_view.name in dead
     assert check.name not in dead and size.name not in dead
     assert unread_draw.name not in dead
+
+
+def test_a_slow_dynamic_capture_says_so_and_what_to_do(conv_head, monkeypatch, capfd):
+    """Symbolic image sides can keep torch.export reasoning for minutes (a tiny HF Swin:
+    524 s, 8.5 s with only the batch dynamic): past ``SLOW_CAPTURE_SECONDS`` the user
+    is told on stderr why from_torch is still working and which option is faster."""
+    from jaxgrad.nn.capture import export as export_capture
+
+    real_export = torch.export.export
+
+    def slow_export(*args, **kwargs):
+        import time
+
+        time.sleep(0.3)  # a capture past the (shortened) threshold
+        return real_export(*args, **kwargs)
+
+    monkeypatch.setattr(export_capture, "SLOW_CAPTURE_SECONDS", 0.05)
+    monkeypatch.setattr(torch.export, "export", slow_export)
+    module = conv_head[0]
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    nn.from_torch(module, example=(x,), capture="export")
+    said = capfd.readouterr().err
+    assert "still capturing ConvHead" in said and "dynamic_shapes='batch'" in said
+    nn.from_torch(module, example=(x,), capture="export", dynamic_shapes=None)
+    assert "still capturing" not in capfd.readouterr().err  # static: nothing to say

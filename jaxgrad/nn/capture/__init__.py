@@ -80,7 +80,8 @@ def from_torch(
         input's first size dynamic: every batch size from one capture, the other sizes
         the example's; much cheaper to capture where torch reasons slowly about image
         sides, e.g. Swin's window reshapes), ``None`` (the example's shapes), or a
-        ``dynamic_shapes`` spec as ``torch.export.export`` takes it.
+        ``dynamic_shapes`` spec as ``torch.export.export`` takes it. A capture with
+        dynamic sizes still running after a minute says so on stderr.
       batch_one: export front end: also capture the program at batch size 1. torch
         captures sizes 0 and 1 apart from the others (broadcasting treats them so),
         so a capture at batch 2 or more runs batches from 2 up; with this, ``apply``

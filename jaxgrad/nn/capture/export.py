@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import operator
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -749,6 +751,40 @@ def auto_dims(module, args, kwargs, axes: str = "auto"):
     return collection.dynamic_shapes(module, tuple(args), dict(kwargs))
 
 
+SLOW_CAPTURE_SECONDS = 60.0
+"""After this long in one ``torch.export`` with dynamic sizes, ``from_torch`` says so on
+stderr, once, with what to do (``_slow_capture_notice``)."""
+
+
+@contextlib.contextmanager
+def _slow_capture_notice(class_name: str, mode: str, dynamic: bool):
+    """A line on stderr if the capture inside outlasts ``SLOW_CAPTURE_SECONDS`` with
+    dynamic sizes: torch's reasoning about symbolic image sides can take many minutes
+    (measured: a tiny Hugging Face Swin 524 s with every size dynamic, 8.5 s with only
+    the batch), and nothing else shows the user why from_torch is still working."""
+    if not dynamic:
+        yield
+        return
+
+    def notice():
+        sys.stderr.write(
+            f"from_torch: torch.export is still capturing {class_name} in {mode} mode after "
+            f"{SLOW_CAPTURE_SECONDS:g} s with dynamic sizes. Symbolic image sides can take "
+            "torch many minutes (window reshapes, e.g. Swin); dynamic_shapes='batch' keeps "
+            "only the batch dynamic and dynamic_shapes=None the example's shapes, both "
+            "captured far faster.\n"
+        )
+        sys.stderr.flush()
+
+    timer = threading.Timer(SLOW_CAPTURE_SECONDS, notice)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def _export(
     module,
     args,
@@ -783,6 +819,7 @@ def _export(
             with (
                 export_autograd.during_export(module, frozen, problems),
                 sdpa_kernel(SDPBackend.MATH),
+                _slow_capture_notice(class_name, mode, dynamic_shapes is not None),
             ):
                 exported = torch.export.export(
                     module, tuple(args), dict(kwargs), strict=False, dynamic_shapes=dynamic_shapes
