@@ -530,32 +530,35 @@ def train_steps(
         }
         report = compare_float64(reference, candidate, computed_in)
         if images and report.failures():
-            runs = [
-                torch_noise_step(
-                    module,
-                    start,
-                    rng_state,
-                    args,
-                    kwargs,
-                    targets,
-                    how,
-                    draws=draws,
-                    hyper=hyper,
-                    unit="float32" if computed_in == "float32" else "float64",
-                )
-                for how in NOISE_RUNS
-            ]
-            # a run is a measure of rounding only where it computed the same loss (a
-            # model that treats examples by position would not, the batch reversed)
             tier = "float32" if computed_in == "float32" else "float64"
-            alternates = [
-                run for run in runs if run is not None and _same_loss(run, reference, tier)
-            ]
-            counts = calibrate_by_torch_noise(report, reference, candidate, alternates)
+
+            def alternates(
+                start=start, rng_state=rng_state, draws=draws, reference=reference, tier=tier
+            ):
+                # one run at a time (each holds a whole state: a large model's five at
+                # once would not fit); a run is a measure of rounding only where it
+                # computed the same loss (a model that treats examples by position
+                # would not, the batch reversed)
+                for how in NOISE_RUNS:
+                    run = torch_noise_step(
+                        module,
+                        start,
+                        rng_state,
+                        args,
+                        kwargs,
+                        targets,
+                        how,
+                        draws=draws,
+                        hyper=hyper,
+                        unit=tier,
+                    )
+                    if run is not None and _same_loss(run, reference, tier):
+                        yield run
+
+            counts = calibrate_by_torch_noise(report, reference, candidate, alternates())
             noise["steps"] += 1
             noise["leaves"] += counts[0]
             noise["torch_outside"] += counts[1]
-            del alternates
         for leaf in report.leaves:
             leaf.path = f"step {index + 1} {leaf.path}"
         leaves.extend(report.leaves)
@@ -759,33 +762,58 @@ def calibrate_by_torch_noise(report, reference, candidate, alternates) -> tuple[
       ``(leaves passed by the rule, leaves where torch against itself is outside the
       tier)``.
     """
-    if not alternates:
+    ref_flat, cand_flat = jaxgrad.parity.flatten(reference), jaxgrad.parity.flatten(candidate)
+    leaves = {leaf.path: leaf for leaf in report.leaves}
+
+    def tolerance(path):  # the leaf's own tier (float32: a model's casts)
+        return leaves[path].atol + leaves[path].rtol * np.abs(ref_flat[path])
+
+    # leaf path: torch's largest headroom so far (None: not measurable); no copies kept
+    measured: dict = {}
+    for path, leaf in leaves.items():
+        if leaf.tier not in ("float64", "float32") or path not in cand_flat or path not in ref_flat:
+            continue
+        ref = np.asarray(ref_flat[path], np.float64)
+        cand = np.asarray(cand_flat[path], np.float64)
+        if ref.shape != cand.shape or not ref.size:
+            continue
+        if np.isfinite(ref).all() and np.isfinite(cand).all():
+            measured[path] = 0.0
+    runs = 0
+    for alternate in alternates:  # one at a time: each is a whole training state
+        runs += 1
+        alt_flat = jaxgrad.parity.flatten(alternate)
+        for path, so_far in measured.items():
+            value = alt_flat.get(path)
+            alt = None if value is None else np.asarray(value, np.float64)
+            ref = np.asarray(ref_flat[path], np.float64)
+            if so_far is None or alt is None or alt.shape != ref.shape:
+                measured[path] = None
+            elif not np.isfinite(alt).all():
+                measured[path] = None
+            else:
+                measured[path] = max(so_far, float(np.max(np.abs(alt - ref) / tolerance(path))))
+        del alternate, alt_flat
+    if not runs:
         return 0, 0
-    flat = [jaxgrad.parity.flatten(tree) for tree in (reference, candidate, *alternates)]
     passed = outside = 0
     for leaf in report.leaves:
-        if leaf.tier not in ("float64", "float32") or any(leaf.path not in tree for tree in flat):
+        torch_headroom = measured.get(leaf.path)
+        if torch_headroom is None:
             continue
-        rtol, atol = leaf.rtol, leaf.atol  # the leaf's own tier (float32: a model's casts)
-        ref, cand, *alts = (np.asarray(tree[leaf.path], np.float64) for tree in flat)
-        values = (ref, cand, *alts)
-        if len({x.shape for x in values}) > 1 or not all(np.isfinite(x).all() for x in values):
-            continue
-        if not ref.size:
-            continue
-        tolerance = atol + rtol * np.abs(ref)
-        torch_headroom = max(float(np.max(np.abs(alt - ref) / tolerance)) for alt in alts)
         outside += torch_headroom > 1.0
         if leaf.passed:
             continue
-        jax_headroom = float(np.max(np.abs(cand - ref) / tolerance))
+        ref = np.asarray(ref_flat[leaf.path], np.float64)
+        cand = np.asarray(cand_flat[leaf.path], np.float64)
+        jax_headroom = float(np.max(np.abs(cand - ref) / tolerance(leaf.path)))
         leaf.headroom, leaf.reference_headroom = jax_headroom, torch_headroom
         if jax_headroom <= jaxgrad.parity.CALIBRATION_MULTIPLE * torch_headroom:
             leaf.problem, leaf.rule = None, RULE_TORCH_NOISE
             passed += 1
         else:
             leaf.problem += (
-                f"; torch against itself (largest of {len(alts)} runs): "
+                f"; torch against itself (largest of {runs} runs): "
                 f"{torch_headroom:.3g}x the tier, "
                 f"jaxgrad {jax_headroom:.3g}x (passes within "
                 f"{jaxgrad.parity.CALIBRATION_MULTIPLE:g} x torch's)"
