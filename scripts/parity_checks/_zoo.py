@@ -1223,6 +1223,9 @@ def _run(entry, result, columns, capture, say):
         )
     if "train" in columns:
         say(f"{STEPS} training steps")
+        # the last column starts every step from torch's state: the conversion's params
+        # and the float64 column's results are let go first (a large model's copies)
+        params = reference64 = cotangents = None
         result.columns["train"] = _column(
             lambda: _train(
                 entry,
