@@ -584,3 +584,27 @@ def copy_of(module):
     import copy
 
     return copy.deepcopy(module)
+
+
+def test_a_model_xla_fails_on_runs_with_its_xla_options_and_only_it(monkeypatch):
+    """``XLA_OPTIONS``: the child of a model XLA itself crashes on (RAFT large: a
+    segmentation fault in XLA:CPU's YNN fusions) gets the options in its environment;
+    every other child gets the sweep's own."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def popen(command, **options):
+        seen[json.loads(command[command.index("--child") + 1])["name"]] = options["env"]
+        raise Stop
+
+    monkeypatch.setattr(_garden.subprocess, "Popen", popen)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    raft = _garden.GardenModel("torchvision:raft_large", "torchvision", "raft", "optical_flow")
+    for model in (raft, MODEL):
+        with pytest.raises(Stop):
+            _garden.run_child(model, ("float64",), timeout=10)
+    flag, why = _garden.XLA_OPTIONS["torchvision:raft_large"]
+    assert seen["torchvision:raft_large"]["XLA_FLAGS"] == flag and "segmentation fault" in why
+    assert "XLA_FLAGS" not in seen[MODEL.name]

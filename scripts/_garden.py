@@ -11,7 +11,8 @@ enumerated from the libraries themselves:
   and 2 flow updates), except where the architecture fixes its input (``INPUTS``, each
   with its reason). RAFT is built with its pixel grid in the model's dtype
   (``ADAPTED``: torchvision makes it float32, and torch cannot run the float64 model;
-  the record's note says so). Detection builders are listed and run too, but only as far as
+  the record's note says so). A model XLA itself fails on runs with the XLA options
+  ``XLA_OPTIONS`` names (its child only; the record keeps them and why). Detection builders are listed and run too, but only as far as
   ``from_torch``: their forwards filter boxes by score and call ``torchvision::nms``
   (output sizes that depend on tensor values) and, in training mode, draw the resize
   size with ``.item()``; ``from_torch`` refuses them, and the record keeps its reason.
@@ -733,6 +734,18 @@ ADAPTED = {
 }
 
 
+# XLA options a model's child runs with, where XLA itself fails on the program jaxgrad
+# emits (each with what was measured); the record's note names them
+XLA_OPTIONS = {
+    "torchvision:raft_large": (
+        "--xla_cpu_experimental_ynn_fusion_type=",
+        "XLA:CPU (jaxlib 0.10.2) crashes with a segmentation fault running the float32 "
+        "gradient program, inside its YNNPACK fusion runtime (slinky "
+        "fuse_contiguous_dims, from a YNN transpose, in gdb); with YNN fusions off it runs",
+    ),
+}
+
+
 def _grid_in_model_dtype(torch, module):
     """``module`` (a torchvision RAFT) with its coordinate grid made in the dtype of its
     parameters (``ADAPTED``): the forward sets the dtype ``make_coords_grid`` casts its
@@ -1361,6 +1374,11 @@ def child_main(argv=None) -> int:
         model, tuple(c for c in args.columns.split(",") if c), dynamic_shapes=args.dynamic_shapes
     )
     record["peak_memory_gb"] = peak_memory_gb()
+    if os.environ.get("XLA_FLAGS"):  # a run under XLA options says which, and why
+        record["xla_flags"] = os.environ["XLA_FLAGS"]
+        why = XLA_OPTIONS.get(model.name, ("", ""))[1]
+        flags = f"run with XLA_FLAGS={os.environ['XLA_FLAGS']}" + (f": {why}" if why else "")
+        record["note"] = f"{record['note']}; {flags}" if record.get("note") else flags
     with open(args.out + ".tmp", "w") as handle:
         json.dump(record, handle)
     os.replace(args.out + ".tmp", args.out)
@@ -1444,6 +1462,10 @@ def run_child(
         ]
         if memory_limit:
             command += ["--memory-limit", str(memory_limit)]
+        environment = dict(os.environ)
+        if model.name in XLA_OPTIONS:
+            flags = f"{environment.get('XLA_FLAGS', '')} {XLA_OPTIONS[model.name][0]}"
+            environment["XLA_FLAGS"] = flags.strip()
         began = time.perf_counter()
         with open(errors, "w") as stderr:
             process = subprocess.Popen(
@@ -1451,6 +1473,7 @@ def run_child(
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 start_new_session=True,
+                env=environment,
             )
             try:
                 status = process.wait(timeout=timeout)
