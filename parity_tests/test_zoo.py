@@ -449,3 +449,23 @@ def test_the_float64_column_measures_a_failing_gradient_against_torchs_other_ord
     assert "torch against itself (5 runs" in report.zoo_note
     same = _zoo.float64_report(module, reference, reference, args, {}, cotangents, "float64")
     assert same.passed and getattr(same, "zoo_note", None) is None
+
+
+def test_one_ulp_runs_move_each_value_one_ulp_and_leave_exact_zeros():
+    """Monte Carlo arithmetic moves each value by its own rounding; an exact zero (ReLU's)
+    has none, and its ulp would be a subnormal number (measured: every convolution after
+    it ~30x slower), so it stays, in the inputs and in every layer's output."""
+    import torch
+
+    values = np.array([0.0, 1.0, -3.5, 1e-300, 0.0])
+    moved = _zoo.one_ulp(values, np.random.default_rng(0))
+    assert moved[0] == 0.0 and moved[4] == 0.0
+    ulps = np.abs(moved[1:4] - values[1:4]) / np.abs(np.spacing(values[1:4]))
+    assert np.allclose(ulps, 1.0)
+    layer = torch.nn.ReLU()
+    _zoo.round_every_layer(layer, seed=0)
+    x = torch.tensor([-1.0, 0.0, 2.5, 3.0], dtype=torch.float64)
+    y = layer(x)
+    assert y[0] == 0.0 and y[1] == 0.0  # ReLU's exact zeros stay
+    ulp = np.abs(np.spacing(x[2:].numpy()))  # 2.5 and 3.0: one ulp either way
+    assert np.array_equal(np.abs((y[2:] - x[2:]).numpy()), ulp)

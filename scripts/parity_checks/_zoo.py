@@ -688,8 +688,9 @@ def torch_noise_step(
 def round_every_layer(module, seed: int, unit: str = "float64") -> None:
     """Forward hooks on every leaf layer of ``module`` (a copy: they stay) moving each
     floating output one unit in the last place (``unit``: float64's, or float32's
-    2⁻²⁴ relative), up or down at random: the rounding of each layer's own arithmetic
-    (Monte Carlo arithmetic), drawn from a generator of its own (torch's untouched)."""
+    2⁻²⁴ relative; an exact zero stays), up or down at random: the rounding of each
+    layer's own arithmetic (Monte Carlo arithmetic), drawn from a generator of its own
+    (torch's untouched)."""
     generator = torch.Generator().manual_seed(seed)
 
     def round_away(layer, inputs, output):
@@ -700,7 +701,9 @@ def round_every_layer(module, seed: int, unit: str = "float64") -> None:
             sign = torch.where(up, 1.0, -1.0).to(output.dtype)
             return output + sign * output.abs() * 2.0**-24
         towards = torch.where(up, math.inf, -math.inf).to(output.dtype)
-        return torch.nextafter(output, towards)
+        # an exact zero (ReLU's) carries no rounding, and one ulp of it is a subnormal
+        # number: every convolution after it ran ~30x slower on subnormal inputs
+        return torch.where(output == 0, output, torch.nextafter(output, towards))
 
     for layer in module.modules():
         if not any(True for _ in layer.children()):
@@ -712,7 +715,8 @@ def one_ulp(values: np.ndarray, rng, unit: str = "float64") -> np.ndarray:
     random (``unit`` as ``round_every_layer``)."""
     sign = rng.choice(np.array([-1.0, 1.0], values.dtype), size=values.shape)
     step = np.spacing(values) if unit == "float64" else np.abs(values) * 2.0**-24
-    return values + sign * step
+    # an exact zero stays (no rounding to model; its ulp would be subnormal)
+    return np.where(values == 0, values, values + sign * step)
 
 
 def copy_module(module):
