@@ -296,6 +296,37 @@ def test_a_float64_step_outside_the_tier_passes_only_within_torchs_own_noise():
     assert not report.passed
 
 
+def test_more_noise_runs_are_taken_only_while_a_leaf_still_fails():
+    """torch's largest distance on a leaf is a sample's maximum: where a leaf fails after
+    the first runs, ``more`` runs are taken one at a time until it passes (and no more),
+    or they are spent."""
+    import jaxgrad
+
+    rng = np.random.default_rng(0)
+    reference = {name: rng.standard_normal(40) for name in ("noisy", "steady")}
+    quiet = [_noisy_record(reference, 1e-14, 1)]
+    candidate = {**reference, "noisy": _noisy_record(reference, 1.2e-9, 4)["noisy"]}  # 12x
+    taken = []
+
+    def more(scales):
+        for k, scale in enumerate(scales):
+            taken.append(k)
+            yield {**reference, "noisy": _noisy_record(reference, scale, 10 + k)["noisy"]}
+
+    report = jaxgrad.parity.compare(reference, candidate, computed_in="float64")
+    passed, _ = _zoo.calibrate_by_torch_noise(
+        report, reference, candidate, quiet, more=more([1e-14, 3e-10, 3e-10, 3e-10])
+    )
+    assert passed == 1 and report.passed and taken == [0, 1]  # stopped once it passed
+    taken.clear()
+    report = jaxgrad.parity.compare(reference, candidate, computed_in="float64")
+    passed, _ = _zoo.calibrate_by_torch_noise(
+        report, reference, candidate, quiet, more=more([1e-14] * 3)
+    )
+    assert passed == 0 and not report.passed and taken == [0, 1, 2]  # spent, still fails
+    assert "largest of 4 runs" in report.failures()[0].problem
+
+
 def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
     """``torch_noise_step`` runs torch's step again from the recorded state on a copy:
     the module's parameters and torch's random state (the next step's dropout draws)
@@ -446,7 +477,8 @@ def test_the_float64_column_measures_a_failing_gradient_against_torchs_other_ord
     report = _zoo.float64_report(module, reference, wrong, args, {}, cotangents, "float64")
     (leaf,) = report.failures()
     assert leaf.path == "['grads']['0.weight']" and leaf.headroom > 1e3
-    assert "torch against itself (5 runs" in report.zoo_note
+    # a wrong gradient spends every further one-ulp run (MORE_NOISE_RUNS) and still fails
+    assert f"torch against itself ({5 + len(_zoo.MORE_NOISE_RUNS)} runs" in report.zoo_note
     same = _zoo.float64_report(module, reference, reference, args, {}, cotangents, "float64")
     assert same.passed and getattr(same, "zoo_note", None) is None
 
