@@ -608,3 +608,32 @@ def test_a_model_xla_fails_on_runs_with_its_xla_options_and_only_it(monkeypatch)
     flag, why = _garden.XLA_OPTIONS["torchvision:raft_large"]
     assert seen["torchvision:raft_large"]["XLA_FLAGS"] == flag and "segmentation fault" in why
     assert "XLA_FLAGS" not in seen[MODEL.name]
+
+
+def test_a_column_out_of_memory_is_a_crash_never_a_pass():
+    """A column that ran out of the child's memory proves nothing: the model is CRASH.
+    (The classifier had ranked only FAIL, ERROR and REFUSED among the columns' errors, so
+    a model whose training column ran out of memory was recorded PASS.) And PASS needs
+    every verdict column passed, whatever a column's status."""
+    from parity_checks import _zoo
+
+    import jaxgrad
+
+    def result_with(train):
+        result = _zoo.ZooResult("m", "torchvision", "")
+        same = jaxgrad.parity.compare({"y": np.ones(3)}, {"y": np.ones(3)})
+        for column in ("float64", "float32"):
+            result.columns[column] = _zoo.Column("pass", report=same)
+        result.columns["train"] = train
+        return result
+
+    error = MemoryError("Unable to allocate 784. MiB for an array")
+    text = f"{type(error).__name__}: {error}"
+    columns = ("float64", "float32", "train")
+    outcome, cause, detail = _garden.classify_result(
+        result_with(_zoo.Column("error", error=text)), {text: error}, columns
+    )
+    assert (outcome, cause) == ("CRASH", "out of memory (the child's --memory-limit) [train]")
+    assert detail.startswith("MemoryError")
+    outcome, cause, _ = _garden.classify_result(result_with(_zoo.Column("skip")), {}, columns)
+    assert (outcome, cause) == ("FAIL", "harness: train not passed")

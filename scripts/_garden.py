@@ -1096,10 +1096,13 @@ def classify_result(result, seen: dict, verdict_columns) -> tuple[str, str, str 
         else:
             outcome, cause, detail = classify_exception(error, stage="run")
             outcomes.append((outcome, f"{cause} [{column}]", detail))
-    for wanted in ("FAIL", "ERROR", "REFUSED"):
+    for wanted in ("FAIL", "ERROR", "REFUSED", "CRASH", "TIMEOUT"):
         for outcome in outcomes:
             if outcome[0] == wanted:
                 return outcome
+    unproven = [c for c in verdict_columns if result.columns[c].status != "pass"]
+    if unproven:  # PASS only where every verdict column passed
+        return "FAIL", f"harness: {', '.join(unproven)} not passed", None
     return "PASS", "", None
 
 
