@@ -545,11 +545,11 @@ def leaf_digests(leaves: dict) -> dict:
     return digests
 
 
-def _key_paths(tree, flat: dict) -> dict:
-    """``{path: tuple of keys}`` of ``flat = flatten(tree)``: where each leaf sits."""
-    if isinstance(tree, dict) and list(flat) == list(tree):
+def _key_paths(structure, flat: dict) -> dict:
+    """``{path: tuple of keys}`` of ``flat = flatten(structure)``: where each leaf sits."""
+    if isinstance(structure, dict) and list(flat) == list(structure):
         return {path: (path,) for path in flat}
-    leaves, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_none)
+    leaves, _ = jax.tree_util.tree_flatten_with_path(structure, is_leaf=_is_none)
     return {jax.tree_util.keystr(path) or "<root>": tuple(path) for path, _ in leaves}
 
 
