@@ -547,6 +547,15 @@ def test_xlas_out_of_memory_is_a_crash_not_a_defect():
     assert _garden.classify_exception(torch_oom, stage="run")[0] == "CRASH"
     outcome, _, _ = _garden.classify_exception(RuntimeError("shapes differ"), stage="run")
     assert outcome == "FAIL"
+    # from_torch reports torch.export running out of memory as a ValueError raised from
+    # it (timm's mobilenetv5_base): the memory limit still, not a refusal
+    try:
+        try:
+            raise MemoryError("Unable to allocate 98.0 MiB")
+        except MemoryError as inner:
+            raise ValueError("from_torch: torch.export cannot capture X (MemoryError)") from inner
+    except ValueError as wrapped:
+        assert _garden.classify_exception(wrapped, stage="convert")[0] == "CRASH"
 
 
 def test_raft_runs_in_float64_with_its_grid_in_the_models_dtype():

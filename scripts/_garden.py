@@ -1001,12 +1001,30 @@ def _library_frame(frame) -> bool:
     )
 
 
+def _out_of_memory(error: BaseException) -> bool:
+    """The child's memory limit, however it surfaced: a ``MemoryError``, XLA's allocator
+    (a ``JaxRuntimeError``), torch's (a ``RuntimeError``), or any of them as the cause
+    of another exception (``from_torch`` reports torch.export's failure as a
+    ``ValueError`` raised from it: timm's mobilenetv5_base)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, MemoryError) or any(
+            text in str(error)
+            for text in ("RESOURCE_EXHAUSTED: Out of memory", "DefaultCPUAllocator: can't allocate")
+        ):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def classify_exception(error: BaseException, *, stage: str) -> tuple[str, str, str]:
     """``(outcome, cause, detail)`` for an exception from one stage of a model's run
     (``"build"``, ``"torch"``: torch's own forward, ``"convert"``, ``"run"``: a column):
 
     - a ``MemoryError``, XLA's ``RESOURCE_EXHAUSTED: Out of memory`` or torch's
-      ``DefaultCPUAllocator: can't allocate``: CRASH (the child's memory limit);
+      ``DefaultCPUAllocator: can't allocate``, or an exception raised from one: CRASH
+      (the child's memory limit);
     - ``"build"`` and ``"torch"``: ERROR (the library or torch failed);
     - an exception raised inside torch or a library (the innermost frame theirs, or one
       of the harness's torch-only functions, ``TORCH_SIDE``) with no jaxgrad or JAX
@@ -1021,12 +1039,7 @@ def classify_exception(error: BaseException, *, stage: str) -> tuple[str, str, s
     import jaxgrad
 
     detail = f"{type(error).__name__}: {str(error).strip()}".split("\n")[0][:600]
-    if isinstance(error, MemoryError) or any(
-        text in str(error)
-        for text in ("RESOURCE_EXHAUSTED: Out of memory", "DefaultCPUAllocator: can't allocate")
-    ):
-        # XLA's allocator reports the same limit as a JaxRuntimeError, torch's as a
-        # RuntimeError
+    if _out_of_memory(error):
         return "CRASH", "out of memory (the child's --memory-limit)", detail
     if stage in ("build", "torch"):
         what = (
