@@ -1014,7 +1014,7 @@ def _out_of_memory(error: BaseException) -> bool:
             for text in ("RESOURCE_EXHAUSTED: Out of memory", "DefaultCPUAllocator: can't allocate")
         ):
             return True
-        error = error.__cause__ or error.__context__
+        error = error.__cause__  # raised *from* it, not merely while handling it
     return False
 
 
