@@ -87,11 +87,13 @@ from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public na
     ZERO_IN_EXACT,
     Tolerance,
     ambiguous_argmax,
+    chunks,
     declared_tiers,
     float32_tolerance,
     headroom,
     leaf_tier,
     looks_float32,
+    max_abs_finite,
     neighbour_scales,
     significant_bits,
     tolerance_for,
@@ -409,46 +411,32 @@ def _compare_leaf(
     result.rtol, result.atol = rtol, atol
     if ref.dtype.kind == "b":
         ref, cand = ref.astype(np.int8), cand.astype(np.int8)
-    ref64 = ref.astype(np.float64).ravel()
-    cand64 = cand.astype(np.float64).ravel()
-    if ref.dtype.kind in "fc":
-        ref_nan, cand_nan = np.isnan(ref64), np.isnan(cand64)
-        if not np.array_equal(ref_nan, cand_nan):
-            result.problem = (
-                f"NaN masks differ ({int(ref_nan.sum())} NaN in reference, "
-                f"{int(cand_nan.sum())} in candidate)"
-            )
-            return result
-        ref_inf, cand_inf = np.isinf(ref64), np.isinf(cand64)
-        if not np.array_equal(ref_inf & (ref64 > 0), cand_inf & (cand64 > 0)) or not (
-            np.array_equal(ref_inf & (ref64 < 0), cand_inf & (cand64 < 0))
-        ):
-            result.problem = "infinities differ"
-            return result
-        finite = np.isfinite(ref64)
-        ref64, cand64 = ref64[finite], cand64[finite]
-    if ref64.size == 0:
+    errors = _Errors(ref, cand, rtol, atol)
+    if errors.nan_counts is not None:
+        result.problem = (
+            f"NaN masks differ ({errors.nan_counts[0]} NaN in reference, "
+            f"{errors.nan_counts[1]} in candidate)"
+        )
+        return result
+    if errors.infinities_differ:
+        result.problem = "infinities differ"
+        return result
+    if errors.size == 0:
         result.max_abs_err = result.max_rel_err = 0.0
         return result
-    abs_err = np.abs(cand64 - ref64)
-    magnitude = np.abs(ref64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel_err = np.where(magnitude > 0, abs_err / magnitude, np.where(abs_err > 0, np.inf, 0.0))
-    result.max_abs_err = float(abs_err.max())
-    result.max_rel_err = float(rel_err.max())
-    bad = abs_err > atol + rtol * magnitude
+    result.max_abs_err, result.max_rel_err = errors.max_abs, errors.max_rel
     zero = False
-    if not bad.any():
+    if not errors.bad:
         result.rule = RULE_TIER
     elif exact is not None and result.tier == "float32":
+        ref64, cand64, finite = _finite_float64(ref, cand)
         zero = _calibrate(result, ref64, cand64, exact.ravel()[finite], neighbours)
         if result.rule:
             return result
-    if bad.any():
-        worst = int(np.argmax(abs_err - (atol + rtol * magnitude)))
+    if errors.bad:
         result.problem = (
-            f"{int(bad.sum())}/{bad.size} elements outside rtol={rtol:g}, atol={atol:.3g} "
-            f"(worst: reference {ref64[worst]:.17g}, candidate {cand64[worst]:.17g})"
+            f"{errors.bad}/{errors.size} elements outside rtol={rtol:g}, atol={atol:.3g} "
+            f"(worst: reference {errors.worst[0]:.17g}, candidate {errors.worst[1]:.17g})"
         )
         if result.tier == "float64" and declared is None:
             sides = [
@@ -469,6 +457,79 @@ def _compare_leaf(
                 f"max(1, {CALIBRATION_MULTIPLE:g} x reference))"
             )
     return result
+
+
+class _Errors:
+    """One leaf pair's elementwise comparison, read a chunk at a time (``chunks``): the
+    NaN and infinity masks (NaN and ±inf must sit at the same elements), then over the
+    reference's finite elements ``max |candidate − reference|``, the largest relative
+    error, the count outside ``atol + rtol·|reference|`` and the worst of those.
+
+    Attributes:
+      nan_counts: ``(reference's NaN, candidate's NaN)`` where the masks differ, else None.
+      infinities_differ: whether the ±inf masks differ.
+      size: how many reference elements are finite.
+      max_abs, max_rel: the largest absolute and relative error (relative: inf where
+        the reference is 0 and the candidate is not).
+      bad: how many elements lie outside the tolerance.
+      worst: ``(reference, candidate)`` of the element furthest outside it (the first
+        of equals), or None.
+    """
+
+    def __init__(self, ref: np.ndarray, cand: np.ndarray, rtol: float, atol: float):
+        floating = ref.dtype.kind in "fc"
+        nans = [0, 0]
+        masks_differ = False
+        self.infinities_differ = False
+        self.size, self.bad, self.max_abs, self.max_rel = 0, 0, 0.0, 0.0
+        self.worst, worst_excess = None, -math.inf
+        for ref_part, cand_part in chunks(ref, cand):
+            ref64 = ref_part.astype(np.float64)
+            cand64 = cand_part.astype(np.float64)
+            if floating:
+                ref_nan, cand_nan = np.isnan(ref64), np.isnan(cand64)
+                nans[0] += int(ref_nan.sum())
+                nans[1] += int(cand_nan.sum())
+                masks_differ = masks_differ or not np.array_equal(ref_nan, cand_nan)
+                ref_inf, cand_inf = np.isinf(ref64), np.isinf(cand64)
+                self.infinities_differ = self.infinities_differ or not (
+                    np.array_equal(ref_inf & (ref64 > 0), cand_inf & (cand64 > 0))
+                    and np.array_equal(ref_inf & (ref64 < 0), cand_inf & (cand64 < 0))
+                )
+                finite = np.isfinite(ref64)
+                if not finite.all():
+                    ref64, cand64 = ref64[finite], cand64[finite]
+            if masks_differ or self.infinities_differ or not ref64.size:
+                continue
+            self.size += ref64.size
+            abs_err = np.abs(cand64 - ref64)
+            magnitude = np.abs(ref64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel_err = np.where(
+                    magnitude > 0, abs_err / magnitude, np.where(abs_err > 0, np.inf, 0.0)
+                )
+            self.max_abs = max(self.max_abs, float(abs_err.max()))
+            self.max_rel = max(self.max_rel, float(rel_err.max()))
+            allowed = atol + rtol * magnitude
+            bad = abs_err > allowed
+            count = int(bad.sum())
+            if count:
+                self.bad += count
+                excess = abs_err - allowed
+                worst = int(np.argmax(excess))
+                if excess[worst] > worst_excess:
+                    worst_excess = float(excess[worst])
+                    self.worst = (float(ref64[worst]), float(cand64[worst]))
+        self.nan_counts = tuple(nans) if masks_differ else None
+
+
+def _finite_float64(ref: np.ndarray, cand: np.ndarray) -> tuple:
+    """``(reference, candidate, finite)``: both flattened in float64, at the reference's
+    finite elements, and that mask (whole leaves: the float32 rule's inputs)."""
+    ref64 = ref.astype(np.float64).ravel()
+    cand64 = cand.astype(np.float64).ravel()
+    finite = np.isfinite(ref64)
+    return ref64[finite], cand64[finite], finite
 
 
 def _integers_without_x64(a: np.dtype, b: np.dtype) -> bool:
@@ -554,8 +615,7 @@ def _key_paths(structure, flat: dict) -> dict:
 
 
 def _magnitude(value: np.ndarray) -> float:
-    finite = value[np.isfinite(value)]
-    return float(np.max(np.abs(finite))) if finite.size else 0.0
+    return max_abs_finite(value)
 
 
 def _own_scales(reference, flat: dict) -> dict:

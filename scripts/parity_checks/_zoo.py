@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import gc
 import itertools
 import json
 import math
@@ -412,6 +413,7 @@ def torch_step(module, optimizer, args, kwargs, targets) -> tuple[dict, list]:
         "momentum": toptim.named_state(module, optimizer),
         "buffers": {n: b.detach().numpy().copy() for n, b in persistent_buffers(module).items()},
     }
+    optimizer.zero_grad(set_to_none=True)  # the step is taken: its gradients are let go
     return record, draws
 
 
@@ -483,7 +485,9 @@ def train_steps(
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), new_buffers, opt_state, loss
 
-    jitted = jax.jit(step)
+    # each step's inputs are fresh copies of torch's state: donated, the step's outputs
+    # reuse their memory (a large model holds one state fewer)
+    jitted = jax.jit(step, donate_argnums=(0, 1, 2))
     module.train()
     torch_opt = toptim.make_optimizer("sgd", module.parameters(), **hyper)
     torch.manual_seed(SEED_TRAIN)
@@ -541,6 +545,7 @@ def train_steps(
                 # computed the same loss (a model that treats examples by position
                 # would not, the batch reversed)
                 for how in runs:
+                    let_go()  # the last run's twin
                     run = torch_noise_step(
                         module,
                         start,
@@ -571,6 +576,7 @@ def train_steps(
         leaves.extend(report.leaves)
         problems.extend(f"step {index + 1}: {p}" for p in report.structure_problems)
         del reference, candidate, params, buffers, opt_state, start
+        let_go()
     info = {
         "noise": noise,
         "first_call_seconds": first_call,
@@ -601,6 +607,16 @@ in the last place, up or down at random (Monte Carlo arithmetic: each value pert
 the size of its own rounding; three seeds, as one sample of noise can fall small). A
 result that moves beyond the tier under perturbations the size of rounding is
 ill-conditioned at the tier."""
+
+
+def let_go() -> None:
+    """Free what only the cycle collector frees, now: a large model's copies held in
+    reference cycles (a twin module whose hooks close over its layers; torch's
+    autograd records) outlive their step until Python's collector happens to run, which
+    counts objects, not bytes. Measured on torchvision's vgg11 (1 GB of float64
+    parameters) training: 10.8 GB resident at the third step's comparison without a
+    collection per step, 8.9 GB with one."""
+    gc.collect()
 
 
 def torch_noise_step(
@@ -1118,6 +1134,7 @@ def float64_report(
                     twin, nudged, {k: _torch(v) for k, v in kwargs.items()}, cotangents
                 )
                 del twin
+                let_go()
 
         passed, outside = calibrate_by_torch_noise(
             report,
