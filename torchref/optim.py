@@ -48,13 +48,19 @@ def make_optimizer(name: str, parameters, **hyper) -> torch.optim.Optimizer:
     return OPTIMIZERS[name](parameters, **hyper)
 
 
-def named_state(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
-    """``{param name: {field: numpy copy}}`` of ``optimizer.state``; ``None`` buffers left out."""
+def named_state(
+    module: torch.nn.Module, optimizer: torch.optim.Optimizer, *, copy: bool = True
+) -> dict:
+    """``{param name: {field: numpy copy}}`` of ``optimizer.state``; ``None`` buffers left out.
+
+    ``copy=False``: numpy views of torch's own buffers instead, which the optimizer's
+    next step overwrites (for a caller done with them before it: no second copy of a
+    large model's state)."""
     result = {}
     for name, param in module.named_parameters():
         state = optimizer.state.get(param, {})
         fields = {
-            k: state[k].detach().numpy().copy()
+            k: state[k].detach().numpy().copy() if copy else state[k].detach().numpy()
             for k in STATE_FIELDS
             if isinstance(state.get(k), torch.Tensor)
         }

@@ -400,7 +400,11 @@ def _torch_state(module, optimizer) -> dict:
 def torch_step(module, optimizer, args, kwargs, targets) -> tuple[dict, list]:
     """One training-mode step of ``module`` (in place): ``(record, draws)``, the record
     ``{"loss", "params", "momentum", "buffers"}`` after the step and torch's random
-    draws (``torchref.random_draws.Draw``) in order."""
+    draws (``torchref.random_draws.Draw``) in order.
+
+    The record's params and momentum are numpy views of the module's and the
+    optimizer's own tensors, not copies: valid until the module's next step, by which
+    every caller is done with them (a large model's state is held once, not twice)."""
     optimizer.zero_grad(set_to_none=True)
     with recording() as draws:
         output = module(*args, **kwargs)
@@ -409,8 +413,8 @@ def torch_step(module, optimizer, args, kwargs, targets) -> tuple[dict, list]:
     optimizer.step()
     record = {
         "loss": loss.detach().numpy().copy(),
-        "params": {n: p.detach().numpy().copy() for n, p in named_parameters(module).items()},
-        "momentum": toptim.named_state(module, optimizer),
+        "params": {n: p.detach().numpy() for n, p in named_parameters(module).items()},
+        "momentum": toptim.named_state(module, optimizer, copy=False),
         "buffers": {n: b.detach().numpy().copy() for n, b in persistent_buffers(module).items()},
     }
     optimizer.zero_grad(set_to_none=True)  # the step is taken: its gradients are let go
