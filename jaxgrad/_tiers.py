@@ -93,6 +93,11 @@ def chunks(*arrays: np.ndarray):
         yield tuple(a[start : start + CHUNK] for a in flat)
 
 
+def all_finite(values) -> bool:
+    """Whether every element of ``values`` is finite, read a chunk at a time."""
+    return all(bool(np.isfinite(part).all()) for (part,) in chunks(values))
+
+
 def max_abs_finite(values) -> float:
     """``max |values|`` over the finite elements (0.0 when there are none), read a chunk
     at a time (``chunks``)."""
@@ -316,13 +321,17 @@ def headroom(values, reference64, scale: float | None = None) -> float:
     Returns:
       A Python float; 0.0 for empty arrays.
     """
-    values = np.asarray(values, np.float64)
-    exact = np.asarray(reference64, np.float64)
-    if values.shape != exact.shape or not (np.isfinite(values).all() and np.isfinite(exact).all()):
+    values, exact = np.asarray(values), np.asarray(reference64)
+    if values.shape != exact.shape or not (all_finite(values) and all_finite(exact)):
         return float("inf")
-    if not values.size:
-        return 0.0
-    return float(np.max(np.abs(values - exact) / float32_tolerance(exact, scale)))
+    if scale is None:
+        scale = max_abs_finite(exact)
+    worst = 0.0
+    for part, answer in chunks(values, exact):  # a chunk at a time: no copy of the leaf
+        answer = answer.astype(np.float64)
+        error = np.abs(part.astype(np.float64) - answer) / float32_tolerance(answer, scale)
+        worst = max(worst, float(np.max(error)))
+    return worst
 
 
 def neighbour_scales(paths, magnitudes: dict) -> dict:

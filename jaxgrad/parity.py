@@ -86,6 +86,7 @@ from jaxgrad._tiers import (  # noqa: F401  (re-exported: the policy's public na
     TOLERANCES,
     ZERO_IN_EXACT,
     Tolerance,
+    all_finite,
     ambiguous_argmax,
     chunks,
     declared_tiers,
@@ -429,8 +430,12 @@ def _compare_leaf(
     if not errors.bad:
         result.rule = RULE_TIER
     elif exact is not None and result.tier == "float32":
-        ref64, cand64, finite = _finite_float64(ref, cand)
-        zero = _calibrate(result, ref64, cand64, exact.ravel()[finite], neighbours)
+        # the reference's finite elements, views where every element is (a large leaf)
+        finite = None if all_finite(ref) else np.isfinite(ref).ravel()
+        kept = [
+            a.reshape(-1) if finite is None else a.reshape(-1)[finite] for a in (ref, cand, exact)
+        ]
+        zero = _calibrate(result, *kept, neighbours)
         if result.rule:
             return result
     if errors.bad:
@@ -523,15 +528,6 @@ class _Errors:
         self.nan_counts = tuple(nans) if masks_differ else None
 
 
-def _finite_float64(ref: np.ndarray, cand: np.ndarray) -> tuple:
-    """``(reference, candidate, finite)``: both flattened in float64, at the reference's
-    finite elements, and that mask (whole leaves: the float32 rule's inputs)."""
-    ref64 = ref.astype(np.float64).ravel()
-    cand64 = cand.astype(np.float64).ravel()
-    finite = np.isfinite(ref64)
-    return ref64[finite], cand64[finite], finite
-
-
 def _integers_without_x64(a: np.dtype, b: np.dtype) -> bool:
     """int32 against int64 (either side) while JAX has no 64-bit integers."""
     return (
@@ -545,7 +541,7 @@ def _calibrate(result: LeafResult, ref32, cand32, exact, neighbours: float) -> b
     """The float32 rule with the float64 answer ``exact`` (flat, the reference's finite
     elements): sets ``headroom``, ``reference_headroom`` and, when one of the rules
     passes the leaf, ``rule``. Returns whether the leaf is zero in exact arithmetic."""
-    if not np.isfinite(exact).all() or not np.isfinite(cand32).all():
+    if not all_finite(exact) or not all_finite(cand32):
         return False
     scale = _zero_scale(exact, neighbours)
     zero = scale is not None

@@ -167,6 +167,30 @@ def test_comparing_a_large_leaf_holds_chunks_not_copies(monkeypatch):
     )
 
 
+def test_the_float32_rule_reads_a_large_leaf_in_chunks_too(monkeypatch):
+    # a float32 leaf outside its tier is measured against the float64 answer (vgg19's
+    # float32 gradient ran out of memory there, holding whole float64 copies)
+    import tracemalloc
+
+    monkeypatch.setattr(_tiers, "CHUNK", 1 << 16)
+    rng = np.random.default_rng(1)
+    exact = rng.standard_normal(64 * _tiers.CHUNK)  # the float64 answer, 32 MB
+    reference = exact.astype(np.float32)
+    candidate = (exact * (1 + 3e-5)).astype(np.float32)  # 3x the float32 tier off
+    tracemalloc.start()
+    try:
+        leaf = parity.compare({"w": reference}, {"w": candidate}, reference64={"w": exact}).leaves[
+            0
+        ]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    allowed = 1e-6 * np.abs(exact).max() + 1e-5 * np.abs(exact)  # by hand, whole
+    assert leaf.headroom == np.max(np.abs(candidate.astype(np.float64) - exact) / allowed)
+    assert not leaf.passed and 2.5 < leaf.headroom < 3.5
+    assert peak < exact.nbytes / 2, f"{peak / 2**20:.0f} MB for a {exact.nbytes >> 20} MB answer"
+
+
 def test_bit_identical_tier():
     reference = np.array([1.0, 2.0])
     assert parity.compare(reference, reference.copy(), **parity.BIT_IDENTICAL).passed
