@@ -698,5 +698,10 @@ def test_a_slow_dynamic_capture_says_so_and_what_to_do(conv_head, monkeypatch, c
     nn.from_torch(module, example=(x,), capture="export")
     said = capfd.readouterr().err
     assert "still capturing ConvHead" in said and "dynamic_shapes='batch'" in said
+    # only the batch dynamic already: the faster option left is the example's shapes
+    nn.from_torch(module, example=(x,), capture="export", dynamic_shapes="batch")
+    said = capfd.readouterr().err
+    assert "still capturing ConvHead" in said and "dynamic_shapes=None" in said
+    assert "dynamic_shapes='batch'" not in said
     nn.from_torch(module, example=(x,), capture="export", dynamic_shapes=None)
     assert "still capturing" not in capfd.readouterr().err  # static: nothing to say

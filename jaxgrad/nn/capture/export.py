@@ -751,28 +751,58 @@ def auto_dims(module, args, kwargs, axes: str = "auto"):
     return collection.dynamic_shapes(module, tuple(args), dict(kwargs))
 
 
+def _dynamic_axes(spec) -> set:
+    """The axis positions ``spec`` (``torch.export``'s ``dynamic_shapes``: nested
+    tuples and dicts, each tensor's a ``{axis: Dim}`` dict or a per-axis list) makes
+    dynamic, over every tensor."""
+    if isinstance(spec, dict):
+        if spec and all(isinstance(key, int) for key in spec):
+            return {axis for axis, dim in spec.items() if dim is not None}
+        return set().union(*(_dynamic_axes(value) for value in spec.values()))
+    if isinstance(spec, (list, tuple)):
+        if any(isinstance(value, (dict, list, tuple)) for value in spec):
+            return set().union(*(_dynamic_axes(value) for value in spec))
+        return {axis for axis, dim in enumerate(spec) if dim is not None}
+    return set()
+
+
+def _dynamic_kind(spec):
+    """``_slow_capture_notice``'s ``dynamic``: None for a static capture, ``"batch"``
+    where only the first axis of any tensor is dynamic, else ``"sizes"``."""
+    if spec is None:
+        return None
+    return "batch" if _dynamic_axes(spec) <= {0} else "sizes"
+
+
 SLOW_CAPTURE_SECONDS = 60.0
 """After this long in one ``torch.export`` with dynamic sizes, ``from_torch`` says so on
 stderr, once, with what to do (``_slow_capture_notice``)."""
 
 
 @contextlib.contextmanager
-def _slow_capture_notice(class_name: str, mode: str, dynamic: bool):
+def _slow_capture_notice(class_name: str, mode: str, dynamic):
     """A line on stderr if the capture inside outlasts ``SLOW_CAPTURE_SECONDS`` with
     dynamic sizes: torch's reasoning about symbolic image sides can take many minutes
     (measured: a tiny Hugging Face Swin 524 s with every size dynamic, 8.5 s with only
-    the batch), and nothing else shows the user why from_torch is still working."""
+    the batch), and nothing else shows the user why from_torch is still working.
+
+    ``dynamic``: falsy for a static capture (nothing to say), ``"batch"`` where only
+    batch axes are dynamic (the notice then offers only static shapes), else truthy."""
     if not dynamic:
         yield
         return
+    faster = (
+        "dynamic_shapes='batch' keeps only the batch dynamic and dynamic_shapes=None the "
+        "example's shapes, both captured far faster"
+        if dynamic != "batch"
+        else "dynamic_shapes=None keeps the example's shapes, captured faster"
+    )
 
     def notice():
         sys.stderr.write(
             f"from_torch: torch.export is still capturing {class_name} in {mode} mode after "
-            f"{SLOW_CAPTURE_SECONDS:g} s with dynamic sizes. Symbolic image sides can take "
-            "torch many minutes (window reshapes, e.g. Swin); dynamic_shapes='batch' keeps "
-            "only the batch dynamic and dynamic_shapes=None the example's shapes, both "
-            "captured far faster.\n"
+            f"{SLOW_CAPTURE_SECONDS:g} s with dynamic sizes. Symbolic sizes can take "
+            f"torch many minutes (window reshapes, e.g. Swin); {faster}.\n"
         )
         sys.stderr.flush()
 
@@ -819,7 +849,7 @@ def _export(
             with (
                 export_autograd.during_export(module, frozen, problems),
                 sdpa_kernel(SDPBackend.MATH),
-                _slow_capture_notice(class_name, mode, dynamic_shapes is not None),
+                _slow_capture_notice(class_name, mode, _dynamic_kind(dynamic_shapes)),
             ):
                 exported = torch.export.export(
                     module, tuple(args), dict(kwargs), strict=False, dynamic_shapes=dynamic_shapes
