@@ -483,6 +483,27 @@ def test_the_float64_column_measures_a_failing_gradient_against_torchs_other_ord
     assert same.passed and getattr(same, "zoo_note", None) is None
 
 
+def test_the_float64_column_measures_a_failing_output_against_torchs_other_orders_too():
+    """An output leaf outside the float64 tier is measured against torch's own outputs as
+    a gradient leaf is (fcn_resnet101: 4 of 327,680 output elements 3e-10 relative off,
+    and no run of torch to compare with); the batch-reversed run's output is put back
+    in the examples' order, and an output 1e-6 off still fails."""
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten()).double()
+    args = (np.random.default_rng(1).standard_normal((4, 3, 6, 6)),)
+    reference, cotangents = _zoo.torch_eval(module, args, {})
+    for run in _zoo.torch_float32_runs(module, args, {}, cotangents):
+        # torch against itself in another order: within the float64 tier of the reference
+        assert _zoo.jaxgrad.parity.compare(reference["output"], run["output"]).passed
+    wrong = {**reference, "output": reference["output"] * (1 + 1e-6)}
+    report = _zoo.float64_report(module, reference, wrong, args, {}, cotangents, "float64")
+    (leaf,) = report.failures()
+    assert leaf.path == "['output']" and leaf.headroom > 1e3
+    assert "torch against itself (largest of" in leaf.problem  # measured, not skipped
+
+
 def test_one_ulp_runs_move_each_value_one_ulp_and_leave_exact_zeros():
     """Monte Carlo arithmetic moves each value by its own rounding; an exact zero (ReLU's)
     has none, and its ulp would be a subnormal number (measured: every convolution after

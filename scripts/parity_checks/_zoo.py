@@ -1104,9 +1104,9 @@ def compare_float64(reference, candidate, computed_in, *, name: str = "") -> Par
 def float64_report(
     module64, reference64, candidate, args, kwargs, cotangents, computed_in, *, name=""
 ) -> ParityReport:
-    """The float64 column: ``compare_float64``; a gradient leaf outside its tier is then
-    measured against torch's own rounding, as a training step's is
-    (``calibrate_by_torch_noise``), on torch's gradients in other summation orders
+    """The float64 column: ``compare_float64``; a leaf outside its tier (output or
+    gradient) is then measured against torch's own rounding, as a training step's is
+    (``calibrate_by_torch_noise``), on torch's results in other summation orders
     (``torch_float32_runs``: channels-last for images, the batch reversed) and three
     times with every value one ulp off (``round_every_layer``, ``one_ulp``): a weight
     gradient element that cancels to ~1e-9 of its terms is beyond the float64 tier for
@@ -1383,9 +1383,10 @@ def _float32(entry, built, cotangents, reference64, capture) -> tuple:
 
 
 def torch_float32_runs(module, args, kwargs, cotangents) -> list[dict]:
-    """torch's float32 gradients of the same model in other summation orders (each
-    ``{"grads": ...}``): channels-last tensors where an input is an image, and the
-    batch reversed where every input and output leaf is batched the same way."""
+    """torch's outputs and gradients of the same model in other summation orders (each
+    ``{"output", "grads"}`` as ``torch_eval`` gives them, the output in the example's
+    batch order): channels-last tensors where an input is an image, and the batch
+    reversed where every input and output leaf is batched the same way."""
     runs = []
     if any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args):
         twin = copy_module(module).to(memory_format=torch.channels_last)
@@ -1399,21 +1400,29 @@ def torch_float32_runs(module, args, kwargs, cotangents) -> list[dict]:
         and all(c.ndim and c.shape[0] == batched[0].shape[0] for c in cotangents)
     ):
         flip = lambda a: np.ascontiguousarray(a[::-1]) if isinstance(a, np.ndarray) else a
-        runs.append(
-            _torch_grads(
-                module,
-                [_torch(flip(a)) for a in args],
-                {k: _torch(flip(v)) for k, v in kwargs.items()},
-                [flip(c) for c in cotangents],
-            )
+        run = _torch_grads(
+            module,
+            [_torch(flip(a)) for a in args],
+            {k: _torch(flip(v)) for k, v in kwargs.items()},
+            [flip(c) for c in cotangents],
         )
+        if "output" in run:  # each example back in its place
+            run["output"] = jax.tree_util.tree_map(
+                lambda a: flip(a) if a.ndim and a.shape[0] == batched[0].shape[0] else a,
+                run["output"],
+            )
+        runs.append(run)
     return runs
 
 
 def _torch_grads(module, torch_args, torch_kwargs, cotangents) -> dict:
+    """torch's evaluation-mode ``{"output", "grads"}`` (of ``Σ c·output``), as
+    ``torch_eval`` records them, on inputs already made; ``{"grads": {}}`` where the
+    output has other floating leaves than ``cotangents``."""
     module.eval()
     module.zero_grad(set_to_none=True)
-    leaves = float_leaves(plain(module(*torch_args, **torch_kwargs)))
+    output = plain(module(*torch_args, **torch_kwargs))
+    leaves = float_leaves(output)
     if len(leaves) != len(cotangents):
         return {"grads": {}}
     sum(
@@ -1423,7 +1432,7 @@ def _torch_grads(module, torch_args, torch_kwargs, cotangents) -> dict:
         n: p.grad.numpy().copy() for n, p in named_parameters(module).items() if p.grad is not None
     }
     module.zero_grad(set_to_none=True)
-    return {"grads": grads}
+    return {"output": _detached(output), "grads": grads}
 
 
 def calibrated_note(report: ParityReport) -> str | None:
