@@ -504,6 +504,36 @@ def test_the_float64_column_measures_a_failing_output_against_torchs_other_order
     assert "torch against itself (largest of" in leaf.problem  # measured, not skipped
 
 
+def test_a_clip_model_is_run_again_channels_last_3d():
+    """Video models sum in another order too: a clip batch (5-D) and the 3-D
+    convolutions' weights go ``channels_last_3d`` (s3d at batch 1 had only the one-ulp
+    runs, which measure conditioning, not the summation order of its BatchNorm sums)."""
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Conv3d(3, 4, (1, 3, 3)), torch.nn.BatchNorm3d(4), torch.nn.Flatten()
+    ).double()
+    clip = np.random.default_rng(1).standard_normal((1, 3, 4, 6, 6))
+    (moved,), _ = _zoo._torch_inputs([clip], {}, channels_last=True)
+    assert moved.is_contiguous(memory_format=torch.channels_last_3d)
+    assert not torch.from_numpy(clip).is_contiguous(memory_format=torch.channels_last_3d)
+    reference, cotangents = _zoo.torch_eval(module, (clip,), {})
+    (run,) = _zoo.torch_float32_runs(module, (clip,), {}, cotangents)  # batch 1: no reversal
+    assert _zoo.jaxgrad.parity.compare(reference, run).passed
+    targets = _zoo._targets(module(torch.from_numpy(clip)))
+    module.train()
+    optimizer = _zoo.toptim.make_optimizer("sgd", module.parameters(), **_zoo.SGD)
+    start = _zoo._torch_state(module, optimizer)
+    rng_state = torch.get_rng_state()
+    record, draws = _zoo.torch_step(module, optimizer, [torch.from_numpy(clip)], {}, targets)
+    again = _zoo.torch_noise_step(
+        module, start, rng_state, (clip,), {}, targets, "channels-last", draws=draws
+    )
+    assert again is not None  # measured, where it had been skipped for 5-D inputs
+    assert _zoo.jaxgrad.parity.compare(record, again, computed_in="float64").passed
+
+
 def test_one_ulp_runs_move_each_value_one_ulp_and_leave_exact_zeros():
     """Monte Carlo arithmetic moves each value by its own rounding; an exact zero (ReLU's)
     has none, and its ulp would be a subnormal number (measured: every convolution after

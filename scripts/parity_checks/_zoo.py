@@ -30,7 +30,8 @@ copied weights and the same inputs, every comparison made with
   converts there and draws random numbers in training is trained through a second
   conversion with ``capture="export"``, and the row says so. A step on image inputs
   with leaves outside the float64 tier is run again in torch from the same state in
-  channels-last (the same arithmetic summed in another order): a leaf passes when
+  channels-last (for clips ``channels_last_3d``: the same arithmetic summed in another
+  order): a leaf passes when
   jaxgrad is within ``CALIBRATION_MULTIPLE`` times torch's own distance from itself
   (``calibrate_by_torch_noise``: BatchNorm over few values in training mode makes some
   weight gradients cancel to ~1e-9 of their terms, beyond the float64 tier for torch
@@ -421,15 +422,35 @@ def torch_step(module, optimizer, args, kwargs, targets) -> tuple[dict, list]:
     return record, draws
 
 
+def _channels_last(tensor):
+    """``tensor`` channels-last where it is an image batch (4-D) or a clip batch (5-D:
+    ``channels_last_3d``), as it is otherwise: the same values, another summation order
+    in torch's convolutions and normalisations."""
+    if isinstance(tensor, torch.Tensor) and tensor.ndim in (4, 5):
+        layout = torch.channels_last if tensor.ndim == 4 else torch.channels_last_3d
+        return tensor.contiguous(memory_format=layout)
+    return tensor
+
+
+def _module_channels_last(module):
+    """``module`` (in place) with its 4-D and 5-D parameters and buffers channels-last
+    (``_channels_last``): ``Module.to(memory_format=)`` takes one layout for both ranks,
+    which a 3-D convolution's 5-D weight cannot take as ``channels_last``."""
+    with torch.no_grad():
+        for tensor in itertools.chain(module.parameters(), module.buffers()):
+            tensor.data = _channels_last(tensor.data)
+    return module
+
+
+def _has_layout_input(args) -> bool:
+    """Whether an input is an image or clip batch (4-D or 5-D): a channels-last run."""
+    return any(isinstance(a, np.ndarray) and a.ndim in (4, 5) for a in args)
+
+
 def _torch_inputs(args, kwargs, channels_last=False):
     torch_args = [_torch(a) for a in args]
     if channels_last:
-        torch_args = [
-            a.contiguous(memory_format=torch.channels_last)
-            if isinstance(a, torch.Tensor) and a.ndim == 4
-            else a
-            for a in torch_args
-        ]
+        torch_args = [_channels_last(a) for a in torch_args]
     return torch_args, {k: _torch(v) for k, v in kwargs.items()}
 
 
@@ -659,8 +680,8 @@ def torch_noise_step(
     rng = np.random.default_rng(seed)
     perturbed = how.startswith("one ulp")
     expected = list(draws or ())
-    if how == "channels-last" and not any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args):
-        return None  # channels-last is a layout of 4-D tensors (a video model's are 5-D)
+    if how == "channels-last" and not _has_layout_input(args):
+        return None  # channels-last is a layout of image (4-D) and clip (5-D) batches
     if how == "batch reversed":
         batch = {a.shape[0] for a in args if isinstance(a, np.ndarray)}
         if kwargs or len(batch) != 1 or any(t.shape[:1] != tuple(batch) for t in targets):
@@ -686,7 +707,7 @@ def torch_noise_step(
             buffer.copy_(torch.from_numpy(start["buffers"][name]))
     channels_last = how == "channels-last"
     if channels_last:
-        twin = twin.to(memory_format=torch.channels_last)
+        twin = _module_channels_last(twin)
     if perturbed:
         round_every_layer(twin, seed, unit)
     optimizer = toptim.make_optimizer("sgd", twin.parameters(), **hyper)
@@ -1385,11 +1406,11 @@ def _float32(entry, built, cotangents, reference64, capture) -> tuple:
 def torch_float32_runs(module, args, kwargs, cotangents) -> list[dict]:
     """torch's outputs and gradients of the same model in other summation orders (each
     ``{"output", "grads"}`` as ``torch_eval`` gives them, the output in the example's
-    batch order): channels-last tensors where an input is an image, and the batch
+    batch order): channels-last tensors where an input is an image or a clip, and the batch
     reversed where every input and output leaf is batched the same way."""
     runs = []
-    if any(isinstance(a, np.ndarray) and a.ndim == 4 for a in args):
-        twin = copy_module(module).to(memory_format=torch.channels_last)
+    if _has_layout_input(args):
+        twin = _module_channels_last(copy_module(module))
         torch_args, torch_kwargs = _torch_inputs(args, kwargs, channels_last=True)
         runs.append(_torch_grads(twin, torch_args, torch_kwargs, cotangents))
     batched = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
