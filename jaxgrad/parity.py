@@ -432,10 +432,10 @@ def _compare_leaf(
     elif exact is not None and result.tier == "float32":
         # the reference's finite elements, views where every element is (a large leaf)
         finite = None if all_finite(ref) else np.isfinite(ref).ravel()
-        kept = [
+        ref_kept, cand_kept, exact_kept = (
             a.reshape(-1) if finite is None else a.reshape(-1)[finite] for a in (ref, cand, exact)
-        ]
-        zero = _calibrate(result, *kept, neighbours)
+        )
+        zero = _calibrate(result, ref_kept, cand_kept, exact_kept, neighbours)
         if result.rule:
             return result
     if errors.bad:
@@ -478,7 +478,7 @@ class _Errors:
         the reference is 0 and the candidate is not).
       bad: how many elements lie outside the tolerance.
       worst: ``(reference, candidate)`` of the element furthest outside it (the first
-        of equals), or None.
+        of equals), or NaNs when none is.
     """
 
     def __init__(self, ref: np.ndarray, cand: np.ndarray, rtol: float, atol: float):
@@ -487,7 +487,8 @@ class _Errors:
         masks_differ = False
         self.infinities_differ = False
         self.size, self.bad, self.max_abs, self.max_rel = 0, 0, 0.0, 0.0
-        self.worst, worst_excess = None, -math.inf
+        self.worst: tuple[float, float] = (math.nan, math.nan)
+        worst_excess = -math.inf
         for ref_part, cand_part in chunks(ref, cand):
             ref64 = ref_part.astype(np.float64)
             cand64 = cand_part.astype(np.float64)

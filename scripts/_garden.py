@@ -1742,8 +1742,16 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
         "```bash",
         "nice -n 19 python scripts/zoo.py --garden --records docs/garden_records.jsonl --resume \\",
         "    --skip-columns shapes,artifact,float32_grads --timeout 300 --memory-limit 14",
+        "# what ran out of memory beside another sweep, again with the machine to itself",
+        "python scripts/zoo.py --garden --records docs/garden_records.jsonl --rerun CRASH \\",
+        "    --skip-columns shapes,artifact,float32_grads --timeout 1500 --memory-limit 21",
         f"python scripts/zoo.py --garden-report {source} --out docs/garden.md",
         "```",
+        "",
+        "A model's check holds several float64 copies of its parameters at once (torch's "
+        "model and its momentum, the training step's start, jaxgrad's result; the `peak` "
+        "column): a model of 300M parameters needs about 20 GB, and the largest "
+        "torchvision builders (600M and more) more than a 24 GB machine has.",
         "",
         f"**{len(records)} of {total or '?'} enumerated models have run** "
         + (
