@@ -611,10 +611,6 @@ def _key_paths(structure, flat: dict) -> dict:
     return {jax.tree_util.keystr(path) or "<root>": tuple(path) for path, _ in leaves}
 
 
-def _magnitude(value: np.ndarray) -> float:
-    return max_abs_finite(value)
-
-
 def _own_scales(reference, flat: dict) -> dict:
     """``{path: neighbours' scale}`` of the reference's own float64 leaves (for
     ``leaf_tier``: a leaf zero in exact arithmetic keeps the float64 tier)."""
@@ -624,7 +620,7 @@ def _own_scales(reference, flat: dict) -> dict:
             continue
         value = to_numpy(leaf)
         if value.dtype == np.float64:
-            magnitudes[path] = _magnitude(value)
+            magnitudes[path] = max_abs_finite(value)
     if len(magnitudes) < 2:
         return {}
     return neighbour_scales(_key_paths(reference, flat), magnitudes)
@@ -648,7 +644,7 @@ def _float64_answer(reference64, paths) -> tuple[dict, dict]:
                 "answer (the reference computed in float64 on the same values)."
             )
         exact[path] = value
-        magnitudes[path] = _magnitude(value)
+        magnitudes[path] = max_abs_finite(value)
     unknown = [p for p in exact if p not in paths]
     if exact and len(unknown) == len(exact):
         raise ValueError(
