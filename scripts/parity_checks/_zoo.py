@@ -1128,7 +1128,7 @@ def float64_report(
     """The float64 column: ``compare_float64``; a leaf outside its tier (output or
     gradient) is then measured against torch's own rounding, as a training step's is
     (``calibrate_by_torch_noise``), on torch's results in other summation orders
-    (``torch_float32_runs``: channels-last for images, the batch reversed) and three
+    (``torch_float32_runs``: channels-last for images and clips, the batch reversed) and three
     times with every value one ulp off (``round_every_layer``, ``one_ulp``): a weight
     gradient element that cancels to ~1e-9 of its terms is beyond the float64 tier for
     torch against itself too (torchvision's fcn_resnet50: one of 9.4M elements)."""
