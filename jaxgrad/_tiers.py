@@ -304,7 +304,7 @@ def float32_tolerance(reference64: np.ndarray, scale: float | None = None) -> np
     exact = np.asarray(reference64, np.float64)
     tier = TOLERANCES["float32"]
     if scale is None:
-        scale = float(np.max(np.abs(exact))) if exact.size else 0.0
+        scale = max_abs_finite(exact)
     return np.maximum(tier.atol * scale + tier.rtol * np.abs(exact), np.finfo(np.float64).tiny)
 
 
