@@ -181,6 +181,8 @@ def _bad_cases(tmp):
         ("bench_dots.py", ["--xla-flag=--fast"], "--xla-flag must be one XLA flag"),
         ("bench_conv.py", ["--steps", "0"], "--steps must be >= 1"),
         ("bench_conv.py", ["--model", "vgg"], "invalid choice: 'vgg'"),
+        ("batch_norm_sums.py", ["--shapes", "2x64xfoo"], "--shapes: '2x64xfoo' is not a shape"),
+        ("batch_norm_sums.py", ["--shapes", "1x3x1"], "more than one value a channel"),
         ("manual_backward.py", ["--json", missing + ".json"], "does not exist"),
         ("optimizers.py", ["--steps", "0"], "--steps must be >= 1"),
         ("graph.py", ["--out", missing + ".md"], "does not exist"),

@@ -332,8 +332,9 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
     the module's parameters and torch's random state (the next step's dropout draws)
     are as before; the one-ulp runs take the same draws and did perturb the step, by
     about rounding; the layouts and the batch reversed replay torch's dropout masks, so
-    every run computes the same loss. Without dropout, the batch reversed and
-    channels-last are the same step summed in other orders."""
+    every run computes the same loss. Without dropout, the batch reversed, channels-last
+    and BatchNorm's statistics by ``torch.mean`` are the same step summed in other
+    orders."""
     import torch
 
     torch.manual_seed(0)
@@ -386,7 +387,7 @@ def test_torchs_noise_runs_leave_the_module_and_its_random_state_alone():
     start = _zoo._torch_state(module, optimizer)
     rng_state = torch.get_rng_state()
     reference, draws = _zoo.torch_step(module, optimizer, [torch.from_numpy(args[0])], {}, targets)
-    for how in ("channels-last", "batch reversed"):
+    for how in ("channels-last", "batch reversed", "BatchNorm by torch.mean"):
         record = _zoo.torch_noise_step(
             module, start, rng_state, args, {}, targets, how, draws=draws
         )

@@ -21,8 +21,9 @@ example=...), and held to torch on copied weights, at the tiers of the parity po
                   every step; dropout and stochastic depth active, on torch's own
                   random draws (recorded, then given to the converted model); a
                   step on images with leaves outside the tier is run again in torch
-                  (channels-last, the batch reversed, every value one ulp off with 3
-                  seeds): a leaf passes within 5x torch's own distance from itself
+                  (channels-last, the batch reversed, BatchNorm's statistics summed
+                  by torch.mean, every value one ulp off with 3 seeds): a leaf
+                  passes within 5x torch's own distance from itself
   shapes          float64, the same conversion (from_torch(..., batch_one=True)) at
                   batch 1, at a larger batch and, for sequence inputs, a longer length:
                   the output and every parameter gradient
