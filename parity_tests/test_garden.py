@@ -646,3 +646,13 @@ def test_a_column_out_of_memory_is_a_crash_never_a_pass():
     assert detail.startswith("MemoryError")
     outcome, cause, _ = _garden.classify_result(result_with(_zoo.Column("skip")), {}, columns)
     assert (outcome, cause) == ("FAIL", "harness: train not passed")
+
+
+def test_a_builder_given_an_image_size_gets_inputs_of_that_size():
+    """A ViT builder takes ``image_size`` (``OPTIONS``) and asserts every input has it:
+    the garden's input (``INPUTS``, else 64x64) must be that size. vit_h_14 (56) had
+    been given 64x64 and recorded ERROR for torch's own assertion."""
+    sized = {name: o["image_size"] for name, o in _garden.OPTIONS.items() if "image_size" in o}
+    assert "vit_h_14" in sized
+    for name, size in sized.items():
+        assert _garden.INPUTS.get(name, (_garden.VISION_BATCH, 64))[-1] == size, name

@@ -710,6 +710,8 @@ INPUTS = {
     # its last pooling is a fixed 2x7x7 window: 16 frames of 224x224 are the least that
     # leave it a 2x7x7 map
     "s3d": (1, 16, 224),
+    # image_size=56 (OPTIONS): the class token's position table is built for that size
+    "vit_h_14": (VISION_BATCH, 56),
 }
 # builder options beside weights=None, num_classes (why, each)
 OPTIONS = {
