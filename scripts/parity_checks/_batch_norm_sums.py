@@ -8,9 +8,9 @@ torch's CPU batch-norm kernel sums each channel's values in one sequential loop
 the rounding of its mean and variance grows with the values a channel holds, while
 ``torch.mean`` and XLA's reductions sum in a tree. ``scripts/batch_norm_sums.py``
 measures it: at 100,352 float64 values a channel (a 1x64x8x112x112 clip), torch's mean
-lies up to ~150 ulps from the exact one (``math.fsum``), ``torch.mean``'s and jaxgrad's
-within 2. Every torch run of the noise rule (channels-last, the batch reversed, one ulp
-off) keeps torch's kernel, so none measured that rounding: torchvision's s3d (one clip
+and variance lie 107 and 169 ulps from the exact ones (``math.fsum``), ``torch.mean``'s
+and jaxgrad's within 3. Every other torch run of the noise rule (channels-last, the
+batch reversed, one ulp off) keeps torch's kernel, so none measured that rounding: torchvision's s3d (one clip
 of 16x224x224) failed its float64 training step with jaxgrad 1.7x the tier from torch
 against at most 0.38x from any of those runs; torch with its statistics summed by
 ``torch.mean`` lies as far from torch's kernel as jaxgrad does (16.75x against 16.86x on
