@@ -20,6 +20,14 @@ from parity_checks._batch_norm_sums import BatchNormByMean, batch_norm_by_mean, 
 
 import jaxgrad
 
+# How far a tree sum's statistics may lie from the exact ones, in ulps: its rounding
+# grows with log2 of the values a channel holds (13 at 10,000), not with their number,
+# and the running variance adds two roundings (n / (n - 1), the momentum's product).
+# Measured here over 8 seeds at 10,000 and 40,000 values: at most 3. torch's kernel lies
+# 54 ulps off at 10,000 (scripts/batch_norm_sums.py); the vector width of another CPU
+# changes a tree sum's order, hence the margin.
+TREE_ULPS = 6
+
 
 def _exact_mean(x: np.ndarray) -> np.ndarray:
     """Each channel's mean of ``x`` `(N, C, *)`, summed exactly (``math.fsum``)."""
@@ -60,14 +68,14 @@ def test_batch_norm_by_mean_is_torchs_batch_norm(shape, momentum):
 
 def test_batch_norm_by_mean_sums_near_exactly_and_refuses_evaluation_mode():
     """At 40,000 values a channel its running mean (momentum 1: the batch mean itself) is
-    within 2 ulps of the exact mean; evaluation mode has no batch sum to reorder and a
+    within ``TREE_ULPS`` of the exact mean; evaluation mode has no batch sum to reorder and a
     single value a channel no variance: each raises, naming what to do."""
     x = np.random.default_rng(1).standard_normal((1, 2, 200, 200)) + 0.3
     running_mean = torch.zeros(2, dtype=torch.float64)
     batch_norm_by_mean(torch.from_numpy(x), running_mean, None, training=True, momentum=1.0)
     exact = _exact_mean(x)
     ulps = np.abs(running_mean.numpy() - exact) / np.spacing(np.abs(exact))
-    assert np.all(ulps <= 2), ulps
+    assert np.all(ulps <= TREE_ULPS), ulps
     with pytest.raises(ValueError, match="call F.batch_norm"):
         batch_norm_by_mean(torch.from_numpy(x), None, None, training=False)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
@@ -134,7 +142,7 @@ def test_the_rules_batch_norm_run_is_torchs_step_summed_otherwise():
 
 def test_the_script_measures_each_way_against_the_exact_statistics(capsys):
     """``scripts/batch_norm_sums.py``: the exact statistics of integers (every sum exact)
-    are their own; ``torch.mean``'s and jaxgrad's statistics lie within 3 ulps of the
+    are their own; ``torch.mean``'s and jaxgrad's statistics lie within ``TREE_ULPS`` of the
     exact ones at 10,000 values a channel; each shape prints a row for every way."""
     import batch_norm_sums
 
@@ -149,8 +157,8 @@ def test_the_script_measures_each_way_against_the_exact_statistics(capsys):
     assert set(found) == {"torch kernel", "torch kernel, channels-last", "torch.mean", "jaxgrad"}
     for way in ("torch.mean", "jaxgrad"):
         got_mean, got_var = found[way]
-        assert batch_norm_sums.ulps(got_mean, mean) <= 3, way
-        assert batch_norm_sums.ulps(got_var, variance) <= 3, way
+        assert batch_norm_sums.ulps(got_mean, mean) <= TREE_ULPS, way
+        assert batch_norm_sums.ulps(got_var, variance) <= TREE_ULPS, way
     assert batch_norm_sums.main(["--shapes", "4x2x3x3,5x2"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line[:1].isdigit()]
     assert len(rows) == 4 + 3  # an image: both torch layouts; (N, C): no channels-last

@@ -29,10 +29,10 @@ copied weights and the same inputs, every comparison made with
   statistical. The layer path (``GraphModule``) takes no injected draws: a model that
   converts there and draws random numbers in training is trained through a second
   conversion with ``capture="export"``, and the row says so. A step on image inputs
-  with leaves outside the float64 tier is run again in torch from the same state in
-  channels-last (for clips ``channels_last_3d``: the same arithmetic summed in another
-  order): a leaf passes when
-  jaxgrad is within ``CALIBRATION_MULTIPLE`` times torch's own distance from itself
+  with leaves outside the float64 tier is run again in torch from the same state
+  (``NOISE_RUNS``): in other summation orders (channels-last, ``channels_last_3d`` for
+  clips; the batch reversed; BatchNorm's statistics summed by ``torch.mean``) and with
+  every value one ulp off: a leaf passes when jaxgrad is within ``CALIBRATION_MULTIPLE`` times torch's own distance from itself
   (``calibrate_by_torch_noise``: BatchNorm over few values in training mode makes some
   weight gradients cancel to ~1e-9 of their terms, beyond the float64 tier for torch
   against itself).
@@ -638,7 +638,7 @@ weight gradient sum over the batch; each example's dropout mask reversed with it
 every training-mode batch norm's statistics summed by ``torch.mean``
 (``_batch_norm_sums``: torch's kernel sums each channel in one sequential loop, whose
 rounding no other run changes: ~100-170 ulps of its statistics at 100k values a channel,
-where jaxgrad's is within 2), and three
+where jaxgrad's is within 3), and three
 times with the inputs, the parameters and every layer's output each moved by one unit
 in the last place, up or down at random (Monte Carlo arithmetic: each value perturbed by
 the size of its own rounding; three seeds, as one sample of noise can fall small). A
