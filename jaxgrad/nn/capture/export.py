@@ -1003,7 +1003,8 @@ def capture(
         cannot see; naming the node, op and module path.
     """
     kwargs = dict(kwargs or {})
-    axes = dynamic_shapes  # a string is 'auto' or 'batch' (from_torch checks it) if isinstance(dynamic_shapes, str) else None
+    # a string is 'auto' or 'batch' (from_torch checks it); a torch spec goes to torch as is
+    axes = dynamic_shapes if isinstance(dynamic_shapes, str) else None
     auto = axes is not None
     if dynamic_shapes is None:
         model = _capture(
