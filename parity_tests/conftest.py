@@ -84,6 +84,38 @@ def _set_up_jax_and_torch() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 
 
+DEFAULT_WORKERS = {"numprocesses": "auto", "maxprocesses": 4, "dist": "worksteal"}
+"""What a plain ``pytest`` runs on (``-n auto --maxprocesses=4 --dist worksteal``): two
+workers on a 2-core machine, at most 4 on a large one (a dozen torch+jax processes would
+not fit its memory)."""
+
+
+def wants_default_workers(config) -> bool:
+    """True when xdist is loaded, the user chose no workers (no ``-n``, no ``--tx``) and
+    this process is not itself one of xdist's workers (whose ``-n`` xdist clears)."""
+    return (
+        config.pluginmanager.hasplugin("xdist")
+        and not hasattr(config, "workerinput")
+        and config.getoption("numprocesses", None) is None
+        and not config.getoption("tx", None)
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config):
+    """The default workers, set before xdist's own ``pytest_cmdline_main`` turns ``-n``
+    into worker processes. In ``addopts`` they would make ``-p no:xdist`` (and an
+    environment without pytest-xdist) a usage error; here ``-n 0``, ``-n 3`` or
+    ``-p no:xdist`` simply win."""
+    if wants_default_workers(config):
+        config.option.numprocesses = DEFAULT_WORKERS["numprocesses"]
+        if config.option.maxprocesses is None:
+            config.option.maxprocesses = DEFAULT_WORKERS["maxprocesses"]
+        if config.option.dist == "no":
+            config.option.dist = DEFAULT_WORKERS["dist"]
+    return (yield)
+
+
 def _runs_no_tests(config) -> bool:
     """xdist's controller hands the tests to its workers and runs none itself; it skips
     importing jax and torch (~2 s sooner to the first test)."""

@@ -173,9 +173,9 @@ def run_command(argv: Sequence[str], scratch: Path | str, timeout: float) -> Run
 
 
 def pytest_argv(tests: Sequence[str]) -> list[str]:
-    # without the project's addopts (``-n auto``): one process, since a mutant's few
-    # tests do not repay starting the suite's workers and ``--jobs`` already runs
-    # mutants side by side
+    # one process (``-p no:xdist``: parity_tests/conftest.py adds ``-n auto`` otherwise),
+    # since a mutant's few tests do not repay starting the suite's workers and ``--jobs``
+    # already runs mutants side by side; without the project's addopts
     return [
         sys.executable,
         "-m",
@@ -185,6 +185,8 @@ def pytest_argv(tests: Sequence[str]) -> list[str]:
         "--no-header",
         "-p",
         "no:cacheprovider",
+        "-p",
+        "no:xdist",
         "-o",
         "addopts=",
         *tests,
