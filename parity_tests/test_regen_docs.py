@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
 import sys
 
+import _doc_commands
 import pytest
 import regen_docs
 
@@ -246,3 +248,87 @@ def test_the_torch_pin_is_described_as_it_behaves():
         # the old claims: the pin alone selects the CPU build
         assert "torch is pinned to 2.13.0, the CPU build" not in text, name
         assert "PyTorch 2.13.0 CPU build" not in text, name
+
+
+# The commands the pages write, as a user runs them after the README's install (issue 55):
+# the virtualenv's interpreter, a script that exists, arguments its own parser accepts.
+PLANTED = """# a page
+
+```bash
+.venv/bin/python scripts/train.py --epohcs 3 --no-progress
+python scripts/parity.py --filter x10
+.venv/bin/python scripts/nosuch.py --quick
+```
+
+Prose quoting `.venv/bin/python scripts/graph.py --formatt dot` in a sentence.
+"""
+# the same page written right (the _should_pass twin), with the shell a page uses:
+# a `$ ` prompt, continuation lines, variables, nice, a pipe, a redirection, `&&`, a
+# comment, an elision, --help, a module run, the interpreter that makes the virtualenv
+GOOD = """# a page
+
+```bash
+python3 -m venv .venv && .venv/bin/pip install -c constraints.txt -e ".[test]"
+.venv/bin/python scripts/train.py --epochs 3 --no-progress   # three epochs
+$ .venv/bin/python scripts/parity.py --filter x10 \\
+    --filter clip 2>&1 | tee parity.log
+XLA_FLAGS=--xla_cpu_use_xnnpack=true nice -n 19 .venv/bin/python scripts/zoo.py --list
+.venv/bin/python scripts/train.py ... --resume-from ckpt-00000100
+.venv/bin/python scripts/graph.py --format dot --out g.dot && dot -Tpng -O g.dot
+.venv/bin/python -m pytest -m long
+```
+
+```python
+python = "scripts/not_a_command.py --no-such-flag"
+```
+
+Prose quoting `.venv/bin/python scripts/graph.py --format dot` and
+`.venv/bin/python scripts/doctor.py
+--help` over a line break.
+"""
+
+
+def test_check_names_the_file_line_and_argument_of_a_wrong_command(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text(PLANTED, encoding="utf-8")
+    assert regen_docs.main(["--check", str(page)]) == 1
+    out = capsys.readouterr().out
+    problems = [line for line in out.splitlines() if line.startswith(str(page))]
+    assert len(problems) == 4, out
+    assert problems[0].startswith(f"{page}:4: `.venv/bin/python scripts/train.py --epohcs 3")
+    assert problems[0].endswith("train.py: error: unrecognized arguments: --epohcs 3")
+    assert problems[1].startswith(f"{page}:5: `python scripts/parity.py --filter x10`: ")
+    assert "runs 'python'; write .venv/bin/python" in problems[1]
+    assert problems[2] == (
+        f"{page}:6: `.venv/bin/python scripts/nosuch.py --quick`: scripts/nosuch.py does not exist"
+    )
+    assert problems[3].startswith(f"{page}:9: `.venv/bin/python scripts/graph.py --formatt dot`")
+    assert "unrecognized arguments: --formatt dot" in problems[3]
+    assert "4 documented commands checked: 4 problems" in out
+
+
+def test_check_passes_the_same_commands_written_right(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text(GOOD, encoding="utf-8")
+    assert regen_docs.main(["--check", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "9 documented commands checked: all run as written" in out, out
+
+
+def test_a_bad_argument_value_is_the_scripts_own_error(tmp_path):
+    """The script's parser decides, choices included (conformance_aten.py --family)."""
+    page = tmp_path / "page.md"
+    page.write_text("`.venv/bin/python scripts/conformance_aten.py --family NAME`\n")
+    count, problems = _doc_commands.check([str(page)])
+    assert count == 1 and len(problems) == 1
+    assert "error: argument --family: invalid choice: 'NAME'" in problems[0]
+
+
+def test_every_command_the_readme_and_docs_write_runs_as_written():
+    pages = [
+        os.path.join(ROOT, "README.md"),
+        *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))),
+    ]
+    count, problems = _doc_commands.check(pages)
+    assert count > 100  # the pages' commands were found
+    assert not problems, "\n".join(problems)

@@ -40,8 +40,12 @@ comma-separated:
              must still match.
 
 --check regenerates nothing: it exits 1 and prints a diff when a block differs from
-what its command prints now, and leaves the repository as it found it (a file inside
-the repository that a command names as an argument, such as `--plot docs/x.png` or
+what its command prints now, and first checks every command the pages write (in shell
+code blocks and inline code, not only the marked ones) as a user runs it after the
+README's install (scripts/_doc_commands.py): Python through .venv/bin/python, a script
+that exists, arguments that script's own parser accepts (parsed, not run); a problem is
+one line naming file, line, command and argparse's error, and exits 1. It leaves the
+repository as it found it (a file inside the repository that a command names as an argument, such as `--plot docs/x.png` or
 `--out explorer.html`, is put back as it was, or removed if the run created it). The comparison masks what no machine can reproduce:
 durations and rates (a number followed by s, ms, µs, min, ex/s, GFLOP/s, GB/s),
 the seconds and examples/s columns of train.py's epoch table, torch's thread
@@ -70,6 +74,8 @@ import re
 import shlex
 import subprocess
 import sys
+
+import _doc_commands
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(
@@ -364,7 +370,19 @@ def main(argv=None) -> int:
     except Malformed as exc:
         parser.error(str(exc))
     blocks = [b for b in blocks if not patterns or any(p.search(b.command) for p in patterns)]
-    if not blocks:
+    commands, wrong = 0, []
+    if args.check and not args.list:  # every command as written, before the slow part
+        commands, wrong = _doc_commands.check(
+            files, only=(lambda text: any(p.search(text) for p in patterns)) if patterns else None
+        )
+        for problem in wrong:
+            print(problem)
+        print(
+            f"{commands} documented commands checked: "
+            + (f"{len(wrong)} problems" if wrong else "all run as written"),
+            flush=True,
+        )
+    if not blocks and not commands:
         parser.error(
             "no documented command matches" + (f" --only {args.only}" if args.only else "")
         )
@@ -411,7 +429,7 @@ def main(argv=None) -> int:
             f"{len(blocks) - drifted} of {len(blocks)} documented outputs up to date"
             + (f"; {drifted} drifted" if drifted else "")
         )
-        return 1 if drifted or failed else 0
+        return 1 if drifted or failed or wrong else 0
     for path in sorted({b.path for b in blocks}):
         with open(path, encoding="utf-8") as handle:
             if handle.read() != originals[path]:  # edited while the commands ran
