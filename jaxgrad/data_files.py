@@ -58,6 +58,17 @@ def _find_classes(directory: Path) -> list[str]:
     return classes
 
 
+def _two_classes(directory: Path, classes: list[str]) -> None:
+    """torchvision reads a folder of one class (every label 0); a classifier trained on
+    it is right 100 % of the time and learns nothing, so it is refused (issue 55)."""
+    if len(classes) == 1:
+        raise ValueError(
+            f"{directory}: one class subdirectory, {classes[0]!r}; a classifier needs at "
+            "least two classes: add one subdirectory of images per class "
+            "(torchvision's ImageFolder layout), e.g. root/cat/1.png, root/dog/2.jpg."
+        )
+
+
 def _image_files(directory: Path, classes: list[str]) -> tuple[list[str], np.ndarray]:
     """torchvision's ``make_dataset``: per class in order, every image file below its
     directory (recursively, links followed), walked and named in sorted order."""
@@ -201,7 +212,8 @@ def load_image_folder(
       ``image_shape=(3, H, W)``, ``classes`` the class names, ``name="image-folder"``.
 
     Raises:
-      ValueError: ``root`` missing or not a directory; no class subdirectory; a class
+      ValueError: ``root`` missing or not a directory; no class subdirectory, or only
+        one (a classifier needs two classes; torchvision would read it); a class
         without images; a file Pillow cannot decode; images of different sizes without
         ``image_size``; ``train/`` and ``val/`` with different classes.
     """
@@ -221,6 +233,7 @@ def load_image_folder(
         classes = _find_classes(root)
         files, labels = _image_files(root, classes)
         train, test = stratified_split(labels, test_fraction, seed)
+        _two_classes(root, classes)
     else:
         train_dir, test_dir = split
         classes, test_classes = _find_classes(train_dir), _find_classes(test_dir)
@@ -231,6 +244,7 @@ def load_image_folder(
                 f"(only in {train_dir.name}/: {sorted(set(classes) - set(test_classes))}; "
                 f"only in {test_dir.name}/: {sorted(set(test_classes) - set(classes))})."
             )
+        _two_classes(train_dir, classes)
         train_files, train_labels = _image_files(train_dir, classes)
         test_files, test_labels = _image_files(test_dir, classes)
         files, labels = train_files + test_files, np.concatenate([train_labels, test_labels])
