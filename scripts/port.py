@@ -156,8 +156,10 @@ def parse_args(argv=None):
         help="also write a torch-free artifact (jaxgrad.nn.save_exported: "
         "the float32 evaluation-mode program with jax.export, symbolic "
         "batch and other sizes torch kept dynamic, and the weights); "
-        "it is reloaded and checked against torch at two batch sizes. "
-        "Run it with jaxgrad.nn.load_exported(PATH)(x), no torch needed",
+        "it is reloaded and checked against torch at two batch sizes "
+        "(token ids as int64 and as int32). "
+        "Run it with jaxgrad.nn.load_exported(PATH)(x), no torch needed, "
+        "with jax_enable_x64 on or off",
     )
     parser.add_argument(
         "--dynamic",
@@ -631,8 +633,31 @@ def _export_artifact(parser, args, fresh, vocab) -> bool:
         )
         if not report.passed:
             print(report.table())
+        if any(v.dtype.kind in "iu" for v in (*x_args, *x_named.values())):
+            # the ids as a process with x64 off holds them: the artifact takes either
+            ok &= _same_with_int32_ids(artifact, x32, k32, got, size, flat)
     print(f"  run it without torch: jaxgrad.nn.load_exported({args.export_path!r})(x)")
     return ok
+
+
+def _same_with_int32_ids(artifact, x32, k32, got, size, flat) -> bool:
+    """``--export`` of a token-id model: the artifact called with the ids as int32 (what
+    a process with ``jax_enable_x64`` off makes of them) gives the int64 call's output
+    bit for bit."""
+    import numpy as np
+
+    narrow = lambda t: t.numpy().astype(np.int32) if not t.is_floating_point() else t.numpy()  # noqa: E731
+    try:
+        again = artifact(*(narrow(v) for v in x32), **{k: narrow(v) for k, v in k32.items()})
+    except (TypeError, ValueError) as exc:
+        print(f"  batch {size}: int32 ids refused: {exc}")
+        return False
+    same = all(np.array_equal(a, b) for a, b in zip(flat(got), flat(again)))
+    print(
+        f"  batch {size}: int32 ids give the int64 ids' output bit for bit: "
+        f"{'PASS' if same else 'FAIL'}"
+    )
+    return same
 
 
 def _print_float32_inside(regions) -> None:

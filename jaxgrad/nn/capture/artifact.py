@@ -14,15 +14,21 @@ and without the model's source:
 
 The file is a zip: ``meta.json``, ``program0.jaxexport`` (and one more per variant:
 ``from_torch(..., batch_one=True)``), ``weights/<n>.npy``. ``load_exported(path)``
+reads and checks every member (a damaged file is refused there, naming the member) and
 returns an ``ExportedArtifact``: call it as the model's ``apply`` is called, minus the
 params, which it holds (pass ``params=`` to run other weights of the same shapes).
+Integer inputs take any integer dtype whose values fit the program's, with
+``jax_enable_x64`` on or off in either process (issue 55).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import struct
 import zipfile
+import zlib
 
 import jax
 import numpy as np
@@ -280,6 +286,12 @@ def _shapes_json(shapes: ShapeSpec) -> dict:
 class ExportedArtifact:
     """A model ``load_exported`` read: ``artifact(*inputs, **keyword_inputs)`` runs it.
 
+    Integer inputs (token ids) take any integer dtype, from any array-like, in a process
+    with ``jax_enable_x64`` on or off: their values must fit the integer dtype the
+    program was lowered with (``int32`` when saved with x64 off, torch's ``int64`` when
+    saved with it on), and are passed in that dtype. A program with 64-bit integers
+    runs with x64 enabled for the call only. Float inputs take the program's dtype.
+
     Attributes:
       class_name: the torch model's class.
       train: whether it runs torch's training-mode forward (then a call returns
@@ -307,28 +319,25 @@ class ExportedArtifact:
 
         Raises:
           ValueError: a shape the captured program cannot take (naming the input,
-            the dimension and the constraint), as ``apply`` refuses it.
+            the dimension and the constraint), as ``apply`` refuses it; integer
+            values outside the program's integer dtype (naming the input, the value
+            and the range).
+          TypeError: an input of another dtype than the program's (integers aside).
         """
         leaves = flatten(
             (tuple(inputs), dict(kwargs)), self.in_tree, f"{self.class_name} inputs", []
         )
         exported, input_meta = self._program_for(leaves)
-        tensors = []
+        slots = [(index, meta) for index, meta in input_meta if isinstance(meta, TensorMeta)]
+        # the program's own dtypes: the tensors are its last inputs (after the params,
+        # the buffers and the key), as save_exported lowered them
+        takes = [aval.dtype for aval in exported.in_avals[len(exported.in_avals) - len(slots) :]]
+        tensors = [
+            self._tensor(index, leaves[index], np.dtype(dtype), meta)
+            for (index, meta), dtype in zip(slots, takes)
+        ]
         for index, meta in input_meta:
-            if isinstance(meta, TensorMeta):
-                value = (
-                    np.asarray(leaves[index])
-                    if not hasattr(leaves[index], "dtype")
-                    else (leaves[index])
-                )
-                if np.dtype(value.dtype) != np.dtype(jax.dtypes.canonicalize_dtype(meta.dtype)):
-                    raise TypeError(
-                        f"{self.class_name}: input {index} has dtype "
-                        f"{np.dtype(value.dtype).name}, the artifact takes "
-                        f"{meta.dtype}."
-                    )
-                tensors.append(value)
-            elif leaves[index] != meta[1]:
+            if not isinstance(meta, TensorMeta) and leaves[index] != meta[1]:
                 raise ValueError(
                     f"{self.class_name}: input {index} is {leaves[index]!r}; the "
                     f"program was captured for {meta[1]!r}."
@@ -344,13 +353,52 @@ class ExportedArtifact:
             key_data = jax.random.key_data(key)
         else:
             key_data = key
-        output, new_buffers = exported.call(
-            self.params if params is None else params,
-            self.buffers if buffers is None else buffers,
-            np.asarray(key_data, np.uint32),
-            *tensors,
+        wide = any(
+            np.dtype(aval.dtype).itemsize == 8 for aval in (*exported.in_avals, *exported.out_avals)
         )
+        # 64-bit integers (torch's int64 ids, num_batches_tracked) of a program saved
+        # with x64 on: an x64-off process cannot even hold them, so x64 is on for the call
+        with jax.enable_x64(True) if wide else contextlib.nullcontext():
+            output, new_buffers = exported.call(
+                self.params if params is None else params,
+                self.buffers if buffers is None else buffers,
+                np.asarray(key_data, np.uint32),
+                *tensors,
+            )
         return (output, new_buffers) if self.train else output
+
+    def _tensor(self, index: int, value, dtype: np.dtype, meta: TensorMeta):
+        """Input ``index`` as the program takes it: in ``dtype``; an integer input of
+        another integer dtype converted once its values are known to fit."""
+        if not isinstance(value, jax.Array):
+            value = np.asarray(value)
+        given = np.dtype(value.dtype)
+        if given == dtype:
+            return value
+        integers = dtype.kind in "iu" and given.kind in "iu"
+        if not integers:
+            accepts = " (any integer dtype whose values fit)" if dtype.kind in "iu" else ""
+            raise TypeError(
+                f"{self.class_name}: input {index} has dtype {given.name}, the artifact "
+                f"takes {dtype.name}{accepts}."
+            )
+        host = np.asarray(value)
+        limits, held = np.iinfo(dtype), np.iinfo(given)
+        if host.size and (held.min < limits.min or held.max > limits.max):
+            low, high = int(host.min()), int(host.max())
+            outside = low if low < limits.min else high if high > limits.max else None
+            if outside is not None:
+                why = (
+                    f" (torch's {meta.dtype}, lowered to {dtype.name}: it was saved with "
+                    "jax_enable_x64 off)"
+                    if meta.dtype != dtype.name
+                    else ""
+                )
+                raise ValueError(
+                    f"{self.class_name}: input {index} holds {outside}, outside the "
+                    f"artifact's {dtype.name} range [{limits.min}, {limits.max}]{why}."
+                )
+        return host.astype(dtype)
 
     def _program_for(self, leaves):
         first_error = None
@@ -363,25 +411,106 @@ class ExportedArtifact:
         raise first_error
 
 
+def _damaged(path, member: str, why: str) -> ValueError:
+    return ValueError(
+        f"load_exported: {path!s} is damaged: {member} {why}; write the artifact again "
+        "(or copy it whole)."
+    )
+
+
+def _cut_member(path) -> str | None:
+    """The member a truncated zip cuts off (its local header or data running past the
+    end of the file), read from the local headers in order; ``None`` when every
+    member is whole (then the zip's central directory, written last, is what is cut)."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, io.SEEK_END)
+        offset = 0
+        while True:
+            handle.seek(offset)
+            header = handle.read(30)
+            if header[:4] != b"PK\x03\x04":
+                return None
+            if len(header) < 30:
+                return "a member's header"
+            _, _, flags, _, _, _, _, packed, _, name_length, extra_length = struct.unpack(
+                "<IHHHHHIIIHH", header
+            )
+            name = handle.read(name_length)
+            extra = handle.read(extra_length)
+            label = name.decode("utf-8", "replace") or "a member's header"
+            if len(name) < name_length or len(extra) < extra_length:
+                return label
+            if packed == 0xFFFFFFFF:  # ZIP64: the sizes are in the extra field
+                at = 0
+                while at + 4 <= len(extra):
+                    kind, length = struct.unpack("<HH", extra[at : at + 4])
+                    if kind == 1 and length >= 16:
+                        packed = struct.unpack("<Q", extra[at + 12 : at + 20])[0]
+                    at += 4 + length
+            offset = handle.tell() + packed
+            if offset > size:
+                return label
+            if flags & 0x08:  # sizes after the data: jaxgrad never writes such members
+                return None
+
+
+def _open_archive(path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        try:
+            with open(path, "rb") as handle:
+                is_zip = handle.read(4) == b"PK\x03\x04"
+        except OSError:
+            is_zip = False
+        if not is_zip:
+            raise ValueError(
+                f"load_exported: {path!s} is not a jaxgrad exported artifact "
+                f"({type(error).__name__}: {error}); write one with "
+                "`jaxgrad.nn.save_exported`."
+            ) from error
+        member = _cut_member(path)
+        if member is None:
+            raise _damaged(
+                path, "the zip directory (after the last member)", f"is cut off ({error})"
+            ) from error
+        raise _damaged(path, f"member {member}", "is cut off: the file ends inside it") from error
+
+
+def _read_member(path, archive: zipfile.ZipFile, name: str) -> bytes:
+    """One member's bytes, checked against its CRC-32 as it is read (zipfile checks it
+    when a read reaches the member's end)."""
+    try:
+        return archive.read(name)
+    except KeyError as error:
+        raise _damaged(path, f"member {name}", "is missing (meta.json lists it)") from error
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as error:
+        raise _damaged(
+            path, f"member {name}", f"does not read back ({type(error).__name__}: {error})"
+        ) from error
+
+
 def load_exported(path) -> ExportedArtifact:
     """Read a file ``save_exported`` wrote; imports jax and jaxgrad only (never torch).
 
+    Every member is read and checked (its zip CRC-32; each program deserialised, each
+    weight parsed) before this returns, so a damaged file is refused here, by name,
+    never at a call.
+
     Raises:
-      ValueError: the file is not such an artifact, or of another format version,
-        or was written for 64-bit dtypes while ``jax_enable_x64`` is off.
+      ValueError: the file is not such an artifact, or of another format version, or
+        damaged (truncated, or bytes changed: naming the file and the member), or
+        holds float64 weights while ``jax_enable_x64`` is off.
     """
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as error:
-        raise ValueError(
-            f"load_exported: {path!s} is not a jaxgrad exported artifact "
-            f"({type(error).__name__}: {error}); write one with "
-            "`jaxgrad.nn.save_exported`."
-        ) from error
-    with archive:
+    with _open_archive(path) as archive:
+        if "meta.json" not in archive.namelist():
+            raise ValueError(
+                f"load_exported: {path!s} has no meta.json: not a jaxgrad exported artifact."
+            )
+        text = _read_member(path, archive, "meta.json")
         try:
-            meta = json.loads(archive.read("meta.json"))
-        except (KeyError, ValueError) as error:
+            meta = json.loads(text)
+        except ValueError as error:
             raise ValueError(
                 f"load_exported: {path!s} has no readable meta.json ({error}): "
                 "not a jaxgrad exported artifact."
@@ -393,10 +522,15 @@ def load_exported(path) -> ExportedArtifact:
             )
         weights = {}
         for number, name in enumerate(meta["weights"]):
-            weights[name] = np.load(
-                io.BytesIO(archive.read(f"weights/{number}.npy")), allow_pickle=False
-            )
-        wide = [n for n, v in weights.items() if v.dtype.itemsize == 8 and v.dtype.kind in "fiu"]
+            file = f"weights/{number}.npy"
+            data = _read_member(path, archive, file)
+            try:
+                weights[name] = np.load(io.BytesIO(data), allow_pickle=False)
+            except (OSError, ValueError, EOFError) as error:
+                raise _damaged(
+                    path, f"member {file} ({name})", f"is not an array ({error})"
+                ) from error
+        wide = [n for n, v in weights.items() if v.dtype.itemsize >= 8 and v.dtype.kind in "fc"]
         if wide and not jax.config.jax_enable_x64:
             raise ValueError(
                 f"load_exported: {path!s} holds 64-bit weights ({wide[0]}, ...): enable "
@@ -404,7 +538,16 @@ def load_exported(path) -> ExportedArtifact:
             )
         programs = []
         for program in meta["programs"]:
-            exported = jax.export.deserialize(bytearray(archive.read(program["file"])))
+            data = _read_member(path, archive, program["file"])
+            try:
+                exported = jax.export.deserialize(bytearray(data))
+            except Exception as error:  # noqa: BLE001 - jax's own reason, named below
+                raise ValueError(
+                    f"load_exported: {path!s}: member {program['file']} does not deserialise "
+                    f"with jax {jax.__version__} (written with jax {meta.get('jax')}; "
+                    f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}): "
+                    "damaged, or from a jax this one cannot read; write it again."
+                ) from error
             input_meta = tuple(
                 (
                     index,
@@ -421,6 +564,12 @@ def load_exported(path) -> ExportedArtifact:
                 }
             )
             programs.append((exported, input_meta, shapes))
+        # members meta.json does not list are read too: a flipped byte anywhere is found
+        read = {"meta.json", *(f"weights/{n}.npy" for n in range(len(meta["weights"])))}
+        read |= {program["file"] for program in meta["programs"]}
+        for name in archive.namelist():
+            if name not in read:
+                _read_member(path, archive, name)
     return ExportedArtifact(meta, programs, weights)
 
 
