@@ -12,17 +12,15 @@ optimizer state. Nothing here is timed.
 from __future__ import annotations
 
 import copy
-import importlib.util
 
 import jax
 import numpy as np
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("torchax") is None,
-    reason="torchax is not installed (pip install -c constraints.txt torchax)",
-)
+from parity_tests._zoo_extra import requires
+
+pytestmark = requires("torchax")
 
 import bench  # noqa: E402
 from parity_checks._zoo import square_loss_jax  # noqa: E402

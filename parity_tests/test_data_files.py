@@ -11,7 +11,6 @@ thread (conftest.py).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from PIL import Image
 
 from jaxgrad import data
 from jaxgrad.data_files import IMAGE_EXTENSIONS
+from parity_tests._zoo_extra import skip_unless_installed
 
 # (mode, extension) of the files of each class, in order: every conversion to RGB that
 # torchvision's default_loader meets, in each format
@@ -36,8 +36,7 @@ KINDS = [
 
 
 def _torchvision():
-    if importlib.util.find_spec("torchvision") is None:
-        pytest.skip('torchvision is not installed (the zoo extra: pip install -e ".[zoo]")')
+    skip_unless_installed("torchvision")
     from jaxgrad.zoo_imports import import_torchvision
 
     return import_torchvision()

@@ -25,10 +25,9 @@ import _zoo_models
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    not all(_zoo_models.installed(name) for name in _zoo_models.LIBRARIES),
-    reason=f"the zoo extra is not installed ({_zoo_models.INSTALL})",
-)
+from parity_tests._zoo_extra import requires
+
+pytestmark = requires(*_zoo_models.LIBRARIES)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = _garden.GardenModel("torchvision:test_model", "torchvision", "test", "classification")

@@ -20,6 +20,8 @@ import port
 import pytest
 import torch
 
+from parity_tests._zoo_extra import requires
+
 _INSTALLED = {
     name: importlib.util.find_spec(name) is not None
     for name in ("torchvision", "timm", "transformers")
@@ -91,7 +93,7 @@ def test_a_missing_library_is_refused_saying_what_to_install(
     ) in error
 
 
-@pytest.mark.skipif(not _INSTALLED["timm"], reason="timm is not installed (the zoo extra)")
+@requires("timm")
 def test_timm_registry_read_from_source_is_timms_own():
     """The fast check reads timm's registry from its sources (``@register_model``
     functions, deprecation maps) without importing it: it must be timm's own list,
@@ -104,9 +106,7 @@ def test_timm_registry_read_from_source_is_timms_own():
     assert _model_spec.timm_model_names() == set(timm.list_models()) | set(_deprecated_models)
 
 
-@pytest.mark.skipif(
-    not _INSTALLED["transformers"], reason="transformers is not installed (the zoo extra)"
-)
+@requires("transformers")
 def test_transformers_config_refusals(tmp_path, capsys, monkeypatch):
     """A misspelt --config key (transformers would keep it as a stray attribute and
     build the default, 110M-parameter BERT), a model_type whose config the class does
@@ -232,11 +232,7 @@ _TINY_BERT = {
 
 
 @pytest.mark.long  # CI: pytest -m "exhaustive or long"
-@pytest.mark.skipif(
-    not _INSTALLED["transformers"],
-    reason="transformers is not installed (the zoo extra: "
-    'pip install -c constraints.txt -e ".[zoo]")',
-)
+@requires("transformers")
 def test_port_of_a_tiny_bert_captured_with_torch_export(tmp_path, capsys, monkeypatch):
     """transformers:BertModel --config: only torch.export captures it; the port proves
     the ModelOutput's fields and every gradient in float64 and float32, runs its Linear,
@@ -282,9 +278,7 @@ def test_port_of_a_tiny_bert_captured_with_torch_export(tmp_path, capsys, monkey
     assert metadata["capture"] == "export" and json.loads(metadata["config"]) == _TINY_BERT
 
 
-@pytest.mark.skipif(
-    not _INSTALLED["transformers"], reason="transformers is not installed (the zoo extra)"
-)
+@requires("transformers")
 def test_a_transformers_config_value_the_config_or_model_refuses_is_a_usage_error(
     tmp_path, capsys, monkeypatch
 ):
@@ -566,9 +560,7 @@ def test_an_int64_input_without_a_vocabulary_is_refused(models, tmp_path, capsys
 
 
 @pytest.mark.long  # CI: pytest -m "exhaustive or long" (~25 s)
-@pytest.mark.skipif(
-    not _INSTALLED["transformers"], reason="transformers is not installed (the zoo extra)"
-)
+@requires("transformers")
 def test_port_of_a_tiny_t5_encoder_decoder_with_named_inputs(tmp_path, capsys, monkeypatch):
     """An encoder-decoder takes two inputs by name; T5's own code computes in float32
     (its layer norm and relative position buckets), so its float64 run is judged at the

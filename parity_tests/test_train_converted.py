@@ -3,7 +3,6 @@ trained in both frameworks; torch's own training loop is the reference."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import torch
 import train
 
 from jaxgrad.parity import assert_parity
+from parity_tests._zoo_extra import requires, skip_unless_installed
 
 torch.set_num_threads(1)
 
@@ -124,16 +124,18 @@ def test_float64_comparison_should_fail_on_one_changed_weight(model_file, tmp_pa
 @pytest.mark.parametrize(
     "spec, extra, message",
     [
-        (
+        pytest.param(
             "torchvision:resnet18",
             [],
             "--model torchvision:resnet18: its forward fails on the data's inputs "
             "(2, 1, 8, 8) torch.float32 (digits): RuntimeError: Given groups=1",
+            marks=requires("torchvision"),
         ),
-        (
+        pytest.param(
             "torchvision:resnet18",
             ["--kwargs", '{"num_classes": 4}'],
             "its forward fails on the data's inputs",  # the channels fail first
+            marks=requires("torchvision"),
         ),
         ("{file}:Flat", [], "its forward returns Tensor of shape (2,); train.py trains"),
         (
@@ -184,8 +186,7 @@ def test_resnet18_trains_on_an_image_folder_in_both_frameworks_in_float64(tmp_pa
     """Issue 41's bar: a converted torchvision resnet18 on an image folder, both frameworks
     in float64, drift <= 1e-8 of max |param| after every epoch; jax's params and buffers
     against torch's own loop's, read back from torch's saved file."""
-    if importlib.util.find_spec("torchvision") is None:
-        pytest.skip('torchvision is not installed (the zoo extra: pip install -e ".[zoo]")')
+    skip_unless_installed("torchvision")
     folder = _image_folder(tmp_path / "images")
     save, report = tmp_path / "rn.safetensors", tmp_path / "rn.json"
     argv = [
@@ -379,8 +380,7 @@ def test_a_hugging_face_classifier_trains_on_a_token_npz_at_the_float64_tier(tmp
     """transformers' BertForSequenceClassification (a tiny config) returns a ModelOutput:
     both frameworks train its logits (torch.export captures the forward that returns
     them), on a token .npz, in float64: jax's state against torch's own loop's."""
-    if importlib.util.find_spec("transformers") is None:
-        pytest.skip('transformers is not installed (the zoo extra: pip install -e ".[zoo]")')
+    skip_unless_installed("transformers")
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 3, 96)
     tokens = (rng.integers(0, 10, (96, 9)) + 10 * labels[:, None]).astype(np.int64)

@@ -28,10 +28,9 @@ import numpy as np
 import pytest
 import zoo as zoo_script
 
-pytestmark = pytest.mark.skipif(
-    not all(_zoo_models.installed(name) for name in _zoo_models.LIBRARIES),
-    reason=f"the zoo extra is not installed ({_zoo_models.INSTALL})",
-)
+from parity_tests._zoo_extra import requires
+
+pytestmark = requires(*_zoo_models.LIBRARIES)
 
 from parity_checks import _zoo  # noqa: E402
 
