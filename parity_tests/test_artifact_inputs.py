@@ -349,6 +349,11 @@ def test_a_truncated_file_names_the_member_it_cuts(saved, tmp_path):
         path.write_bytes(data[: start + length // 2])
         message = _refusal(path)
         assert f"is damaged: member {member} is cut off" in message, message
+    # cut where a member ends: the members after it are gone
+    start, length = spans["meta.json"]
+    path = tmp_path / "cut-after-meta.jaxgrad"
+    path.write_bytes(data[: start + length])
+    assert "is damaged: everything after member meta.json is cut off" in _refusal(path)
     # every member whole, the zip's directory (written last) cut
     end = max(start + length for start, length in spans.values())
     path = tmp_path / "cut-in-directory.jaxgrad"

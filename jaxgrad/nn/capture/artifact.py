@@ -418,28 +418,34 @@ def _damaged(path, member: str, why: str) -> ValueError:
     )
 
 
-def _cut_member(path) -> str | None:
-    """The member a truncated zip cuts off (its local header or data running past the
-    end of the file), read from the local headers in order; ``None`` when every
-    member is whole (then the zip's central directory, written last, is what is cut)."""
+def _what_is_cut(path) -> tuple[str, str]:
+    """What a zip with no readable directory lacks, as ``(part, why)``, from its local
+    headers read in order: the member whose header or data runs past the end of the
+    file, or every member after the last whole one, or (every member whole) the zip's
+    central directory, written last."""
+    directory = ("the zip directory (after the last member)", "is cut off or unreadable")
+    last = None
+    inside = "is cut off inside its header"
     with open(path, "rb") as handle:
         size = handle.seek(0, io.SEEK_END)
         offset = 0
         while True:
             handle.seek(offset)
             header = handle.read(30)
+            if not header and last is not None:
+                return f"everything after member {last}", "is cut off (the file ends there)"
             if header[:4] != b"PK\x03\x04":
-                return None
+                return directory
             if len(header) < 30:
-                return "a member's header"
+                return (f"the member after {last}" if last else "the first member"), inside
             _, _, flags, _, _, _, _, packed, _, name_length, extra_length = struct.unpack(
                 "<IHHHHHIIIHH", header
             )
             name = handle.read(name_length)
             extra = handle.read(extra_length)
-            label = name.decode("utf-8", "replace") or "a member's header"
             if len(name) < name_length or len(extra) < extra_length:
-                return label
+                return (f"the member after {last}" if last else "the first member"), inside
+            last = name.decode("utf-8", "replace")
             if packed == 0xFFFFFFFF:  # ZIP64: the sizes are in the extra field
                 at = 0
                 while at + 4 <= len(extra):
@@ -449,9 +455,9 @@ def _cut_member(path) -> str | None:
                     at += 4 + length
             offset = handle.tell() + packed
             if offset > size:
-                return label
+                return f"member {last}", "is cut off: the file ends inside it"
             if flags & 0x08:  # sizes after the data: jaxgrad never writes such members
-                return None
+                return directory
 
 
 def _open_archive(path) -> zipfile.ZipFile:
@@ -469,12 +475,8 @@ def _open_archive(path) -> zipfile.ZipFile:
                 f"({type(error).__name__}: {error}); write one with "
                 "`jaxgrad.nn.save_exported`."
             ) from error
-        member = _cut_member(path)
-        if member is None:
-            raise _damaged(
-                path, "the zip directory (after the last member)", f"is cut off ({error})"
-            ) from error
-        raise _damaged(path, f"member {member}", "is cut off: the file ends inside it") from error
+        part, why = _what_is_cut(path)
+        raise _damaged(path, part, f"{why} ({type(error).__name__}: {error})") from error
 
 
 def _read_member(path, archive: zipfile.ZipFile, name: str) -> bytes:
