@@ -22,11 +22,14 @@ import numpy as np
 import pytest
 
 from jaxgrad import data
+from parity_tests._zoo_extra import requires
 from parity_tests.test_data_files import (
     assert_equals_torchvision,
     torchvision_arrays,
     write_image,
 )
+
+pytestmark = requires("torchvision")
 
 
 def _write_class(directory, rng, count=3, size=(4, 3)):

@@ -234,6 +234,8 @@ FROZEN_FSDP = """
 """
 
 
+# slow (a subprocess of 4 simulated devices: 3.5 s of CPU, 11 s measured on a loaded machine)
+@pytest.mark.slow
 def test_adam_moments_under_freeze_are_sharded_like_their_parameters_with_fsdp():
     """4 CPU devices, ``--shard fsdp``, the first layer frozen (``optim.freeze``: the
     state sits under ``multi_transform``'s labels): every moment of a trainable
@@ -290,6 +292,8 @@ GATHER = """
 """
 
 
+# slow (two processes joining a coordinator: 22 s measured on a loaded machine)
+@pytest.mark.slow
 def test_a_checkpoint_of_arrays_spread_over_two_processes_holds_the_full_arrays(tmp_path):
     """Two ``jax.distributed`` processes of one CPU device each, a `(6, 4)` array split
     by rows over them: every process gathers the whole array (rows in order, not a stack
