@@ -23,6 +23,11 @@ known: a module's source, timm's registry read from its source, transformers' la
 namespace, which imports no torch), each failure one ``error:`` line and exit 2;
 ``factory`` imports the library and returns a function building the module.
 
+A forward that returns a dict or a Hugging Face ``ModelOutput`` is trained (train.py)
+or compared (port.py) on one tensor of it, chosen by one rule: ``output_key`` (``logits``,
+the only tensor, or ``--output-key``; several tensors without ``logits`` refused naming
+the keys); ``select_output`` makes the module return that tensor alone.
+
 torchvision's wheel on some indexes is a CUDA build whose import fails against a
 CPU-only torch; jaxgrad's public helper (``jaxgrad.zoo_imports.import_torchvision``,
 as the zoo uses it) imports it, and runs before timm and transformers, which import
@@ -33,11 +38,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import importlib.util
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import _cli
@@ -414,3 +420,110 @@ def token_vocab(module) -> int | None:
         return None
     vocab = getattr(getattr(module, "config", None), "vocab_size", None)
     return vocab if isinstance(vocab, int) and vocab > 0 else None
+
+
+# ---- a forward that returns a dict or a Hugging Face ModelOutput: the one tensor that
+# train.py trains on and port.py compares (issue 55), chosen by one rule for both
+
+OUTPUT_KEY_HELP = (
+    "a forward returning a dict or a Hugging Face ModelOutput: the key of the one tensor "
+    "to {verb} (default: 'logits' where it is one of the values, else the only tensor "
+    "among them; several tensors and no 'logits' are refused, naming the keys)"
+)
+
+
+def is_model_output(outputs) -> bool:
+    """Whether ``outputs`` is a Hugging Face ``ModelOutput`` (duck-typed, no import of
+    transformers: an ``OrderedDict`` with ``to_tuple``)."""
+    return isinstance(outputs, Mapping) and callable(getattr(outputs, "to_tuple", None))
+
+
+def output_key(outputs, key: str | None, label: str, verb: str) -> str | None:
+    """The key of the tensor to use among a forward's ``outputs``, or None when they are
+    no mapping (a tensor, a tuple: nothing to choose).
+
+    A mapping (a dict, a Hugging Face ``ModelOutput``): ``key`` (``--output-key``) when
+    given, which must name a tensor among the values; else ``"logits"`` when it names
+    one; else the only tensor among the values.
+
+    Args:
+      outputs: what the torch forward returned on an example.
+      key: ``--output-key`` (None: not given).
+      label: the model, for messages (``"--model net.py:Net"``).
+      verb: what the script does with the tensor, for messages (``"train on"``).
+
+    Raises:
+      ValueError: one line: ``key`` given for outputs that are no mapping, ``key`` not
+        among the keys or not a tensor there, or no ``key`` and several tensors of
+        which none is ``"logits"`` (or no tensor at all); the keys named.
+    """
+    import torch
+
+    if not isinstance(outputs, Mapping):
+        if key is not None:
+            raise ValueError(
+                f"--output-key {key}: {label}'s forward returns a {type(outputs).__name__}, "
+                "not a dict or ModelOutput; there is no key to choose: drop --output-key"
+            )
+        return None
+    kind = type(outputs).__name__ if is_model_output(outputs) else "dict"
+    keys = ", ".join(repr(k) for k in outputs)
+    tensors = [k for k, v in outputs.items() if isinstance(v, torch.Tensor)]
+    if key is not None:
+        if key not in outputs:
+            raise ValueError(
+                f"--output-key {key}: {label}'s forward returns a {kind} without {key!r}; "
+                f"its keys: {keys}"
+            )
+        if key not in tensors:
+            raise ValueError(
+                f"--output-key {key}: {label}'s forward returns a "
+                f"{type(outputs[key]).__name__} under {key!r}, not a tensor; its tensors: "
+                f"{', '.join(repr(k) for k in tensors) or 'none'}"
+            )
+        return key
+    if "logits" in tensors:
+        return "logits"
+    if len(tensors) == 1:
+        return tensors[0]
+    if not tensors:
+        raise ValueError(
+            f"{label}: its forward returns a {kind} without any tensor (keys: {keys}); "
+            "it needs a tensor to " + verb
+        )
+    raise ValueError(
+        f"{label}: its forward returns a {kind} of {len(tensors)} tensors "
+        f"({', '.join(repr(k) for k in tensors)}) and none is 'logits': choose the one to "
+        f"{verb} with --output-key KEY (e.g. --output-key {tensors[0]})"
+    )
+
+
+def select_output(module, key: str):
+    """``module``, changed in place and returned, whose forward returns ``outputs[key]``
+    alone: its class becomes a subclass of the same name whose ``forward`` (wrapped with
+    ``functools.wraps``, so the original's signature stays visible) indexes the
+    original's result. ``torch.fx`` traces the class's forward and ``torch.export`` the
+    instance's, so both capture the selection; parameters, buffers and ``state_dict``
+    keys are unchanged. ``SELECT_CODE`` is the same change written for a user."""
+    cls = type(module)
+    original = cls.forward
+
+    @functools.wraps(original)
+    def forward(self, *args, **kwargs):
+        return original(self, *args, **kwargs)[key]
+
+    module.__class__ = type(
+        cls.__name__,
+        (cls,),
+        {"forward": forward, "__module__": cls.__module__, "__qualname__": cls.__qualname__},
+    )
+    return module
+
+
+SELECT_CODE = (
+    "forward = type(module).forward",
+    "module.__class__ = type(type(module).__name__, (type(module),), {{'forward': "
+    "functools.wraps(forward)(lambda self, *a, **k: forward(self, *a, **k)[{key!r}])}})",
+)
+"""``select_output(module, key)`` as a user writes it (``.format(key=...)``; needs
+``import functools``), for port.py's "to load it" lines."""

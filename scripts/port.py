@@ -36,6 +36,11 @@ a shape or {"shape": [...], "dtype": "float32" | "int64", "high": N} (int64: ids
 torch.export (only its program takes inputs by name). An encoder-decoder:
   --inputs '{"input_ids": [2, 8], "decoder_input_ids": [2, 4]}'
 
+A forward returning a dict is compared on one tensor of it: 'logits' where present,
+else its only tensor, else --output-key KEY says which (several tensors and no logits
+are refused naming the keys); a Hugging Face ModelOutput is compared field by field
+unless --output-key names one.
+
 Model specs:
   path/to/file.py:Name, pkg.module:Name
                         a class, or any callable returning an nn.Module, called with
@@ -178,7 +183,14 @@ def parse_args(argv=None):
         "(default for a transformers model taking input_ids: its "
         "config's vocab_size)",
     )
+    parser.add_argument(
+        "--output-key",
+        metavar="KEY",
+        help=_model_spec.OUTPUT_KEY_HELP.format(verb="compare")
+        + "; without it a ModelOutput is compared whole, every field",
+    )
     args = parser.parse_args(argv)
+    args.selected_output = None  # the key compared, once the forward has been run
     if args.dynamic != "auto" and not args.export_path:
         parser.error("--dynamic chooses the sizes of the --export artifact; give --export PATH")
     args.kwargs = _model_spec.json_object(parser, "--kwargs", args.kwargs)
@@ -342,10 +354,14 @@ def _read_state_dict(parser, path: str):
 
 
 def build_model(parser, args, factory, state=None, seed: int = 0):
-    """``factory.build()`` in eval mode (``_model_spec.build_module``)."""
-    return _model_spec.build_module(
+    """``factory.build()`` in eval mode (``_model_spec.build_module``), returning the
+    output ``--output-key`` (or its default) chose alone, once ``_port`` has chosen it."""
+    module = _model_spec.build_module(
         parser, args.spec, args.kwargs, factory, state=state, seed=seed
     ).eval()
+    if args.selected_output is not None:
+        _model_spec.select_output(module, args.selected_output)
+    return module
 
 
 def main(argv=None) -> int:
@@ -362,6 +378,29 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 3
+
+
+def _select_output(parser, args, module, outputs) -> tuple:
+    """A forward returning a dict or ModelOutput (issue 55): ``pristine`` changed to
+    return the one tensor compared (``_model_spec.output_key``'s rule, ``--output-key``),
+    ``args.selected_output`` set for the models built later; a ModelOutput without
+    ``--output-key`` stays whole (every field compared, as torch.export's program
+    returns them). Returns the header's note; a refusal is one ``error:`` line."""
+    if args.output_key is None and _model_spec.is_model_output(outputs):
+        return ()
+    try:
+        key = _model_spec.output_key(outputs, args.output_key, args.spec.text, "compare")
+    except ValueError as exc:
+        parser.error(str(exc))
+    if key is None:
+        return ()
+    args.selected_output = key
+    _model_spec.select_output(module, key)
+    how = "--output-key" if args.output_key is not None else "the default: --output-key"
+    return (
+        f"output: its forward's {key!r} alone ({how} chooses another), of the "
+        f"{type(outputs).__name__} holding {', '.join(repr(k) for k in outputs)}",
+    )
 
 
 def _copier(parser, args, factory, pristine):
@@ -394,7 +433,7 @@ def _port(parser, args) -> int:
     inputs, named, described = _draw_inputs(parser, args.inputs, vocab)
     try:
         with torch.no_grad():
-            fresh().double()(
+            outputs = fresh().double()(
                 *(torch.from_numpy(a) for a in inputs),
                 **{k: torch.from_numpy(v) for k, v in named.items()},
             )
@@ -408,6 +447,7 @@ def _port(parser, args) -> int:
             else f"the inputs {', '.join(shapes)}"
         )
         parser.error(f"{label} rejects {what}: {type(exc).__name__}: {_cli._first_line(exc)}")
+    output_notes = _select_output(parser, args, module, outputs)
 
     import jax  # the heavy part starts here, once the input is known to be good
 
@@ -435,7 +475,8 @@ def _port(parser, args) -> int:
             parser.error(f"cannot convert {label} to flax.nnx: {exc}")
         report, captured = run.report, is_captured(run.model)
         if dtype == "float64":
-            _print_header(args, module, run.model, described, captured, factory.notes)
+            notes = (*factory.notes, *output_notes)
+            _print_header(args, module, run.model, described, captured, notes)
             _print_conventions(run.model, captured, conversion_notes)
         if dtype == "float32":
             # the float64 run computed exactly what this one approximates (the float32
@@ -506,6 +547,8 @@ def _port(parser, args) -> int:
         )
     if args.spec.config is not None:
         metadata["config"] = json.dumps(args.spec.config)
+    if args.selected_output is not None:
+        metadata["output_key"] = args.selected_output
     save_nnx(proved, args.out, metadata=metadata)
     # reload as a user would: a fresh twin of a newly built model (other weights; a
     # captured program rebuilt from the same spec, its constants with it), then
@@ -789,15 +832,28 @@ def _print_load_lines(args, factory, example, captured: bool) -> None:
                     "example_kwargs={" + ", ".join(f"{k!r}: {k}" for k in example.kwargs) + "}"
                 )
             call = ", ".join(parts)
-        if imports:
-            print(f"  {imports}")
+        build = _print_build(imports, build, args.selected_output)
         print(f"  nnx_module = jaxgrad.flax.to_nnx({build}, {call})")
     else:
         print("to load it:")
-        if imports:
-            print(f"  {imports}")
+        build = _print_build(imports, build, args.selected_output)
         print(f"  nnx_module = jaxgrad.flax.to_nnx({build}, layout={args.layout!r})")
     print(f"  jaxgrad.flax.load_nnx(nnx_module, {args.out!r})")
+
+
+def _print_build(imports: str, build: str, key: str | None) -> str:
+    """The load lines' imports, and with a selected output (issue 55) the lines that
+    make the module's forward return ``outputs[key]`` alone, as the port proved it;
+    returns the expression ``to_nnx`` takes."""
+    for line in (imports, "import functools" if key is not None else ""):
+        if line:
+            print(f"  {line}")
+    if key is None:
+        return build
+    print(f"  module = {build}")
+    for line in _model_spec.SELECT_CODE:
+        print(f"  {line.format(key=key)}")
+    return "module"
 
 
 if __name__ == "__main__":

@@ -24,12 +24,14 @@ latest, --resume-from NAME from an older one, on any device or process count.
 Devices: jax trains data-parallel over every device of --device (--shard data), with
 parameters and optimizer state split over them (--shard fsdp), or on one (--shard
 none); with JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID set, over
-every device of every process (jax.distributed), process 0 writing the outputs.
+every device of every process (jax.distributed), process 0 writing the outputs and
+printing the log and progress bars.
 What a model cannot do is refused at start with one line: --activation and
 --precision bfloat16 are the MLP's and sequence presets' (a converted model trains in
 its own dtype); the CNN presets take the 1×8×8 digits only; the sequence presets refuse
---data-dir, --activation and --precision float64; torch's bfloat16 run is refused where
-torch has no bfloat16 kernel for the model (its CPU LSTM).
+--data-dir, --activation and --precision float64; a forward returning a dict or a
+ModelOutput of several tensors and no 'logits' needs --output-key KEY; torch's
+bfloat16 run is refused where torch has no bfloat16 kernel for the model (its CPU LSTM).
 Ctrl-C (SIGINT) or SIGTERM finishes the step that is running, writes a final
 checkpoint (with --checkpoint-dir), prints it and the command that resumes, and
 exits 130 / 143; a second signal stops at once.
@@ -128,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         metavar="JSON",
         help="--model transformers:CLASS: the config's fields as JSON",
+    )
+    data.add_argument(
+        "--output-key",
+        metavar="KEY",
+        help="--model MODULE:NAME: "
+        + _model_spec.OUTPUT_KEY_HELP.format(verb="train on (as the logits)"),
     )
     data.add_argument(
         "--standardize",
@@ -263,6 +271,11 @@ def parse_args(argv=None, parser: argparse.ArgumentParser | None = None) -> argp
         parser.error(
             "--kwargs and --config build a --model MODULE:NAME (a torch model to convert); "
             f"--model {args.model} is a preset"
+        )
+    elif args.output_key is not None:
+        parser.error(
+            "--output-key chooses among the outputs of a --model MODULE:NAME (a torch model "
+            f"to convert); --model {args.model} is a preset, whose forward returns logits"
         )
     # ---- torch modules converted with from_torch (torchref's CNNs, or --model MODULE:NAME),
     # trained by StatefulTrainer (buffers and keyed randomness)
@@ -699,10 +712,18 @@ def torch_module(args, dataset):
         ) from None
     finally:
         module.train(was_training)
-    args.draws_randomness = draws_randomness(module, example)
+    # a dict or ModelOutput: the one tensor trained on, by _model_spec's rule (issue 55)
+    key = _model_spec.output_key(
+        outputs, args.output_key, f"--model {args.model}", "train on (as the logits)"
+    )
+    if key is not None:
+        # torch.export captures it as the model returning outputs[key] alone, as before
+        outputs, module = outputs[key], _model_spec.select_output(module, key)
+        args.capture = "export"
+    args.draws_randomness = draws_randomness(module, example)  # of the output trained on
     if not isinstance(outputs, torch.Tensor) and isinstance(logits_of(outputs), torch.Tensor):
-        # a Hugging Face ModelOutput (its .logits) or a tuple (its first element): the
-        # forward both frameworks train returns the logits alone. torch.export captures
+        # a tuple (its first element) or another object with .logits: the forward both
+        # frameworks train returns the logits alone. torch.export captures
         # this instance's forward (torch.fx would trace the class's): export it is
         outputs, forward = logits_of(outputs), module.forward
         module.forward = functools.wraps(forward)(lambda *a, **k: logits_of(forward(*a, **k)))
@@ -711,7 +732,8 @@ def torch_module(args, dataset):
         shape = tuple(outputs.shape) if isinstance(outputs, torch.Tensor) else None
         raise ValueError(
             f"--model {args.model}: its forward returns "
-            f"{type(outputs).__name__}{'' if shape is None else f' of shape {shape}'}; "
+            + ("" if key is None else f"under {key!r} a ")
+            + f"{type(outputs).__name__}{'' if shape is None else f' of shape {shape}'}; "
             "train.py trains classifiers whose forward returns logits (batch, classes)"
         )
     if outputs.shape[1] < dataset.num_classes:
@@ -754,6 +776,8 @@ def draws_randomness(module, example) -> bool:
             second = logits_of(twin(example))
     finally:
         torch.random.set_rng_state(state)
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+        return False  # not logits: the output check that follows refuses the model
     return not torch.equal(first, second)
 
 
@@ -1040,7 +1064,7 @@ def train(args) -> int:
 
             jax.config.update("jax_enable_x64", True)  # before any jax array is made
     try:
-        dataset = load_data(args)
+        dataset = load_data(args, primary)
         check_batch(args.batch_size, args.accumulate, 1, len(dataset.x_train))
     except (OSError, ValueError) as exc:
         return _error(exc)
@@ -1138,7 +1162,7 @@ def train(args) -> int:
                     continue
                 resumed_at = getattr(run.trainer, "step_in_epoch", 0)
                 progress = Progress(
-                    not args.no_progress,
+                    not args.no_progress and primary,  # process 0's alone (issue 55)
                     run.framework,
                     epoch,
                     epoch_steps,
@@ -1265,7 +1289,7 @@ def stopped(args, runs, stop) -> int:
     return stop.exit_status
 
 
-def load_data(args):
+def load_data(args, primary: bool = True):
     """The training data: the digits, or what ``--data-dir`` holds (an IDX directory, an
     image folder, read with a progress bar, or a token .npz: ``jaxgrad.data.load_dataset``)."""
     from jaxgrad import data
@@ -1273,7 +1297,9 @@ def load_data(args):
     if not args.data_dir:
         return data.load_digits()
     return data.load_dataset(
-        data_dir=args.data_dir, image_size=args.image_size, progress=not args.no_progress
+        data_dir=args.data_dir,
+        image_size=args.image_size,
+        progress=not args.no_progress and primary,
     )
 
 
