@@ -36,7 +36,7 @@ import numpy as np
 
 from jaxgrad._arrays import canonical_dtype
 from jaxgrad.nn import aten
-from jaxgrad.nn.capture import export_autograd
+from jaxgrad.nn.capture import export_autograd, python_numbers
 from jaxgrad.nn.capture import layers as converters
 from jaxgrad.nn.capture.program import (
     SYM_OPS,
@@ -220,6 +220,11 @@ def build_nodes(graph_nodes, placeholders: dict, *, class_name: str, path: str):
         if target in _NO_OPS:
             continue
         if target == "aten._local_scalar_dense.default":
+            import torch
+
+            number = python_numbers.from_stack_trace(torch, node.meta.get("stack_trace"))
+            if number is not None:  # `.item()` / `.tolist()`, named with the user's line
+                raise ValueError(python_numbers.refusal(describe(), number))
             raise ValueError(
                 f"from_torch: {describe()} reads a tensor's value as a Python number "
                 "(`.item()`, `int(t)`, `float(t)`): the forward computes a size or a branch "
@@ -829,13 +834,17 @@ def _export(
     """One mode's program, decomposed; autograd written in the forward marked first
     (``export_autograd``). ``frozen`` receives the parameters the forward freezes;
     ``dynamic_shapes`` goes to ``torch.export`` as is (a failure is then a
-    ``DynamicShapeError``)."""
+    ``DynamicShapeError``). A failure caused by a Python number the forward reads from
+    a tensor (``float(t)``, ``.item()``, ``if t > 0:``) names the construct and the
+    user's line (``python_numbers``); torch's logs and partial-graph dumps are kept off
+    stderr meanwhile."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     mode = "training" if train else "evaluation"
     module.train(train)
     problems: list[str] = []
+    numbers: list = []  # Python numbers the forward reads from tensors (python_numbers)
     frozen = set() if frozen is None else frozen
     try:
         with _rng_state(seed), warnings.catch_warnings():
@@ -848,6 +857,8 @@ def _export(
             # once the math form's output replaces the flash kernel's
             with (
                 export_autograd.during_export(module, frozen, problems),
+                python_numbers.recorded(torch, numbers),
+                python_numbers.quiet(torch),
                 sdpa_kernel(SDPBackend.MATH),
                 _slow_capture_notice(class_name, mode, _dynamic_kind(dynamic_shapes)),
             ):
@@ -862,15 +873,21 @@ def _export(
     except Exception as error:  # torch's own messages say what it could not follow
         if isinstance(error, ValueError) and str(error).startswith("from_torch:"):
             raise
-        message = str(error).strip().split("\n")[0][:400]
         kind = DynamicShapeError if dynamic_shapes is not None else ValueError
+        number = python_numbers.explained(torch, error, numbers)
+        if number is not None:
+            raise kind(
+                python_numbers.refusal(f"{class_name} {_where(path)}", number, mode)
+                + _data_dependent_hint(error, module, number=True)
+            ) from error
+        message = str(error).strip().split("\n")[0][:400]
         raise kind(
             f"from_torch: torch.export cannot capture {class_name} {_where(path)} in {mode} "
             f"mode ({type(error).__name__}: {message}). jaxgrad needs both of torch's modes "
             "(apply(train=True) and apply(train=False)); a forward that branches on tensor "
             "values (e.g. a random layer drop decided by `torch.rand() < p`) or returns a "
             "type torch cannot flatten (e.g. a KV cache: pass use_cache=False) cannot be "
-            f"captured.{_data_dependent_hint(error)}"
+            f"captured.{_data_dependent_hint(error, module)}"
         ) from error
     raise ValueError(
         f"from_torch: {class_name} {_where(path)} in {mode} mode: {'; '.join(problems)}. "
@@ -879,14 +896,32 @@ def _export(
     )
 
 
-def _data_dependent_hint(error) -> str:
-    """What to do about a shape or a loop that depends on tensor values."""
+def _data_dependent_hint(error, module=None, number: bool = False) -> str:
+    """What to do about a shape or a loop that depends on tensor values; the
+    mixture-of-experts advice only for a model with experts (``module`` names them, or
+    torch failed on a user line that calls ``nonzero``). ``number``: the message already
+    names a Python number read from a tensor (``python_numbers``), said once."""
+    import torch
+
     if "DataDependent" not in type(error).__name__ and "data-dependent" not in str(error):
         return ""
-    return (
-        " Here the forward's shapes or loop count depend on tensor values (a loop over "
-        "`nonzero()`, `torch.where(mask)` indices): a static-shape program cannot hold "
-        "that. A mixture-of-experts layer that runs only the experts its tokens chose is "
+    lines = python_numbers.failing_lines(torch, error)
+    experts = (module is not None and python_numbers.names_experts(module)) or any(
+        "nonzero" in line for line in lines
+    )
+    general = (
+        ""
+        if number
+        else (
+            " Here the forward's shapes or loop count depend on tensor values (a loop over "
+            "`nonzero()`, `torch.where(mask)` indices): a static-shape program cannot hold "
+            "that."
+        )
+    )
+    if not experts:
+        return general
+    return general + (
+        " A mixture-of-experts layer that runs only the experts its tokens chose is "
         "such a forward; compute every expert densely instead (Hugging Face models: "
         '`experts_implementation="batched_mm"` in the config, which converts).'
     )

@@ -26,7 +26,9 @@ function of ``(params, inputs, buffers, train, key)`` that works under ``jit``,
 layer in graph order. A module that ``torch.fx`` cannot trace (data-dependent
 control flow), an op missing from the table, a tensor attribute outside the
 ``state_dict``, or an in-place write to an input, a module tensor or through a
-view is a ``ValueError`` naming the op, the node and the module path;
+view is a ``ValueError`` naming the op, the node and the module path (a Python number
+read from a traced tensor, ``float(t)``, ``.item()``, ``if t > 0:``, names the construct
+and the user's line: ``python_numbers``);
 ``from_torch`` then captures the module with ``torch.export`` instead when it has
 an example input (``jaxgrad.nn.capture.export``).
 """
@@ -41,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgrad._arrays import canonical_dtype
-from jaxgrad.nn.capture import fx_ops
+from jaxgrad.nn.capture import fx_ops, python_numbers
 from jaxgrad.nn.capture import layers as converters
 from jaxgrad.nn.capture.refs import DictArg, Ref, SliceArg
 from jaxgrad.nn.module import Module, child_path, layer_key, sub_dict
@@ -402,6 +404,10 @@ def _trace_mode(module, path, tracer, names, state):
     """One mode's graph: ``(nodes, layers, owned state keys)``."""
     try:
         graph = tracer().trace(module)
+    except python_numbers.PythonNumberError as error:  # float(t), .item(), `if t > 0:`…
+        raise ValueError(
+            python_numbers.refusal(f"{type(module).__name__} {_where(path)}", error.number)
+        ) from None
     except Exception as error:  # TraceError, TypeError from control flow on proxies…
         raise ValueError(
             f"from_torch: cannot trace {type(module).__name__} {_where(path)} with "
@@ -596,7 +602,11 @@ def trace(module, path: str = "") -> GraphModule:
     flags = {name: m.training for name, m in module.named_modules(remove_duplicate=False)}
     traces = {}
     try:
-        with _autograd_the_layer_path_refuses(torch, module, path), torch.enable_grad():
+        with (
+            _autograd_the_layer_path_refuses(torch, module, path),
+            python_numbers.refused_on_proxies(torch),
+            torch.enable_grad(),
+        ):
             for train in (True, False):
                 module.train(train)
                 traces[train] = _trace_mode(module, path, _Tracer, names, state)
