@@ -5,7 +5,15 @@ returned by functions, never state; every workflow is checked against a PyTorch
 reference with ``jaxgrad.parity``.
 """
 
-from jaxgrad import (
+# before jax starts its backend: XLA reads XLA_FLAGS once (jaxgrad/_xla_flags.py)
+from jaxgrad import _xla_flags
+
+if _xla_warning := _xla_flags.late_start_warning(_xla_flags.apply_workarounds()):
+    import warnings
+
+    warnings.warn(_xla_warning, RuntimeWarning, stacklevel=2)
+
+from jaxgrad import (  # noqa: E402
     accumulate,
     autodiff,
     data,

@@ -43,8 +43,15 @@ From Python: ``jaxgrad.doctor.diagnose(torch_module, port, example_input)``,
 ``jaxgrad.doctor.diagnose_optimizer(torch_optimizer, tx, grads)`` and
 ``jaxgrad.doctor.training_drift(reference_steps, port_steps)``.
 
-Exit status: 0 when the port is clean (or the demo ran), 1 when it disagrees, 2 for
-bad input.
+``--env`` checks the environment instead: the installed jax/jaxlib against the
+canaries for their known bugs (wrong results, crashes: ``jaxgrad.backend_canaries``,
+each in a child process), one line per bug found with its issue and what to do
+(docs/measurements.md, "The backend's known bugs"):
+
+  .venv/bin/python scripts/doctor.py --env
+
+Exit status: 0 when the port is clean (or the demo ran, or --env found no known
+bug), 1 when it disagrees (or --env found one), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -103,6 +110,12 @@ def parse_args(argv=None):
         "--demo", choices=("resnet", "ports", "optimizer"), help="run a demo session"
     )
     parser.add_argument(
+        "--env",
+        action="store_true",
+        help="check the environment: run the canaries for the installed jax/jaxlib's "
+        "known bugs and name any found (exit 1 when one is)",
+    )
+    parser.add_argument(
         "--html",
         metavar="PATH",
         help="also write the diagnosis as one self-contained HTML page to PATH",
@@ -110,6 +123,10 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     _cli.output_file(parser, "--html", args.html)
     _cli.at_least(parser, args, 1, "int_input")
+    if args.env:
+        if args.demo or args.reference or args.port or args.params or args.html:
+            parser.error("--env takes no REFERENCE, --port, --params, --demo or --html")
+        return parser, args
     if args.demo and (args.reference or args.port or args.params):
         parser.error("--demo takes no REFERENCE, --port or --params")
     if args.demo and args.int_input:
@@ -412,8 +429,34 @@ def _optimizer_session(sessions):
     return 0
 
 
+def _env_check() -> int:
+    """``--env``: versions, XLA_FLAGS, and one line per known backend bug found."""
+    import importlib.metadata
+    import os
+
+    import jaxgrad  # noqa: F401  (its XLA settings, as a user's program gets them)
+    from jaxgrad import _xla_flags
+    from jaxgrad.backend_canaries import check_backend, format_findings
+
+    versions = []
+    for name in ("jax", "jaxlib"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} not installed")
+    flags = os.environ.get("XLA_FLAGS", "")
+    print(f"{', '.join(versions)}; XLA_FLAGS={flags or '(unset)'}")
+    if _xla_flags.user_sets_ynn_fusion(flags) and _xla_flags.YNN_WORKAROUND not in flags.split():
+        print(f"(your XLA_FLAGS sets {_xla_flags.YNN_FLAG} itself; jaxgrad leaves it as it is)")
+    findings = check_backend()
+    print(format_findings(findings))
+    return 0 if all(f.ok for f in findings) else 1
+
+
 def main(argv=None) -> int:
     parser, args = parse_args(argv)
+    if args.env:
+        return _env_check()
     import jax
 
     jax.config.update("jax_enable_x64", True)
