@@ -76,6 +76,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -619,15 +620,58 @@ def transformers_models() -> list[GardenModel]:
 HF_BY_NAME = {f"transformers:{row[0]}": row for row in HF_MODELS}
 
 
-def enumerate_models(libraries=zoo_models.LIBRARIES) -> list[GardenModel]:
+def enumerate_models(libraries=zoo_models.LIBRARIES, *, timings=None) -> list[GardenModel]:
     """The garden, in sweep order: torchvision (classification first), timm's families,
-    transformers."""
+    transformers. ``timings``: a dict that gets each library's seconds (its import
+    included)."""
     listers = {
         "torchvision": torchvision_models,
         "timm": timm_smallest,
         "transformers": transformers_models,
     }
-    return [model for library in libraries for model in listers[library]()]
+    models = []
+    for library in libraries:
+        began = time.perf_counter()
+        models += listers[library]()
+        if timings is not None:
+            timings[library] = time.perf_counter() - began
+    return models
+
+
+def enumeration_key(versions: dict | None = None) -> str:
+    """What the garden's list depends on: the installed versions of torch and the zoo's
+    libraries (read without importing them) and the sources of the rules (this file and
+    ``_zoo_models.py``); a change to any of them is a new key."""
+    if versions is None:
+        versions = dict(zoo_models.versions(), torch=_version("torch"))
+    digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode())
+    for source in (__file__, zoo_models.__file__):
+        with open(source, "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()[:16]
+
+
+def _version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def enumerate_cached(*, timings=None) -> tuple[list[GardenModel], bool]:
+    """``(enumerate_models(), whether it came from the cache)``. The list is cached in
+    ``$JAXGRAD_CACHE_DIR`` under ``enumeration_key()``: a sweep started again (``--resume``,
+    ``--rerun``, ``--list``) imports none of the three libraries before its first model
+    (the children import what their model needs)."""
+    path = _cache_path(f"garden-enumeration-{enumeration_key()}.json")
+    cached = _read_cache(path)
+    if cached.get("models"):
+        return [GardenModel(**model) for model in cached["models"]], True
+    models = enumerate_models(timings=timings)
+    _write_cache(path, {"models": [model.to_dict() for model in models]})
+    return models, False
 
 
 def select(models: list[GardenModel], spec: str | None) -> list[GardenModel]:
@@ -1556,7 +1600,7 @@ def sweep(
         raise ValueError(
             f"--rerun: {', '.join(unknown)} is no outcome (one of {', '.join(OUTCOMES)})"
         )
-    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    log = log or (lambda line: print(line, flush=True))  # stdout, live through a pipe
     runner = runner or run_child
     existing = read_records(records_path)
     if existing and not resume:
@@ -1875,11 +1919,28 @@ def report(records: list[dict], *, source: str = "RECORDS") -> str:
 
 
 # ------------------------------------------------------------------ the command line
-def cli(parser, args) -> int:
+def startup_line(seconds: float, timings: dict, cached: bool) -> str:
+    """``startup: 1.2 s (...)``: the time before the first model, and where it went."""
+    if cached:
+        where = "the list from the cache, no library imported"
+    else:
+        where = "enumerating: " + ", ".join(
+            f"{library} {spent:.1f} s" for library, spent in timings.items()
+        )
+        where += " (each with its import); cached for the next run"
+    return f"startup: {seconds:.1f} s ({where})"
+
+
+def cli(parser, args, *, started: float | None = None) -> int:
     """``scripts/zoo.py --garden`` / ``--garden-report`` (arguments checked by zoo.py).
+
+    The sweep prints each model's line on stdout as it starts and as it finishes, flushed
+    (``| tee log`` shows them live), after a ``startup:`` line: the seconds since
+    ``started`` (``time.perf_counter()`` when zoo.py began) to the first model.
 
     Exit status 0 when the sweep or the report completed: the outcomes are its data
     (FAILs included), not the command's failure."""
+    started = time.perf_counter() if started is None else started
     if args.garden_report:
         records = read_records(args.garden_report)
         if not records:
@@ -1894,7 +1955,8 @@ def cli(parser, args) -> int:
 
         output_file(parser, "--records", args.records)
     print("garden: enumerating the libraries' models ...", file=sys.stderr, flush=True)
-    models = enumerate_models()
+    timings: dict = {}
+    models, cached = enumerate_cached(timings=timings)
     try:
         chosen = select(models, args.only)
     except ValueError as error:
@@ -1904,6 +1966,7 @@ def cli(parser, args) -> int:
             count = _params(model.parameters) if model.parameters else ""
             print(f"{model.name:<52} {model.task:<15} {model.family:<28} {count}")
         print(f"{len(chosen)} models", file=sys.stderr)
+        print(startup_line(time.perf_counter() - started, timings, cached), file=sys.stderr)
         return 0
     skip = set(filter(None, args.skip_columns.split(",")))
     columns = tuple(c for c in COLUMNS if c not in skip)
@@ -1916,6 +1979,7 @@ def cli(parser, args) -> int:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, stop)  # `timeout` and kill end the child too
+    print(startup_line(time.perf_counter() - started, timings, cached), flush=True)
     try:
         written = sweep(
             chosen,
