@@ -405,9 +405,9 @@ def _trace_mode(module, path, tracer, names, state):
     try:
         graph = tracer().trace(module)
     except python_numbers.PythonNumberError as error:  # float(t), .item(), `if t > 0:`…
-        raise ValueError(
-            python_numbers.refusal(f"{type(module).__name__} {_where(path)}", error.number)
-        ) from None
+        name = type(module).__name__
+        subject = f"cannot trace {name} {_where(path)} with torch.fx.symbolic_trace: {name}"
+        raise ValueError(python_numbers.refusal(subject, error.number)) from None
     except Exception as error:  # TraceError, TypeError from control flow on proxies…
         raise ValueError(
             f"from_torch: cannot trace {type(module).__name__} {_where(path)} with "
