@@ -164,6 +164,85 @@ def _frozen_teacher(tv):
     return FrozenTeacher(), (rng.standard_normal((8, 16)).astype(np.float32),), {}
 
 
+def _momentum_encoder(tv):
+    """A user's MoCo (He et al., 2020): query and key encoders, each a
+    ``torchvision.ops.MLP`` with BatchNorm1d, the key encoder's parameters frozen
+    (``requires_grad=False``) and moved towards the query encoder's in the forward by
+    ``pk.data = pk.data * m + pq.data * (1 - m)`` under ``torch.no_grad()``; the output
+    is the logits of the queries against the keys (MoCo's contrastive logits within the
+    batch)."""
+    import torch
+
+    class MomentumEncoder(torch.nn.Module):
+        def __init__(self, momentum=0.99, temperature=0.2):
+            super().__init__()
+            self.momentum, self.temperature = momentum, temperature
+            self.encoder_q = tv.ops.MLP(16, [32, 8], norm_layer=torch.nn.BatchNorm1d)
+            self.encoder_k = copy.deepcopy(self.encoder_q)
+            for param in self.encoder_k.parameters():
+                param.requires_grad = False
+                param.data.mul_(0.9)  # perturbed: not the query weights
+
+        @torch.no_grad()
+        def _momentum_update_key_encoder(self):
+            for param_q, param_k in zip(self.encoder_q.parameters(), self.encoder_k.parameters()):
+                param_k.data = param_k.data * self.momentum + param_q.data * (1.0 - self.momentum)
+
+        def forward(self, x):
+            q = torch.nn.functional.normalize(self.encoder_q(x), dim=1)
+            self._momentum_update_key_encoder()
+            with torch.no_grad():
+                k = torch.nn.functional.normalize(self.encoder_k(x), dim=1)
+            return q @ k.T / self.temperature
+
+    rng = np.random.default_rng(SEED)
+    return MomentumEncoder(), (rng.standard_normal((8, 16)).astype(np.float32),), {}
+
+
+def _vq_ema_codebook(tv):
+    """A user's VQ-VAE with an EMA codebook (van den Oord et al., 2017, appendix):
+    ``torchvision.ops.MLP`` encoder and decoder, the codes in buffers moved in training
+    mode to the Laplace-smoothed average of the encodings assigned to them by
+    ``.data =`` under ``torch.no_grad()``, the straight-through estimator and the
+    commitment loss."""
+    import torch
+
+    class VQEMA(torch.nn.Module):
+        def __init__(self, codes=16, dim=4, decay=0.9, eps=1e-5):
+            super().__init__()
+            self.decay, self.eps = decay, eps
+            self.encoder = tv.ops.MLP(16, [32, dim])
+            self.decoder = tv.ops.MLP(dim, [32, 16])
+            embedding = torch.randn(codes, dim)
+            self.register_buffer("embedding", embedding)
+            self.register_buffer("cluster_size", torch.ones(codes))
+            self.register_buffer("embed_avg", embedding.clone())
+
+        def forward(self, x):
+            z = self.encoder(x)
+            distances = (
+                z.pow(2).sum(1, keepdim=True)
+                - 2 * z @ self.embedding.T
+                + self.embedding.pow(2).sum(1)
+            )
+            onehot = torch.nn.functional.one_hot(distances.argmin(1), self.embedding.shape[0])
+            onehot = onehot.to(z.dtype)
+            quantised = onehot @ self.embedding
+            if self.training:
+                with torch.no_grad():
+                    decay, codes = self.decay, self.embedding.shape[0]
+                    self.cluster_size.data = self.cluster_size * decay + (1 - decay) * onehot.sum(0)
+                    self.embed_avg.data = self.embed_avg * decay + (1 - decay) * onehot.T @ z
+                    total = self.cluster_size.sum()
+                    smoothed = (self.cluster_size + self.eps) / (total + codes * self.eps) * total
+                    self.embedding.data = self.embed_avg / smoothed.unsqueeze(1)
+            commitment = 0.25 * (z - quantised.detach()).pow(2).mean()
+            return self.decoder(z + (quantised - z).detach()) + commitment
+
+    rng = np.random.default_rng(SEED)
+    return VQEMA(), (rng.standard_normal((8, 16)).astype(np.float32),), {}
+
+
 TINY_TEXT = dict(
     vocab_size=100,
     hidden_size=32,
@@ -384,6 +463,22 @@ MODELS = [
         "extra: a user's BYOL-style online/target pair of torchvision.ops.MLP(16, "
         "[32, 8], BatchNorm1d), the target under torch.no_grad() in the forward "
         "(no gradient; its BatchNorm statistics still update in training), 8 rows",
+    ),
+    ZooModel(
+        "torchvision:momentum_encoder",
+        "torchvision",
+        _momentum_encoder,
+        "extra: a user's MoCo pair of torchvision.ops.MLP(16, [32, 8], BatchNorm1d), the "
+        "key encoder (requires_grad=False) moved towards the query encoder by `.data =` "
+        "in the forward: its parameters are state, returned by apply; 8 rows",
+    ),
+    ZooModel(
+        "torchvision:vq_ema_codebook",
+        "torchvision",
+        _vq_ema_codebook,
+        "extra: a user's VQ-VAE of torchvision.ops.MLPs with an EMA codebook (16 codes of "
+        "4) in buffers, written by `.data =` in training mode; straight-through estimator "
+        "and commitment loss; 8 rows",
     ),
 ]
 BY_NAME = {entry.name: entry for entry in MODELS}

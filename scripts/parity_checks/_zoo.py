@@ -37,6 +37,12 @@ copied weights and the same inputs, every comparison made with
   weight gradients cancel to ~1e-9 of their terms, beyond the float64 tier for torch
   against itself).
 
+A model whose forward writes its own state (a momentum encoder, an EMA codebook) is
+compared as ``from_torch`` returns it: a parameter the forward writes is state in the
+twin, compared with the buffers (``STATE_PARAMETERS``), and state the evaluation-mode
+forward writes is put back before each torch call of the evaluation columns, where the
+twin's ``buffers`` start (the training column carries it from step to step).
+
 Also recorded: the parameter count, the front end ``from_torch`` chose (``layers`` or
 ``export``), the conversion time (float64), the first call of the jitted training step
 (compilation plus one step) and, in training, the random ops and how many elements
@@ -64,6 +70,7 @@ import torch
 
 import jaxgrad
 from jaxgrad import optim as joptim
+from jaxgrad.nn.capture import writes
 from jaxgrad.nn.capture.program import ExportedModule, TensorMeta
 from jaxgrad.nn.capture.shapes import SymDim
 from jaxgrad.parity import ParityReport
@@ -257,13 +264,47 @@ def _apply(model, params, args, kwargs, buffers, **options):
     return model.apply(params, *args, **options, **kwargs), buffers
 
 
+# the torch parameters a converted twin holds as state (a parameter the forward writes,
+# a momentum encoder's: jaxgrad returns it like a buffer), set on the module by `convert`
+STATE_PARAMETERS = "_jaxgrad_state_parameters"
+
+
 def named_parameters(module) -> dict:
-    return dict(module.named_parameters())
+    """torch's parameters that the twin holds as ``params`` (those it holds as state
+    are compared with the buffers)."""
+    state = getattr(module, STATE_PARAMETERS, ())
+    return {n: p for n, p in module.named_parameters() if n not in state}
 
 
 def persistent_buffers(module) -> dict:
+    """torch's persistent buffers, and the parameters the twin holds as state."""
     state = module.state_dict(keep_vars=True)
-    return {n: b for n, b in module.named_buffers() if n in state}
+    written = getattr(module, STATE_PARAMETERS, ())
+    return {n: b for n, b in module.named_buffers() if n in state} | {
+        n: p for n, p in module.named_parameters() if n in written
+    }
+
+
+def _restore_state_written_in_evaluation(module, model):
+    """A forward pre-hook putting back, before every call of ``module``, the state its
+    evaluation-mode forward writes (a momentum encoder moves its key encoder in both
+    modes) as it was at conversion, where the twin's ``buffers`` are: every comparison
+    in evaluation mode then starts both frameworks from the same state. None when the
+    evaluation program writes nothing (the hook's handle otherwise: remove it before
+    training, whose steps carry the state on)."""
+    written = writes.updated_keys(model, False)
+    if not written:
+        return None
+    state = module.state_dict()
+    saved = {k: state[k].detach().clone() for k in written if k in state}
+
+    def reset(module, args):
+        current = module.state_dict()
+        with torch.no_grad():
+            for key, value in saved.items():
+                current[key].copy_(value)
+
+    return module.register_forward_pre_hook(reset)
 
 
 # ------------------------------------------------------------- the comparisons
@@ -515,7 +556,9 @@ def train_steps(
     # reuse their memory (a large model holds one state fewer)
     jitted = jax.jit(step, donate_argnums=(0, 1, 2))
     module.train()
-    torch_opt = toptim.make_optimizer("sgd", module.parameters(), **hyper)
+    # over the parameters the twin trains (one the forward writes is state there; torch's
+    # SGD skips it anyway: it has no .grad), so the optimizers' state_dicts line up
+    torch_opt = toptim.make_optimizer("sgd", named_parameters(module).values(), **hyper)
     torch.manual_seed(SEED_TRAIN)
     images = any(isinstance(a, np.ndarray) and a.ndim >= 4 for a in args)  # or clips
     leaves, problems, first_call, dropped, drawn = [], [], None, 0, 0
@@ -726,7 +769,7 @@ def torch_noise_step(
         twin = _module_channels_last(twin)
     if perturbed:
         round_every_layer(twin, seed, unit)
-    optimizer = toptim.make_optimizer("sgd", twin.parameters(), **hyper)
+    optimizer = toptim.make_optimizer("sgd", named_parameters(twin).values(), **hyper)
     saved = start["optimizer"]
     optimizer.load_state_dict(
         {
@@ -971,6 +1014,8 @@ def convert(
         batch_one=batch_one,
         dynamic_shapes=dynamic_shapes,
     )
+    parameters = dict(module.named_parameters())
+    setattr(module, STATE_PARAMETERS, tuple(k for k in buffers if k in parameters))
     return model, params, buffers, time.perf_counter() - began
 
 
@@ -1276,6 +1321,7 @@ def _run(entry, result, columns, capture, say):
         result.error = _first_line(error)
         return
     result.front_end, result.convert_seconds = _front_end(model), seconds
+    evaluation_writes = _restore_state_written_in_evaluation(module64, model)
     if isinstance(model, ExportedModule):
         result.constants = tuple(sorted(model.constants.arrays))
     reference64 = cotangents = None
@@ -1343,6 +1389,8 @@ def _run(entry, result, columns, capture, say):
         # the last column starts every step from torch's state: the conversion's params
         # and the float64 column's results are let go first (a large model's copies)
         params = reference64 = cotangents = None
+        if evaluation_writes is not None:  # training carries the written state on
+            evaluation_writes.remove()
         result.columns["train"] = _column(
             lambda: _train(
                 entry,

@@ -20,9 +20,10 @@ holds this order (no module imports one above it; no import cycle in ``jaxgrad``
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
-from jaxgrad.nn.capture import export, fx
+from jaxgrad.nn.capture import export, fx, writes
 from jaxgrad.nn.capture.layers import SUPPORTED, _is_torch_module, convert_layer, torch_class_name
 from jaxgrad.nn.container import Frozen
 
@@ -152,13 +153,20 @@ def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
     ``embed_positions``) are read through a stop-gradient on either front end (the
     layer path's model holds their names: ``GraphModule.frozen``, or ``Frozen``)."""
     frozen = tuple(name for name, p in module.named_parameters() if not p.requires_grad)
+    example = args is not None or example_kwargs is not None
+    # what torch's own forward writes of the module's state, in each mode (run once)
+    torch_writes = functools.cache(
+        lambda: writes.torch_writes(module, args or (), example_kwargs or {})
+    )
+    class_name = type(module).__name__
     if capture == "export":
         model = _capture_export(module, args, example_kwargs, frozen, shapes)
+        writes.refuse_unreproduced(model, torch_writes(), class_name, "The export front end")
     else:
         try:
-            model = (
-                _convert(module, "") if not frozen else _with_frozen(_convert(module, ""), frozen)
-            )
+            model = _layer_path(module, frozen, class_name)
+            if example:
+                writes.refuse_unreproduced(model, torch_writes(), class_name, "The layer path")
         except ValueError as layers_error:
             if capture == "layers":
                 raise
@@ -169,11 +177,29 @@ def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
                 ) from layers_error
             try:
                 model = _capture_export(module, args, example_kwargs, frozen, shapes)
+                writes.refuse_unreproduced(
+                    model, torch_writes(), class_name, "The export front end"
+                )
             except ValueError as export_error:
                 raise ValueError(
                     f"{export_error}\n(The layer path failed first: {layers_error})"
                 ) from export_error
     return model
+
+
+def _layer_path(module, frozen, class_name):
+    """The layer path's model; refused when tracing wrote a module tensor for real
+    (``torch.fx`` runs such a write on the real tensor, outside the graph: a
+    ``.data =`` update of parameters read through ``parameters()``, ``+=`` on a
+    buffer)."""
+    entries = writes.snapshot(module)
+    try:
+        model = _convert(module, "")
+        traced = writes.changes(entries)
+    finally:
+        writes.restore(entries)
+    writes.refuse_unreproduced(model, {True: traced}, class_name, "The layer path (torch.fx)")
+    return model if not frozen else _with_frozen(model, frozen)
 
 
 def _snapshot(module) -> list:

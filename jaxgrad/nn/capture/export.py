@@ -375,9 +375,12 @@ def _program(
     aliases: dict,
     frozen: set = frozenset(),
     specs: dict | None = None,
+    written: set = frozenset(),
 ):
     """One mode's ``Program``, its constants and its input description; ``frozen``:
-    parameters the forward freezes; ``specs``: captured Functions, by call."""
+    parameters the forward freezes; ``specs``: captured Functions, by call;
+    ``written``: parameters without a gradient that a mode's forward writes
+    (``written_parameters``), read and returned as state like buffers."""
     specs = {} if specs is None else specs
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -387,7 +390,8 @@ def _program(
     for spec in sig.input_specs:
         name = spec.arg.name
         if spec.kind == InputKind.PARAMETER:
-            inputs.append((name, "param", aliases.get(spec.target, spec.target)))
+            target = aliases.get(spec.target, spec.target)
+            inputs.append((name, "buffer" if target in written else "param", target))
         elif spec.kind == InputKind.BUFFER and spec.target in persistent:
             inputs.append((name, "buffer", aliases.get(spec.target, spec.target)))
         elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -433,10 +437,16 @@ def _program(
                     "Register it as a persistent buffer to thread it through `apply`."
                 )
             buffer_updates.append((aliases.get(spec.target, spec.target), value))
+        elif (
+            spec.kind == OutputKind.PARAMETER_MUTATION
+            and aliases.get(spec.target, spec.target) in written
+        ):
+            buffer_updates.append((aliases.get(spec.target, spec.target), value))
         else:
             what = {
                 "USER_INPUT_MUTATION": "writes its input in place",
-                "PARAMETER_MUTATION": "writes a parameter in place",
+                "PARAMETER_MUTATION": "writes a parameter that torch trains (requires_grad=True) "
+                "in place",
             }.get(spec.kind.name, spec.kind.name)
             raise ValueError(
                 f"from_torch: {class_name} {_where(path)} {what} (output {arg.name!r}, "
@@ -867,7 +877,7 @@ def _export(
                 )
             if not problems:
                 export_autograd.mark_autograd(
-                    exported, lambda: f"{class_name} {_where(path)} in {mode} mode"
+                    exported, lambda: f"{class_name} {_where(path)} in {mode} mode", frozen
                 )
                 return exported.run_decompositions(decompositions())
     except Exception as error:  # torch's own messages say what it could not follow
@@ -1140,8 +1150,8 @@ def _capture(
     frozen, specs, calls_before = set(frozen), {}, export_autograd.calls()
     try:
         programs, constants, input_metas, shape_specs = {}, {}, {}, []
-        for train in modes:
-            exported = _export(
+        exports = {
+            train: _export(
                 module,
                 args,
                 kwargs,
@@ -1151,10 +1161,15 @@ def _capture(
                 frozen=frozen,
                 dynamic_shapes=dynamic_shapes,
             )
+            for train in modes
+        }
+        written = written_parameters(exports.values(), frozen, aliases)
+        for train in modes:
+            exported = exports[train]
             if train == modes[0]:
                 in_tree = tree_of(exported.call_spec.in_spec, lambda: f"the inputs of {class_name}")
             program, mode_constants, input_metas[train] = _program(
-                exported, class_name, path, persistent, aliases, frozen, specs
+                exported, class_name, path, persistent, aliases, frozen, specs, written
             )
             if dynamic_shapes is not None:
                 shape_specs.append(_shape_spec(exported))
@@ -1211,14 +1226,33 @@ def _capture(
         eval_program=eval_program,
         in_tree=in_tree,
         input_meta=input_metas[True],
-        params=tuple((n, _tensor_meta(t)) for n, t in params),
-        buffers=tuple((n, _tensor_meta(t)) for n, t in buffers),
+        params=tuple((n, _tensor_meta(t)) for n, t in params if n not in written),
+        buffers=tuple(
+            (n, _tensor_meta(t))
+            for n, t in [*buffers, *((n, t) for n, t in params if n in written)]
+        ),
         constants=Constants(constants),
         aliases=tuple(aliases.items()),
         order=tuple(order),
         layers=_known_layers(module, {n for n, _ in params}),
         shapes=shapes,
     )
+
+
+def written_parameters(exported_programs, frozen, aliases) -> set:
+    """The parameters without a gradient (``frozen``: ``requires_grad=False``) that a
+    mode's forward writes (a momentum encoder's key parameters, an EMA target's): each
+    becomes state, read and returned by ``apply`` like a buffer in both modes, so one
+    set of state keys serves both programs. A written parameter torch trains is
+    refused where the program is built."""
+    from torch.export.graph_signature import OutputKind
+
+    return {
+        aliases.get(spec.target, spec.target)
+        for exported in exported_programs
+        for spec in exported.graph_signature.output_specs
+        if spec.kind == OutputKind.PARAMETER_MUTATION and spec.target in frozen
+    }
 
 
 def _shape_spec(exported) -> ShapeSpec:

@@ -255,8 +255,11 @@ def during_export(module, frozen: set, problems: list):
         outputs = torch.ops.jaxgrad.autograd_function([args[i] for i in positions], call_id)
         return outputs[0] if call.single else tuple(outputs)
 
-    def owner(tensor):
-        for name, param in module.named_parameters(remove_duplicate=False):
+    def owner(tensor, buffers=False):
+        named = module.named_parameters(remove_duplicate=False)
+        if buffers:
+            named = itertools.chain(named, module.named_buffers(remove_duplicate=False))
+        for name, param in named:
             if param is tensor:
                 return name
         return None
@@ -291,6 +294,33 @@ def during_export(module, frozen: set, problems: list):
             )
         return original_register_hook(self, hook)
 
+    def set_data(self, value):
+        # `t.data = v` swaps t's storage, which neither torch.fx nor torch.export
+        # records: written as the in-place copy it amounts to (outside autograd), the
+        # program holds it as a parameter or buffer mutation, returned as new state
+        if not _user_frame(2):
+            return original_data.__set__(self, value)
+        if not isinstance(value, torch.Tensor) or (value.shape, value.dtype) != (
+            self.shape,
+            self.dtype,
+        ):
+            name = owner(self, buffers=True)
+            got = (
+                f"{tuple(value.shape)} {value.dtype}"
+                if isinstance(value, torch.Tensor)
+                else type(value).__name__
+            )
+            problems.append(
+                f"the forward assigns `.data` of {repr(name) if name else 'a computed tensor'} "
+                f"({tuple(self.shape)} {self.dtype}) "
+                f"a value of another shape or dtype ({got}), which replaces the tensor rather "
+                "than updating it; jaxgrad reproduces `.data =` only as an update of the same "
+                "shape and dtype"
+            )
+            return original_data.__set__(self, value)
+        with torch.no_grad():
+            self.detach().copy_(value)
+
     def enter(self):
         if not self.mode:
             return None
@@ -307,10 +337,7 @@ def during_export(module, frozen: set, problems: list):
             (
                 torch.Tensor,
                 "data",
-                property(
-                    lambda self: self.detach(),
-                    lambda self, value: original_data.__set__(self, value),
-                ),
+                property(lambda self: self.detach(), set_data),
             ),
             (torch.Tensor, "requires_grad_", requires_grad_),
             (
@@ -389,10 +416,12 @@ def _writes_outside(subgraph, allowed: set) -> list[str]:
     return found
 
 
-def mark_autograd(ep, describe) -> None:
+def mark_autograd(ep, describe, frozen=()) -> None:
     """Rewrite ``ep``'s training program in place: ``detach`` -> ``stop_gradient``,
-    every grad-disabled region's inputs (buffers and constants aside) through
-    ``stop_gradient``. ``describe()`` names the model for messages.
+    every grad-disabled region's inputs (buffers, constants and the parameters in
+    ``frozen`` aside) through ``stop_gradient``. ``describe()`` names the model for
+    messages; ``frozen``: parameters torch gives no gradient (``requires_grad=False``),
+    which a region may update in place like a buffer (a momentum encoder).
 
     Raises:
       ValueError: a grad-disabled region writes a value from outside it in place.
@@ -407,6 +436,12 @@ def mark_autograd(ep, describe) -> None:
         spec.arg.name
         for spec in ep.graph_signature.input_specs
         if spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+        or (spec.kind == InputKind.PARAMETER and spec.target in frozen)
+    }
+    trainable = {
+        spec.arg.name: spec.target
+        for spec in ep.graph_signature.input_specs
+        if spec.kind == InputKind.PARAMETER and spec.target not in frozen
     }
     changed = False
     for node in list(graph.nodes):
@@ -429,6 +464,25 @@ def mark_autograd(ep, describe) -> None:
             if getattr(outer, "name", None) in untracked
         }
         written = _writes_outside(body.graph, allowed)
+        inner_of = {
+            inner.name: getattr(outer, "name", None) for inner, outer in zip(region_inputs, inputs)
+        }
+        parameters = sorted(
+            {
+                trainable[inner_of[base]]
+                for base in (w.rsplit(" on ", 1)[1] for w in written)
+                if inner_of.get(base) in trainable
+            }
+        )
+        if parameters:
+            raise ValueError(
+                f"from_torch: {describe()} writes the parameter(s) {', '.join(map(repr, parameters))} "
+                "inside a `torch.no_grad()` region (an in-place op or `.data =`), and torch "
+                "trains them too (requires_grad=True). jaxgrad returns a parameter the forward "
+                "writes as new state (like a buffer) only when torch gives it no gradient: call "
+                "`requires_grad_(False)` on it (as a momentum encoder's or EMA target's "
+                "parameters are), or register it as a buffer."
+            )
         if written:
             raise ValueError(
                 f"from_torch: {describe()} writes a value computed outside a `torch.no_grad()` "
