@@ -134,3 +134,40 @@ def test_models_that_write_nothing_but_batchnorm_statistics_still_take_the_layer
     with jax_precision("float64"):
         model, _ = nn.from_torch(module, example=(_example(),))
     assert type(model).__name__ != "ExportedModule"
+
+
+def test_the_trainer_threads_a_momentum_encoders_key_parameters_as_torchs_loop_does(x64):
+    # cross-entropy on the logits of each query against its batch's keys (MoCo's
+    # InfoNCE, with shuffled labels); one epoch of 3 steps of 4 rows, SGD with momentum
+    from jaxgrad import losses, optim
+    from jaxgrad.data import batch_indices
+    from jaxgrad.train.stateful import StatefulTrainer
+
+    torch.manual_seed(5)
+    module = models.MomentumEncoder().double()
+    x = np.random.default_rng(5).standard_normal((12, 8))
+    labels = np.tile(np.arange(4), 3)
+    model, params, buffers = nn.from_torch(
+        module, example=(torch.from_numpy(x[:4]),), with_buffers=True
+    )
+    trainer = StatefulTrainer(
+        model,
+        losses.cross_entropy,
+        optim.sgd(lr=0.1, momentum=0.9),
+        params,
+        buffers,
+        batch_size=4,
+        seed=2,
+    )
+    trainer.train_epoch(x, labels)
+    torch_opt = torch.optim.SGD(
+        [p for p in module.parameters() if p.requires_grad], lr=0.1, momentum=0.9
+    )
+    module.train()
+    for idx in batch_indices(12, 4, seed=2, epoch=0, drop_last=True):
+        torch_opt.zero_grad()
+        logits = module(torch.from_numpy(x[idx]))
+        torch.nn.functional.cross_entropy(logits, torch.from_numpy(labels[idx])).backward()
+        torch_opt.step()
+    expected = {k: v.numpy() for k, v in module.state_dict().items()}
+    jaxgrad.assert_parity(expected, trainer.state_dict_numpy())  # the key encoder too
