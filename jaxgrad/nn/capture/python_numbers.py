@@ -23,8 +23,10 @@ construct and the user's line instead:
   ``TORCH_LOGS`` asks for torch's logs);
 - ``from_stack_trace(text)``: the user's frame of an exported node's ``stack_trace``.
 
-torch is never imported here: the front ends pass the module in (``import jaxgrad``
-never imports torch, and this module sits below both front ends).
+No ``import torch`` here: the front ends pass torch in (they import it lazily, and
+``import jaxgrad`` never does), and the two torch submodules this needs are loaded
+through it. The module sits below both front ends and imports only ``export_autograd``
+(for ``patched``).
 """
 
 from __future__ import annotations
