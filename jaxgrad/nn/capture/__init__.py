@@ -6,13 +6,13 @@ those below it:
 | level | modules | holds |
 |---|---|---|
 | the face | ``jaxgrad.nn.capture`` (here) | ``from_torch``: which front end, frozen parameters, the module left as it was |
-| front ends | ``layers``; ``fx``; ``export`` (with ``export_autograd``) | a torch module to a jaxgrad layer: by class, by ``torch.fx`` trace, by ``torch.export`` program |
+| front ends | ``layers``; ``fx``; ``export`` (with ``export_autograd``); ``writes`` | a torch module to a jaxgrad layer: by class, by ``torch.fx`` trace, by ``torch.export`` program; the state torch's own forward writes, each key returned as new state or refused |
 | the program | ``program`` (``ExportedModule``, the interpreter), ``regions``, ``shapes``, ``artifact`` | the captured program, its sizes, its ``jax.export`` file |
 | shared types | ``refs`` (``Ref``, ``SliceArg``, ``DictArg``) | a node's arguments, read by every front end and the program |
 | op tables | ``fx_ops`` (torch.fx callables), ``jaxgrad.nn.aten`` (ATen overloads) | one JAX function per torch op |
 | layers | ``jaxgrad.nn``'s layers and ``functional`` | what the ops and converters build |
 
-torch is imported only lazily, inside ``fx``'s and ``export``'s functions, when a torch
+torch is imported only lazily, inside ``fx``'s, ``export``'s and ``writes``' functions, when a torch
 module is handed over: ``import jaxgrad`` never imports it. ``parity_tests/test_graph``
 holds this order (no module imports one above it; no import cycle in ``jaxgrad``).
 """
@@ -134,11 +134,18 @@ def from_torch(
         if example is None
         else (tuple(example) if isinstance(example, (tuple, list)) else (example,))
     )
-    untouched = _snapshot(module)
+    # every parameter and buffer, kept once: both front ends run the forward's Python
+    # (torch.fx on proxies, a non-strict export on fake tensors), from_torch runs torch's
+    # own forward, and a forward that writes a module tensor directly (timm's
+    # BatchNormAct2d adds 1 to its real num_batches_tracked while fx traces it) would
+    # change the user's module
+    untouched = writes.snapshot(module)
     try:
-        model = _front_end(module, args, example_kwargs, capture, (dynamic_shapes, batch_one))
+        model = _front_end(
+            module, args, example_kwargs, capture, (dynamic_shapes, batch_one), untouched
+        )
     finally:
-        _restore(untouched)  # the user's module exactly as it was
+        writes.restore(untouched)  # the user's module exactly as it was
     state = module.state_dict()
     params = model.load_state_dict(state)
     if with_buffers:
@@ -146,7 +153,7 @@ def from_torch(
     return model, params
 
 
-def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
+def _front_end(module, args, example_kwargs, capture, shapes=("auto", False), untouched=None):
     """The model from the front end ``capture`` names (``auto``: layers, then export).
 
     Parameters with ``requires_grad=False`` (a frozen backbone, Whisper's
@@ -154,9 +161,10 @@ def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
     layer path's model holds their names: ``GraphModule.frozen``, or ``Frozen``)."""
     frozen = tuple(name for name, p in module.named_parameters() if not p.requires_grad)
     example = args is not None or example_kwargs is not None
+    untouched = writes.snapshot(module) if untouched is None else untouched
     # what torch's own forward writes of the module's state, in each mode (run once)
     torch_writes = functools.cache(
-        lambda: writes.torch_writes(module, args or (), example_kwargs or {})
+        lambda: writes.torch_writes(module, args or (), example_kwargs or {}, untouched)
     )
     class_name = type(module).__name__
     if capture == "export":
@@ -164,7 +172,7 @@ def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
         writes.refuse_unreproduced(model, torch_writes(), class_name, "The export front end")
     else:
         try:
-            model = _layer_path(module, frozen, class_name)
+            model = _layer_path(module, frozen, class_name, untouched)
             if example:
                 writes.refuse_unreproduced(model, torch_writes(), class_name, "The layer path")
         except ValueError as layers_error:
@@ -187,12 +195,11 @@ def _front_end(module, args, example_kwargs, capture, shapes=("auto", False)):
     return model
 
 
-def _layer_path(module, frozen, class_name):
+def _layer_path(module, frozen, class_name, entries):
     """The layer path's model; refused when tracing wrote a module tensor for real
     (``torch.fx`` runs such a write on the real tensor, outside the graph: a
     ``.data =`` update of parameters read through ``parameters()``, ``+=`` on a
-    buffer)."""
-    entries = writes.snapshot(module)
+    buffer). ``entries``: ``writes.snapshot(module)``, put back afterwards."""
     try:
         model = _convert(module, "")
         traced = writes.changes(entries)
@@ -200,32 +207,6 @@ def _layer_path(module, frozen, class_name):
         writes.restore(entries)
     writes.refuse_unreproduced(model, {True: traced}, class_name, "The layer path (torch.fx)")
     return model if not frozen else _with_frozen(model, frozen)
-
-
-def _snapshot(module) -> list:
-    """Every parameter and buffer of ``module`` with a copy of its value and flag: both
-    front ends run the forward's Python (``torch.fx`` on proxies, a non-strict export
-    on fake tensors), and a forward that writes a module tensor directly (timm's
-    ``BatchNormAct2d`` adds 1 to its real ``num_batches_tracked`` while fx traces it)
-    would change the user's module. Tensors are read through their own methods (no torch
-    import here); a lazy module's uninitialised parameters have no value to keep."""
-    tensors = {
-        id(t): t
-        for t in (*module.parameters(), *module.buffers())
-        if not type(t).__name__.startswith("Uninitialized")
-    }.values()
-    return [(t, t.detach().clone(), t.requires_grad) for t in tensors]
-
-
-def _restore(snapshot) -> None:
-    """Put back what ``_snapshot`` saw: ``from_torch`` leaves the module as it found it."""
-    for tensor, value, requires_grad in snapshot:
-        if tensor.shape != value.shape:  # the forward resized it: put the old one back
-            tensor.data = value
-        elif not tensor.detach().equal(value):
-            tensor.data.copy_(value)  # .data: outside autograd, as torch.no_grad would
-        if tensor.requires_grad != requires_grad and tensor.is_leaf:
-            tensor.requires_grad_(requires_grad)
 
 
 def _with_frozen(model, frozen):

@@ -48,23 +48,30 @@ class _Entry:
     tensor: Any  # the tensor object itself
     value: Any  # a copy of its value
     storage: Any  # `tensor.data` then (its storage, not a copy): `.data =` swaps it
+    requires_grad: bool  # a forward may call requires_grad_(False) on a parameter
 
 
 def snapshot(module) -> dict:
-    """``{state_dict key: entry}`` for every parameter and persistent buffer: the
-    tensor object, where it lives and a copy of its value."""
-    entries = {}
+    """``{name: entry}`` for every parameter and buffer (non-persistent ones too, under
+    their ``named_buffers()`` names; a tied tensor under each of its names): the tensor
+    object, where it lives and one copy of its value (a tied tensor's is shared)."""
+    entries, copies = {}, {}
+    named = [
+        *(("_parameters", n) for n, _ in module.named_parameters(remove_duplicate=False)),
+        *(("_buffers", n) for n, _ in module.named_buffers(remove_duplicate=False)),
+    ]
     modules = dict(module.named_modules(remove_duplicate=False))
-    for key in module.state_dict(keep_vars=True):
+    for kind, key in named:
         owner_path, _, attr = key.rpartition(".")
-        owner = modules.get(owner_path)
-        if owner is None:
-            continue
-        kind = "_parameters" if attr in owner._parameters else "_buffers"
+        owner = modules[owner_path]
         tensor = getattr(owner, kind).get(attr)
         if tensor is None or type(tensor).__name__.startswith("Uninitialized"):
             continue
-        entries[key] = _Entry(owner, attr, kind, tensor, tensor.detach().clone(), tensor.data)
+        if id(tensor) not in copies:
+            copies[id(tensor)] = tensor.detach().clone()
+        entries[key] = _Entry(
+            owner, attr, kind, tensor, copies[id(tensor)], tensor.data, tensor.requires_grad
+        )
     return entries
 
 
@@ -83,7 +90,8 @@ def changes(entries: dict) -> dict:
 
 
 def restore(entries: dict) -> None:
-    """Put back the tensor objects and values ``snapshot`` saw."""
+    """Put back the tensor objects, values and ``requires_grad`` flags ``snapshot``
+    saw."""
     for entry in entries.values():
         table = getattr(entry.owner, entry.kind)
         if table.get(entry.attr) is not entry.tensor:
@@ -93,12 +101,15 @@ def restore(entries: dict) -> None:
             tensor.data = entry.storage
         if not tensor.detach().equal(entry.value):
             tensor.data.copy_(entry.value)
+        if tensor.is_leaf and tensor.requires_grad != entry.requires_grad:
+            tensor.requires_grad_(entry.requires_grad)
 
 
-def torch_writes(module, args, kwargs) -> dict:
+def torch_writes(module, args, kwargs, entries=None) -> dict:
     """``{train: {key: construct}}``: what torch's own forward on the example writes in
-    training (``True``) and evaluation (``False``) mode. The module, its mode flags and
-    torch's random state are left as they were.
+    training (``True``) and evaluation (``False``) mode (``entries``: the module's
+    ``snapshot``, taken here if not given). The module, its mode flags and torch's
+    random state are left as they were.
 
     Raises:
       ValueError: torch's own forward fails on the example.
@@ -106,7 +117,7 @@ def torch_writes(module, args, kwargs) -> dict:
     import torch
 
     flags = {name: m.training for name, m in module.named_modules(remove_duplicate=False)}
-    entries = snapshot(module)
+    entries = snapshot(module) if entries is None else entries
 
     def fresh(value):  # the forward may write its inputs: each run gets its own copy
         return value.detach().clone() if isinstance(value, torch.Tensor) else value
