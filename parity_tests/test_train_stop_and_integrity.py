@@ -70,7 +70,11 @@ def test_sigint_writes_final_checkpoints_and_the_exact_resume_command(tmp_path):
         assert library.verify_checkpoint(match[1])["global_step"] == int(match[2])
         assert library.latest_verified(os.path.join(ckpt, framework)) == match[1]
     command = re.search(r"^resume with: (.*)$", out, re.M)[1]
-    assert command == "python scripts/train.py " + shlex.join(args) + " --resume"
+    # the interpreter that ran it (.venv/bin/python after the README's install), never
+    # a bare `python`, which in a fresh shell is another one, without jaxgrad
+    assert command == shlex.join(
+        [train_script.interpreter(), "scripts/train.py", *args, "--resume"]
+    )
 
 
 def test_sigterm_without_checkpoint_dir_says_nothing_can_be_resumed(monkeypatch, capsys):
@@ -176,7 +180,9 @@ def test_train_script_names_the_flag_that_resumes_from_the_intact_checkpoint(tmp
     assert "params.safetensors is missing or corrupt" in err
     script = os.path.relpath(train_script.__file__)  # as the command is printed
     assert err.endswith(
-        f"To resume from it: python {script} " + shlex.join(args) + " --resume-from ckpt-00000010"
+        f"To resume from it: {train_script.interpreter()} {script} "
+        + shlex.join(args)
+        + " --resume-from ckpt-00000010"
     )
     assert train_script.main([*args, "--resume-from", "ckpt-00000010"]) == 0
     assert "jax resumed from step 10 (epoch 1, batch 10)" in capsys.readouterr().out
@@ -216,7 +222,7 @@ def test_a_scheduled_run_stopped_by_a_signal_resumes_bit_identically(tmp_path, m
     ckpt = str(tmp_path / "ckpt")
     assert train_script.main([*common, "--checkpoint-dir", ckpt]) == 143
     out = capsys.readouterr().out
-    command = re.search(r"^resume with: python \S+ (.*)$", out, re.M)[1]
+    command = re.search(r"^resume with: \S+ \S+ (.*)$", out, re.M)[1]
     assert shlex.split(command) == [*common, "--checkpoint-dir", ckpt, "--resume"]
     monkeypatch.setattr(train_script.Progress, "update", update)
     resumed = str(tmp_path / "resumed.safetensors")

@@ -437,7 +437,16 @@ def resume_command(args, resume_from: str | None = None) -> str:
         if name != "--resume":
             kept.append(arg)
     kept += ["--resume-from", resume_from] if resume_from else ["--resume"]
-    return shlex.join(["python", os.path.relpath(__file__), *kept])
+    return shlex.join([interpreter(), os.path.relpath(__file__), *kept])
+
+
+def interpreter() -> str:
+    """The Python running this script, as a command a user types from here: relative
+    (``.venv/bin/python`` after the README's install) where it lies below the current
+    directory, else its full path. A bare ``python`` in a fresh shell is another
+    interpreter, without jaxgrad."""
+    relative = os.path.relpath(sys.executable)
+    return sys.executable if relative.startswith("..") else relative
 
 
 def parse_scheduler(spec: str) -> tuple[str, dict]:
