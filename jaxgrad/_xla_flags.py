@@ -1,9 +1,9 @@
 """XLA:CPU settings ``import jaxgrad`` makes before jax starts its backend.
 
 Contract: ``apply_workarounds(environ)`` appends
-``--xla_cpu_experimental_ynn_fusion_type=-reduce`` to ``environ["XLA_FLAGS"]`` when the
-installed jaxlib is one of ``YNN_REDUCE_AFFECTED`` and the user's ``XLA_FLAGS`` does not
-already name that flag (a user's own setting always wins, whatever its value), and
+``--xla_cpu_experimental_ynn_fusion_type=`` (an empty list: no YNNPACK fusions) to
+``environ["XLA_FLAGS"]`` when the installed jaxlib is one of ``YNN_AFFECTED`` and the
+user's ``XLA_FLAGS`` does not already name that flag (a user's own setting always wins, whatever its value), and
 returns what it did as one line (``None`` when it changed nothing). It imports
 nothing but the standard library, reads the jaxlib version from the installed
 package's metadata (never importing jaxlib), and only has an effect when it runs before
@@ -11,15 +11,16 @@ jax starts its backend (XLA reads ``XLA_FLAGS`` once, when the CPU client is cre
 ``jax.devices()`` or the first computation). Where jax's backend already runs,
 ``import jaxgrad`` warns (``late_start_warning``) that the workaround could not apply.
 
-Why: jaxlib 0.10.2 widened XLA:CPU's YNNPACK fusions, and its ``reduce`` fusion type
-(a reduction, with the multiply before it rewritten into a dot, handed to YNNPACK) is
-wrong or crashes on three programs from JAX's tracker, checked by
-``jaxgrad.backend_canaries``: jax-ml/jax#39103 (``jit`` of a vmapped matrix-vector
-product then a sum, silently wrong in float64 too), #40412 (a segfault on a rank-7
-reduce) and #39257 (a segfault, or a hang on some CPUs, on a rank-8 broadcast-reduce).
-Removing only that fusion type fixes all three on this project's machine and keeps
-YNNPACK's dot and elementwise fusions (the ``Linear`` matmuls); measured against the
-pin to jaxlib 0.10.1 and against all YNN fusions off in ``docs/measurements.md``.
+Why: jaxlib 0.10.2 widened XLA:CPU's YNNPACK fusions, which are wrong or crash on
+three programs from JAX's tracker, checked by ``jaxgrad.backend_canaries``:
+jax-ml/jax#39103 (``jit`` of a vmapped matrix-vector product then a sum, silently wrong
+in float64 too), #40412 (a segfault on a rank-7 reduce) and #39257 (a segfault, or a
+hang on some CPUs, on a rank-8 broadcast-reduce). ``constraints.txt`` pins jaxlib
+0.10.1, which predates them; this is for an install outside the constraints
+(``pyproject.toml`` accepts any jax >= 0.10). All YNN fusions off fixes the three; so
+does removing only the ``reduce`` type (``=-reduce``), which measured no faster
+(``docs/measurements.md``, "The backend's known bugs") and leaves the other YNN types
+on, one of which crashed torchvision's raft_large (``scripts/_garden.py``).
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ import sys
 from collections.abc import MutableMapping
 
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
-# XLA's syntax: a '-' prefix removes a type from jaxlib's default list of YNN fusions
-YNN_WORKAROUND = f"{YNN_FLAG}=-reduce"
-# jaxlib versions whose YNN reduce fusion fails the canaries: 0.10.2 measured here;
+# XLA's syntax: the list of YNN fusion types to enable, here none
+YNN_WORKAROUND = f"{YNN_FLAG}="
+# jaxlib versions whose YNN fusions fail the canaries: 0.10.2 measured here;
 # 0.11.0 per jax-ml/jax#39257. A version not listed is left alone (an unknown flag or
 # value is fatal to XLA, and a fixed jaxlib needs no workaround); the canaries of
 # `scripts/doctor.py --env` say whether it needs one.
-YNN_REDUCE_AFFECTED = ("0.10.2", "0.11.0")
+YNN_AFFECTED = ("0.10.2", "0.11.0")
 # set to 1 to make `import jaxgrad` leave XLA_FLAGS alone
 OPT_OUT = "JAXGRAD_NO_XLA_WORKAROUNDS"
 
@@ -71,16 +72,12 @@ def apply_workarounds(
     environ = os.environ if environ is None else environ
     version = installed_jaxlib() if jaxlib_version is None else jaxlib_version
     flags = environ.get("XLA_FLAGS", "")
-    if (
-        environ.get(OPT_OUT) == "1"
-        or version not in YNN_REDUCE_AFFECTED
-        or user_sets_ynn_fusion(flags)
-    ):
+    if environ.get(OPT_OUT) == "1" or version not in YNN_AFFECTED or user_sets_ynn_fusion(flags):
         return None
     environ["XLA_FLAGS"] = f"{flags} {YNN_WORKAROUND}".strip()
     return (
-        f"added {YNN_WORKAROUND} to XLA_FLAGS: jaxlib {version}'s YNN reduce fusion is "
-        "wrong or crashes (jax-ml/jax#39103, #40412, #39257)"
+        f"added {YNN_WORKAROUND} to XLA_FLAGS: jaxlib {version}'s YNN fusions are "
+        "wrong or crash (jax-ml/jax#39103, #40412, #39257)"
     )
 
 

@@ -88,10 +88,10 @@ class Finding:
 
 
 _FIX = (
+    "pip install jax==0.10.1 jaxlib==0.10.1 (constraints.txt's pin), or "
     f"XLA_FLAGS={_xla_flags.YNN_WORKAROUND} (what import jaxgrad sets for jaxlib "
-    f"{' and '.join(_xla_flags.YNN_REDUCE_AFFECTED)}, unless XLA_FLAGS already names that "
-    "flag or jax started before jaxgrad was imported), or pip install jax==0.10.1 "
-    "jaxlib==0.10.1"
+    f"{' and '.join(_xla_flags.YNN_AFFECTED)}, unless XLA_FLAGS already names that "
+    "flag or jax started before jaxgrad was imported)"
 )
 
 
