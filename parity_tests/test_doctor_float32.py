@@ -257,7 +257,9 @@ def test_doctor_script_float32_says_the_calibrated_rule(
     assert got == code, printed + captured.err
     assert text in printed
     assert "calibrated" in printed, printed
-    if builder == "good" and "every layer and the output are within the float32 tier" in printed:
+    # the verdict without the rule: "within the float32 tier (output max error ...)";
+    # with it, "within the float32 tier, or as close to torch's float64 run as ..."
+    if builder == "good" and "within the float32 tier (output max error" in printed:
         # this CPU's kernels rounded alike in both frameworks (an Intel Xeon with AMX
         # did): no leaf needed the rule, and the report must not claim one did
         assert "[passed by " not in printed and "passed by" not in html.read_text(), printed
