@@ -14,7 +14,7 @@ error exit), or ``hang`` (past the timeout). ``check_backend()`` runs every cana
 bug found, with the issue and what to do. Nothing here imports torch; only the
 children import jax.
 
-Tolerances (DESIGN.md, parity policy): a float64 program at the float64 tier
+Tolerances (the parity policy, docs/parity.md): a float64 program at the float64 tier
 (rtol 1e-10, atol 1e-12), a float32 one at the float32 tier (rtol 1e-5,
 atol 1e-6 x max|expected|); the bugs caught here are off by 0.2 % to 43 %, or crash.
 """
