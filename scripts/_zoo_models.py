@@ -205,39 +205,14 @@ def _vq_ema_codebook(tv):
     mode to the Laplace-smoothed average of the encodings assigned to them by
     ``.data =`` under ``torch.no_grad()``, the straight-through estimator and the
     commitment loss."""
-    import torch
 
-    class VQEMA(torch.nn.Module):
-        def __init__(self, codes=16, dim=4, decay=0.9, eps=1e-5):
-            super().__init__()
-            self.decay, self.eps = decay, eps
-            self.encoder = tv.ops.MLP(16, [32, dim])
-            self.decoder = tv.ops.MLP(dim, [32, 16])
-            embedding = torch.randn(codes, dim)
-            self.register_buffer("embedding", embedding)
-            self.register_buffer("cluster_size", torch.ones(codes))
-            self.register_buffer("embed_avg", embedding.clone())
+    from torchref.forward_state import VQEMACodebook
 
-        def forward(self, x):
-            z = self.encoder(x)
-            distances = (
-                z.pow(2).sum(1, keepdim=True)
-                - 2 * z @ self.embedding.T
-                + self.embedding.pow(2).sum(1)
-            )
-            onehot = torch.nn.functional.one_hot(distances.argmin(1), self.embedding.shape[0])
-            onehot = onehot.to(z.dtype)
-            quantised = onehot @ self.embedding
-            if self.training:
-                with torch.no_grad():
-                    decay, codes = self.decay, self.embedding.shape[0]
-                    self.cluster_size.data = self.cluster_size * decay + (1 - decay) * onehot.sum(0)
-                    self.embed_avg.data = self.embed_avg * decay + (1 - decay) * onehot.T @ z
-                    total = self.cluster_size.sum()
-                    smoothed = (self.cluster_size + self.eps) / (total + codes * self.eps) * total
-                    self.embedding.data = self.embed_avg / smoothed.unsqueeze(1)
-            commitment = 0.25 * (z - quantised.detach()).pow(2).mean()
-            return self.decoder(z + (quantised - z).detach()) + commitment
+    class VQEMA(VQEMACodebook):  # the EMA update and quantiser of torchref's
+        def __init__(self):
+            super().__init__(features=16, dim=4, codes=16, decay=0.9)
+            self.encoder = tv.ops.MLP(16, [32, 4])
+            self.decoder = tv.ops.MLP(4, [32, 16])
 
     rng = np.random.default_rng(SEED)
     return VQEMA(), (rng.standard_normal((8, 16)).astype(np.float32),), {}
