@@ -19,34 +19,7 @@ from torch import nn as tnn
 
 from jaxgrad import nn, optim
 from jaxgrad.parity import assert_parity
-
-
-def torch_and_jaxgrad(module, model, params, x, *, train=False):
-    """``(torch, jaxgrad)``: the output, every parameter gradient (zeros where torch
-    leaves ``.grad`` None) and the input's gradient of ``sum(output * c)``, ``c`` a
-    fixed ramp."""
-    module.train(train)
-    module.zero_grad(set_to_none=True)
-    x_torch = torch.from_numpy(x).requires_grad_(True)
-    out = module(x_torch)
-    cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
-    (out * torch.from_numpy(cotangent)).sum().backward()
-    reference = {
-        "output": out.detach().numpy(),
-        "input": x_torch.grad.numpy(),
-        "grads": {
-            n: p.grad.numpy() if p.grad is not None else np.zeros(p.shape)
-            for n, p in module.named_parameters()
-        },
-    }
-
-    def objective(params, x):
-        out = model.apply(params, x, train=train)
-        return jnp.sum(out * cotangent), out
-
-    (grads, grad_x), out = jax.grad(objective, argnums=(0, 1), has_aux=True)(params, jnp.asarray(x))
-    assert out.dtype == jnp.float64
-    return reference, {"output": out, "input": grad_x, "grads": grads}
+from parity_tests.test_autograd_in_forward import both  # torch backward() beside jax.grad
 
 
 def convert(module, x, capture, **options):
@@ -92,7 +65,7 @@ def test_a_function_input_of_shape_1_c_gets_its_gradient_summed_to_1_c(x64, rng)
     module = UsesRowScale().double()
     x = rng.standard_normal((3, 4))
     model, params = convert(module, x, "export")
-    reference, result = torch_and_jaxgrad(module, model, params, x)
+    reference, result = both(module, model, params, x)
     assert reference["grads"]["row"].shape == (1, 4)
     assert_parity(reference, result)
 
@@ -128,7 +101,7 @@ def test_a_non_differentiable_output_hands_the_backward_zeros(x64, rng):
     module = UsesMaxAndIndex().double()
     x = rng.standard_normal((5, 4))
     model, params = convert(module, x, "export")
-    assert_parity(*torch_and_jaxgrad(module, model, params, x))
+    assert_parity(*both(module, model, params, x))
 
 
 class ScaledSquare(torch.autograd.Function):
@@ -157,7 +130,7 @@ def test_a_python_number_before_the_tensor_keeps_the_tensors_gradient(x64, rng):
     module = UsesScaledSquare().double()
     x = rng.standard_normal((3, 4))
     model, params = convert(module, x, "export")
-    reference, result = torch_and_jaxgrad(module, model, params, x)
+    reference, result = both(module, model, params, x)
     assert np.abs(reference["input"]).max() > 1  # torch's gradient is not zero
     assert_parity(reference, result)
 
@@ -177,7 +150,7 @@ def test_inference_mode_false_keeps_the_gradient(capture, x64, rng):
     module = InferenceModeOff().double()
     x = rng.standard_normal((3, 4))
     model, params = convert(module, x, capture)
-    reference, result = torch_and_jaxgrad(module, model, params, x)
+    reference, result = both(module, model, params, x)
     assert np.all(reference["grads"]["w"])  # w is read only in the region: not a cut
     assert_parity(reference, result)
 
@@ -238,7 +211,7 @@ def test_params_without_gradient_are_torchs_for_data_reads_and_frozen_containers
     model, params = convert(module, x, capture)
     if build is _frozen_head_and_teacher and capture == "layers":
         assert type(model).__name__ == "Frozen"
-    reference, result = torch_and_jaxgrad(module, model, params, x, train=True)
+    reference, result = both(module, model, params, x, train=True)
     assert_parity(reference, result)
     untrained = {n for n, p in module.named_parameters() if p.grad is None}
     assert untrained  # torch leaves some without .grad
@@ -266,7 +239,7 @@ def test_the_batch_one_program_keeps_a_frozen_bias_frozen(x64, rng):
     assert model.variants  # the batch-1 program
     for batch in (1, 3):
         x = rng.standard_normal((batch, 4))
-        reference, result = torch_and_jaxgrad(module, model, params, x, train=True)
+        reference, result = both(module, model, params, x, train=True)
         assert module.body[0].bias.grad is None
         assert_parity(reference, result, name=f"batch {batch}")
         assert not np.any(np.asarray(result["grads"]["body.0.bias"]))

@@ -30,6 +30,7 @@ def both(module, model, params, x, *, buffers=None, train=False):
     of ``sum(output * c)``, ``c`` a fixed ramp. torch runs after the conversion (its
     forward may freeze a parameter as a side effect)."""
     module.train(train)
+    module.zero_grad(set_to_none=True)
     x_torch = torch.from_numpy(x).requires_grad_(True)
     out = module(x_torch)
     cotangent = np.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
